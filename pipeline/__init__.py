@@ -1,0 +1,1 @@
+"""DiffEqFormer reproduction pipeline: all the science the Snakemake rules call (`python -m pipeline`)."""
