@@ -1,0 +1,123 @@
+"""Run-folder files: atomic writes, the metrics log, and provenance.
+
+Every run folder holds ``config.yaml`` (the resolved spec), ``metrics.jsonl`` (one JSON object per
+logged step), ``provenance.json`` (git commit, package versions, host, devices, wall time) and, last,
+``summary.json``. Final outputs are written to a temporary sibling and renamed, so a killed job never
+leaves a file that looks complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline.config import REPO_ROOT
+
+TRACKED_PACKAGES = ("levanter", "haliax", "jax", "jaxlib", "equinox", "optax", "ray", "lm_eval", "snakemake",
+                    "torch", "transformers", "tokenizers", "datasets", "pandas", "seaborn", "numpy")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_write_yaml(path: Path, obj: Any) -> None:
+    atomic_write_text(path, yaml.safe_dump(obj, sort_keys=False))
+
+
+class MetricsLog:
+    """Append-only ``metrics.jsonl``; on resume from step ``s`` the records of steps ≥ ``s`` are dropped,
+    so a resumed run's log reads as one uninterrupted run."""
+
+    def __init__(self, path: Path, resume_step: int = 0):
+        self.path = path
+        kept = [line for line in self._records() if line.get("step", 0) < resume_step]
+        atomic_write_text(path, "".join(json.dumps(record) + "\n" for record in kept))
+        self._stream = path.open("a", buffering=1)
+
+    def _records(self) -> Iterable[dict]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._stream.write(json.dumps(record) + "\n")
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+def git_commit() -> dict[str, Any]:
+    """The checkout's commit and whether it has uncommitted changes (None outside a git checkout)."""
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
+
+
+def provenance(started: float, devices: list[str] | None = None) -> dict[str, Any]:
+    versions = {}
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "git": git_commit(),
+        "packages": versions,
+        "python": sys.version.split()[0],
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "devices": devices,
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "started_unix": started,
+        "wall_s": round(time.time() - started, 3),
+    }
+
+
+@contextlib.contextmanager
+def atomic_directory(path: Path) -> Iterator[Path]:
+    """Yield a temporary sibling of ``path`` to fill; on success it replaces ``path`` in one rename, on
+    failure it is removed, so ``path`` exists only complete."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        yield staging
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(staging, path)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)

@@ -1,0 +1,274 @@
+"""Presets: load, validate and expand the experiment grid into typed run specs.
+
+A preset (``workflow/config/<preset>.yaml``) declares the paper's grid (experiment-facts §3-7).
+``load_preset`` merges command-line overrides onto it, validates it against
+``workflow/schemas/config.schema.yaml`` plus the cross-references a schema cannot express, and
+fails with one sentence naming the file, the key and what was expected. ``pretrain_runs``
+expands it into one ``RunSpec`` per pretraining run, keyed by a readable run id
+(``<group>-<family>``, ablations ``<base>-<ablation>_<variant>-<family>``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = REPO_ROOT / "workflow" / "config"
+SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+LLAMA_FAMILIES = ("llama", "diffeq_llama")
+DIFFEQ_FAMILIES = ("diffeq", "diffeq_llama")
+
+
+class ConfigError(ValueError):
+    """A preset is malformed; the message is one sentence naming the file, the key and the expectation."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSpec:
+    """Optimisation hyperparameters of one run (AdamW, warm-up then cosine decay to min_lr_ratio·lr)."""
+
+    batch_size: int
+    steps: int
+    lr: float
+    eval_every: int
+    checkpoint_every: int
+    eval_batches: int | None
+    weight_decay: float
+    beta1: float
+    beta2: float
+    epsilon: float
+    warmup_fraction: float
+    min_lr_ratio: float
+    dropout: float
+    mixed_precision: str
+    seed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """Architecture of one run: family and shape; time-embedding sizes D and S for DiffEqFormer (§4)."""
+
+    family: str
+    hidden_dim: int
+    num_heads: int
+    num_layers: int
+    seq_len: int
+    intermediate_dim: int | None = None
+    time_embed_dim: int | None = None
+    sinusoidal_dim: int | None = None
+    shared_time_mlp: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """Everything one pretraining run needs, resolved from the preset."""
+
+    run_id: str
+    preset: str
+    group: str
+    dataset: str
+    size: str
+    tokenizer: str
+    role: str
+    ablation: str | None
+    model: ModelSpec
+    train: TrainSpec
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        raw = json.loads(text)
+        return cls(**{**raw, "model": ModelSpec(**raw["model"]), "train": TrainSpec(**raw["train"])})
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """Return ``base`` with ``override`` merged in recursively (override wins on leaves)."""
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def preset_path(preset: str) -> Path:
+    """A preset name (``tiny``, ``paper``) maps to ``workflow/config/<name>.yaml``; a path is taken as is."""
+    if preset.endswith((".yaml", ".yml")):
+        return Path(preset)
+    return CONFIG_DIR / f"{preset}.yaml"
+
+
+def load_preset(cli_config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Load the preset named by ``cli_config['preset']`` (default ``tiny``), merge the other keys over it,
+    validate, and return the resolved config."""
+    overrides = dict(cli_config or {})
+    path = preset_path(str(overrides.pop("preset", "tiny")))
+    if not path.is_file():
+        raise ConfigError(
+            f"{path}: key 'preset' names no preset file; expected one of "
+            f"{sorted(p.stem for p in CONFIG_DIR.glob('*.yaml'))} or a path to a .yaml file."
+        )
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: is not valid YAML ({error}).") from error
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys at the top level.")
+    config = deep_merge(loaded, overrides)
+    source = f"{path} (with --config overrides {sorted(overrides)})" if overrides else str(path)
+    validate_config(config, source)
+    return config
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(part) for part in error.absolute_path) or "<top level>"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    """One sentence for a jsonschema error: which key, what was expected, what was found."""
+    key = _key_path(error)
+    kind, expected = error.validator, error.validator_value
+    if kind == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        hint = f"expected one of {allowed}" if allowed else "expected no other keys"
+        return f"unknown key {unknown[0]!r} under {key!r}; {hint}"
+    if kind == "required":
+        missing = [name for name in expected if name not in error.instance]
+        return f"key {key!r} is missing required key {missing[0]!r}"
+    if kind == "type":
+        return f"key {key!r} must be of type {expected} (got {error.instance!r})"
+    if kind == "enum":
+        return f"key {key!r} must be one of {expected} (got {error.instance!r})"
+    if kind == "const":
+        return f"key {key!r} must be {expected!r} (got {error.instance!r})"
+    bounds = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<"}
+    if kind in bounds:
+        return f"key {key!r} must be {bounds[kind]} {expected} (got {error.instance!r})"
+    if kind == "pattern":
+        return f"key {key!r} must match {expected!r} (got {error.instance!r})"
+    if kind in ("minItems", "maxItems", "minProperties", "uniqueItems", "minLength"):
+        return f"key {key!r} violates {kind}={expected} (got {error.instance!r})"
+    return f"key {key!r}: {error.message}"
+
+
+def _best_error(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """For a failed ``oneOf``/``allOf``, descend into the alternative the instance meant: alternatives are told
+    apart by a ``kind`` constant, so those whose constant fails are not the one meant."""
+    while error.validator in ("oneOf", "anyOf", "allOf") and error.context:
+        consts = [e for e in error.context if e.validator == "const"]
+        meant = [e for e in error.context if e.schema_path[0] not in {c.schema_path[0] for c in consts}]
+        if not meant and consts:
+            kinds = sorted(c.validator_value for c in consts)
+            return jsonschema.ValidationError(f"must be one of {kinds} (got {consts[0].instance!r})",
+                                              validator="enum", validator_value=kinds, instance=consts[0].instance,
+                                              path=consts[0].absolute_path)
+        error = jsonschema.exceptions.best_match(meant or list(error.context))
+    return error
+
+
+def validate_config(config: dict[str, Any], source: str) -> None:
+    """Check ``config`` against the JSON schema and its cross-references; raise ``ConfigError`` on the first
+    problem."""
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(config), key=lambda e: e.path)
+    if errors:
+        raise ConfigError(f"{source}: {_describe(_best_error(errors[0]))}.")
+    problem = _cross_reference_problem(config)
+    if problem:
+        raise ConfigError(f"{source}: {problem}.")
+
+
+def _cross_reference_problem(config: dict[str, Any]) -> str | None:
+    """References between sections (dataset, size, tokenizer, base group, run ids) must resolve."""
+    datasets, sizes, tokenizers = config["datasets"], config["sizes"], config["tokenizers"]
+    for name, tokenizer in tokenizers.items():
+        for dataset in tokenizer.get("train_on", []):
+            if dataset not in datasets:
+                return (f"key 'tokenizers.{name}.train_on' names unknown dataset {dataset!r}; "
+                        f"expected one of {sorted(datasets)}")
+    for group, spec in config["pretrain"].items():
+        for key, table in (("dataset", datasets), ("size", sizes), ("tokenizer", tokenizers)):
+            if spec[key] not in table:
+                return f"key 'pretrain.{group}.{key}' is {spec[key]!r}; expected one of {sorted(table)}"
+        llama = [family for family in spec["families"] if family in LLAMA_FAMILIES]
+        if llama and "intermediate_dim" not in sizes[spec["size"]]:
+            return f"key 'sizes.{spec['size']}.intermediate_dim' is required by the {llama[0]} run of group {group!r}"
+    for name, ablation in config["ablations"].items():
+        if ablation["base"] not in config["pretrain"]:
+            return f"key 'ablations.{name}.base' is {ablation['base']!r}; expected a pretrain group"
+    finetune = config["finetune"]
+    for direction in finetune["directions"]:
+        for dataset in direction:
+            if dataset not in datasets:
+                return (f"key 'finetune.directions' names unknown dataset {dataset!r}; "
+                        f"expected one of {sorted(datasets)}")
+        for key in ("diffeq_source", "baseline_source"):
+            group = f"{direction[0]}-{finetune[key]}"
+            if group not in config["pretrain"]:
+                return f"key 'finetune.{key}' needs pretrain group {group!r}, which the preset does not declare"
+    runs = pretrain_runs(config)
+    references = [(f"downstream.pairs.{pair}", ids) for pair, ids in config["downstream"]["pairs"].items()]
+    references += [(f"analysis.{name}.runs", section["runs"]) for name, section in config["analysis"].items()
+                   if "runs" in section]
+    for key, ids in references:
+        for run_id in ids:
+            if run_id not in runs:
+                return f"key {key!r} names unknown run {run_id!r}; expected a run id of the pretrain grid"
+    return None
+
+
+def _model_spec(config: dict[str, Any], group: dict[str, Any], family: str, diffeq: dict[str, Any]) -> ModelSpec:
+    shape = dict(config["sizes"][group["size"]])
+    if family not in LLAMA_FAMILIES:
+        shape.pop("intermediate_dim", None)
+    if family in DIFFEQ_FAMILIES:
+        shape.update(diffeq)
+    return ModelSpec(family=family, **shape)
+
+
+def _group_runs(config: dict[str, Any], group_name: str, group: dict[str, Any], families: list[str],
+                ablation: str | None, variant: dict[str, Any]) -> dict[str, RunSpec]:
+    train = {**config["defaults"]["train"], **group["train"], **variant.get("train", {})}
+    diffeq = {**config["defaults"]["diffeq"], **group.get("diffeq", {}), **variant.get("diffeq", {})}
+    prefix = group_name if ablation is None else f"{group_name}-{ablation}"
+    runs = {}
+    for family in families:
+        run_id = f"{prefix}-{family}"
+        runs[run_id] = RunSpec(
+            run_id=run_id,
+            preset=config["preset"],
+            group=group_name,
+            dataset=group["dataset"],
+            size=group["size"],
+            tokenizer=group["tokenizer"],
+            role=group.get("role", "table") if ablation is None else "ablation",
+            ablation=ablation,
+            model=_model_spec(config, group, family, diffeq),
+            train=TrainSpec(**train),
+        )
+    return runs
+
+
+def pretrain_runs(config: dict[str, Any]) -> dict[str, RunSpec]:
+    """Every pretraining run of the preset: the groups of Tables 1-2, fine-tune sources and ablations."""
+    runs: dict[str, RunSpec] = {}
+    for name, group in config["pretrain"].items():
+        runs.update(_group_runs(config, name, group, group["families"], None, {}))
+    for name, ablation in config["ablations"].items():
+        base = config["pretrain"][ablation["base"]]
+        for variant_name, variant in ablation["variants"].items():
+            runs.update(_group_runs(config, ablation["base"], base, ablation["families"],
+                                    f"{name}_{variant_name}", variant))
+    return runs

@@ -1,0 +1,44 @@
+"""Run a verb's heavy work as a Ray task: Snakemake decides what runs, Ray decides where.
+
+``address=None`` starts an embedded local Ray inside the job (a laptop, CI, or one SLURM job with its
+own GPUs); ``"auto"`` or ``host:port`` submits to an existing cluster (for example one started across a
+SLURM allocation by ``profiles/slurm/ray-cluster.sbatch``). The task asks Ray for the job's GPUs, so a
+cluster places it on a node that has them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "JAX_PLATFORMS", "XLA_FLAGS",
+                 "JAX_COMPILATION_CACHE_DIR", "PYTHONHASHSEED")
+
+
+def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus: int | None = None,
+               num_gpus: float = 0, **kwargs: Any) -> Any:
+    """Execute ``fn(*args, **kwargs)`` as one Ray task and return its result; errors re-raise here."""
+    import ray
+
+    env_vars = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+    init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
+                                 "runtime_env": {"env_vars": env_vars}}
+    if address is None:
+        init_args["num_cpus"] = num_cpus
+    else:
+        init_args["address"] = address
+    ray.init(**init_args)
+    try:
+        task = ray.remote(num_cpus=1 if num_cpus is None else min(num_cpus, 1), num_gpus=num_gpus,
+                          max_retries=0)(fn)
+        logger.info("Submitting %s to Ray (%s)", fn.__name__, address or "embedded local Ray")
+        try:
+            return ray.get(task.remote(*args, **kwargs))
+        except ray.exceptions.RayTaskError as error:
+            raise error.as_instanceof_cause() from None
+    finally:
+        ray.shutdown()

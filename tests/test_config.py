@@ -1,0 +1,85 @@
+"""The presets declare the paper's grid; malformed presets fail with one sentence naming file and key."""
+
+import pytest
+
+from pipeline.config import ConfigError, RunSpec, load_preset, pretrain_runs
+
+TABLE_ROWS = {  # Tables 1 and 2 of the paper: (dataset, size, family)
+    ("wt103", "small", "gpt"), ("wt103", "small", "shared"), ("wt103", "small", "diffeq"),
+    ("wt103", "medium", "gpt"), ("wt103", "medium", "shared"), ("wt103", "medium", "diffeq"),
+    ("owt", "small", "gpt"), ("owt", "small", "diffeq"), ("owt", "medium", "gpt"), ("owt", "medium", "diffeq"),
+    ("owt", "large", "gpt"), ("owt", "large", "diffeq"), ("owt", "llama1b", "llama"),
+    ("owt", "llama1b", "diffeq_llama"),
+}
+
+
+@pytest.mark.parametrize("preset", ["tiny", "paper"])
+def test_grid_has_every_row_of_tables_1_and_2_and_the_ablations(preset):
+    runs = pretrain_runs(load_preset({"preset": preset}))
+    table = {(r.dataset, r.size, r.model.family) for r in runs.values() if r.role == "table"}
+    assert table == TABLE_ROWS
+    assert {r.run_id for r in runs.values() if r.role == "finetune_source"} == {
+        "wt103-ft18-diffeq", "owt-ft18-diffeq", "wt103-gpt24-gpt", "owt-gpt24-gpt"}
+    ablations = [r for r in runs.values() if r.role == "ablation"]
+    assert {r.ablation.split("_")[0] for r in ablations} == {"beta2", "time"}
+    assert len([r for r in ablations if r.ablation.startswith("time_embed_dim")]) == 5
+
+
+def test_paper_preset_matches_experiment_facts():
+    runs = pretrain_runs(load_preset({"preset": "paper"}))
+    large = runs["owt-large-diffeq"]
+    assert (large.model.hidden_dim, large.model.num_heads, large.model.num_layers) == (1280, 20, 36)
+    assert (large.train.batch_size, large.train.steps, large.train.lr) == (256, 40000, 3e-4)
+    assert (large.train.beta2, large.train.epsilon, large.model.time_embed_dim) == (0.95, 1e-6, 96)
+    assert runs["owt-large-beta2_0.999-gpt"].train.beta2 == 0.999
+    assert runs["owt-small-gpt"].train.batch_size == 512
+    llama = runs["owt-llama1b-diffeq_llama"]
+    assert (llama.model.intermediate_dim, llama.model.sinusoidal_dim, llama.train.weight_decay) == (8192, 256, 1e-5)
+    assert runs["wt103-ft18-diffeq"].model.num_layers == 18 and runs["wt103-ft18-diffeq"].model.time_embed_dim == 100
+    d_sweep = sorted(r.model.time_embed_dim for r in runs.values() if r.group == "owt-large"
+                     and r.model.family == "diffeq" and not (r.ablation or "").startswith("beta2"))
+    assert d_sweep == [20, 48, 72, 96, 120, 144]
+    assert runs["owt-small-gpt"].model.time_embed_dim is None
+
+
+def test_run_spec_round_trips_through_json():
+    spec = pretrain_runs(load_preset({"preset": "tiny"}))["owt-llama1b-diffeq_llama"]
+    assert RunSpec.from_json(spec.to_json()) == spec
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ({"bogus": 1}, "unknown key 'bogus' under '<top level>'"),
+        ({"pretrain": {"wt103-small": {"trian": {}}}}, "unknown key 'trian' under 'pretrain.wt103-small'"),
+        ({"pretrain": {"wt103-small": {"train": {"steps": 0}}}}, "key 'pretrain.wt103-small.train.steps' must be ≥ 1"),
+        ({"pretrain": {"wt103-small": {"train": {"steps": -5}}}}, "must be ≥ 1 (got -5)"),
+        ({"pretrain": {"wt103-small": {"train": {"lr": "fast"}}}}, "must be of type number (got 'fast')"),
+        ({"pretrain": {"wt103-small": {"families": ["gpt", "rnn"]}}}, "must be one of ['gpt', 'llama', 'diffeq'"),
+        ({"pretrain": {"wt103-small": {"size": "huge"}}}, "key 'pretrain.wt103-small.size' is 'huge'"),
+        ({"datasets": {"wt103": {"source": {"kind": "s3"}}}},
+         "'datasets.wt103.source.kind' must be one of ['hf', 'tiny']"),
+        ({"ray": {"num_cpus": 0}}, "key 'ray.num_cpus' must be ≥ 1 (got 0)"),
+        ({"downstream": {"pairs": {"x": ["owt-large-gpt", "nope-gpt"]}}}, "names unknown run 'nope-gpt'"),
+        ({"ablations": {"beta2": {"base": "owt-huge"}}}, "key 'ablations.beta2.base' is 'owt-huge'"),
+        ({"sizes": {"llama1b": {"intermediate_dim": None}}},
+         "key 'sizes.llama1b.intermediate_dim' must be of type integer"),
+    ],
+)
+def test_bad_preset_fails_with_one_sentence(override, expected):
+    with pytest.raises(ConfigError) as error:
+        load_preset({"preset": "tiny", **override})
+    message = str(error.value)
+    assert expected in message
+    assert message.startswith(str(load_preset.__globals__["CONFIG_DIR"] / "tiny.yaml"))
+    assert "\n" not in message
+
+
+def test_unknown_preset_names_the_choices():
+    with pytest.raises(ConfigError, match=r"key 'preset' names no preset file; expected one of \['paper', 'tiny'\]"):
+        load_preset({"preset": "nope"})
+
+
+def test_llama_run_without_intermediate_dim_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="intermediate_dim' is required by the llama run"):
+        load_preset({"preset": "tiny", "pretrain": {"wt103-small": {"families": ["llama"]}}})

@@ -1,0 +1,36 @@
+"""The lock file is the single source of the pinned stack; environment.yml and pyproject agree with it."""
+
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def lock_pins() -> dict[str, str]:
+    lines = [line for line in (ROOT / "requirements.lock").read_text().splitlines() if line and line[0] != "#"]
+    return dict(line.split("==") for line in lines)
+
+
+def test_lock_pins_the_verified_stack():
+    pins = {name.lower().replace("_", "-"): version for name, version in lock_pins().items()}
+    expected = {"levanter": "1.2.dev1644", "haliax": "1.4.dev453", "jax": "0.7.2", "jaxlib": "0.7.2",
+                "lm-eval": "0.4.13", "snakemake": "9.27.1", "torch": "2.13.0"}
+    assert {name: pins.get(name) for name in expected} == expected
+    for name in ("chex", "equinox", "optax", "ray", "snakemake-executor-plugin-slurm", "pandas", "seaborn", "pytest"):
+        assert name in pins, name
+
+
+def test_environment_yml_mirrors_the_lock():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert "python=3.11" in env["dependencies"]
+    pip = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
+    assert dict(line.split("==") for line in pip) == lock_pins()
+
+
+def test_pyproject_pins_agree_with_the_lock():
+    pins = {name.lower().replace("_", "-"): version for name, version in lock_pins().items()}
+    text = (ROOT / "pyproject.toml").read_text()
+    for name, version in re.findall(r'"([A-Za-z0-9_.\-\[\]]+)==([^"]+)"', text):
+        assert pins[name.split("[")[0]] == version, name

@@ -1,0 +1,66 @@
+"""Preset loading, the experiment grid as run ids, and target functions."""
+
+import json
+
+from snakemake.exceptions import WorkflowError
+
+from pipeline.config import ConfigError, load_preset, pretrain_runs
+
+try:
+    _resolved = load_preset(config)
+except ConfigError as error:
+    raise WorkflowError(str(error)) from None
+config.clear()
+config.update(_resolved)
+
+PRESET = config["preset"]
+RESULTS = f"results/{PRESET}"
+DATA = f"{RESULTS}/data"
+RUNS = pretrain_runs(config)
+ENV = "../../environment.yml"
+
+wildcard_constraints:
+    dataset="|".join(config["datasets"]),
+    tokenizer="|".join(config["tokenizers"]),
+    run="|".join(RUNS),
+
+
+def run_summary(run_id):
+    return f"{RESULTS}/runs/{run_id}/summary.json"
+
+
+def all_targets():
+    return [
+        *(run_summary(run_id) for run_id in RUNS),
+        f"{RESULTS}/tables/perplexity.md",
+        f"{RESULTS}/tables/perplexity.csv",
+        f"{RESULTS}/tables/pretrain_runs.csv",
+    ]
+
+
+def corpus_source(wildcards):
+    return json.dumps(config["datasets"][wildcards.dataset]["source"], sort_keys=True)
+
+
+def tokenizer_spec(wildcards):
+    return json.dumps(config["tokenizers"][wildcards.tokenizer], sort_keys=True)
+
+
+def tokenizer_corpora(wildcards):
+    return [f"{DATA}/corpora/{dataset}" for dataset in config["tokenizers"][wildcards.tokenizer].get("train_on", [])]
+
+
+def run_inputs(wildcards):
+    spec = RUNS[wildcards.run]
+    return {
+        "cache": f"{DATA}/caches/{spec.dataset}-{spec.tokenizer}",
+        "tokenizer": f"{DATA}/tokenizers/{spec.tokenizer}",
+    }
+
+
+def ray_args():
+    address = config["ray"]["address"]
+    num_cpus = config["ray"]["num_cpus"]
+    return " ".join(
+        [f"--ray-address {address}" if address else "", f"--ray-num-cpus {num_cpus}" if num_cpus else ""]
+    ).strip()

@@ -1,0 +1,65 @@
+"""Data: corpus export -> tokenizer -> Levanter token cache (experiment-facts §2)."""
+
+
+rule corpus:
+    output:
+        directory(f"{DATA}/corpora/{{dataset}}"),
+    params:
+        source=corpus_source,
+    log:
+        f"{RESULTS}/logs/corpus/{{dataset}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/corpus/{{dataset}}.tsv"
+    resources:
+        gpu=0,
+        mem_mb=4000,
+        runtime=240,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline corpus --source {params.source:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule tokenizer:
+    input:
+        tokenizer_corpora,
+    output:
+        directory(f"{DATA}/tokenizers/{{tokenizer}}"),
+    params:
+        spec=tokenizer_spec,
+    log:
+        f"{RESULTS}/logs/tokenizer/{{tokenizer}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/tokenizer/{{tokenizer}}.tsv"
+    resources:
+        gpu=0,
+        mem_mb=4000,
+        runtime=60,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline tokenizer --spec {params.spec:q} --out {output:q} {input:q} > {log:q} 2>&1"
+
+
+rule token_cache:
+    input:
+        corpus=f"{DATA}/corpora/{{dataset}}",
+        tokenizer=f"{DATA}/tokenizers/{{tokenizer}}",
+    output:
+        directory(f"{DATA}/caches/{{dataset}}-{{tokenizer}}"),
+    params:
+        builder=config["cache_builder"],
+        ray=ray_args(),
+    log:
+        f"{RESULTS}/logs/token_cache/{{dataset}}-{{tokenizer}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/token_cache/{{dataset}}-{{tokenizer}}.tsv"
+    resources:
+        gpu=0,
+        mem_mb=8000,
+        runtime=720,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline cache --corpus {input.corpus:q} --tokenizer {input.tokenizer:q}"
+        " --builder {params.builder} {params.ray} --out {output:q} > {log:q} 2>&1"

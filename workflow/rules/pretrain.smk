@@ -1,0 +1,26 @@
+"""Pretraining: every GPT / Llama / DiffEqFormer / weight-sharing run of the grid (Tables 1-3, ablations)."""
+
+
+rule pretrain:
+    input:
+        unpack(run_inputs),
+    output:
+        summary=f"{RESULTS}/runs/{{run}}/summary.json",
+    params:
+        spec=lambda wildcards: RUNS[wildcards.run].to_json(),
+        run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
+        ray=ray_args(),
+    log:
+        f"{RESULTS}/logs/pretrain/{{run}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/pretrain/{{run}}.tsv"
+    resources:
+        gpu=0,
+        mem_mb=8000,
+        runtime=60,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline pretrain --spec {params.spec:q} --run-dir {params.run_dir:q}"
+        " --cache {input.cache:q} --tokenizer {input.tokenizer:q} --gpus {resources.gpu} {params.ray}"
+        " > {log:q} 2>&1"
