@@ -8,17 +8,15 @@ leaves a file that looks complete.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import platform
-import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -106,18 +104,3 @@ def provenance(started: float, devices: list[str] | None = None) -> dict[str, An
         "wall_s": round(time.time() - started, 3),
     }
 
-
-@contextlib.contextmanager
-def atomic_directory(path: Path) -> Iterator[Path]:
-    """Yield a temporary sibling of ``path`` to fill; on success it replaces ``path`` in one rename, on
-    failure it is removed, so ``path`` exists only complete."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-    try:
-        yield staging
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(staging, path)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)

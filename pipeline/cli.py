@@ -9,25 +9,25 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
-from pipeline.artifacts import atomic_directory, atomic_write_json
+from pipeline.artifacts import atomic_write_json
 
 
 def _corpus(args: argparse.Namespace) -> None:
-    from pipeline.data.corpora import export_hf_corpus, export_tiny_corpus
+    from pipeline.data.corpora import export_tiny_corpus
+    from pipeline.data.hf_corpora import export_hf_corpus
 
     source = json.loads(args.source)
-    with atomic_directory(args.out) as staging:
-        if source["kind"] == "tiny":
-            stats = export_tiny_corpus(source["corpus"], staging)
-        else:
-            stats = export_hf_corpus(source["id"], staging, source=source["id"],
-                                     validation_fraction=source.get("validation_fraction"),
-                                     seed=source.get("seed", 0))
-        atomic_write_json(staging / "stats.json", stats)
-    logging.info("corpus %s: %s", args.out, stats)
+    if source["kind"] == "tiny":
+        stats = export_tiny_corpus(source["corpus"], args.out, overwrite=True)
+    else:
+        stats = export_hf_corpus(source["id"], args.out, source=source["id"],
+                                 validation_fraction=source.get("validation_fraction"), seed=source.get("seed", 0),
+                                 revision=source.get("revision"), overwrite=True)
+    logging.info("corpus %s: %s", args.out, json.dumps(stats))
 
 
 def _tokenizer(args: argparse.Namespace) -> None:
@@ -35,25 +35,28 @@ def _tokenizer(args: argparse.Namespace) -> None:
     from pipeline.data.tokenizer import save_pretrained_tokenizer, train_bpe_tokenizer
 
     spec = json.loads(args.spec)
-    with atomic_directory(args.out) as staging:
-        if spec["kind"] == "bpe":
-            files = [path for corpus in args.corpora for path in corpus_split_files(corpus, "train")]
-            train_bpe_tokenizer(files, spec["vocab_size"], staging)
-        else:
-            save_pretrained_tokenizer(spec["name"], staging)
-    logging.info("tokenizer %s written", args.out)
+    if spec["kind"] == "bpe":
+        files = [path for corpus in args.corpora for path in corpus_split_files(corpus, "train")]
+        stats = train_bpe_tokenizer(files, spec["vocab_size"], args.out, overwrite=True)
+    else:
+        stats = save_pretrained_tokenizer(spec["name"], args.out, overwrite=True)
+    logging.info("tokenizer %s: %s", args.out, json.dumps(stats))
 
 
 def _cache(args: argparse.Namespace) -> None:
+    """Both splits into ``<out>/{train,validation}``, the layout Levanter's ``cache_dir`` expects."""
     from pipeline.data.cache import build_token_cache
     from pipeline.data.corpora import corpus_split_files
+    from pipeline.data.files import atomic_directory
 
-    with atomic_directory(args.out) as staging:
+    if args.ray_address:
+        os.environ["RAY_ADDRESS"] = args.ray_address
+    with atomic_directory(args.out, overwrite=True) as staging:
         stats = {split: build_token_cache(corpus_split_files(args.corpus, split), args.tokenizer, staging / split,
-                                          builder=args.builder, ray_address=args.ray_address)
+                                          builder=args.builder)
                  for split in ("train", "validation")}
         atomic_write_json(staging / "stats.json", stats)
-    logging.info("token cache %s: %s", args.out, stats)
+    logging.info("token cache %s: %s", args.out, json.dumps(stats))
 
 
 def _pretrain(args: argparse.Namespace) -> None:

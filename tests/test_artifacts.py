@@ -1,27 +1,6 @@
 import json
 
-import pytest
-
-from pipeline.artifacts import MetricsLog, atomic_directory, atomic_write_json, provenance
-
-
-def test_atomic_directory_leaves_nothing_when_the_job_fails(tmp_path):
-    target = tmp_path / "cache"
-    with pytest.raises(RuntimeError), atomic_directory(target) as staging:
-        (staging / "half.bin").write_text("partial")
-        raise RuntimeError("killed")
-    assert not target.exists()
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_atomic_directory_replaces_an_old_output_in_one_rename(tmp_path):
-    target = tmp_path / "cache"
-    target.mkdir()
-    (target / "old").write_text("old")
-    with atomic_directory(target) as staging:
-        (staging / "new").write_text("new")
-        assert (target / "old").exists()
-    assert [p.name for p in target.iterdir()] == ["new"]
+from pipeline.artifacts import MetricsLog, atomic_write_json, provenance
 
 
 def test_metrics_log_drops_records_past_the_resumed_step(tmp_path):

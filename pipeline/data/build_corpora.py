@@ -1,0 +1,404 @@
+"""Build the shipped tiny corpora from version-pinned Debian packages.
+
+    python -m pipeline.data.build_corpora                # apt-get download, build into pipeline/data/corpora
+    python -m pipeline.data.build_corpora --deb-dir DIR  # use (or download into) DIR for the .deb files
+    python -m pipeline.data.build_corpora --check        # rebuild in a temp dir, compare with shipped files
+
+The .deb files are read with the standard library (ar + tar), so `dpkg` is not needed; their sha256 is
+checked against the pins below before anything is extracted. Output is byte-for-byte reproducible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+from pipeline.data.files import sha256_file, write_jsonl
+
+CORPORA_DIR = Path(__file__).resolve().parent / "corpora"
+VALIDATION_MODULUS = 20  # a document is in validation when sha256(text) % 20 == 0, i.e. ~5 %
+GZIP_LEVEL = 9
+
+
+@dataclass(frozen=True)
+class DebSource:
+    """A Debian binary package pinned by version and sha256."""
+
+    package: str
+    version: str
+    pool_path: str
+    sha256: str
+    licence: str
+    member_prefix: str
+
+    @property
+    def filename(self) -> str:
+        return self.pool_path.rsplit("/", 1)[1]
+
+
+SOURCES = {
+    "pydocs": DebSource(
+        package="python3.11-doc",
+        version="3.11.2-6+deb12u8",
+        pool_path="pool/main/p/python3.11/python3.11-doc_3.11.2-6+deb12u8_all.deb",
+        sha256="50eb63e7f636c4281e9ce1b8f10386f1def42159eddce34fc1f41c46261df71b",
+        licence="PSF-2.0 (Python Software Foundation License, the licence of the Python documentation; "
+        "see /usr/share/doc/python3.11-doc/copyright)",
+        member_prefix="usr/share/doc/python3.11/html/",
+    ),
+    "fortunes": DebSource(
+        package="fortunes",
+        version="1:1.99.1-7.3",
+        pool_path="pool/main/f/fortune-mod/fortunes_1.99.1-7.3_all.deb",
+        sha256="41d0551dc0ff52f875a2ecef7c39da2f672ab468c37e170119f7e0245a9d63c5",
+        licence="BSD-3-Clause (fortune-mod; Debian main, see /usr/share/doc/fortunes/copyright)",
+        member_prefix="usr/share/games/fortunes/",
+    ),
+}
+
+# ---- pydocs: prose paragraphs of the Python 3.11 documentation -------------------------------------------
+
+PYDOCS_SECTIONS = ("library/", "tutorial/", "reference/", "howto/", "faq/", "glossary.html")
+PYDOCS_MIN_CHARS = 500  # drops chapter index pages that are little more than a title
+PYDOCS_MAX_CHARS = 12_000  # each page is cut at the last paragraph boundary before this many characters
+_VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+_SKIPPED_TAGS = {"pre", "script", "style", "table", "nav"}
+_BLOCK_TAGS = {"p", "h1", "h2", "h3", "h4", "h5", "h6"}
+
+
+class _ProseExtractor(HTMLParser):
+    """Collect the text of headings and paragraphs inside Sphinx's main body, skipping code and tables."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.blocks: list[str] = []
+        self._stack: list[str] = []
+        self._body_depth: int | None = None
+        self._skip_depth: int | None = None
+        self._block: tuple[str, list[str]] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _VOID_TAGS:
+            return
+        attributes = dict(attrs)
+        classes = (attributes.get("class") or "").split()
+        self._stack.append(tag)
+        depth = len(self._stack)
+        if tag == "div" and attributes.get("role") == "main":
+            self._body_depth = depth
+        skipped = (
+            tag in _SKIPPED_TAGS
+            or (tag == "dt" and "sig" in classes)
+            or (tag == "a" and "headerlink" in classes)
+            or (tag == "p" and "admonition-title" in classes)
+            or (tag == "div" and any(c.startswith("highlight") for c in classes))
+        )
+        if skipped and self._skip_depth is None:
+            self._skip_depth = depth
+        if tag in _BLOCK_TAGS and self._body_depth is not None and self._skip_depth is None:
+            self._block = (tag, [])
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _VOID_TAGS or tag not in self._stack:
+            return
+        while self._stack:
+            depth = len(self._stack)
+            closed = self._stack.pop()
+            if self._skip_depth == depth:
+                self._skip_depth = None
+            if self._body_depth == depth:
+                self._body_depth = None
+            if self._block is not None and closed == self._block[0]:
+                text = " ".join("".join(self._block[1]).split())
+                if text:
+                    self.blocks.append(text)
+                self._block = None
+            if closed == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        if self._block is not None and self._skip_depth is None:
+            self._block[1].append(data)
+
+
+def html_prose(html: str) -> list[str]:
+    """Headings and paragraphs (whitespace-normalised) of one Sphinx HTML page, without code or tables."""
+    parser = _ProseExtractor()
+    parser.feed(html)
+    parser.close()
+    return parser.blocks
+
+
+def _truncate(blocks: list[str], max_chars: int) -> str:
+    kept: list[str] = []
+    size = 0
+    for block in blocks:
+        size += len(block) + (2 if kept else 0)
+        if size > max_chars and kept:
+            break
+        kept.append(block)
+    return "\n\n".join(kept)
+
+
+def pydocs_documents(members: dict[str, bytes]) -> list[str]:
+    """One document per documentation page (sorted by path): its prose, cut to PYDOCS_MAX_CHARS."""
+    prefix = SOURCES["pydocs"].member_prefix
+    documents = []
+    for name in sorted(members):
+        page = name.removeprefix(prefix)
+        if not page.endswith(".html") or not page.startswith(PYDOCS_SECTIONS):
+            continue
+        text = _truncate(html_prose(members[name].decode("utf-8")), PYDOCS_MAX_CHARS)
+        if len(text) >= PYDOCS_MIN_CHARS:
+            documents.append(text)
+    return documents
+
+
+# ---- fortunes: one fortune cookie per document ------------------------------------------------------------
+
+FORTUNES_EXCLUDED = {"ascii-art"}  # pictures, not prose
+_OVERSTRIKE = re.compile(r".\x08")  # "_\bx" underlining / "x\bx" bold from nroff-era files
+_MOJIBAKE = re.compile(r"[\x80-\x9f]")  # C1 controls only occur in doubly-encoded UTF-8
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_SEPARATOR = re.compile(r"^%\n", flags=re.MULTILINE)
+
+
+def clean_fortune(raw: str) -> str | None:
+    """Strip overstrikes, control characters and trailing blanks; None for mojibake or empty fortunes."""
+    text = _OVERSTRIKE.sub("", raw)
+    if _MOJIBAKE.search(text):
+        return None
+    text = _CONTROL.sub("", text)
+    text = "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
+    return text if text.strip() else None
+
+
+def fortunes_documents(members: dict[str, bytes]) -> list[str]:
+    """Every distinct fortune of every data file (sorted by file name, then file order)."""
+    prefix = SOURCES["fortunes"].member_prefix
+    documents: list[str] = []
+    seen: set[str] = set()
+    for name in sorted(members):
+        stem = name.removeprefix(prefix)
+        if "/" in stem or "." in stem or stem in FORTUNES_EXCLUDED:
+            continue
+        for raw in _SEPARATOR.split(members[name].decode("utf-8")):
+            text = clean_fortune(raw)
+            if text is not None and text not in seen:
+                seen.add(text)
+                documents.append(text)
+    return documents
+
+
+BUILDERS: dict[str, Callable[[dict[str, bytes]], list[str]]] = {
+    "pydocs": pydocs_documents,
+    "fortunes": fortunes_documents,
+}
+
+# ---- packages, splits, output ----------------------------------------------------------------------------
+
+
+def read_deb_members(deb: Path, prefix: str) -> dict[str, bytes]:
+    """Regular files under `prefix` in the data archive of a .deb (an `ar` archive holding data.tar.*)."""
+    data = deb.read_bytes()
+    if not data.startswith(b"!<arch>\n"):
+        raise ValueError(f"Package {deb} is not an ar archive; expected a Debian binary package (.deb).")
+    pos = 8
+    while pos + 60 <= len(data):
+        header = data[pos : pos + 60]
+        name = header[:16].decode("ascii").strip().rstrip("/")
+        size = int(header[48:58].decode("ascii"))
+        body = data[pos + 60 : pos + 60 + size]
+        pos += 60 + size + size % 2
+        if name.startswith("data.tar"):
+            with tarfile.open(fileobj=io.BytesIO(body), mode="r:*") as tar:
+                members = {}
+                for member in tar.getmembers():
+                    path = member.name.removeprefix("./")
+                    if member.isfile() and path.startswith(prefix):
+                        members[path] = tar.extractfile(member).read()
+                return members
+    raise ValueError(f"Package {deb} has no data.tar member; expected a Debian binary package (.deb).")
+
+
+def is_validation(text: str) -> bool:
+    """Deterministic ~5 % validation rule: sha256 of the UTF-8 text, as an integer, divisible by 20."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest(), "big") % VALIDATION_MODULUS == 0
+
+
+def split_documents(documents: list[str]) -> dict[str, list[str]]:
+    """Split documents into train/validation by `is_validation`, keeping their order."""
+    splits: dict[str, list[str]] = {"train": [], "validation": []}
+    for text in documents:
+        splits["validation" if is_validation(text) else "train"].append(text)
+    return splits
+
+
+def corpus_filename(name: str, split: str) -> str:
+    """Shipped file name of one split of one tiny corpus."""
+    return f"{name}.{split}.jsonl.gz"
+
+
+def fetch_deb(source: DebSource, deb_dir: Path) -> Path:
+    """Path of the pinned .deb in `deb_dir`, downloaded with `apt-get download` if absent; sha256-checked."""
+    deb = deb_dir / source.filename
+    if not deb.exists():
+        subprocess.run(["apt-get", "download", f"{source.package}={source.version}"], cwd=deb_dir, check=True)
+        downloaded = sorted(deb_dir.glob(f"{source.package}_*.deb"))
+        if len(downloaded) != 1:
+            raise FileNotFoundError(f"apt-get download left {downloaded} in {deb_dir}; expected {deb.name}.")
+        downloaded[0].rename(deb)
+    digest = sha256_file(deb)
+    if digest != source.sha256:
+        raise ValueError(f"Package {deb} has sha256 {digest}; expected the pinned {source.sha256}.")
+    return deb
+
+
+def build_corpus(name: str, deb: Path, out_dir: Path) -> dict[str, dict]:
+    """Extract, split and write one tiny corpus; returns per-split stats and hashes."""
+    members = read_deb_members(deb, SOURCES[name].member_prefix)
+    stats = {}
+    for split, texts in split_documents(BUILDERS[name](members)).items():
+        path = out_dir / corpus_filename(name, split)
+        stats[split] = write_jsonl(path, texts, compresslevel=GZIP_LEVEL)
+        stats[split]["bytes"] = path.stat().st_size
+        stats[split]["sha256"] = sha256_file(path)
+        stats[split]["jsonl_sha256"] = _decompressed_sha256(path)
+    return stats
+
+
+def _decompressed_sha256(path: Path) -> str:
+    with gzip.open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+_PROVENANCE = """\
+# Tiny corpora: provenance
+
+Two small real-English corpora of clearly different domains, shipped so that the pipeline runs offline:
+`pydocs` (encyclopedic/technical reference prose, standing in for WikiText-103) and `fortunes` (informal
+quotes, jokes, anecdotes and poems, standing in for OpenWebText). Files are gzip-compressed JSONL, one
+`{{"text": ...}}` document per line, ASCII-escaped. This file is written by the build script; do not edit it.
+
+## Build command
+
+```
+python -m pipeline.data.build_corpora --out pipeline/data/corpora
+```
+
+It runs `apt-get download <package>=<version>` (Debian 12 bookworm) unless `--deb-dir` holds the .deb
+files, checks their sha256, reads them with the Python standard library (no dpkg) and writes byte-identical
+output on every run. `--check` rebuilds into a temporary directory and compares the decompressed content
+(the gzip bytes themselves could only differ with a different zlib).
+
+## Sources
+
+| corpus | Debian package | version | archive path | .deb sha256 | licence |
+|---|---|---|---|---|---|
+{sources}
+
+Archived copies of these exact versions: https://snapshot.debian.org/ (by package name and version).
+
+## Extraction rules
+
+- `pydocs`: every HTML page of `{pydocs_prefix}` under {pydocs_sections}, sorted by path.
+  One document per page: the text of its headings and paragraphs inside the Sphinx main body,
+  whitespace-normalised, one block per paragraph (blank line between); code blocks, signatures, tables,
+  navigation and permalink marks are dropped. Each page is cut at the last paragraph boundary before
+  {max_chars} characters; pages under {min_chars} characters are dropped.
+- `fortunes`: every data file of `{fortunes_prefix}` except {fortunes_excluded}, sorted by name,
+  split on `%` lines. One document per fortune; nroff overstrikes and control characters removed,
+  trailing blanks stripped, fortunes with doubly-encoded UTF-8 dropped, exact duplicates dropped.
+- Split: a document goes to validation when sha256(UTF-8 text), read as a big-endian integer, is divisible
+  by {modulus} (~5 %), otherwise to train; order within a split follows the source order.
+
+## Outputs
+
+| file | documents | characters | bytes | sha256 | sha256 of decompressed JSONL |
+|---|---|---|---|---|---|
+{outputs}
+"""
+
+
+def provenance_markdown(stats: dict[str, dict[str, dict]]) -> str:
+    """The PROVENANCE.md text for the built corpora."""
+    sources = [
+        f"| {name} | {s.package} | {s.version} | {s.pool_path} | {s.sha256} | {s.licence} |"
+        for name, s in SOURCES.items()
+    ]
+    outputs = [
+        f"| `{corpus_filename(name, split)}` | {s['documents']} | {s['characters']} | {s['bytes']} "
+        f"| {s['sha256']} | {s['jsonl_sha256']} |"
+        for name, splits in stats.items()
+        for split, s in splits.items()
+    ]
+    return _PROVENANCE.format(
+        sources="\n".join(sources),
+        pydocs_prefix=SOURCES["pydocs"].member_prefix,
+        pydocs_sections=", ".join(f"`{s}`" for s in PYDOCS_SECTIONS),
+        max_chars=PYDOCS_MAX_CHARS,
+        min_chars=PYDOCS_MIN_CHARS,
+        fortunes_prefix=SOURCES["fortunes"].member_prefix,
+        fortunes_excluded=", ".join(f"`{s}`" for s in sorted(FORTUNES_EXCLUDED)),
+        modulus=VALIDATION_MODULUS,
+        outputs="\n".join(outputs),
+    )
+
+
+def build_all(out_dir: Path, deb_dir: Path) -> dict[str, dict[str, dict]]:
+    """Build every tiny corpus and PROVENANCE.md into `out_dir`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stats = {
+        name: build_corpus(name, fetch_deb(source, deb_dir), out_dir) for name, source in SOURCES.items()
+    }
+    (out_dir / "PROVENANCE.md").write_text(provenance_markdown(stats), encoding="utf-8")
+    return stats
+
+
+def _corpus_files() -> Iterator[str]:
+    for name in SOURCES:
+        for split in ("train", "validation"):
+            yield corpus_filename(name, split)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=CORPORA_DIR, help="output directory")
+    parser.add_argument("--deb-dir", type=Path, help="directory holding (or receiving) the pinned .deb files")
+    parser.add_argument("--check", action="store_true", help="rebuild in a temp dir and compare with --out")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        deb_dir = args.deb_dir or Path(scratch) / "debs"
+        deb_dir.mkdir(parents=True, exist_ok=True)
+        target = Path(scratch) / "built" if args.check else args.out
+        stats = build_all(target, deb_dir)
+        if args.check:
+            differing = [
+                f
+                for f in _corpus_files()
+                if _decompressed_sha256(target / f) != _decompressed_sha256(args.out / f)
+            ]
+            if differing:
+                print(f"Rebuilt files differ from {args.out}: {', '.join(differing)}", file=sys.stderr)
+                return 1
+    for name, splits in stats.items():
+        for split, s in splits.items():
+            print(f"{corpus_filename(name, split)}: {s['documents']} documents, {s['characters']} characters")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

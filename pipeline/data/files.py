@@ -1,0 +1,117 @@
+"""JSONL corpus files: validated reading, deterministic writing and atomic output directories."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+TEXT_FIELD = "text"
+
+
+def iter_jsonl(path: str | Path, text_field: str = TEXT_FIELD) -> Iterator[dict]:
+    """Yield the JSON objects of a `.jsonl` or `.jsonl.gz` file, checking each has a string `text_field`.
+
+    Raises FileNotFoundError for a missing file and ValueError (with the line number) for a corrupt line,
+    a line without the text field, or a file with no documents at all.
+    """
+    path = Path(path)
+    expected = f'one JSON object per line like {{"{text_field}": "..."}}'
+    if not path.is_file():
+        raise FileNotFoundError(f"Corpus file {path} does not exist; expected a JSONL file with {expected}.")
+    opener = gzip.open if path.name.endswith(".gz") else open
+    lineno = 0
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            for lineno, line in enumerate(f, start=1):
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ValueError(
+                        f"Corpus file {path}, line {lineno}: not valid JSON ({e.msg}); expected {expected}."
+                    ) from None
+                if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
+                    raise ValueError(
+                        f"Corpus file {path}, line {lineno}: has no string field {text_field!r}; "
+                        f"expected {expected}."
+                    )
+                yield obj
+    except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise ValueError(
+            f"Corpus file {path}, after line {lineno}: cannot be decoded ({e}); expected UTF-8 JSONL, "
+            "optionally gzip-compressed."
+        ) from None
+    if lineno == 0:
+        raise ValueError(f"Corpus file {path} contains no documents; expected {expected}.")
+
+
+def iter_texts(paths: Iterable[str | Path], text_field: str = TEXT_FIELD) -> Iterator[str]:
+    """Yield the text of every document of several JSONL files, in order."""
+    for path in paths:
+        for obj in iter_jsonl(path, text_field):
+            yield obj[text_field]
+
+
+def write_jsonl(path: Path, texts: Iterable[str], *, compresslevel: int | None = None) -> dict:
+    """Write `{"text": ...}` lines (ASCII-escaped, so any locale reads them) to `path`, atomically.
+
+    With `compresslevel` the file is gzip-compressed with a zero timestamp and no embedded name, so the
+    same texts always give the same bytes. Returns {"documents", "characters"}.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    documents = characters = 0
+    try:
+        with open(tmp, "wb") as raw:
+            if compresslevel is None:
+                out = raw
+            else:
+                out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=compresslevel)
+            with out:
+                for text in texts:
+                    out.write((json.dumps({TEXT_FIELD: text}) + "\n").encode("ascii"))
+                    documents += 1
+                    characters += len(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return {"documents": documents, "characters": characters}
+
+
+@contextmanager
+def atomic_directory(out_dir: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a fresh temporary directory beside `out_dir`, renamed to `out_dir` only on success.
+
+    A build killed midway leaves only a `.<name>.partial-*` directory, never something at `out_dir`.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not overwrite:
+        raise FileExistsError(
+            f"Output directory {out_dir} already exists; expected a new path (or pass overwrite=True)."
+        )
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    try:
+        yield tmp
+        tmp.chmod(0o755)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

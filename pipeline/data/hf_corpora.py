@@ -1,0 +1,184 @@
+"""Paper-preset corpora (WikiText-103, OpenWebText) exported from Hugging Face datasets to JSONL shards."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import datasets
+
+from pipeline.data.files import TEXT_FIELD, atomic_directory, iter_jsonl, write_jsonl
+
+HF_CORPORA: dict[str, dict] = {
+    # WikiText-103 (detokenized) ships its own train/validation/test splits.
+    "wikitext103": {"source": "dlwh/wikitext_103_detokenized", "validation_fraction": None, "seed": 0},
+    # OpenWebText has only train; validation = 0.05 % of it, as nanoGPT's prepare.py (the authors' base) does.
+    "openwebtext": {"source": "Skylion007/openwebtext", "validation_fraction": 0.0005, "seed": 2357},
+}
+DOCS_PER_SHARD = 100_000
+SHARD_GZIP_LEVEL = 1  # fast; OpenWebText is ~40 GB of text
+_LOCAL_JSONL = ("*.jsonl", "*.jsonl.gz")
+
+
+def _is_saved_dataset(path: Path) -> bool:
+    return (path / "dataset_dict.json").is_file() or (path / "state.json").is_file()
+
+
+def _local_data_files(dataset: str, path: Path, text_field: str) -> dict[str, list[str]]:
+    """Validated local JSONL files by split: a single file is "train"; in a folder, the split is the file-name
+    prefix before the first "-", "." or "_" (train.jsonl, validation-00000.jsonl.gz, ...)."""
+    files = [path] if path.is_file() else sorted(f for pattern in _LOCAL_JSONL for f in path.rglob(pattern))
+    if not files:
+        raise ValueError(
+            f"Dataset {dataset!r}: local source {path} holds no .jsonl or .jsonl.gz files; expected "
+            "JSONL files named by split (train*.jsonl, validation*.jsonl) or a save_to_disk folder."
+        )
+    data_files: dict[str, list[str]] = {}
+    for file in files:
+        for _ in iter_jsonl(file, text_field):
+            pass
+        split = "train" if path.is_file() else re.split(r"[-._]", file.name, maxsplit=1)[0]
+        data_files.setdefault(split, []).append(str(file))
+    return data_files
+
+
+def _load(
+    dataset: str,
+    source: str | Path,
+    text_field: str,
+    revision: str | None,
+    num_proc: int | None,
+    cache_dir: str | None,
+) -> datasets.DatasetDict:
+    """Load `source`: a `save_to_disk` folder, a local JSONL file or folder, or a Hugging Face hub id."""
+    path = Path(source).expanduser()
+    if path.is_dir() and _is_saved_dataset(path):
+        loaded = datasets.load_from_disk(str(path))
+    elif path.exists():
+        data_files = _local_data_files(dataset, path, text_field)
+        loaded = datasets.load_dataset("json", data_files=data_files, num_proc=num_proc, cache_dir=cache_dir)
+    elif str(source).startswith(("/", ".", "~")):
+        raise FileNotFoundError(
+            f"Dataset {dataset!r}: local source {source} does not exist; expected a JSONL file, a folder of "
+            "JSONL files or a save_to_disk folder."
+        )
+    else:
+        loaded = datasets.load_dataset(str(source), revision=revision, num_proc=num_proc, cache_dir=cache_dir)
+    if isinstance(loaded, datasets.Dataset):
+        loaded = datasets.DatasetDict({"train": loaded})
+    return loaded
+
+
+def _splits(
+    dataset: str, loaded: datasets.DatasetDict, validation_fraction: float | None, seed: int
+) -> dict[str, datasets.Dataset]:
+    """The train/validation splits: the source's own, or a seeded shuffled split of its train split."""
+    wanted = ("train",) if validation_fraction is not None else ("train", "validation")
+    missing = [split for split in wanted if split not in loaded]
+    if missing:
+        raise ValueError(
+            f"Dataset {dataset!r} has splits {sorted(loaded)}; expected {list(wanted)} "
+            f"(validation_fraction={validation_fraction})."
+        )
+    if validation_fraction is None:
+        return {"train": loaded["train"], "validation": loaded["validation"]}
+    if not 0 < validation_fraction < 1:
+        raise ValueError(
+            f"Dataset {dataset!r}: validation_fraction={validation_fraction}; expected 0 < f < 1."
+        )
+    if len(loaded["train"]) < 2:
+        raise ValueError(
+            f"Dataset {dataset!r} split 'train' has {len(loaded['train'])} documents; expected at least 2 "
+            "to carve out a validation split."
+        )
+    split = loaded["train"].train_test_split(test_size=validation_fraction, seed=seed, shuffle=True)
+    return {"train": split["train"], "validation": split["test"]}
+
+
+def _texts(dataset: str, split: str, ds: datasets.Dataset, text_field: str) -> Iterator[str]:
+    """Yield the non-blank texts of one split, in order."""
+    for row, text in enumerate(
+        t for batch in ds.select_columns([text_field]).iter(1000) for t in batch[text_field]
+    ):
+        if not isinstance(text, str):
+            raise ValueError(
+                f"Dataset {dataset!r} split {split!r}, row {row}: field {text_field!r} is "
+                f"{type(text).__name__}; expected a string."
+            )
+        if text.strip():
+            yield text
+
+
+def export_hf_corpus(
+    dataset: str,
+    out_dir: Path,
+    *,
+    source: str | Path,
+    validation_fraction: float | None,
+    seed: int,
+    text_field: str = TEXT_FIELD,
+    docs_per_shard: int = DOCS_PER_SHARD,
+    revision: str | None = None,
+    num_proc: int | None = None,
+    cache_dir: str | Path | None = None,
+    overwrite: bool = False,
+) -> dict:
+    """Export a corpus to `out_dir/{split}-NNNNN.jsonl.gz` shards that Levanter's UrlDataSource reads.
+
+    `source` is a hub id (e.g. HF_CORPORA[dataset]["source"]) or local data (JSONL file/folder, save_to_disk
+    folder). With `validation_fraction=None` the source's own "validation" split is used; otherwise it is
+    `train.train_test_split(test_size=validation_fraction, seed=seed, shuffle=True)["test"]`. Blank
+    documents are dropped. `revision` (hub only), `num_proc` and `cache_dir` go to `datasets.load_dataset`.
+    The directory appears atomically, with a `manifest.json` of the returned stats: {"corpus", "source",
+    "train": {"documents", "characters", "files", "dropped_blank"}, "validation": {...}}.
+    """
+    cache = None if cache_dir is None else str(cache_dir)
+    loaded = _load(dataset, source, text_field, revision, num_proc, cache)
+    splits = _splits(dataset, loaded, validation_fraction, seed)
+    for split, ds in splits.items():
+        if text_field not in ds.column_names:
+            raise ValueError(
+                f"Dataset {dataset!r} split {split!r} has columns {ds.column_names}; expected a string "
+                f"column {text_field!r}."
+            )
+    out_dir = Path(out_dir)
+    stats: dict = {"corpus": dataset, "source": str(source)}
+    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
+        for split, ds in splits.items():
+            stats[split] = _write_shards(dataset, split, ds, text_field, docs_per_shard, tmp, out_dir)
+        (tmp / "manifest.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+    return stats
+
+
+def _write_shards(
+    dataset: str,
+    split: str,
+    ds: datasets.Dataset,
+    text_field: str,
+    docs_per_shard: int,
+    tmp: Path,
+    out_dir: Path,
+) -> dict:
+    """Write one split as `{split}-NNNNN.jsonl.gz` shards of `docs_per_shard` documents."""
+    texts = _texts(dataset, split, ds, text_field)
+    totals: dict = {"documents": 0, "characters": 0, "files": []}
+    for index in itertools.count():
+        first = next(texts, None)
+        if first is None:
+            break
+        name = f"{split}-{index:05d}.jsonl.gz"
+        shard = itertools.chain([first], itertools.islice(texts, docs_per_shard - 1))
+        written = write_jsonl(tmp / name, shard, compresslevel=SHARD_GZIP_LEVEL)
+        totals["documents"] += written["documents"]
+        totals["characters"] += written["characters"]
+        totals["files"].append(str((out_dir / name).resolve()))
+    if totals["documents"] == 0:
+        raise ValueError(
+            f"Dataset {dataset!r} split {split!r} has no non-blank documents in field {text_field!r}; "
+            "expected at least one."
+        )
+    totals["dropped_blank"] = len(ds) - totals["documents"]
+    return totals

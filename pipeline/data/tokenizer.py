@@ -1,0 +1,101 @@
+"""Tokenizers: a GPT-2-style byte-level BPE trained on the tiny corpora, and hub tokenizers saved locally."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from pipeline.data.files import TEXT_FIELD, atomic_directory, iter_texts
+
+END_OF_TEXT = "<|endoftext|>"
+MIN_VOCAB_SIZE = 257  # 256 byte symbols + <|endoftext|>
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+def train_bpe_tokenizer(
+    corpus_files: Sequence[str | Path],
+    vocab_size: int,
+    out_dir: Path,
+    *,
+    text_field: str = TEXT_FIELD,
+    min_frequency: int = 2,
+    model_max_length: int = 1024,
+    overwrite: bool = False,
+) -> dict:
+    """Train a GPT-2-style byte-level BPE (`<|endoftext|>` = bos/eos/unk) on JSONL files into `out_dir`.
+
+    Deterministic: the same files give the same tokenizer.json. The directory, written atomically, loads with
+    `transformers.AutoTokenizer.from_pretrained` and `levanter.compat.hf_checkpoints.load_tokenizer`.
+    Returns {"vocab_size", "documents"}.
+    """
+    if not corpus_files:
+        raise ValueError(f"No corpus files given for tokenizer {out_dir}; expected at least one JSONL file.")
+    if vocab_size < MIN_VOCAB_SIZE:
+        raise ValueError(
+            f"Tokenizer {out_dir}: vocab_size={vocab_size}; expected at least {MIN_VOCAB_SIZE} "
+            f"(256 bytes + {END_OF_TEXT})."
+        )
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=[END_OF_TEXT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    documents = 0
+
+    def texts():
+        nonlocal documents
+        for text in iter_texts(corpus_files, text_field):
+            documents += 1
+            yield text
+
+    tokenizer.train_from_iterator(texts(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token=END_OF_TEXT,
+        eos_token=END_OF_TEXT,
+        unk_token=END_OF_TEXT,
+        model_max_length=model_max_length,
+        model_input_names=["input_ids", "attention_mask"],  # as GPT-2: no token_type_ids in caches
+    )
+    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
+        fast.save_pretrained(str(tmp))
+    return {"vocab_size": len(fast), "documents": documents}
+
+
+def save_pretrained_tokenizer(name_or_path: str, out_dir: Path, *, overwrite: bool = False) -> dict:
+    """Load a tokenizer with `AutoTokenizer.from_pretrained` (hub id such as "gpt2" or a local directory)
+    and save it to `out_dir`, so later stages never need the hub. Returns {"vocab_size", "bos", "eos"}."""
+    local = Path(name_or_path).expanduser()
+    if local.is_dir():
+        source = str(local)
+    elif str(name_or_path).startswith(("/", ".", "~")):
+        raise FileNotFoundError(
+            f"Tokenizer directory {name_or_path} does not exist; expected a Hugging Face tokenizer directory "
+            "or a hub id such as 'gpt2'."
+        )
+    else:
+        source = name_or_path
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
+        tokenizer.save_pretrained(str(tmp))
+    return {"vocab_size": len(tokenizer), "bos": tokenizer.bos_token, "eos": tokenizer.eos_token}
+
+
+def check_tokenizer_dir(tokenizer_dir: str | Path) -> Path:
+    """Return `tokenizer_dir` as a Path if it holds a saved Hugging Face tokenizer, else FileNotFoundError."""
+    path = Path(tokenizer_dir)
+    if not path.is_dir() or not any((path / name).is_file() for name in _TOKENIZER_FILES):
+        raise FileNotFoundError(
+            f"Tokenizer directory {path} is missing or holds none of {list(_TOKENIZER_FILES)}; expected a "
+            "directory written by train_bpe_tokenizer or save_pretrained_tokenizer."
+        )
+    return path
