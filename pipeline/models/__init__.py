@@ -1,0 +1,113 @@
+"""Models of the reproduction, registered as Levanter ``LmConfig``s on import.
+
+- ``diffeq_gpt`` / ``diffeq_llama``: DiffEqFormer (paper §4, App. C.6), a transformer as a neural ODE with
+  time-dependent weights, solved by Euler with L = ``num_layers`` steps.
+- ``shared_gpt``: the weight-sharing baseline (one GPT-2 block reused at every layer).
+- ``discrete_diffeq_gpt`` / ``discrete_diffeq_llama``: a DiffEqFormer resampled to N' steps (§6.2).
+- ``gpt2`` / ``llama``: Levanter's own baselines.
+"""
+
+from levanter.models.gpt2 import Gpt2Config
+from levanter.models.llama import LlamaConfig
+from levanter.models.lm_model import LmConfig
+
+from .diffeq_gpt import DiffEqGptConfig, DiffEqGptLMHeadModel
+from .diffeq_llama import DiffEqLlamaConfig, DiffEqLlamaLMHeadModel
+from .discretize import (
+    GPT_LORA_TARGETS,
+    LLAMA_LORA_TARGETS,
+    DiscreteDiffEqGptConfig,
+    DiscreteDiffEqGptLMHeadModel,
+    DiscreteDiffEqLlamaConfig,
+    DiscreteDiffEqLlamaLMHeadModel,
+    discretize,
+    zero_lora_b,
+)
+from .param_count import baseline_param_counts, count_params, table6_param_counts
+from .shared_gpt import SharedGptConfig, SharedGptLMHeadModel
+
+FAMILIES = ("gpt", "llama", "diffeq", "diffeq_llama", "shared")
+GPT_FAMILIES = ("gpt", "diffeq", "shared")
+LLAMA_FAMILIES = ("llama", "diffeq_llama")
+DIFFEQ_FAMILIES = ("diffeq", "diffeq_llama")
+
+
+def build_model_config(
+    family: str,
+    *,
+    seq_len: int,
+    hidden_dim: int,
+    num_heads: int,
+    num_layers: int,
+    intermediate_dim: int | None = None,
+    dropout: float | None = None,
+    time_embed_dim: int | None = None,
+    sinusoidal_dim: int | None = None,
+    shared_time_mlp: bool | None = None,
+) -> LmConfig:
+    """The Levanter model config of one family and shape.
+
+    ``dropout`` sets resid/embed/attn pdrop of the GPT families (Llama has none, so only 0 is accepted there);
+    ``intermediate_dim`` is the SwiGLU width of the Llama families (default 4·hidden_dim); ``time_embed_dim``
+    (D), ``sinusoidal_dim`` (S) and ``shared_time_mlp`` belong to the DiffEqFormer families (defaults: their
+    configs'). Options a family does not use are rejected.
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"Unknown model family {family!r}; valid names are: {', '.join(FAMILIES)}.")
+    time_options = {
+        "time_embed_dim": time_embed_dim,
+        "sinusoidal_dim": sinusoidal_dim,
+        "shared_time_mlp": shared_time_mlp,
+    }
+    time_options = {name: value for name, value in time_options.items() if value is not None}
+    if family not in DIFFEQ_FAMILIES and time_options:
+        unused = ", ".join(sorted(time_options))
+        raise ValueError(f"Model family {family!r} has no time embedding; drop {unused}.")
+    if family in GPT_FAMILIES and intermediate_dim is not None:
+        raise ValueError(f"Model family {family!r} sizes its MLP by mlp_scale, not intermediate_dim.")
+    if family in LLAMA_FAMILIES and dropout:
+        raise ValueError(f"Model family {family!r} has no dropout; got dropout={dropout}.")
+
+    shape = dict(seq_len=seq_len, hidden_dim=hidden_dim, num_heads=num_heads, num_layers=num_layers)
+    if family in GPT_FAMILIES:
+        p = 0.0 if dropout is None else dropout
+        shape.update(resid_pdrop=p, embed_pdrop=p, attn_pdrop=p)
+    else:
+        ff = 4 * hidden_dim if intermediate_dim is None else intermediate_dim
+        shape.update(intermediate_dim=ff, num_kv_heads=num_heads)
+
+    if family == "gpt":
+        return Gpt2Config(**shape)
+    if family == "llama":
+        return LlamaConfig(**shape)
+    if family == "shared":
+        return SharedGptConfig(**shape)
+    if family == "diffeq":
+        return DiffEqGptConfig(**shape, **time_options)
+    return DiffEqLlamaConfig(**shape, **time_options)
+
+
+__all__ = [
+    "DIFFEQ_FAMILIES",
+    "FAMILIES",
+    "GPT_FAMILIES",
+    "LLAMA_FAMILIES",
+    "GPT_LORA_TARGETS",
+    "LLAMA_LORA_TARGETS",
+    "DiffEqGptConfig",
+    "DiffEqGptLMHeadModel",
+    "DiffEqLlamaConfig",
+    "DiffEqLlamaLMHeadModel",
+    "DiscreteDiffEqGptConfig",
+    "DiscreteDiffEqGptLMHeadModel",
+    "DiscreteDiffEqLlamaConfig",
+    "DiscreteDiffEqLlamaLMHeadModel",
+    "SharedGptConfig",
+    "SharedGptLMHeadModel",
+    "baseline_param_counts",
+    "build_model_config",
+    "count_params",
+    "discretize",
+    "table6_param_counts",
+    "zero_lora_b",
+]

@@ -1,0 +1,280 @@
+"""DiffEqFormer, GPT-2 flavour: a transformer as a non-autonomous neural ODE solved by Euler (paper §4).
+
+x_k = x_{k-1} + dt·f(t_k, x_{k-1}), t_k = k/L, dt = 1/L, k = 1..L, with the parallel vector field
+f(t, x) = Attn_t(LN1_t(x)) + FF_t(LN2_t(x)) (Eqs. 2-5) whose every weight is generated from t (Eq. 6).
+"""
+
+from dataclasses import dataclass
+
+import equinox as eqx
+import haliax as hax
+import haliax.nn as hnn
+import jax.random as jrandom
+from haliax import Axis, NamedArray
+from haliax.jax_utils import maybe_rng_split
+from levanter.layers.attention import AttentionBackend, AttentionMask
+from levanter.models.gpt2 import Gpt2Attention, Gpt2Config, Gpt2Embeddings, Gpt2Mlp
+from levanter.models.lm_model import LmConfig
+from levanter.utils.activation import ActivationFunctionEnum
+from levanter.utils.flop_utils import lm_flops_per_token
+
+from .heads import GptHeadModel
+from .time_embedding import TimeMlp, euler_times
+from .time_linear import TimeLinear
+from .time_norm import TimeLayerNorm
+
+
+@LmConfig.register_subclass("diffeq_gpt")
+@dataclass(frozen=True)
+class DiffEqGptConfig(LmConfig["DiffEqGptLMHeadModel"]):
+    """GPT-2-shaped DiffEqFormer. ``num_layers`` is the number L of Euler steps; D = ``time_embed_dim``,
+    S = ``sinusoidal_dim``; ``shared_time_mlp`` selects the App. D.2 design (one MLP for all weights).
+
+    ``attn_pdrop`` is kept for parity with Gpt2Config: Levanter's Gpt2Attention, reused here, does not apply
+    attention dropout, so neither the GPT baseline nor DiffEqFormer does.
+    """
+
+    seq_len: int = 1024
+    hidden_dim: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    mlp_scale: int = 4
+    initializer_range: float = 0.02
+    embed_pdrop: float = 0.0
+    resid_pdrop: float = 0.0
+    attn_pdrop: float = 0.0
+    layer_norm_epsilon: float = 1e-5
+    activation_function: ActivationFunctionEnum = ActivationFunctionEnum.gelu_new
+    upcast_attn: bool = False
+    gradient_checkpointing: bool | str = True
+    use_bias: bool = True
+    use_flash_attention: bool | None = None
+    attn_backend: AttentionBackend | None = None
+    flash_attention_block_size: int | None = None
+
+    time_embed_dim: int = 20
+    sinusoidal_dim: int = 128
+    shared_time_mlp: bool = False
+
+    Pos = property(lambda self: Axis(name="position", size=self.seq_len))
+    KeyPos = property(lambda self: self.Pos.alias("key_position"))
+    Embed = property(lambda self: Axis(name="embed", size=self.hidden_dim))
+    Heads = property(lambda self: Axis(name="heads", size=self.num_heads))
+    Layers = property(lambda self: Axis(name="layers", size=self.num_layers))
+    Mlp = property(lambda self: Axis(name="mlp", size=self.hidden_dim * self.mlp_scale))
+    HeadSize = property(lambda self: Axis(name="head_size", size=self.hidden_dim // self.num_heads))
+    TimeEmbed = property(lambda self: Axis(name="time_embed", size=self.time_embed_dim))
+    Sinusoidal = property(lambda self: Axis(name="sinusoidal", size=self.sinusoidal_dim))
+
+    @property
+    def model_type(self) -> type["DiffEqGptLMHeadModel"]:
+        return DiffEqGptLMHeadModel
+
+    def gpt2(self) -> Gpt2Config:
+        """The Gpt2Config of the same shape, for the reused Levanter modules (embeddings, attention, MLP)."""
+        return Gpt2Config(
+            seq_len=self.seq_len,
+            hidden_dim=self.hidden_dim,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            mlp_scale=self.mlp_scale,
+            initializer_range=self.initializer_range,
+            embed_pdrop=self.embed_pdrop,
+            resid_pdrop=self.resid_pdrop,
+            attn_pdrop=self.attn_pdrop,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            activation_function=self.activation_function,
+            upcast_attn=self.upcast_attn,
+            gradient_checkpointing=self.gradient_checkpointing,
+            use_bias=self.use_bias,
+            use_flash_attention=self.use_flash_attention,
+            attn_backend=self.attn_backend,
+            flash_attention_block_size=self.flash_attention_block_size,
+        )
+
+    def flops_per_token(self, vocab_size: int) -> float:
+        """A GPT-2 forward of L layers (App. D.1): weight generation is once per batch, not per token."""
+        return lm_flops_per_token(
+            hidden_dim=self.hidden_dim,
+            intermediate_dim=self.hidden_dim * self.mlp_scale,
+            num_layers=self.num_layers,
+            num_kv_heads=self.num_heads,
+            num_heads=self.num_heads,
+            seq_len=self.seq_len,
+            vocab_size=vocab_size,
+            glu=False,
+        )
+
+
+class ParallelGptBlock(eqx.Module):
+    """One discrete step x ↦ x + Drop(Attn(LN1 x)) + Drop(FF(LN2 x)) built from Levanter/Haliax layers.
+
+    As an Euler step of DiffEqFormer the step size dt is folded into the output projections
+    (``attn.c_proj`` and ``mlp.c_proj``): dt·(W h + b) = (dt·W) h + dt·b.
+    """
+
+    ln_1: hnn.LayerNorm
+    attn: Gpt2Attention
+    ln_2: hnn.LayerNorm
+    mlp: Gpt2Mlp
+    resid_dropout: hnn.Dropout
+
+    @staticmethod
+    def init(config: Gpt2Config, *, key) -> "ParallelGptBlock":
+        """Random init with Levanter's GPT-2 initialisers (a template for loading discretised checkpoints)."""
+        k_attn, k_mlp = jrandom.split(key)
+        ln_1 = hnn.LayerNorm.init(config.Embed, eps=config.layer_norm_epsilon, use_bias=config.use_bias)
+        attn = Gpt2Attention.init(config, key=k_attn)
+        ln_2 = hnn.LayerNorm.init(config.Embed, eps=config.layer_norm_epsilon, use_bias=config.use_bias)
+        mlp = Gpt2Mlp.init(
+            config.Embed, config.Mlp, config.activation_function, key=k_mlp, use_bias=config.use_bias
+        )
+        return ParallelGptBlock(ln_1, attn, ln_2, mlp, hnn.Dropout(pdrop=config.resid_pdrop))
+
+    def increment(self, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None) -> NamedArray:
+        """Drop(Attn(LN1 x)) + Drop(FF(LN2 x)): the residual update of this step."""
+        k_attn, k_drop_attn, k_mlp, k_drop_mlp = maybe_rng_split(key, 4)
+        attn_out = self.resid_dropout(self.attn(self.ln_1(x), mask, None, key=k_attn), key=k_drop_attn)
+        mlp_out = self.resid_dropout(self.mlp(self.ln_2(x), key=k_mlp), key=k_drop_mlp)
+        return attn_out + mlp_out
+
+    def __call__(self, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None) -> NamedArray:
+        return x + self.increment(x, mask, key=key)
+
+
+class TimeGptAttention(eqx.Module):
+    """Attention with time-dependent QKV (together) and output projections (Eq. 4)."""
+
+    config: Gpt2Config = eqx.field(static=True)
+    c_attn: TimeLinear
+    c_proj: TimeLinear
+
+    def at(self, t, shared_mlp: TimeMlp | None, scale=1.0) -> Gpt2Attention:
+        """Levanter's Gpt2Attention with W(t); the output projection is multiplied by ``scale``."""
+        return Gpt2Attention(
+            self.config, self.c_attn.at(t, shared_mlp), self.c_proj.at(t, shared_mlp, scale), inference=False
+        )
+
+
+class TimeGptMlp(eqx.Module):
+    """Feed-forward block with time-dependent weights (Eq. 5)."""
+
+    c_fc: TimeLinear
+    c_proj: TimeLinear
+    activation_function: ActivationFunctionEnum = eqx.field(static=True)
+
+    def at(self, t, shared_mlp: TimeMlp | None, scale=1.0) -> Gpt2Mlp:
+        """Levanter's Gpt2Mlp with W(t); the output projection is multiplied by ``scale``."""
+        return Gpt2Mlp(
+            self.c_fc.at(t, shared_mlp),
+            self.c_proj.at(t, shared_mlp, scale),
+            self.activation_function.to_fn(),
+        )
+
+
+class DiffEqGptField(eqx.Module):
+    """The vector field f(t, x) = Attn_t(LN1_t(x)) + FF_t(LN2_t(x)) (Eqs. 2-5, Fig. 1a)."""
+
+    config: DiffEqGptConfig = eqx.field(static=True)
+    ln_1: TimeLayerNorm
+    attn: TimeGptAttention
+    ln_2: TimeLayerNorm
+    mlp: TimeGptMlp
+    resid_dropout: hnn.Dropout
+    shared_mlp: TimeMlp | None
+
+    @staticmethod
+    def init(config: DiffEqGptConfig, *, key) -> "DiffEqGptField":
+        keys = jrandom.split(key, 7)
+        Sinusoidal, TimeEmbed = config.Sinusoidal, config.TimeEmbed
+        shared = TimeMlp.init(Sinusoidal, TimeEmbed, key=keys[6]) if config.shared_time_mlp else None
+
+        def linear(In, Out, k):
+            return TimeLinear.init(
+                In,
+                Out,
+                Sinusoidal,
+                TimeEmbed,
+                key=k,
+                initializer_range=config.initializer_range,
+                use_bias=config.use_bias,
+                out_first=False,
+                shared_mlp=shared,
+            )
+
+        def norm(k):
+            return TimeLayerNorm.init(
+                config.Embed,
+                Sinusoidal,
+                TimeEmbed,
+                key=k,
+                eps=config.layer_norm_epsilon,
+                use_bias=config.use_bias,
+                shared_mlp=shared,
+            )
+
+        Qkv = Axis("qkv", 3)
+        attn = TimeGptAttention(
+            config.gpt2(),
+            linear(config.Embed, (Qkv, config.Heads, config.HeadSize), keys[1]),
+            linear((config.Heads, config.HeadSize), config.Embed, keys[2]),
+        )
+        mlp = TimeGptMlp(
+            linear(config.Embed, config.Mlp, keys[4]),
+            linear(config.Mlp, config.Embed, keys[5]),
+            config.activation_function,
+        )
+        resid_dropout = hnn.Dropout(pdrop=config.resid_pdrop)
+        return DiffEqGptField(config, norm(keys[0]), attn, norm(keys[3]), mlp, resid_dropout, shared)
+
+    def at(self, t, scale=1.0) -> ParallelGptBlock:
+        """The discrete block x ↦ x + scale·f(t, x) with all weights materialised at time t."""
+        return ParallelGptBlock(
+            self.ln_1.at(t, self.shared_mlp),
+            self.attn.at(t, self.shared_mlp, scale),
+            self.ln_2.at(t, self.shared_mlp),
+            self.mlp.at(t, self.shared_mlp, scale),
+            self.resid_dropout,
+        )
+
+    def euler_blocks(self, num_steps: int) -> hnn.Stacked[ParallelGptBlock]:
+        """The N Euler steps as stacked blocks: weights W(t_k), t_k = k/N, generated once (vmapped over k)."""
+        Steps = self.config.Layers.resize(num_steps)
+        blocks = hax.vmap(lambda t: self.at(t, scale=1.0 / num_steps), Steps)(euler_times(Steps))
+        policy = hax.ScanCheckpointPolicy.from_bool_or_str(self.config.gradient_checkpointing)
+        return hnn.Stacked(blocks, Steps, policy)
+
+    def __call__(self, t, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None) -> NamedArray:
+        """f(t, x)."""
+        return self.at(t).increment(x, mask, key=key)
+
+
+class DiffEqGptTransformer(eqx.Module):
+    """Euler solve of dx/dt = f(t, x) on (0, 1] with L steps (each rematerialised), then a final LayerNorm."""
+
+    config: DiffEqGptConfig = eqx.field(static=True)
+    field: DiffEqGptField
+    ln_f: hnn.LayerNorm
+
+    @staticmethod
+    def init(config: DiffEqGptConfig, *, key) -> "DiffEqGptTransformer":
+        field = DiffEqGptField.init(config, key=key)
+        ln_f = hnn.LayerNorm.init(config.Embed, eps=config.layer_norm_epsilon, use_bias=config.use_bias)
+        return DiffEqGptTransformer(config, field, ln_f)
+
+    def __call__(self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None) -> NamedArray:
+        keys = maybe_rng_split(key, self.config.num_layers) if key is not None else None
+        x = self.field.euler_blocks(self.config.num_layers).fold(x, attn_mask, key=keys)
+        return self.ln_f(x)
+
+
+class DiffEqGptLMHeadModel(GptHeadModel):
+    """Learned token + position embeddings, the Euler-solved DiffEqFormer, and the tied unembedding."""
+
+    transformer: DiffEqGptTransformer
+
+    @classmethod
+    def init(cls, Vocab: Axis, config: DiffEqGptConfig, *, key) -> "DiffEqGptLMHeadModel":
+        k_t, k_embeddings = jrandom.split(key)
+        embeddings = Gpt2Embeddings.init(Vocab, config.gpt2(), key=k_embeddings)
+        return cls(DiffEqGptTransformer.init(config, key=k_t), embeddings)

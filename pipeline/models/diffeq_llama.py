@@ -1,0 +1,319 @@
+"""DiffEqFormer, Llama flavour (paper App. C.6): RoPE, time-dependent RMSNorm, SwiGLU feed-forward.
+
+x_k = x_{k-1} + dt·f(t_k, x_{k-1}), f(t, x) = Attn_t(RMSNorm1_t(x)) + SwiGLU_t(RMSNorm2_t(x)), t_k = k/L.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+
+import equinox as eqx
+import haliax as hax
+import haliax.nn as hnn
+import jax.random as jrandom
+from haliax import Axis, NamedArray
+from haliax.jax_utils import maybe_rng_split
+from levanter.layers.attention import Attention, AttentionBackend, AttentionConfig, AttentionMask
+from levanter.layers.rotary import DefaultRotaryEmbeddingsConfig, RotaryEmbeddingsConfig
+from levanter.models.llama import LlamaConfig, LlamaMlp
+from levanter.models.lm_model import LmConfig
+from levanter.utils.activation import ActivationFunctionEnum
+from levanter.utils.flop_utils import lm_flops_per_token
+
+from .heads import LlamaHeadModel
+from .time_embedding import TimeMlp, euler_times
+from .time_linear import TimeLinear
+from .time_norm import TimeRmsNorm
+
+
+@LmConfig.register_subclass("diffeq_llama")
+@dataclass(frozen=True)
+class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
+    """Llama-shaped DiffEqFormer (defaults: the paper's Llama-1B with D = 96, S = 256).
+
+    ``num_layers`` is the number L of Euler steps; embeddings are untied like LlamaConfig's default.
+    """
+
+    seq_len: int = 2048
+    hidden_dim: int = 2048
+    intermediate_dim: int = 8192
+    num_layers: int = 16
+    num_heads: int = 16
+    num_kv_heads: int = 16
+    activation_function: ActivationFunctionEnum = ActivationFunctionEnum.silu
+    initializer_range: float = 0.02
+    layer_norm_epsilon: float = 1e-5
+    tie_word_embeddings: bool = False
+    upcast_attn: bool = False
+    attn_backend: AttentionBackend | None = None
+    flash_attention_block_size: int | None = None
+    gradient_checkpointing: bool | str = True
+    use_bias: bool = False
+    rope: RotaryEmbeddingsConfig = dataclasses.field(default_factory=DefaultRotaryEmbeddingsConfig)
+
+    time_embed_dim: int = 96
+    sinusoidal_dim: int = 256
+    shared_time_mlp: bool = False
+
+    Pos = property(lambda self: Axis(name="position", size=self.seq_len))
+    KeyPos = property(lambda self: self.Pos.alias("key_position"))
+    Embed = property(lambda self: Axis(name="embed", size=self.hidden_dim))
+    Layers = property(lambda self: Axis(name="layer", size=self.num_layers))
+    Mlp = property(lambda self: Axis(name="mlp", size=self.intermediate_dim))
+    TimeEmbed = property(lambda self: Axis(name="time_embed", size=self.time_embed_dim))
+    Sinusoidal = property(lambda self: Axis(name="sinusoidal", size=self.sinusoidal_dim))
+
+    def __post_init__(self):
+        if self.num_heads % self.num_kv_heads != 0:
+            raise ValueError(
+                f"num_heads={self.num_heads} is not divisible by num_kv_heads={self.num_kv_heads}."
+            )
+
+    @property
+    def model_type(self) -> type["DiffEqLlamaLMHeadModel"]:
+        return DiffEqLlamaLMHeadModel
+
+    def llama(self) -> LlamaConfig:
+        """The LlamaConfig of the same shape, for the reused Levanter modules (embeddings, attention, MLP)."""
+        return LlamaConfig(
+            seq_len=self.seq_len,
+            hidden_dim=self.hidden_dim,
+            intermediate_dim=self.intermediate_dim,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            num_kv_heads=self.num_kv_heads,
+            activation_function=self.activation_function,
+            initializer_range=self.initializer_range,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            tie_word_embeddings=self.tie_word_embeddings,
+            upcast_attn=self.upcast_attn,
+            attn_backend=self.attn_backend,
+            flash_attention_block_size=self.flash_attention_block_size,
+            gradient_checkpointing=self.gradient_checkpointing,
+            use_bias=self.use_bias,
+            rope=self.rope,
+        )
+
+    def flops_per_token(self, vocab_size: int) -> float:
+        """A Llama forward of L layers: weight generation is once per batch, not per token."""
+        return lm_flops_per_token(
+            hidden_dim=self.hidden_dim,
+            intermediate_dim=self.intermediate_dim,
+            num_layers=self.num_layers,
+            num_kv_heads=self.num_kv_heads,
+            num_heads=self.num_heads,
+            seq_len=self.seq_len,
+            vocab_size=vocab_size,
+            glu=True,
+        )
+
+
+class ParallelLlamaBlock(eqx.Module):
+    """One discrete step x ↦ x + Attn(RMSNorm1 x) + SwiGLU(RMSNorm2 x) from Levanter layers.
+
+    As an Euler step the step size dt is folded into ``self_attn.o_proj`` and ``mlp.down_proj``.
+    """
+
+    attn_norm: hnn.RmsNorm
+    self_attn: Attention
+    mlp_norm: hnn.RmsNorm
+    mlp: LlamaMlp
+
+    @staticmethod
+    def init(config: LlamaConfig, *, key) -> "ParallelLlamaBlock":
+        """Random init with Levanter's Llama initialisers (a template for loading discretised checkpoints)."""
+        k_attn, k_mlp = jrandom.split(key)
+        attn = Attention.init(config.attention_config(), key=k_attn)
+        mlp = LlamaMlp.init(
+            config.Embed, config.Mlp, config.activation_function, key=k_mlp, use_bias=config.use_bias
+        )
+        return ParallelLlamaBlock(
+            config.mk_LayerNorm(config.Embed), attn, config.mk_LayerNorm(config.Embed), mlp
+        )
+
+    def increment(
+        self,
+        x: NamedArray,
+        mask: AttentionMask | NamedArray | None,
+        *,
+        key=None,
+        pos_ids: NamedArray | None = None,
+    ) -> NamedArray:
+        """Attn(RMSNorm1 x) + SwiGLU(RMSNorm2 x): the residual update of this step."""
+        k_attn, k_mlp = maybe_rng_split(key, 2)
+        attn_out = self.self_attn(self.attn_norm(x), mask, key=k_attn, pos_ids=pos_ids)
+        return attn_out + self.mlp(self.mlp_norm(x), key=k_mlp)
+
+    def __call__(
+        self,
+        x: NamedArray,
+        mask: AttentionMask | NamedArray | None,
+        *,
+        key=None,
+        pos_ids: NamedArray | None = None,
+    ) -> NamedArray:
+        return x + self.increment(x, mask, key=key, pos_ids=pos_ids)
+
+
+class TimeLlamaAttention(eqx.Module):
+    """RoPE attention with time-dependent q, k, v and output projections."""
+
+    config: AttentionConfig = eqx.field(static=True)
+    q_proj: TimeLinear
+    k_proj: TimeLinear
+    v_proj: TimeLinear
+    o_proj: TimeLinear
+
+    def at(self, t, shared_mlp: TimeMlp | None, scale=1.0) -> Attention:
+        """Levanter's Attention with W(t); the output projection is multiplied by ``scale``."""
+        rot_embs = self.config.rope.build(self.config.HeadSize) if self.config.rope is not None else None
+        return Attention(
+            self.config,
+            self.q_proj.at(t, shared_mlp),
+            self.k_proj.at(t, shared_mlp),
+            self.v_proj.at(t, shared_mlp),
+            self.o_proj.at(t, shared_mlp, scale),
+            None,
+            None,
+            rot_embs,
+        )
+
+
+class TimeLlamaMlp(eqx.Module):
+    """SwiGLU feed-forward with three time-dependent linears: down(act(gate x) ⊙ up x)."""
+
+    gate_proj: TimeLinear
+    up_proj: TimeLinear
+    down_proj: TimeLinear
+    activation_function: ActivationFunctionEnum = eqx.field(static=True)
+
+    def at(self, t, shared_mlp: TimeMlp | None, scale=1.0) -> LlamaMlp:
+        """Levanter's LlamaMlp with W(t); the down projection is multiplied by ``scale``."""
+        return LlamaMlp(
+            self.gate_proj.at(t, shared_mlp),
+            self.up_proj.at(t, shared_mlp),
+            self.down_proj.at(t, shared_mlp, scale),
+            self.activation_function.to_fn(),
+        )
+
+
+class DiffEqLlamaField(eqx.Module):
+    """The vector field f(t, x) = Attn_t(RMSNorm1_t(x)) + SwiGLU_t(RMSNorm2_t(x))."""
+
+    config: DiffEqLlamaConfig = eqx.field(static=True)
+    attn_norm: TimeRmsNorm
+    self_attn: TimeLlamaAttention
+    mlp_norm: TimeRmsNorm
+    mlp: TimeLlamaMlp
+    shared_mlp: TimeMlp | None
+
+    @staticmethod
+    def init(config: DiffEqLlamaConfig, *, key) -> "DiffEqLlamaField":
+        keys = jrandom.split(key, 10)
+        Sinusoidal, TimeEmbed = config.Sinusoidal, config.TimeEmbed
+        shared = TimeMlp.init(Sinusoidal, TimeEmbed, key=keys[9]) if config.shared_time_mlp else None
+        attn_config = config.llama().attention_config()
+
+        def linear(In, Out, k):
+            return TimeLinear.init(
+                In,
+                Out,
+                Sinusoidal,
+                TimeEmbed,
+                key=k,
+                initializer_range=config.initializer_range,
+                use_bias=config.use_bias,
+                out_first=True,
+                shared_mlp=shared,
+            )
+
+        def norm(k):
+            return TimeRmsNorm.init(
+                config.Embed,
+                Sinusoidal,
+                TimeEmbed,
+                key=k,
+                eps=config.layer_norm_epsilon,
+                use_bias=config.use_bias,
+                shared_mlp=shared,
+            )
+
+        KVHeads, HeadSize = attn_config.KVHeads, attn_config.HeadSize
+        attn = TimeLlamaAttention(
+            attn_config,
+            linear(config.Embed, (KVHeads, attn_config.QHeadsPerGroup, HeadSize), keys[1]),
+            linear(config.Embed, (KVHeads, HeadSize), keys[2]),
+            linear(config.Embed, (KVHeads, HeadSize), keys[3]),
+            linear((attn_config.Heads, HeadSize), config.Embed, keys[4]),
+        )
+        mlp = TimeLlamaMlp(
+            linear(config.Embed, config.Mlp, keys[6]),
+            linear(config.Embed, config.Mlp, keys[7]),
+            linear(config.Mlp, config.Embed, keys[8]),
+            config.activation_function,
+        )
+        return DiffEqLlamaField(config, norm(keys[0]), attn, norm(keys[5]), mlp, shared)
+
+    def at(self, t, scale=1.0) -> ParallelLlamaBlock:
+        """The discrete block x ↦ x + scale·f(t, x) with all weights materialised at time t."""
+        return ParallelLlamaBlock(
+            self.attn_norm.at(t, self.shared_mlp),
+            self.self_attn.at(t, self.shared_mlp, scale),
+            self.mlp_norm.at(t, self.shared_mlp),
+            self.mlp.at(t, self.shared_mlp, scale),
+        )
+
+    def euler_blocks(self, num_steps: int) -> hnn.Stacked[ParallelLlamaBlock]:
+        """The N Euler steps as stacked blocks: weights W(t_k), t_k = k/N, generated once (vmapped over k)."""
+        Steps = self.config.Layers.resize(num_steps)
+        blocks = hax.vmap(lambda t: self.at(t, scale=1.0 / num_steps), Steps)(euler_times(Steps))
+        policy = hax.ScanCheckpointPolicy.from_bool_or_str(self.config.gradient_checkpointing)
+        return hnn.Stacked(blocks, Steps, policy)
+
+    def __call__(
+        self,
+        t,
+        x: NamedArray,
+        mask: AttentionMask | NamedArray | None,
+        *,
+        key=None,
+        pos_ids: NamedArray | None = None,
+    ) -> NamedArray:
+        """f(t, x)."""
+        return self.at(t).increment(x, mask, key=key, pos_ids=pos_ids)
+
+
+class DiffEqLlamaTransformer(eqx.Module):
+    """Euler solve of dx/dt = f(t, x) on (0, 1] with L steps (each rematerialised), then a final RMSNorm."""
+
+    config: DiffEqLlamaConfig = eqx.field(static=True)
+    field: DiffEqLlamaField
+    norm: hnn.RmsNorm
+
+    @staticmethod
+    def init(config: DiffEqLlamaConfig, *, key) -> "DiffEqLlamaTransformer":
+        field = DiffEqLlamaField.init(config, key=key)
+        return DiffEqLlamaTransformer(config, field, config.llama().mk_LayerNorm(config.Embed))
+
+    def __call__(
+        self,
+        x: NamedArray,
+        attn_mask: AttentionMask | NamedArray,
+        *,
+        key=None,
+        pos_ids: NamedArray | None = None,
+    ) -> NamedArray:
+        keys = maybe_rng_split(key, self.config.num_layers) if key is not None else None
+        x = self.field.euler_blocks(self.config.num_layers).fold(x, attn_mask, key=keys, pos_ids=pos_ids)
+        return self.norm(x)
+
+
+class DiffEqLlamaLMHeadModel(LlamaHeadModel):
+    """Token embeddings (no positions: RoPE), the Euler-solved DiffEqFormer, and the (untied) unembedding."""
+
+    transformer: DiffEqLlamaTransformer
+
+    @classmethod
+    def init(cls, Vocab: Axis, config: DiffEqLlamaConfig, *, key) -> "DiffEqLlamaLMHeadModel":
+        k_t, k_head = jrandom.split(key)
+        embeddings, lm_head = cls.init_head(Vocab, config.llama(), key=k_head)
+        return cls(DiffEqLlamaTransformer.init(config, key=k_t), embeddings, lm_head)

@@ -1,0 +1,71 @@
+"""Fourier time embedding e(t) and the 2-layer time MLP h(t) of DiffEqFormer (paper Eq. 6, App. A)."""
+
+import math
+
+import equinox as eqx
+import haliax as hax
+import haliax.nn as hnn
+import jax.numpy as jnp
+import jax.random as jrandom
+from haliax import Axis, NamedArray
+
+TIME_SCALE = 1000.0
+"""t is multiplied by this before the sinusoids: the integration interval (0, 1] is short."""
+MAX_PERIOD = 10000.0
+
+
+def features_axis(Sinusoidal: Axis) -> Axis:
+    """The axis of e(t): size 2S+1 for S = Sinusoidal.size."""
+    return Axis("time_features", 2 * Sinusoidal.size + 1)
+
+
+def as_time(t) -> NamedArray:
+    """A time (float, 0-d array or NamedArray of times) as a NamedArray; float32 unless already float."""
+    if isinstance(t, NamedArray):
+        return t
+    t = jnp.asarray(t)
+    if not jnp.issubdtype(t.dtype, jnp.floating):
+        t = t.astype(jnp.float32)
+    return hax.named(t, ())
+
+
+def time_features(t, Sinusoidal: Axis) -> NamedArray:
+    """e(t) = [t, sin(1000·t·f_j), cos(1000·t·f_j)], f_j = exp(-ln(10000)·j/S), j = 0..S-1 (App. A).
+
+    Parameter-free. ``t`` may carry axes (a batch of times); the result has those axes plus ``time_features``.
+    """
+    t = as_time(t)
+    j = jnp.arange(Sinusoidal.size, dtype=t.dtype)
+    freqs = jnp.exp(-math.log(MAX_PERIOD) * j / Sinusoidal.size)
+    args = TIME_SCALE * t.array[..., None] * freqs
+    raw = jnp.concatenate([t.array[..., None], jnp.sin(args), jnp.cos(args)], axis=-1)
+    return hax.named(raw, t.axes + (features_axis(Sinusoidal),))
+
+
+def euler_times(Steps: Axis) -> NamedArray:
+    """The Euler grid t_k = k·dt, dt = 1/N, k = 1..N over the N = Steps.size steps of (0, 1] (§4.1)."""
+    return (hax.arange(Steps, dtype=jnp.float32) + 1.0) / Steps.size
+
+
+class TimeMlp(eqx.Module):
+    """h(t) = Linear(D→D)(SiLU(Linear(2S+1→D)(e(t)))), the MLP of the time-dependent unit (Eq. 6, App. A)."""
+
+    lin1: hnn.Linear
+    lin2: hnn.Linear
+    Sinusoidal: Axis = eqx.field(static=True)
+
+    @staticmethod
+    def init(Sinusoidal: Axis, TimeEmbed: Axis, *, key) -> "TimeMlp":
+        k1, k2 = jrandom.split(key)
+        Hidden = TimeEmbed.alias("time_hidden")
+        lin1 = hnn.Linear.init(In=features_axis(Sinusoidal), Out=Hidden, key=k1)
+        lin2 = hnn.Linear.init(In=Hidden, Out=TimeEmbed, key=k2)
+        return TimeMlp(lin1, lin2, Sinusoidal)
+
+    @property
+    def TimeEmbed(self) -> Axis:
+        return self.lin2.Out
+
+    def __call__(self, t) -> NamedArray:
+        e = time_features(t, self.Sinusoidal)
+        return self.lin2(hnn.silu(self.lin1(e)))
