@@ -85,6 +85,17 @@ def git_commit() -> dict[str, Any]:
     return {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
 
 
+def ray_placement() -> dict[str, Any] | None:
+    """Where Ray ran this task (cluster GCS address, node, job), or None outside a Ray task."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    context = ray.get_runtime_context()
+    return {"gcs_address": context.gcs_address, "node_id": context.get_node_id(),
+            "job_id": context.get_job_id()}
+
+
 def provenance(started: float, devices: list[str] | None = None) -> dict[str, Any]:
     versions = {}
     for name in TRACKED_PACKAGES:
@@ -99,6 +110,7 @@ def provenance(started: float, devices: list[str] | None = None) -> dict[str, An
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "devices": devices,
+        "ray": ray_placement(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "started_unix": started,
         "wall_s": round(time.time() - started, 3),

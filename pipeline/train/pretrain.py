@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from pipeline.artifacts import MetricsLog, atomic_write_json, atomic_write_yaml, provenance
-from pipeline.config import RunSpec
+from pipeline.config import LLAMA_FAMILIES, REPO_ROOT, RunSpec
 
 logger = logging.getLogger(__name__)
 
@@ -29,11 +30,13 @@ class NonFiniteLossError(RuntimeError):
 
 
 def model_config(spec: RunSpec):
-    """The Levanter ``LmConfig`` of a run, dropout from the run's training hyperparameters."""
+    """The Levanter ``LmConfig`` of a run. Dropout applies to the GPT family only (experiment-facts §3);
+    the Llama families, like Levanter's ``LlamaConfig``, have none."""
     from pipeline.models import build_model_config
 
     shape = {k: v for k, v in dataclasses.asdict(spec.model).items() if k != "family" and v is not None}
-    return build_model_config(spec.model.family, dropout=spec.train.dropout, **shape)
+    dropout = None if spec.model.family in LLAMA_FAMILIES else spec.train.dropout
+    return build_model_config(spec.model.family, dropout=dropout, **shape)
 
 
 def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
@@ -74,6 +77,7 @@ def trainer_config(spec: RunSpec, run_dir: Path):
         require_accelerator=False,
         log_jaxprs=False,
         log_xla_hlo=False,
+        jax_compilation_cache_dir=os.environ.get("JAX_COMPILATION_CACHE_DIR", str(REPO_ROOT / ".cache" / "jax")),
     )
 
 
@@ -120,6 +124,7 @@ def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -
     from levanter.utils.jax_utils import parameter_count
 
     started = time.time()
+    logging.getLogger("pipeline").setLevel(logging.INFO)
     spec = RunSpec.from_json(spec_json)
     run_path = Path(run_dir)
     run_path.mkdir(parents=True, exist_ok=True)

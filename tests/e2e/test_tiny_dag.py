@@ -41,8 +41,9 @@ def test_every_run_trains_and_learns(tiny_dag):
         records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
         losses = [r["loss"] for r in records if "loss" in r]
         assert len(losses) == spec.train.steps, run_id
+        first_eval = next(r["eval_ppl"] for r in records if "eval_ppl" in r)
         assert math.isfinite(summary["val_ppl"]) and losses[-1] < losses[0] - 1.0, run_id
-        assert summary["val_ppl"] < 4096 / 4, run_id
+        assert summary["val_ppl"] < first_eval / 2, run_id
         assert all(r["tokens_per_s"] > 0 and r["lr"] > 0 for r in records if "loss" in r)
         assert yaml_run_id(folder / "config.yaml") == run_id
         provenance = json.loads((folder / "provenance.json").read_text())

@@ -1,0 +1,73 @@
+"""A pretraining job killed with SIGKILL mid-run and rerun continues from its last Levanter checkpoint and
+ends with parameters equal, bit for bit, to those of an uninterrupted run (CPU, f32)."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from pipeline.config import load_preset, pretrain_runs
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.e2e
+
+
+def pretrain_command(spec_json: str, run_dir: Path, data: Path) -> list[str]:
+    return [sys.executable, "-m", "pipeline", "pretrain", "--spec", spec_json, "--run-dir", str(run_dir),
+            "--cache", str(data / "caches" / "wt103-bpe"), "--tokenizer", str(data / "tokenizers" / "bpe"),
+            "--ray-num-cpus", "1"]
+
+
+def final_parameters(run_dir: Path, spec) -> list[np.ndarray]:
+    import haliax as hax
+    from levanter.checkpoint import load_checkpoint
+    from levanter.compat.hf_checkpoints import load_tokenizer
+
+    from pipeline.train.pretrain import model_config
+
+    steps = sorted(run_dir.glob("checkpoints/step-*"), key=lambda p: int(p.name.split("-")[1]))
+    tokenizer = load_tokenizer(str(run_dir.parents[1] / "data" / "tokenizers" / "bpe"))
+    config = model_config(spec)
+    skeleton = config.build(hax.Axis("vocab", len(tokenizer)), key=jax.random.PRNGKey(1))
+    model = load_checkpoint(skeleton, str(steps[-1]), subpath="model")
+    return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(model)]
+
+
+def test_sigkilled_run_resumes_to_the_same_parameters(tiny_data_workdir):
+    data_dir = tiny_data_workdir / "results" / "tiny" / "data"
+    base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
+    spec = dataclasses.replace(base, train=dataclasses.replace(base.train, steps=30, checkpoint_every=10))
+    runs = data_dir.parent / "resume-runs"
+
+    straight = runs / "straight"
+    subprocess.run(pretrain_command(spec.to_json(), straight, data_dir), check=True, capture_output=True,
+                   timeout=600)
+
+    killed = runs / "killed"
+    job = subprocess.Popen(pretrain_command(spec.to_json(), killed, data_dir), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while not any((killed / "checkpoints").glob("step-1[0-9]/metadata.json")) and time.time() < deadline:
+        time.sleep(0.2)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    assert not (killed / "summary.json").exists()
+
+    subprocess.run(pretrain_command(spec.to_json(), killed, data_dir), check=True, capture_output=True, timeout=600)
+    resumed = json.loads((killed / "summary.json").read_text())
+    assert 0 < resumed["resumed_from_step"] < spec.train.steps
+    steps = [json.loads(line)["step"] for line in (killed / "metrics.jsonl").read_text().splitlines()
+             if "loss" in json.loads(line)]
+    assert steps == list(range(spec.train.steps))
+
+    for a, b in zip(final_parameters(straight, spec), final_parameters(killed, spec), strict=True):
+        assert np.array_equal(a, b)
+    assert resumed["val_loss"] == json.loads((straight / "summary.json").read_text())["val_loss"]
