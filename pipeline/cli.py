@@ -60,11 +60,13 @@ def _cache(args: argparse.Namespace) -> None:
 
 
 def _pretrain(args: argparse.Namespace) -> None:
+    """Paths go to the task absolute: a worker of an existing Ray cluster runs in the cluster's directory."""
     from pipeline.runner import run_on_ray
     from pipeline.train.pretrain import pretrain
 
-    summary = run_on_ray(pretrain, args.spec, str(args.run_dir), str(args.cache), str(args.tokenizer),
-                         address=args.ray_address, num_cpus=args.ray_num_cpus, num_gpus=args.gpus)
+    paths = [str(path.resolve()) for path in (args.run_dir, args.cache, args.tokenizer)]
+    summary = run_on_ray(pretrain, args.spec, *paths, address=args.ray_address, num_cpus=args.ray_num_cpus,
+                         num_gpus=args.gpus)
     logging.info("pretrain finished: %s", json.dumps(summary))
 
 

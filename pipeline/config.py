@@ -102,6 +102,26 @@ def deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
+def typed_overrides(value: Any) -> Any:
+    """Snakemake parses nested ``--config`` values with YAML's BaseLoader, so every leaf arrives as a string
+    (``steps: 6`` as ``'6'``); read string leaves as YAML scalars so they get their intended types."""
+    if isinstance(value, dict):
+        return {key: typed_overrides(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [typed_overrides(item) for item in value]
+    if isinstance(value, str):
+        for number in (int, float):
+            try:
+                return number(value)
+            except ValueError:
+                pass
+        try:
+            return yaml.safe_load(value) if value.strip() else value
+        except yaml.YAMLError:
+            return value
+    return value
+
+
 def preset_path(preset: str) -> Path:
     """A preset name (``tiny``, ``paper``) maps to ``workflow/config/<name>.yaml``; a path is taken as is."""
     if preset.endswith((".yaml", ".yml")):
@@ -112,7 +132,7 @@ def preset_path(preset: str) -> Path:
 def load_preset(cli_config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Load the preset named by ``cli_config['preset']`` (default ``tiny``), merge the other keys over it,
     validate, and return the resolved config."""
-    overrides = dict(cli_config or {})
+    overrides = typed_overrides(dict(cli_config or {}))
     path = preset_path(str(overrides.pop("preset", "tiny")))
     if not path.is_file():
         raise ConfigError(

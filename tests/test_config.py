@@ -83,3 +83,13 @@ def test_unknown_preset_names_the_choices():
 def test_llama_run_without_intermediate_dim_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="intermediate_dim' is required by the llama run"):
         load_preset({"preset": "tiny", "pretrain": {"wt103-small": {"families": ["llama"]}}})
+
+
+def test_nested_command_line_overrides_get_their_yaml_types():
+    """`snakemake --config 'pretrain={wt103-small: {train: {steps: 6}}}'` hands every nested leaf over as a
+    string; the preset must still validate and take the number."""
+    config = load_preset({"preset": "tiny", "pretrain": {"wt103-small": {"train": {"steps": "6", "lr": "1e-3"}}},
+                          "ray": {"address": "127.0.0.1:6379", "num_cpus": "null"}})
+    run = pretrain_runs(config)["wt103-small-gpt"]
+    assert (run.train.steps, run.train.lr) == (6, 1e-3)
+    assert config["ray"] == {"address": "127.0.0.1:6379", "num_cpus": None}

@@ -2,9 +2,11 @@
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,17 +23,23 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def ray_head(tmp_path):
+def ray_head():
+    """A Ray head on loopback; its temp dir is short because Ray's Unix sockets live there (107-byte limit)."""
     port = free_port()
-    env = {**os.environ, "RAY_TMPDIR": str(tmp_path / "ray")}
-    subprocess.run([RAY, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                    "--disable-usage-stats"], check=True, capture_output=True, env=env, timeout=120)
+    temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    env = {**os.environ, "RAY_TMPDIR": temp_dir, "RAY_AUTH_MODE": "disabled"}
+    started = subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+                              "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+                             capture_output=True, text=True, env=env, timeout=120)
+    assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
     yield f"127.0.0.1:{port}"
     subprocess.run([RAY, "stop", "--force"], capture_output=True, env=env, timeout=120)
+    shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def test_pretrain_is_placed_on_the_external_cluster(tiny_data_workdir, ray_head):
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "RAY_AUTH_MODE": "disabled"}
     target = "results/tiny/runs/wt103-small-gpt/summary.json"
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
