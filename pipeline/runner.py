@@ -1,9 +1,10 @@
 """Run a verb's heavy work as a Ray task: Snakemake decides what runs, Ray decides where.
 
-``address=None`` starts an embedded local Ray inside the job (a laptop, CI, or one SLURM job with its
-own GPUs); ``"auto"`` or ``host:port`` submits to an existing cluster (for example one started across a
-SLURM allocation by ``profiles/slurm/ray-cluster.sbatch``). The task asks Ray for the job's GPUs, so a
-cluster places it on a node that has them.
+``address=None`` starts an embedded local Ray inside the job (a laptop, CI, or one SLURM job with its own
+GPUs), explicitly ``address="local"``: a bare ``ray.init()`` would join the cluster named by ``RAY_ADDRESS``
+or the last ``ray start`` on this machine, even a dead one. ``"auto"`` or ``host:port`` submits to an
+existing cluster (for example one started across a SLURM allocation by ``profiles/slurm/ray-cluster.sbatch``).
+The task asks Ray for the job's GPUs, so a cluster places it on a node that has them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus
     init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
                                  "runtime_env": {"env_vars": env_vars}}
     if address is None:
-        init_args["num_cpus"] = num_cpus
+        init_args.update(address="local", num_cpus=num_cpus)
     else:
         init_args["address"] = address
     ray.init(**init_args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -116,7 +117,7 @@ def _ray_cache_options() -> CacheOptions:
     6 GiB; on a smaller cluster that task never starts, so all shards go into one group (same tokens).
     """
     if not ray.is_initialized():
-        ray.init()  # joins the cluster named by RAY_ADDRESS, else starts a local one
+        ray.init(address=os.environ.get("RAY_ADDRESS", "local"))  # RAY_ADDRESS's cluster, else a new local one
     resources = ray.cluster_resources()
     cpus = resources.get("CPU", 0)
     if cpus < 2:
