@@ -34,8 +34,7 @@ def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus
         init_args["address"] = address
     ray.init(**init_args)
     try:
-        task = ray.remote(num_cpus=1 if num_cpus is None else min(num_cpus, 1), num_gpus=num_gpus,
-                          max_retries=0)(fn)
+        task = ray.remote(num_cpus=1, num_gpus=num_gpus, max_retries=0)(fn)
         logger.info("Submitting %s to Ray (%s)", fn.__name__, address or "embedded local Ray")
         try:
             return ray.get(task.remote(*args, **kwargs))
