@@ -20,23 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.artifacts import MetricsLog, atomic_write_json, atomic_write_yaml, provenance
-from pipeline.config import LLAMA_FAMILIES, REPO_ROOT, RunSpec
+from pipeline.config import REPO_ROOT, RunSpec
+from pipeline.models.checkpoint import run_model_config
 
 logger = logging.getLogger(__name__)
 
 
 class NonFiniteLossError(RuntimeError):
     """Training produced a NaN or infinite loss; the run stops and says at which step."""
-
-
-def model_config(spec: RunSpec):
-    """The Levanter ``LmConfig`` of a run. Dropout applies to the GPT family only (experiment-facts §3);
-    the Llama families, like Levanter's ``LlamaConfig``, have none."""
-    from pipeline.models import build_model_config
-
-    shape = {k: v for k, v in dataclasses.asdict(spec.model).items() if k != "family" and v is not None}
-    dropout = None if spec.model.family in LLAMA_FAMILIES else spec.train.dropout
-    return build_model_config(spec.model.family, dropout=dropout, **shape)
 
 
 def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
@@ -130,7 +121,7 @@ def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -
     run_path.mkdir(parents=True, exist_ok=True)
     atomic_write_yaml(run_path / "config.yaml", dataclasses.asdict(spec))
 
-    model_cfg = model_config(spec)
+    model_cfg = run_model_config(spec)
     data = data_config(Path(cache_dir), Path(tokenizer_dir))
     tokenizer = data.the_tokenizer
     config = trainer_config(spec, run_path)

@@ -26,20 +26,13 @@ def pretrain_command(spec_json: str, run_dir: Path, data: Path) -> list[str]:
             "--ray-num-cpus", "1"]
 
 
-def final_parameters(run_dir: Path, spec) -> list[np.ndarray]:
-    import haliax as hax
-    from levanter.checkpoint import load_checkpoint
+def final_parameters(run_dir: Path) -> list[np.ndarray]:
     from levanter.compat.hf_checkpoints import load_tokenizer
 
-    from pipeline.train.pretrain import model_config
+    from pipeline.models.checkpoint import load_run_model
 
-    steps = sorted(run_dir.glob("checkpoints/step-*"), key=lambda p: int(p.name.split("-")[1]))
     tokenizer = load_tokenizer(str(run_dir.parents[1] / "data" / "tokenizers" / "bpe"))
-    config = model_config(spec)
-    skeleton = config.build(hax.Axis("vocab", len(tokenizer)), key=jax.random.PRNGKey(1))
-    mesh = jax.sharding.Mesh(np.array(jax.devices()).reshape(1, 1), ("data", "model"))
-    model = load_checkpoint(skeleton, str(steps[-1]), subpath="model", discover_latest=False, mesh=mesh,
-                            axis_mapping={})
+    _, model = load_run_model(run_dir, len(tokenizer))
     return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(model)]
 
 
@@ -71,6 +64,6 @@ def test_sigkilled_run_resumes_to_the_same_parameters(tiny_data_workdir):
              if "loss" in json.loads(line)]
     assert steps == list(range(spec.train.steps))
 
-    for a, b in zip(final_parameters(straight, spec), final_parameters(killed, spec), strict=True):
+    for a, b in zip(final_parameters(straight), final_parameters(killed), strict=True):
         assert np.array_equal(a, b)
     assert resumed["val_loss"] == json.loads((straight / "summary.json").read_text())["val_loss"]

@@ -1,0 +1,76 @@
+"""Verbs of the data stage: ``corpus``, ``tokenizer``, ``cache``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from pathlib import Path
+
+from pipeline.artifacts import atomic_write_json
+from pipeline.commands import add_ray_options
+
+
+def _corpus(args: argparse.Namespace) -> None:
+    from pipeline.data.corpora import export_tiny_corpus
+    from pipeline.data.hf_corpora import export_hf_corpus
+
+    source = json.loads(args.source)
+    if source["kind"] == "tiny":
+        stats = export_tiny_corpus(source["corpus"], args.out, overwrite=True)
+    else:
+        stats = export_hf_corpus(source["id"], args.out, source=source["id"],
+                                 validation_fraction=source.get("validation_fraction"), seed=source.get("seed", 0),
+                                 revision=source.get("revision"), overwrite=True)
+    logging.info("corpus %s: %s", args.out, json.dumps(stats))
+
+
+def _tokenizer(args: argparse.Namespace) -> None:
+    from pipeline.data.corpora import corpus_split_files
+    from pipeline.data.tokenizer import save_pretrained_tokenizer, train_bpe_tokenizer
+
+    spec = json.loads(args.spec)
+    if spec["kind"] == "bpe":
+        files = [path for corpus in args.corpora for path in corpus_split_files(corpus, "train")]
+        stats = train_bpe_tokenizer(files, spec["vocab_size"], args.out, overwrite=True)
+    else:
+        stats = save_pretrained_tokenizer(spec["name"], args.out, overwrite=True)
+    logging.info("tokenizer %s: %s", args.out, json.dumps(stats))
+
+
+def _cache(args: argparse.Namespace) -> None:
+    """Both splits into ``<out>/{train,validation}``, the layout Levanter's ``cache_dir`` expects."""
+    from pipeline.data.cache import build_token_cache
+    from pipeline.data.corpora import corpus_split_files
+    from pipeline.data.files import atomic_directory
+
+    if args.ray_address:
+        os.environ["RAY_ADDRESS"] = args.ray_address
+    with atomic_directory(args.out, overwrite=True) as staging:
+        stats = {split: build_token_cache(corpus_split_files(args.corpus, split), args.tokenizer, staging / split,
+                                          builder=args.builder)
+                 for split in ("train", "validation")}
+        atomic_write_json(staging / "stats.json", stats)
+    logging.info("token cache %s: %s", args.out, json.dumps(stats))
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    corpus = verbs.add_parser("corpus", help="export a corpus to JSONL train/validation splits")
+    corpus.add_argument("--source", required=True, help="the dataset's `source` entry of the preset, as JSON")
+    corpus.add_argument("--out", type=Path, required=True)
+    corpus.set_defaults(run=_corpus)
+
+    tokenizer = verbs.add_parser("tokenizer", help="train a byte-level BPE or save a pretrained tokenizer")
+    tokenizer.add_argument("--spec", required=True, help="the tokenizer's entry of the preset, as JSON")
+    tokenizer.add_argument("--out", type=Path, required=True)
+    tokenizer.add_argument("corpora", nargs="*", type=Path, help="corpus folders to train a BPE on")
+    tokenizer.set_defaults(run=_tokenizer)
+
+    cache = verbs.add_parser("cache", help="build the Levanter token cache of a corpus")
+    cache.add_argument("--corpus", type=Path, required=True)
+    cache.add_argument("--tokenizer", type=Path, required=True)
+    cache.add_argument("--builder", choices=("serial", "ray"), required=True)
+    cache.add_argument("--out", type=Path, required=True)
+    add_ray_options(cache)
+    cache.set_defaults(run=_cache)

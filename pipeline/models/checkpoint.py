@@ -1,0 +1,80 @@
+"""A trained run folder → its Levanter model: the one loader that fine-tunes, evaluation and analyses share.
+
+A run folder (written by ``pipeline.train``) holds ``config.yaml`` (the resolved ``RunSpec``) and
+``checkpoints/step-N/`` (Levanter's TrainerState; the model is its ``model`` subtree). The final
+checkpoint is the one with the largest N that Levanter finished writing (``metadata.json`` present).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from pipeline.config import LLAMA_FAMILIES, RunSpec
+
+EMBEDDING_ARRAY = Path("model/embeddings/token_embeddings/weight/.zarray")
+"""Levanter's zarr metadata of the token embedding (shape [vocab, hidden]) inside a checkpoint; every family has it."""
+
+
+def run_model_config(spec: RunSpec):
+    """The Levanter ``LmConfig`` of a run. Dropout applies to the GPT families only (experiment-facts §3);
+    the Llama families, like Levanter's ``LlamaConfig``, have none."""
+    from pipeline.models import build_model_config
+
+    shape = {k: v for k, v in dataclasses.asdict(spec.model).items() if k != "family" and v is not None}
+    dropout = None if spec.model.family in LLAMA_FAMILIES else spec.train.dropout
+    return build_model_config(spec.model.family, dropout=dropout, **shape)
+
+
+def read_run_spec(run_dir: str | Path) -> RunSpec:
+    """The resolved ``RunSpec`` a run was trained with (its ``config.yaml``)."""
+    import yaml
+
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no run config; the run folder {run_dir} was not written by pipeline.train.")
+    return RunSpec.from_dict(yaml.safe_load(path.read_text()))
+
+
+def final_checkpoint(run_dir: str | Path) -> Path:
+    """The newest complete Levanter checkpoint ``<run_dir>/checkpoints/step-N``."""
+    root = Path(run_dir) / "checkpoints"
+    complete = [path for path in root.glob("step-*") if (path / "metadata.json").is_file()]
+    if not complete:
+        raise FileNotFoundError(f"{root}: no complete checkpoint (step-N/metadata.json); train the run first.")
+    return max(complete, key=lambda path: int(path.name.removeprefix("step-")))
+
+
+def checkpoint_vocab_size(checkpoint: Path) -> int:
+    """Rows of the token embedding stored in a checkpoint."""
+    metadata = checkpoint / EMBEDDING_ARRAY
+    if not metadata.is_file():
+        raise FileNotFoundError(f"{metadata}: missing; {checkpoint} is not a complete model checkpoint.")
+    return int(json.loads(metadata.read_text())["shape"][0])
+
+
+def load_run_model(run_dir: str | Path, vocab_size: int):
+    """``(spec, model)`` of a trained run, its final checkpoint loaded on the local devices (no sharding).
+
+    ``vocab_size`` is the tokenizer's; a checkpoint trained with another vocabulary is refused with a sentence
+    naming both sizes (loading would otherwise fail deep inside tensorstore, or silently misalign ids).
+    """
+    import equinox as eqx
+    import jax
+    import numpy as np
+    from haliax import Axis
+    from levanter.checkpoint import load_checkpoint
+
+    spec = read_run_spec(run_dir)
+    checkpoint = final_checkpoint(run_dir)
+    stored = checkpoint_vocab_size(checkpoint)
+    if stored != vocab_size:
+        raise ValueError(f"{checkpoint}: the checkpoint's vocabulary has {stored} tokens but the tokenizer has "
+                         f"{vocab_size}; evaluate with the tokenizer the run was trained with.")
+    config = run_model_config(spec)
+    template = eqx.filter_eval_shape(config.build, Axis("vocab", vocab_size), key=jax.random.PRNGKey(0))
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
+    model = load_checkpoint(template, checkpoint, subpath="model", discover_latest=False, mesh=mesh,
+                            axis_mapping={})
+    return spec, model
