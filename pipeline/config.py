@@ -94,6 +94,35 @@ class RunSpec:
         return cls(**{**raw, "model": ModelSpec(**raw["model"]), "train": TrainSpec(**raw["train"])})
 
 
+@dataclasses.dataclass(frozen=True)
+class FinetuneSpec:
+    """One step-resampling fine-tune (paper §6.2): a pretrained source run, resampled to ``num_steps`` = N'
+    Euler steps (DiffEqFormer; ``None`` keeps a GPT baseline's depth), trained on the target dataset with
+    ``method`` lora (rank ``lora_rank``, adapters + embeddings trainable if ``train_embeddings``) or full."""
+
+    run_id: str
+    preset: str
+    source_run: str
+    source_dataset: str
+    target_dataset: str
+    tokenizer: str
+    family: str
+    source_steps: int
+    num_steps: int | None
+    method: str
+    lora_rank: int | None
+    train_embeddings: bool
+    train: TrainSpec
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> FinetuneSpec:
+        raw = json.loads(text)
+        return cls(**{**raw, "train": TrainSpec(**raw["train"])})
+
+
 def deep_merge(base: dict, override: dict) -> dict:
     """Return ``base`` with ``override`` merged in recursively (override wins on leaves)."""
     merged = copy.deepcopy(base)
@@ -237,10 +266,13 @@ def _cross_reference_problem(config: dict[str, Any]) -> str | None:
             if dataset not in datasets:
                 return (f"key 'finetune.directions' names unknown dataset {dataset!r}; "
                         f"expected one of {sorted(datasets)}")
-        for key in ("diffeq_source", "baseline_source"):
+        for key, wanted in (("diffeq_source", "a DiffEqFormer"), ("baseline_source", "a non-DiffEqFormer")):
             group = f"{direction[0]}-{finetune[key]}"
             if group not in config["pretrain"]:
                 return f"key 'finetune.{key}' needs pretrain group {group!r}, which the preset does not declare"
+            families = config["pretrain"][group]["families"]
+            if (key == "diffeq_source") != any(family in DIFFEQ_FAMILIES for family in families):
+                return f"key 'finetune.{key}' names group {group!r}, which must train {wanted} family (has {families})"
     runs = pretrain_runs(config)
     references = [(f"downstream.pairs.{pair}", ids) for pair, ids in config["downstream"]["pairs"].items()]
     references += [(f"analysis.{name}.runs", section["runs"]) for name, section in config["analysis"].items()
@@ -294,4 +326,43 @@ def pretrain_runs(config: dict[str, Any]) -> dict[str, RunSpec]:
         for variant_name, variant in ablation["variants"].items():
             runs.update(_group_runs(config, ablation["base"], base, ablation["families"],
                                     f"{name}_{variant_name}", variant))
+    return runs
+
+
+def _source_run(config: dict[str, Any], dataset: str, source: str, diffeq: bool) -> RunSpec:
+    group = f"{dataset}-{source}"
+    family = next(f for f in config["pretrain"][group]["families"] if (f in DIFFEQ_FAMILIES) == diffeq)
+    return pretrain_runs(config)[f"{group}-{family}"]
+
+
+def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
+    """Every fine-tune of Fig. 5: per direction and method, the DiffEqFormer source resampled to each N' of
+    ``steps_grid`` (``ft-<src>-<tgt>-diffeq<L>-n<N'>-<method>``) and the baseline
+    (``ft-<src>-<tgt>-gpt<L>-<method>``)."""
+    finetune = config["finetune"]
+    train = TrainSpec(**{**config["defaults"]["train"], **finetune["train"]})
+    runs: dict[str, FinetuneSpec] = {}
+    for source_dataset, target_dataset in finetune["directions"]:
+        diffeq = _source_run(config, source_dataset, finetune["diffeq_source"], diffeq=True)
+        baseline = _source_run(config, source_dataset, finetune["baseline_source"], diffeq=False)
+        variants = [(diffeq, f"diffeq{diffeq.model.num_layers}-n{n}", n) for n in finetune["steps_grid"]]
+        variants.append((baseline, f"{baseline.model.family}{baseline.model.num_layers}", None))
+        for method, options in finetune["methods"].items():
+            for source, name, num_steps in variants:
+                run_id = f"ft-{source_dataset}-{target_dataset}-{name}-{method}"
+                runs[run_id] = FinetuneSpec(
+                    run_id=run_id,
+                    preset=config["preset"],
+                    source_run=source.run_id,
+                    source_dataset=source_dataset,
+                    target_dataset=target_dataset,
+                    tokenizer=source.tokenizer,
+                    family=source.model.family,
+                    source_steps=source.model.num_layers,
+                    num_steps=num_steps,
+                    method=method,
+                    lora_rank=options.get("rank"),
+                    train_embeddings=options.get("train_embeddings", True),
+                    train=train,
+                )
     return runs

@@ -22,7 +22,9 @@ FORWARDED_ENV = ("HF_HUB_OFFLINE", "RAY_AUTH_MODE", "HF_DATASETS_OFFLINE", "HF_H
 
 def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus: int | None = None,
                num_gpus: float = 0, **kwargs: Any) -> Any:
-    """Execute ``fn(*args, **kwargs)`` as one Ray task and return its result; errors re-raise here."""
+    """Execute ``fn(*args, **kwargs)`` as one Ray task and return its result; errors re-raise here. Ray's log
+    de-duplication is off: it drops task log lines that differ only in numbers (e.g. per-shot summaries)."""
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
     env_vars = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
@@ -39,6 +41,7 @@ def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus
         try:
             return ray.get(task.remote(*args, **kwargs))
         except ray.exceptions.RayTaskError as error:
-            raise error.as_instanceof_cause() from None
+            logger.error("%s failed in its Ray task:\n%s", fn.__name__, error)
+            raise error.cause from None
     finally:
         ray.shutdown()

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.config import load_preset, pretrain_runs
+from pipeline.config import finetune_runs, load_preset, pretrain_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -34,6 +34,10 @@ def test_slurm_profile_dry_run_lists_every_paper_run_with_its_gpus(tmp_path):
     listed = {re.search(r"--run-dir results/paper/runs/(\S+)", line).group(1) for line in commands}
     assert listed == set(pretrain_runs(load_preset({"preset": "paper"})))
     assert all("--gpus 8" in line for line in commands)
+    finetunes = [line for line in result.stdout.splitlines() if "python -m pipeline finetune" in line]
+    listed = {re.search(r"--run-dir results/paper/runs/(\S+)", line).group(1) for line in finetunes}
+    assert listed == set(finetune_runs(load_preset({"preset": "paper"})))
+    assert all("--gpus 8" in line for line in finetunes)
 
 
 def test_a_bad_config_override_stops_snakemake_with_one_sentence():

@@ -1,0 +1,1 @@
+"""Evaluation stage: lm-evaluation-harness downstream tasks on trained runs (App. C.7, Tables 4-5)."""

@@ -60,18 +60,19 @@ def load_run_model(run_dir: str | Path, vocab_size: int):
     ``vocab_size`` is the tokenizer's; a checkpoint trained with another vocabulary is refused with a sentence
     naming both sizes (loading would otherwise fail deep inside tensorstore, or silently misalign ids).
     """
+    spec = read_run_spec(run_dir)
+    checkpoint = final_checkpoint(run_dir)
+    stored = checkpoint_vocab_size(checkpoint)
+    if stored != vocab_size:
+        raise ValueError(f"{checkpoint}: the checkpoint's vocabulary has {stored} tokens but the tokenizer has "
+                         f"{vocab_size}; use the tokenizer the run was trained with.")
+
     import equinox as eqx
     import jax
     import numpy as np
     from haliax import Axis
     from levanter.checkpoint import load_checkpoint
 
-    spec = read_run_spec(run_dir)
-    checkpoint = final_checkpoint(run_dir)
-    stored = checkpoint_vocab_size(checkpoint)
-    if stored != vocab_size:
-        raise ValueError(f"{checkpoint}: the checkpoint's vocabulary has {stored} tokens but the tokenizer has "
-                         f"{vocab_size}; evaluate with the tokenizer the run was trained with.")
     config = run_model_config(spec)
     template = eqx.filter_eval_shape(config.build, Axis("vocab", vocab_size), key=jax.random.PRNGKey(0))
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))

@@ -1,4 +1,4 @@
-"""Verbs of the report stage: tables (and figures) from tidy summaries."""
+"""Verbs of the report stage: tables, figures and the scorecard from the stages' tidy files."""
 
 from __future__ import annotations
 
@@ -9,13 +9,115 @@ from pathlib import Path
 def _perplexity_table(args: argparse.Namespace) -> None:
     from pipeline.report.tables import write_perplexity_tables
 
-    write_perplexity_tables(args.summaries, markdown=args.markdown, csv=args.csv, runs_csv=args.runs_csv)
+    write_perplexity_tables(args.summaries, out=args.out, runs_csv=args.runs_csv)
+
+
+def _spec_table(args: argparse.Namespace) -> None:
+    from pipeline.report.tables import write_model_spec_table
+
+    write_model_spec_table(args.summaries, out=args.out)
+
+
+def _downstream_table(args: argparse.Namespace) -> None:
+    from pipeline.report.tables import write_downstream_table
+
+    write_downstream_table(args.csvs, out=args.out)
+
+
+def _param_count_table(args: argparse.Namespace) -> None:
+    from pipeline.report.tables import write_param_count_table
+
+    write_param_count_table(args.csv, out=args.out)
+
+
+def _figure(args: argparse.Namespace) -> None:
+    from pipeline.report import figures
+
+    kind = args.kind
+    if kind == "curves":
+        figures.curves_figure(args.inputs, args.out)
+    elif kind == "beta2":
+        figures.beta2_figure(args.inputs, args.out)
+    elif kind == "time-embed-dim":
+        figures.time_embed_dim_figures(args.inputs, args.out.with_name(f"{args.out.name}_ppl"),
+                                       args.out.with_name(f"{args.out.name}_throughput"))
+    elif kind == "time-mlp-design":
+        figures.time_mlp_design_figure(args.inputs, args.out)
+    elif kind == "finetune":
+        figures.finetune_figure(args.inputs, args.out)
+    elif kind == "downstream":
+        figures.downstream_figures(args.inputs, args.out, args.shots)
+    elif kind == "spectra":
+        figures.spectra_figure(*args.inputs, args.out)
+    elif kind == "lyapunov":
+        figures.lyapunov_figure(*args.inputs, args.out)
+    elif kind == "clustering":
+        figures.clustering_figures(*args.inputs, args.out.with_name(f"{args.out.name}_trajectories"),
+                                   args.out.with_name(f"{args.out.name}_stats"))
+    elif kind == "frontier":
+        figures.frontier_figure(args.inputs, args.out)
+
+
+FIGURES = {
+    "curves": "Figs. 4, 8: validation curves of one dataset and size (inputs: the runs' summary.json)",
+    "beta2": "Fig. 7: Adam beta2 ablation (summary.json of the base and beta2 runs)",
+    "time-embed-dim": "Figs. 14-15: writes <out>_ppl and <out>_throughput (summary.json of the D runs + GPT)",
+    "time-mlp-design": "Fig. 18: time-weight design ablation (summary.json of the two runs)",
+    "finetune": "Fig. 5: fine-tune curves (the fine-tunes' summary.json)",
+    "downstream": "Figs. 9-12: writes <out>-<k>shot for each --shots k (downstream.csv of one pair)",
+    "spectra": "Fig. 2a/b, App. E: one spectra CSV",
+    "lyapunov": "Fig. 3, App. F: one Lyapunov CSV",
+    "clustering": "Figs. 2c/d, 13: writes <out>_trajectories and <out>_stats (trajectories.csv stats.csv)",
+    "frontier": "compute/quality frontier (the frontier CSVs)",
+}
+
+
+def _scorecard(args: argparse.Namespace) -> None:
+    from pipeline.report.scorecard import ScorecardInputs, write_scorecard
+
+    write_scorecard(ScorecardInputs(preset=args.preset, runs_csv=args.runs_csv, finetune_summaries=args.finetune,
+                                    downstream=args.downstream, spectra=args.spectra,
+                                    clustering_stats=args.clustering_stats), out=args.out)
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
+    out_help = "output path without suffix: writes .md, .csv, .tex and .html"
     table = verbs.add_parser("perplexity-table", help="Tables 1-2 from run summaries")
-    table.add_argument("--markdown", type=Path, required=True)
-    table.add_argument("--csv", type=Path, required=True)
-    table.add_argument("--runs-csv", type=Path, required=True)
+    table.add_argument("--out", type=Path, required=True, help=out_help)
+    table.add_argument("--runs-csv", type=Path, required=True, help="CSV of every pretraining run")
     table.add_argument("summaries", nargs="+", type=Path)
     table.set_defaults(run=_perplexity_table)
+
+    table = verbs.add_parser("spec-table", help="Table 3 from the runs' config.yaml (beside each summary.json)")
+    table.add_argument("--out", type=Path, required=True, help=out_help)
+    table.add_argument("summaries", nargs="+", type=Path)
+    table.set_defaults(run=_spec_table)
+
+    table = verbs.add_parser("downstream-table", help="Tables 4-5 from downstream.csv files")
+    table.add_argument("--out", type=Path, required=True, help=out_help)
+    table.add_argument("csvs", nargs="+", type=Path)
+    table.set_defaults(run=_downstream_table)
+
+    table = verbs.add_parser("param-count-table", help="Table 6 from analysis/param_counts.csv")
+    table.add_argument("--out", type=Path, required=True, help=out_help)
+    table.add_argument("csv", type=Path)
+    table.set_defaults(run=_param_count_table)
+
+    figure = verbs.add_parser("figure", help="one figure (PNG + PDF): " + "; ".join(
+        f"{kind}: {text}" for kind, text in FIGURES.items()))
+    figure.add_argument("kind", choices=sorted(FIGURES))
+    figure.add_argument("--out", type=Path, required=True, help="output path without suffix: writes .png and .pdf")
+    figure.add_argument("--shots", type=lambda text: [int(k) for k in text.split(",")], default=[],
+                        help="comma-separated shot counts (downstream only)")
+    figure.add_argument("inputs", nargs="+", type=Path)
+    figure.set_defaults(run=_figure)
+
+    card = verbs.add_parser("scorecard", help="our numbers and evidence beside the paper's numbers and claims")
+    card.add_argument("--out", type=Path, required=True, help="output path without suffix: writes .md, .csv, .html")
+    card.add_argument("--preset", required=True)
+    card.add_argument("--runs-csv", type=Path, required=True)
+    card.add_argument("--finetune", type=Path, nargs="*", default=[], help="fine-tune summary.json files")
+    card.add_argument("--downstream", type=Path, nargs="*", default=[], help="downstream.csv files")
+    card.add_argument("--spectra", type=Path, nargs="*", default=[], help="spectra CSVs")
+    card.add_argument("--clustering-stats", type=Path, default=None)
+    card.set_defaults(run=_scorecard)

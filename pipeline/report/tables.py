@@ -1,7 +1,9 @@
-"""Tables generated from the runs' ``summary.json`` files (tidy data first, then Markdown/CSV views).
+"""The paper's tables from the stages' tidy files only (never checkpoints): tidy CSV first, then views.
 
-Tables 1 and 2 of the paper: validation perplexity per dataset, model size and family
-(GPT / Llama baselines, the weight-sharing baseline and DiffEqFormer).
+Every table is written as ``<out>.csv`` (tidy, one row per number), ``<out>.md`` (Markdown), ``<out>.tex``
+(LaTeX booktabs: ``\\toprule``/``\\midrule``/``\\bottomrule``) and ``<out>.html`` (the view the Snakemake report
+embeds). Tables 1-2: validation perplexity; Table 3: model specifications; Tables 4-5: downstream accuracy;
+Table 6: parameter count against the time-embedding dimension D.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from pipeline.artifacts import atomic_write_text
 
@@ -20,22 +23,89 @@ FAMILY_LABELS = {
     "llama": "Llama",
     "diffeq_llama": "DiffEqFormer (Llama)",
 }
+BASELINE_FAMILIES = ("gpt", "llama")
+DIFFEQ_FAMILIES = ("diffeq", "diffeq_llama")
 DATASET_TABLES = {"wt103": "Table 1: WikiText-103", "owt": "Table 2: OpenWebText"}
+DATASET_LABELS = {"wt103": "WikiText-103", "owt": "OpenWebText"}
 SIZE_ORDER = ["small", "medium", "large", "llama1b", "ft18", "ft24"]
-RUN_COLUMNS = ["run_id", "preset", "dataset", "size", "family", "role", "ablation", "parameters", "steps",
+RUN_COLUMNS = ["run_id", "preset", "group", "dataset", "size", "family", "role", "ablation", "parameters", "steps",
                "tokens_seen", "final_train_loss", "val_loss", "val_ppl", "mean_tokens_per_s"]
+DOWNSTREAM_COLUMNS = ["run_id", "family", "pair", "task", "shots", "metric", "value", "stderr", "n_samples"]
+DOWNSTREAM_TABLES = {"gpt-large": "Table 4: downstream accuracy, GPT-large pair",
+                     "llama-1b": "Table 5: downstream accuracy, Llama-1B pair"}
+ACCURACY_METRIC = "acc"
+PARAM_COUNT_COLUMNS = ["model", "time_embed_dim", "parameters"]
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: is not valid JSON ({error}).") from error
+
+
+def require_columns(frame: pd.DataFrame | dict, columns: list[str], path: Path, expected: str) -> None:
+    """Fail with one sentence naming the file and the first missing key."""
+    missing = [column for column in columns if column not in frame]
+    if missing:
+        raise ValueError(f"{path}: key {missing[0]!r} is missing; expected {expected}.")
+
+
+def read_csv(path: Path, columns: list[str], expected: str) -> pd.DataFrame:
+    frame = pd.read_csv(path)
+    require_columns(frame, columns, path, expected)
+    return frame
 
 
 def load_summaries(paths: list[Path]) -> pd.DataFrame:
-    """One row per run, the columns of ``RUN_COLUMNS``; a missing key fails naming the file."""
+    """One row per pretraining run, the columns of ``RUN_COLUMNS``; a missing key fails naming the file."""
     rows = []
     for path in paths:
-        summary = json.loads(Path(path).read_text())
-        missing = [column for column in RUN_COLUMNS if column not in summary]
-        if missing:
-            raise ValueError(f"{path}: key {missing[0]!r} is missing; expected a summary written by pretrain.")
+        summary = read_json(path)
+        require_columns(summary, RUN_COLUMNS, path, "a summary written by pretrain")
         rows.append({column: summary[column] for column in RUN_COLUMNS})
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def eval_curve(summary_path: Path) -> pd.DataFrame:
+    """Validation records (step, eval_loss, eval_ppl) of the ``metrics.jsonl`` beside a run's summary."""
+    path = Path(summary_path).parent / "metrics.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found; expected the metrics log beside {summary_path}.")
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    curve = pd.DataFrame([record for record in records if "eval_ppl" in record],
+                         columns=["step", "eval_loss", "eval_ppl"])
+    if curve.empty:
+        raise ValueError(f"{path}: key 'eval_ppl' appears in no record; expected evaluation records.")
+    return curve.drop_duplicates("step", keep="last").sort_values("step")
+
+
+def write_table(out: Path, *, heading: str, note: str, tidy: pd.DataFrame, sections: dict[str, pd.DataFrame]) -> None:
+    """Write ``out``.csv (``tidy``) and the Markdown, LaTeX booktabs and HTML views of ``sections`` (title → wide
+    table, its index as the first column)."""
+    markdown = [f"# {heading}\n", f"{note}\n"]
+    latex = [f"% {heading}. {note}\n"]
+    html = [f"<h1>{heading}</h1>", f"<p>{note}</p>"]
+    for title, section in sections.items():
+        markdown.append(f"## {title}\n\n{section.to_markdown()}\n")
+        styler = section.rename_axis(index=None, columns=None).style.format(escape="latex")
+        latex.append(styler.format_index(escape="latex", axis=0).format_index(escape="latex", axis=1)
+                     .to_latex(hrules=True, caption=title.replace("%", r"\%"), position="ht",
+                               position_float="centering", column_format="l" + "r" * section.shape[1]))
+        html.append(f"<h2>{title}</h2>{section.to_html(border=0)}")
+    atomic_write_text(out.with_suffix(".csv"), tidy.to_csv(index=False))
+    atomic_write_text(out.with_suffix(".md"), "\n".join(markdown))
+    atomic_write_text(out.with_suffix(".tex"), "\n".join(latex))
+    atomic_write_text(out.with_suffix(".html"), "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+                      "<style>body{font-family:sans-serif} table{border-collapse:collapse}"
+                      " td,th{padding:2px 10px;text-align:right} thead{border-bottom:1px solid #444}</style>"
+                      f"</head><body>{''.join(html)}</body></html>\n")
+
+
+def ordered(frame: pd.DataFrame, index: list[str], columns: list[str]) -> pd.DataFrame:
+    """``frame`` with its rows and columns in the given orders (labels absent from ``frame`` dropped)."""
+    return frame.reindex(index=[label for label in index if label in frame.index],
+                         columns=[label for label in columns if label in frame.columns])
 
 
 def perplexity_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -45,13 +115,12 @@ def perplexity_table(runs: pd.DataFrame) -> pd.DataFrame:
     table["size_rank"] = table["size"].map({size: rank for rank, size in enumerate(SIZE_ORDER)})
     table["family_rank"] = table["family"].map({family: rank for rank, family in enumerate(FAMILY_LABELS)})
     table = table.sort_values(["dataset", "size_rank", "family_rank"], ascending=[False, True, True])
-    return table[["dataset", "size", "model", "run_id", "parameters", "tokens_seen", "val_ppl"]]
+    return table[["dataset", "size", "family", "model", "run_id", "parameters", "tokens_seen", "val_ppl"]]
 
 
-def perplexity_markdown(table: pd.DataFrame, preset: str) -> str:
-    """One Markdown table per dataset: models as rows, sizes as columns, cells 'ppl (params)'."""
-    sections = [f"# Validation perplexity (preset `{preset}`)\n",
-                "Cells: validation perplexity over the whole validation split (parameters). Lower is better.\n"]
+def perplexity_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """One wide table per dataset: models as rows, sizes as columns, cells 'ppl (params)'."""
+    sections = {}
     for dataset, title in DATASET_TABLES.items():
         rows = table[table["dataset"] == dataset]
         if rows.empty:
@@ -59,16 +128,125 @@ def perplexity_markdown(table: pd.DataFrame, preset: str) -> str:
         cells = rows.assign(cell=[f"{ppl:.2f} ({params / 1e6:.2f}M)" for ppl, params
                                   in zip(rows["val_ppl"], rows["parameters"], strict=True)])
         wide = cells.pivot(index="model", columns="size", values="cell")
-        wide = wide.reindex(index=[m for m in FAMILY_LABELS.values() if m in wide.index],
-                            columns=[s for s in SIZE_ORDER if s in wide.columns]).fillna("–")
-        sections.append(f"## {title}\n\n{wide.to_markdown()}\n")
-    return "\n".join(sections)
+        sections[title] = ordered(wide, list(FAMILY_LABELS.values()), SIZE_ORDER).fillna("–")
+    return sections
 
 
-def write_perplexity_tables(summaries: list[Path], *, markdown: Path, csv: Path, runs_csv: Path) -> None:
+def write_perplexity_tables(summaries: list[Path], *, out: Path, runs_csv: Path) -> None:
+    """Tables 1-2 (``out``.*) and the list of every pretraining run, ablations included (``runs_csv``)."""
     runs = load_summaries(summaries)
     table = perplexity_table(runs)
-    preset = runs["preset"].iloc[0]
+    write_table(out, heading=f"Validation perplexity (preset `{runs['preset'].iloc[0]}`)",
+                note="Cells: validation perplexity over the whole validation split (parameters). Lower is better.",
+                tidy=table, sections=perplexity_sections(table))
     atomic_write_text(runs_csv, runs.to_csv(index=False))
-    atomic_write_text(csv, table.to_csv(index=False))
-    atomic_write_text(markdown, perplexity_markdown(table, preset))
+
+
+def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
+    """Tidy Table 3: shape of each baseline model size, read from the ``config.yaml`` beside each run's summary
+    (one row per size and family; the sizes are the same on both datasets)."""
+    rows = []
+    for path in summaries:
+        config_path = Path(path).parent / "config.yaml"
+        if not config_path.is_file():
+            raise FileNotFoundError(f"{config_path}: not found; expected the resolved run spec beside {path}.")
+        spec = yaml.safe_load(config_path.read_text())
+        require_columns(spec, ["size", "model"], config_path, "a resolved RunSpec")
+        model = spec["model"]
+        require_columns(model, ["family", "num_layers", "hidden_dim", "num_heads", "seq_len"], config_path,
+                        "a resolved ModelSpec under 'model'")
+        summary = read_json(path)
+        require_columns(summary, ["parameters"], path, "a summary written by pretrain")
+        rows.append({"size": spec["size"], "family": model["family"], "parameters": summary["parameters"],
+                     "layers": model["num_layers"], "hidden_dim": model["hidden_dim"],
+                     "heads": model["num_heads"], "seq_len": model["seq_len"],
+                     "intermediate_dim": model.get("intermediate_dim")})
+    table = pd.DataFrame(rows).drop_duplicates(["size", "family"])
+    table["size_rank"] = table["size"].map({size: rank for rank, size in enumerate(SIZE_ORDER)})
+    return table.sort_values(["size_rank", "family"]).drop(columns="size_rank").reset_index(drop=True)
+
+
+def model_spec_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Paper Table 3's layout: specifications as rows, the baseline models as columns."""
+    baselines = table[table["family"].isin(BASELINE_FAMILIES)].set_index("size")
+    names = {size: "Llama-1B" if size == "llama1b" else f"{FAMILY_LABELS[row.family]}-{size}"
+             for size, row in baselines.iterrows()}
+    wide = pd.DataFrame({
+        "Parameters": baselines["parameters"].map(lambda count: f"{count / 1e6:.2f}M"),
+        "Layers": baselines["layers"].astype(str),
+        "Hidden size": baselines["hidden_dim"].astype(str),
+        "Attention heads": baselines["heads"].astype(str),
+        "Sequence length": baselines["seq_len"].astype(str),
+        "FF size": baselines["intermediate_dim"].astype("Int64").astype(str).replace("<NA>", "4 × hidden"),
+    }).T.rename(columns=names)
+    return {"Table 3: model specifications": wide}
+
+
+def write_model_spec_table(summaries: list[Path], *, out: Path) -> None:
+    table = model_spec_table(summaries)
+    write_table(out, heading="Model specifications", note="Read from each run's resolved config.yaml; parameters "
+                "from its summary.json.", tidy=table, sections=model_spec_sections(table))
+
+
+def load_downstream(paths: list[Path]) -> pd.DataFrame:
+    """Rows of the ``downstream.csv`` files; accuracies must be fractions in [0, 1] (lm-eval's convention)."""
+    frames = []
+    for path in paths:
+        frame = read_csv(path, DOWNSTREAM_COLUMNS, "a downstream.csv written by the evaluate stage")
+        accuracy = frame[frame["metric"] == ACCURACY_METRIC]["value"]
+        if not accuracy.between(0, 1).all():
+            raise ValueError(f"{path}: key 'value' holds an accuracy outside [0, 1]; expected lm-eval fractions.")
+        frames.append(frame[DOWNSTREAM_COLUMNS])
+    return pd.concat(frames, ignore_index=True)
+
+
+def downstream_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Tidy Tables 4-5: accuracy and its standard error in percent, per task, shots and model."""
+    table = rows[rows["metric"] == ACCURACY_METRIC].copy()
+    table["model"] = table["family"].map(FAMILY_LABELS)
+    table["role"] = table["family"].map(lambda family: "baseline" if family in BASELINE_FAMILIES else "diffeq")
+    table["acc"] = 100 * table["value"]
+    table["acc_stderr"] = 100 * table["stderr"]
+    return table[["pair", "task", "shots", "role", "model", "run_id", "acc", "acc_stderr", "n_samples"]] \
+        .sort_values(["pair", "shots", "task", "role"]).reset_index(drop=True)
+
+
+def downstream_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The paper's layout: tasks as rows; for each shot count the baseline then DiffEqFormer, 'acc (stderr)'."""
+    sections = {}
+    for pair, rows in table.groupby("pair", sort=False):
+        cells = rows.assign(cell=[f"{acc:.2f} ({stderr:.2f})" for acc, stderr
+                                  in zip(rows["acc"], rows["acc_stderr"], strict=True)],
+                            column=[f"{shots}-shot {model}" for shots, model
+                                    in zip(rows["shots"], rows["model"], strict=True)])
+        order = cells.sort_values(["shots", "role"])["column"].drop_duplicates().tolist()
+        wide = cells.pivot(index="task", columns="column", values="cell")[order].fillna("–")
+        sections[DOWNSTREAM_TABLES.get(pair, f"Downstream accuracy, {pair} pair")] = wide
+    return sections
+
+
+def write_downstream_table(paths: list[Path], *, out: Path) -> None:
+    table = downstream_table(load_downstream(paths))
+    write_table(out, heading="Downstream accuracy (%)", note="lm-evaluation-harness accuracy (standard error), "
+                "zero- and few-shot; higher is better.", tidy=table, sections=downstream_sections(table))
+
+
+def param_count_table(path: Path) -> pd.DataFrame:
+    """Tidy Table 6: parameters of each model against the time-embedding dimension D (baselines have none)."""
+    table = read_csv(path, PARAM_COUNT_COLUMNS, "the parameter counts written by the analysis stage")
+    return table.sort_values(["model", "time_embed_dim"], na_position="first").reset_index(drop=True)
+
+
+def param_count_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    wide = pd.DataFrame({
+        "Time-embedding D": table["time_embed_dim"].astype("Int64").astype(str).replace("<NA>", "–"),
+        "Parameters": table["parameters"].map(lambda count: f"{count / 1e6:.2f}M"),
+    }).set_axis(table["model"].tolist())
+    wide.index.name = "model"
+    return {"Table 6: parameters against the time-embedding dimension D": wide}
+
+
+def write_param_count_table(path: Path, *, out: Path) -> None:
+    table = param_count_table(path)
+    write_table(out, heading="Parameter counts", note="DiffEqFormer's parameters grow linearly with D (paper Eq. 6); "
+                "the baselines' rows have no D.", tidy=table, sections=param_count_sections(table))

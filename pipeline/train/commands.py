@@ -1,4 +1,4 @@
-"""Verbs of the training stage: ``pretrain`` (and the fine-tunes), each one Ray task."""
+"""Verbs of the training stage: ``pretrain`` and ``finetune``, each one Ray task."""
 
 from __future__ import annotations
 
@@ -19,6 +19,19 @@ def _pretrain(args: argparse.Namespace) -> None:
     logging.info("pretrain finished: %s", json.dumps(summary))
 
 
+def _finetune(args: argparse.Namespace) -> None:
+    """The source's final checkpoint is checked here, before any Ray or JAX start-up (fail fast)."""
+    from pipeline.models.checkpoint import final_checkpoint, read_run_spec
+    from pipeline.runner import run_on_ray
+    from pipeline.train.finetune import finetune
+
+    read_run_spec(args.source)
+    final_checkpoint(args.source)
+    summary = run_on_ray(finetune, args.spec, *absolute(args.run_dir, args.source, args.cache, args.tokenizer),
+                         address=args.ray_address, num_cpus=args.ray_num_cpus, num_gpus=args.gpus)
+    logging.info("finetune finished: %s", json.dumps(summary))
+
+
 def register(verbs: argparse._SubParsersAction) -> None:
     pretrain = verbs.add_parser("pretrain", help="train one run of the grid on Levanter, as a Ray task")
     pretrain.add_argument("--spec", required=True, help="the run's resolved RunSpec, as JSON")
@@ -27,3 +40,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     pretrain.add_argument("--tokenizer", type=Path, required=True)
     add_ray_options(pretrain, gpus=True)
     pretrain.set_defaults(run=_pretrain)
+
+    finetune = verbs.add_parser("finetune", help="fine-tune a resampled source run on a target dataset, as a Ray task")
+    finetune.add_argument("--spec", required=True, help="the fine-tune's resolved FinetuneSpec, as JSON")
+    finetune.add_argument("--run-dir", type=Path, required=True)
+    finetune.add_argument("--source", type=Path, required=True, help="the source run's folder")
+    finetune.add_argument("--cache", type=Path, required=True, help="the target dataset's token cache")
+    finetune.add_argument("--tokenizer", type=Path, required=True)
+    add_ray_options(finetune, gpus=True)
+    finetune.set_defaults(run=_finetune)

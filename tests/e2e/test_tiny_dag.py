@@ -1,4 +1,5 @@
-"""The whole tiny DAG, end to end, through plain Snakemake (the same rules as the paper preset)."""
+"""The whole tiny DAG, end to end, through Snakemake (the same rules as the paper preset), every training and
+evaluation job placed as a task on an external Ray cluster (a `ray start --head` on loopback)."""
 
 import json
 import math
@@ -11,26 +12,34 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.config import load_preset, pretrain_runs
+from pipeline.config import finetune_runs, load_preset, pretrain_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
 
 
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, ray_address: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "JAX_COMPILATION_CACHE_DIR": str(workdir / "jax-cache")}
+           "JAX_COMPILATION_CACHE_DIR": str(workdir / "jax-cache"), "RAY_AUTH_MODE": "disabled"}
     return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"),
-                           "--directory", str(workdir), "--profile", str(ROOT / "profiles" / "ci"), *args],
+                           "--directory", str(workdir), "--profile", str(ROOT / "profiles" / "ci"),
+                           "--config", f"ray={{address: '{ray_address}'}}", *args],
                           cwd=ROOT, capture_output=True, text=True, env=env, timeout=2400)
 
 
 @pytest.fixture(scope="module")
-def tiny_dag(tmp_path_factory):
+def tiny_dag(tmp_path_factory, ray_head):
     workdir = tmp_path_factory.mktemp("tiny-dag")
-    result = snakemake(workdir)
+    result = snakemake(workdir, ray_head)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return workdir / "results" / "tiny"
+
+
+def test_training_ran_on_the_external_ray_cluster(tiny_dag, ray_head):
+    log = (tiny_dag / "logs" / "pretrain" / "wt103-small-gpt.log").read_text()
+    assert f"Submitting pretrain to Ray ({ray_head})" in log
+    provenance = json.loads((tiny_dag / "runs" / "wt103-small-gpt" / "provenance.json").read_text())
+    assert provenance["ray"]["gcs_address"].endswith(ray_head.split(":")[1])
 
 
 def test_every_run_trains_and_learns(tiny_dag):
@@ -80,13 +89,102 @@ def test_perplexity_table_lists_all_rows_of_tables_1_and_2(tiny_dag):
         assert f"| {label} " in markdown
 
 
-def test_rerunning_one_target_reruns_only_that_run(tiny_dag):
+def test_finetunes_start_from_the_resampled_source_and_learn_the_target(tiny_dag):
+    """Fig. 5 data: every curve starts at step 0 from the resampled source (LoRA's B = 0 makes its start equal
+    full fine-tuning's) and ends lower; LoRA trains a fraction of the parameters."""
+    runs = finetune_runs(load_preset({"preset": "tiny"}))
+    assert len(runs) == 20
+    summaries = {run_id: json.loads((tiny_dag / "runs" / run_id / "summary.json").read_text()) for run_id in runs}
+    for run_id, spec in runs.items():
+        summary = summaries[run_id]
+        records = [json.loads(line) for line in (tiny_dag / "runs" / run_id / "metrics.jsonl").read_text().splitlines()]
+        evals = [(r["step"], r["eval_loss"]) for r in records if "eval_loss" in r]
+        assert [step for step, _ in evals] == [0, 10, 20, 30], run_id
+        assert summary["val_loss"] < summary["initial_val_loss"], run_id
+        assert (summary["trainable_fraction"] == 1.0) == (spec.method == "full"), run_id
+        if spec.method == "lora":
+            full = summaries[run_id.removesuffix("-lora") + "-full"]
+            assert summary["initial_val_loss"] == pytest.approx(full["initial_val_loss"], rel=1e-6), run_id
+    resampled = {summaries[r]["num_steps"] for r in runs if runs[r].num_steps}
+    assert resampled == {3, 4, 6, 8}
+
+
+def test_downstream_results_for_both_pairs_and_shots(tiny_dag):
+    config = load_preset({"preset": "tiny"})["downstream"]
+    for pair, run_ids in config["pairs"].items():
+        for run_id in run_ids:
+            folder = tiny_dag / "downstream" / run_id
+            rows = pd.read_csv(folder / "downstream.csv")
+            assert set(rows["pair"]) == {pair} and set(rows["run_id"]) == {run_id}
+            assert set(rows["shots"]) == set(config["shots"]) and set(rows["task"]) == set(config["tasks"])
+            accuracy = rows[rows["metric"] == "acc"]
+            assert accuracy["value"].between(0, 1).all() and (accuracy["stderr"] > 0).all()
+            assert (accuracy["n_samples"] == config["limit"]).all()
+            for shots in config["shots"]:
+                results = json.loads((folder / f"lm_eval_{shots}shot.json").read_text())
+                assert set(results["results"]) == set(config["tasks"])
+    table = pd.read_csv(tiny_dag / "tables" / "downstream_gpt-large.csv")
+    assert len(table) > 0
+
+
+def test_analyses_produce_their_tidy_tables(tiny_dag):
+    analysis = load_preset({"preset": "tiny"})["analysis"]
+    runs = pretrain_runs(load_preset({"preset": "tiny"}))
+    for run_id in analysis["spectra"]["runs"]:
+        spectra = pd.read_csv(tiny_dag / "analysis" / "spectra" / f"{run_id}.csv")
+        assert set(spectra["matrix"]) == {"QK", "OV"}
+        times = spectra["t"].nunique()
+        layers = runs[run_id].model.num_layers
+        expected = layers * analysis["spectra"]["time_oversampling"] if "diffeq" in run_id else layers
+        assert times == expected, run_id
+        assert spectra["head"].nunique() == runs[run_id].model.num_heads
+    for run_id in analysis["lyapunov"]["runs"]:
+        exponents = pd.read_csv(tiny_dag / "analysis" / "lyapunov" / f"{run_id}.csv")
+        assert exponents["sentence_id"].nunique() == len(analysis["lyapunov"]["sentences"])
+        assert exponents["exponent"].notna().all()
+        assert "background-color" in (tiny_dag / "analysis" / "lyapunov" / f"{run_id}.html").read_text()
+    stats = pd.read_csv(tiny_dag / "analysis" / "clustering" / "stats.csv").set_index("magnitude")
+    assert stats.loc["constant", "n_clusters"] < stats.loc["quartic", "n_clusters"]
+    for run_id in analysis["frontier"]["runs"]:
+        frontier = pd.read_csv(tiny_dag / "analysis" / "frontier" / f"{run_id}.csv")
+        own = frontier[(frontier["solver"] == "euler") & (frontier["num_steps"] == frontier["trained_steps"])]
+        summary = json.loads((tiny_dag / "runs" / run_id / "summary.json").read_text())
+        assert own["val_loss"].item() == pytest.approx(summary["val_loss"], rel=1e-5), run_id
+        assert set(frontier["solver"]) == set(analysis["frontier"]["solvers"])
+
+
+def test_report_html_shows_every_table_and_figure(tiny_dag, ray_head):
+    from report.chromium import assert_report_shows_figures
+
     workdir = tiny_dag.parents[1]
-    assert "Nothing to be done" in snakemake(workdir, "-n").stdout
+    result = snakemake(workdir, ray_head, "--report", "results/tiny/report.html")
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = sorted((tiny_dag / "figures").rglob("*.png"))
+    tables = sorted((tiny_dag / "tables").glob("*.html"))
+    for name in ("finetune", "frontier", "clustering_trajectories", "clustering_stats", "beta2"):
+        assert tiny_dag / "figures" / f"{name}.png" in figures
+    for kind in ("spectra", "lyapunov", "curves", "downstream"):
+        assert any(path.parent.name == kind for path in figures), kind
+    for table in ("perplexity", "model_specs", "param_counts", "downstream_gpt-large", "downstream_llama-1b"):
+        assert tiny_dag / "tables" / f"{table}.html" in tables
+    scorecard = pd.read_csv(tiny_dag / "scorecard.csv")
+    assert set(scorecard["status"]) <= {"holds", "does not hold", "inconclusive", "not run at this preset",
+                                        "not in the paper"}
+    expected = [str(path.relative_to(workdir)) for path in [*figures, *tables, tiny_dag / "scorecard.html"]]
+    assert_report_shows_figures(tiny_dag / "report.html", expected)
+
+
+def test_changing_one_run_recomputes_only_what_depends_on_it(tiny_dag, ray_head):
+    workdir = tiny_dag.parents[1]
+    assert "Nothing to be done" in snakemake(workdir, ray_head, "-n").stdout
     target = "results/tiny/runs/owt-small-gpt/summary.json"
     (workdir / target).unlink()
-    result = snakemake(workdir, target)
+    result = snakemake(workdir, ray_head)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert job_counts(result.stdout + result.stderr) == {"pretrain": 1}
+    counts = job_counts(result.stdout + result.stderr)
+    assert counts.pop("pretrain") == 1 and counts.pop("all") == 1
+    assert counts.pop("figure_curves") == 1
+    assert set(counts) <= {"perplexity_table", "model_spec_table", "scorecard"}, counts
     summary = json.loads((workdir / target).read_text())
     assert summary["resumed_from_step"] == summary["steps"]
+    assert "Nothing to be done" in snakemake(workdir, ray_head, "-n").stdout

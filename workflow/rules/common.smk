@@ -4,7 +4,7 @@ import json
 
 from snakemake.exceptions import WorkflowError
 
-from pipeline.config import ConfigError, load_preset, pretrain_runs
+from pipeline.config import ConfigError, finetune_runs, load_preset, pretrain_runs
 
 try:
     _resolved = load_preset(config)
@@ -17,25 +17,18 @@ PRESET = config["preset"]
 RESULTS = f"results/{PRESET}"
 DATA = f"{RESULTS}/data"
 RUNS = pretrain_runs(config)
+FINETUNE_RUNS = finetune_runs(config)
 ENV = "../../environment.yml"
 
 wildcard_constraints:
     dataset="|".join(config["datasets"]),
     tokenizer="|".join(config["tokenizers"]),
     run="|".join(RUNS),
+    finetune="|".join(FINETUNE_RUNS),
 
 
 def run_summary(run_id):
     return f"{RESULTS}/runs/{run_id}/summary.json"
-
-
-def all_targets():
-    return [
-        *(run_summary(run_id) for run_id in RUNS),
-        f"{RESULTS}/tables/perplexity.md",
-        f"{RESULTS}/tables/perplexity.csv",
-        f"{RESULTS}/tables/pretrain_runs.csv",
-    ]
 
 
 def corpus_source(wildcards):
@@ -54,6 +47,16 @@ def run_inputs(wildcards):
     spec = RUNS[wildcards.run]
     return {
         "cache": f"{DATA}/caches/{spec.dataset}-{spec.tokenizer}",
+        "tokenizer": f"{DATA}/tokenizers/{spec.tokenizer}",
+    }
+
+
+def finetune_inputs(wildcards):
+    """The source run (complete: its summary) and the target dataset's cache with the source's tokenizer."""
+    spec = FINETUNE_RUNS[wildcards.finetune]
+    return {
+        "source": run_summary(spec.source_run),
+        "cache": f"{DATA}/caches/{spec.target_dataset}-{spec.tokenizer}",
         "tokenizer": f"{DATA}/tokenizers/{spec.tokenizer}",
     }
 

@@ -1,0 +1,108 @@
+"""Verbs of the analysis stage: ``spectra``, ``lyapunov``, ``frontier`` (each one Ray task on a trained run),
+``clustering`` (a CPU simulation) and ``param-counts`` (Table 6 from shapes)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from pipeline.commands import absolute, add_ray_options
+
+
+def _ray(args: argparse.Namespace) -> dict:
+    return {"address": args.ray_address, "num_cpus": args.ray_num_cpus, "num_gpus": args.gpus}
+
+
+def _spectra(args: argparse.Namespace) -> None:
+    from pipeline.analysis.spectra import run_spectra
+    from pipeline.runner import run_on_ray
+
+    summary = run_on_ray(run_spectra, *absolute(args.run_dir, args.tokenizer, args.out), args.time_oversampling,
+                         **_ray(args))
+    logging.info("spectra finished: %s", json.dumps(summary))
+
+
+def _lyapunov(args: argparse.Namespace) -> None:
+    from pipeline.analysis.lyapunov import run_lyapunov
+    from pipeline.runner import run_on_ray
+
+    summary = run_on_ray(run_lyapunov, *absolute(args.run_dir, args.tokenizer, args.out, args.html),
+                         json.loads(args.sentences), args.output_token, **_ray(args))
+    logging.info("lyapunov finished: %s", json.dumps(summary))
+
+
+def _frontier(args: argparse.Namespace) -> None:
+    from pipeline.analysis.frontier import run_frontier
+    from pipeline.runner import run_on_ray
+
+    summary = run_on_ray(run_frontier, *absolute(args.run_dir, args.cache, args.tokenizer, args.out),
+                         json.loads(args.step_factors), json.loads(args.solvers), args.batch_size, args.max_batches,
+                         **_ray(args))
+    logging.info("frontier finished: %s", json.dumps(summary))
+
+
+def _clustering(args: argparse.Namespace) -> None:
+    from pipeline.analysis.clustering import write_clustering
+
+    settings = json.loads(args.settings)
+    stats = write_clustering(str(args.out_dir), settings["tokens"], settings["hidden_dim"], settings["steps"],
+                             settings["magnitudes"], settings["seed"])
+    logging.info("clustering finished: %s", json.dumps(stats))
+
+
+def _param_counts(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from pipeline.artifacts import atomic_write_text
+    from pipeline.models import baseline_param_counts, table6_param_counts
+
+    rows = [{"model": "diffeq-gpt-large", "time_embed_dim": d, "parameters": n}
+            for d, n in table6_param_counts().items()]
+    rows += [{"model": name, "time_embed_dim": None, "parameters": n} for name, n in baseline_param_counts().items()]
+    table = pd.DataFrame(rows, columns=["model", "time_embed_dim", "parameters"]).astype({"time_embed_dim": "Int64"})
+    atomic_write_text(args.out, table.to_csv(index=False))
+    logging.info("param-counts finished: %d rows", len(table))
+
+
+def _run_options(parser: argparse.ArgumentParser, *, cache: bool = False) -> None:
+    parser.add_argument("--run-dir", type=Path, required=True, help="a trained run folder (results/<p>/runs/<run>)")
+    if cache:
+        parser.add_argument("--cache", type=Path, required=True, help="the run's token cache")
+    parser.add_argument("--tokenizer", type=Path, required=True, help="the run's tokenizer folder")
+    add_ray_options(parser, gpus=True)
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    spectra = verbs.add_parser("spectra", help="QK/OV eigenvalues of every head over t (§5.1, App. E)")
+    _run_options(spectra)
+    spectra.add_argument("--time-oversampling", type=int, required=True, help="DiffEqFormer: t grid k·L fine")
+    spectra.add_argument("--out", type=Path, required=True, help="the tidy CSV")
+    spectra.set_defaults(run=_spectra)
+
+    lyapunov = verbs.add_parser("lyapunov", help="Lyapunov token sensitivity of sentences (§5.2, App. B)")
+    _run_options(lyapunov)
+    lyapunov.add_argument("--sentences", required=True, help="JSON list of sentences")
+    lyapunov.add_argument("--output-token", type=int, required=True, help="index j of the output token")
+    lyapunov.add_argument("--out", type=Path, required=True, help="the tidy CSV")
+    lyapunov.add_argument("--html", type=Path, required=True, help="the heat-map page")
+    lyapunov.set_defaults(run=_lyapunov)
+
+    frontier = verbs.add_parser("frontier", help="validation loss vs solver and number of steps")
+    _run_options(frontier, cache=True)
+    frontier.add_argument("--step-factors", required=True, help="JSON list of N/L")
+    frontier.add_argument("--solvers", required=True, help="JSON list of euler|heun|rk4")
+    frontier.add_argument("--batch-size", type=int, default=32)
+    frontier.add_argument("--max-batches", type=int, default=None, help="default: the whole validation split")
+    frontier.add_argument("--out", type=Path, required=True, help="the tidy CSV")
+    frontier.set_defaults(run=_frontier)
+
+    clustering = verbs.add_parser("clustering", help="attention-only ODE clustering simulation (App. C.8)")
+    clustering.add_argument("--settings", required=True, help="the preset's analysis.clustering, as JSON")
+    clustering.add_argument("--out-dir", type=Path, required=True)
+    clustering.set_defaults(run=_clustering)
+
+    param_counts = verbs.add_parser("param-counts", help="Table 6 and Table 3 baselines' parameter counts")
+    param_counts.add_argument("--out", type=Path, required=True)
+    param_counts.set_defaults(run=_param_counts)

@@ -1,0 +1,109 @@
+"""Spectral dynamics of the attention heads (paper §5.1, Fig. 2a/b, App. E).
+
+For head h at time t the QK matrix W_Q^h (W_K^h)^T and the OV matrix W_V^h W_O^h are hidden×hidden of rank at
+most d = head size. AB and BA share their non-zero eigenvalues, so the spectrum of each is that of the d×d
+matrix (W_K^h)^T W_Q^h, resp. W_O^h W_V^h, plus hidden − d exact zeros, which the table leaves out. DiffEqFormer
+is sampled on a grid ``time_oversampling``× finer than its trained steps (its weights are continuous in t);
+GPT has one set of weights per layer, placed at t = (layer + 1)/L.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+SPECTRA_COLUMNS = ["run_id", "family", "dataset", "matrix", "t", "layer", "head", "index", "real", "imag"]
+
+
+def head_spectra(w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndarray) -> dict[str, np.ndarray]:
+    """Non-zero eigenvalues of QK = W_Q^h (W_K^h)^T and OV = W_V^h W_O^h for a batch of heads.
+
+    ``w_q``, ``w_k``, ``w_v``: [..., heads, hidden, head_size]; ``w_o``: [..., heads, head_size, hidden].
+    Returns ``{"QK": λ, "OV": λ}``, complex [..., heads, head_size], each row sorted by decreasing |λ|.
+    """
+    small = {
+        "QK": np.swapaxes(w_k, -1, -2) @ w_q,
+        "OV": w_o @ w_v,
+    }
+    spectra = {}
+    for name, matrix in small.items():
+        eigenvalues = np.linalg.eigvals(matrix.astype(np.float64))
+        order = np.argsort(-np.abs(eigenvalues), axis=-1, kind="stable")
+        spectra[name] = np.take_along_axis(eigenvalues, order, axis=-1)
+    return spectra
+
+
+def attention_weights(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """Per-layer attention projections of a GPT-family model: (c_attn [t, embed, qkv, heads, head_size],
+    c_proj [t, heads, head_size, embed], times t, layer index of each t)."""
+    attn = model.transformer.blocks.stacked.attn
+    c_attn = attn.c_attn.weight.rearrange(("layers", "embed", "qkv", "heads", "head_size")).array
+    c_proj = attn.c_proj.weight.rearrange(("layers", "heads", "head_size", "embed")).array
+    num_layers = c_attn.shape[0]
+    times = (np.arange(num_layers) + 1.0) / num_layers
+    return np.asarray(c_attn), np.asarray(c_proj), times, list(range(num_layers))
+
+
+def diffeq_attention_weights(model, time_oversampling: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """W(t) of a DiffEqFormer's attention on t_m = m/(kL), m = 1..kL (k = ``time_oversampling``), generated
+    for all t at once; the layer of t is the trained Euler step whose interval ((l)/L, (l+1)/L] holds it."""
+    import haliax as hax
+    import jax.numpy as jnp
+
+    num_layers = model.config.num_layers
+    Time = hax.Axis("time", time_oversampling * num_layers)
+    times = (hax.arange(Time, dtype=jnp.float32) + 1.0) / Time.size
+    field = model.transformer.field
+    c_attn, _ = field.attn.c_attn.weights_at(times, field.shared_mlp)
+    c_proj, _ = field.attn.c_proj.weights_at(times, field.shared_mlp)
+    c_attn = np.asarray(c_attn.rearrange(("time", "embed", "qkv", "heads", "head_size")).array)
+    c_proj = np.asarray(c_proj.rearrange(("time", "heads", "head_size", "embed")).array)
+    steps = np.arange(1, Time.size + 1)
+    return c_attn, c_proj, steps / Time.size, list((steps - 1) // time_oversampling)
+
+
+def spectra_table(c_attn: np.ndarray, c_proj: np.ndarray, times: np.ndarray, layers: list[int],
+                  labels: dict[str, str]) -> pd.DataFrame:
+    """The tidy table (``SPECTRA_COLUMNS``) of QK and OV eigenvalues of every head at every time."""
+    w_q, w_k, w_v = (np.moveaxis(c_attn[:, :, i], 1, -2) for i in range(3))
+    spectra = head_spectra(w_q, w_k, w_v, c_proj)
+    frames = []
+    for matrix, eigenvalues in spectra.items():
+        n_times, n_heads, n_eig = eigenvalues.shape
+        t_idx, head, index = np.meshgrid(np.arange(n_times), np.arange(n_heads), np.arange(n_eig), indexing="ij")
+        frames.append(pd.DataFrame({
+            "matrix": matrix,
+            "t": np.asarray(times)[t_idx.ravel()],
+            "layer": np.asarray(layers)[t_idx.ravel()],
+            "head": head.ravel(),
+            "index": index.ravel(),
+            "real": eigenvalues.real.ravel(),
+            "imag": eigenvalues.imag.ravel(),
+        }))
+    table = pd.concat(frames, ignore_index=True)
+    for column, value in labels.items():
+        table[column] = value
+    return table[SPECTRA_COLUMNS]
+
+
+def run_spectra(run_dir: str, tokenizer_dir: str, out_csv: str, time_oversampling: int) -> dict:
+    """Load a trained run and write its spectra table to ``out_csv``; returns a short summary."""
+    from levanter.compat.hf_checkpoints import load_tokenizer
+
+    from pipeline.artifacts import atomic_write_text
+    from pipeline.models.checkpoint import load_run_model
+
+    spec, model = load_run_model(run_dir, len(load_tokenizer(tokenizer_dir)))
+    family = spec.model.family
+    if family == "diffeq":
+        weights = diffeq_attention_weights(model, time_oversampling)
+    elif family == "gpt":
+        weights = attention_weights(model)
+    else:
+        raise ValueError(f"{run_dir}/config.yaml: model.family is {family!r}; spectra need a GPT-style model "
+                         f"(diffeq or gpt).")
+    table = spectra_table(*weights, labels={"run_id": spec.run_id, "family": family, "dataset": spec.dataset})
+    atomic_write_text(Path(out_csv), table.to_csv(index=False))
+    return {"run_id": spec.run_id, "rows": len(table), "times": len(weights[2])}

@@ -1,0 +1,175 @@
+"""Measure training tokens/s per GPU of every model a preset trains: the table ``pipeline.cost`` reads.
+
+For each distinct (family, size, num_layers) of the preset's pretraining runs and fine-tunes, the model is built
+(random init, first device) and ``repeats`` Levanter-style train steps are timed after ``warmup`` compiling ones:
+next-token loss of the model cast to the run's compute dtype (its jmp policy, as Levanter's Trainer does), the
+gradient, and the run's AdamW update (Levanter's ``AdamConfig``), jitted with the model and optimizer state
+donated, on ``micro_batch`` (at most the run's batch size) × seq_len random tokens. Levanter splits a larger batch
+into such micro-batches, so tokens/s per GPU = micro_batch × seq_len / median step time. A model that does not
+fit the device is reported and skipped (``pipeline.cost`` then estimates it).
+
+On a GPU node (JAX's CUDA build installed, README):
+
+    python -m pipeline.cost_benchmark --preset paper --device h100 --micro-batch 8
+
+writes ``results/benchmarks/throughput-sizes-h100.csv``, keeping rows of models it did not measure this time;
+``--families``/``--sizes`` restrict the models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import io
+import logging
+import re
+import sys
+from pathlib import Path
+
+from pipeline.cost import THROUGHPUT_COLUMNS, Workload, default_throughput_path, finetune_workloads, pretrain_workloads
+
+logger = logging.getLogger(__name__)
+
+
+def models_to_measure(config: dict, families: list[str] | None, sizes: list[str] | None) -> list[Workload]:
+    """One workload (the first run) per (family, size, num_layers) that the preset trains, filtered."""
+    chosen: dict[tuple[str, str, int], Workload] = {}
+    for workload in pretrain_workloads(config) + finetune_workloads(config):
+        if (families and workload.family not in families) or (sizes and workload.size not in sizes):
+            continue
+        chosen.setdefault(workload.throughput_key, workload)
+    return list(chosen.values())
+
+
+def device_label(device_kind: str, platform: str) -> str:
+    """A short device name from JAX's ``device_kind`` ('NVIDIA H100 80GB HBM3' → 'h100'), else the platform."""
+    match = re.search(r"\b([a-z]\d{2,3})\b", device_kind.lower())
+    return match.group(1) if match else platform
+
+
+def _train_step_fn():
+    import equinox as eqx
+    from levanter.models.lm_model import compute_next_token_loss
+
+    @eqx.filter_jit(donate="all-except-first")
+    def train_step(batch, model, opt_state, optimizer, policy):
+        example, key = batch
+
+        def loss_fn(model):
+            return compute_next_token_loss(policy.cast_to_compute(model), example, key=key).array
+
+        loss, grads = eqx.filter_value_and_grad(loss_fn)(model)
+        updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_inexact_array))
+        return loss, eqx.apply_updates(model, updates), opt_state
+
+    return train_step
+
+
+def measure_workload(workload: Workload, micro_batch: int, repeats: int, warmup: int) -> dict:
+    """Median seconds of one train step of ``workload``'s model and its training tokens/s on the first device."""
+    import equinox as eqx
+    import haliax as hax
+    import jax
+    import jmp
+    from levanter.models.lm_model import LmExample
+    from levanter.optim import AdamConfig
+
+    from pipeline.analysis.throughput import summarise, time_interleaved
+    from pipeline.models.param_count import count_leaves
+
+    train = workload.train
+    batch_size = min(micro_batch, train.batch_size)
+    model_key, data_key, dropout_key = jax.random.split(jax.random.PRNGKey(train.seed), 3)
+    config = workload.model_config
+    model = eqx.filter_jit(config.build)(hax.Axis("vocab", workload.vocab_size), key=model_key)
+    optimizer = AdamConfig(learning_rate=train.lr, weight_decay=train.weight_decay, beta1=train.beta1,
+                           beta2=train.beta2, epsilon=train.epsilon, warmup=train.warmup_fraction,
+                           min_lr_ratio=train.min_lr_ratio, lr_schedule="cosine").build(train.steps)
+    Batch = hax.Axis("batch", batch_size)
+    tokens = hax.random.randint(data_key, (Batch, config.Pos), 0, workload.vocab_size)
+    batch = (hax.vmap(LmExample.causal, Batch)(tokens), dropout_key)
+    policy = jmp.get_policy(train.mixed_precision)
+    train_step = _train_step_fn()
+    state = {"model": model, "opt_state": optimizer.init(eqx.filter(model, eqx.is_inexact_array))}
+
+    def step():
+        loss, state["model"], state["opt_state"] = train_step(batch, state["model"], state["opt_state"], optimizer,
+                                                              policy)
+        return loss
+
+    samples, _ = time_interleaved({"train": step}, repeats, warmup)
+    result = summarise(samples["train"], batch_size * workload.seq_len)
+    result.update(params=count_leaves(eqx.filter(state["model"], eqx.is_array)), micro_batch=batch_size)
+    return result
+
+
+def measure(preset: str, device: str | None, micro_batch: int, repeats: int, warmup: int,
+            families: list[str] | None = None, sizes: list[str] | None = None, out: Path | None = None) -> Path:
+    """Measure the preset's models on this host's first device and write (merge into) the throughput table."""
+    import jax
+
+    from pipeline.artifacts import atomic_write_text
+    from pipeline.config import load_preset
+
+    config = load_preset({"preset": preset})
+    first = jax.devices()[0]
+    device = device or device_label(first.device_kind, first.platform)
+    out = out or default_throughput_path(device)
+    today = datetime.date.today().isoformat()
+    rows = {}
+    for workload in models_to_measure(config, families, sizes):
+        try:
+            result = measure_workload(workload, micro_batch, repeats, warmup)
+        except jax.errors.JaxRuntimeError as error:
+            if "RESOURCE_EXHAUSTED" not in str(error):
+                raise
+            logger.warning("%s (%s): does not fit %s at micro-batch %d; not measured", workload.run_id,
+                           "/".join(map(str, workload.throughput_key)), device, micro_batch)
+            continue
+        logger.info("%s: %.0f tokens/s (step %.1f ms)", "/".join(map(str, workload.throughput_key)),
+                    result["tokens_per_s"], result["median_ms"])
+        rows[workload.throughput_key] = {
+            "device": device, "family": workload.family, "size": workload.size, "hidden_dim": workload.hidden_dim,
+            "num_layers": workload.num_layers, "seq_len": workload.seq_len, "params": result["params"],
+            "tokens_per_s_per_gpu": round(result["tokens_per_s"], 1), "measured_on": today,
+            "notes": (f"{workload.run_id}; micro-batch {result['micro_batch']}; {workload.train.mixed_precision}; "
+                      f"median of {repeats} steps (IQR {result['iqr_ms']:.1f} ms); {first.device_kind}; "
+                      f"jax {jax.__version__}"),
+        }
+    measured = {(device, family, size, str(layers)) for family, size, layers in rows}
+    previous = list(csv.DictReader(io.StringIO(out.read_text()))) if out.is_file() else []
+    kept = [row for row in previous if (row["device"], row["family"], row["size"], row["num_layers"]) not in measured]
+    stream = io.StringIO()
+    writer = csv.DictWriter(stream, fieldnames=THROUGHPUT_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(kept + list(rows.values()))
+    atomic_write_text(out, stream.getvalue())
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="python -m pipeline.cost_benchmark", description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
+    parser.add_argument("--device", default=None, help="device label of the table (default: from JAX, e.g. h100)")
+    parser.add_argument("--micro-batch", type=int, default=8, help="sequences per timed step (default 8)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed steps per model (default 5)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed (compiling) steps per model (default 2)")
+    parser.add_argument("--families", nargs="+", default=None, help="only these families")
+    parser.add_argument("--sizes", nargs="+", default=None, help="only these sizes")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="table to write (default: results/benchmarks/throughput-sizes-<device>.csv)")
+    args = parser.parse_args(argv)
+    try:
+        out = measure(args.preset, args.device, args.micro_batch, args.repeats, args.warmup, args.families,
+                      args.sizes, args.out)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(out.read_text(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

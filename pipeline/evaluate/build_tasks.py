@@ -1,0 +1,130 @@
+"""Builder of the tiny preset's two lm-eval tasks (``pipeline/evaluate/tasks/``) from the shipped tiny corpora.
+
+Items come from the *validation* splits of the two corpora (pydocs, fortunes; ``pipeline/data/corpora``), which no
+model trains on, and are drawn with a fixed seed, so re-running ``python -m pipeline.evaluate.build_tasks``
+rewrites byte-identical files:
+
+- ``tiny_choice`` (multiple choice, scored like ARC/PIQA/HellaSwag by lm-eval: acc, acc_norm): a sentence cut after
+  about half its words; the true ending among ``CHOICES`` endings, the others endings of other sentences of the
+  same corpus with a similar number of words.
+- ``tiny_lambada`` (LAMBADA-style, scored like ``lambada_openai``: acc of the greedy last word, perplexity): the
+  last whole sentences (``PASSAGE_WORDS`` words) of a paragraph; the target is the passage's last word.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+from pipeline.artifacts import atomic_write_text
+from pipeline.data.corpora import TINY_CORPORA, tiny_corpus_file
+from pipeline.data.files import iter_texts
+
+TASKS_DIR = Path(__file__).resolve().parent / "tasks"
+SEED = 1234
+CHOICES = 4
+SPLIT_SIZES = {"train": 40, "test": 200}
+"""Items per split of each task: ``test`` is evaluated, ``train`` is the pool of few-shot examples."""
+SENTENCE_WORDS = (8, 30)
+PASSAGE_WORDS = (12, 36)
+
+ATTRIBUTION = re.compile(r"\s--\s.*$", re.DOTALL)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+PLAIN_TEXT = re.compile(r"^[A-Za-z0-9 ,;:'\"()?!.-]+$")
+LAST_WORD = re.compile(r"^(.*\S)\s+([A-Za-z]{3,})[.!?\"']*$", re.DOTALL)
+
+
+def paragraphs(corpus: str) -> list[str]:
+    """Paragraphs of a corpus's validation split, whitespace collapsed, fortune attributions (``-- Author``) cut."""
+    found = []
+    for text in iter_texts([tiny_corpus_file(corpus, "validation")]):
+        for paragraph in re.split(r"\n\s*\n", ATTRIBUTION.sub("", text)):
+            paragraph = " ".join(paragraph.split())
+            if paragraph and PLAIN_TEXT.match(paragraph):
+                found.append(paragraph)
+    return found
+
+
+def sentences(corpus: str) -> list[str]:
+    """Sentences of ``SENTENCE_WORDS`` words, in corpus order, without duplicates."""
+    lo, hi = SENTENCE_WORDS
+    found = [s for p in paragraphs(corpus) for s in SENTENCE_END.split(p) if lo <= len(s.split()) <= hi]
+    return list(dict.fromkeys(found))
+
+
+def choice_items(corpus: str, count: int, rng: random.Random) -> list[dict]:
+    """``count`` sentence-completion items: {context, choices, label, source}; distractors are the endings of the
+    other sentences closest in word count to the true one (ties broken at random)."""
+    cut = [(words[: len(words) // 2], words[len(words) // 2:]) for words in (s.split() for s in sentences(corpus))]
+    chosen = rng.sample(range(len(cut)), count)
+    items = []
+    for index in chosen:
+        head, tail = cut[index]
+        others = [j for j in range(len(cut)) if j != index and cut[j][1] != tail]
+        rng.shuffle(others)
+        others.sort(key=lambda j: abs(len(cut[j][1]) - len(tail)))
+        endings = [" ".join(cut[j][1]) for j in others[: CHOICES - 1]]
+        label = rng.randrange(CHOICES)
+        endings.insert(label, " ".join(tail))
+        items.append({"context": " ".join(head), "choices": endings, "label": label, "source": corpus})
+    return items
+
+
+def last_passage(paragraph: str) -> str | None:
+    """The paragraph's last run of whole sentences with ``PASSAGE_WORDS`` words that ends in a word, if any."""
+    lo, hi = PASSAGE_WORDS
+    parts = SENTENCE_END.split(paragraph)
+    for end in reversed(range(len(parts))):
+        start = end
+        while start > 0 and len(" ".join(parts[start - 1: end + 1]).split()) <= hi:
+            start -= 1
+        passage = " ".join(parts[start: end + 1])
+        if lo <= len(passage.split()) <= hi and LAST_WORD.match(passage):
+            return passage
+    return None
+
+
+def lambada_items(corpus: str, count: int, rng: random.Random) -> list[dict]:
+    """``count`` passages {text, source}, at most one per paragraph, the final punctuation of the last word
+    dropped (as in LAMBADA, whose ``text`` ends in the bare target word)."""
+    passages = [passage for passage in map(last_passage, paragraphs(corpus)) if passage]
+    passages = list(dict.fromkeys(passages))
+    if len(passages) < count:
+        raise ValueError(f"{tiny_corpus_file(corpus, 'validation')}: {len(passages)} LAMBADA-style passages, "
+                         f"expected at least {count}.")
+    return [{"text": " ".join(LAST_WORD.match(text).groups()), "source": corpus}
+            for text in rng.sample(passages, count)]
+
+
+def split_items(items: list[dict], rng: random.Random) -> dict[str, list[dict]]:
+    """Shuffle and cut into ``SPLIT_SIZES``."""
+    rng.shuffle(items)
+    return {"train": items[: SPLIT_SIZES["train"]], "test": items[SPLIT_SIZES["train"]:]}
+
+
+def build_task_data(out_dir: Path = TASKS_DIR) -> dict[str, dict[str, int]]:
+    """Write ``<task>.<split>.jsonl`` for both tasks into ``out_dir`` (half of each task's items from each
+    corpus); returns items per task and split."""
+    total = sum(SPLIT_SIZES.values())
+    rng = random.Random(SEED)
+    half = total // len(TINY_CORPORA)
+    tasks = {
+        "tiny_choice": split_items([item for corpus in sorted(TINY_CORPORA)
+                                    for item in choice_items(corpus, half, rng)], rng),
+        "tiny_lambada": split_items([item for corpus in sorted(TINY_CORPORA)
+                                     for item in lambada_items(corpus, half, rng)], rng),
+    }
+    counts = {}
+    for task, splits in tasks.items():
+        counts[task] = {}
+        for split, items in splits.items():
+            lines = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
+            atomic_write_text(Path(out_dir) / f"{task}.{split}.jsonl", lines)
+            counts[task][split] = len(items)
+    return counts
+
+
+if __name__ == "__main__":
+    print(json.dumps(build_task_data(), indent=2))

@@ -1,0 +1,85 @@
+"""lm-eval's side of the downstream evaluation: which tasks exist (fail fast on a bad name) and its results as
+tidy rows. Light imports only (lm-eval's task index, not the models), so the ``downstream`` verb checks the task
+names before it starts Ray and loads a model."""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+from lm_eval.tasks import TaskManager
+
+SCORED_OUTPUT_TYPES = ("loglikelihood", "loglikelihood_rolling", "multiple_choice")
+"""lm-eval output types ``LevanterLM`` scores (all of the paper's 11 tasks are among them)."""
+CSV_COLUMNS = ("run_id", "family", "pair", "task", "shots", "metric", "value", "stderr", "n_samples")
+
+
+def task_manager(task_dir: str | Path | None):
+    """lm-eval's ``TaskManager``: the tasks of ``task_dir`` only, or lm-eval's built-in tasks when it is None."""
+    if task_dir is None:
+        return TaskManager()
+    if not Path(task_dir).is_dir():
+        raise FileNotFoundError(f"downstream.task_dir: {task_dir} is not a folder of lm-eval task YAMLs.")
+    return TaskManager(include_path=str(task_dir), include_defaults=False)
+
+
+def resolve_tasks(task_names: list[str], task_dir: str | Path | None):
+    """The ``TaskManager`` that knows every name of ``task_names`` (lm-eval task or group names); an unknown name
+    fails with one sentence naming it, where it was looked for, and the names that exist (or the nearest ones)."""
+    manager = task_manager(task_dir)
+    known = set(manager.all_tasks)
+    for name in task_names:
+        if name not in known:
+            where = f"task folder {task_dir}" if task_dir is not None else "lm-eval's built-in tasks"
+            nearest = difflib.get_close_matches(name, sorted(known), n=5)
+            expected = (f"one of {sorted(known)}" if len(known) <= 20
+                        else f"an lm-eval task name (nearest: {nearest})")
+            raise ValueError(f"downstream.tasks: unknown lm-eval task {name!r} in {where}; expected {expected}.")
+    return manager
+
+
+def check_scored_output_types(manager, task_names: list[str]) -> None:
+    """Refuse tasks that need text generation (the adapter scores log-likelihoods only), before a model loads."""
+    for name, task in manager.load(task_names)["tasks"].items():
+        if task.OUTPUT_TYPE not in SCORED_OUTPUT_TYPES:
+            raise ValueError(f"downstream.tasks: lm-eval task {name!r} has output_type {task.OUTPUT_TYPE!r}; "
+                             f"expected one of {list(SCORED_OUTPUT_TYPES)}.")
+
+
+def _metric_value(value: Any) -> float:
+    """A metric or standard error as a float; lm-eval writes ``"N/A"`` where it has none."""
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+def sample_count(results: dict, task: str) -> int:
+    """Documents evaluated for a task, or summed over a group's subtasks."""
+    if task in results.get("n-samples", {}):
+        return int(results["n-samples"][task]["effective"])
+    return sum(sample_count(results, subtask) for subtask in results.get("group_subtasks", {}).get(task, []))
+
+
+def tidy_rows(results: dict, *, run_id: str, family: str, pair: str, shots: int) -> list[dict]:
+    """One row per task (or group) and metric of lm-eval's results, with the metric's standard error."""
+    rows = []
+    for task, metrics in sorted(results["results"].items()):
+        for key, value in metrics.items():
+            metric, _, filter_name = key.partition(",")
+            if metric == "alias" or metric.endswith("_stderr") or not filter_name:
+                continue
+            rows.append({"run_id": run_id, "family": family, "pair": pair, "task": task, "shots": shots,
+                         "metric": metric, "value": _metric_value(value),
+                         "stderr": _metric_value(metrics.get(f"{metric}_stderr,{filter_name}")),
+                         "n_samples": sample_count(results, task)})
+    return rows
+
+
+def rows_to_csv(rows: list[dict]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()

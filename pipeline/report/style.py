@@ -1,0 +1,55 @@
+"""One look for every figure: seaborn theme, a fixed colour per model family, atomic PNG + PDF output.
+
+Imported only inside the figure verbs (it imports matplotlib).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from pipeline.report.tables import FAMILY_LABELS  # noqa: E402
+
+FAMILY_COLOURS = dict(zip(FAMILY_LABELS.values(), sns.color_palette("colorblind", len(FAMILY_LABELS)), strict=True))
+"""Colour of each model family (by its display label), the same in every figure."""
+PANEL_WIDTH_IN = 3.6
+PANEL_HEIGHT_IN = 2.8
+DPI = 150
+
+
+def apply_style() -> None:
+    """Seaborn's ``paper`` context on a white grid (fontTools' per-glyph INFO logging of PDF output silenced)."""
+    sns.set_theme(context="paper", style="whitegrid", font_scale=1.0)
+    plt.rcParams.update({"figure.dpi": DPI, "legend.frameon": False})
+    logging.getLogger("fontTools").setLevel(logging.WARNING)
+
+
+def panels(rows: int, columns: int, **kwargs) -> tuple[plt.Figure, object]:
+    """A figure of ``rows × columns`` panels of the house size."""
+    return plt.subplots(rows, columns, figsize=(PANEL_WIDTH_IN * columns, PANEL_HEIGHT_IN * rows),
+                        squeeze=False, layout="constrained", **kwargs)
+
+
+def save_figure(figure: plt.Figure, out: Path) -> None:
+    """Write ``out`` + ``.png`` and ``.pdf`` (``out`` has no suffix), each through a temporary file and a rename."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in (".png", ".pdf"):
+        handle, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=suffix)
+        os.close(handle)
+        try:
+            figure.savefig(tmp, dpi=DPI)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, out.with_name(out.name + suffix))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    plt.close(figure)

@@ -1,0 +1,109 @@
+"""Step-resampling fine-tunes (paper §6.2, Fig. 5; one function of one ``FinetuneSpec``).
+
+The source run's final checkpoint is loaded; a DiffEqFormer is discretised to N' Euler steps (``discretize``:
+W(t_k) at t_k = k/N', dt' = 1/N' folded into the output projections), a GPT baseline keeps its depth. ``lora``
+wraps the linear layers of every block with Levanter's LoRA (rank r, Levanter's default scale α/r with α = 8)
+and trains only the adapters (+ the token/position embeddings when ``train_embeddings``); its B matrices start
+at zero, so step 0 is exactly the resampled source model. ``full`` trains every parameter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from pipeline.artifacts import atomic_write_json, atomic_write_yaml, provenance
+from pipeline.config import DIFFEQ_FAMILIES, LLAMA_FAMILIES, FinetuneSpec
+from pipeline.train.loop import train_run
+
+
+def resampled_source(spec: FinetuneSpec, source_dir: Path, vocab_size: int, key):
+    """The model fine-tuning starts from: the source's final checkpoint, discretised to ``num_steps`` (DiffEqFormer)
+    and, for ``lora``, wrapped with zero-initialised adapters on the block projections."""
+    from levanter.lora import LoraConfig, loraize
+
+    from pipeline.models import GPT_LORA_TARGETS, LLAMA_LORA_TARGETS, discretize, zero_lora_b
+    from pipeline.models.checkpoint import load_run_model
+
+    source_spec, model = load_run_model(source_dir, vocab_size)
+    if source_spec.run_id != spec.source_run:
+        raise ValueError(f"{source_dir / 'config.yaml'}: key 'run_id' is {source_spec.run_id!r}; the fine-tune "
+                         f"{spec.run_id} expects its source run {spec.source_run!r}.")
+    if spec.family in DIFFEQ_FAMILIES:
+        model = discretize(model, spec.num_steps)
+    if spec.method == "lora":
+        targets = LLAMA_LORA_TARGETS if spec.family in LLAMA_FAMILIES else GPT_LORA_TARGETS
+        model = zero_lora_b(loraize(model, LoraConfig(r=spec.lora_rank, target_modules=list(targets)), key=key))
+    return model
+
+
+def trainable_filter(spec: FinetuneSpec):
+    """Levanter's ``is_trainable`` tree: everything (full), or the LoRA adapters (+ embeddings)."""
+    if spec.method == "full":
+        return None
+
+    def lora_and_embeddings(model):
+        import equinox as eqx
+        import jax
+        from levanter.lora import lora_trainable_params_filter
+
+        mask = lora_trainable_params_filter(model)
+        if spec.train_embeddings:
+            embedding_mask = jax.tree_util.tree_map(lambda _: True, model.embeddings)
+            mask = eqx.tree_at(lambda tree: tree.embeddings, mask, embedding_mask)
+        return mask
+
+    return lora_and_embeddings
+
+
+def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, tokenizer_dir: str) -> dict[str, Any]:
+    """Fine-tune one resampled source on the target dataset (resuming if checkpoints exist); write the run folder."""
+    started = time.time()
+    logging.getLogger("pipeline").setLevel(logging.INFO)
+    spec = FinetuneSpec.from_json(spec_json)
+    run_path = Path(run_dir)
+    run_path.mkdir(parents=True, exist_ok=True)
+    atomic_write_yaml(run_path / "config.yaml", dataclasses.asdict(spec))
+    source = Path(source_dir)
+    seq_len = _source_seq_len(source)
+
+    result = train_run(spec.run_id, spec.train, seq_len, run_path, Path(cache_dir), Path(tokenizer_dir),
+                       lambda vocab, key: resampled_source(spec, source, vocab.size, key),
+                       build_in_jit=False, trainable=trainable_filter(spec))
+    summary = {
+        "run_id": spec.run_id,
+        "preset": spec.preset,
+        "role": "finetune",
+        "family": spec.family,
+        "source_run": spec.source_run,
+        "source_dataset": spec.source_dataset,
+        "target_dataset": spec.target_dataset,
+        "method": spec.method,
+        "num_steps": spec.num_steps or spec.source_steps,
+        "source_steps": spec.source_steps,
+        "train_steps": spec.train.steps,
+        "parameters": result.parameters,
+        "trainable_parameters": result.trainable_parameters,
+        "trainable_fraction": result.trainable_parameters / result.parameters,
+        "initial_val_loss": result.initial_val_loss,
+        "initial_val_ppl": None if result.initial_val_loss is None else math.exp(result.initial_val_loss),
+        "final_train_loss": result.final_train_loss,
+        "val_loss": result.val_loss,
+        "val_ppl": math.exp(result.val_loss),
+        "val_bpb": result.val_bpb,
+        "mean_tokens_per_s": result.mean_tokens_per_s,
+        "resumed_from_step": result.resumed_from_step,
+    }
+    atomic_write_json(run_path / "provenance.json", provenance(started, result.devices))
+    atomic_write_json(run_path / "summary.json", summary)
+    return summary
+
+
+def _source_seq_len(source_dir: Path) -> int:
+    from pipeline.models.checkpoint import read_run_spec
+
+    return read_run_spec(source_dir).model.seq_len

@@ -1,0 +1,243 @@
+"""The Levanter training loop shared by pretraining and fine-tuning.
+
+AdamW with linear warm-up over ``warmup_fraction`` of the steps then cosine decay to ``min_lr_ratio``·lr
+(experiment-facts §3); the loss is the next-token cross-entropy and the reported metric is validation perplexity
+exp(mean token NLL). Checkpoints go to ``<run_dir>/checkpoints`` every ``checkpoint_every`` steps and at the end;
+a rerun after a kill resumes from the newest one (Levanter restores the trainable parameters, optimizer, step and
+PRNG state, and the data loader restarts at that step).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pipeline.artifacts import MetricsLog
+from pipeline.config import REPO_ROOT, TrainSpec
+
+logger = logging.getLogger(__name__)
+
+
+class NonFiniteLossError(ValueError):
+    """Training produced a NaN or infinite loss; the run stops and says at which step (Levanter's own
+    ``crash_on_nan`` is off so that this sentence, not a bare "Loss is NaN", reaches the user)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingResult:
+    """What a finished run reports: parameter counts, where it resumed, its validation scores, its devices."""
+
+    parameters: int
+    trainable_parameters: int
+    resumed_from_step: int
+    initial_val_loss: float | None
+    val_loss: float
+    val_bpb: float
+    final_train_loss: float | None
+    mean_tokens_per_s: float | None
+    devices: list[str]
+
+
+def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
+    """Levanter's single-dataset config over a prebuilt token cache (``<cache_dir>/{train,validation}``)."""
+    from levanter.data.text import UrlSingleDatasetLMConfig
+
+    return UrlSingleDatasetLMConfig(cache_dir=str(cache_dir), tokenizer=str(tokenizer_dir), train_urls=[],
+                                    validation_urls=[], shuffle=shuffle, permutation_type="feistel")
+
+
+def trainer_config(run_id: str, train: TrainSpec, run_dir: Path):
+    """Levanter ``TrainerConfig`` for one run: local checkpoints, no online tracker, no Ray/JAX auto-start."""
+    import jmp
+    from levanter.checkpoint import CheckpointerConfig
+    from levanter.distributed import DistributedConfig, RayConfig
+    from levanter.tracker import NoopConfig
+    from levanter.trainer import TrainerConfig
+
+    return TrainerConfig(
+        seed=train.seed,
+        mp=jmp.get_policy(train.mixed_precision),
+        tracker=NoopConfig(),
+        log_dir=run_dir / "logs",
+        id=run_id,
+        train_batch_size=train.batch_size,
+        num_train_steps=train.steps,
+        steps_per_eval=train.eval_every,
+        max_eval_batches=train.eval_batches,
+        checkpointer=CheckpointerConfig(
+            base_path=str(run_dir / "checkpoints"),
+            append_run_id_to_base_path=False,
+            save_interval=timedelta(minutes=30),
+            keep=[{"every": train.checkpoint_every}],
+        ),
+        ray=RayConfig(auto_start_cluster=False),
+        distributed=DistributedConfig(initialize_jax_distributed=False),
+        require_accelerator=False,
+        crash_on_nan=False,
+        crash_on_inf=False,
+        log_jaxprs=False,
+        log_xla_hlo=False,
+        jax_compilation_cache_dir=os.environ.get("JAX_COMPILATION_CACHE_DIR", str(REPO_ROOT / ".cache" / "jax")),
+    )
+
+
+def optimizer_config(train: TrainSpec):
+    from levanter.optim import AdamConfig
+
+    return AdamConfig(learning_rate=train.lr, weight_decay=train.weight_decay, beta1=train.beta1,
+                      beta2=train.beta2, epsilon=train.epsilon, warmup=train.warmup_fraction,
+                      min_lr_ratio=train.min_lr_ratio, lr_schedule="cosine")
+
+
+def validation_evaluator(trainer, dataset, tokenizer, max_batches: int | None):
+    """Levanter's ``TaggedEvaluator`` over the validation split (all of it when ``max_batches`` is None)."""
+    from levanter.eval import TaggedEvaluator
+
+    eval_batch = trainer.config.EvalBatch
+    max_examples = None if max_batches is None else max_batches * eval_batch.size
+    return TaggedEvaluator(eval_batch, [(dataset, ["validation"])], tokenizer, trainer.device_mesh,
+                           trainer.compute_axis_mapping, max_examples, mp=trainer.mp)
+
+
+def trainer_checkpointer(trainer):
+    """The ``Checkpointer`` the Trainer registered as a hook: its final save must be forced by hand, because
+    Levanter wraps it in a ``LambdaCallback`` that drops ``force`` (no checkpoint at the last step otherwise)."""
+    from levanter.checkpoint import Checkpointer
+
+    for hook in trainer.hooks.hooks:
+        owner = getattr(getattr(hook.fn, "fn", None), "__self__", None)
+        if isinstance(owner, Checkpointer):
+            return owner
+    raise RuntimeError("Levanter's Trainer registered no Checkpointer hook; cannot save the final checkpoint.")
+
+
+def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_dir: Path, tokenizer_dir: Path,
+              build_model: Callable[[Any, Any], Any], *, build_in_jit: bool = True,
+              trainable: Callable[[Any], Any] | None = None) -> TrainingResult:
+    """Train ``build_model(vocab_axis, key)`` for ``train.steps`` on the cache's train split (resuming from the
+    newest checkpoint), logging to ``<run_dir>/metrics.jsonl``, and evaluate on the whole validation split.
+
+    ``build_in_jit``: a fresh initialisation is built by Levanter inside jit (sharded, never materialised whole);
+    otherwise ``build_model`` runs eagerly (it may read a source checkpoint) and Levanter takes the result.
+    ``trainable(model)`` gives Levanter's ``is_trainable`` filter tree (default: every parameter). A fresh run
+    first evaluates the untrained model (``initial_val_loss``; the step-0 point of the curve).
+    """
+    import equinox as eqx
+    import jax
+    import jax.random as jrandom
+    import levanter
+    from haliax import Axis
+    from haliax.partitioning import round_axis_for_partitioning
+    from levanter.models.lm_model import compute_next_token_loss
+    from levanter.trainer import Trainer
+    from levanter.utils.jax_utils import parameter_count
+
+    data = data_config(cache_dir, tokenizer_dir)
+    tokenizer = data.the_tokenizer
+    config = trainer_config(run_id, train, run_dir)
+    optimizer = optimizer_config(train)
+    schedule = optimizer.lr_scheduler(train.steps)
+    levanter.initialize(config)
+
+    with Trainer(config, optimizer.build(train.steps), compute_next_token_loss) as trainer:
+        data_key, model_key, training_key = jrandom.split(jrandom.PRNGKey(train.seed), 3)
+        vocab = round_axis_for_partitioning(Axis("vocab", len(tokenizer)), trainer.parameter_axis_mapping)
+        if build_in_jit:
+            source = {"model_init": lambda: build_model(vocab, model_key)}
+            skeleton = eqx.filter_eval_shape(build_model, vocab, model_key)
+        else:
+            source = {"model": build_model(vocab, model_key)}
+            skeleton = source["model"]
+        is_trainable = True if trainable is None else trainable(skeleton)
+        Pos = Axis("position", seq_len)
+        train_set = data.train_set(Pos, config.batch_schedule, key=data_key)
+        validation_set = data.validation_sets(Pos)[""]
+        state = trainer.initial_state(training_key, is_trainable=is_trainable, **source)
+        resumed_from = int(state.step)
+        if resumed_from:
+            logger.info("Resuming %s from checkpoint at step %d", run_id, resumed_from)
+        n_params = parameter_count(state.model)
+        n_trainable = parameter_count(state.trainable_model)
+        metrics = MetricsLog(run_dir / "metrics.jsonl", resume_step=resumed_from)
+        tokens_per_step = train.batch_size * seq_len
+        periodic_eval = validation_evaluator(trainer, validation_set, tokenizer, train.eval_batches)
+        clock = {"start": time.time(), "start_step": resumed_from}
+
+        def evaluate(model, updates: int) -> float:
+            loss = periodic_eval.evaluate(model).micro_avg_loss
+            metrics.write({"step": updates, "eval_loss": loss, "eval_ppl": math.exp(loss)})
+            logger.info("%s after %d updates: validation loss %.4f ppl %.2f", run_id, updates, loss, math.exp(loss))
+            return loss
+
+        initial_loss = None if resumed_from else evaluate(state.eval_model, 0)
+
+        def log_step(info) -> None:
+            if info.step == clock.get("last_logged"):
+                return
+            clock["last_logged"] = info.step
+            loss = float(info.loss)
+            if not math.isfinite(loss):
+                raise NonFiniteLossError(f"{run_id}: training loss became {loss} at step {info.step}; "
+                                         f"the run was stopped (lower lr or check the data).")
+            done = info.step + 1 - clock["start_step"]
+            elapsed = time.time() - clock["start"]
+            eta = elapsed / done * (train.steps - info.step - 1)
+            record = {"step": info.step, "loss": loss, "lr": float(schedule(info.step)),
+                      "tokens_per_s": tokens_per_step / info.step_duration, "step_s": info.step_duration}
+            metrics.write(record)
+            if info.step % 10 == 0 or info.step + 1 == train.steps:
+                logger.info("%s step %d/%d loss %.4f lr %.2e %.0f tok/s ETA %.0fs", run_id, info.step + 1,
+                            train.steps, loss, record["lr"], record["tokens_per_s"], eta)
+
+        def log_eval(info) -> None:
+            updates = info.step + 1
+            if updates == clock.get("last_eval") or (updates % train.eval_every and updates != train.steps):
+                return
+            clock["last_eval"] = updates
+            evaluate(info.eval_model, updates)
+
+        trainer.add_hook(log_step, every=1)
+        trainer.add_hook(log_eval, every=1)
+        loader = trainer.data_loader(train_set).iter_from_step(resumed_from)
+        if resumed_from < train.steps:
+            last = trainer.train(state, loader)
+            checkpointer = trainer_checkpointer(trainer)
+            checkpointer.on_step(last, force=True)
+            checkpointer.wait_until_finished()
+            model = last.eval_model
+        else:
+            model = state.eval_model
+        metrics.close()
+
+        final = validation_evaluator(trainer, validation_set, tokenizer, None).evaluate(model)
+        devices = [str(d) for d in jax.devices()]
+
+    records = [r for r in map(_json_line, (run_dir / "metrics.jsonl").read_text().splitlines())]
+    train_records = [r for r in records if "loss" in r]
+    if initial_loss is None:
+        initial_loss = next((r["eval_loss"] for r in records if r.get("step") == 0 and "eval_loss" in r), None)
+    throughput = [r["tokens_per_s"] for r in train_records[1:]]
+    return TrainingResult(
+        parameters=int(n_params),
+        trainable_parameters=int(n_trainable),
+        resumed_from_step=resumed_from,
+        initial_val_loss=initial_loss,
+        val_loss=final.micro_avg_loss,
+        val_bpb=final.micro_bpb,
+        final_train_loss=train_records[-1]["loss"] if train_records else None,
+        mean_tokens_per_s=sum(throughput) / len(throughput) if throughput else None,
+        devices=devices,
+    )
+
+
+def _json_line(line: str) -> dict:
+    import json
+
+    return json.loads(line) if line.strip() else {}

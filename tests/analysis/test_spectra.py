@@ -1,0 +1,53 @@
+"""Spectra of QK/OV pairs: exact eigenvalues of constructed matrices, and the tidy table of tiny models."""
+
+import numpy as np
+import pytest
+from models.models_testkit import TINY_SHAPE, tiny_model
+
+from pipeline.analysis.spectra import (
+    SPECTRA_COLUMNS,
+    attention_weights,
+    diffeq_attention_weights,
+    head_spectra,
+    spectra_table,
+)
+
+
+def test_constructed_pair_has_the_known_eigenvalues():
+    w_q = np.array([[2.0, 0.0], [0.0, 3.0], [0.0, 0.0]])
+    w_k = np.array([[1.0, 0.0], [0.0, -1.0], [0.0, 0.0]])
+    w_v = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    w_o = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0]])
+    spectra = head_spectra(w_q[None], w_k[None], w_v[None], w_o[None])
+    np.testing.assert_allclose(spectra["QK"][0], [-3.0, 2.0], atol=1e-12)
+    np.testing.assert_allclose(sorted(spectra["OV"][0], key=lambda z: z.imag), [-1j, 1j], atol=1e-12)
+
+
+def test_batched_heads_match_the_full_hidden_by_hidden_matrices():
+    rng = np.random.default_rng(0)
+    hidden, head_size, heads = 8, 2, 3
+    w_q, w_k, w_v = rng.standard_normal((3, heads, hidden, head_size))
+    w_o = rng.standard_normal((heads, head_size, hidden))
+    spectra = head_spectra(w_q, w_k, w_v, w_o)
+    for h in range(heads):
+        for name, full in {"QK": w_q[h] @ w_k[h].T, "OV": w_v[h] @ w_o[h]}.items():
+            eigenvalues = np.linalg.eigvals(full)
+            nonzero = eigenvalues[np.argsort(-np.abs(eigenvalues))][:head_size]
+            assert np.abs(eigenvalues[np.argsort(-np.abs(eigenvalues))][head_size:]).max() < 1e-10
+            np.testing.assert_allclose(np.sort_complex(spectra[name][h]), np.sort_complex(nonzero), atol=1e-10)
+
+
+@pytest.mark.parametrize("family", ["diffeq", "gpt"])
+def test_table_covers_every_time_head_and_eigenvalue(family):
+    model = tiny_model(family)
+    layers, heads = TINY_SHAPE["num_layers"], TINY_SHAPE["num_heads"]
+    head_size = TINY_SHAPE["hidden_dim"] // heads
+    weights = diffeq_attention_weights(model, 4) if family == "diffeq" else attention_weights(model)
+    table = spectra_table(*weights, labels={"run_id": "r", "family": family, "dataset": "d"})
+    n_times = 4 * layers if family == "diffeq" else layers
+    assert list(table.columns) == SPECTRA_COLUMNS
+    assert len(table) == 2 * n_times * heads * head_size
+    times = np.sort(table["t"].unique())
+    np.testing.assert_allclose(times, np.arange(1, n_times + 1) / n_times, rtol=1e-6)
+    np.testing.assert_array_equal(np.ceil(table["t"] * layers - 1e-6) - 1, table["layer"])
+    assert table["real"].abs().max() > 0 and np.isfinite(table[["real", "imag"]].to_numpy()).all()

@@ -1,0 +1,107 @@
+"""Evaluation fixtures: a small BPE tokenizer, tiny random models of every family, real-text requests."""
+
+import dataclasses
+import functools
+import itertools
+from pathlib import Path
+
+import equinox as eqx
+import haliax as hax
+import jax
+import numpy as np
+import pytest
+import torch
+import transformers
+from haliax.state_dict import to_torch_compatible_state_dict
+from levanter.compat.hf_checkpoints import load_tokenizer
+from lm_eval.api.instance import Instance
+
+from pipeline.data.corpora import tiny_corpus_file
+from pipeline.data.files import iter_texts, write_jsonl
+from pipeline.data.tokenizer import train_bpe_tokenizer
+from pipeline.models import DIFFEQ_FAMILIES, build_model_config
+
+SEQ_LEN = 32
+SHAPE = dict(seq_len=SEQ_LEN, hidden_dim=32, num_heads=4, num_layers=2)
+TIME = dict(time_embed_dim=8, sinusoidal_dim=8)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tmp_path_factory):
+    """A 512-token byte-level BPE trained on the first documents of both tiny corpora."""
+    root = tmp_path_factory.mktemp("evaluate-tokenizer")
+    corpus = root / "docs.jsonl"
+    write_jsonl(corpus, itertools.chain(*(itertools.islice(iter_texts([tiny_corpus_file(name, "train")]), count)
+                                          for name, count in (("pydocs", 8), ("fortunes", 150)))))
+    train_bpe_tokenizer([corpus], 512, root / "bpe")
+    return load_tokenizer(str(root / "bpe"))
+
+
+@functools.cache
+def _random_model(family: str, vocab_size: int):
+    """A tiny random model; ``initializer_range`` 0.2 (not 0.02) so that scores depend visibly on every weight."""
+    config = build_model_config(family, **SHAPE, **(TIME if family in DIFFEQ_FAMILIES else {}))
+    config = dataclasses.replace(config, initializer_range=0.2)
+    with jax.default_prng_impl("rbg"):
+        return eqx.filter_jit(config.build)(hax.Axis("vocab", vocab_size), key=jax.random.PRNGKey(0))
+
+
+@pytest.fixture(scope="session")
+def random_model(tokenizer):
+    return lambda family: _random_model(family, len(tokenizer))
+
+
+def hf_model(model, vocab_size: int):
+    """The ``transformers`` twin of a Levanter GPT-2 or Llama model (same weights, float32, eval mode).
+
+    Levanter's GPT-2 state dict holds the ``transformer`` submodule's keys (the unembedding is tied to ``wte``);
+    Llama's is the whole ``LlamaForCausalLM``'s.
+    """
+    hf_config = model.config.to_hf_config(vocab_size)
+    state = {key: torch.tensor(np.asarray(value)) for key, value in to_torch_compatible_state_dict(model).items()}
+    if isinstance(hf_config, transformers.GPT2Config):
+        torch_model = transformers.GPT2LMHeadModel(hf_config)
+        torch_model.transformer.load_state_dict(state, strict=True)
+    else:
+        torch_model = transformers.LlamaForCausalLM(hf_config)
+        torch_model.load_state_dict(state, strict=True)
+    return torch_model.float().eval()
+
+
+@pytest.fixture(scope="session")
+def requests() -> list[Instance]:
+    """(context, continuation) requests from real text of 4 to 73 words (short ones, and ones longer than the
+    model's context, left-truncated), continuations of one to four words, and an empty context."""
+    texts = itertools.islice(iter_texts([tiny_corpus_file("fortunes", "validation")]), 400)
+    passages = [text.split() for text in texts if len(text.split()) >= 73][:24]
+    pairs = []
+    for i, words in enumerate(passages):
+        words = words[: 4 + 3 * i]
+        cut = len(words) - 1 - i % 4
+        pairs.append((" ".join(words[:cut]), " " + " ".join(words[cut:])))
+    pairs.append(("", "A fool and his money are soon parted."))
+    return [Instance(request_type="loglikelihood", doc={}, arguments=pair, idx=i) for i, pair in enumerate(pairs)]
+
+
+def torch_loglikelihoods(torch_model, lm, requests: list[Instance]) -> list[tuple[float, bool]]:
+    """lm-eval's HF-model scoring, one request at a time (no batch, no padding): the window
+    (context ⊕ continuation)[-(T+1):], log-probabilities of the last len(continuation) targets."""
+    results = []
+    for context, continuation in (request.args for request in requests):
+        if context:
+            context_ids, continuation_ids = lm._encode_pair(context, continuation)
+        else:
+            context_ids, continuation_ids = [lm.prefix_token_id], lm.tok_encode(continuation)
+        window = (context_ids + continuation_ids)[-(lm.max_length + 1):]
+        with torch.no_grad():
+            logits = torch_model(torch.tensor([window[:-1]])).logits[0].double()
+        logprobs = torch.log_softmax(logits, dim=-1)[-len(continuation_ids):]
+        targets = torch.tensor(window[-len(continuation_ids):])
+        score = logprobs.gather(-1, targets[:, None]).sum().item()
+        results.append((score, bool((logprobs.argmax(-1) == targets).all())))
+    return results
+
+
+@pytest.fixture(scope="session")
+def task_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / "pipeline" / "evaluate" / "tasks"

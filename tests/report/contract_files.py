@@ -1,0 +1,198 @@
+"""Small synthetic files in the stages' output contracts (brief: "Output contracts"), for the report's tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+SIZES = {"small": (48, 4), "medium": (64, 6), "large": (80, 8), "llama1b": (64, 4), "ft18": (48, 6),
+         "ft24": (48, 8)}
+
+
+def write_curve(folder: Path, final_ppl: float, steps: int = 40) -> None:
+    """A metrics.jsonl whose evaluation perplexity falls from 2000 to ``final_ppl`` (3 evaluations)."""
+    records = [{"step": s, "loss": 7.0 - s / steps, "lr": 1e-3, "tokens_per_s": 1e3, "step_s": 0.1}
+               for s in range(steps)]
+    for step, ppl in ((0, 2000.0), (steps // 2, (2000.0 + final_ppl) / 3), (steps - 1, final_ppl)):
+        records.append({"step": step, "eval_loss": float(np.log(ppl)), "eval_ppl": ppl})
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+
+
+def write_pretrain_run(results: Path, run_id: str, *, group: str, size: str, family: str, ppl: float,
+                       role: str = "table", ablation: str | None = None, parameters: int = 200_000,
+                       tokens_per_s: float = 5000.0, beta2: float = 0.999, time_embed_dim: int | None = None,
+                       shared_time_mlp: bool = False) -> Path:
+    dataset = group.split("-", 1)[0]
+    hidden, layers = SIZES[size]
+    folder = results / "runs" / run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    diffeq = family.startswith("diffeq")
+    spec = {"run_id": run_id, "preset": "tiny", "group": group, "dataset": dataset, "size": size, "tokenizer": "bpe",
+            "role": role, "ablation": ablation,
+            "model": {"family": family, "hidden_dim": hidden, "num_heads": 4, "num_layers": layers, "seq_len": 64,
+                      "intermediate_dim": 176 if "llama" in family else None,
+                      "time_embed_dim": (time_embed_dim or 8) if diffeq else None,
+                      "sinusoidal_dim": 16 if diffeq else None, "shared_time_mlp": shared_time_mlp if diffeq else None},
+            "train": {"batch_size": 8, "steps": 40, "lr": 2e-3, "beta2": beta2}}
+    (folder / "config.yaml").write_text(yaml.safe_dump(spec))
+    write_curve(folder, ppl)
+    summary = {"run_id": run_id, "preset": "tiny", "group": group, "family": family, "dataset": dataset,
+               "size": size, "role": role, "ablation": ablation, "parameters": parameters, "steps": 40,
+               "tokens_seen": 20480, "final_train_loss": 6.0, "val_loss": float(np.log(ppl)), "val_ppl": ppl,
+               "val_bpb": 3.0, "mean_tokens_per_s": tokens_per_s, "resumed_from_step": 0}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder / "summary.json"
+
+
+def write_finetune_run(results: Path, run_id: str, *, family: str, source: str, target: str, method: str,
+                       num_steps: int, source_steps: int, ppl: float) -> Path:
+    folder = results / "runs" / run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    write_curve(folder, ppl, steps=30)
+    summary = {"run_id": run_id, "preset": "tiny", "role": "finetune", "family": family, "source_run": "src",
+               "source_dataset": source, "target_dataset": target, "method": method, "num_steps": num_steps,
+               "source_steps": source_steps, "train_steps": 30, "parameters": 1000, "trainable_parameters": 100,
+               "trainable_fraction": 0.1, "initial_val_loss": 7.6, "initial_val_ppl": 2000.0,
+               "val_loss": float(np.log(ppl)), "val_ppl": ppl}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder / "summary.json"
+
+
+def write_downstream(results: Path, run_id: str, *, family: str, pair: str, accuracy: dict[tuple[str, int], float],
+                     n_samples: int = 100) -> Path:
+    """downstream.csv with one 'acc' row (fraction) per (task, shots) plus a perplexity row per task."""
+    rows = []
+    for (task, shots), acc in accuracy.items():
+        stderr = float(np.sqrt(acc * (1 - acc) / n_samples))
+        rows.append([run_id, family, pair, task, shots, "acc", acc, stderr, n_samples])
+        rows.append([run_id, family, pair, task, shots, "perplexity", 123.0, 4.0, n_samples])
+    path = results / "downstream" / run_id / "downstream.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=["run_id", "family", "pair", "task", "shots", "metric", "value", "stderr",
+                                "n_samples"]).to_csv(path, index=False)
+    return path
+
+
+def write_spectra(results: Path, run_id: str, *, family: str, dataset: str, growth: float, layers: int = 6,
+                  heads: int = 2, rank: int = 4) -> Path:
+    """Eigenvalues whose magnitude scales as 1 + growth·t (growth 0: flat, random ordering)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for matrix in ("QK", "OV"):
+        for layer in range(layers):
+            t = (layer + 1) / layers
+            for head in range(heads):
+                values = rng.normal(size=rank) + 1j * rng.normal(size=rank)
+                scale = 1 + growth * t if growth else rng.uniform(0.5, 1.5)
+                for index, value in enumerate(values * scale):
+                    rows.append([run_id, family, dataset, matrix, t, layer, head, index, value.real, value.imag])
+    path = results / "analysis" / "spectra" / f"{run_id}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=["run_id", "family", "dataset", "matrix", "t", "layer", "head", "index", "real",
+                                "imag"]).to_csv(path, index=False)
+    return path
+
+
+def write_lyapunov(results: Path, run_id: str) -> Path:
+    rng = np.random.default_rng(1)
+    rows = [[run_id, sentence, position, f"tok{position}", k, float(rng.normal()) - k]
+            for sentence in range(2) for position in range(8) for k in range(2)]
+    path = results / "analysis" / "lyapunov" / f"{run_id}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=["run_id", "sentence_id", "position", "token", "exponent_index",
+                                "exponent"]).to_csv(path, index=False)
+    (path.with_suffix(".html")).write_text("<html><body>heat-map</body></html>")
+    return path
+
+
+MAGNITUDES = {"constant": 0, "linear": 1, "quadratic": 2, "cubic": 3, "quartic": 4}
+
+
+def write_clustering(results: Path, *, clusters: dict[str, int] | None = None) -> tuple[Path, Path]:
+    """Trajectories of 5 tokens over 4 steps per magnitude; stats with ``clusters`` (default: constant clusters,
+    polynomials do not) and a dispersion growing with the degree."""
+    clusters = clusters or {"constant": 2, "linear": 3, "quadratic": 5, "cubic": 5, "quartic": 5}
+    rng = np.random.default_rng(2)
+    trajectories, stats = [], []
+    for magnitude, degree in MAGNITUDES.items():
+        for token in range(5):
+            start = rng.uniform(-1, 1, size=3)
+            for step in range(4):
+                x = start * (1 + 0.2 * degree * step)
+                trajectories.append([magnitude, degree, step, step / 3, token, *x])
+        stats.append([magnitude, degree, clusters[magnitude], 0.1, 0.5 + degree])
+    folder = results / "analysis" / "clustering"
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(trajectories, columns=["magnitude", "degree", "step", "t", "token", "x0", "x1", "x2"]).to_csv(
+        folder / "trajectories.csv", index=False)
+    pd.DataFrame(stats, columns=["magnitude", "degree", "n_clusters", "threshold", "mean_pairwise_distance"]).to_csv(
+        folder / "stats.csv", index=False)
+    return folder / "trajectories.csv", folder / "stats.csv"
+
+
+def write_frontier(results: Path, run_id: str, *, dataset: str = "owt", trained_steps: int = 6) -> Path:
+    rows = []
+    for solver, evaluations_per_step in (("euler", 1), ("heun", 2)):
+        for factor in (0.5, 1.0, 2.0):
+            steps = int(trained_steps * factor)
+            rows.append([run_id, "diffeq", dataset, trained_steps, solver, steps, factor,
+                         steps * evaluations_per_step, 6.0 + 1 / steps, float(np.exp(6.0 + 1 / steps))])
+    path = results / "analysis" / "frontier" / f"{run_id}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=["run_id", "family", "dataset", "trained_steps", "solver", "num_steps", "step_factor",
+                                "field_evaluations", "val_loss", "val_ppl"]).to_csv(path, index=False)
+    return path
+
+
+def write_param_counts(results: Path) -> Path:
+    rows = [["GPT-large", None, 790_000]] + [["DiffEqFormer-large", d, 600_000 + 50_000 * d] for d in (4, 8, 16)]
+    path = results / "analysis" / "param_counts.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=["model", "time_embed_dim", "parameters"]).to_csv(path, index=False)
+    return path
+
+
+def populate_preset(results: Path, config: dict, runs: dict) -> None:
+    """Every file the report stage reads for ``config`` (a resolved preset) and its pretraining ``runs``
+    ({run_id: RunSpec}), with synthetic numbers: DiffEqFormer slightly better than its baseline."""
+    for run_id, spec in runs.items():
+        better = 0.95 if spec.model.family.startswith("diffeq") else 1.0
+        write_pretrain_run(results, run_id, group=spec.group, size=spec.size, family=spec.model.family,
+                           ppl=600.0 * better,
+                           role=spec.role, ablation=spec.ablation, beta2=spec.train.beta2,
+                           time_embed_dim=spec.model.time_embed_dim, shared_time_mlp=bool(spec.model.shared_time_mlp))
+    finetune = config["finetune"]
+    for source, target in finetune["directions"]:
+        diffeq_layers = config["sizes"][config["pretrain"][f"{source}-{finetune['diffeq_source']}"]["size"]]
+        gpt_layers = config["sizes"][config["pretrain"][f"{source}-{finetune['baseline_source']}"]["size"]]
+        for method in finetune["methods"]:
+            for steps in finetune["steps_grid"]:
+                run_id = f"ft-{source}-{target}-diffeq{diffeq_layers['num_layers']}-n{steps}-{method}"
+                write_finetune_run(results, run_id, family="diffeq", source=source, target=target, method=method,
+                                   num_steps=steps,
+                                   source_steps=diffeq_layers["num_layers"], ppl=500.0 + steps)
+            write_finetune_run(results, f"ft-{source}-{target}-gpt{gpt_layers['num_layers']}-{method}", family="gpt",
+                               source=source, target=target, method=method, num_steps=gpt_layers["num_layers"],
+                               source_steps=gpt_layers["num_layers"], ppl=550.0)
+    downstream = config["downstream"]
+    for pair, run_ids in downstream["pairs"].items():
+        for run_id in run_ids:
+            family = runs[run_id].model.family
+            accuracy = {(task, shots): 0.3 + 0.02 * family.startswith("diffeq") for task in downstream["tasks"]
+                        for shots in downstream["shots"]}
+            write_downstream(results, run_id, family=family, pair=pair, accuracy=accuracy)
+    analysis = config["analysis"]
+    for run_id in analysis["spectra"]["runs"]:
+        spec = runs[run_id]
+        write_spectra(results, run_id, family=spec.model.family, dataset=spec.dataset,
+                      growth=2.0 if spec.model.family.startswith("diffeq") else 0.0)
+    for run_id in analysis["lyapunov"]["runs"]:
+        write_lyapunov(results, run_id)
+    for run_id in analysis["frontier"]["runs"]:
+        write_frontier(results, run_id, dataset=runs[run_id].dataset)
+    write_clustering(results)
+    write_param_counts(results)

@@ -1,0 +1,87 @@
+"""Every figure function on synthetic contract files writes a valid PNG and PDF (one process: matplotlib once)."""
+
+import pytest
+from contract_files import (
+    write_clustering,
+    write_downstream,
+    write_finetune_run,
+    write_frontier,
+    write_lyapunov,
+    write_pretrain_run,
+    write_spectra,
+)
+
+from pipeline.report import figures
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def assert_figure(out):
+    png, pdf = out.with_name(out.name + ".png"), out.with_name(out.name + ".pdf")
+    assert png.read_bytes().startswith(PNG_MAGIC) and png.stat().st_size > 5000, png
+    assert pdf.read_bytes().startswith(b"%PDF-") and b"%%EOF" in pdf.read_bytes()[-32:], pdf
+
+
+@pytest.fixture
+def large_runs(tmp_path):
+    runs = [write_pretrain_run(tmp_path, "owt-large-gpt", group="owt-large", size="large", family="gpt", ppl=560.0,
+                               beta2=0.95),
+            write_pretrain_run(tmp_path, "owt-large-diffeq", group="owt-large", size="large", family="diffeq",
+                               ppl=550.0, beta2=0.95, time_embed_dim=16),
+            write_pretrain_run(tmp_path, "owt-large-beta2_0.999-gpt", group="owt-large", size="large", family="gpt",
+                               ppl=555.0, role="ablation", ablation="beta2_0.999"),
+            write_pretrain_run(tmp_path, "owt-large-beta2_0.999-diffeq", group="owt-large", size="large",
+                               family="diffeq", ppl=565.0, role="ablation", ablation="beta2_0.999")]
+    dims = [write_pretrain_run(tmp_path, f"owt-large-time_embed_dim_{d}-diffeq", group="owt-large", size="large",
+                               family="diffeq", ppl=570.0 - d, role="ablation", ablation=f"time_embed_dim_{d}",
+                               time_embed_dim=d, tokens_per_s=4000.0 - 10 * d) for d in (4, 8)]
+    return runs, dims
+
+
+def test_pretraining_and_ablation_figures(tmp_path, large_runs):
+    runs, dims = large_runs
+    figures.curves_figure(runs[:2], tmp_path / "fig" / "curves")
+    figures.beta2_figure(runs, tmp_path / "fig" / "beta2")
+    figures.time_embed_dim_figures(runs[:2] + dims, tmp_path / "fig" / "ted_ppl", tmp_path / "fig" / "ted_tp")
+    shared = write_pretrain_run(tmp_path, "owt-medium-time_mlp_design_shared-diffeq", group="owt-medium",
+                                size="medium", family="diffeq", ppl=600.0, role="ablation",
+                                ablation="time_mlp_design_shared", shared_time_mlp=True)
+    medium = write_pretrain_run(tmp_path, "owt-medium-diffeq", group="owt-medium", size="medium", family="diffeq",
+                                ppl=590.0)
+    figures.time_mlp_design_figure([medium, shared], tmp_path / "fig" / "design")
+    for name in ("curves", "beta2", "ted_ppl", "ted_tp", "design"):
+        assert_figure(tmp_path / "fig" / name)
+
+
+def test_finetune_downstream_and_analysis_figures(tmp_path):
+    summaries = [write_finetune_run(tmp_path, f"ft-{s}-{t}-diffeq6-n{n}-{m}", family="diffeq", source=s, target=t,
+                                    method=m, num_steps=n, source_steps=6, ppl=500.0 + n)
+                 for s, t in (("wt103", "owt"), ("owt", "wt103")) for m in ("lora", "full") for n in (3, 6)]
+    summaries += [write_finetune_run(tmp_path, f"ft-{s}-{t}-gpt8-{m}", family="gpt", source=s, target=t, method=m,
+                                     num_steps=8, source_steps=8, ppl=520.0)
+                  for s, t in (("wt103", "owt"), ("owt", "wt103")) for m in ("lora", "full")]
+    figures.finetune_figure(summaries, tmp_path / "fig" / "finetune")
+    accuracy = {(task, k): 0.4 for task in ("tiny_choice", "tiny_lambada") for k in (0, 5)}
+    downstream = [write_downstream(tmp_path, "owt-large-gpt", family="gpt", pair="gpt-large", accuracy=accuracy),
+                  write_downstream(tmp_path, "owt-large-diffeq", family="diffeq", pair="gpt-large",
+                                   accuracy=accuracy)]
+    figures.downstream_figures(downstream, tmp_path / "fig" / "gpt-large", [0, 5])
+    with pytest.raises(ValueError, match="key 'shots' has no rows with 1 shots"):
+        figures.downstream_figures(downstream, tmp_path / "fig" / "gpt-large", [1])
+    figures.spectra_figure(write_spectra(tmp_path, "owt-medium-diffeq", family="diffeq", dataset="owt", growth=2.0),
+                           tmp_path / "fig" / "spectra")
+    figures.lyapunov_figure(write_lyapunov(tmp_path, "owt-medium-diffeq"), tmp_path / "fig" / "lyapunov")
+    figures.clustering_figures(*write_clustering(tmp_path), tmp_path / "fig" / "traj", tmp_path / "fig" / "stats")
+    figures.frontier_figure([write_frontier(tmp_path, "owt-medium-diffeq"),
+                             write_frontier(tmp_path, "wt103-medium-diffeq", dataset="wt103")],
+                            tmp_path / "fig" / "frontier")
+    for name in ("finetune", "gpt-large-0shot", "gpt-large-5shot", "spectra", "lyapunov", "traj", "stats",
+                 "frontier"):
+        assert_figure(tmp_path / "fig" / name)
+
+
+def test_a_spectra_file_without_its_columns_fails_naming_the_file(tmp_path):
+    path = tmp_path / "spectra.csv"
+    path.write_text("run_id,matrix\nx,QK\n")
+    with pytest.raises(ValueError, match=r"spectra.csv: key 'family' is missing"):
+        figures.spectra_figure(path, tmp_path / "out")

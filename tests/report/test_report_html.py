@@ -1,0 +1,40 @@
+"""The Snakemake report of the report rules, rendered in headless Chromium, lists and shows each figure."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from chromium import assert_report_shows_figures, chromium_binary
+from contract_files import populate_preset
+
+from pipeline.config import load_preset, pretrain_runs
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORT_RULES = ["perplexity_table", "figure_curves", "figure_clustering", "scorecard"]
+TARGETS = ["results/tiny/tables/perplexity.html", "results/tiny/figures/curves/owt-small.png",
+           "results/tiny/figures/clustering_trajectories.png", "results/tiny/figures/clustering_stats.png",
+           "results/tiny/scorecard.html"]
+
+
+def snakemake(workdir: Path, *args: str) -> None:
+    """Snakemake on ``TARGETS`` with only the report's rules allowed (the synthetic inputs stand for the rest)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"),
+                             "--directory", str(workdir), "--cores", "2", *args, *TARGETS,
+                             "--allowed-rules", *REPORT_RULES], cwd=ROOT, capture_output=True, text=True, env=env,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_report_html_shows_every_figure_in_headless_chromium(tmp_path):
+    assert chromium_binary(), "chromium is not installed (apt-get install -y --no-install-recommends chromium)"
+    config = load_preset({"preset": "tiny"})
+    populate_preset(tmp_path / "results" / "tiny", config, pretrain_runs(config))
+    snakemake(tmp_path)
+    snakemake(tmp_path, "--report", str(tmp_path / "report.html"))
+    found = assert_report_shows_figures(tmp_path / "report.html", TARGETS)
+    figure = found["results/tiny/figures/curves/owt-small.png"]
+    assert figure["category"] == "Figures" and figure["subcategory"] == "Pretraining"
+    assert "validation perplexity" in figure["caption"] and figure["width"] > 300
+    assert found["results/tiny/scorecard.html"]["category"] == "Scorecard"

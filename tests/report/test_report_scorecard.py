@@ -1,0 +1,84 @@
+"""Scorecard statuses from synthetic runs: claims that hold, fail or cannot be told; paper numbers per preset."""
+
+import pandas as pd
+import pytest
+from contract_files import write_clustering, write_downstream, write_finetune_run, write_pretrain_run, write_spectra
+
+from pipeline.report.scorecard import ScorecardInputs, scorecard, write_scorecard
+from pipeline.report.tables import write_perplexity_tables
+
+
+@pytest.fixture
+def runs_csv(tmp_path):
+    paths = [write_pretrain_run(tmp_path, "owt-small-gpt", group="owt-small", size="small", family="gpt", ppl=100.0,
+                                tokens_per_s=1000.0, parameters=124_000_000),
+             write_pretrain_run(tmp_path, "owt-small-diffeq", group="owt-small", size="small", family="diffeq",
+                                ppl=90.0, tokens_per_s=950.0),
+             write_pretrain_run(tmp_path, "wt103-small-gpt", group="wt103-small", size="small", family="gpt",
+                                ppl=100.0, tokens_per_s=1000.0),
+             write_pretrain_run(tmp_path, "wt103-small-diffeq", group="wt103-small", size="small", family="diffeq",
+                                ppl=110.0, tokens_per_s=500.0),
+             write_pretrain_run(tmp_path, "wt103-small-shared", group="wt103-small", size="small", family="shared",
+                                ppl=120.0)]
+    write_perplexity_tables(paths, out=tmp_path / "perplexity", runs_csv=tmp_path / "runs.csv")
+    return tmp_path / "runs.csv"
+
+
+def by_item(card):
+    return card.set_index("item")
+
+
+def test_claims_hold_or_fail_with_their_deviation(tmp_path, runs_csv):
+    finetune = [write_finetune_run(tmp_path, f"ft-owt-wt103-diffeq6-n{n}-{m}", family="diffeq", source="owt",
+                                   target="wt103", method=m, num_steps=n, source_steps=6, ppl=500.0 + n)
+                for m in ("lora", "full") for n in (3, 6)]
+    finetune += [write_finetune_run(tmp_path, f"ft-owt-wt103-gpt8-{m}", family="gpt", source="owt", target="wt103",
+                                    method=m, num_steps=8, source_steps=8, ppl=504.0) for m in ("lora", "full")]
+    downstream = [write_downstream(tmp_path, "owt-small-gpt", family="gpt", pair="gpt-large",
+                                   accuracy={("tiny_lambada", 0): 0.30, ("arc_easy", 0): 0.3603}),
+                  write_downstream(tmp_path, "owt-small-diffeq", family="diffeq", pair="gpt-large",
+                                   accuracy={("tiny_lambada", 0): 0.35, ("arc_easy", 0): 0.3582})]
+    spectra = [write_spectra(tmp_path, "owt-medium-diffeq", family="diffeq", dataset="owt", growth=3.0)]
+    _, stats = write_clustering(tmp_path)
+    card = by_item(scorecard(ScorecardInputs(preset="tiny", runs_csv=runs_csv, finetune_summaries=finetune,
+                                             downstream=downstream, spectra=spectra, clustering_stats=stats)))
+    assert card.loc["DiffEqFormer ≤ GPT perplexity, owt-small", "status"] == "holds"
+    assert card.loc["DiffEqFormer ≤ GPT perplexity, owt-small", "deviation"] == pytest.approx(-0.1)
+    assert card.loc["DiffEqFormer ≤ GPT perplexity, wt103-small", "status"] == "does not hold"
+    assert card.loc["weight sharing is worse, wt103-small", "status"] == "holds"
+    assert card.loc["throughput only slightly below GPT, owt-small", "status"] == "holds"
+    assert card.loc["throughput only slightly below GPT, wt103-small", "status"] == "does not hold"
+    assert card.loc["LoRA DiffEqFormer beats GPT at every N′, owt→wt103", "status"] == "does not hold"
+    assert card.loc["fewer steps over-fit less on WikiText-103 (full, from owt)", "status"] == "inconclusive"
+    assert card.loc["QK spectrum grows with depth, owt-medium-diffeq", "status"] == "holds"
+    assert card.loc["weight sharing clusters, super-linear a(t) does not", "status"] == "holds"
+    assert card.loc["dispersion grows with the degree of a(t)", "status"] == "holds"
+    assert card.loc["accuracy ≥ baseline on tiny_lambada, gpt-large, 0-shot", "status"] == "holds"
+    assert card.loc["accuracy ≥ baseline on tiny_lambada, gpt-large, 0-shot", "deviation"] == pytest.approx(5.0)
+    tiny_number = card.loc["gpt-large arc_easy 0-shot baseline"]
+    assert tiny_number["status"] == "not run at this preset" and tiny_number["paper"] == pytest.approx(36.03)
+    assert tiny_number["ours"] == pytest.approx(36.03)
+    assert card.loc["gpt-large tiny_lambada 0-shot DiffEqFormer", "status"] == "not in the paper"
+
+
+def test_paper_preset_compares_numbers_within_two_combined_stderr(tmp_path, runs_csv):
+    downstream = [write_downstream(tmp_path, "owt-small-gpt", family="gpt", pair="gpt-large",
+                                   accuracy={("arc_easy", 0): 0.3603}, n_samples=2376),
+                  write_downstream(tmp_path, "owt-small-diffeq", family="diffeq", pair="gpt-large",
+                                   accuracy={("arc_easy", 0): 0.30}, n_samples=2376)]
+    card = by_item(scorecard(ScorecardInputs(preset="paper", runs_csv=runs_csv, downstream=downstream)))
+    assert card.loc["gpt-large arc_easy 0-shot baseline", "status"] == "holds"
+    assert card.loc["gpt-large arc_easy 0-shot DiffEqFormer", "status"] == "does not hold"
+    assert card.loc["gpt-large arc_easy 0-shot DiffEqFormer", "deviation"] == pytest.approx(30.0 - 35.82)
+    assert card.loc["GPT small parameters", "status"] == "holds"
+    assert card.loc["spectra grow with depth", "status"] == "not run at this preset"
+    assert card.loc["gpt-large lambada_openai 0-shot baseline", "status"] == "not run at this preset"
+
+
+def test_scorecard_files(tmp_path, runs_csv):
+    write_scorecard(ScorecardInputs(preset="tiny", runs_csv=runs_csv), out=tmp_path / "scorecard")
+    card = pd.read_csv(tmp_path / "scorecard.csv")
+    assert set(card["section"]) == {"claim", "number"} and (card["section"] == "number").sum() >= 88 + 4
+    markdown = (tmp_path / "scorecard.md").read_text()
+    assert "## Claims" in markdown and "## Numbers" in markdown and "qualitative" in markdown
+    assert "<table" in (tmp_path / "scorecard.html").read_text()

@@ -1,0 +1,152 @@
+"""Cost preview: token counts by hand, measured throughput overriding the estimate, bad tables, the verb."""
+
+import csv
+import dataclasses
+
+import pytest
+
+from pipeline import cost, cost_benchmark
+from pipeline.cli import main
+from pipeline.config import load_preset
+
+H100_PEAK_BF16 = 989e12
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return load_preset({"preset": "paper"})
+
+
+@pytest.fixture(scope="module")
+def paper_workloads(paper):
+    return {(w.stage, w.run_id): w for w in cost.preset_workloads(paper)}
+
+
+def write_table(path, rows, columns=cost.THROUGHPUT_COLUMNS):
+    with path.open("w", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def table_row(family, size, num_layers, tokens_per_s, device="h100"):
+    return {"device": device, "family": family, "size": size, "hidden_dim": 1280, "num_layers": num_layers,
+            "seq_len": 1024, "params": 1, "tokens_per_s_per_gpu": tokens_per_s, "measured_on": "2026-11-22",
+            "notes": "test"}
+
+
+def test_token_counts_match_the_paper_grid(paper_workloads):
+    large = paper_workloads[("pretrain", "owt-large-gpt")]
+    assert large.tokens == 40_000 * 256 * 1024 and large.passes == 3
+    llama = paper_workloads[("pretrain", "owt-llama1b-diffeq_llama")]
+    assert llama.tokens == 40_000 * 256 * 2048 and llama.vocab_size == 32_000
+    finetune = paper_workloads[("finetune", "ft-wt103-owt-diffeq18-n9-lora")]
+    assert finetune.tokens == 10_000 * 256 * 1024
+    assert (finetune.family, finetune.size, finetune.num_layers) == ("discrete_diffeq_gpt", "ft18", 9)
+    baseline = paper_workloads[("finetune", "ft-owt-wt103-gpt24-full")]
+    assert (baseline.family, baseline.num_layers) == ("gpt", 24)
+    # lm-eval: 4-choice arc_c/arc_e/hellaswag/logiqa/mmlu/sciq, 1 request lambada x2, 2-choice piqa/winogrande/wsc273
+    per_shot = 4 * (1172 + 2376 + 10042 + 651 + 14042 + 1000) + 2 * 5153 + 2 * (1838 + 1267 + 273)
+    evaluate = paper_workloads[("evaluate", "owt-large-gpt")]
+    assert evaluate.tokens == 2 * per_shot * 1024 and evaluate.passes == 1
+
+
+def test_stage_run_counts(paper_workloads):
+    stages = [stage for stage, _ in paper_workloads]
+    assert (stages.count("pretrain"), stages.count("finetune"), stages.count("evaluate")) == (26, 20, 4)
+
+
+def test_local_tasks_need_a_limit_and_count_at_most_four_requests():
+    assert cost.lm_eval_requests({"tasks": ["tiny_choice", "piqa"], "shots": [0, 5], "limit": 100}) == 2 * (
+        100 * 4 + 100 * 2)
+    with pytest.raises(ValueError, match="'downstream.tasks' names 'tiny_choice'"):
+        cost.lm_eval_requests({"tasks": ["tiny_choice"], "shots": [0], "limit": None})
+
+
+def test_estimate_is_levanter_flops_at_mfu_of_the_peak(paper_workloads):
+    large = paper_workloads[("pretrain", "owt-large-gpt")]
+    hidden, layers, seq, vocab = 1280, 36, 1024, 50257
+    attention = (2 * seq**2 * hidden + 3 * seq**2 * 20 + 2 * seq**2 * hidden) / seq
+    per_layer = 2 * 2 * hidden * 4 * hidden + 2 * hidden * 3 * hidden + 2 * hidden * hidden + attention
+    forward = layers * per_layer + 2 * hidden * vocab
+    [row] = cost.cost_rows([large], "h100", {}, mfu=0.4)
+    assert row["forward_flops_per_token"] == pytest.approx(forward)
+    assert row["gpu_hours"] == pytest.approx(large.tokens * 3 * forward / (0.4 * H100_PEAK_BF16) / 3600)
+    assert row["source"] == "estimate" and row["parameters"] == 774_030_080
+
+
+def test_measured_table_overrides_the_estimate_for_its_sizes(tmp_path):
+    table = write_table(tmp_path / "t.csv", [table_row("gpt", "large", 36, 100_000),
+                                             table_row("gpt", "large", 36, 1, device="a100")])
+    stages, runs = cost.preview("paper", "h100", table)
+    by_id = {(row["stage"], row["run_id"]): row for row in runs}
+    measured = by_id[("pretrain", "owt-large-gpt")]
+    assert measured["source"] == "measured"
+    assert measured["gpu_hours"] == pytest.approx(40_000 * 256 * 1024 / 100_000 / 3600)
+    evaluate = by_id[("evaluate", "owt-large-gpt")]
+    assert evaluate["gpu_hours"] == pytest.approx(evaluate["tokens"] / 3 / 100_000 / 3600)
+    assert by_id[("pretrain", "owt-large-diffeq")]["source"] == "estimate"
+    assert {row["stage"]: row["source"] for row in stages}["pretrain"] == "estimate+measured"
+
+
+@pytest.mark.parametrize(("rows", "columns", "message"), [
+    ([table_row("gpt", "large", 36, 1e5)], [c for c in cost.THROUGHPUT_COLUMNS if c != "tokens_per_s_per_gpu"],
+     "missing column 'tokens_per_s_per_gpu'"),
+    ([table_row("gpt", "large", 36, "fast")], cost.THROUGHPUT_COLUMNS,
+     "column 'tokens_per_s_per_gpu' must hold a positive number on line 2"),
+    ([table_row("gpt", "large", 36.5, 1e5)], cost.THROUGHPUT_COLUMNS, "column 'num_layers'"),
+    ([table_row("gpt", "large", 36, 1e5)] * 2, cost.THROUGHPUT_COLUMNS, "line 3 repeats family 'gpt'"),
+    ([table_row("gpt", "large", 36, 1e5, device="a100")], cost.THROUGHPUT_COLUMNS, "no row for device 'h100'"),
+])
+def test_malformed_table_fails_with_one_sentence_naming_file_and_column(tmp_path, rows, columns, message):
+    table = write_table(tmp_path / "bad.csv", rows, columns)
+    with pytest.raises(ValueError, match=message) as error:
+        cost.read_throughput(table, "h100")
+    text = str(error.value)
+    assert text.startswith(f"{table}: ") and text.endswith(".") and "\n" not in text
+
+
+def test_unknown_device_without_a_table_fails():
+    with pytest.raises(ValueError, match="--device 'tpu9' has no measured throughput"):
+        cost.preview("tiny", "tpu9")
+
+
+def test_verb_prints_every_stage_and_writes_the_run_csv(tmp_path, capsys):
+    out = tmp_path / "runs.csv"
+    assert main(["cost", "--preset", "paper", "--device", "h100", "--csv", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for stage in (*cost.STAGES, "total"):
+        assert f"\n{stage} " in printed
+    assert "estimate, not measured" in printed and "negligible" in printed
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 26 + 20 + 4 and {row["source"] for row in rows} == {"estimate"}
+
+
+def test_verb_reports_a_bad_table_as_an_error(tmp_path, capsys):
+    table = write_table(tmp_path / "bad.csv", [table_row("gpt", "large", 36, -3)])
+    assert main(["cost", "--throughput", str(table)]) == 1
+    assert capsys.readouterr().err.startswith(f"error: {table}: column 'tokens_per_s_per_gpu'")
+
+
+def test_measure_writes_a_table_the_preview_reads(tmp_path, monkeypatch):
+    """The benchmark keeps rows of models it did not measure and writes one row per measured model."""
+    out = write_table(tmp_path / "throughput-sizes-h100.csv", [table_row("gpt", "other", 3, 7),
+                                                             table_row("gpt", "small", 4, 7)])
+    measured = {"tokens_per_s": 1234.5, "median_ms": 1.0, "iqr_ms": 0.1, "params": 99, "micro_batch": 8}
+    monkeypatch.setattr(cost_benchmark, "measure_workload", lambda *args: measured)
+    cost_benchmark.measure("tiny", "h100", 8, 1, 1, families=["gpt"], sizes=["small"], out=out)
+    table = cost.read_throughput(out, "h100")
+    assert table == {("gpt", "other", 3): 7.0, ("gpt", "small", 4): 1234.5}
+    stages, runs = cost.preview("tiny", "h100", out)
+    assert {row["run_id"] for row in runs if row["source"] == "measured"} == {"wt103-small-gpt", "owt-small-gpt"}
+
+
+def test_measure_workload_times_a_real_train_step():
+    config = load_preset({"preset": "tiny"})
+    [workload] = [w for w in cost.pretrain_workloads(config) if w.run_id == "owt-small-gpt"]
+    small = dataclasses.replace(workload.model_config, seq_len=16, hidden_dim=16, num_heads=2, num_layers=1)
+    result = cost_benchmark.measure_workload(dataclasses.replace(workload, model_config=small, seq_len=16),
+                                             micro_batch=2, repeats=2, warmup=1)
+    assert result["micro_batch"] == 2 and result["params"] > 0
+    assert result["tokens_per_s"] == pytest.approx(2 * 16 / (result["median_ms"] / 1e3))

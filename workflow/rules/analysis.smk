@@ -1,0 +1,136 @@
+"""Analyses: spectra, Lyapunov token sensitivity, clustering simulation, compute/quality frontier, Table 6."""
+
+import json
+import os
+
+ANALYSIS_DIR = f"{RESULTS}/analysis"
+ANALYSIS_CONFIG = config["analysis"]
+
+ANALYSIS_TARGETS = [
+    *[f"{ANALYSIS_DIR}/spectra/{run_id}.csv" for run_id in ANALYSIS_CONFIG["spectra"]["runs"]],
+    *[f"{ANALYSIS_DIR}/lyapunov/{run_id}.{ext}" for run_id in ANALYSIS_CONFIG["lyapunov"]["runs"]
+      for ext in ("csv", "html")],
+    f"{ANALYSIS_DIR}/clustering/trajectories.csv",
+    f"{ANALYSIS_DIR}/clustering/stats.csv",
+    *[f"{ANALYSIS_DIR}/frontier/{run_id}.csv" for run_id in ANALYSIS_CONFIG["frontier"]["runs"]],
+    f"{ANALYSIS_DIR}/param_counts.csv",
+]
+
+
+rule spectra:
+    input:
+        summary=lambda wildcards: run_summary(wildcards.run),
+        tokenizer=lambda wildcards: run_inputs(wildcards)["tokenizer"],
+    output:
+        csv=f"{ANALYSIS_DIR}/spectra/{{run}}.csv",
+    params:
+        run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
+        oversampling=ANALYSIS_CONFIG["spectra"]["time_oversampling"],
+        ray=ray_args(),
+    log:
+        f"{RESULTS}/logs/analysis/spectra/{{run}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/analysis/spectra/{{run}}.tsv"
+    resources:
+        gpu=0,
+        mem_mb=8000,
+        runtime=30,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline spectra --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
+        " --time-oversampling {params.oversampling} --out {output.csv:q} --gpus {resources.gpu} {params.ray}"
+        " > {log:q} 2>&1"
+
+
+rule lyapunov:
+    input:
+        summary=lambda wildcards: run_summary(wildcards.run),
+        tokenizer=lambda wildcards: run_inputs(wildcards)["tokenizer"],
+    output:
+        csv=f"{ANALYSIS_DIR}/lyapunov/{{run}}.csv",
+        html=f"{ANALYSIS_DIR}/lyapunov/{{run}}.html",
+    params:
+        run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
+        sentences=json.dumps(ANALYSIS_CONFIG["lyapunov"]["sentences"]),
+        output_token=ANALYSIS_CONFIG["lyapunov"]["output_token"],
+        ray=ray_args(),
+    log:
+        f"{RESULTS}/logs/analysis/lyapunov/{{run}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/analysis/lyapunov/{{run}}.tsv"
+    resources:
+        gpu=0,
+        mem_mb=8000,
+        runtime=60,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline lyapunov --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
+        " --sentences {params.sentences:q} --output-token {params.output_token}"
+        " --out {output.csv:q} --html {output.html:q} --gpus {resources.gpu} {params.ray} > {log:q} 2>&1"
+
+
+rule frontier:
+    input:
+        unpack(run_inputs),
+        summary=lambda wildcards: run_summary(wildcards.run),
+    output:
+        csv=f"{ANALYSIS_DIR}/frontier/{{run}}.csv",
+    params:
+        run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
+        step_factors=json.dumps(ANALYSIS_CONFIG["frontier"]["step_factors"]),
+        solvers=json.dumps(ANALYSIS_CONFIG["frontier"]["solvers"]),
+        ray=ray_args(),
+    log:
+        f"{RESULTS}/logs/analysis/frontier/{{run}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/analysis/frontier/{{run}}.tsv"
+    resources:
+        gpu=0,
+        mem_mb=8000,
+        runtime=120,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline frontier --run-dir {params.run_dir:q} --cache {input.cache:q}"
+        " --tokenizer {input.tokenizer:q} --step-factors {params.step_factors:q} --solvers {params.solvers:q}"
+        " --out {output.csv:q} --gpus {resources.gpu} {params.ray} > {log:q} 2>&1"
+
+
+rule clustering:
+    output:
+        trajectories=f"{ANALYSIS_DIR}/clustering/trajectories.csv",
+        stats=f"{ANALYSIS_DIR}/clustering/stats.csv",
+    params:
+        settings=json.dumps(ANALYSIS_CONFIG["clustering"], sort_keys=True),
+        out_dir=lambda wildcards, output: os.path.dirname(output.stats),
+    log:
+        f"{RESULTS}/logs/analysis/clustering.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/analysis/clustering.tsv"
+    resources:
+        gpu=0,
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline clustering --settings {params.settings:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+
+
+rule param_counts:
+    output:
+        csv=f"{ANALYSIS_DIR}/param_counts.csv",
+    log:
+        f"{RESULTS}/logs/analysis/param_counts.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/analysis/param_counts.tsv"
+    resources:
+        gpu=0,
+        mem_mb=4000,
+        runtime=10,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline param-counts --out {output.csv:q} > {log:q} 2>&1"

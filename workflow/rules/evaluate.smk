@@ -1,0 +1,55 @@
+"""Evaluation: lm-eval downstream tasks (App. C.7, Tables 4-5), one job per evaluated run (all shot counts)."""
+
+import shlex
+from pathlib import Path
+
+EVALUATE_CONFIG = config["downstream"]
+EVALUATED_RUN_PAIR = {run_id: pair for pair, run_ids in EVALUATE_CONFIG["pairs"].items() for run_id in run_ids}
+# A relative downstream.task_dir is inside the repository (Snakemake's working directory may be elsewhere).
+EVALUATE_TASK_DIR = (
+    str(Path(workflow.basedir).parent / EVALUATE_CONFIG["task_dir"])
+    if EVALUATE_CONFIG["task_dir"] is not None
+    else None
+)
+EVALUATE_TASK_FILES = (
+    sorted(str(path) for path in Path(EVALUATE_TASK_DIR).iterdir() if path.suffix in {".yaml", ".jsonl", ".py"})
+    if EVALUATE_TASK_DIR is not None
+    else []
+)
+
+EVALUATE_TARGETS = [f"{RESULTS}/downstream/{run_id}/downstream.csv" for run_id in EVALUATED_RUN_PAIR]
+
+
+rule downstream:
+    input:
+        summary=lambda wildcards: run_summary(wildcards.run),
+        tokenizer=lambda wildcards: run_inputs(wildcards)["tokenizer"],
+        task_files=EVALUATE_TASK_FILES,
+    output:
+        csv=f"{RESULTS}/downstream/{{run}}/downstream.csv",
+        results=[f"{RESULTS}/downstream/{{run}}/lm_eval_{k}shot.json" for k in EVALUATE_CONFIG["shots"]],
+    params:
+        run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
+        out_dir=lambda wildcards: f"{RESULTS}/downstream/{wildcards.run}",
+        pair=lambda wildcards: EVALUATED_RUN_PAIR[wildcards.run],
+        tasks=EVALUATE_CONFIG["tasks"],
+        shots=EVALUATE_CONFIG["shots"],
+        options=" ".join(
+            ([f"--task-dir {shlex.quote(EVALUATE_TASK_DIR)}"] if EVALUATE_TASK_DIR is not None else [])
+            + ([f"--limit {EVALUATE_CONFIG['limit']}"] if EVALUATE_CONFIG["limit"] is not None else [])
+        ),
+        ray=ray_args(),
+    log:
+        f"{RESULTS}/logs/downstream/{{run}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/downstream/{{run}}.tsv"
+    resources:
+        gpu=0,
+        mem_mb=8000,
+        runtime=60,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline downstream --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
+        " --out-dir {params.out_dir:q} --pair {params.pair:q} --tasks {params.tasks} --shots {params.shots}"
+        " {params.options} --gpus {resources.gpu} {params.ray} > {log:q} 2>&1"

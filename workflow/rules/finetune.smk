@@ -1,0 +1,29 @@
+"""Step-resampling fine-tunes (paper §6.2, Fig. 5): each source resampled to N' steps, LoRA and full."""
+
+FINETUNE_TARGETS = [run_summary(run_id) for run_id in FINETUNE_RUNS]
+
+
+rule finetune:
+    input:
+        unpack(finetune_inputs),
+    output:
+        summary=f"{RESULTS}/runs/{{finetune}}/summary.json",
+    params:
+        spec=lambda wildcards: FINETUNE_RUNS[wildcards.finetune].to_json(),
+        run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.finetune}",
+        source_dir=lambda wildcards: f"{RESULTS}/runs/{FINETUNE_RUNS[wildcards.finetune].source_run}",
+        ray=ray_args(),
+    log:
+        f"{RESULTS}/logs/finetune/{{finetune}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/finetune/{{finetune}}.tsv"
+    resources:
+        gpu=0,
+        mem_mb=8000,
+        runtime=60,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline finetune --spec {params.spec:q} --run-dir {params.run_dir:q}"
+        " --source {params.source_dir:q} --cache {input.cache:q} --tokenizer {input.tokenizer:q}"
+        " --gpus {resources.gpu} {params.ray} > {log:q} 2>&1"
