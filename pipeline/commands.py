@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
+
+RAY_PLACEMENT_ENV = {"address": "PIPELINE_RAY_ADDRESS", "num_cpus": "PIPELINE_RAY_NUM_CPUS"}
+
+
+def export_ray_placement(ray: dict) -> None:
+    """Hand the preset's ``ray`` section to every job through the environment. Where Ray runs a job's work is
+    not part of its result, so it is not a rule param (Snakemake reruns a job whose params changed)."""
+    for key, name in RAY_PLACEMENT_ENV.items():
+        if ray[key] is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = str(ray[key])
 
 
 def add_ray_options(parser: argparse.ArgumentParser, *, gpus: bool = False) -> None:
-    """``--ray-address``/``--ray-num-cpus`` (and ``--gpus``) of a verb whose work runs as a Ray task."""
-    parser.add_argument("--ray-address", default=None, help="existing Ray cluster ('auto' or host:port)")
-    parser.add_argument("--ray-num-cpus", type=int, default=None, help="CPUs of the embedded local Ray")
+    """``--ray-address``/``--ray-num-cpus`` (and ``--gpus``) of a verb whose work runs as a Ray task. Their defaults
+    come from ``PIPELINE_RAY_ADDRESS``/``PIPELINE_RAY_NUM_CPUS``, which the workflow sets from the preset's ``ray``
+    section for every job."""
+    num_cpus = os.environ.get(RAY_PLACEMENT_ENV["num_cpus"])
+    parser.add_argument("--ray-address", default=os.environ.get(RAY_PLACEMENT_ENV["address"]),
+                        help="existing Ray cluster ('auto' or host:port; default: $PIPELINE_RAY_ADDRESS)")
+    parser.add_argument("--ray-num-cpus", type=int, default=int(num_cpus) if num_cpus else None,
+                        help="CPUs of the embedded local Ray (default: $PIPELINE_RAY_NUM_CPUS)")
     if gpus:
         parser.add_argument("--gpus", type=float, default=0, help="GPUs the Ray task asks for")
 

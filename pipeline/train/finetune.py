@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.artifacts import atomic_write_json, atomic_write_yaml, provenance
+from pipeline.artifacts import atomic_write_yaml
 from pipeline.config import DIFFEQ_FAMILIES, LLAMA_FAMILIES, FinetuneSpec
-from pipeline.train.loop import train_run
+from pipeline.train.loop import train_run, write_run_record
 
 
 def resampled_source(spec: FinetuneSpec, source_dir: Path, vocab_size: int, key):
@@ -86,20 +86,13 @@ def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, toke
         "num_steps": spec.num_steps or spec.source_steps,
         "source_steps": spec.source_steps,
         "train_steps": spec.train.steps,
-        "parameters": result.parameters,
         "trainable_parameters": result.trainable_parameters,
         "trainable_fraction": result.trainable_parameters / result.parameters,
         "initial_val_loss": result.initial_val_loss,
         "initial_val_ppl": None if result.initial_val_loss is None else math.exp(result.initial_val_loss),
-        "final_train_loss": result.final_train_loss,
-        "val_loss": result.val_loss,
-        "val_ppl": math.exp(result.val_loss),
-        "val_bpb": result.val_bpb,
-        "mean_tokens_per_s": result.mean_tokens_per_s,
-        "resumed_from_step": result.resumed_from_step,
+        **result.scores(),
     }
-    atomic_write_json(run_path / "provenance.json", provenance(started, result.devices))
-    atomic_write_json(run_path / "summary.json", summary)
+    write_run_record(run_path, started, result, summary)
     return summary
 
 

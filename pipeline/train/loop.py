@@ -19,7 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pipeline.artifacts import MetricsLog
+from pipeline.artifacts import MetricsLog, atomic_write_json, provenance
 from pipeline.config import REPO_ROOT, TrainSpec
 
 logger = logging.getLogger(__name__)
@@ -44,6 +44,24 @@ class TrainingResult:
     mean_tokens_per_s: float | None
     devices: list[str]
 
+    def scores(self) -> dict[str, Any]:
+        """The summary fields every run shares: parameter counts, final losses, perplexity exp(NLL), throughput."""
+        return {
+            "parameters": self.parameters,
+            "final_train_loss": self.final_train_loss,
+            "val_loss": self.val_loss,
+            "val_ppl": math.exp(self.val_loss),
+            "val_bpb": self.val_bpb,
+            "mean_tokens_per_s": self.mean_tokens_per_s,
+            "resumed_from_step": self.resumed_from_step,
+        }
+
+
+def write_run_record(run_dir: Path, started: float, result: TrainingResult, summary: dict[str, Any]) -> None:
+    """``provenance.json``, then ``summary.json`` last: its presence means the run is complete."""
+    atomic_write_json(run_dir / "provenance.json", provenance(started, result.devices))
+    atomic_write_json(run_dir / "summary.json", summary)
+
 
 def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
     """Levanter's single-dataset config over a prebuilt token cache (``<cache_dir>/{train,validation}``)."""
@@ -54,8 +72,10 @@ def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
 
 
 def trainer_config(run_id: str, train: TrainSpec, run_dir: Path):
-    """Levanter ``TrainerConfig`` for one run: local checkpoints, no online tracker, no Ray/JAX auto-start."""
+    """Levanter ``TrainerConfig`` for one run: local checkpoints, no online tracker, no Ray/JAX auto-start, and no
+    gradient/parameter-norm watch (it only feeds a tracker, and its jit hook compiles a second train step)."""
     import jmp
+    from levanter.callbacks.watch import WatchConfig
     from levanter.checkpoint import CheckpointerConfig
     from levanter.distributed import DistributedConfig, RayConfig
     from levanter.tracker import NoopConfig
@@ -84,6 +104,7 @@ def trainer_config(run_id: str, train: TrainSpec, run_dir: Path):
         crash_on_inf=False,
         log_jaxprs=False,
         log_xla_hlo=False,
+        watch=WatchConfig(watch_targets=[]),
         jax_compilation_cache_dir=os.environ.get("JAX_COMPILATION_CACHE_DIR", str(REPO_ROOT / ".cache" / "jax")),
     )
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.artifacts import atomic_write_json, atomic_write_yaml, provenance
+from pipeline.artifacts import atomic_write_yaml
 from pipeline.config import RunSpec
-from pipeline.train.loop import train_run
+from pipeline.train.loop import train_run, write_run_record
 
 
 def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -> dict[str, Any]:
@@ -40,16 +39,9 @@ def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -
         "size": spec.size,
         "role": spec.role,
         "ablation": spec.ablation,
-        "parameters": result.parameters,
         "steps": spec.train.steps,
         "tokens_seen": spec.train.steps * spec.train.batch_size * spec.model.seq_len,
-        "final_train_loss": result.final_train_loss,
-        "val_loss": result.val_loss,
-        "val_ppl": math.exp(result.val_loss),
-        "val_bpb": result.val_bpb,
-        "mean_tokens_per_s": result.mean_tokens_per_s,
-        "resumed_from_step": result.resumed_from_step,
+        **result.scores(),
     }
-    atomic_write_json(run_path / "provenance.json", provenance(started, result.devices))
-    atomic_write_json(run_path / "summary.json", summary)
+    write_run_record(run_path, started, result, summary)
     return summary

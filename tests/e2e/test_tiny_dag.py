@@ -30,7 +30,7 @@ def snakemake(workdir: Path, ray_address: str, *args: str) -> subprocess.Complet
 @pytest.fixture(scope="module")
 def tiny_dag(tmp_path_factory, ray_head):
     workdir = tmp_path_factory.mktemp("tiny-dag")
-    result = snakemake(workdir, ray_head)
+    result = snakemake(workdir, ray_head, "--report", "results/tiny/report.html", "--report-after-run")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return workdir / "results" / "tiny"
 
@@ -118,7 +118,9 @@ def test_downstream_results_for_both_pairs_and_shots(tiny_dag):
             assert set(rows["pair"]) == {pair} and set(rows["run_id"]) == {run_id}
             assert set(rows["shots"]) == set(config["shots"]) and set(rows["task"]) == set(config["tasks"])
             accuracy = rows[rows["metric"] == "acc"]
-            assert accuracy["value"].between(0, 1).all() and (accuracy["stderr"] > 0).all()
+            assert accuracy["value"].between(0, 1).all()
+            inside = accuracy[accuracy["value"].between(0, 1, inclusive="neither")]
+            assert (inside["stderr"] > 0).all() and (accuracy["stderr"] >= 0).all()
             assert (accuracy["n_samples"] == config["limit"]).all()
             for shots in config["shots"]:
                 results = json.loads((folder / f"lm_eval_{shots}shot.json").read_text())
@@ -153,12 +155,11 @@ def test_analyses_produce_their_tidy_tables(tiny_dag):
         assert set(frontier["solver"]) == set(analysis["frontier"]["solvers"])
 
 
-def test_report_html_shows_every_table_and_figure(tiny_dag, ray_head):
+def test_the_dag_ends_with_a_report_showing_every_table_and_figure(tiny_dag):
+    """`--report-after-run` wrote results/tiny/report.html; headless Chromium must show all of it."""
     from report.chromium import assert_report_shows_figures
 
     workdir = tiny_dag.parents[1]
-    result = snakemake(workdir, ray_head, "--report", "results/tiny/report.html")
-    assert result.returncode == 0, result.stderr[-3000:]
     figures = sorted((tiny_dag / "figures").rglob("*.png"))
     tables = sorted((tiny_dag / "tables").glob("*.html"))
     for name in ("finetune", "frontier", "clustering_trajectories", "clustering_stats", "beta2"):
@@ -177,6 +178,7 @@ def test_report_html_shows_every_table_and_figure(tiny_dag, ray_head):
 def test_changing_one_run_recomputes_only_what_depends_on_it(tiny_dag, ray_head):
     workdir = tiny_dag.parents[1]
     assert "Nothing to be done" in snakemake(workdir, ray_head, "-n").stdout
+    assert "Nothing to be done" in snakemake(workdir, "auto", "-n").stdout, "where Ray runs is not a result"
     target = "results/tiny/runs/owt-small-gpt/summary.json"
     (workdir / target).unlink()
     result = snakemake(workdir, ray_head)

@@ -26,7 +26,6 @@ rule spectra:
     params:
         run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
         oversampling=ANALYSIS_CONFIG["spectra"]["time_oversampling"],
-        ray=ray_args(),
     log:
         f"{RESULTS}/logs/analysis/spectra/{{run}}.log",
     benchmark:
@@ -39,7 +38,7 @@ rule spectra:
         ENV
     shell:
         "python -m pipeline spectra --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
-        " --time-oversampling {params.oversampling} --out {output.csv:q} --gpus {resources.gpu} {params.ray}"
+        " --time-oversampling {params.oversampling} --out {output.csv:q} --gpus {resources.gpu}"
         " > {log:q} 2>&1"
 
 
@@ -54,7 +53,6 @@ rule lyapunov:
         run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
         sentences=json.dumps(ANALYSIS_CONFIG["lyapunov"]["sentences"]),
         output_token=ANALYSIS_CONFIG["lyapunov"]["output_token"],
-        ray=ray_args(),
     log:
         f"{RESULTS}/logs/analysis/lyapunov/{{run}}.log",
     benchmark:
@@ -68,7 +66,7 @@ rule lyapunov:
     shell:
         "python -m pipeline lyapunov --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
         " --sentences {params.sentences:q} --output-token {params.output_token}"
-        " --out {output.csv:q} --html {output.html:q} --gpus {resources.gpu} {params.ray} > {log:q} 2>&1"
+        " --out {output.csv:q} --html {output.html:q} --gpus {resources.gpu} > {log:q} 2>&1"
 
 
 rule frontier:
@@ -81,7 +79,6 @@ rule frontier:
         run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
         step_factors=json.dumps(ANALYSIS_CONFIG["frontier"]["step_factors"]),
         solvers=json.dumps(ANALYSIS_CONFIG["frontier"]["solvers"]),
-        ray=ray_args(),
     log:
         f"{RESULTS}/logs/analysis/frontier/{{run}}.log",
     benchmark:
@@ -95,7 +92,7 @@ rule frontier:
     shell:
         "python -m pipeline frontier --run-dir {params.run_dir:q} --cache {input.cache:q}"
         " --tokenizer {input.tokenizer:q} --step-factors {params.step_factors:q} --solvers {params.solvers:q}"
-        " --out {output.csv:q} --gpus {resources.gpu} {params.ray} > {log:q} 2>&1"
+        " --out {output.csv:q} --gpus {resources.gpu} > {log:q} 2>&1"
 
 
 rule clustering:

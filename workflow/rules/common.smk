@@ -4,6 +4,7 @@ import json
 
 from snakemake.exceptions import WorkflowError
 
+from pipeline.commands import export_ray_placement
 from pipeline.config import ConfigError, finetune_runs, load_preset, pretrain_runs
 
 try:
@@ -61,9 +62,4 @@ def finetune_inputs(wildcards):
     }
 
 
-def ray_args():
-    address = config["ray"]["address"]
-    num_cpus = config["ray"]["num_cpus"]
-    return " ".join(
-        [f"--ray-address {address}" if address else "", f"--ray-num-cpus {num_cpus}" if num_cpus else ""]
-    ).strip()
+export_ray_placement(config["ray"])

@@ -49,7 +49,6 @@ rule token_cache:
         directory(f"{DATA}/caches/{{dataset}}-{{tokenizer}}"),
     params:
         builder=config["cache_builder"],
-        ray=ray_args(),
     log:
         f"{RESULTS}/logs/token_cache/{{dataset}}-{{tokenizer}}.log",
     benchmark:
@@ -62,4 +61,4 @@ rule token_cache:
         ENV
     shell:
         "python -m pipeline cache --corpus {input.corpus:q} --tokenizer {input.tokenizer:q}"
-        " --builder {params.builder} {params.ray} --out {output:q} > {log:q} 2>&1"
+        " --builder {params.builder} --out {output:q} > {log:q} 2>&1"

@@ -38,7 +38,6 @@ rule downstream:
             ([f"--task-dir {shlex.quote(EVALUATE_TASK_DIR)}"] if EVALUATE_TASK_DIR is not None else [])
             + ([f"--limit {EVALUATE_CONFIG['limit']}"] if EVALUATE_CONFIG["limit"] is not None else [])
         ),
-        ray=ray_args(),
     log:
         f"{RESULTS}/logs/downstream/{{run}}.log",
     benchmark:
@@ -52,4 +51,4 @@ rule downstream:
     shell:
         "python -m pipeline downstream --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
         " --out-dir {params.out_dir:q} --pair {params.pair:q} --tasks {params.tasks} --shots {params.shots}"
-        " {params.options} --gpus {resources.gpu} {params.ray} > {log:q} 2>&1"
+        " {params.options} --gpus {resources.gpu} > {log:q} 2>&1"

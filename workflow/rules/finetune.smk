@@ -12,7 +12,6 @@ rule finetune:
         spec=lambda wildcards: FINETUNE_RUNS[wildcards.finetune].to_json(),
         run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.finetune}",
         source_dir=lambda wildcards: f"{RESULTS}/runs/{FINETUNE_RUNS[wildcards.finetune].source_run}",
-        ray=ray_args(),
     log:
         f"{RESULTS}/logs/finetune/{{finetune}}.log",
     benchmark:
@@ -26,4 +25,4 @@ rule finetune:
     shell:
         "python -m pipeline finetune --spec {params.spec:q} --run-dir {params.run_dir:q}"
         " --source {params.source_dir:q} --cache {input.cache:q} --tokenizer {input.tokenizer:q}"
-        " --gpus {resources.gpu} {params.ray} > {log:q} 2>&1"
+        " --gpus {resources.gpu} > {log:q} 2>&1"

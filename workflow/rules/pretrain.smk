@@ -11,7 +11,6 @@ rule pretrain:
     params:
         spec=lambda wildcards: RUNS[wildcards.run].to_json(),
         run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
-        ray=ray_args(),
     log:
         f"{RESULTS}/logs/pretrain/{{run}}.log",
     benchmark:
@@ -24,5 +23,5 @@ rule pretrain:
         ENV
     shell:
         "python -m pipeline pretrain --spec {params.spec:q} --run-dir {params.run_dir:q}"
-        " --cache {input.cache:q} --tokenizer {input.tokenizer:q} --gpus {resources.gpu} {params.ray}"
+        " --cache {input.cache:q} --tokenizer {input.tokenizer:q} --gpus {resources.gpu}"
         " > {log:q} 2>&1"
