@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 import yaml
+from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
 from pipeline.report.style import FAMILY_COLOURS, apply_style, panels, save_figure
 from pipeline.report.tables import (
@@ -265,6 +266,7 @@ def frontier_figure(paths: list[Path], out: Path) -> None:
     frontier = pd.concat([read_csv(path, FRONTIER_COLUMNS, "the frontier written by the analysis stage")
                           for path in paths], ignore_index=True)
     figure, axes = panels(1, 1)
+    figure.set_figwidth(figure.get_figwidth() * 1.5)
     sns.lineplot(frontier.sort_values("field_evaluations"), x="field_evaluations", y="val_ppl", hue="run_id",
                  style="solver", markers=True, ax=axes[0, 0])
     trained = frontier[frontier["step_factor"] == 1.0]
@@ -272,5 +274,9 @@ def frontier_figure(paths: list[Path], out: Path) -> None:
                        s=80, label="as trained")
     axes[0, 0].set(xscale="log", yscale="log", xlabel="vector-field evaluations per token (count)", ylabel=PPL_LABEL,
                    title="Compute/quality frontier")
-    axes[0, 0].legend(fontsize="x-small")
+    evaluations = sorted(frontier["field_evaluations"].unique())
+    axes[0, 0].xaxis.set_major_locator(FixedLocator(evaluations))
+    axes[0, 0].xaxis.set_major_formatter(FixedFormatter([f"{value:g}" for value in evaluations]))
+    axes[0, 0].xaxis.set_minor_formatter(NullFormatter())
+    axes[0, 0].legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
     save_figure(figure, out)
