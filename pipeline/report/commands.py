@@ -50,7 +50,7 @@ def _figure(args: argparse.Namespace) -> None:
     elif kind == "spectra":
         figures.spectra_figure(*args.inputs, args.out)
     elif kind == "lyapunov":
-        figures.lyapunov_figure(*args.inputs, args.out)
+        figures.lyapunov_figure(*args.inputs, args.out, output_token=args.output_token)
     elif kind == "clustering":
         figures.clustering_figures(*args.inputs, args.out.with_name(f"{args.out.name}_trajectories"),
                                    args.out.with_name(f"{args.out.name}_stats"))
@@ -109,6 +109,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     figure.add_argument("--out", type=Path, required=True, help="output path without suffix: writes .png and .pdf")
     figure.add_argument("--shots", type=lambda text: [int(k) for k in text.split(",")], default=[],
                         help="comma-separated shot counts (downstream only)")
+    figure.add_argument("--output-token", type=int, default=-1,
+                        help="index of the output token j in each sentence (lyapunov only; analysis.lyapunov)")
     figure.add_argument("inputs", nargs="+", type=Path)
     figure.set_defaults(run=_figure)
 

@@ -211,9 +211,11 @@ def spectra_figure(path: Path, out: Path) -> None:
     save_figure(figure, out)
 
 
-def lyapunov_figure(path: Path, out: Path) -> None:
-    """Fig. 3, App. F: the largest Lyapunov exponent of the last token's output with respect to each input token,
-    one heat-map row per sentence, tokens as labels."""
+def lyapunov_figure(path: Path, out: Path, output_token: int = -1) -> None:
+    """Fig. 3, App. F: the largest Lyapunov exponent of the output token j's trajectory with respect to each input
+    token, one heat-map row per sentence, tokens as labels. Token j itself (``output_token``, an index into the
+    sentence) is greyed out and left out of the colour range: its self-sensitivity (~1/t) would wash out the
+    others, as in the paper's figures."""
     apply_style()
     exponents = read_csv(path, LYAPUNOV_COLUMNS, "the Lyapunov exponents written by the analysis stage")
     largest = exponents[exponents["exponent_index"] == 0]
@@ -223,8 +225,13 @@ def lyapunov_figure(path: Path, out: Path) -> None:
     figure.set_size_inches(max(6.0, 0.45 * longest), 1.3 * len(sentences) + 0.6)
     for axis, sentence in zip(axes[:, 0], sentences, strict=True):
         rows = largest[largest["sentence_id"] == sentence].sort_values("position")
-        sns.heatmap(rows[["exponent"]].T, cmap="rocket_r", annot=False, cbar_kws={"label": "exponent (1/t)"},
-                    xticklabels=rows["token"].tolist(), yticklabels=False, ax=axis)
+        is_output = np.zeros(len(rows), dtype=bool)
+        is_output[output_token] = True
+        labels = [f"{token}\n(output)" if output else token for token, output in zip(rows["token"], is_output,
+                                                                                       strict=True)]
+        axis.set_facecolor("lightgrey")
+        sns.heatmap(rows[["exponent"]].T, mask=is_output[None, :], cmap="rocket_r", annot=False,
+                    cbar_kws={"label": "exponent (1/t)"}, xticklabels=labels, yticklabels=False, ax=axis)
         axis.set(xlabel="input token", ylabel=f"sentence {sentence}")
         axis.tick_params(axis="x", rotation=60)
     figure.suptitle(f"Lyapunov token sensitivity, {exponents['run_id'].iloc[0]}")

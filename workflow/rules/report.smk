@@ -334,6 +334,7 @@ rule figure_lyapunov:
         pdf=f"{FIGURES}/lyapunov/{{run}}.pdf",
     params:
         out=f"{FIGURES}/lyapunov/{{run}}",
+        output_token=ANALYSIS["lyapunov"]["output_token"],
     log:
         f"{RESULTS}/logs/report/figure_lyapunov_{{run}}.log",
     benchmark:
@@ -345,7 +346,8 @@ rule figure_lyapunov:
     conda:
         ENV
     shell:
-        "python -m pipeline figure lyapunov --out {params.out:q} {input:q} > {log:q} 2>&1"
+        "python -m pipeline figure lyapunov --out {params.out:q} --output-token {params.output_token}"
+        " {input:q} > {log:q} 2>&1"
 
 
 rule figure_clustering:
