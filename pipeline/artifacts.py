@@ -29,6 +29,15 @@ TRACKED_PACKAGES = ("levanter", "haliax", "jax", "jaxlib", "equinox", "optax", "
                     "torch", "transformers", "tokenizers", "datasets", "pandas", "seaborn", "numpy")
 
 
+def publish(tmp: str | Path, path: Path) -> None:
+    """Rename a finished temporary file onto ``path`` with the permissions of a plainly created file (``mkstemp``
+    makes 0600 files, which the other members of a cluster group could not read)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -36,7 +45,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     try:
         with os.fdopen(handle, "w") as stream:
             stream.write(text)
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -32,6 +32,11 @@ def add_ray_options(parser: argparse.ArgumentParser, *, gpus: bool = False) -> N
         parser.add_argument("--gpus", type=float, default=0, help="GPUs the Ray task asks for")
 
 
+def ray_placement(args: argparse.Namespace) -> dict:
+    """``run_on_ray``'s placement keywords from a verb's ``add_ray_options(parser, gpus=True)`` arguments."""
+    return {"address": args.ray_address, "num_cpus": args.ray_num_cpus, "num_gpus": args.gpus}
+
+
 def absolute(*paths: Path) -> list[str]:
     """Paths as absolute strings: a worker of an existing Ray cluster runs in the cluster's directory, not ours."""
     return [str(Path(path).resolve()) for path in paths]

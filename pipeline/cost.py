@@ -62,7 +62,9 @@ LM_EVAL_TASKS = {
     "winogrande": (1267, 2),
     "wsc273": (273, 2),
 }
-"""(documents of the evaluation split, loglikelihood requests per document) of the paper's lm-eval tasks."""
+"""(documents of the evaluation split, loglikelihood requests per document) of the paper's lm-eval tasks: the
+published sizes of the splits lm-eval 0.4.13 evaluates, written here because the hub is unreachable offline (not
+counted by this code; a cost estimate only)."""
 MAX_REQUESTS_PER_DOCUMENT = max(requests for _, requests in LM_EVAL_TASKS.values())
 """Requests per document assumed for a task not in ``LM_EVAL_TASKS`` (local tasks; they need a ``limit``)."""
 DISCRETE_FAMILIES = {"diffeq": "discrete_diffeq_gpt", "diffeq_llama": "discrete_diffeq_llama"}

@@ -8,11 +8,7 @@ import json
 import logging
 from pathlib import Path
 
-from pipeline.commands import absolute, add_ray_options
-
-
-def _ray(args: argparse.Namespace) -> dict:
-    return {"address": args.ray_address, "num_cpus": args.ray_num_cpus, "num_gpus": args.gpus}
+from pipeline.commands import absolute, add_ray_options, ray_placement
 
 
 def _spectra(args: argparse.Namespace) -> None:
@@ -20,7 +16,7 @@ def _spectra(args: argparse.Namespace) -> None:
     from pipeline.runner import run_on_ray
 
     summary = run_on_ray(run_spectra, *absolute(args.run_dir, args.tokenizer, args.out), args.time_oversampling,
-                         **_ray(args))
+                         **ray_placement(args))
     logging.info("spectra finished: %s", json.dumps(summary))
 
 
@@ -29,7 +25,7 @@ def _lyapunov(args: argparse.Namespace) -> None:
     from pipeline.runner import run_on_ray
 
     summary = run_on_ray(run_lyapunov, *absolute(args.run_dir, args.tokenizer, args.out, args.html),
-                         json.loads(args.sentences), args.output_token, **_ray(args))
+                         json.loads(args.sentences), args.output_token, **ray_placement(args))
     logging.info("lyapunov finished: %s", json.dumps(summary))
 
 
@@ -39,7 +35,7 @@ def _frontier(args: argparse.Namespace) -> None:
 
     summary = run_on_ray(run_frontier, *absolute(args.run_dir, args.cache, args.tokenizer, args.out),
                          json.loads(args.step_factors), json.loads(args.solvers), args.batch_size, args.max_batches,
-                         **_ray(args))
+                         **ray_placement(args))
     logging.info("frontier finished: %s", json.dumps(summary))
 
 

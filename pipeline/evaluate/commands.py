@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from pipeline.commands import absolute, add_ray_options
+from pipeline.commands import absolute, add_ray_options, ray_placement
 
 
 def _downstream(args: argparse.Namespace) -> None:
@@ -21,8 +21,7 @@ def _downstream(args: argparse.Namespace) -> None:
 
     summary = run_on_ray(evaluate_downstream, *absolute(args.run_dir, args.tokenizer, args.out_dir),
                          pair=args.pair, tasks=args.tasks, shots=args.shots, task_dir=task_dir, limit=args.limit,
-                         batch_size=args.batch_size, address=args.ray_address, num_cpus=args.ray_num_cpus,
-                         num_gpus=args.gpus)
+                         batch_size=args.batch_size, **ray_placement(args))
     logging.info("downstream finished: %s", json.dumps(summary))
 
 

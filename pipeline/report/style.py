@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from pipeline.artifacts import publish  # noqa: E402
 from pipeline.report.tables import FAMILY_LABELS  # noqa: E402
 
 FAMILY_COLOURS = dict(zip(FAMILY_LABELS.values(), sns.color_palette("colorblind", len(FAMILY_LABELS)), strict=True))
@@ -47,8 +48,7 @@ def save_figure(figure: plt.Figure, out: Path) -> None:
         os.close(handle)
         try:
             figure.savefig(tmp, dpi=DPI)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, out.with_name(out.name + suffix))
+            publish(tmp, out.with_name(out.name + suffix))
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

@@ -7,15 +7,15 @@ import json
 import logging
 from pathlib import Path
 
-from pipeline.commands import absolute, add_ray_options
+from pipeline.commands import absolute, add_ray_options, ray_placement
 
 
 def _pretrain(args: argparse.Namespace) -> None:
     from pipeline.runner import run_on_ray
     from pipeline.train.pretrain import pretrain
 
-    summary = run_on_ray(pretrain, args.spec, *absolute(args.run_dir, args.cache, args.tokenizer),
-                         address=args.ray_address, num_cpus=args.ray_num_cpus, num_gpus=args.gpus)
+    paths = absolute(args.run_dir, args.cache, args.tokenizer)
+    summary = run_on_ray(pretrain, args.spec, *paths, **ray_placement(args))
     logging.info("pretrain finished: %s", json.dumps(summary))
 
 
@@ -27,8 +27,8 @@ def _finetune(args: argparse.Namespace) -> None:
 
     read_run_spec(args.source)
     final_checkpoint(args.source)
-    summary = run_on_ray(finetune, args.spec, *absolute(args.run_dir, args.source, args.cache, args.tokenizer),
-                         address=args.ray_address, num_cpus=args.ray_num_cpus, num_gpus=args.gpus)
+    paths = absolute(args.run_dir, args.source, args.cache, args.tokenizer)
+    summary = run_on_ray(finetune, args.spec, *paths, **ray_placement(args))
     logging.info("finetune finished: %s", json.dumps(summary))
 
 
