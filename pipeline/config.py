@@ -273,6 +273,14 @@ def _cross_reference_problem(config: dict[str, Any]) -> str | None:
             families = config["pretrain"][group]["families"]
             if (key == "diffeq_source") != any(family in DIFFEQ_FAMILIES for family in families):
                 return f"key 'finetune.{key}' names group {group!r}, which must train {wanted} family (has {families})"
+    memory = config["analysis"]["memory"]
+    base_families = config["pretrain"].get(memory["base"], {}).get("families")
+    if base_families is None:
+        return f"key 'analysis.memory.base' is {memory['base']!r}; expected a pretrain group"
+    for family in memory["families"]:
+        if family not in base_families:
+            return (f"key 'analysis.memory.families' names {family!r}, which group {memory['base']!r} does not "
+                    f"train; expected some of {base_families}")
     runs = pretrain_runs(config)
     references = [(f"downstream.pairs.{pair}", ids) for pair, ids in config["downstream"]["pairs"].items()]
     references += [(f"analysis.{name}.runs", section["runs"]) for name, section in config["analysis"].items()
@@ -327,6 +335,22 @@ def pretrain_runs(config: dict[str, Any]) -> dict[str, RunSpec]:
             runs.update(_group_runs(config, ablation["base"], base, ablation["families"],
                                     f"{name}_{variant_name}", variant))
     return runs
+
+
+def memory_probes(config: dict[str, Any]) -> dict[str, RunSpec]:
+    """Fig. 16's probes (App. D): the shape of group ``analysis.memory.base`` at ``batch_size``, once per D of
+    ``time_embed_dims`` for each DiffEqFormer family (``<base>-memory_d<D>-<family>``) and once for each other
+    family (``<base>-memory-<family>``). They are measured, not trained, so they are not pretraining runs."""
+    probe = config["analysis"]["memory"]
+    group = config["pretrain"][probe["base"]]
+    batch = {"train": {"batch_size": probe["batch_size"]}}
+    runs: dict[str, RunSpec] = {}
+    for family in probe["families"]:
+        variants = ({f"memory_d{d}": {**batch, "diffeq": {"time_embed_dim": d}} for d in probe["time_embed_dims"]}
+                    if family in DIFFEQ_FAMILIES else {"memory": batch})
+        for name, variant in variants.items():
+            runs.update(_group_runs(config, probe["base"], group, [family], name, variant))
+    return {run_id: dataclasses.replace(spec, role="memory_probe") for run_id, spec in runs.items()}
 
 
 def _source_run(config: dict[str, Any], dataset: str, source: str, diffeq: bool) -> RunSpec:

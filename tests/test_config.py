@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipeline.config import ConfigError, RunSpec, load_preset, pretrain_runs
+from pipeline.config import ConfigError, RunSpec, load_preset, memory_probes, pretrain_runs
 
 TABLE_ROWS = {  # Tables 1 and 2 of the paper: (dataset, size, family)
     ("wt103", "small", "gpt"), ("wt103", "small", "shared"), ("wt103", "small", "diffeq"),
@@ -64,6 +64,10 @@ def test_run_spec_round_trips_through_json():
         ({"ablations": {"beta2": {"base": "owt-huge"}}}, "key 'ablations.beta2.base' is 'owt-huge'"),
         ({"sizes": {"llama1b": {"intermediate_dim": None}}},
          "key 'sizes.llama1b.intermediate_dim' must be of type integer"),
+        ({"analysis": {"memory": {"base": "owt-huge"}}}, "key 'analysis.memory.base' is 'owt-huge'"),
+        ({"analysis": {"memory": {"families": ["gpt", "llama"]}}},
+         "key 'analysis.memory.families' names 'llama', which group 'owt-medium' does not train"),
+        ({"analysis": {"memory": {"time_embed_dims": []}}}, "key 'analysis.memory.time_embed_dims'"),
     ],
 )
 def test_bad_preset_fails_with_one_sentence(override, expected):
@@ -93,3 +97,18 @@ def test_nested_command_line_overrides_get_their_yaml_types():
     run = pretrain_runs(config)["wt103-small-gpt"]
     assert (run.train.steps, run.train.lr) == (6, 1e-3)
     assert config["ray"] == {"address": "127.0.0.1:6379", "num_cpus": None}
+
+
+def test_memory_probes_take_the_base_shape_at_the_probe_batch_once_per_d():
+    """Fig. 16 at the paper preset: GPT-medium's shape at batch 256, DiffEqFormer once per D, one GPT baseline."""
+    config = load_preset({"preset": "paper"})
+    probes = memory_probes(config)
+    base = pretrain_runs(config)["owt-medium-diffeq"]
+    dims = [20, 48, 72, 96, 120, 144]
+    assert list(probes) == ["owt-medium-memory-gpt", *[f"owt-medium-memory_d{d}-diffeq" for d in dims]]
+    for probe_id, spec in probes.items():
+        assert spec.train.batch_size == 256 and spec.role == "memory_probe"
+        assert (spec.model.hidden_dim, spec.model.num_layers, spec.model.seq_len) == (1024, 24, 1024), probe_id
+    assert [probes[f"owt-medium-memory_d{d}-diffeq"].model.time_embed_dim for d in dims] == dims
+    assert probes["owt-medium-memory_d96-diffeq"].model == base.model
+    assert not set(probes) & set(pretrain_runs(config))

@@ -1,4 +1,4 @@
-"""The Snakemake workflow: lint-clean, and the paper preset's dry run lists every run with GPUs."""
+"""The Snakemake workflow: lint-clean, and the paper preset's dry run lists every run and probe with GPUs."""
 
 import os
 import re
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.config import finetune_runs, load_preset, pretrain_runs
+from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -38,6 +38,9 @@ def test_slurm_profile_dry_run_lists_every_paper_run_with_its_gpus(tmp_path):
     listed = {re.search(r"--run-dir results/paper/runs/(\S+)", line).group(1) for line in finetunes}
     assert listed == set(finetune_runs(load_preset({"preset": "paper"})))
     assert all("--gpus 8" in line for line in finetunes)
+    probes = [line for line in result.stdout.splitlines() if "python -m pipeline memory-probe" in line]
+    assert len(probes) == len(memory_probes(load_preset({"preset": "paper"}))) == 7
+    assert all("--gpus 8" in line and '"batch_size": 256' in line for line in probes)
 
 
 def test_a_bad_config_override_stops_snakemake_with_one_sentence():

@@ -1,5 +1,6 @@
 """Verbs of the analysis stage: ``spectra``, ``lyapunov``, ``frontier`` (each one Ray task on a trained run),
-``clustering`` (a CPU simulation) and ``param-counts`` (Table 6 from shapes)."""
+``memory-probe`` (one Ray task measuring a train step, Fig. 16), ``clustering`` (a CPU simulation) and
+``param-counts`` (Table 6 from shapes)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,15 @@ def _frontier(args: argparse.Namespace) -> None:
                          json.loads(args.step_factors), json.loads(args.solvers), args.batch_size, args.max_batches,
                          **ray_placement(args))
     logging.info("frontier finished: %s", json.dumps(summary))
+
+
+def _memory_probe(args: argparse.Namespace) -> None:
+    from pipeline.analysis.memory import probe_memory
+    from pipeline.runner import run_on_ray
+
+    record = run_on_ray(probe_memory, args.spec, *absolute(args.tokenizer, args.out), args.steps,
+                        **ray_placement(args))
+    logging.info("memory-probe finished: %s", json.dumps(record))
 
 
 def _clustering(args: argparse.Namespace) -> None:
@@ -93,6 +103,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
     frontier.add_argument("--max-batches", type=int, default=None, help="default: the whole validation split")
     frontier.add_argument("--out", type=Path, required=True, help="the tidy CSV")
     frontier.set_defaults(run=_frontier)
+
+    memory = verbs.add_parser("memory-probe", help="peak memory of one train step of a probe (App. D, Fig. 16)")
+    memory.add_argument("--spec", required=True, help="the probe's resolved RunSpec, as JSON")
+    memory.add_argument("--tokenizer", type=Path, required=True, help="the probe's tokenizer folder (vocabulary)")
+    memory.add_argument("--steps", type=int, required=True, help="train steps to run before reading the peak")
+    memory.add_argument("--out", type=Path, required=True, help="the probe's JSON record")
+    add_ray_options(memory, gpus=True)
+    memory.set_defaults(run=_memory_probe)
 
     clustering = verbs.add_parser("clustering", help="attention-only ODE clustering simulation (App. C.8)")
     clustering.add_argument("--settings", required=True, help="the preset's analysis.clustering, as JSON")

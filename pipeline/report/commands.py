@@ -43,6 +43,8 @@ def _figure(args: argparse.Namespace) -> None:
                                        args.out.with_name(f"{args.out.name}_throughput"))
     elif kind == "time-mlp-design":
         figures.time_mlp_design_figure(args.inputs, args.out)
+    elif kind == "memory":
+        figures.memory_figure(args.inputs, args.out)
     elif kind == "finetune":
         figures.finetune_figure(args.inputs, args.out)
     elif kind == "downstream":
@@ -62,6 +64,7 @@ FIGURES = {
     "curves": "Figs. 4, 8: validation curves of one dataset and size (inputs: the runs' summary.json)",
     "beta2": "Fig. 7: Adam beta2 ablation (summary.json of the base and beta2 runs)",
     "time-embed-dim": "Figs. 14-15: writes <out>_ppl and <out>_throughput (summary.json of the D runs + GPT)",
+    "memory": "Fig. 16: peak train-step memory vs D (the memory probes' JSON records)",
     "time-mlp-design": "Fig. 18: time-weight design ablation (summary.json of the two runs)",
     "finetune": "Fig. 5: fine-tune curves (the fine-tunes' summary.json)",
     "downstream": "Figs. 9-12: writes <out>-<k>shot for each --shots k (downstream.csv of one pair)",
@@ -77,7 +80,7 @@ def _scorecard(args: argparse.Namespace) -> None:
 
     write_scorecard(ScorecardInputs(preset=args.preset, runs_csv=args.runs_csv, finetune_summaries=args.finetune,
                                     downstream=args.downstream, spectra=args.spectra,
-                                    clustering_stats=args.clustering_stats), out=args.out)
+                                    clustering_stats=args.clustering_stats, memory=args.memory), out=args.out)
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -122,4 +125,5 @@ def register(verbs: argparse._SubParsersAction) -> None:
     card.add_argument("--downstream", type=Path, nargs="*", default=[], help="downstream.csv files")
     card.add_argument("--spectra", type=Path, nargs="*", default=[], help="spectra CSVs")
     card.add_argument("--clustering-stats", type=Path, default=None)
+    card.add_argument("--memory", type=Path, nargs="*", default=[], help="memory-probe JSON records")
     card.set_defaults(run=_scorecard)

@@ -22,6 +22,7 @@ from pipeline.report.tables import (
     downstream_table,
     eval_curve,
     load_downstream,
+    load_memory_probes,
     read_csv,
     read_json,
     require_columns,
@@ -116,6 +117,39 @@ def time_embed_dim_figures(summaries: list[Path], out_ppl: Path, out_throughput:
                    title="Training throughput")
     axes[0, 0].legend()
     save_figure(figure, out_throughput)
+
+
+def memory_figure(records: list[Path], out: Path) -> None:
+    """Fig. 16: peak memory of one training step of DiffEqFormer against the time-embedding dimension D, the
+    baseline of the same shape dashed (left), and the growth of parameters and of peak memory relative to the
+    smallest D (right): the paper's claim is that memory grows far less than the parameter count (App. D)."""
+    apply_style()
+    table, source = load_memory_probes(records)
+    unit, scale = ("GiB", 2**30) if table["peak_bytes"].max() >= 2**30 else ("MiB", 2**20)
+    table = table.assign(peak=table["peak_bytes"] / scale)
+    diffeq = table[table["time_embed_dim"].notna()].assign(D=lambda frame: frame["time_embed_dim"].astype(int))
+    diffeq = diffeq.sort_values("D").assign(D_label=lambda frame: frame["D"].astype(str))
+    baseline = table[table["time_embed_dim"].isna()]
+    first = diffeq.iloc[0]
+    growth = pd.concat([
+        diffeq.assign(quantity="parameters", ratio=diffeq["parameters"] / first["parameters"]),
+        diffeq.assign(quantity="peak memory", ratio=diffeq["peak_bytes"] / first["peak_bytes"]),
+    ])
+
+    figure, axes = panels(1, 2)
+    sns.barplot(diffeq, x="D_label", y="peak", color=FAMILY_COLOURS["DiffEqFormer"], ax=axes[0, 0])
+    for _, row in baseline.iterrows():
+        axes[0, 0].axhline(row["peak"], color="black", linestyle="--", label=FAMILY_LABELS[row["family"]])
+    axes[0, 0].set(xlabel="time-embedding dimension D", ylabel=f"peak memory per device ({unit})",
+                   title="Peak memory of a train step")
+    if not baseline.empty:
+        axes[0, 0].legend(loc="lower right")
+    sns.lineplot(growth, x="D", y="ratio", hue="quantity", marker="o", ax=axes[0, 1])
+    axes[0, 1].set(xlabel="time-embedding dimension D", ylabel=f"relative to D = {first['D']}",
+                   title="Growth with D")
+    figure.suptitle(f"{source}; batch {first['batch_size']} × {first['seq_len']} tokens, "
+                    f"{first['num_devices']} {first['backend']} device(s)")
+    save_figure(figure, out)
 
 
 def time_mlp_design_figure(summaries: list[Path], out: Path) -> None:

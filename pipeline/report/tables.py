@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from pipeline.analysis.memory import MEMORY_COLUMNS
 from pipeline.artifacts import atomic_write_text
 
 FAMILY_LABELS = {
@@ -250,3 +251,18 @@ def write_param_count_table(path: Path, *, out: Path) -> None:
     table = param_count_table(path)
     write_table(out, heading="Parameter counts", note="DiffEqFormer's parameters grow linearly with D (paper Eq. 6); "
                 "the baselines' rows have no D.", tidy=table, sections=param_count_sections(table))
+
+
+def load_memory_probes(records: list[Path]) -> tuple[pd.DataFrame, str]:
+    """The memory probes as one table with a ``peak_bytes`` column and what it measures: the accelerator
+    allocator's peak when every probe has one, else XLA's compiled plan of the train step (CPU)."""
+    rows = []
+    for path in records:
+        record = read_json(path)
+        require_columns(record, MEMORY_COLUMNS, path, "a record written by memory-probe")
+        rows.append({column: record[column] for column in MEMORY_COLUMNS})
+    table = pd.DataFrame(rows, columns=MEMORY_COLUMNS)
+    measured = table["device_peak_bytes"].notna().all()
+    source = "device_peak_bytes" if measured else "compiled_peak_bytes"
+    label = "measured allocator peak" if measured else "XLA plan of the compiled step"
+    return table.assign(peak_bytes=table[source].astype(float)), label

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.config import finetune_runs, load_preset, pretrain_runs
+from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
@@ -153,6 +153,18 @@ def test_analyses_produce_their_tidy_tables(tiny_dag):
         summary = json.loads((tiny_dag / "runs" / run_id / "summary.json").read_text())
         assert own["val_loss"].item() == pytest.approx(summary["val_loss"], rel=1e-5), run_id
         assert set(frontier["solver"]) == set(analysis["frontier"]["solvers"])
+    probes = {probe_id: json.loads((tiny_dag / "analysis" / "memory" / f"{probe_id}.json").read_text())
+              for probe_id in memory_probes(load_preset({"preset": "tiny"}))}
+    diffeq = sorted((p for p in probes.values() if p["family"] == "diffeq"), key=lambda p: p["time_embed_dim"])
+    assert [p["time_embed_dim"] for p in diffeq] == analysis["memory"]["time_embed_dims"]
+    for probe in probes.values():
+        assert probe["backend"] == "cpu" and probe["device_peak_bytes"] is None
+        assert probe["batch_size"] == analysis["memory"]["batch_size"]
+        assert len(probe["losses"]) == analysis["memory"]["steps"]
+        assert 0 < probe["compiled_peak_bytes"] < probe["host_peak_rss_bytes"]
+    parameter_growth = diffeq[-1]["parameters"] / diffeq[0]["parameters"]
+    memory_growth = diffeq[-1]["compiled_peak_bytes"] / diffeq[0]["compiled_peak_bytes"]
+    assert 1 < memory_growth < parameter_growth
 
 
 def test_the_dag_ends_with_a_report_showing_every_table_and_figure(tiny_dag):
@@ -162,7 +174,8 @@ def test_the_dag_ends_with_a_report_showing_every_table_and_figure(tiny_dag):
     workdir = tiny_dag.parents[1]
     figures = sorted((tiny_dag / "figures").rglob("*.png"))
     tables = sorted((tiny_dag / "tables").glob("*.html"))
-    for name in ("finetune", "frontier", "clustering_trajectories", "clustering_stats", "beta2"):
+    for name in ("finetune", "frontier", "clustering_trajectories", "clustering_stats", "beta2", "memory",
+                 "time_embed_dim_ppl", "time_embed_dim_throughput", "time_mlp_design"):
         assert tiny_dag / "figures" / f"{name}.png" in figures
     for kind in ("spectra", "lyapunov", "curves", "downstream"):
         assert any(path.parent.name == kind for path in figures), kind
@@ -171,6 +184,8 @@ def test_the_dag_ends_with_a_report_showing_every_table_and_figure(tiny_dag):
     scorecard = pd.read_csv(tiny_dag / "scorecard.csv")
     assert set(scorecard["status"]) <= {"holds", "does not hold", "inconclusive", "not run at this preset",
                                         "not in the paper"}
+    memory_claim = scorecard.set_index("item").loc["peak memory grows less than the parameter count with D"]
+    assert memory_claim["status"] == "holds", memory_claim["evidence"]
     expected = [str(path.relative_to(workdir)) for path in [*figures, *tables, tiny_dag / "scorecard.html"]]
     assert_report_shows_figures(tiny_dag / "report.html", expected)
 

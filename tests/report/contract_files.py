@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from pipeline.config import memory_probes
+
 SIZES = {"small": (48, 4), "medium": (64, 6), "large": (80, 8), "llama1b": (64, 4), "ft18": (48, 6),
          "ft24": (48, 8)}
 
@@ -156,6 +158,20 @@ def write_param_counts(results: Path) -> Path:
     return path
 
 
+def write_memory_record(results: Path, probe_id: str, *, family: str, time_embed_dim: int | None,
+                        parameters: int, peak_bytes: int, device_peak: bool = False) -> Path:
+    """A memory-probe record; ``device_peak``: as on a GPU (allocator peak measured), else as on CPU."""
+    record = {"probe_id": probe_id, "family": family, "time_embed_dim": time_embed_dim, "batch_size": 8,
+              "seq_len": 64, "parameters": parameters, "num_devices": 1, "backend": "gpu" if device_peak else "cpu",
+              "device_peak_bytes": peak_bytes if device_peak else None,
+              "compiled_peak_bytes": peak_bytes if not device_peak else peak_bytes - 2**20,
+              "host_peak_rss_bytes": 2**30}
+    path = results / "analysis" / "memory" / f"{probe_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+    return path
+
+
 def populate_preset(results: Path, config: dict, runs: dict) -> None:
     """Every file the report stage reads for ``config`` (a resolved preset) and its pretraining ``runs``
     ({run_id: RunSpec}), with synthetic numbers: DiffEqFormer slightly better than its baseline."""
@@ -196,3 +212,7 @@ def populate_preset(results: Path, config: dict, runs: dict) -> None:
         write_frontier(results, run_id, dataset=runs[run_id].dataset)
     write_clustering(results)
     write_param_counts(results)
+    for probe_id, spec in memory_probes(config).items():
+        d = spec.model.time_embed_dim
+        write_memory_record(results, probe_id, family=spec.model.family, time_embed_dim=d,
+                            parameters=400_000 + 50_000 * (d or 0), peak_bytes=30 * 2**20 + 2**18 * (d or 0))

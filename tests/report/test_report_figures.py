@@ -7,11 +7,13 @@ from contract_files import (
     write_finetune_run,
     write_frontier,
     write_lyapunov,
+    write_memory_record,
     write_pretrain_run,
     write_spectra,
 )
 
 from pipeline.report import figures
+from pipeline.report.tables import load_memory_probes
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -78,6 +80,25 @@ def test_finetune_downstream_and_analysis_figures(tmp_path):
     for name in ("finetune", "gpt-large-0shot", "gpt-large-5shot", "spectra", "lyapunov", "traj", "stats",
                  "frontier"):
         assert_figure(tmp_path / "fig" / name)
+
+
+def test_memory_figure_plots_the_allocator_peak_only_when_every_probe_measured_one(tmp_path):
+    def probes(folder, device_peak_for):
+        return [write_memory_record(folder, f"owt-medium-memory_d{d}-diffeq", family="diffeq", time_embed_dim=d,
+                                    parameters=100_000 * d, peak_bytes=2**30 + d * 2**20,
+                                    device_peak=d in device_peak_for) for d in (4, 12, 24)]
+
+    baseline = write_memory_record(tmp_path / "gpu", "owt-medium-memory-gpt", family="gpt", time_embed_dim=None,
+                                   parameters=300_000, peak_bytes=2**30, device_peak=True)
+    measured = [baseline, *probes(tmp_path / "gpu", device_peak_for=(4, 12, 24))]
+    table, source = load_memory_probes(measured)
+    assert source == "measured allocator peak"
+    assert table["peak_bytes"].tolist() == [2**30, *[2**30 + d * 2**20 for d in (4, 12, 24)]]
+    table, source = load_memory_probes(probes(tmp_path / "mixed", device_peak_for=(4,)))
+    assert source == "XLA plan of the compiled step"
+    assert table["peak_bytes"].tolist() == [2**30 + 4 * 2**20 - 2**20, 2**30 + 12 * 2**20, 2**30 + 24 * 2**20]
+    figures.memory_figure(measured, tmp_path / "fig" / "memory")
+    assert_figure(tmp_path / "fig" / "memory")
 
 
 def test_a_spectra_file_without_its_columns_fails_naming_the_file(tmp_path):

@@ -2,7 +2,14 @@
 
 import pandas as pd
 import pytest
-from contract_files import write_clustering, write_downstream, write_finetune_run, write_pretrain_run, write_spectra
+from contract_files import (
+    write_clustering,
+    write_downstream,
+    write_finetune_run,
+    write_memory_record,
+    write_pretrain_run,
+    write_spectra,
+)
 
 from pipeline.report.scorecard import ScorecardInputs, scorecard, write_scorecard
 from pipeline.report.tables import write_perplexity_tables
@@ -40,8 +47,11 @@ def test_claims_hold_or_fail_with_their_deviation(tmp_path, runs_csv):
                                    accuracy={("tiny_lambada", 0): 0.35, ("arc_easy", 0): 0.3582})]
     spectra = [write_spectra(tmp_path, "owt-medium-diffeq", family="diffeq", dataset="owt", growth=3.0)]
     _, stats = write_clustering(tmp_path)
+    memory = [write_memory_record(tmp_path, f"owt-medium-memory_d{d}-diffeq", family="diffeq", time_embed_dim=d,
+                                  parameters=100_000 * d, peak_bytes=(40 + d) * 2**20) for d in (4, 24, 12)]
     card = by_item(scorecard(ScorecardInputs(preset="tiny", runs_csv=runs_csv, finetune_summaries=finetune,
-                                             downstream=downstream, spectra=spectra, clustering_stats=stats)))
+                                             downstream=downstream, spectra=spectra, clustering_stats=stats,
+                                             memory=memory)))
     assert card.loc["DiffEqFormer ≤ GPT perplexity, owt-small", "status"] == "holds"
     assert card.loc["DiffEqFormer ≤ GPT perplexity, owt-small", "deviation"] == pytest.approx(-0.1)
     assert card.loc["DiffEqFormer ≤ GPT perplexity, wt103-small", "status"] == "does not hold"
@@ -53,6 +63,9 @@ def test_claims_hold_or_fail_with_their_deviation(tmp_path, runs_csv):
     assert card.loc["QK spectrum grows with depth, owt-medium-diffeq", "status"] == "holds"
     assert card.loc["weight sharing clusters, super-linear a(t) does not", "status"] == "holds"
     assert card.loc["dispersion grows with the degree of a(t)", "status"] == "holds"
+    memory_claim = card.loc["peak memory grows less than the parameter count with D"]
+    assert memory_claim["status"] == "holds"
+    assert memory_claim["deviation"] == pytest.approx(64 / 44 - 6)
     assert card.loc["accuracy ≥ baseline on tiny_lambada, gpt-large, 0-shot", "status"] == "holds"
     assert card.loc["accuracy ≥ baseline on tiny_lambada, gpt-large, 0-shot", "deviation"] == pytest.approx(5.0)
     tiny_number = card.loc["gpt-large arc_easy 0-shot baseline"]

@@ -1,10 +1,12 @@
-"""Analyses: spectra, Lyapunov token sensitivity, clustering simulation, compute/quality frontier, Table 6."""
+"""Analyses: spectra, Lyapunov token sensitivity, clustering simulation, compute/quality frontier, Table 6,
+train-step memory probes (Fig. 16)."""
 
 import json
 import os
 
 ANALYSIS_DIR = f"{RESULTS}/analysis"
 ANALYSIS_CONFIG = config["analysis"]
+MEMORY_RECORDS = [f"{ANALYSIS_DIR}/memory/{probe_id}.json" for probe_id in MEMORY_PROBES]
 
 ANALYSIS_TARGETS = [
     *[f"{ANALYSIS_DIR}/spectra/{run_id}.csv" for run_id in ANALYSIS_CONFIG["spectra"]["runs"]],
@@ -14,6 +16,7 @@ ANALYSIS_TARGETS = [
     f"{ANALYSIS_DIR}/clustering/stats.csv",
     *[f"{ANALYSIS_DIR}/frontier/{run_id}.csv" for run_id in ANALYSIS_CONFIG["frontier"]["runs"]],
     f"{ANALYSIS_DIR}/param_counts.csv",
+    *MEMORY_RECORDS,
 ]
 
 
@@ -131,3 +134,26 @@ rule param_counts:
         ENV
     shell:
         "python -m pipeline param-counts --out {output.csv:q} > {log:q} 2>&1"
+
+
+rule memory_probe:
+    input:
+        tokenizer=lambda wildcards: f"{DATA}/tokenizers/{MEMORY_PROBES[wildcards.probe].tokenizer}",
+    output:
+        record=f"{ANALYSIS_DIR}/memory/{{probe}}.json",
+    params:
+        spec=lambda wildcards: MEMORY_PROBES[wildcards.probe].to_json(),
+        steps=ANALYSIS_CONFIG["memory"]["steps"],
+    log:
+        f"{RESULTS}/logs/analysis/memory/{{probe}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/analysis/memory/{{probe}}.tsv"
+    resources:
+        gpu=0,
+        mem_mb=8000,
+        runtime=30,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline memory-probe --spec {params.spec:q} --tokenizer {input.tokenizer:q}"
+        " --steps {params.steps} --out {output.record:q} --gpus {resources.gpu} > {log:q} 2>&1"

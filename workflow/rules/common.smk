@@ -5,7 +5,7 @@ import json
 from snakemake.exceptions import WorkflowError
 
 from pipeline.commands import export_ray_placement
-from pipeline.config import ConfigError, finetune_runs, load_preset, pretrain_runs
+from pipeline.config import ConfigError, finetune_runs, load_preset, memory_probes, pretrain_runs
 
 try:
     _resolved = load_preset(config)
@@ -19,6 +19,7 @@ RESULTS = f"results/{PRESET}"
 DATA = f"{RESULTS}/data"
 RUNS = pretrain_runs(config)
 FINETUNE_RUNS = finetune_runs(config)
+MEMORY_PROBES = memory_probes(config)
 ENV = "../../environment.yml"
 
 wildcard_constraints:
@@ -26,6 +27,7 @@ wildcard_constraints:
     tokenizer="|".join(config["tokenizers"]),
     run="|".join(RUNS),
     finetune="|".join(FINETUNE_RUNS),
+    probe="|".join(MEMORY_PROBES),
 
 
 def run_summary(run_id):

@@ -45,6 +45,7 @@ REPORT_TARGETS = [
     *(figure(f"{FIGURES}/time_embed_dim_ppl") + figure(f"{FIGURES}/time_embed_dim_throughput")
       if TIME_EMBED_DIM_SUMMARIES else []),
     *(figure(f"{FIGURES}/time_mlp_design") if TIME_MLP_DESIGN_SUMMARIES else []),
+    *figure(f"{FIGURES}/memory"),
     f"{RESULTS}/scorecard.md",
     f"{RESULTS}/scorecard.csv",
     f"{RESULTS}/scorecard.html",
@@ -229,6 +230,29 @@ rule figure_time_embed_dim:
         "python -m pipeline figure time-embed-dim --out {params.out:q} {input:q} > {log:q} 2>&1"
 
 
+rule figure_memory:
+    input:
+        MEMORY_RECORDS,
+    output:
+        png=report(f"{FIGURES}/memory.png", caption="../report/memory.rst", category="Figures",
+                   subcategory="Ablations", labels={"figure": "Fig. 16: peak memory vs D"}),
+        pdf=f"{FIGURES}/memory.pdf",
+    params:
+        out=lambda wildcards, output: output.png.removesuffix(".png"),
+    log:
+        f"{RESULTS}/logs/report/figure_memory.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/report/figure_memory.tsv"
+    resources:
+        gpu=0,
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline figure memory --out {params.out:q} {input:q} > {log:q} 2>&1"
+
+
 rule figure_time_mlp_design:
     input:
         TIME_MLP_DESIGN_SUMMARIES,
@@ -409,6 +433,7 @@ rule scorecard:
         downstream=DOWNSTREAM_CSVS,
         spectra=SPECTRA_CSVS,
         clustering=f"{CLUSTERING}/stats.csv",
+        memory=MEMORY_RECORDS,
     output:
         markdown=f"{RESULTS}/scorecard.md",
         csv=f"{RESULTS}/scorecard.csv",
@@ -430,4 +455,4 @@ rule scorecard:
     shell:
         "python -m pipeline scorecard --out {params.out:q} --preset {params.preset:q} --runs-csv {input.runs:q}"
         " --finetune {input.finetune:q} --downstream {input.downstream:q} --spectra {input.spectra:q}"
-        " --clustering-stats {input.clustering:q} > {log:q} 2>&1"
+        " --clustering-stats {input.clustering:q} --memory {input.memory:q} > {log:q} 2>&1"

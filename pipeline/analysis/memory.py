@@ -1,0 +1,106 @@
+"""Peak memory of one training step (paper App. D, Fig. 16): a probe builds the run's model at the probe's batch
+size with the pretraining loop's own Levanter ``Trainer`` (same optimizer, mixed-precision policy and sharding),
+runs ``steps`` jitted AdamW steps on random tokens (memory does not depend on the token values) and records
+
+- ``device_peak_bytes``: the accelerator allocator's ``peak_bytes_in_use``, the largest over the local devices
+  (GPU/TPU; ``None`` on CPU, whose client keeps no statistics);
+- ``compiled_peak_bytes``: XLA's memory plan of the compiled step per device, arguments + outputs + temporaries
+  − donated (aliased) bytes, available on every backend;
+- ``host_peak_rss_bytes``: the peak resident set of this process (the Ray worker), runtime included.
+
+The steps run before the plan is compiled, so autotuning scratch of that compile never enters the device peak.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MEMORY_COLUMNS = ["probe_id", "family", "time_embed_dim", "batch_size", "seq_len", "parameters", "num_devices",
+                  "backend", "device_peak_bytes", "compiled_peak_bytes", "host_peak_rss_bytes"]
+
+
+def device_peak_bytes(devices) -> int | None:
+    """Largest ``peak_bytes_in_use`` over ``devices``; ``None`` when the backend reports no statistics."""
+    peaks = [(device.memory_stats() or {}).get("peak_bytes_in_use") for device in devices]
+    return None if any(peak is None for peak in peaks) else max(peaks)
+
+
+def compiled_peak_bytes(memory_analysis) -> int:
+    """XLA's per-device plan of a compiled computation: arguments + outputs + temporaries − aliased (donated)."""
+    return int(memory_analysis.argument_size_in_bytes + memory_analysis.output_size_in_bytes
+               + memory_analysis.temp_size_in_bytes - memory_analysis.alias_size_in_bytes)
+
+
+def probe_memory(spec_json: str, tokenizer_dir: str, out_json: str, steps: int) -> dict[str, Any]:
+    """Measure the train step of the probe ``spec_json`` (a ``RunSpec``) and write the record to ``out_json``."""
+    import haliax as hax
+    import jax
+    import jax.random as jrandom
+    import levanter
+    from haliax import Axis
+    from haliax.partitioning import round_axis_for_partitioning
+    from levanter.compat.hf_checkpoints import load_tokenizer
+    from levanter.models.lm_model import LmExample, compute_next_token_loss
+    from levanter.trainer import Trainer
+    from levanter.utils.jax_utils import parameter_count
+
+    from pipeline.artifacts import atomic_write_json
+    from pipeline.config import RunSpec
+    from pipeline.models.checkpoint import run_model_config
+    from pipeline.train.loop import optimizer_config, trainer_config
+
+    logging.getLogger("pipeline").setLevel(logging.INFO)
+    spec = RunSpec.from_json(spec_json)
+    vocab_size = len(load_tokenizer(tokenizer_dir))
+    model_config = run_model_config(spec)
+    with tempfile.TemporaryDirectory(prefix=f"{spec.run_id}-") as scratch:
+        config = trainer_config(spec.run_id, spec.train, Path(scratch))
+        levanter.initialize(config)
+        with Trainer(config, optimizer_config(spec.train).build(spec.train.steps), compute_next_token_loss) as trainer:
+            model_key, data_key, training_key = jrandom.split(jrandom.PRNGKey(spec.train.seed), 3)
+            Vocab = round_axis_for_partitioning(Axis("vocab", vocab_size), trainer.parameter_axis_mapping)
+            state = trainer.initial_state(training_key, model_init=lambda: model_config.build(Vocab, key=model_key))
+            Pos = Axis("position", spec.model.seq_len)
+            tokens = hax.random.randint(data_key, (trainer.TrainBatch, Pos), 0, vocab_size)
+            batch = hax.shard(hax.vmap(LmExample.causal, trainer.TrainBatch)(tokens), trainer.compute_axis_mapping)
+            # The function Trainer.train_step runs when no jit hook is due (the loop registers none), without the
+            # host-side hooks (checkpointer, trackers), which a probe must not trigger.
+            train_step = trainer._jit_train_step_fn_no_hook
+            parameters = int(parameter_count(state.model))
+            losses = []
+            for _ in range(steps):
+                result = train_step(state, (batch,), {})
+                state = result.new_state
+                losses.append(float(result.loss))
+            devices = jax.local_devices()
+            measured = device_peak_bytes(devices)
+            plan = train_step.lower(state, (batch,), {}).compile().memory_analysis()
+    record = {
+        "probe_id": spec.run_id,
+        "preset": spec.preset,
+        "base_group": spec.group,
+        "family": spec.model.family,
+        "time_embed_dim": spec.model.time_embed_dim,
+        "batch_size": spec.train.batch_size,
+        "seq_len": spec.model.seq_len,
+        "mixed_precision": spec.train.mixed_precision,
+        "parameters": parameters,
+        "steps": steps,
+        "losses": losses,
+        "num_devices": len(devices),
+        "backend": jax.default_backend(),
+        "devices": [str(device) for device in devices],
+        "device_peak_bytes": measured,
+        "compiled_peak_bytes": compiled_peak_bytes(plan),
+        "compiled_temp_bytes": int(plan.temp_size_in_bytes),
+        "host_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+    atomic_write_json(Path(out_json), record)
+    logging.getLogger(__name__).info("%s: %d parameters, compiled plan %.3f GiB per device, device peak %s",
+                                     spec.run_id, parameters, record["compiled_peak_bytes"] / 2**30,
+                                     "n/a" if measured is None else f"{measured / 2**30:.3f} GiB")
+    return {key: record[key] for key in MEMORY_COLUMNS}
