@@ -7,26 +7,26 @@ f(t, x) = Attn_t(LN1_t(x)) + FF_t(LN2_t(x)) (Eqs. 2-5) whose every weight is gen
 from dataclasses import dataclass
 
 import equinox as eqx
-import haliax as hax
 import haliax.nn as hnn
 import jax.random as jrandom
 from haliax import Axis, NamedArray
 from haliax.jax_utils import maybe_rng_split
-from levanter.layers.attention import AttentionBackend, AttentionMask
+from levanter.layers.attention import AttentionMask
 from levanter.models.gpt2 import Gpt2Attention, Gpt2Config, Gpt2Embeddings, Gpt2Mlp
 from levanter.models.lm_model import LmConfig
 from levanter.utils.activation import ActivationFunctionEnum
-from levanter.utils.flop_utils import lm_flops_per_token
 
+from .gpt2_shape import Gpt2Shape
 from .heads import GptHeadModel
-from .time_embedding import TimeMlp, euler_times
+from .time_embedding import EulerField, TimeMlp
+from .time_layers import TimeLayers
 from .time_linear import TimeLinear
 from .time_norm import TimeLayerNorm
 
 
 @LmConfig.register_subclass("diffeq_gpt")
 @dataclass(frozen=True)
-class DiffEqGptConfig(LmConfig["DiffEqGptLMHeadModel"]):
+class DiffEqGptConfig(Gpt2Shape, LmConfig["DiffEqGptLMHeadModel"]):
     """GPT-2-shaped DiffEqFormer. ``num_layers`` is the number L of Euler steps; D = ``time_embed_dim``,
     S = ``sinusoidal_dim``; ``shared_time_mlp`` selects the App. D.2 design (one MLP for all weights).
 
@@ -34,33 +34,11 @@ class DiffEqGptConfig(LmConfig["DiffEqGptLMHeadModel"]):
     attention dropout, so neither the GPT baseline nor DiffEqFormer does.
     """
 
-    seq_len: int = 1024
-    hidden_dim: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    mlp_scale: int = 4
-    initializer_range: float = 0.02
-    embed_pdrop: float = 0.0
-    resid_pdrop: float = 0.0
-    attn_pdrop: float = 0.0
-    layer_norm_epsilon: float = 1e-5
-    activation_function: ActivationFunctionEnum = ActivationFunctionEnum.gelu_new
-    upcast_attn: bool = False
-    gradient_checkpointing: bool | str = True
-    use_bias: bool = True
-    use_flash_attention: bool | None = None
-    attn_backend: AttentionBackend | None = None
-    flash_attention_block_size: int | None = None
-
     time_embed_dim: int = 20
     sinusoidal_dim: int = 128
     shared_time_mlp: bool = False
 
-    Pos = property(lambda self: Axis(name="position", size=self.seq_len))
-    KeyPos = property(lambda self: self.Pos.alias("key_position"))
-    Embed = property(lambda self: Axis(name="embed", size=self.hidden_dim))
     Heads = property(lambda self: Axis(name="heads", size=self.num_heads))
-    Layers = property(lambda self: Axis(name="layers", size=self.num_layers))
     Mlp = property(lambda self: Axis(name="mlp", size=self.hidden_dim * self.mlp_scale))
     HeadSize = property(lambda self: Axis(name="head_size", size=self.hidden_dim // self.num_heads))
     TimeEmbed = property(lambda self: Axis(name="time_embed", size=self.time_embed_dim))
@@ -69,41 +47,6 @@ class DiffEqGptConfig(LmConfig["DiffEqGptLMHeadModel"]):
     @property
     def model_type(self) -> type["DiffEqGptLMHeadModel"]:
         return DiffEqGptLMHeadModel
-
-    def gpt2(self) -> Gpt2Config:
-        """The Gpt2Config of the same shape, for the reused Levanter modules (embeddings, attention, MLP)."""
-        return Gpt2Config(
-            seq_len=self.seq_len,
-            hidden_dim=self.hidden_dim,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            mlp_scale=self.mlp_scale,
-            initializer_range=self.initializer_range,
-            embed_pdrop=self.embed_pdrop,
-            resid_pdrop=self.resid_pdrop,
-            attn_pdrop=self.attn_pdrop,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            activation_function=self.activation_function,
-            upcast_attn=self.upcast_attn,
-            gradient_checkpointing=self.gradient_checkpointing,
-            use_bias=self.use_bias,
-            use_flash_attention=self.use_flash_attention,
-            attn_backend=self.attn_backend,
-            flash_attention_block_size=self.flash_attention_block_size,
-        )
-
-    def flops_per_token(self, vocab_size: int) -> float:
-        """A GPT-2 forward of L layers (App. D.1): weight generation is once per batch, not per token."""
-        return lm_flops_per_token(
-            hidden_dim=self.hidden_dim,
-            intermediate_dim=self.hidden_dim * self.mlp_scale,
-            num_layers=self.num_layers,
-            num_kv_heads=self.num_heads,
-            num_heads=self.num_heads,
-            seq_len=self.seq_len,
-            vocab_size=vocab_size,
-            glu=False,
-        )
 
 
 class ParallelGptBlock(eqx.Module):
@@ -172,7 +115,7 @@ class TimeGptMlp(eqx.Module):
         )
 
 
-class DiffEqGptField(eqx.Module):
+class DiffEqGptField(EulerField):
     """The vector field f(t, x) = Attn_t(LN1_t(x)) + FF_t(LN2_t(x)) (Eqs. 2-5, Fig. 1a)."""
 
     config: DiffEqGptConfig = eqx.field(static=True)
@@ -186,32 +129,11 @@ class DiffEqGptField(eqx.Module):
     @staticmethod
     def init(config: DiffEqGptConfig, *, key) -> "DiffEqGptField":
         keys = jrandom.split(key, 7)
-        Sinusoidal, TimeEmbed = config.Sinusoidal, config.TimeEmbed
-        shared = TimeMlp.init(Sinusoidal, TimeEmbed, key=keys[6]) if config.shared_time_mlp else None
-
-        def linear(In, Out, k):
-            return TimeLinear.init(
-                In,
-                Out,
-                Sinusoidal,
-                TimeEmbed,
-                key=k,
-                initializer_range=config.initializer_range,
-                use_bias=config.use_bias,
-                out_first=False,
-                shared_mlp=shared,
-            )
+        layers = TimeLayers.for_config(config, out_first=False, key=keys[6])
+        linear = layers.linear
 
         def norm(k):
-            return TimeLayerNorm.init(
-                config.Embed,
-                Sinusoidal,
-                TimeEmbed,
-                key=k,
-                eps=config.layer_norm_epsilon,
-                use_bias=config.use_bias,
-                shared_mlp=shared,
-            )
+            return layers.norm(TimeLayerNorm, config.Embed, k)
 
         Qkv = Axis("qkv", 3)
         attn = TimeGptAttention(
@@ -225,7 +147,7 @@ class DiffEqGptField(eqx.Module):
             config.activation_function,
         )
         resid_dropout = hnn.Dropout(pdrop=config.resid_pdrop)
-        return DiffEqGptField(config, norm(keys[0]), attn, norm(keys[3]), mlp, resid_dropout, shared)
+        return DiffEqGptField(config, norm(keys[0]), attn, norm(keys[3]), mlp, resid_dropout, layers.shared_mlp)
 
     def at(self, t, scale=1.0) -> ParallelGptBlock:
         """The discrete block x ↦ x + scale·f(t, x) with all weights materialised at time t."""
@@ -236,13 +158,6 @@ class DiffEqGptField(eqx.Module):
             self.mlp.at(t, self.shared_mlp, scale),
             self.resid_dropout,
         )
-
-    def euler_blocks(self, num_steps: int) -> hnn.Stacked[ParallelGptBlock]:
-        """The N Euler steps as stacked blocks: weights W(t_k), t_k = k/N, generated once (vmapped over k)."""
-        Steps = self.config.Layers.resize(num_steps)
-        blocks = hax.vmap(lambda t: self.at(t, scale=1.0 / num_steps), Steps)(euler_times(Steps))
-        policy = hax.ScanCheckpointPolicy.from_bool_or_str(self.config.gradient_checkpointing)
-        return hnn.Stacked(blocks, Steps, policy)
 
     def __call__(self, t, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None) -> NamedArray:
         """f(t, x)."""

@@ -7,7 +7,6 @@ import dataclasses
 from dataclasses import dataclass
 
 import equinox as eqx
-import haliax as hax
 import haliax.nn as hnn
 import jax.random as jrandom
 from haliax import Axis, NamedArray
@@ -20,7 +19,8 @@ from levanter.utils.activation import ActivationFunctionEnum
 from levanter.utils.flop_utils import lm_flops_per_token
 
 from .heads import LlamaHeadModel
-from .time_embedding import TimeMlp, euler_times
+from .time_embedding import EulerField, TimeMlp
+from .time_layers import TimeLayers
 from .time_linear import TimeLinear
 from .time_norm import TimeRmsNorm
 
@@ -196,7 +196,7 @@ class TimeLlamaMlp(eqx.Module):
         )
 
 
-class DiffEqLlamaField(eqx.Module):
+class DiffEqLlamaField(EulerField):
     """The vector field f(t, x) = Attn_t(RMSNorm1_t(x)) + SwiGLU_t(RMSNorm2_t(x))."""
 
     config: DiffEqLlamaConfig = eqx.field(static=True)
@@ -209,33 +209,12 @@ class DiffEqLlamaField(eqx.Module):
     @staticmethod
     def init(config: DiffEqLlamaConfig, *, key) -> "DiffEqLlamaField":
         keys = jrandom.split(key, 10)
-        Sinusoidal, TimeEmbed = config.Sinusoidal, config.TimeEmbed
-        shared = TimeMlp.init(Sinusoidal, TimeEmbed, key=keys[9]) if config.shared_time_mlp else None
+        layers = TimeLayers.for_config(config, out_first=True, key=keys[9])
         attn_config = config.llama().attention_config()
-
-        def linear(In, Out, k):
-            return TimeLinear.init(
-                In,
-                Out,
-                Sinusoidal,
-                TimeEmbed,
-                key=k,
-                initializer_range=config.initializer_range,
-                use_bias=config.use_bias,
-                out_first=True,
-                shared_mlp=shared,
-            )
+        linear = layers.linear
 
         def norm(k):
-            return TimeRmsNorm.init(
-                config.Embed,
-                Sinusoidal,
-                TimeEmbed,
-                key=k,
-                eps=config.layer_norm_epsilon,
-                use_bias=config.use_bias,
-                shared_mlp=shared,
-            )
+            return layers.norm(TimeRmsNorm, config.Embed, k)
 
         KVHeads, HeadSize = attn_config.KVHeads, attn_config.HeadSize
         attn = TimeLlamaAttention(
@@ -251,7 +230,7 @@ class DiffEqLlamaField(eqx.Module):
             linear(config.Mlp, config.Embed, keys[8]),
             config.activation_function,
         )
-        return DiffEqLlamaField(config, norm(keys[0]), attn, norm(keys[5]), mlp, shared)
+        return DiffEqLlamaField(config, norm(keys[0]), attn, norm(keys[5]), mlp, layers.shared_mlp)
 
     def at(self, t, scale=1.0) -> ParallelLlamaBlock:
         """The discrete block x ↦ x + scale·f(t, x) with all weights materialised at time t."""
@@ -261,13 +240,6 @@ class DiffEqLlamaField(eqx.Module):
             self.mlp_norm.at(t, self.shared_mlp),
             self.mlp.at(t, self.shared_mlp, scale),
         )
-
-    def euler_blocks(self, num_steps: int) -> hnn.Stacked[ParallelLlamaBlock]:
-        """The N Euler steps as stacked blocks: weights W(t_k), t_k = k/N, generated once (vmapped over k)."""
-        Steps = self.config.Layers.resize(num_steps)
-        blocks = hax.vmap(lambda t: self.at(t, scale=1.0 / num_steps), Steps)(euler_times(Steps))
-        policy = hax.ScanCheckpointPolicy.from_bool_or_str(self.config.gradient_checkpointing)
-        return hnn.Stacked(blocks, Steps, policy)
 
     def __call__(
         self,

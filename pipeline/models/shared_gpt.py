@@ -12,81 +12,22 @@ import haliax.nn as hnn
 import jax.random as jrandom
 from haliax import Axis, NamedArray
 from haliax.jax_utils import maybe_rng_split
-from levanter.layers.attention import AttentionBackend, AttentionMask
-from levanter.models.gpt2 import Gpt2Block, Gpt2Config, Gpt2Embeddings
+from levanter.layers.attention import AttentionMask
+from levanter.models.gpt2 import Gpt2Block, Gpt2Embeddings
 from levanter.models.lm_model import LmConfig
-from levanter.utils.activation import ActivationFunctionEnum
-from levanter.utils.flop_utils import lm_flops_per_token
 
+from .gpt2_shape import Gpt2Shape
 from .heads import GptHeadModel
 
 
 @LmConfig.register_subclass("shared_gpt")
 @dataclass(frozen=True)
-class SharedGptConfig(LmConfig["SharedGptLMHeadModel"]):
+class SharedGptConfig(Gpt2Shape, LmConfig["SharedGptLMHeadModel"]):
     """Gpt2Config's fields; ``num_layers`` is how many times the single block is applied."""
-
-    seq_len: int = 1024
-    hidden_dim: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    mlp_scale: int = 4
-    initializer_range: float = 0.02
-    embed_pdrop: float = 0.0
-    resid_pdrop: float = 0.0
-    attn_pdrop: float = 0.0
-    layer_norm_epsilon: float = 1e-5
-    activation_function: ActivationFunctionEnum = ActivationFunctionEnum.gelu_new
-    upcast_attn: bool = False
-    gradient_checkpointing: bool | str = True
-    use_bias: bool = True
-    use_flash_attention: bool | None = None
-    attn_backend: AttentionBackend | None = None
-    flash_attention_block_size: int | None = None
-
-    Pos = property(lambda self: Axis(name="position", size=self.seq_len))
-    KeyPos = property(lambda self: self.Pos.alias("key_position"))
-    Embed = property(lambda self: Axis(name="embed", size=self.hidden_dim))
-    Layers = property(lambda self: Axis(name="layers", size=self.num_layers))
 
     @property
     def model_type(self) -> type["SharedGptLMHeadModel"]:
         return SharedGptLMHeadModel
-
-    def gpt2(self) -> Gpt2Config:
-        """The Gpt2Config of the same shape, for the reused Levanter modules."""
-        return Gpt2Config(
-            seq_len=self.seq_len,
-            hidden_dim=self.hidden_dim,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            mlp_scale=self.mlp_scale,
-            initializer_range=self.initializer_range,
-            embed_pdrop=self.embed_pdrop,
-            resid_pdrop=self.resid_pdrop,
-            attn_pdrop=self.attn_pdrop,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            activation_function=self.activation_function,
-            upcast_attn=self.upcast_attn,
-            gradient_checkpointing=self.gradient_checkpointing,
-            use_bias=self.use_bias,
-            use_flash_attention=self.use_flash_attention,
-            attn_backend=self.attn_backend,
-            flash_attention_block_size=self.flash_attention_block_size,
-        )
-
-    def flops_per_token(self, vocab_size: int) -> float:
-        """The same compute as a GPT-2 of ``num_layers`` layers."""
-        return lm_flops_per_token(
-            hidden_dim=self.hidden_dim,
-            intermediate_dim=self.hidden_dim * self.mlp_scale,
-            num_layers=self.num_layers,
-            num_kv_heads=self.num_heads,
-            num_heads=self.num_heads,
-            seq_len=self.seq_len,
-            vocab_size=vocab_size,
-            glu=False,
-        )
 
 
 class SharedGptTransformer(eqx.Module):

@@ -1,6 +1,9 @@
-"""Fourier time embedding e(t) and the 2-layer time MLP h(t) of DiffEqFormer (paper Eq. 6, App. A)."""
+"""Fourier time embedding e(t) and the 2-layer time MLP h(t) of DiffEqFormer (paper Eq. 6, App. A), and the
+Euler solve shared by its vector fields (§4.1)."""
 
+import abc
 import math
+from typing import Any
 
 import equinox as eqx
 import haliax as hax
@@ -69,3 +72,21 @@ class TimeMlp(eqx.Module):
     def __call__(self, t) -> NamedArray:
         e = time_features(t, self.Sinusoidal)
         return self.lin2(hnn.silu(self.lin1(e)))
+
+
+class EulerField(eqx.Module):
+    """A vector field f(t, x) whose ``at(t, scale)`` is the discrete block x ↦ x + scale·f(t, x), and its Euler
+    solve x_k = x_{k-1} + dt·f(t_k, x_{k-1}), dt = 1/N, as N stacked blocks (§4.1)."""
+
+    config: eqx.AbstractVar[Any]
+
+    @abc.abstractmethod
+    def at(self, t, scale=1.0) -> eqx.Module:
+        """The block x ↦ x + scale·f(t, x) with every weight materialised at time t."""
+
+    def euler_blocks(self, num_steps: int) -> hnn.Stacked:
+        """The N Euler steps as stacked blocks: weights W(t_k), t_k = k/N, generated once (vmapped over k)."""
+        Steps = self.config.Layers.resize(num_steps)
+        blocks = hax.vmap(lambda t: self.at(t, scale=1.0 / num_steps), Steps)(euler_times(Steps))
+        policy = hax.ScanCheckpointPolicy.from_bool_or_str(self.config.gradient_checkpointing)
+        return hnn.Stacked(blocks, Steps, policy)

@@ -1,0 +1,57 @@
+"""The GPT-2 shape shared by the GPT-2-flavoured models of this package (DiffEqFormer, weight sharing): the
+fields of Levanter's ``Gpt2Config``, the ``Gpt2Config`` itself for the reused Levanter modules, and the FLOPs."""
+
+import dataclasses
+from dataclasses import dataclass
+
+from haliax import Axis
+from levanter.layers.attention import AttentionBackend
+from levanter.models.gpt2 import Gpt2Config
+from levanter.utils.activation import ActivationFunctionEnum
+from levanter.utils.flop_utils import lm_flops_per_token
+
+
+@dataclass(frozen=True)
+class Gpt2Shape:
+    """Gpt2Config's fields and axes; ``num_layers`` is L, the number of (Euler or shared-block) steps."""
+
+    seq_len: int = 1024
+    hidden_dim: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    mlp_scale: int = 4
+    initializer_range: float = 0.02
+    embed_pdrop: float = 0.0
+    resid_pdrop: float = 0.0
+    attn_pdrop: float = 0.0
+    layer_norm_epsilon: float = 1e-5
+    activation_function: ActivationFunctionEnum = ActivationFunctionEnum.gelu_new
+    upcast_attn: bool = False
+    gradient_checkpointing: bool | str = True
+    use_bias: bool = True
+    use_flash_attention: bool | None = None
+    attn_backend: AttentionBackend | None = None
+    flash_attention_block_size: int | None = None
+
+    Pos = property(lambda self: Axis(name="position", size=self.seq_len))
+    KeyPos = property(lambda self: self.Pos.alias("key_position"))
+    Embed = property(lambda self: Axis(name="embed", size=self.hidden_dim))
+    Layers = property(lambda self: Axis(name="layers", size=self.num_layers))
+
+    def gpt2(self) -> Gpt2Config:
+        """The Gpt2Config of the same shape, for the reused Levanter modules (embeddings, attention, MLP, block)."""
+        return Gpt2Config(**{field.name: getattr(self, field.name) for field in dataclasses.fields(Gpt2Shape)})
+
+    def flops_per_token(self, vocab_size: int) -> float:
+        """A GPT-2 forward of L layers: weight sharing computes the same, and DiffEqFormer generates its weights
+        once per batch, not per token (App. D.1)."""
+        return lm_flops_per_token(
+            hidden_dim=self.hidden_dim,
+            intermediate_dim=self.hidden_dim * self.mlp_scale,
+            num_layers=self.num_layers,
+            num_kv_heads=self.num_heads,
+            num_heads=self.num_heads,
+            seq_len=self.seq_len,
+            vocab_size=vocab_size,
+            glu=False,
+        )
