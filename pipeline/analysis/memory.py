@@ -8,7 +8,8 @@ runs ``steps`` jitted AdamW steps on random tokens (memory does not depend on th
   − donated (aliased) bytes, available on every backend;
 - ``host_peak_rss_bytes``: the peak resident set of this process (the Ray worker), runtime included.
 
-The steps run before the plan is compiled, so autotuning scratch of that compile never enters the device peak.
+The device peak covers the first step's own compilation (autotuning scratch), as a training process's does; the
+plan is compiled only after the steps, so that second compilation never enters it.
 """
 
 from __future__ import annotations
