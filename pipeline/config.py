@@ -281,6 +281,10 @@ def _cross_reference_problem(config: dict[str, Any]) -> str | None:
         if family not in base_families:
             return (f"key 'analysis.memory.families' names {family!r}, which group {memory['base']!r} does not "
                     f"train; expected some of {base_families}")
+    diffeq_families = [family for family in memory["families"] if family in DIFFEQ_FAMILIES]
+    if len(diffeq_families) != 1:
+        return (f"key 'analysis.memory.families' is {memory['families']}; expected exactly one DiffEqFormer family "
+                f"(the one whose D varies) and optionally its baselines")
     runs = pretrain_runs(config)
     references = [(f"downstream.pairs.{pair}", ids) for pair, ids in config["downstream"]["pairs"].items()]
     references += [(f"analysis.{name}.runs", section["runs"]) for name, section in config["analysis"].items()

@@ -68,6 +68,8 @@ def test_run_spec_round_trips_through_json():
         ({"analysis": {"memory": {"families": ["gpt", "llama"]}}},
          "key 'analysis.memory.families' names 'llama', which group 'owt-medium' does not train"),
         ({"analysis": {"memory": {"time_embed_dims": []}}}, "key 'analysis.memory.time_embed_dims'"),
+        ({"analysis": {"memory": {"families": ["gpt"]}}},
+         "key 'analysis.memory.families' is ['gpt']; expected exactly one DiffEqFormer family"),
     ],
 )
 def test_bad_preset_fails_with_one_sentence(override, expected):

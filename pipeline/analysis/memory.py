@@ -8,6 +8,8 @@ runs ``steps`` jitted AdamW steps on random tokens (memory does not depend on th
   − donated (aliased) bytes, available on every backend;
 - ``host_peak_rss_bytes``: the peak resident set of this process (the Ray worker), runtime included.
 
+Both device figures are per device; with several local devices the record keeps the largest.
+
 The device peak covers the first step's own compilation (autotuning scratch), as a training process's does; the
 plan is compiled only after the steps, so that second compilation never enters it.
 """
@@ -37,49 +39,25 @@ def compiled_peak_bytes(memory_analysis) -> int:
 
 
 def probe_memory(spec_json: str, tokenizer_dir: str, out_json: str, steps: int) -> dict[str, Any]:
-    """Measure the train step of the probe ``spec_json`` (a ``RunSpec``) and write the record to ``out_json``."""
-    import haliax as hax
+    """Measure the train step of the probe ``spec_json`` (a ``RunSpec``) and write the record to ``out_json``.
+
+    JAX's persistent compilation cache is off meanwhile: a cached step would skip the compile (and its
+    autotuning scratch) that a first run pays, so the device peak would depend on what ran before."""
     import jax
-    import jax.random as jrandom
-    import levanter
-    from haliax import Axis
-    from haliax.partitioning import round_axis_for_partitioning
     from levanter.compat.hf_checkpoints import load_tokenizer
-    from levanter.models.lm_model import LmExample, compute_next_token_loss
-    from levanter.trainer import Trainer
-    from levanter.utils.jax_utils import parameter_count
 
     from pipeline.artifacts import atomic_write_json
     from pipeline.config import RunSpec
-    from pipeline.models.checkpoint import run_model_config
-    from pipeline.train.loop import optimizer_config, trainer_config
 
     logging.getLogger("pipeline").setLevel(logging.INFO)
     spec = RunSpec.from_json(spec_json)
-    vocab_size = len(load_tokenizer(tokenizer_dir))
-    model_config = run_model_config(spec)
-    with tempfile.TemporaryDirectory(prefix=f"{spec.run_id}-") as scratch:
-        config = trainer_config(spec.run_id, spec.train, Path(scratch))
-        levanter.initialize(config)
-        with Trainer(config, optimizer_config(spec.train).build(spec.train.steps), compute_next_token_loss) as trainer:
-            model_key, data_key, training_key = jrandom.split(jrandom.PRNGKey(spec.train.seed), 3)
-            Vocab = round_axis_for_partitioning(Axis("vocab", vocab_size), trainer.parameter_axis_mapping)
-            state = trainer.initial_state(training_key, model_init=lambda: model_config.build(Vocab, key=model_key))
-            Pos = Axis("position", spec.model.seq_len)
-            tokens = hax.random.randint(data_key, (trainer.TrainBatch, Pos), 0, vocab_size)
-            batch = hax.shard(hax.vmap(LmExample.causal, trainer.TrainBatch)(tokens), trainer.compute_axis_mapping)
-            # The function Trainer.train_step runs when no jit hook is due (the loop registers none), without the
-            # host-side hooks (checkpointer, trackers), which a probe must not trigger.
-            train_step = trainer._jit_train_step_fn_no_hook
-            parameters = int(parameter_count(state.model))
-            losses = []
-            for _ in range(steps):
-                result = train_step(state, (batch,), {})
-                state = result.new_state
-                losses.append(float(result.loss))
-            devices = jax.local_devices()
-            measured = device_peak_bytes(devices)
-            plan = train_step.lower(state, (batch,), {}).compile().memory_analysis()
+    cache_enabled = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    try:
+        parameters, losses, measured, plan = _measure_train_step(spec, load_tokenizer(tokenizer_dir), steps)
+    finally:
+        jax.config.update("jax_enable_compilation_cache", cache_enabled)
+    devices = jax.local_devices()
     record = {
         "probe_id": spec.run_id,
         "preset": spec.preset,
@@ -105,3 +83,50 @@ def probe_memory(spec_json: str, tokenizer_dir: str, out_json: str, steps: int) 
                                      spec.run_id, parameters, record["compiled_peak_bytes"] / 2**30,
                                      "n/a" if measured is None else f"{measured / 2**30:.3f} GiB")
     return {key: record[key] for key in MEMORY_COLUMNS}
+
+
+def _measure_train_step(spec, tokenizer, steps: int):
+    """Parameters, losses, allocator peak and compiled plan of ``steps`` train steps of ``spec``'s model on random
+    tokens, made into examples as the pretraining loader makes them (end-of-document segments, ignore index)."""
+    import haliax as hax
+    import jax
+    import jax.random as jrandom
+    import levanter
+    from haliax import Axis
+    from haliax.partitioning import round_axis_for_partitioning
+    from levanter.data.text import DEFAULT_IGNORE_INDEX
+    from levanter.models.lm_model import LmExample, compute_next_token_loss
+    from levanter.trainer import Trainer
+    from levanter.utils.jax_utils import parameter_count
+
+    from pipeline.models.checkpoint import run_model_config
+    from pipeline.train.loop import optimizer_config, trainer_config
+
+    model_config = run_model_config(spec)
+    vocab_size = len(tokenizer)
+    with tempfile.TemporaryDirectory(prefix=f"{spec.run_id}-") as scratch:
+        config = trainer_config(spec.run_id, spec.train, Path(scratch))
+        levanter.initialize(config)
+        with Trainer(config, optimizer_config(spec.train).build(spec.train.steps), compute_next_token_loss) as trainer:
+            model_key, data_key, training_key = jrandom.split(jrandom.PRNGKey(spec.train.seed), 3)
+            Vocab = round_axis_for_partitioning(Axis("vocab", vocab_size), trainer.parameter_axis_mapping)
+            state = trainer.initial_state(training_key, model_init=lambda: model_config.build(Vocab, key=model_key))
+            Pos = Axis("position", spec.model.seq_len)
+            tokens = hax.random.randint(data_key, (trainer.TrainBatch, Pos), 0, vocab_size)
+
+            def example(row):
+                return LmExample.causal(row, ignore_id=DEFAULT_IGNORE_INDEX, eos_id=tokenizer.eos_token_id)
+
+            batch = hax.shard(hax.vmap(example, trainer.TrainBatch)(tokens), trainer.compute_axis_mapping)
+            # The function Trainer.train_step runs when no jit hook is due (the loop registers none), without the
+            # host-side hooks (checkpointer, trackers), which a probe must not trigger.
+            train_step = trainer._jit_train_step_fn_no_hook
+            parameters = int(parameter_count(state.model))
+            losses = []
+            for _ in range(steps):
+                result = train_step(state, (batch,), {})
+                state = result.new_state
+                losses.append(float(result.loss))
+            measured = device_peak_bytes(jax.local_devices())
+            plan = train_step.lower(state, (batch,), {}).compile().memory_analysis()
+    return parameters, losses, measured, plan
