@@ -9,6 +9,7 @@ leaves a file that looks complete.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import socket
@@ -59,6 +60,24 @@ def atomic_write_yaml(path: Path, obj: Any) -> None:
     atomic_write_text(path, yaml.safe_dump(obj, sort_keys=False))
 
 
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The records of a ``metrics.jsonl``. A torn last line (a job killed mid-write) is dropped with a warning;
+    a corrupt line before it is an error naming the file and line."""
+    lines = [(number, line) for number, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    records = []
+    for number, line in lines:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == lines[-1][0]:
+                logging.getLogger(__name__).warning("%s: line %d is torn (the job was killed while writing it); "
+                                                    "dropped.", path, number)
+                continue
+            raise ValueError(f"{path}: line {number} is not JSON; the metrics log is corrupt (move the run folder "
+                             f"aside to retrain the run).") from None
+    return records
+
+
 class MetricsLog:
     """Append-only ``metrics.jsonl``. A training record's ``step`` is the index of the update it reports (its loss
     is the batch loss before that update); an evaluation record's ``step`` is the number of updates applied to the
@@ -73,9 +92,7 @@ class MetricsLog:
         self._stream = path.open("a", buffering=1)
 
     def _records(self) -> Iterable[dict]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        return read_metrics(self.path) if self.path.exists() else []
 
     def write(self, record: dict[str, Any]) -> None:
         self._stream.write(json.dumps(record) + "\n")

@@ -50,6 +50,7 @@ class TrainSpec:
     dropout: float
     mixed_precision: str
     seed: int
+    keep_checkpoints_every: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,6 +14,11 @@ Per run, the tokens it processes times the seconds a GPU needs per token:
 
 Periodic validation during training is not counted (at most a few % of a run's tokens).
 
+Each training run also shows its passes over its training data (tokens / the corpus's training tokens, read from
+the built token cache's ``stats.json`` when it exists, else the corpus's published size) and the disk its kept
+checkpoints take: 12 bytes per parameter (f32 weights + Adam's two moments) × (the final checkpoint + one per
+``keep_checkpoints_every`` steps); while a run trains, one more (the newest) exists.
+
 Seconds per training token come from a measured table ``results/benchmarks/throughput-sizes-<device>.csv``
 (``python -m pipeline.cost_benchmark``; matched on family, size and num_layers) or, for a model it lacks,
 from an estimate: Levanter's forward FLOPs per token (``LmConfig.flops_per_token``: matmuls, the full
@@ -29,6 +34,7 @@ import csv
 import dataclasses
 import functools
 import io
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -67,6 +73,15 @@ published sizes of the splits lm-eval 0.4.13 evaluates, written here because the
 counted by this code; a cost estimate only)."""
 MAX_REQUESTS_PER_DOCUMENT = max(requests for _, requests in LM_EVAL_TASKS.values())
 """Requests per document assumed for a task not in ``LM_EVAL_TASKS`` (local tasks; they need a ``limit``)."""
+PUBLISHED_TRAIN_TOKENS = {
+    ("dlwh/wikitext_103_detokenized", "gpt2"): 0.12e9,
+    ("Skylion007/openwebtext", "gpt2"): 9.04e9,
+}
+"""Training tokens of the paper's corpora under a tokenizer, as published: WikiText-103 ≈ 0.12 B GPT-2 tokens
+(experiment-facts §9.1), OpenWebText ≈ 9.04 B (nanoGPT's preparation of the same dataset); the fallback of
+``data_passes`` before the caches are built. No published count for the Llama tokenizer: "?" until built."""
+CHECKPOINT_BYTES_PER_PARAMETER = 12
+"""f32 parameters plus Adam's first and second moments, 4 bytes each."""
 DISCRETE_FAMILIES = {"diffeq": "discrete_diffeq_gpt", "diffeq_llama": "discrete_diffeq_llama"}
 STAGES = ("pretrain", "finetune", "evaluate", "analysis")
 
@@ -78,6 +93,8 @@ class Workload:
 
     stage: str
     run_id: str
+    dataset: str
+    tokenizer: str
     family: str
     size: str
     hidden_dim: int
@@ -120,7 +137,8 @@ def pretrain_workloads(config: dict[str, Any]) -> list[Workload]:
     """Every pretraining run: steps × batch_size × seq_len training tokens."""
     from pipeline.models.checkpoint import run_model_config
 
-    return [Workload("pretrain", run_id, spec.model.family, spec.size, spec.model.hidden_dim, spec.model.num_layers,
+    return [Workload("pretrain", run_id, spec.dataset, spec.tokenizer, spec.model.family, spec.size,
+                     spec.model.hidden_dim, spec.model.num_layers,
                      spec.model.seq_len, spec.train.steps * spec.train.batch_size * spec.model.seq_len, TRAIN_PASSES,
                      spec.train, run_model_config(spec), vocab_size(config, spec.tokenizer))
             for run_id, spec in pretrain_runs(config).items()]
@@ -144,7 +162,8 @@ def finetune_workloads(config: dict[str, Any]) -> list[Workload]:
             family, num_layers = DISCRETE_FAMILIES[family], spec.num_steps
             model_config = discrete_configs[family](source=model_config, num_steps=num_layers)
         tokens = spec.train.steps * spec.train.batch_size * source.model.seq_len
-        workloads.append(Workload("finetune", run_id, family, source.size, source.model.hidden_dim, num_layers,
+        workloads.append(Workload("finetune", run_id, spec.target_dataset, spec.tokenizer, family, source.size,
+                                  source.model.hidden_dim, num_layers,
                                   source.model.seq_len, tokens, TRAIN_PASSES, spec.train,
                                   model_config, vocab_size(config, spec.tokenizer)))
     return workloads
@@ -176,7 +195,8 @@ def downstream_workloads(config: dict[str, Any]) -> list[Workload]:
     workloads = []
     for run_id in run_ids:
         spec = runs[run_id]
-        workloads.append(Workload("evaluate", run_id, spec.model.family, spec.size, spec.model.hidden_dim,
+        workloads.append(Workload("evaluate", run_id, spec.dataset, spec.tokenizer, spec.model.family, spec.size,
+                                  spec.model.hidden_dim,
                                   spec.model.num_layers, spec.model.seq_len, requests * spec.model.seq_len,
                                   FORWARD_PASSES, spec.train, run_model_config(spec),
                                   vocab_size(config, spec.tokenizer)))
@@ -247,12 +267,28 @@ def estimated_tokens_per_s(workload: Workload, device: str, mfu: float) -> float
     return mfu * peak / (TRAIN_PASSES * forward_flops)
 
 
+def corpus_train_tokens(config: dict[str, Any], dataset: str, tokenizer: str) -> float | None:
+    """Training tokens of ``dataset`` under ``tokenizer``: the built cache's count, else the published size."""
+    stats = REPO_ROOT / "results" / config["preset"] / "data" / "caches" / f"{dataset}-{tokenizer}" / "stats.json"
+    if stats.is_file():
+        return float(json.loads(stats.read_text())["train"]["tokens"])
+    source = config["datasets"][dataset]["source"]
+    return PUBLISHED_TRAIN_TOKENS.get((source.get("id"), config["tokenizers"][tokenizer].get("name")))
+
+
+def kept_checkpoints(train: TrainSpec) -> int:
+    """Checkpoints a finished run keeps: the final one plus every ``keep_checkpoints_every``-th step's."""
+    return 1 + (train.steps // train.keep_checkpoints_every if train.keep_checkpoints_every else 0)
+
+
 def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, str, int], float],
-              mfu: float) -> list[dict[str, Any]]:
-    """One row per run: tokens, training tokens/s per GPU (measured, else estimated) and GPU-hours
-    = tokens × passes / 3 / tokens_per_s / 3600."""
+              mfu: float, config: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per run: tokens, training tokens/s per GPU (measured, else estimated), GPU-hours
+    = tokens × passes / 3 / tokens_per_s / 3600, passes over the training data and kept checkpoint bytes."""
     rows = []
     for workload in workloads:
+        training = workload.passes == TRAIN_PASSES
+        corpus = corpus_train_tokens(config, workload.dataset, workload.tokenizer) if training else None
         parameters, forward_flops = model_cost(workload.model_config, workload.vocab_size)
         if workload.throughput_key in measured:
             tokens_per_s, source = measured[workload.throughput_key], "measured"
@@ -263,7 +299,10 @@ def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, 
                      "size": workload.size, "hidden_dim": workload.hidden_dim, "num_layers": workload.num_layers,
                      "seq_len": workload.seq_len, "parameters": parameters, "forward_flops_per_token": forward_flops,
                      "tokens": workload.tokens, "passes": workload.passes, "tokens_per_s_per_gpu": tokens_per_s,
-                     "gpu_hours": gpu_hours, "source": source})
+                     "gpu_hours": gpu_hours, "source": source,
+                     "data_passes": workload.tokens / corpus if corpus else None,
+                     "checkpoint_bytes": (parameters * CHECKPOINT_BYTES_PER_PARAMETER * kept_checkpoints(workload.train)
+                                          if training else 0)})
     return rows
 
 
@@ -273,14 +312,18 @@ def stage_rows(run_rows: list[dict[str, Any]], analysis_runs: int) -> list[dict[
     for stage in STAGES[:-1]:
         runs = [row for row in run_rows if row["stage"] == stage]
         sources = sorted({row["source"] for row in runs})
+        passes = [row["data_passes"] for row in runs if row["data_passes"] is not None]
         rows.append({"stage": stage, "runs": len(runs), "tokens": sum(row["tokens"] for row in runs),
-                     "gpu_hours": sum(row["gpu_hours"] for row in runs), "source": "+".join(sources) or "-"})
+                     "gpu_hours": sum(row["gpu_hours"] for row in runs), "source": "+".join(sources) or "-",
+                     "max_data_passes": max(passes) if passes else None,
+                     "checkpoint_bytes": sum(row["checkpoint_bytes"] for row in runs)})
     rows.append({"stage": "analysis", "runs": analysis_runs, "tokens": None, "gpu_hours": None,
-                 "source": "negligible"})
+                 "source": "negligible", "max_data_passes": None, "checkpoint_bytes": 0})
     rows.append({"stage": "total", "runs": sum(row["runs"] for row in rows),
                  "tokens": sum(row["tokens"] or 0 for row in rows),
                  "gpu_hours": sum(row["gpu_hours"] or 0 for row in rows),
-                 "source": "+".join(sorted({row["source"] for row in run_rows}))})
+                 "source": "+".join(sorted({row["source"] for row in run_rows})), "max_data_passes": None,
+                 "checkpoint_bytes": sum(row["checkpoint_bytes"] for row in rows)})
     return rows
 
 
@@ -297,18 +340,31 @@ def preview(preset: str, device: str, throughput: Path | None = None,
     config = load_preset({"preset": preset})
     path = throughput or default_throughput_path(device)
     measured = read_throughput(path, device) if throughput or path.is_file() else {}
-    run_rows = cost_rows(preset_workloads(config), device, measured, mfu)
+    run_rows = cost_rows(preset_workloads(config), device, measured, mfu, config)
     return stage_rows(run_rows, analysis_run_count(config)), run_rows
 
 
 def format_stage_table(rows: list[dict[str, Any]]) -> str:
-    """A fixed-width text table: stage, runs, tokens (billions), GPU-hours, source."""
-    header = f"{'stage':<10} {'runs':>5} {'tokens':>12} {'GPU-hours':>11}  source"
+    """A fixed-width text table: stage, runs, tokens (billions), GPU-hours, most passes over a run's training
+    data, kept checkpoint disk (GB), source."""
+    header = f"{'stage':<10} {'runs':>5} {'tokens':>12} {'GPU-hours':>11} {'max passes':>10} {'ckpt GB':>9}  source"
     lines = [header, "-" * len(header)]
     for row in rows:
         tokens = "negligible" if row["tokens"] is None else f"{row['tokens'] / 1e9:,.3f} B"
         hours = "~0" if row["gpu_hours"] is None else f"{row['gpu_hours']:,.1f}"
-        lines.append(f"{row['stage']:<10} {row['runs']:>5} {tokens:>12} {hours:>11}  {row['source']}")
+        passes = "-" if row["max_data_passes"] is None else f"{row['max_data_passes']:,.1f}"
+        lines.append(f"{row['stage']:<10} {row['runs']:>5} {tokens:>12} {hours:>11} {passes:>10} "
+                     f"{row['checkpoint_bytes'] / 1e9:>9,.1f}  {row['source']}")
+    return "\n".join(lines)
+
+
+def format_passes_table(rows: list[dict[str, Any]]) -> str:
+    """Passes over the training data per training run ("?": corpus size unknown until its cache is built)."""
+    lines = [f"{'run':<44} {'passes':>7}"]
+    for row in rows:
+        if row["stage"] in ("pretrain", "finetune"):
+            passes = "?" if row["data_passes"] is None else f"{row['data_passes']:,.2f}"
+            lines.append(f"{row['run_id']:<44} {passes:>7}")
     return "\n".join(lines)
 
 
@@ -333,7 +389,10 @@ def _cost(args: argparse.Namespace) -> None:
         print(f"estimate, not measured: Levanter FLOPs/token x 3 at MFU {args.mfu} of the {args.device} dense peak")
     print(format_stage_table(stages))
     print("Not counted: periodic validation during training. LoRA costed as full fine-tuning; lm-eval requests "
-          "as full context windows (upper bounds).")
+          "as full context windows (upper bounds). Checkpoint disk: what finished runs keep (12 bytes/parameter "
+          "each); a training run holds one more meanwhile.")
+    print("\nPasses over the training data (built cache's token count, else the corpus's published size):")
+    print(format_passes_table(runs))
     if args.csv:
         atomic_write_text(args.csv, run_csv(runs))
         print(f"per-run costs: {args.csv}")

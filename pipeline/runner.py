@@ -4,13 +4,18 @@
 GPUs), explicitly ``address="local"``: a bare ``ray.init()`` would join the cluster named by ``RAY_ADDRESS``
 or the last ``ray start`` on this machine, even a dead one. ``"auto"`` or ``host:port`` submits to an
 existing cluster (for example one started across a SLURM allocation by ``profiles/slurm/ray-cluster.sbatch``).
-The task asks Ray for the job's GPUs, so a cluster places it on a node that has them.
+The task asks Ray for the job's GPUs, so a cluster places it on a node that has them; a job asking for more
+GPUs than the Ray cluster has fails at once with a sentence (Ray would otherwise wait for them forever).
+SIGTERM to the job (SLURM's warning before a time-limit kill, ``scancel``) cancels the task gracefully: Ray
+raises SIGINT in the worker, whose training loop saves a checkpoint and stops; the job then exits non-zero.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -36,12 +41,49 @@ def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus
         init_args["address"] = address
     ray.init(**init_args)
     try:
+        available = ray.cluster_resources().get("GPU", 0)
+        if num_gpus > available:
+            raise GpuRequestError(f"{fn.__name__}: the job asks for {num_gpus:g} GPU(s) but the Ray cluster "
+                                  f"({address or 'embedded local Ray'}) has {available:g}; run on a GPU node "
+                                  f"or with --gpus 0.")
         task = ray.remote(num_cpus=1, num_gpus=num_gpus, max_retries=0)(fn)
         logger.info("Submitting %s to Ray (%s)", fn.__name__, address or "embedded local Ray")
-        try:
-            return ray.get(task.remote(*args, **kwargs))
-        except ray.exceptions.RayTaskError as error:
-            logger.error("%s failed in its Ray task:\n%s", fn.__name__, error)
-            raise error.cause from None
+        ref = task.remote(*args, **kwargs)
+        with cancel_on_sigterm(ref):
+            try:
+                return ray.get(ref)
+            except ray.exceptions.RayTaskError as error:
+                logger.error("%s failed in its Ray task:\n%s", fn.__name__, error)
+                raise error.cause from None
     finally:
         ray.shutdown()
+
+
+class GpuRequestError(ValueError):
+    """A job asked for more GPUs than the Ray cluster it runs on has."""
+
+
+class cancel_on_sigterm:
+    """While waiting for ``ref``: SIGTERM → ``ray.cancel(ref)`` once (non-forced: SIGINT in the worker, which the
+    training loop turns into a checkpoint and a clean stop), and the driver keeps waiting for the task's end.
+    Replaces Ray's own driver handler, which would exit at once and kill the worker mid-save."""
+
+    def __init__(self, ref):
+        self.ref = ref
+        self.previous = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGTERM, self._cancel)
+        return self
+
+    def _cancel(self, number, frame) -> None:
+        import ray
+
+        logger.warning("SIGTERM: asking the Ray task to save a checkpoint and stop")
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        ray.cancel(self.ref, force=False)
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)

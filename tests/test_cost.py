@@ -70,7 +70,7 @@ def test_estimate_is_levanter_flops_at_mfu_of_the_peak(paper_workloads):
     attention = (2 * seq**2 * hidden + 3 * seq**2 * 20 + 2 * seq**2 * hidden) / seq
     per_layer = 2 * 2 * hidden * 4 * hidden + 2 * hidden * 3 * hidden + 2 * hidden * hidden + attention
     forward = layers * per_layer + 2 * hidden * vocab
-    [row] = cost.cost_rows([large], "h100", {}, mfu=0.4)
+    [row] = cost.cost_rows([large], "h100", {}, mfu=0.4, config=load_preset({"preset": "paper"}))
     assert row["forward_flops_per_token"] == pytest.approx(forward)
     assert row["gpu_hours"] == pytest.approx(large.tokens * 3 * forward / (0.4 * H100_PEAK_BF16) / 3600)
     assert row["source"] == "estimate" and row["parameters"] == 774_030_080
@@ -150,3 +150,18 @@ def test_measure_workload_times_a_real_train_step():
                                              micro_batch=2, repeats=2, warmup=1)
     assert result["micro_batch"] == 2 and result["params"] > 0
     assert result["tokens_per_s"] == pytest.approx(2 * 16 / (result["median_ms"] / 1e3))
+
+
+def test_passes_over_the_data_and_checkpoint_disk_per_run(paper, paper_workloads):
+    """WikiText-103 runs are ~22 passes (10k × 256 × 1024 over 0.12 B tokens); a run keeps its final checkpoint
+    (12 bytes/parameter) plus one per ``keep_checkpoints_every`` steps when the preset asks."""
+    config = paper
+    small, large = paper_workloads[("pretrain", "wt103-small-gpt")], paper_workloads[("pretrain", "owt-large-gpt")]
+    kept_every = dataclasses.replace(large, train=dataclasses.replace(large.train, keep_checkpoints_every=1000))
+    rows = cost.cost_rows([small, large, kept_every], "h100", {}, mfu=0.4, config=config)
+    assert rows[0]["data_passes"] == pytest.approx(10_000 * 256 * 1024 / 0.12e9)
+    assert rows[1]["data_passes"] == pytest.approx(40_000 * 256 * 1024 / 9.04e9)
+    assert rows[1]["checkpoint_bytes"] == 774_030_080 * 12
+    assert rows[2]["checkpoint_bytes"] == 774_030_080 * 12 * 41
+    llama = paper_workloads[("pretrain", "owt-llama1b-llama")]
+    assert cost.cost_rows([llama], "h100", {}, mfu=0.4, config=config)[0]["data_passes"] is None

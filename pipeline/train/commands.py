@@ -20,13 +20,15 @@ def _pretrain(args: argparse.Namespace) -> None:
 
 
 def _finetune(args: argparse.Namespace) -> None:
-    """The source's final checkpoint is checked here, before any Ray or JAX start-up (fail fast)."""
+    """The source's final checkpoint and fingerprint are checked here, before any Ray or JAX start-up (fail fast)."""
     from pipeline.models.checkpoint import final_checkpoint, read_run_spec
     from pipeline.runner import run_on_ray
     from pipeline.train.finetune import finetune
+    from pipeline.train.identity import source_fingerprint
 
     read_run_spec(args.source)
     final_checkpoint(args.source)
+    source_fingerprint(args.source)
     paths = absolute(args.run_dir, args.source, args.cache, args.tokenizer)
     summary = run_on_ray(finetune, args.spec, *paths, **ray_placement(args))
     logging.info("finetune finished: %s", json.dumps(summary))

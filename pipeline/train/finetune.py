@@ -18,6 +18,7 @@ from typing import Any
 
 from pipeline.artifacts import atomic_write_yaml
 from pipeline.config import DIFFEQ_FAMILIES, LLAMA_FAMILIES, FinetuneSpec
+from pipeline.train.identity import RunIdentity, source_fingerprint
 from pipeline.train.loop import train_run, write_run_record
 
 
@@ -61,7 +62,8 @@ def trainable_filter(spec: FinetuneSpec):
 
 
 def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, tokenizer_dir: str) -> dict[str, Any]:
-    """Fine-tune one resampled source on the target dataset (resuming if checkpoints exist); write the run folder."""
+    """Fine-tune one resampled source on the target dataset (resuming from checkpoints of the same fingerprint, which
+    includes the source run's); write the run folder."""
     started = time.time()
     logging.getLogger("pipeline").setLevel(logging.INFO)
     spec = FinetuneSpec.from_json(spec_json)
@@ -70,9 +72,11 @@ def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, toke
     atomic_write_yaml(run_path / "config.yaml", dataclasses.asdict(spec))
     source = Path(source_dir)
     seq_len = _source_seq_len(source)
+    identity = RunIdentity.of(dataclasses.asdict(spec), Path(tokenizer_dir), Path(cache_dir),
+                              source_fingerprint(source))
 
     result = train_run(spec.run_id, spec.train, seq_len, run_path, Path(cache_dir), Path(tokenizer_dir),
-                       lambda vocab, key: resampled_source(spec, source, vocab.size, key),
+                       lambda vocab, key: resampled_source(spec, source, vocab.size, key), identity,
                        build_in_jit=False, trainable=trainable_filter(spec))
     summary = {
         "run_id": spec.run_id,

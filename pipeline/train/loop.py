@@ -2,25 +2,34 @@
 
 AdamW with linear warm-up over ``warmup_fraction`` of the steps then cosine decay to ``min_lr_ratio``·lr
 (experiment-facts §3); the loss is the next-token cross-entropy and the reported metric is validation perplexity
-exp(mean token NLL). Checkpoints go to ``<run_dir>/checkpoints`` every ``checkpoint_every`` steps and at the end;
-a rerun after a kill resumes from the newest one (Levanter restores the trainable parameters, optimizer, step and
-PRNG state, and the data loader restarts at that step).
+exp(mean token NLL). Training takes exactly ``steps`` updates: the shuffled training set is cycled (the same
+permutation every pass) as the reference loader does (experiment-facts §9.1), and a run that ends short is an
+error. Checkpoints go to ``<run_dir>/checkpoints`` every ``checkpoint_every`` steps and at the end; only the
+newest complete one is kept (plus every ``keep_checkpoints_every``-th when the preset asks). A rerun resumes from
+the newest one only if it was trained under the same run fingerprint (``pipeline.train.identity``); Levanter
+restores the trainable parameters, optimizer, step and PRNG state, and the data loader restarts at that step.
+SIGTERM (SLURM's warning before a kill) saves a checkpoint at the current step and stops the run with an error.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
+import shutil
+import signal
+import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pipeline.artifacts import MetricsLog, atomic_write_json, provenance
+from pipeline.artifacts import MetricsLog, atomic_write_json, provenance, read_metrics
 from pipeline.config import REPO_ROOT, TrainSpec
+from pipeline.train.identity import RunIdentity, claim_run_folder
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +39,65 @@ class NonFiniteLossError(ValueError):
     ``crash_on_nan`` is off so that this sentence, not a bare "Loss is NaN", reaches the user)."""
 
 
+class TrainingEndedShortError(ValueError):
+    """The data loader ran out before ``steps`` updates; no summary is written for a run that did not happen."""
+
+
+class TrainingStoppedError(RuntimeError):
+    """SIGTERM (or a cancelled Ray task) stopped the run; a checkpoint at the current step was saved first."""
+
+
+class AcceleratorError(ValueError):
+    """The job was given accelerators that JAX does not see (e.g. a CPU-only jaxlib on a GPU node)."""
+
+
+def require_accelerators(count: int) -> None:
+    """Fail before training when JAX sees fewer than ``count`` accelerators (GPU/TPU devices)."""
+    import jax
+
+    if count <= 0:
+        return
+    accelerators = [device for device in jax.devices() if device.platform != "cpu"]
+    if len(accelerators) < count:
+        raise AcceleratorError(
+            f"the job was given {count} GPU(s) but JAX (jaxlib {jax.__version__}, backend "
+            f"{jax.default_backend()}) sees {len(accelerators)} accelerator(s); install the CUDA build with "
+            f"`PIPELINE_ACCELERATOR=cuda bash workflow/scripts/setup_env.sh` or run with --gpus 0.")
+
+
+def assigned_gpus() -> int:
+    """GPUs Ray assigned to the current task (0 outside a Ray task)."""
+    import ray
+
+    if not ray.is_initialized():
+        return 0
+    return len(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
+
+
+class StopRequest:
+    """SIGTERM/SIGINT while training → a flag read by a per-step hook (the handler itself must not touch JAX).
+    Ray delivers ``ray.cancel`` of a running task as SIGINT to its worker; SLURM sends SIGTERM before a kill."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        self.signal_name: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for number in self.SIGNALS:
+                self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def _handle(self, number, frame) -> None:
+        self.signal_name = signal.Signals(number).name
+
+    def __exit__(self, *exc) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainingResult:
     """What a finished run reports: parameter counts, where it resumed, its validation scores, its devices."""
@@ -37,6 +105,11 @@ class TrainingResult:
     parameters: int
     trainable_parameters: int
     resumed_from_step: int
+    steps_done: int
+    tokens_seen: int
+    train_examples: int
+    passes: float
+    fingerprint: str
     initial_val_loss: float | None
     val_loss: float
     val_bpb: float
@@ -54,6 +127,10 @@ class TrainingResult:
             "val_bpb": self.val_bpb,
             "mean_tokens_per_s": self.mean_tokens_per_s,
             "resumed_from_step": self.resumed_from_step,
+            "steps_done": self.steps_done,
+            "tokens_seen": self.tokens_seen,
+            "passes": self.passes,
+            "fingerprint": self.fingerprint,
         }
 
 
@@ -71,7 +148,7 @@ def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
                                     validation_urls=[], shuffle=shuffle, permutation_type="feistel")
 
 
-def trainer_config(run_id: str, train: TrainSpec, run_dir: Path):
+def trainer_config(run_id: str, train: TrainSpec, run_dir: Path, *, require_accelerator: bool = False):
     """Levanter ``TrainerConfig`` for one run: local checkpoints, no online tracker, no Ray/JAX auto-start, and no
     gradient/parameter-norm watch (it only feeds a tracker, and its jit hook compiles a second train step)."""
     import jmp
@@ -97,9 +174,9 @@ def trainer_config(run_id: str, train: TrainSpec, run_dir: Path):
             save_interval=timedelta(minutes=30),
             keep=[{"every": train.checkpoint_every}],
         ),
+        require_accelerator=require_accelerator,
         ray=RayConfig(auto_start_cluster=False),
         distributed=DistributedConfig(initialize_jax_distributed=False),
-        require_accelerator=False,
         crash_on_nan=False,
         crash_on_inf=False,
         log_jaxprs=False,
@@ -127,6 +204,40 @@ def validation_evaluator(trainer, dataset, tokenizer, max_batches: int | None):
                            trainer.compute_axis_mapping, max_examples, mp=trainer.mp)
 
 
+def checkpoint_step(path: Path) -> int:
+    return int(path.name.removeprefix("step-"))
+
+
+def check_checkpoint_metadata(checkpoints: Path) -> None:
+    """Every ``step-N/metadata.json`` must be readable JSON (Levanter's resume reads them all and would fail with
+    a bare JSON error naming no file); a torn one is named with what to do."""
+    for metadata in sorted(checkpoints.glob("step-*/metadata.json")):
+        try:
+            json.loads(metadata.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ValueError(f"{metadata}: empty or corrupt checkpoint metadata (a save was interrupted); delete "
+                             f"{metadata.parent} and rerun to resume from the previous checkpoint.") from None
+
+
+def prune_checkpoints(checkpoints: Path, keep_every: int | None) -> None:
+    """Delete every checkpoint older than the newest complete one (``metadata.json`` written), except the steps
+    that are multiples of ``keep_every``; a checkpoint still being written (newer, no metadata) is left alone."""
+    steps = [path for path in checkpoints.glob("step-*") if path.is_dir()]
+    complete = [path for path in steps if (path / "metadata.json").is_file()]
+    if not complete:
+        return
+    newest = max(checkpoint_step(path) for path in complete)
+    for path in steps:
+        step = checkpoint_step(path)
+        if step < newest and not (keep_every and step % keep_every == 0):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def count_examples(dataset) -> int:
+    """Number of seq_len examples in a (finite) Levanter training dataset."""
+    return len(dataset.as_sync_dataset())
+
+
 def trainer_checkpointer(trainer):
     """The ``Checkpointer`` the Trainer registered as a hook: its final save must be forced by hand, because
     Levanter wraps it in a ``LambdaCallback`` that drops ``force`` (no checkpoint at the last step otherwise)."""
@@ -140,10 +251,11 @@ def trainer_checkpointer(trainer):
 
 
 def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_dir: Path, tokenizer_dir: Path,
-              build_model: Callable[[Any, Any], Any], *, build_in_jit: bool = True,
+              build_model: Callable[[Any, Any], Any], identity: RunIdentity, *, build_in_jit: bool = True,
               trainable: Callable[[Any], Any] | None = None) -> TrainingResult:
-    """Train ``build_model(vocab_axis, key)`` for ``train.steps`` on the cache's train split (resuming from the
-    newest checkpoint), logging to ``<run_dir>/metrics.jsonl``, and evaluate on the whole validation split.
+    """Train ``build_model(vocab_axis, key)`` for exactly ``train.steps`` updates on the cache's train split
+    (resuming from the newest checkpoint of the same ``identity``), logging to ``<run_dir>/metrics.jsonl``, and
+    evaluate on the whole validation split.
 
     ``build_in_jit``: a fresh initialisation is built by Levanter inside jit (sharded, never materialised whole);
     otherwise ``build_model`` runs eagerly (it may read a source checkpoint) and Levanter takes the result.
@@ -156,18 +268,24 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
     import levanter
     from haliax import Axis
     from haliax.partitioning import round_axis_for_partitioning
+    from levanter.data.dataset import EpochDataset
     from levanter.models.lm_model import compute_next_token_loss
     from levanter.trainer import Trainer
     from levanter.utils.jax_utils import parameter_count
 
+    gpus = assigned_gpus()
+    require_accelerators(gpus)
+    checkpoints = run_dir / "checkpoints"
+    claim_run_folder(run_dir, identity)
+    check_checkpoint_metadata(checkpoints)
     data = data_config(cache_dir, tokenizer_dir)
     tokenizer = data.the_tokenizer
-    config = trainer_config(run_id, train, run_dir)
+    config = trainer_config(run_id, train, run_dir, require_accelerator=gpus > 0)
     optimizer = optimizer_config(train)
     schedule = optimizer.lr_scheduler(train.steps)
     levanter.initialize(config)
 
-    with Trainer(config, optimizer.build(train.steps), compute_next_token_loss) as trainer:
+    with Trainer(config, optimizer.build(train.steps), compute_next_token_loss) as trainer, StopRequest() as stop:
         data_key, model_key, training_key = jrandom.split(jrandom.PRNGKey(train.seed), 3)
         vocab = round_axis_for_partitioning(Axis("vocab", len(tokenizer)), trainer.parameter_axis_mapping)
         if build_in_jit:
@@ -178,7 +296,12 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
             skeleton = source["model"]
         is_trainable = True if trainable is None else trainable(skeleton)
         Pos = Axis("position", seq_len)
-        train_set = data.train_set(Pos, config.batch_schedule, key=data_key)
+        one_pass = data.train_set(Pos, config.batch_schedule, key=data_key)
+        train_examples = count_examples(one_pass)
+        passes_needed = math.ceil(train.steps * train.batch_size / train_examples)
+        train_set = EpochDataset(one_pass, max_epochs=passes_needed)
+        logger.info("%s: %d updates × %d examples over %d training examples = %.2f passes", run_id, train.steps,
+                    train.batch_size, train_examples, train.steps * train.batch_size / train_examples)
         validation_set = data.validation_sets(Pos)[""]
         state = trainer.initial_state(training_key, is_trainable=is_trainable, **source)
         resumed_from = int(state.step)
@@ -190,6 +313,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         tokens_per_step = train.batch_size * seq_len
         periodic_eval = validation_evaluator(trainer, validation_set, tokenizer, train.eval_batches)
         clock = {"start": time.time(), "start_step": resumed_from}
+        checkpointer = trainer_checkpointer(trainer)
 
         def evaluate(model, updates: int) -> float:
             loss = periodic_eval.evaluate(model).micro_avg_loss
@@ -224,23 +348,45 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
             clock["last_eval"] = updates
             evaluate(info.eval_model, updates)
 
+        def keep_newest_checkpoints(info) -> None:
+            if info.step % train.checkpoint_every == 0:
+                prune_checkpoints(checkpoints, train.keep_checkpoints_every)
+
+        def stop_when_asked(info) -> None:
+            if stop.signal_name is None:
+                return
+            checkpointer.on_step(info, force=True)
+            checkpointer.wait_until_finished()
+            metrics.close()
+            raise TrainingStoppedError(
+                f"{run_id}: stopped by {stop.signal_name} after {info.step + 1} of {train.steps} updates; a "
+                f"checkpoint was saved in {checkpoints}, rerun the job to resume from it.")
+
         trainer.add_hook(log_step, every=1)
         trainer.add_hook(log_eval, every=1)
+        trainer.add_hook(keep_newest_checkpoints, every=1)
+        trainer.add_hook(stop_when_asked, every=1)
         loader = trainer.data_loader(train_set).iter_from_step(resumed_from)
         if resumed_from < train.steps:
             last = trainer.train(state, loader)
-            checkpointer = trainer_checkpointer(trainer)
+            steps_done = int(last.state.step)
+            if steps_done != train.steps:
+                raise TrainingEndedShortError(
+                    f"{run_id}: the data loader ended after {steps_done} of {train.steps} updates "
+                    f"({train_examples} training examples, batch {train.batch_size}); no summary was written.")
             checkpointer.on_step(last, force=True)
             checkpointer.wait_until_finished()
             model = last.eval_model
         else:
+            steps_done = resumed_from
             model = state.eval_model
         metrics.close()
+        prune_checkpoints(checkpoints, train.keep_checkpoints_every)
 
         final = validation_evaluator(trainer, validation_set, tokenizer, None).evaluate(model)
         devices = [str(d) for d in jax.devices()]
 
-    records = [r for r in map(_json_line, (run_dir / "metrics.jsonl").read_text().splitlines())]
+    records = read_metrics(run_dir / "metrics.jsonl")
     train_records = [r for r in records if "loss" in r]
     if initial_loss is None:
         initial_loss = next((r["eval_loss"] for r in records if r.get("step") == 0 and "eval_loss" in r), None)
@@ -249,6 +395,11 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         parameters=int(n_params),
         trainable_parameters=int(n_trainable),
         resumed_from_step=resumed_from,
+        steps_done=steps_done,
+        tokens_seen=steps_done * tokens_per_step,
+        train_examples=train_examples,
+        passes=steps_done * train.batch_size / train_examples,
+        fingerprint=identity.fingerprint,
         initial_val_loss=initial_loss,
         val_loss=final.micro_avg_loss,
         val_bpb=final.micro_bpb,
@@ -257,8 +408,3 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         devices=devices,
     )
 
-
-def _json_line(line: str) -> dict:
-    import json
-
-    return json.loads(line) if line.strip() else {}

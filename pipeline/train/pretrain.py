@@ -13,11 +13,13 @@ from typing import Any
 
 from pipeline.artifacts import atomic_write_yaml
 from pipeline.config import RunSpec
+from pipeline.train.identity import RunIdentity
 from pipeline.train.loop import train_run, write_run_record
 
 
 def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -> dict[str, Any]:
-    """Train one run to ``spec.train.steps`` (resuming if checkpoints exist) and write its run folder."""
+    """Train one run for exactly ``spec.train.steps`` updates (resuming from checkpoints of the same fingerprint)
+    and write its run folder."""
     from pipeline.models.checkpoint import run_model_config
 
     started = time.time()
@@ -27,9 +29,10 @@ def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -
     run_path.mkdir(parents=True, exist_ok=True)
     atomic_write_yaml(run_path / "config.yaml", dataclasses.asdict(spec))
     model_config = run_model_config(spec)
+    identity = RunIdentity.of(dataclasses.asdict(spec), Path(tokenizer_dir), Path(cache_dir))
 
     result = train_run(spec.run_id, spec.train, spec.model.seq_len, run_path, Path(cache_dir), Path(tokenizer_dir),
-                       lambda vocab, key: model_config.build(vocab, key=key))
+                       lambda vocab, key: model_config.build(vocab, key=key), identity)
     summary = {
         "run_id": spec.run_id,
         "preset": spec.preset,
@@ -40,7 +43,6 @@ def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -
         "role": spec.role,
         "ablation": spec.ablation,
         "steps": spec.train.steps,
-        "tokens_seen": spec.train.steps * spec.train.batch_size * spec.model.seq_len,
         **result.scores(),
     }
     write_run_record(run_path, started, result, summary)

@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
 
 
-def snakemake(workdir: Path, ray_address: str, *args: str) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, ray_address: str, *args: str, config: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "JAX_COMPILATION_CACHE_DIR": str(workdir / "jax-cache"), "RAY_AUTH_MODE": "disabled"}
     return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"),
                            "--directory", str(workdir), "--profile", str(ROOT / "profiles" / "ci"),
-                           "--config", f"ray={{address: '{ray_address}'}}", *args],
+                           "--config", f"ray={{address: '{ray_address}'}}", *config, *args],
                           cwd=ROOT, capture_output=True, text=True, env=env, timeout=2400)
 
 
@@ -49,7 +49,9 @@ def test_every_run_trains_and_learns(tiny_dag):
         summary = json.loads((folder / "summary.json").read_text())
         records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
         losses = [r["loss"] for r in records if "loss" in r]
-        assert len(losses) == spec.train.steps, run_id
+        assert len(losses) == spec.train.steps == summary["steps_done"], run_id
+        assert summary["tokens_seen"] == spec.train.steps * spec.train.batch_size * spec.model.seq_len, run_id
+        assert 0 < summary["passes"] < 1 and len(summary["fingerprint"]) == 64, run_id
         first_eval = next(r["eval_ppl"] for r in records if "eval_ppl" in r)
         assert math.isfinite(summary["val_ppl"]) and losses[-1] < losses[0] - 1.0, run_id
         assert summary["val_ppl"] < first_eval / 2, run_id
@@ -57,7 +59,8 @@ def test_every_run_trains_and_learns(tiny_dag):
         assert yaml_run_id(folder / "config.yaml") == run_id
         provenance = json.loads((folder / "provenance.json").read_text())
         assert provenance["packages"]["levanter"] == "1.2.dev1644" and provenance["devices"]
-        assert (folder / "checkpoints").is_dir()
+        kept = sorted(path.name for path in (folder / "checkpoints").iterdir())
+        assert kept == ["identity.json", f"step-{spec.train.steps - 1}"], (run_id, kept)
 
 
 def yaml_run_id(path: Path) -> str:
@@ -195,13 +198,38 @@ def test_changing_one_run_recomputes_only_what_depends_on_it(tiny_dag, ray_head)
     assert "Nothing to be done" in snakemake(workdir, ray_head, "-n").stdout
     assert "Nothing to be done" in snakemake(workdir, "auto", "-n").stdout, "where Ray runs is not a result"
     target = "results/tiny/runs/owt-small-gpt/summary.json"
-    (workdir / target).unlink()
-    result = snakemake(workdir, ray_head)
+    before = json.loads((workdir / target).read_text())
+    result = snakemake(workdir, ray_head, "--forcerun", target)
     assert result.returncode == 0, result.stderr[-3000:]
     counts = job_counts(result.stdout + result.stderr)
     assert counts.pop("pretrain") == 1 and counts.pop("all") == 1
     assert counts.pop("figure_curves") == 1
     assert set(counts) <= {"perplexity_table", "model_spec_table", "scorecard"}, counts
     summary = json.loads((workdir / target).read_text())
-    assert summary["resumed_from_step"] == summary["steps"]
+    assert summary["resumed_from_step"] == summary["steps"], "the same fingerprint resumes its final checkpoint"
+    assert {key: summary[key] for key in ("val_loss", "steps_done", "fingerprint", "final_train_loss")} == {
+        key: before[key] for key in ("val_loss", "steps_done", "fingerprint", "final_train_loss")}
     assert "Nothing to be done" in snakemake(workdir, ray_head, "-n").stdout
+
+
+def test_a_changed_spec_or_retrained_source_never_resumes_old_checkpoints(tiny_dag, ray_head):
+    """A changed lr reruns the run from step 0 (its old checkpoints moved aside); a retrained fine-tune source
+    restarts its fine-tunes too, whose own specs did not change. Runs last: it leaves the folder off the preset."""
+    workdir = tiny_dag.parents[1]
+    runs = ["owt-small-gpt", "owt-gpt24-gpt", "ft-owt-wt103-gpt8-lora", "ft-owt-wt103-gpt8-full"]
+    before = {run: json.loads((tiny_dag / "runs" / run / "summary.json").read_text()) for run in runs}
+    targets = [f"results/tiny/runs/{run}/summary.json" for run in (runs[0], *runs[2:])]
+    result = snakemake(workdir, ray_head, *targets,
+                       config=("pretrain={owt-small: {train: {lr: 1.0e-4}}, owt-gpt24: {train: {lr: 1.0e-3}}}",))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert job_counts(result.stdout + result.stderr) == {"pretrain": 2, "finetune": 2}
+    for run in runs:
+        summary = json.loads((tiny_dag / "runs" / run / "summary.json").read_text())
+        assert summary["resumed_from_step"] == 0 and summary["steps_done"] == before[run]["steps_done"], run
+        assert summary["fingerprint"] != before[run]["fingerprint"], run
+        assert summary["val_loss"] != before[run]["val_loss"], run
+        [moved] = (tiny_dag / "runs" / run / "superseded").iterdir()
+        assert moved.name.endswith(before[run]["fingerprint"][:12]), run
+        assert (moved / "checkpoints" / f"step-{before[run]['steps_done'] - 1}" / "metadata.json").is_file(), run
+    log = (tiny_dag / "logs" / "pretrain" / "owt-small-gpt.log").read_text()
+    assert "checkpoints and metrics of another spec" in log and "training starts from step 0" in log

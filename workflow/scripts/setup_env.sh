@@ -3,19 +3,36 @@
 # stack, the `pipeline` package installed editable, and the SLURM profile made reachable as the bare
 # name `slurm` (Snakemake looks for bare profile names only in ./, ~/.config/snakemake and
 # /etc/xdg/snakemake). Re-running it with an unchanged lock file does nothing and takes a second.
+#
+# Accelerator: PIPELINE_ACCELERATOR=cuda adds the CUDA 12 build of the same jax (requirements-cuda.lock),
+# =cpu never does, and the default (auto) does when `nvidia-smi -L` lists a GPU. Run it on a GPU node (or with
+# PIPELINE_ACCELERATOR=cuda on the login node of a shared file system), else GPU jobs refuse to start.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null || PYTHON=python3
 "$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 required, found {sys.version}"'
 
+accelerator="${PIPELINE_ACCELERATOR:-auto}"
+if [ "$accelerator" = auto ]; then
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then accelerator=cuda; else accelerator=cpu; fi
+fi
+case "$accelerator" in
+  cpu) locks=(requirements.lock) ;;
+  cuda) locks=(requirements.lock requirements-cuda.lock) ;;
+  *) echo "setup_env.sh: PIPELINE_ACCELERATOR must be auto, cpu or cuda (got '$accelerator')." >&2; exit 2 ;;
+esac
+
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 stamp=.venv/.installed-lock
-wanted="$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)"
+wanted="$accelerator $(cat "${locks[@]}" pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet torch==2.13.0
-  .venv/bin/python -m pip install --quiet -r requirements.lock
+  .venv/bin/python -m pip install --quiet "${locks[@]/#/-r}"
+  if [ "$accelerator" = cpu ]; then
+    .venv/bin/python -m pip uninstall --quiet --yes $(grep -o '^[a-z0-9-]*' requirements-cuda.lock) 2>/dev/null || true
+  fi
   .venv/bin/python -m pip install --quiet --no-deps -e .
   echo "$wanted" > "$stamp"
 fi
@@ -23,4 +40,4 @@ fi
 config_home="${XDG_CONFIG_HOME:-$HOME/.config}/snakemake"
 mkdir -p "$config_home"
 ln -sfn "$PWD/profiles/slurm" "$config_home/slurm"
-echo "environment ready: .venv ($(.venv/bin/python -c 'import levanter, jax; print("levanter", levanter.__version__ if hasattr(levanter, "__version__") else "", "jax", jax.__version__)'))"
+echo "environment ready: .venv ($(.venv/bin/python -c 'import levanter, jax; print("levanter", levanter.__version__ if hasattr(levanter, "__version__") else "", "jax", jax.__version__, "backend", jax.default_backend())'))"

@@ -1,0 +1,135 @@
+"""A run's identity: the fingerprint of everything that determines its weights, stored with its checkpoints.
+
+Snakemake reruns a run when its resolved spec changes, but the checkpoints in ``<run>/checkpoints`` may belong to
+another spec (a changed ``lr``, a retrained tokenizer of the same vocabulary size, a retrained fine-tune source).
+Resuming them would write a ``summary.json`` describing training that did not happen. So every run folder's
+checkpoints carry ``identity.json``; a run resumes only from checkpoints of its own fingerprint, and moves any
+others aside (never deletes them) before starting from step 0.
+
+The fingerprint is SHA-256 over: the resolved spec (every field), the tokenizer files, the token cache's
+ledgers and document offsets (train and validation; with the tokenizer they pin the token stream without
+reading every token), and for a fine-tune the source run's own fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+IDENTITY_FILE = "identity.json"
+SUPERSEDED_DIR = "superseded"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                   "merges.txt", "tokenizer.model")
+CACHE_SPLITS = ("train", "validation")
+
+
+def _hash_files(digest: Any, root: Path, paths: list[Path]) -> None:
+    for path in sorted(paths):
+        digest.update(str(path.relative_to(root)).encode())
+        with path.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+
+
+def tokenizer_digest(tokenizer_dir: Path) -> str:
+    """SHA-256 of the tokenizer's files (a retrained tokenizer of the same size gets another digest)."""
+    digest = hashlib.sha256()
+    files = [tokenizer_dir / name for name in TOKENIZER_FILES if (tokenizer_dir / name).is_file()]
+    if not files:
+        raise FileNotFoundError(f"{tokenizer_dir}: no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}); "
+                                f"build the tokenizer first.")
+    _hash_files(digest, tokenizer_dir, files)
+    return digest.hexdigest()
+
+
+def cache_digest(cache_dir: Path) -> str:
+    """SHA-256 of each split's ``shard_ledger.json`` and its document offsets (Levanter's TreeCache layout)."""
+    digest = hashlib.sha256()
+    for split in CACHE_SPLITS:
+        ledger = cache_dir / split / "shard_ledger.json"
+        if not ledger.is_file():
+            raise FileNotFoundError(f"{ledger}: missing; the token cache {cache_dir} has no complete '{split}' "
+                                    f"split (rebuild it: delete {cache_dir} and rerun its rule).")
+        offsets = [path for path in (cache_dir / split).rglob("*") if path.is_file() and "offsets" in path.parts]
+        _hash_files(digest, cache_dir, [ledger, *offsets])
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """The fingerprint of one run and the parts it was computed from (kept in ``identity.json`` for a reader)."""
+
+    fingerprint: str
+    parts: dict[str, Any]
+
+    @classmethod
+    def of(cls, spec: dict[str, Any], tokenizer_dir: Path, cache_dir: Path,
+           source_fingerprint: str | None = None) -> RunIdentity:
+        parts = {"spec": spec, "tokenizer": tokenizer_digest(tokenizer_dir), "cache": cache_digest(cache_dir),
+                 "source": source_fingerprint}
+        canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+        return cls(hashlib.sha256(canonical.encode()).hexdigest(), parts)
+
+    def to_json(self) -> str:
+        return json.dumps({"fingerprint": self.fingerprint, **self.parts}, indent=2, sort_keys=True) + "\n"
+
+
+def stored_fingerprint(checkpoints: Path) -> str | None:
+    """The fingerprint the checkpoints were trained under (None: no or unreadable ``identity.json``)."""
+    try:
+        return json.loads((checkpoints / IDENTITY_FILE).read_text())["fingerprint"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
+def _size_bytes(path: Path) -> int:
+    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
+
+
+def claim_run_folder(run_dir: Path, identity: RunIdentity) -> Path | None:
+    """Make ``<run_dir>/checkpoints`` (and ``metrics.jsonl``) belong to ``identity``: same fingerprint, keep them
+    (the run resumes); another or none, move them to ``<run_dir>/superseded/<time>-<old fingerprint>/`` so the
+    run starts from step 0. Returns the folder things were moved to, or None."""
+    from pipeline.artifacts import atomic_write_text
+
+    checkpoints = run_dir / "checkpoints"
+    metrics = run_dir / "metrics.jsonl"
+    old = stored_fingerprint(checkpoints)
+    moved_to = None
+    has_checkpoints = checkpoints.is_dir() and any(checkpoints.iterdir())
+    if old != identity.fingerprint and (has_checkpoints or metrics.exists()):
+        label = old[:12] if old else "unfingerprinted"
+        moved_to = run_dir / SUPERSEDED_DIR / f"{time.strftime('%Y%m%dT%H%M%S')}-{label}"
+        moved_to.mkdir(parents=True)
+        size = 0
+        for item in (checkpoints, metrics):
+            if item.exists():
+                size += _size_bytes(item) if item.is_dir() else item.stat().st_size
+                shutil.move(str(item), str(moved_to / item.name))
+        logger.warning("%s: checkpoints and metrics of another spec (fingerprint %s, now %s) moved to %s "
+                       "(%.1f MB); training starts from step 0.", run_dir.name, (old or "none")[:12],
+                       identity.fingerprint[:12], moved_to, size / 1e6)
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(checkpoints / IDENTITY_FILE, identity.to_json())
+    return moved_to
+
+
+def source_fingerprint(source_dir: Path) -> str:
+    """A fine-tune source's fingerprint, from its complete run record (``summary.json``)."""
+    summary = source_dir / "summary.json"
+    try:
+        fingerprint = json.loads(summary.read_text()).get("fingerprint")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{summary}: missing; the source run is not complete, train it first.") from None
+    if not fingerprint:
+        raise ValueError(f"{summary}: has no 'fingerprint' (written by an older pipeline); retrain the source "
+                         f"run (snakemake --forcerun {summary}) so its fine-tunes know which weights they start from.")
+    return fingerprint

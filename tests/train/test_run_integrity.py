@@ -1,0 +1,224 @@
+"""Every run trains exactly what its spec says (issue 12): exact steps over several passes, checkpoints that belong
+to one fingerprint, GPUs that JAX must see, SIGTERM → checkpoint, and the resume-path faults as sentences."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_preset, pretrain_runs
+from pipeline.train.identity import IDENTITY_FILE, RunIdentity, cache_digest, claim_run_folder, tokenizer_digest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tiny_spec(**train):
+    base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
+    return dataclasses.replace(base, train=dataclasses.replace(base.train, **train))
+
+
+def pretrain_args(spec, run_dir: Path, data: Path, *extra: str, cache: Path | None = None) -> list[str]:
+    return [sys.executable, "-m", "pipeline", "pretrain", "--spec", spec.to_json(), "--run-dir", str(run_dir),
+            "--cache", str(cache or data / "caches" / "wt103-bpe"), "--tokenizer", str(data / "tokenizers" / "bpe"),
+            "--ray-num-cpus", "1", *extra]
+
+
+def run_verb(args: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def metric_records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def data(tiny_data_workdir) -> Path:
+    return tiny_data_workdir / "results" / "tiny" / "data"
+
+
+@pytest.fixture(scope="module")
+def small_cache(data, tmp_path_factory) -> Path:
+    """A token cache of the first 200 training (20 validation) documents of the tiny OpenWebText stand-in."""
+    import itertools
+
+    from pipeline.data.cache import build_token_cache
+    from pipeline.data.corpora import tiny_corpus_file
+    from pipeline.data.files import iter_texts, write_jsonl
+
+    root = tmp_path_factory.mktemp("small-cache")
+    for split, documents in (("train", 200), ("validation", 20)):
+        texts = itertools.islice(iter_texts([tiny_corpus_file("fortunes", split)]), documents)
+        write_jsonl(root / f"{split}.jsonl", texts)
+        build_token_cache([root / f"{split}.jsonl"], data / "tokenizers" / "bpe", root / "cache" / split)
+    return root / "cache"
+
+
+def test_a_run_longer_than_two_passes_takes_exactly_its_steps(data, small_cache, tmp_path):
+    """A run of several passes over its data: Levanter's loader would stop at the end of the first."""
+    spec = tiny_spec(steps=60, eval_every=30, checkpoint_every=20, eval_batches=1)
+    run_dir = tmp_path / "multi-pass"
+    result = run_verb(pretrain_args(spec, run_dir, data, cache=small_cache))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps_done"] == 60 and summary["passes"] > 2
+    assert summary["tokens_seen"] == 60 * 8 * 64
+    records = metric_records(run_dir)
+    assert [r["step"] for r in records if "loss" in r] == list(range(60))
+    assert [r["step"] for r in records if "eval_loss" in r] == [0, 30, 60]
+    losses = [r["loss"] for r in records if "loss" in r]
+    assert max(losses[-10:]) < losses[0] - 1.0, "the loss curve continues past the first pass"
+    kept = sorted(path.name for path in (run_dir / "checkpoints").glob("step-*"))
+    assert kept == ["step-59"], "only the newest (final) checkpoint is kept by default"
+
+
+def test_gpus_the_machine_does_not_have_are_refused_before_training(data, tmp_path):
+    run_dir = tmp_path / "gpu-run"
+    result = run_verb(pretrain_args(tiny_spec(), run_dir, data, "--gpus", "1"), timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: pretrain: the job asks for 1 GPU(s) but the Ray cluster (embedded local Ray) has 0; run on a GPU "
+        "node or with --gpus 0.")
+    assert not (run_dir / "summary.json").exists()
+
+
+def test_jax_without_the_accelerators_the_job_was_given_is_refused():
+    """Ray may hand a task GPUs that a CPU-only jaxlib cannot use: the task refuses before training."""
+    from pipeline.train.loop import AcceleratorError, require_accelerators
+
+    require_accelerators(0)
+    with pytest.raises(AcceleratorError, match=r"given 2 GPU\(s\) but JAX .* sees 0 accelerator"):
+        require_accelerators(2)
+
+
+def test_sigterm_saves_a_checkpoint_at_the_current_step_and_a_rerun_resumes_from_it(data, tmp_path):
+    spec = tiny_spec(steps=150, checkpoint_every=150, eval_every=150, eval_batches=1)
+    run_dir = tmp_path / "sigterm"
+    job = subprocess.Popen(pretrain_args(spec, run_dir, data), cwd=ROOT, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if (run_dir / "metrics.jsonl").exists() and sum("loss" in line for line in
+                                                        (run_dir / "metrics.jsonl").read_text().splitlines()) > 20:
+            break
+        time.sleep(0.2)
+    job.send_signal(signal.SIGTERM)
+    _, stderr = job.communicate(timeout=120)
+    assert job.returncode == 1, stderr[-3000:]
+    assert "stopped by SIGINT after " in stderr.strip().splitlines()[-1]
+    saved = [path for path in (run_dir / "checkpoints").glob("step-*") if (path / "metadata.json").is_file()]
+    assert len(saved) == 1 and 20 <= int(saved[0].name.removeprefix("step-")) < 149
+    assert not (run_dir / "summary.json").exists()
+
+    result = run_verb(pretrain_args(spec, run_dir, data))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["resumed_from_step"] == int(saved[0].name.removeprefix("step-")) + 1
+    assert summary["steps_done"] == 150
+    assert [r["step"] for r in metric_records(run_dir) if "loss" in r] == list(range(150))
+
+
+def test_checkpoints_of_another_fingerprint_are_moved_aside_and_the_same_one_resumes(data, tmp_path, caplog):
+    tokenizer, cache = data / "tokenizers" / "bpe", data / "caches" / "wt103-bpe"
+    first = RunIdentity.of({"lr": 0.003}, tokenizer, cache)
+    changed = RunIdentity.of({"lr": 0.0001}, tokenizer, cache)
+    assert first.fingerprint == RunIdentity.of({"lr": 0.003}, tokenizer, cache).fingerprint
+    assert first.fingerprint != changed.fingerprint
+    assert first.fingerprint != RunIdentity.of({"lr": 0.003}, tokenizer, cache, "source-a").fingerprint
+
+    run_dir = tmp_path / "run"
+    assert claim_run_folder(run_dir, first) is None
+    (run_dir / "checkpoints" / "step-39").mkdir()
+    (run_dir / "metrics.jsonl").write_text('{"step": 0, "loss": 7.0}\n')
+    assert claim_run_folder(run_dir, first) is None, "the same fingerprint keeps its checkpoints"
+    assert (run_dir / "checkpoints" / "step-39").is_dir()
+
+    moved = claim_run_folder(run_dir, changed)
+    assert moved.parent == run_dir / "superseded" and moved.name.endswith(first.fingerprint[:12])
+    assert (moved / "checkpoints" / "step-39").is_dir() and (moved / "metrics.jsonl").is_file()
+    assert not (run_dir / "metrics.jsonl").exists()
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == [IDENTITY_FILE]
+    assert f"moved to {moved}" in caplog.text and "training starts from step 0" in caplog.text
+
+
+def test_checkpoints_without_a_fingerprint_are_moved_aside(data, tmp_path):
+    """Checkpoints written before fingerprints existed (an older spec) are never resumed."""
+    run_dir = tmp_path / "legacy"
+    (run_dir / "checkpoints" / "step-39").mkdir(parents=True)
+    identity = RunIdentity.of({}, data / "tokenizers" / "bpe", data / "caches" / "wt103-bpe")
+    moved = claim_run_folder(run_dir, identity)
+    assert moved.name.endswith("-unfingerprinted") and (moved / "checkpoints" / "step-39").is_dir()
+
+
+def test_a_retrained_tokenizer_of_the_same_size_changes_the_fingerprint(data, tmp_path):
+    import shutil
+
+    copy = tmp_path / "bpe"
+    shutil.copytree(data / "tokenizers" / "bpe", copy)
+    before = tokenizer_digest(copy)
+    tokenizer = json.loads((copy / "tokenizer.json").read_text())
+    merges = tokenizer["model"]["merges"]
+    merges[0], merges[1] = merges[1], merges[0]
+    (copy / "tokenizer.json").write_text(json.dumps(tokenizer))
+    assert tokenizer_digest(copy) != before
+
+
+def test_a_cache_without_its_validation_ledger_is_named(data, tmp_path):
+    import shutil
+
+    cache = tmp_path / "cache"
+    shutil.copytree(data / "caches" / "wt103-bpe", cache)
+    (cache / "validation" / "shard_ledger.json").unlink()
+    with pytest.raises(FileNotFoundError) as error:
+        cache_digest(cache)
+    assert str(error.value) == (f"{cache}/validation/shard_ledger.json: missing; the token cache {cache} has no "
+                                f"complete 'validation' split (rebuild it: delete {cache} and rerun its rule).")
+
+
+def test_a_torn_last_metrics_line_is_dropped_and_a_corrupt_one_is_named(tmp_path, caplog):
+    from pipeline.artifacts import MetricsLog, read_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 0, "loss": 7.0}\n{"step": 1, "loss": 6.9}\n{"step": 2, "lo')
+    assert read_metrics(path) == [{"step": 0, "loss": 7.0}, {"step": 1, "loss": 6.9}]
+    assert f"{path}: line 3 is torn" in caplog.text
+    MetricsLog(path, resume_step=2).close()
+    assert read_metrics(path) == [{"step": 0, "loss": 7.0}, {"step": 1, "loss": 6.9}]
+
+    path.write_text('{"step": 0, "loss": 7.0}\n{"step": 1, "lo\n{"step": 2, "loss": 6.8}\n')
+    with pytest.raises(ValueError) as error:
+        read_metrics(path)
+    assert str(error.value).startswith(f"{path}: line 2 is not JSON; the metrics log is corrupt")
+
+
+def test_an_empty_checkpoint_metadata_is_named(tmp_path):
+    from pipeline.train.loop import check_checkpoint_metadata
+
+    (tmp_path / "step-19").mkdir()
+    (tmp_path / "step-19" / "metadata.json").write_text('{"step": 19}')
+    (tmp_path / "step-39").mkdir()
+    (tmp_path / "step-39" / "metadata.json").write_text("")
+    with pytest.raises(ValueError) as error:
+        check_checkpoint_metadata(tmp_path)
+    assert str(error.value) == (f"{tmp_path}/step-39/metadata.json: empty or corrupt checkpoint metadata (a save "
+                                f"was interrupted); delete {tmp_path}/step-39 and rerun to resume from the previous "
+                                f"checkpoint.")
+
+
+def test_pruning_keeps_the_newest_complete_checkpoint_and_the_permanent_ones(tmp_path):
+    from pipeline.train.loop import prune_checkpoints
+
+    for step, complete in ((10, True), (20, True), (30, True), (40, False)):
+        (tmp_path / f"step-{step}").mkdir()
+        if complete:
+            (tmp_path / f"step-{step}" / "metadata.json").write_text("{}")
+    prune_checkpoints(tmp_path, keep_every=20)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-20", "step-30", "step-40"]
+    prune_checkpoints(tmp_path, keep_every=None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-30", "step-40"]
