@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
 
 from pipeline import cost as cost_commands
 from pipeline.analysis import commands as analysis_commands
 from pipeline.data import commands as data_commands
+from pipeline.errors import failure_sentence, subject
 from pipeline.evaluate import commands as evaluate_commands
 from pipeline.report import commands as report_commands
 from pipeline.train import commands as train_commands
@@ -33,7 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    except Exception as error:  # every failure ends in one sentence (pipeline/errors.py), the last line of the log
+        sentence, with_traceback = failure_sentence(error, subject(args.verb, args))
+        sys.stdout.flush()
+        if with_traceback:
+            traceback.print_exception(error, file=sys.stderr)
+        print(sentence, file=sys.stderr, flush=True)
         return 1
     return 0

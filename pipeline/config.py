@@ -13,6 +13,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
+import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,13 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO_ROOT / "workflow" / "config"
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+# JSON Schema's "integer" admits integral floats (8.0, and 1e3 from --config); here an integer key takes ints only.
+STRICT_VALIDATOR = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, instance: isinstance(instance, int) and not isinstance(instance, bool)),
+)
 
 LLAMA_FAMILIES = ("llama", "diffeq_llama")
 DIFFEQ_FAMILIES = ("diffeq", "diffeq_llama")
@@ -178,10 +188,56 @@ def load_preset(cli_config: dict[str, Any] | None = None) -> dict[str, Any]:
         raise ConfigError(f"{path}: is not valid YAML ({error}).") from error
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys at the top level.")
+    problem = _builtin_name_problem(path, loaded)
+    if problem:
+        raise ConfigError(f"{path}: {problem}.")
     config = deep_merge(loaded, overrides)
     source = f"{path} (with --config overrides {sorted(overrides)})" if overrides else str(path)
     validate_config(config, source)
     return config
+
+
+def _first_difference(expected: Any, found: Any, key: str = "") -> str | None:
+    """The first key (dotted) whose value differs between two loaded YAML documents, or None if they are equal."""
+    if isinstance(expected, dict) and isinstance(found, dict):
+        for name in sorted(set(expected) | set(found), key=str):
+            difference = _first_difference(expected.get(name), found.get(name), f"{key}.{name}" if key else str(name))
+            if difference:
+                return difference
+        return None
+    return None if expected == found else key or "<top level>"
+
+
+def _builtin_name_problem(path: Path, loaded: dict[str, Any]) -> str | None:
+    """A preset's ``preset`` key names its results folder, ``results/<preset>/``. A file elsewhere that takes the
+    name of a built-in preset but differs from it would rerun into, and overwrite, that preset's results."""
+    name = loaded.get("preset")
+    builtin = CONFIG_DIR / f"{name}.yaml"
+    if not isinstance(name, str) or not builtin.is_file() or path.resolve() == builtin.resolve():
+        return None
+    difference = _first_difference(yaml.safe_load(builtin.read_text()), loaded)
+    if difference is None:
+        return None
+    return (f"key 'preset' is {name!r}, the built-in preset whose results are in results/{name}/, but key "
+            f"{difference!r} differs from {builtin}; give this file its own preset name (e.g. preset: my_{name}) "
+            f"so that its results get their own folder")
+
+
+def check_inside_results(results_dir: str, paths: Iterable[str]) -> None:
+    """Every output path must stay inside ``results_dir`` once ``..`` is resolved (lexically: a symlinked results
+    folder is the user's choice); raise ``ConfigError`` naming the first that does not."""
+    root = os.path.normpath(results_dir)
+    for path in paths:
+        if os.path.commonpath([root, os.path.normpath(path)]) != root:
+            raise ConfigError(f"{path}: this output of preset {os.path.basename(root)!r} lies outside {root}/; "
+                              f"rename the preset key that names it (ids may use a-z, 0-9, '_', '.', '-').")
+
+
+def downstream_task_dir(config: dict[str, Any]) -> Path | None:
+    """``downstream.task_dir`` as an absolute path (None: lm-eval's built-in tasks); a relative one is taken from the
+    repository root, wherever Snakemake runs."""
+    task_dir = config["downstream"]["task_dir"]
+    return None if task_dir is None else Path(os.path.normpath(REPO_ROOT / task_dir))
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -200,6 +256,9 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if kind == "required":
         missing = [name for name in expected if name not in error.instance]
         return f"key {key!r} is missing required key {missing[0]!r}"
+    if kind == "type" and isinstance(error.instance, float) and error.instance.is_integer() and "integer" in expected:
+        return (f"key {key!r} must be an integer (got {error.instance!r}; an integral float such as 8.0 or 1e3 is "
+                f"refused, not rounded: write {int(error.instance)})")
     if kind == "type":
         return f"key {key!r} must be of type {expected} (got {error.instance!r})"
     if kind == "enum":
@@ -209,6 +268,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
     bounds = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<"}
     if kind in bounds:
         return f"key {key!r} must be {bounds[kind]} {expected} (got {error.instance!r})"
+    if kind == "pattern" and "propertyNames" in error.schema_path:
+        return f"key {key!r} has an entry named {error.instance!r}; names must match {expected!r}"
     if kind == "pattern":
         return f"key {key!r} must match {expected!r} (got {error.instance!r})"
     if kind in ("minItems", "maxItems", "minProperties", "uniqueItems", "minLength"):
@@ -234,13 +295,29 @@ def _best_error(error: jsonschema.ValidationError) -> jsonschema.ValidationError
 def validate_config(config: dict[str, Any], source: str) -> None:
     """Check ``config`` against the JSON schema and its cross-references; raise ``ConfigError`` on the first
     problem."""
+    problem = _non_finite_problem(config)
+    if problem:
+        raise ConfigError(f"{source}: {problem}.")
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(config), key=lambda e: e.path)
+    errors = sorted(STRICT_VALIDATOR(schema).iter_errors(config), key=lambda e: e.path)
     if errors:
         raise ConfigError(f"{source}: {_describe(_best_error(errors[0]))}.")
     problem = _cross_reference_problem(config)
     if problem:
         raise ConfigError(f"{source}: {problem}.")
+
+
+def _non_finite_problem(value: Any, key: str = "") -> str | None:
+    """NaN and ±inf (YAML ``.nan``/``.inf``, ``nan``/``inf``/``1e400`` on the command line) are refused everywhere:
+    every range check of the schema is false for NaN, so it would pass them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"key {key or '<top level>'!r} must be a finite number (got {value!r})"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for name, item in items:
+        problem = _non_finite_problem(item, f"{key}.{name}" if key else str(name))
+        if problem:
+            return problem
+    return None
 
 
 def _cross_reference_problem(config: dict[str, Any]) -> str | None:
@@ -294,6 +371,26 @@ def _cross_reference_problem(config: dict[str, Any]) -> str | None:
         for run_id in ids:
             if run_id not in runs:
                 return f"key {key!r} names unknown run {run_id!r}; expected a run id of the pretrain grid"
+    lyapunov = config["analysis"]["lyapunov"]
+    for run_id in lyapunov["runs"]:
+        seq_len, token = runs[run_id].model.seq_len, lyapunov["output_token"]
+        if not -seq_len <= token < seq_len:
+            return (f"key 'analysis.lyapunov.output_token' is {token}; run {run_id!r} reads at most seq_len={seq_len} "
+                    f"tokens, so expected {-seq_len} to {seq_len - 1} (negative: from the sentence's end)")
+    return _task_dir_problem(config)
+
+
+def _task_dir_problem(config: dict[str, Any]) -> str | None:
+    """``downstream.task_dir`` is lm-eval code (its YAMLs may name Python functions with ``!function``): a relative
+    path must stay inside the repository, an absolute one is the user's explicit choice; either must exist."""
+    task_dir, folder = config["downstream"]["task_dir"], downstream_task_dir(config)
+    if folder is None:
+        return None
+    if not Path(task_dir).is_absolute() and os.path.commonpath([REPO_ROOT, folder]) != str(REPO_ROOT):
+        return (f"key 'downstream.task_dir' is {task_dir!r}, which leaves the repository; give a path inside it or "
+                f"an absolute path")
+    if not folder.is_dir():
+        return f"key 'downstream.task_dir' is {task_dir!r}, but {folder} is not a folder; expected lm-eval task YAMLs"
     return None
 
 

@@ -2,7 +2,15 @@
 
 import pytest
 
-from pipeline.config import ConfigError, RunSpec, load_preset, memory_probes, pretrain_runs
+from pipeline.config import (
+    CONFIG_DIR,
+    ConfigError,
+    RunSpec,
+    check_inside_results,
+    load_preset,
+    memory_probes,
+    pretrain_runs,
+)
 
 TABLE_ROWS = {  # Tables 1 and 2 of the paper: (dataset, size, family)
     ("wt103", "small", "gpt"), ("wt103", "small", "shared"), ("wt103", "small", "diffeq"),
@@ -70,6 +78,37 @@ def test_run_spec_round_trips_through_json():
         ({"analysis": {"memory": {"time_embed_dims": []}}}, "key 'analysis.memory.time_embed_dims'"),
         ({"analysis": {"memory": {"families": ["gpt"]}}},
          "key 'analysis.memory.families' is ['gpt']; expected exactly one DiffEqFormer family"),
+        # hostile or careless input: shell, paths and regexes only ever see safe identifiers
+        ({"downstream": {"tasks": ["tiny_choice;touch /tmp/x;#"]}},
+         "key 'downstream.tasks.0' must match '^[A-Za-z0-9][A-Za-z0-9_.-]*$' (got 'tiny_choice;touch /tmp/x;#')"),
+        ({"downstream": {"pairs": {"../../../../tmp/evil": ["owt-large-gpt", "owt-large-diffeq"]}}},
+         "key 'downstream.pairs' has an entry named '../../../../tmp/evil'; names must match"),
+        ({"downstream": {"pairs": {"x(": ["owt-large-gpt", "owt-large-diffeq"]}}},
+         "key 'downstream.pairs' has an entry named 'x('"),
+        ({"datasets": {"owt": {"source": {"kind": "tiny", "corpus": "../../secrets"}}}},
+         "key 'datasets.owt.source.corpus' must match"),
+        ({"analysis": {"memory": {"base": "owt-medium;rm -rf ~"}}}, "key 'analysis.memory.base' must match"),
+        ({"downstream": {"task_dir": "no/such/folder"}},
+         "key 'downstream.task_dir' is 'no/such/folder', but /"),
+        ({"downstream": {"task_dir": "../../elsewhere"}},
+         "key 'downstream.task_dir' is '../../elsewhere', which leaves the repository"),
+        # numbers that are not numbers, and integers that are floats
+        ({"pretrain": {"wt103-small": {"train": {"lr": "nan"}}}},
+         "key 'pretrain.wt103-small.train.lr' must be a finite number (got nan)"),
+        ({"pretrain": {"wt103-small": {"train": {"beta2": ".nan"}}}}, "train.beta2' must be a finite number (got nan)"),
+        ({"pretrain": {"wt103-small": {"train": {"epsilon": "inf"}}}},
+         "train.epsilon' must be a finite number (got inf)"),
+        ({"pretrain": {"wt103-small": {"train": {"lr": "1e400"}}}}, "train.lr' must be a finite number (got inf)"),
+        ({"analysis": {"frontier": {"step_factors": ["inf", "nan"]}}},
+         "key 'analysis.frontier.step_factors.0' must be a finite number (got inf)"),
+        ({"pretrain": {"wt103-small": {"train": {"steps": "1e3"}}}},
+         "key 'pretrain.wt103-small.train.steps' must be an integer (got 1000.0; an integral float such as 8.0 or "
+         "1e3 is refused, not rounded: write 1000)"),
+        ({"pretrain": {"wt103-small": {"train": {"batch_size": 8.0}}}},
+         "key 'pretrain.wt103-small.train.batch_size' must be an integer (got 8.0;"),
+        ({"analysis": {"lyapunov": {"output_token": 999}}},
+         "key 'analysis.lyapunov.output_token' is 999; run 'owt-medium-diffeq' reads at most seq_len=64 tokens, "
+         "so expected -64 to 63"),
     ],
 )
 def test_bad_preset_fails_with_one_sentence(override, expected):
@@ -79,6 +118,33 @@ def test_bad_preset_fails_with_one_sentence(override, expected):
     assert expected in message
     assert message.startswith(str(load_preset.__globals__["CONFIG_DIR"] / "tiny.yaml"))
     assert "\n" not in message
+
+
+def test_a_preset_file_must_not_take_a_builtin_presets_name_and_results_folder(tmp_path):
+    """A copy of tiny.yaml with one lr changed would rerun into, and overwrite, results/tiny: refused."""
+    tiny = (CONFIG_DIR / "tiny.yaml").read_text()
+    copy = tmp_path / "copy-of-tiny.yaml"
+    copy.write_text(tiny.replace("lr: 3.0e-3", "lr: 1.0e-3", 1))
+    with pytest.raises(ConfigError) as error:
+        load_preset({"preset": str(copy)})
+    assert str(error.value) == (
+        f"{copy}: key 'preset' is 'tiny', the built-in preset whose results are in results/tiny/, but key "
+        f"'pretrain.wt103-small.train.lr' differs from {CONFIG_DIR / 'tiny.yaml'}; give this file its own preset name "
+        f"(e.g. preset: my_tiny) so that its results get their own folder.")
+    copy.write_text(tiny)
+    assert load_preset({"preset": str(copy)})["preset"] == "tiny"
+    copy.write_text(tiny.replace("preset: tiny", "preset: my_tiny").replace("lr: 3.0e-3", "lr: .nan", 1))
+    with pytest.raises(ConfigError, match=r"key 'pretrain.wt103-small.train.lr' must be a finite number \(got nan\)"):
+        load_preset({"preset": str(copy)})
+
+
+def test_outputs_outside_the_results_folder_are_refused():
+    check_inside_results("results/tiny", ["results/tiny/tables/downstream_x.md", "results/tiny/./a/../b.csv"])
+    with pytest.raises(ConfigError, match=r"^results/tiny/tables/\.\./\.\./\.\./tmp/evil\.md: this output of preset "
+                                          r"'tiny' lies outside results/tiny/"):
+        check_inside_results("results/tiny", ["results/tiny/tables/../../../tmp/evil.md"])
+    with pytest.raises(ConfigError):
+        check_inside_results("results/tiny", ["results/tiny-other/x.csv"])
 
 
 def test_unknown_preset_names_the_choices():

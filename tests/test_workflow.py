@@ -1,5 +1,6 @@
 """The Snakemake workflow: lint-clean, and the paper preset's dry run lists every run and probe with GPUs."""
 
+import ast
 import os
 import re
 import subprocess
@@ -47,3 +48,30 @@ def test_a_bad_config_override_stops_snakemake_with_one_sentence():
     result = snakemake("-n", "--config", "cache_builder=parallel")
     assert result.returncode != 0
     assert "key 'cache_builder' must be one of ['serial', 'ray'] (got 'parallel')" in result.stdout + result.stderr
+
+
+def shell_commands(rules: Path) -> dict[str, str]:
+    """Every rule's ``shell:`` string (adjacent string literals joined), by rule name."""
+    text = rules.read_text()
+    blocks = re.findall(r"^rule (\w+):\n(?:(?!^rule ).*\n)*?    shell:\n((?:        .*\n?)+)", text, re.M)
+    return {name: "".join(ast.literal_eval(line.strip()) for line in block.splitlines()) for name, block in blocks}
+
+
+def test_every_value_reaching_a_shell_is_quoted():
+    """Params, wildcards, inputs, outputs, logs and resources enter a shell command through ``:q`` only (a list is
+    quoted element by element), so no config string can run as shell code."""
+    rule_files = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
+    commands = {f"{path.name}:{name}": command for path in rule_files for name, command in shell_commands(path).items()}
+    assert len(commands) == sum(path.read_text().count("\n    shell:\n") for path in rule_files)
+    unquoted = {where: fields for where, command in commands.items()
+                if (fields := [f for f in re.findall(r"(?<!{){([^{}]+)}(?!})", command) if not f.endswith(":q")])}
+    assert not unquoted
+
+
+def test_a_shell_injection_in_a_task_name_is_refused_before_anything_runs():
+    result = snakemake("-n", "--config", 'downstream={tasks: ["tiny_choice;touch /tmp/x;#"]}')
+    assert result.returncode != 0
+    sentences = [line for line in (result.stdout + result.stderr).splitlines() if "downstream.tasks" in line]
+    assert sentences == [f"{ROOT}/workflow/config/tiny.yaml (with --config overrides ['downstream']): "
+                         "key 'downstream.tasks.0' must match '^[A-Za-z0-9][A-Za-z0-9_.-]*$' "
+                         "(got 'tiny_choice;touch /tmp/x;#')."]

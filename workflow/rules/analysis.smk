@@ -41,7 +41,7 @@ rule spectra:
         ENV
     shell:
         "python -m pipeline spectra --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
-        " --time-oversampling {params.oversampling} --out {output.csv:q} --gpus {resources.gpu}"
+        " --time-oversampling {params.oversampling:q} --out {output.csv:q} --gpus {resources.gpu:q}"
         " > {log:q} 2>&1"
 
 
@@ -68,8 +68,8 @@ rule lyapunov:
         ENV
     shell:
         "python -m pipeline lyapunov --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
-        " --sentences {params.sentences:q} --output-token {params.output_token}"
-        " --out {output.csv:q} --html {output.html:q} --gpus {resources.gpu} > {log:q} 2>&1"
+        " --sentences {params.sentences:q} --output-token {params.output_token:q}"
+        " --out {output.csv:q} --html {output.html:q} --gpus {resources.gpu:q} > {log:q} 2>&1"
 
 
 rule frontier:
@@ -95,7 +95,7 @@ rule frontier:
     shell:
         "python -m pipeline frontier --run-dir {params.run_dir:q} --cache {input.cache:q}"
         " --tokenizer {input.tokenizer:q} --step-factors {params.step_factors:q} --solvers {params.solvers:q}"
-        " --out {output.csv:q} --gpus {resources.gpu} > {log:q} 2>&1"
+        " --out {output.csv:q} --gpus {resources.gpu:q} > {log:q} 2>&1"
 
 
 rule clustering:
@@ -156,4 +156,4 @@ rule memory_probe:
         ENV
     shell:
         "python -m pipeline memory-probe --spec {params.spec:q} --tokenizer {input.tokenizer:q}"
-        " --steps {params.steps} --out {output.record:q} --gpus {resources.gpu} > {log:q} 2>&1"
+        " --steps {params.steps:q} --out {output.record:q} --gpus {resources.gpu:q} > {log:q} 2>&1"

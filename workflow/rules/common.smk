@@ -1,11 +1,19 @@
 """Preset loading, the experiment grid as run ids, and target functions."""
 
 import json
+import re
 
 from snakemake.exceptions import WorkflowError
 
 from pipeline.commands import export_ray_placement
-from pipeline.config import ConfigError, finetune_runs, load_preset, memory_probes, pretrain_runs
+from pipeline.config import (
+    ConfigError,
+    check_inside_results,
+    finetune_runs,
+    load_preset,
+    memory_probes,
+    pretrain_runs,
+)
 
 try:
     _resolved = load_preset(config)
@@ -22,12 +30,19 @@ FINETUNE_RUNS = finetune_runs(config)
 MEMORY_PROBES = memory_probes(config)
 ENV = "../../environment.yml"
 
+
+
+def one_of(names):
+    """A wildcard constraint matching exactly these names (ids may contain '.', a regex wildcard)."""
+    return "|".join(re.escape(name) for name in names)
+
+
 wildcard_constraints:
-    dataset="|".join(config["datasets"]),
-    tokenizer="|".join(config["tokenizers"]),
-    run="|".join(RUNS),
-    finetune="|".join(FINETUNE_RUNS),
-    probe="|".join(MEMORY_PROBES),
+    dataset=one_of(config["datasets"]),
+    tokenizer=one_of(config["tokenizers"]),
+    run=one_of(RUNS),
+    finetune=one_of(FINETUNE_RUNS),
+    probe=one_of(MEMORY_PROBES),
 
 
 def run_summary(run_id):
@@ -62,6 +77,14 @@ def finetune_inputs(wildcards):
         "cache": f"{DATA}/caches/{spec.target_dataset}-{spec.tokenizer}",
         "tokenizer": f"{DATA}/tokenizers/{spec.tokenizer}",
     }
+
+
+def require_inside_results(*targets):
+    """Every planned output stays inside results/<preset>/, checked before anything runs."""
+    try:
+        check_inside_results(RESULTS, [path for group in targets for path in group])
+    except ConfigError as error:
+        raise WorkflowError(str(error)) from None
 
 
 export_ray_placement(config["ray"])

@@ -61,4 +61,4 @@ rule token_cache:
         ENV
     shell:
         "python -m pipeline cache --corpus {input.corpus:q} --tokenizer {input.tokenizer:q}"
-        " --builder {params.builder} --out {output:q} > {log:q} 2>&1"
+        " --builder {params.builder:q} --out {output:q} > {log:q} 2>&1"

@@ -1,18 +1,12 @@
 """Evaluation: lm-eval downstream tasks (App. C.7, Tables 4-5), one job per evaluated run (all shot counts)."""
 
-import shlex
-from pathlib import Path
+from pipeline.config import downstream_task_dir
 
 EVALUATE_CONFIG = config["downstream"]
 EVALUATED_RUN_PAIR = {run_id: pair for pair, run_ids in EVALUATE_CONFIG["pairs"].items() for run_id in run_ids}
-# A relative downstream.task_dir is inside the repository (Snakemake's working directory may be elsewhere).
-EVALUATE_TASK_DIR = (
-    str(Path(workflow.basedir).parent / EVALUATE_CONFIG["task_dir"])
-    if EVALUATE_CONFIG["task_dir"] is not None
-    else None
-)
+EVALUATE_TASK_DIR = downstream_task_dir(config)
 EVALUATE_TASK_FILES = (
-    sorted(str(path) for path in Path(EVALUATE_TASK_DIR).iterdir() if path.suffix in {".yaml", ".jsonl", ".py"})
+    sorted(str(path) for path in EVALUATE_TASK_DIR.iterdir() if path.suffix in {".yaml", ".jsonl", ".py"})
     if EVALUATE_TASK_DIR is not None
     else []
 )
@@ -34,10 +28,8 @@ rule downstream:
         pair=lambda wildcards: EVALUATED_RUN_PAIR[wildcards.run],
         tasks=EVALUATE_CONFIG["tasks"],
         shots=EVALUATE_CONFIG["shots"],
-        options=" ".join(
-            ([f"--task-dir {shlex.quote(EVALUATE_TASK_DIR)}"] if EVALUATE_TASK_DIR is not None else [])
-            + ([f"--limit {EVALUATE_CONFIG['limit']}"] if EVALUATE_CONFIG["limit"] is not None else [])
-        ),
+        options=(["--task-dir", str(EVALUATE_TASK_DIR)] if EVALUATE_TASK_DIR is not None else [])
+        + (["--limit", EVALUATE_CONFIG["limit"]] if EVALUATE_CONFIG["limit"] is not None else []),
     log:
         f"{RESULTS}/logs/downstream/{{run}}.log",
     benchmark:
@@ -50,5 +42,5 @@ rule downstream:
         ENV
     shell:
         "python -m pipeline downstream --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
-        " --out-dir {params.out_dir:q} --pair {params.pair:q} --tasks {params.tasks} --shots {params.shots}"
-        " {params.options} --gpus {resources.gpu} > {log:q} 2>&1"
+        " --out-dir {params.out_dir:q} --pair {params.pair:q} --tasks {params.tasks:q} --shots {params.shots:q}"
+        " {params.options:q} --gpus {resources.gpu:q} > {log:q} 2>&1"

@@ -23,5 +23,5 @@ rule pretrain:
         ENV
     shell:
         "python -m pipeline pretrain --spec {params.spec:q} --run-dir {params.run_dir:q}"
-        " --cache {input.cache:q} --tokenizer {input.tokenizer:q} --gpus {resources.gpu}"
+        " --cache {input.cache:q} --tokenizer {input.tokenizer:q} --gpus {resources.gpu:q}"
         " > {log:q} 2>&1"

@@ -115,7 +115,7 @@ rule downstream_table:
     params:
         out=f"{TABLES}/downstream_{{pair}}",
     wildcard_constraints:
-        pair="|".join(DOWNSTREAM_PAIRS),
+        pair=one_of(DOWNSTREAM_PAIRS),
     log:
         f"{RESULTS}/logs/report/downstream_table_{{pair}}.log",
     benchmark:
@@ -165,7 +165,7 @@ rule figure_curves:
     params:
         out=f"{FIGURES}/curves/{{group}}",
     wildcard_constraints:
-        group="|".join(TABLE_GROUPS),
+        group=one_of(TABLE_GROUPS),
     log:
         f"{RESULTS}/logs/report/figure_curves_{{group}}.log",
     benchmark:
@@ -311,7 +311,7 @@ rule figure_downstream:
         out=f"{FIGURES}/downstream/{{pair}}",
         shots=",".join(str(k) for k in SHOTS),
     wildcard_constraints:
-        pair="|".join(DOWNSTREAM_PAIRS),
+        pair=one_of(DOWNSTREAM_PAIRS),
     log:
         f"{RESULTS}/logs/report/figure_downstream_{{pair}}.log",
     benchmark:
@@ -323,7 +323,7 @@ rule figure_downstream:
     conda:
         ENV
     shell:
-        "python -m pipeline figure downstream --out {params.out:q} --shots {params.shots} {input:q} > {log:q} 2>&1"
+        "python -m pipeline figure downstream --out {params.out:q} --shots {params.shots:q} {input:q} > {log:q} 2>&1"
 
 
 rule figure_spectra:
@@ -370,7 +370,7 @@ rule figure_lyapunov:
     conda:
         ENV
     shell:
-        "python -m pipeline figure lyapunov --out {params.out:q} --output-token {params.output_token}"
+        "python -m pipeline figure lyapunov --out {params.out:q} --output-token {params.output_token:q}"
         " {input:q} > {log:q} 2>&1"
 
 

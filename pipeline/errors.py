@@ -1,0 +1,90 @@
+"""What a failed verb tells its user: one sentence, the last line of its output, for each class of failure.
+
+The rules send a job's stdout and stderr to its log, and Snakemake shows that log when the job fails; the
+traceback (when it helps) goes to stderr first, so the log keeps it and ends with the sentence.
+
+Failure classes, in the order they are recognised (anywhere in the exception's chain), and their sentence:
+
+- host out of memory (``MemoryError``, Ray's ``OutOfMemoryError``): more memory (``mem_mb``) or a smaller batch;
+- device out of memory (XLA ``RESOURCE_EXHAUSTED``): a smaller batch or more or larger GPUs;
+- worker crash (Ray's ``WorkerCrashedError``, ``NodeDiedError``, ``LocalRayletDiedError``, ``ActorDiedError``,
+  ``ObjectLostError``): where Ray's logs are, and rerun (training resumes from its newest checkpoint);
+- disk full (``OSError`` ENOSPC or EDQUOT, or "No space left on device" in a library's message): which file, and
+  to free space;
+- config, data, checkpoint, NaN loss (``ValueError``/``FileNotFoundError`` raised with a sentence:
+  ``ConfigError``, ``NonFiniteLossError``, ...): that sentence, naming the file, key or run and what to do (with
+  the traceback in front only when a library, not this package, raised it);
+- anything else: the exception's type and first line, that the traceback is above it, that it is a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+RAY_CRASHES = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ActorDiedError", "ObjectLostError")
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+PACKAGE_DIR = str(Path(__file__).resolve().parent)
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """The error and the errors it was raised from or while handling."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+def _ray_error(error: BaseException, names: tuple[str, ...]) -> bool:
+    exceptions = sys.modules.get("ray.exceptions")
+    return exceptions is not None and any(isinstance(error, getattr(exceptions, name)) for name in names)
+
+
+def _raised_by_pipeline(error: BaseException) -> bool:
+    """Whether the innermost frame of ``error``'s traceback is this package's code (a sentence written for users)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(PACKAGE_DIR)
+
+
+def subject(verb: str, args: argparse.Namespace) -> str:
+    """The verb and what it works on: its run folder, else its output, else its preset."""
+    for name in ("run_dir", "out_dir", "out", "preset"):
+        value = getattr(args, name, None)
+        if value:
+            return f"`{verb}` for {value}"
+    return f"`{verb}`"
+
+
+def failure_sentence(error: BaseException, what: str) -> tuple[str, bool]:
+    """One sentence for ``error`` raised by ``what`` (see ``subject``), and whether its traceback belongs in the log
+    before it (not for the sentences the pipeline raises itself)."""
+    chain = list(_chain(error))
+    for cause in chain:
+        if isinstance(cause, MemoryError) or _ray_error(cause, ("OutOfMemoryError",)):
+            return (f"error: {what} ran out of host memory ({type(cause).__name__}); give the job more memory "
+                    f"(the rule's mem_mb resource or a larger node) or lower the batch or problem size, then rerun; "
+                    f"the traceback is in the job log."), True
+        if "RESOURCE_EXHAUSTED" in str(cause):
+            return (f"error: {what} ran out of accelerator memory (XLA RESOURCE_EXHAUSTED); lower batch_size or give "
+                    f"it more or larger GPUs (the rule's gpu resource), then rerun; the traceback is in the job "
+                    f"log."), True
+        if _ray_error(cause, RAY_CRASHES):
+            return (f"error: the Ray worker running {what} died ({type(cause).__name__}: its process was killed, "
+                    f"e.g. by the kernel's out-of-memory killer, or its node went away); see the job log and Ray's "
+                    f"logs (/tmp/ray/session_latest/logs on the worker's node), then rerun: training resumes from "
+                    f"its newest checkpoint."), True
+        if (isinstance(cause, OSError) and cause.errno in DISK_FULL) or "No space left on device" in str(cause):
+            where = getattr(cause, "filename", None) or "its output"
+            return (f"error: the disk is full: {what} could not write {where}; free space (or quota) on that file "
+                    f"system or move results/ to a larger one, then rerun."), True
+    if isinstance(error, (ValueError, FileNotFoundError)):
+        return f"error: {error}", not _raised_by_pipeline(error)
+    first_line = (str(error).strip().splitlines() or [""])[0][:300]
+    return (f"error: {what} failed unexpectedly ({type(error).__name__}: {first_line}); the traceback above in the "
+            f"job log shows where; this is a bug in the pipeline, please report it."), True

@@ -1,0 +1,104 @@
+"""Every failure class ends a verb's output with one sentence naming what it concerns; the traceback stays above it.
+
+Provoked for real on CPU: host out-of-memory (an address-space limit), device out-of-memory (XLA asked for 400 GB),
+a full disk (a 64 KiB tmpfs in a private mount namespace), a Ray worker killed by SIGKILL, an unexpected bug.
+"""
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.errors import failure_sentence
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTERING = '{{"tokens": {tokens}, "hidden_dim": 3, "steps": {steps}, "magnitudes": ["constant"], "seed": 0}}'
+
+
+def pipeline_command(*args: str, preexec_fn=None, wrapper: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu"}
+    return subprocess.run([*wrapper, sys.executable, *args], cwd=ROOT, capture_output=True, text=True, env=env,
+                          preexec_fn=preexec_fn, timeout=180)
+
+
+def last_line(result: subprocess.CompletedProcess) -> str:
+    return (result.stdout + result.stderr).strip().splitlines()[-1]
+
+
+def one_gib_of_address_space() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def test_host_out_of_memory_ends_with_one_sentence(tmp_path):
+    out = tmp_path / "clustering"
+    result = pipeline_command("-m", "pipeline", "clustering", "--settings", CLUSTERING.format(tokens=40000, steps=2),
+                              "--out-dir", str(out), preexec_fn=one_gib_of_address_space)
+    assert result.returncode == 1
+    assert "MemoryError" in result.stderr  # the traceback stays in the log
+    assert last_line(result).startswith(f"error: `clustering` for {out} ran out of host memory")
+    assert not out.exists()
+
+
+def test_full_disk_ends_with_one_sentence(tmp_path):
+    """A 64 KiB tmpfs mounted in a private user and mount namespace: no root needed, nothing left on the host."""
+    unshare = ("unshare", "--user", "--map-root-user", "--mount")
+    if shutil.which("unshare") is None or subprocess.run([*unshare, "true"], capture_output=True).returncode != 0:
+        pytest.skip("unprivileged user namespaces are not available here")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = textwrap.dedent(f"""
+        import subprocess, sys
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", {str(disk)!r}], check=True)
+        from pipeline.cli import main
+        sys.exit(main(["clustering", "--settings", {CLUSTERING.format(tokens=40, steps=200)!r},
+                       "--out-dir", {str(disk / "out")!r}]))
+    """)
+    result = pipeline_command("-c", script, wrapper=unshare)
+    assert result.returncode == 1
+    assert "No space left on device" in result.stderr
+    assert last_line(result).startswith(f"error: the disk is full: `clustering` for {disk / 'out'} could not write")
+    assert not any(disk.iterdir())  # the mount was private: the host's folder is untouched
+
+
+def test_ray_worker_killed_by_a_signal_ends_with_one_sentence(tmp_path):
+    script = textwrap.dedent("""
+        import os, sys
+        import pipeline.analysis.spectra
+        from pipeline.cli import main
+
+        def killed_worker(*args, **kwargs):
+            os.kill(os.getpid(), 9)
+
+        pipeline.analysis.spectra.run_spectra = killed_worker
+        sys.exit(main(["spectra", "--run-dir", "runs/x", "--tokenizer", "tok", "--time-oversampling", "1",
+                       "--out", "x.csv", "--ray-num-cpus", "1"]))
+    """)
+    result = pipeline_command("-c", script)
+    assert result.returncode == 1
+    assert "WorkerCrashedError" in result.stderr
+    assert last_line(result).startswith("error: the Ray worker running `spectra` for runs/x died (WorkerCrashedError")
+
+
+def test_device_out_of_memory_is_one_sentence():
+    import jax.numpy as jnp
+
+    with pytest.raises(RuntimeError, match="RESOURCE_EXHAUSTED") as error:
+        jnp.ones((10**11,)).block_until_ready()
+    sentence, with_traceback = failure_sentence(error.value, "`pretrain` for results/tiny/runs/x")
+    assert sentence.startswith("error: `pretrain` for results/tiny/runs/x ran out of accelerator memory")
+    assert with_traceback and "\n" not in sentence
+
+
+def test_an_unexpected_error_is_one_sentence_after_its_traceback(tmp_path, capsys):
+    assert main(["clustering", "--settings", '{"tokens": 4}', "--out-dir", str(tmp_path)]) == 1
+    stderr = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in stderr
+    assert stderr.strip().splitlines()[-1].startswith(
+        f"error: `clustering` for {tmp_path} failed unexpectedly (KeyError: 'hidden_dim'); the traceback above")
+
