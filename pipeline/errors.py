@@ -14,6 +14,8 @@ Failure classes, in the order they are recognised (anywhere in the exception's c
 - config, data, checkpoint, NaN loss (``ValueError``/``FileNotFoundError`` raised with a sentence:
   ``ConfigError``, ``NonFiniteLossError``, ...): that sentence, naming the file, key or run and what to do (with
   the traceback in front only when a library, not this package, raised it);
+- a run stopped on request (``RunStopped``: SIGTERM before a SLURM kill, a cancelled Ray task): its sentence, which
+  says where its checkpoint is;
 - anything else: the exception's type and first line, that the traceback is above it, that it is a bug.
 """
 
@@ -28,6 +30,10 @@ from pathlib import Path
 RAY_CRASHES = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ActorDiedError", "ObjectLostError")
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 PACKAGE_DIR = str(Path(__file__).resolve().parent)
+
+
+class RunStopped(Exception):
+    """A run stopped because it was asked to (SIGTERM, a cancelled Ray task), after saving a checkpoint."""
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
@@ -83,6 +89,8 @@ def failure_sentence(error: BaseException, what: str) -> tuple[str, bool]:
             where = getattr(cause, "filename", None) or "its output"
             return (f"error: the disk is full: {what} could not write {where}; free space (or quota) on that file "
                     f"system or move results/ to a larger one, then rerun."), True
+    if isinstance(error, RunStopped):
+        return f"error: {error}", False
     if isinstance(error, (ValueError, FileNotFoundError)):
         return f"error: {error}", not _raised_by_pipeline(error)
     first_line = (str(error).strip().splitlines() or [""])[0][:300]

@@ -29,6 +29,7 @@ from typing import Any
 
 from pipeline.artifacts import MetricsLog, atomic_write_json, provenance, read_metrics
 from pipeline.config import REPO_ROOT, TrainSpec
+from pipeline.errors import RunStopped
 from pipeline.train.identity import RunIdentity, claim_run_folder
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class TrainingEndedShortError(ValueError):
     """The data loader ran out before ``steps`` updates; no summary is written for a run that did not happen."""
 
 
-class TrainingStoppedError(RuntimeError):
+class TrainingStoppedError(RunStopped):
     """SIGTERM (or a cancelled Ray task) stopped the run; a checkpoint at the current step was saved first."""
 
 

@@ -111,7 +111,7 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step_and_a_rerun_resumes_from
     job.send_signal(signal.SIGTERM)
     _, stderr = job.communicate(timeout=120)
     assert job.returncode == 1, stderr[-3000:]
-    assert "stopped by SIGINT after " in stderr.strip().splitlines()[-1]
+    assert stderr.strip().splitlines()[-1].startswith("error: wt103-small-gpt: stopped by SIGINT after ")
     saved = [path for path in (run_dir / "checkpoints").glob("step-*") if (path / "metadata.json").is_file()]
     assert len(saved) == 1 and 20 <= int(saved[0].name.removeprefix("step-")) < 149
     assert not (run_dir / "summary.json").exists()
