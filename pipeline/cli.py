@@ -11,13 +11,16 @@ import logging
 import sys
 
 from pipeline import cost as cost_commands
+from pipeline import dag_benchmark as bench_commands
 from pipeline.analysis import commands as analysis_commands
 from pipeline.data import commands as data_commands
 from pipeline.evaluate import commands as evaluate_commands
+from pipeline.phases import LOG_FORMAT, mark_phase, process_start_time
 from pipeline.report import commands as report_commands
 from pipeline.train import commands as train_commands
 
-STAGES = (data_commands, train_commands, evaluate_commands, analysis_commands, report_commands, cost_commands)
+STAGES = (data_commands, train_commands, evaluate_commands, analysis_commands, report_commands, cost_commands,
+          bench_commands)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,11 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    mark_phase("interpreter", process_start_time())
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    mark_phase("exit")
     return 0

@@ -9,10 +9,13 @@ The task asks Ray for the job's GPUs, so a cluster places it on a node that has 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable
 from typing import Any
+
+from pipeline.phases import mark_phase
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +37,10 @@ def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus
         init_args.update(address="local", num_cpus=num_cpus)
     else:
         init_args["address"] = address
+    mark_phase("ray")
     ray.init(**init_args)
     try:
-        task = ray.remote(num_cpus=1, num_gpus=num_gpus, max_retries=0)(fn)
+        task = ray.remote(num_cpus=1, num_gpus=num_gpus, max_retries=0)(marked_task(fn))
         logger.info("Submitting %s to Ray (%s)", fn.__name__, address or "embedded local Ray")
         try:
             return ray.get(task.remote(*args, **kwargs))
@@ -45,3 +49,17 @@ def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus
             raise error.cause from None
     finally:
         ray.shutdown()
+
+
+def marked_task(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` logging the phase markers ``task`` when it starts in its Ray worker and ``shutdown`` when it returns
+    in its Ray worker."""
+
+    @functools.wraps(fn)
+    def task(*args: Any, **kwargs: Any) -> Any:
+        mark_phase("task")
+        result = fn(*args, **kwargs)
+        mark_phase("shutdown")
+        return result
+
+    return task

@@ -21,6 +21,7 @@ from typing import Any
 
 from pipeline.artifacts import MetricsLog, atomic_write_json, provenance
 from pipeline.config import REPO_ROOT, TrainSpec
+from pipeline.phases import mark_phase
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +161,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
     from levanter.trainer import Trainer
     from levanter.utils.jax_utils import parameter_count
 
+    mark_phase("setup")
     data = data_config(cache_dir, tokenizer_dir)
     tokenizer = data.the_tokenizer
     config = trainer_config(run_id, train, run_dir)
@@ -192,9 +194,11 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         clock = {"start": time.time(), "start_step": resumed_from}
 
         def evaluate(model, updates: int) -> float:
+            mark_phase("eval")
             loss = periodic_eval.evaluate(model).micro_avg_loss
             metrics.write({"step": updates, "eval_loss": loss, "eval_ppl": math.exp(loss)})
             logger.info("%s after %d updates: validation loss %.4f ppl %.2f", run_id, updates, loss, math.exp(loss))
+            mark_phase("train")
             return loss
 
         initial_loss = None if resumed_from else evaluate(state.eval_model, 0)
@@ -203,6 +207,8 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
             if info.step == clock.get("last_logged"):
                 return
             clock["last_logged"] = info.step
+            if info.step == clock["start_step"]:
+                mark_phase("train")
             loss = float(info.loss)
             if not math.isfinite(loss):
                 raise NonFiniteLossError(f"{run_id}: training loss became {loss} at step {info.step}; "
@@ -228,7 +234,9 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         trainer.add_hook(log_eval, every=1)
         loader = trainer.data_loader(train_set).iter_from_step(resumed_from)
         if resumed_from < train.steps:
+            mark_phase("compile")
             last = trainer.train(state, loader)
+            mark_phase("checkpoint")
             checkpointer = trainer_checkpointer(trainer)
             checkpointer.on_step(last, force=True)
             checkpointer.wait_until_finished()
@@ -237,7 +245,9 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
             model = state.eval_model
         metrics.close()
 
+        mark_phase("final-eval")
         final = validation_evaluator(trainer, validation_set, tokenizer, None).evaluate(model)
+        mark_phase("write")
         devices = [str(d) for d in jax.devices()]
 
     records = [r for r in map(_json_line, (run_dir / "metrics.jsonl").read_text().splitlines())]
