@@ -2,11 +2,13 @@
 
 ``python -m pipeline bench dag <workdir> --label <label>`` reads ``<workdir>/results/<preset>/logs/**.log`` (the
 ``phase <name> at <unix time>`` markers of ``pipeline.phases``) and the Snakemake benchmark files
-``<workdir>/results/<preset>/benchmarks/**.tsv`` (each job's wall seconds, ``s``). A phase lasts from its marker
-to the next one; ``outside`` is the job's benchmark wall time minus its marked span (Snakemake's shell, the
+``<workdir>/results/<preset>/benchmarks/**.tsv`` (each job's wall seconds ``s`` and CPU seconds ``cpu_time``
+of its process tree, which includes an embedded Ray's workers but not an external cluster's). A phase lasts from
+its marker to the next one; ``outside`` is the job's benchmark wall time minus its marked span (Snakemake's shell, the
 interpreter's exit; all of a job whose log has no markers). The job kind is a log's folder under ``logs/``
 (``pretrain``, ``finetune``, ``analysis/spectra``, ...). Writes ``results/benchmarks/dag-<label>.{md,csv}``:
-per kind the number of jobs, their summed wall seconds, and per job the mean seconds of every phase.
+per kind the number of jobs, their summed wall seconds, and per job the mean wall and CPU seconds and the mean
+seconds of every phase. On a shared machine the CPU seconds vary less than the wall seconds.
 """
 
 from __future__ import annotations
@@ -29,16 +31,17 @@ are set up; evaluations (the untrained model's, then periodic ones); the first t
 the other steps; the final checkpoint; the final full-validation evaluation; the run folder's files; the task's
 return and Ray's shutdown; the CLI's exit."""
 OUTSIDE = "outside"
-COLUMNS = ("kind", "jobs", "wall_s", "mean_wall_s", *PHASES, OUTSIDE)
+COLUMNS = ("kind", "jobs", "wall_s", "mean_wall_s", "mean_cpu_s", *PHASES, OUTSIDE)
 
 
 @dataclasses.dataclass(frozen=True)
 class JobTiming:
-    """One job: its kind, its wall seconds (Snakemake's benchmark; None without one) and seconds per phase."""
+    """One job: its kind, its wall and CPU seconds (Snakemake's benchmark; None without one), seconds per phase."""
 
     kind: str
     job: str
     wall_s: float | None
+    cpu_s: float | None
     phases: dict[str, float]
 
 
@@ -52,12 +55,13 @@ def phase_seconds(log_text: str) -> dict[str, float]:
     return dict(seconds)
 
 
-def benchmark_wall_s(tsv: Path) -> float:
-    """The ``s`` column (wall seconds) of a Snakemake benchmark file; the mean over its rows (``repeat``)."""
+def benchmark_seconds(tsv: Path) -> tuple[float, float]:
+    """Wall and CPU seconds (``s``, ``cpu_time``) of a Snakemake benchmark file; means over its rows (``repeat``)."""
     rows = list(csv.DictReader(io.StringIO(tsv.read_text()), delimiter="\t"))
-    if not rows or "s" not in rows[0]:
-        raise ValueError(f"{tsv} is not a Snakemake benchmark file (no 's' column); delete it and rerun the job.")
-    return sum(float(row["s"]) for row in rows) / len(rows)
+    if not rows or not {"s", "cpu_time"} <= rows[0].keys():
+        raise ValueError(f"{tsv} is not a Snakemake benchmark file (no 's' or 'cpu_time' column); delete it and "
+                         f"rerun the job.")
+    return tuple(sum(float(row[column]) for row in rows) / len(rows) for column in ("s", "cpu_time"))
 
 
 def dag_results(workdir: Path, preset: str) -> Path:
@@ -76,8 +80,8 @@ def job_timings(workdir: Path, preset: str) -> list[JobTiming]:
     for log in sorted(logs.rglob("*.log")):
         relative = log.relative_to(logs).with_suffix("")
         tsv = benchmarks / relative.with_suffix(".tsv")
-        timings.append(JobTiming(kind=relative.parent.as_posix(), job=relative.as_posix(),
-                                 wall_s=benchmark_wall_s(tsv) if tsv.is_file() else None,
+        wall_s, cpu_s = benchmark_seconds(tsv) if tsv.is_file() else (None, None)
+        timings.append(JobTiming(kind=relative.parent.as_posix(), job=relative.as_posix(), wall_s=wall_s, cpu_s=cpu_s,
                                  phases=phase_seconds(log.read_text(errors="replace"))))
     return timings
 
@@ -97,7 +101,8 @@ def _wall(jobs: list[JobTiming]) -> float:
 
 
 def _row(kind: str, jobs: list[JobTiming]) -> dict:
-    row: dict = {"kind": kind, "jobs": len(jobs), "wall_s": _wall(jobs), "mean_wall_s": _wall(jobs) / len(jobs)}
+    row: dict = {"kind": kind, "jobs": len(jobs), "wall_s": _wall(jobs), "mean_wall_s": _wall(jobs) / len(jobs),
+                 "mean_cpu_s": sum(job.cpu_s or 0.0 for job in jobs) / len(jobs)}
     for phase in PHASES:
         row[phase] = sum(job.phases.get(phase, 0.0) for job in jobs) / len(jobs)
     outside = [job.wall_s - sum(job.phases.values()) for job in jobs if job.wall_s is not None]
@@ -108,7 +113,7 @@ def _row(kind: str, jobs: list[JobTiming]) -> dict:
 def markdown(rows: list[dict], title: str) -> str:
     """The table as Markdown: seconds with one decimal, phases no job logged left out."""
     used = [c for c in COLUMNS if c not in PHASES or any(row[c] for row in rows)]
-    lines = [f"# {title}", "", "Per job kind: jobs, summed wall s, and per job the mean wall s and mean s per phase "
+    lines = [f"# {title}", "", "Per job kind: jobs, summed wall s, and per job the mean wall s, CPU s and s per phase "
              "(`python -m pipeline bench dag`).", "", "| " + " | ".join(used) + " |",
              "|" + "|".join("---" for _ in used) + "|"]
     for row in rows:

@@ -1,6 +1,9 @@
 """`python -m pipeline bench dag` on a synthetic finished DAG: phase markers in job logs + Snakemake benchmarks."""
 
 import csv
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -56,6 +59,7 @@ def test_kind_table_means_per_job_and_the_time_outside_the_markers(dag):
     rows = {row["kind"]: row for row in kind_table(job_timings(dag, "tiny"))}
     pretrain = rows["pretrain"]
     assert pretrain["jobs"] == 2 and pretrain["wall_s"] == 160 and pretrain["mean_wall_s"] == 80
+    assert pretrain["mean_cpu_s"] == 80
     assert pretrain["compile"] == 20 and pretrain["train"] == 9 and pretrain["final-eval"] == 7
     assert pretrain["outside"] == pytest.approx(6)
     assert rows["analysis/spectra"]["interpreter"] == 4 and rows["analysis/spectra"]["outside"] == pytest.approx(2)
@@ -69,10 +73,26 @@ def test_bench_dag_verb_writes_the_table(dag, tmp_path, capsys):
     rows = list(csv.DictReader((out / "dag-synthetic.csv").open()))
     assert [row["kind"] for row in rows] == ["pretrain", "analysis/spectra", "corpus", "total"]
     assert float(rows[0]["compile"]) == 20
-    assert "| pretrain | 2 | 160.0 | 80.0 |" in (out / "dag-synthetic.md").read_text()
+    assert "| pretrain | 2 | 160.0 | 80.0 | 80.0 |" in (out / "dag-synthetic.md").read_text()
     assert "dag-synthetic.md" in capsys.readouterr().out
 
 
 def test_bench_dag_names_the_missing_logs_folder(tmp_path, capsys):
     assert main(["bench", "dag", str(tmp_path), "--label", "x", "--out-dir", str(tmp_path)]) == 1
     assert "results/tiny/logs does not exist" in capsys.readouterr().err
+
+
+def test_a_pipeline_job_logs_its_process_start_and_exit(dag, tmp_path):
+    started = time.time()
+    result = subprocess.run([sys.executable, "-m", "pipeline", "bench", "dag", str(dag), "--label", "x",
+                             "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    seconds = phase_seconds(result.stderr)
+    assert list(seconds) == ["interpreter"] and 0 < seconds["interpreter"] < time.time() - started + 1
+
+
+def test_a_ray_task_logs_its_start_and_return():
+    code = "from pipeline.runner import marked_task; assert marked_task(lambda x: x + 1)(1) == 2"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert list(phase_seconds(result.stderr)) == ["task"]
