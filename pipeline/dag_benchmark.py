@@ -8,7 +8,7 @@ its marker to the next one; ``outside`` is the job's benchmark wall time minus i
 interpreter's exit; all of a job whose log has no markers). The job kind is a log's folder under ``logs/``
 (``pretrain``, ``finetune``, ``analysis/spectra``, ...). Writes ``results/benchmarks/dag-<label>.{md,csv}``:
 per kind the number of jobs, their summed wall seconds, and per job the mean wall and CPU seconds and the mean
-seconds of every phase. On a shared machine the CPU seconds vary less than the wall seconds.
+seconds of every phase.
 """
 
 from __future__ import annotations
