@@ -46,9 +46,9 @@ class JobTiming:
 
 
 def phase_seconds(log_text: str) -> dict[str, float]:
-    """Seconds per phase from a log's markers (in time order: a worker's forwarded lines may arrive late); the
-    last marker ends the span and counts no time of its own."""
-    marks = sorted((float(m["time"]), m["name"]) for m in MARKER.finditer(log_text))
+    """Seconds per phase from a log's markers (in time order: a worker's forwarded lines may arrive late; markers of
+    the same millisecond in log order); the last marker ends the span and counts no time of its own."""
+    marks = sorted(((float(m["time"]), m["name"]) for m in MARKER.finditer(log_text)), key=lambda mark: mark[0])
     seconds: dict[str, float] = defaultdict(float)
     for (start, name), (end, _) in pairwise(marks):
         seconds[name] += end - start
