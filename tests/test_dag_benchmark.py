@@ -96,3 +96,7 @@ def test_a_ray_task_logs_its_start_and_return():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert list(phase_seconds(result.stderr)) == ["task"]
+
+
+def test_markers_of_the_same_millisecond_keep_their_log_order():
+    assert phase_seconds(marker("task", 5) + marker("shutdown", 5) + marker("exit", 7)) == {"task": 0, "shutdown": 2}
