@@ -12,14 +12,17 @@ import sys
 import traceback
 
 from pipeline import cost as cost_commands
+from pipeline import dag_benchmark as bench_commands
 from pipeline.analysis import commands as analysis_commands
 from pipeline.data import commands as data_commands
 from pipeline.errors import failure_sentence, subject
 from pipeline.evaluate import commands as evaluate_commands
+from pipeline.phases import LOG_FORMAT, mark_phase, process_start_time
 from pipeline.report import commands as report_commands
 from pipeline.train import commands as train_commands
 
-STAGES = (data_commands, train_commands, evaluate_commands, analysis_commands, report_commands, cost_commands)
+STAGES = (data_commands, train_commands, evaluate_commands, analysis_commands, report_commands, cost_commands,
+          bench_commands)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    mark_phase("interpreter", process_start_time())
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
@@ -42,4 +46,5 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exception(error, file=sys.stderr)
         print(sentence, file=sys.stderr, flush=True)
         return 1
+    mark_phase("exit")
     return 0

@@ -19,6 +19,22 @@ def export_ray_placement(ray: dict) -> None:
             os.environ[name] = str(ray[key])
 
 
+def start_shared_local_ray(num_cpus: int) -> str:
+    """One Ray runtime for a local DAG run, started in Snakemake's own process (it stops when Snakemake exits), its
+    address handed to every job through ``PIPELINE_RAY_ADDRESS``: a job then joins it instead of starting an
+    embedded Ray of its own (tiny pretraining jobs, side by side: 2.6–6.2 s against 15–25 s on a loaded 2-core
+    machine, ``results/benchmarks/dag-subset-2026-11-23.md``). Each job stays its own Ray job (driver): its task,
+    log and provenance are its own. Returns the address."""
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    import ray
+
+    context = ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    address = context.address_info["gcs_address"]
+    os.environ[RAY_PLACEMENT_ENV["address"]] = address
+    os.environ.pop(RAY_PLACEMENT_ENV["num_cpus"], None)
+    return address
+
+
 def add_ray_options(parser: argparse.ArgumentParser, *, gpus: bool = False) -> None:
     """``--ray-address``/``--ray-num-cpus`` (and ``--gpus``) of a verb whose work runs as a Ray task. Their defaults
     come from ``PIPELINE_RAY_ADDRESS``/``PIPELINE_RAY_NUM_CPUS``, which the workflow sets from the preset's ``ray``

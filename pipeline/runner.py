@@ -12,12 +12,15 @@ raises SIGINT in the worker, whose training loop saves a checkpoint and stops; t
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from pipeline.phases import mark_phase
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +42,7 @@ def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus
         init_args.update(address="local", num_cpus=num_cpus)
     else:
         init_args["address"] = address
+    mark_phase("ray")
     ray.init(**init_args)
     try:
         available = ray.cluster_resources().get("GPU", 0)
@@ -46,7 +50,7 @@ def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus
             raise GpuRequestError(f"{fn.__name__}: the job asks for {num_gpus:g} GPU(s) but the Ray cluster "
                                   f"({address or 'embedded local Ray'}) has {available:g}; run on a GPU node "
                                   f"or with --gpus 0.")
-        task = ray.remote(num_cpus=1, num_gpus=num_gpus, max_retries=0)(fn)
+        task = ray.remote(num_cpus=1, num_gpus=num_gpus, max_retries=0)(marked_task(fn))
         logger.info("Submitting %s to Ray (%s)", fn.__name__, address or "embedded local Ray")
         ref = task.remote(*args, **kwargs)
         with cancel_on_sigterm(ref):
@@ -87,3 +91,17 @@ class cancel_on_sigterm:
     def __exit__(self, *exc) -> None:
         if self.previous is not None:
             signal.signal(signal.SIGTERM, self.previous)
+
+
+def marked_task(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` logging the phase markers ``task`` when it starts in its Ray worker and ``shutdown`` when it returns
+    in its Ray worker."""
+
+    @functools.wraps(fn)
+    def task(*args: Any, **kwargs: Any) -> Any:
+        mark_phase("task")
+        result = fn(*args, **kwargs)
+        mark_phase("shutdown")
+        return result
+
+    return task

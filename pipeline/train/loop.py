@@ -30,6 +30,7 @@ from typing import Any
 from pipeline.artifacts import MetricsLog, atomic_write_json, provenance, read_metrics
 from pipeline.config import REPO_ROOT, TrainSpec
 from pipeline.errors import RunStopped
+from pipeline.phases import mark_phase
 from pipeline.train.identity import RunIdentity, claim_run_folder
 
 logger = logging.getLogger(__name__)
@@ -274,6 +275,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
     from levanter.trainer import Trainer
     from levanter.utils.jax_utils import parameter_count
 
+    mark_phase("setup")
     gpus = assigned_gpus()
     require_accelerators(gpus)
     checkpoints = run_dir / "checkpoints"
@@ -317,9 +319,11 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         checkpointer = trainer_checkpointer(trainer)
 
         def evaluate(model, updates: int) -> float:
+            mark_phase("eval")
             loss = periodic_eval.evaluate(model).micro_avg_loss
             metrics.write({"step": updates, "eval_loss": loss, "eval_ppl": math.exp(loss)})
             logger.info("%s after %d updates: validation loss %.4f ppl %.2f", run_id, updates, loss, math.exp(loss))
+            mark_phase("train")
             return loss
 
         initial_loss = None if resumed_from else evaluate(state.eval_model, 0)
@@ -328,6 +332,8 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
             if info.step == clock.get("last_logged"):
                 return
             clock["last_logged"] = info.step
+            if info.step == clock["start_step"]:
+                mark_phase("train")
             loss = float(info.loss)
             if not math.isfinite(loss):
                 raise NonFiniteLossError(f"{run_id}: training loss became {loss} at step {info.step}; "
@@ -369,12 +375,14 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         trainer.add_hook(stop_when_asked, every=1)
         loader = trainer.data_loader(train_set).iter_from_step(resumed_from)
         if resumed_from < train.steps:
+            mark_phase("compile")
             last = trainer.train(state, loader)
             steps_done = int(last.state.step)
             if steps_done != train.steps:
                 raise TrainingEndedShortError(
                     f"{run_id}: the data loader ended after {steps_done} of {train.steps} updates "
                     f"({train_examples} training examples, batch {train.batch_size}); no summary was written.")
+            mark_phase("checkpoint")
             checkpointer.on_step(last, force=True)
             checkpointer.wait_until_finished()
             model = last.eval_model
@@ -384,7 +392,9 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         metrics.close()
         prune_checkpoints(checkpoints, train.keep_checkpoints_every)
 
+        mark_phase("final-eval")
         final = validation_evaluator(trainer, validation_set, tokenizer, None).evaluate(model)
+        mark_phase("write")
         devices = [str(d) for d in jax.devices()]
 
     records = read_metrics(run_dir / "metrics.jsonl")

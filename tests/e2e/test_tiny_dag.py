@@ -5,6 +5,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,8 +29,13 @@ def snakemake(workdir: Path, ray_address: str, *args: str, config: tuple[str, ..
 
 
 @pytest.fixture(scope="module")
-def tiny_dag(tmp_path_factory, ray_head):
+def tiny_dag(tmp_path_factory, ray_head, tiny_data_workdir):
+    """The whole DAG, starting from the data the session's ``tiny_data_workdir`` built with the same rules (its
+    outputs and Snakemake's records of them, mtimes kept): the data is built once per session, and the DAG builds
+    only the rest of it."""
     workdir = tmp_path_factory.mktemp("tiny-dag")
+    for built in ("results/tiny/data", ".snakemake/metadata"):
+        shutil.copytree(tiny_data_workdir / built, workdir / built)
     result = snakemake(workdir, ray_head, "--report", "results/tiny/report.html", "--report-after-run")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return workdir / "results" / "tiny"

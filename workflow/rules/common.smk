@@ -5,7 +5,7 @@ import re
 
 from snakemake.exceptions import WorkflowError
 
-from pipeline.commands import export_ray_placement
+from pipeline.commands import export_ray_placement, start_shared_local_ray
 from pipeline.config import (
     ConfigError,
     check_inside_results,
@@ -88,3 +88,12 @@ def require_inside_results(*targets):
 
 
 export_ray_placement(config["ray"])
+
+RAY_RULES = {"pretrain", "finetune", "downstream", "spectra", "lyapunov", "frontier", "memory_probe"}
+
+
+onstart:
+    # A local run of a preset without a Ray cluster: one Ray runtime for all of this run's Ray jobs.
+    if config["ray"]["address"] is None and workflow.local_exec:
+        if any(job.rule.name in RAY_RULES for job in workflow.dag.needrun_jobs()):
+            logger.info(f"Ray for this run's jobs: {start_shared_local_ray(workflow.cores)}")

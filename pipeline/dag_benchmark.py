@@ -1,0 +1,157 @@
+"""Where a finished DAG's wall time goes: per job kind, the seconds of each phase of its jobs.
+
+``python -m pipeline bench dag <workdir> --label <label>`` reads ``<workdir>/results/<preset>/logs/**.log`` (the
+``phase <name> at <unix time>`` markers of ``pipeline.phases``) and the Snakemake benchmark files
+``<workdir>/results/<preset>/benchmarks/**.tsv`` (each job's wall seconds ``s`` and CPU seconds ``cpu_time``
+of its process tree, which includes an embedded Ray's workers but not an external cluster's). A phase lasts from
+its marker to the next one; ``outside`` is the job's benchmark wall time minus its marked span (Snakemake's shell, the
+interpreter's exit; all of a job whose log has no markers). The job kind is a log's folder under ``logs/``
+(``pretrain``, ``finetune``, ``analysis/spectra``, ...). Writes ``results/benchmarks/dag-<label>.{md,csv}``:
+per kind the number of jobs, their summed wall seconds, and per job the mean wall and CPU seconds and the mean
+seconds of every phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import io
+from collections import defaultdict
+from itertools import pairwise
+from pathlib import Path
+
+from pipeline.phases import MARKER
+
+PHASES = ("interpreter", "ray", "task", "setup", "eval", "compile", "train", "checkpoint", "final-eval", "write",
+          "shutdown", "exit")
+"""Markers in the order a training job logs them: the interpreter starts (and imports the CLI); the driver starts
+or joins Ray; the task starts in its worker (and imports JAX, Levanter, the models); the trainer, data and model
+are set up; evaluations (the untrained model's, then periodic ones); the first training step with its compile;
+the other steps; the final checkpoint; the final full-validation evaluation; the run folder's files; the task's
+return and Ray's shutdown; the CLI's exit."""
+OUTSIDE = "outside"
+COLUMNS = ("kind", "jobs", "wall_s", "mean_wall_s", "mean_cpu_s", *PHASES, OUTSIDE)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobTiming:
+    """One job: its kind, its wall and CPU seconds (Snakemake's benchmark; None without one), seconds per phase."""
+
+    kind: str
+    job: str
+    wall_s: float | None
+    cpu_s: float | None
+    phases: dict[str, float]
+
+
+def phase_seconds(log_text: str) -> dict[str, float]:
+    """Seconds per phase from a log's markers (in time order: a worker's forwarded lines may arrive late; markers of
+    the same millisecond in log order); the last marker ends the span and counts no time of its own."""
+    marks = sorted(((float(m["time"]), m["name"]) for m in MARKER.finditer(log_text)), key=lambda mark: mark[0])
+    seconds: dict[str, float] = defaultdict(float)
+    for (start, name), (end, _) in pairwise(marks):
+        seconds[name] += end - start
+    return dict(seconds)
+
+
+def benchmark_seconds(tsv: Path) -> tuple[float, float]:
+    """Wall and CPU seconds (``s``, ``cpu_time``) of a Snakemake benchmark file; means over its rows (``repeat``)."""
+    rows = list(csv.DictReader(io.StringIO(tsv.read_text()), delimiter="\t"))
+    if not rows or not {"s", "cpu_time"} <= rows[0].keys():
+        raise ValueError(f"{tsv} is not a Snakemake benchmark file (no 's' or 'cpu_time' column); delete it and "
+                         f"rerun the job.")
+    return tuple(sum(float(row[column]) for row in rows) / len(rows) for column in ("s", "cpu_time"))
+
+
+def dag_results(workdir: Path, preset: str) -> Path:
+    results = workdir / "results" / preset
+    if not (results / "logs").is_dir():
+        raise FileNotFoundError(f"{results / 'logs'} does not exist; run the DAG (snakemake --directory {workdir}) "
+                                f"first or pass the workdir and --preset it used.")
+    return results
+
+
+def job_timings(workdir: Path, preset: str) -> list[JobTiming]:
+    """Every job that left a log, with its benchmark wall time where Snakemake wrote one."""
+    results = dag_results(workdir, preset)
+    logs, benchmarks = results / "logs", results / "benchmarks"
+    timings = []
+    for log in sorted(logs.rglob("*.log")):
+        relative = log.relative_to(logs).with_suffix("")
+        tsv = benchmarks / relative.with_suffix(".tsv")
+        wall_s, cpu_s = benchmark_seconds(tsv) if tsv.is_file() else (None, None)
+        timings.append(JobTiming(kind=relative.parent.as_posix(), job=relative.as_posix(), wall_s=wall_s, cpu_s=cpu_s,
+                                 phases=phase_seconds(log.read_text(errors="replace"))))
+    return timings
+
+
+def kind_table(timings: list[JobTiming]) -> list[dict]:
+    """Per job kind (and a ``total`` row): jobs, summed and mean wall seconds, mean seconds per phase per job."""
+    by_kind: dict[str, list[JobTiming]] = defaultdict(list)
+    for timing in timings:
+        by_kind[timing.kind].append(timing)
+    rows = [_row(kind, jobs) for kind, jobs in sorted(by_kind.items(), key=lambda item: -_wall(item[1]))]
+    rows.append(_row("total", timings))
+    return rows
+
+
+def _wall(jobs: list[JobTiming]) -> float:
+    return sum(job.wall_s or sum(job.phases.values(), 0.0) for job in jobs)
+
+
+def _row(kind: str, jobs: list[JobTiming]) -> dict:
+    row: dict = {"kind": kind, "jobs": len(jobs), "wall_s": _wall(jobs), "mean_wall_s": _wall(jobs) / len(jobs),
+                 "mean_cpu_s": sum(job.cpu_s or 0.0 for job in jobs) / len(jobs)}
+    for phase in PHASES:
+        row[phase] = sum(job.phases.get(phase, 0.0) for job in jobs) / len(jobs)
+    outside = [job.wall_s - sum(job.phases.values()) for job in jobs if job.wall_s is not None]
+    row[OUTSIDE] = sum(outside) / len(jobs)
+    return row
+
+
+def markdown(rows: list[dict], title: str) -> str:
+    """The table as Markdown: seconds with one decimal, phases no job logged left out."""
+    used = [c for c in COLUMNS if c not in PHASES or any(row[c] for row in rows)]
+    lines = [f"# {title}", "", "Per job kind: jobs, summed wall s, and per job the mean wall s, CPU s and s per phase "
+             "(`python -m pipeline bench dag`).", "", "| " + " | ".join(used) + " |",
+             "|" + "|".join("---" for _ in used) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(row[c]) for c in used) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value) -> str:
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def write_tables(rows: list[dict], out_dir: Path, label: str, title: str) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md, table = out_dir / f"dag-{label}.md", out_dir / f"dag-{label}.csv"
+    md.write_text(markdown(rows, title))
+    with table.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()} for row in rows)
+    return md, table
+
+
+def _bench_dag(args: argparse.Namespace) -> None:
+    rows = kind_table(job_timings(args.workdir, args.preset))
+    title = f"DAG time by phase: {args.label} ({args.preset} preset)"
+    md, table = write_tables(rows, args.out_dir, args.label, title)
+    print(md.read_text(), end="")
+    print(f"wrote {md} and {table}")
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    from pipeline.cost import BENCHMARKS_DIR
+
+    bench = verbs.add_parser("bench", help="benchmarks of the pipeline itself ('bench dag': a DAG's time by phase)")
+    kinds = bench.add_subparsers(dest="benchmark", required=True)
+    dag = kinds.add_parser("dag", help="per job kind, the split of a finished DAG's wall time into phases")
+    dag.add_argument("workdir", type=Path, help="the DAG's working directory (snakemake --directory)")
+    dag.add_argument("--label", required=True, help="names the tables: results/benchmarks/dag-<label>.{md,csv}")
+    dag.add_argument("--preset", default="tiny", help="the preset the DAG ran (default: tiny)")
+    dag.add_argument("--out-dir", type=Path, default=BENCHMARKS_DIR, help="default: results/benchmarks")
+    dag.set_defaults(run=_bench_dag)
