@@ -47,15 +47,19 @@ def _reference_embeddings(embeddings, key):
     raise TypeError(f"reference_init knows GPT-2 and Llama embeddings, not {type(embeddings).__name__}.")
 
 
-def reference_init(model, key):
-    """``model`` with the reference initialisation of §9.2 (same structure, new values); every Linear gets its
-    own key."""
-    k_embed, k_linears = jax.random.split(key)
+def reference_linears(tree, key):
+    """``tree`` with every ``Linear`` weight redrawn from N(0, 0.02²) (its own key each) and its bias zeroed."""
     is_linear = lambda node: isinstance(node, hnn.Linear)  # noqa: E731
-    linears, treedef = jax.tree_util.tree_flatten(model, is_leaf=is_linear)
-    keys = jax.random.split(k_linears, len(linears))
-    linears = [_reference_linear(node, k) if is_linear(node) else node for node, k in zip(linears, keys, strict=True)]
-    model = jax.tree_util.tree_unflatten(treedef, linears)
+    nodes, treedef = jax.tree_util.tree_flatten(tree, is_leaf=is_linear)
+    keys = jax.random.split(key, len(nodes))
+    nodes = [_reference_linear(node, k) if is_linear(node) else node for node, k in zip(nodes, keys, strict=True)]
+    return jax.tree_util.tree_unflatten(treedef, nodes)
+
+
+def reference_init(model, key):
+    """``model`` with the reference initialisation of §9.2 (same structure, new values)."""
+    k_embed, k_linears = jax.random.split(key)
+    model = reference_linears(model, k_linears)
     return dataclasses.replace(model, embeddings=_reference_embeddings(model.embeddings, k_embed))
 
 
