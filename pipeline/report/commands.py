@@ -83,6 +83,14 @@ def _scorecard(args: argparse.Namespace) -> None:
                                     clustering_stats=args.clustering_stats, memory=args.memory), out=args.out)
 
 
+def _fidelity_table(args: argparse.Namespace) -> None:
+    import json
+
+    from pipeline.report.fidelity import write_fidelity_table
+
+    write_fidelity_table(json.loads(args.config_json), out=args.out)
+
+
 def register(verbs: argparse._SubParsersAction) -> None:
     out_help = "output path without suffix: writes .md, .csv, .tex and .html"
     table = verbs.add_parser("perplexity-table", help="Tables 1-2 from run summaries")
@@ -90,6 +98,11 @@ def register(verbs: argparse._SubParsersAction) -> None:
     table.add_argument("--runs-csv", type=Path, required=True, help="CSV of every pretraining run")
     table.add_argument("summaries", nargs="+", type=Path)
     table.set_defaults(run=_perplexity_table)
+
+    table = verbs.add_parser("fidelity-table", help="the fidelity ledger for a resolved preset (.md, .csv, .html)")
+    table.add_argument("--out", type=Path, required=True, help="output path without suffix")
+    table.add_argument("--config-json", required=True, help="the resolved preset's PRESET_SECTIONS as JSON")
+    table.set_defaults(run=_fidelity_table)
 
     table = verbs.add_parser("spec-table", help="Table 3 from the runs' config.yaml (beside each summary.json)")
     table.add_argument("--out", type=Path, required=True, help=out_help)

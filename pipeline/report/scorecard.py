@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.artifacts import atomic_write_text
+from pipeline.report.fidelity import linked_rows
 from pipeline.report.tables import (
     DIFFEQ_FAMILIES,
     FAMILY_LABELS,
@@ -43,7 +44,8 @@ TRAIN_COST_GOAL = 1.15
 ≥ 1/1.15."""
 NO_PATTERN_RANK_CORRELATION = 0.5
 """|Spearman ρ| below which the vanilla GPT's spectrum counts as having 'no clear pattern' over depth."""
-SCORECARD_COLUMNS = ["section", "item", "source", "paper", "ours", "deviation", "unit", "status", "evidence"]
+SCORECARD_COLUMNS = ["section", "item", "source", "paper", "ours", "deviation", "unit", "status", "evidence", "ledger"]
+"""``ledger``: the fidelity-ledger rows (``pipeline/report/reference/fidelity.csv``) whose choice can move the item."""
 
 
 @dataclass
@@ -62,7 +64,7 @@ class ScorecardInputs:
 def row(section: str, item: str, source: str, *, paper: float = math.nan, ours: float = math.nan,
         deviation: float = math.nan, unit: str = "", status: str, evidence: str = "") -> dict:
     return dict(section=section, item=item, source=source, paper=paper, ours=ours, deviation=deviation, unit=unit,
-                status=status, evidence=evidence)
+                status=status, evidence=evidence, ledger=linked_rows(source))
 
 
 def rank_correlation(x: pd.Series, y: pd.Series) -> float:
