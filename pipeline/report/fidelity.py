@@ -76,7 +76,7 @@ def pipeline_values(config: dict[str, Any]) -> dict[str, str]:
         "eval_split": "the target's validation split",
         "weight_sharing": "one sequential GPT-2 block reused L times",
         "clustering": "independent W_Q, W_K, x0 ~ U(−1, 1), T = 1, one seed (pipeline.analysis.clustering)",
-        "param_count": "trainable parameters (no RoPE caches)",
+        "param_count": "Table 3 shows both: trainable parameters and Levanter 1.1's count (+ per-layer RoPE caches)",
     })
     return values
 
