@@ -80,7 +80,8 @@ def _scorecard(args: argparse.Namespace) -> None:
 
     write_scorecard(ScorecardInputs(preset=args.preset, runs_csv=args.runs_csv, finetune_summaries=args.finetune,
                                     downstream=args.downstream, spectra=args.spectra,
-                                    clustering_stats=args.clustering_stats, memory=args.memory), out=args.out)
+                                    clustering_stats=args.clustering_stats, clustering_sweep=args.clustering_sweep,
+                                    memory=args.memory), out=args.out)
 
 
 def _fidelity_table(args: argparse.Namespace) -> None:
@@ -138,5 +139,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
     card.add_argument("--downstream", type=Path, nargs="*", default=[], help="downstream.csv files")
     card.add_argument("--spectra", type=Path, nargs="*", default=[], help="spectra CSVs")
     card.add_argument("--clustering-stats", type=Path, default=None)
+    card.add_argument("--clustering-sweep", type=Path, default=None)
     card.add_argument("--memory", type=Path, nargs="*", default=[], help="memory-probe JSON records")
     card.set_defaults(run=_scorecard)

@@ -17,7 +17,7 @@ import pandas as pd
 from pipeline.artifacts import atomic_write_text
 
 LEDGER_PATH = Path(__file__).parent / "reference" / "fidelity.csv"
-PRESET_SECTIONS = ("preset", "fidelity", "defaults", "pretrain", "finetune")
+PRESET_SECTIONS = ("preset", "fidelity", "defaults", "pretrain", "finetune", "analysis")
 """The parts of a resolved preset that ``pipeline_values`` reads."""
 LEDGER_COLUMNS = ["id", "choice", "paper", "reference_code", "pipeline", "key", "decision"]
 FIDELITY_MEANINGS = {
@@ -67,6 +67,7 @@ def pipeline_values(config: dict[str, Any]) -> dict[str, str]:
     lora = config["finetune"]["methods"].get("lora", {})
     values = {name: f"{value}: " + FIDELITY_MEANINGS[name][value].format(compute=compute, rank=lora.get("rank"))
               for name, value in fidelity.items()}
+    clustering = config["analysis"]["clustering"]
     values.update({
         "beta2_large": str(_resolved_train(config, "owt-large", "beta2")),
         "beta2_llama": str(_resolved_train(config, "owt-llama1b", "beta2")),
@@ -75,7 +76,9 @@ def pipeline_values(config: dict[str, Any]) -> dict[str, str]:
                           + f"; embeddings decayed per decay_mask {fidelity['decay_mask']}",
         "eval_split": "the target's validation split",
         "weight_sharing": "one sequential GPT-2 block reused L times",
-        "clustering": "independent W_Q, W_K, x0 ~ U(−1, 1), T = 1, one seed (pipeline.analysis.clustering)",
+        "clustering": "picture: independent W_Q, W_K, x0 ~ U(−1, 1), T = 1, seed {seed}; sweep: symmetric QK, no 1/√d, "
+                      "x0 ~ U(−{x0_range:g}, {x0_range:g}), T ∈ {horizons}, {seeds} seeds, a(t) normalised and not"
+                      .format(seed=clustering["seed"], **clustering["sweep"]),
         "param_count": "Table 3 shows both: trainable parameters and Levanter 1.1's count (+ per-layer RoPE caches)",
     })
     return values

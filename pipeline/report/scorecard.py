@@ -58,6 +58,7 @@ class ScorecardInputs:
     downstream: list[Path] = field(default_factory=list)
     spectra: list[Path] = field(default_factory=list)
     clustering_stats: Path | None = None
+    clustering_sweep: Path | None = None
     memory: list[Path] = field(default_factory=list)
 
 
@@ -264,6 +265,34 @@ def clustering_claims(path: Path | None) -> list[dict]:
                 evidence=f"mean pairwise distance: {distances}")]
 
 
+CLUSTERED_MAX_FRACTION = 0.5
+"""A final state "clusters" when it has at most this fraction of its tokens' count of clusters (≥ 2 tokens per
+cluster on average) at the single-linkage threshold."""
+
+
+def clustering_sweep_claims(path: Path | None) -> list[dict]:
+    """§5.1, Fig. 2c/d with the authors' notebook dynamics (experiment-facts §9.11): per regime (horizon T, a(t)
+    normalised to the constant's mean or not), the fraction of seeds where weight sharing (constant a) clusters and
+    the quartic a(t) = t⁴ does not; the claim holds in a regime when that is most seeds."""
+    if path is None:
+        return [row("claim", "weight sharing clusters, t⁴ does not (seed sweep)", "Fig. 2c/d", status=NOT_RUN)]
+    sweep = read_csv(path, ["horizon", "normalised", "seed", "magnitude", "tokens", "n_clusters"],
+                     "the clustering sweep of the analysis stage")
+    rows = []
+    for (horizon, normalised), regime in sweep.groupby(["horizon", "normalised"]):
+        wide = regime.pivot(index="seed", columns="magnitude", values="n_clusters")
+        limit = CLUSTERED_MAX_FRACTION * regime["tokens"].iloc[0]
+        fraction = float(((wide["constant"] <= limit) & (wide["quartic"] > limit)).mean())
+        fewer = float((wide["constant"] < wide["quartic"]).mean())
+        scaling = "normalised to equal mean" if normalised else "unnormalised"
+        rows.append(row("claim", f"weight sharing clusters, t⁴ does not: T = {horizon:g}, a(t) {scaling}", "Fig. 2c/d",
+                        ours=fraction, unit="fraction of seeds", status=HOLDS if fraction >= 0.5 else FAILS,
+                        evidence=f"{len(wide)} seeds; mean clusters constant {wide['constant'].mean():.1f} vs t⁴ "
+                                 f"{wide['quartic'].mean():.1f} of {regime['tokens'].iloc[0]} tokens; constant has "
+                                 f"fewer clusters than t⁴ in {fewer:.0%} of seeds"))
+    return rows
+
+
 def throughput_claims(runs: pd.DataFrame) -> list[dict]:
     """§8, App. D.1 / Fig. 15: training throughput only slightly below the baseline's (ratio ≥ 1/1.15)."""
     rows = []
@@ -359,7 +388,8 @@ def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
     runs = read_csv(inputs.runs_csv, ["run_id", "group", "family", "size", "role", "ablation", "parameters",
                                       "val_ppl", "mean_tokens_per_s", "dataset"], "the pretrain run list")
     rows = (perplexity_claims(runs) + finetune_claims(inputs.finetune_summaries) + spectra_claims(inputs.spectra)
-            + clustering_claims(inputs.clustering_stats) + throughput_claims(runs)
+            + clustering_claims(inputs.clustering_stats) + clustering_sweep_claims(inputs.clustering_sweep)
+            + throughput_claims(runs)
             + lambada_claims(inputs.downstream) + ablation_claims(runs) + memory_claims(inputs.memory)
             + perplexity_numbers(runs) + parameter_numbers(inputs.preset, runs)
             + downstream_numbers(inputs.preset, inputs.downstream))

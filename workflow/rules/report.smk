@@ -460,6 +460,7 @@ rule scorecard:
         downstream=DOWNSTREAM_CSVS,
         spectra=SPECTRA_CSVS,
         clustering=f"{CLUSTERING}/stats.csv",
+        clustering_sweep=f"{CLUSTERING}/sweep.csv",
         memory=MEMORY_RECORDS,
     output:
         markdown=f"{RESULTS}/scorecard.md",
@@ -482,4 +483,5 @@ rule scorecard:
     shell:
         "python -m pipeline scorecard --out {params.out:q} --preset {params.preset:q} --runs-csv {input.runs:q}"
         " --finetune {input.finetune:q} --downstream {input.downstream:q} --spectra {input.spectra:q}"
-        " --clustering-stats {input.clustering:q} --memory {input.memory:q} > {log:q} 2>&1"
+        " --clustering-stats {input.clustering:q} --clustering-sweep {input.clustering_sweep:q}"
+        " --memory {input.memory:q} > {log:q} 2>&1"
