@@ -60,12 +60,14 @@ class TrainSpec:
     dropout: float
     mixed_precision: str
     seed: int
+    decay_mask: str
     keep_checkpoints_every: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """Architecture of one run: family and shape; time-embedding sizes D and S for DiffEqFormer (§4)."""
+    """Architecture of one run: family and shape; time-embedding sizes D and S for DiffEqFormer (§4); the
+    ``fidelity`` choices that shape its weights (init; e(t) precision and Llama layer where the family has them)."""
 
     family: str
     hidden_dim: int
@@ -76,6 +78,9 @@ class ModelSpec:
     time_embed_dim: int | None = None
     sinusoidal_dim: int | None = None
     shared_time_mlp: bool | None = None
+    init: str = "reference"
+    time_precision: str | None = None
+    llama_layer: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +114,8 @@ class RunSpec:
 class FinetuneSpec:
     """One step-resampling fine-tune (paper §6.2): a pretrained source run, resampled to ``num_steps`` = N'
     Euler steps (DiffEqFormer; ``None`` keeps a GPT baseline's depth), trained on the target dataset with
-    ``method`` lora (rank ``lora_rank``, adapters + embeddings trainable if ``train_embeddings``) or full."""
+    ``method`` lora (rank ``lora_rank``, adapters initialised by ``lora_init``, adapters + embeddings trainable if
+    ``train_embeddings``) or full; ``resampling`` says where dt' goes (``fidelity.resampling``)."""
 
     run_id: str
     preset: str
@@ -122,7 +128,9 @@ class FinetuneSpec:
     num_steps: int | None
     method: str
     lora_rank: int | None
+    lora_init: str | None
     train_embeddings: bool
+    resampling: str
     train: TrainSpec
 
     def to_json(self) -> str:
@@ -396,16 +404,25 @@ def _task_dir_problem(config: dict[str, Any]) -> str | None:
 
 def _model_spec(config: dict[str, Any], group: dict[str, Any], family: str, diffeq: dict[str, Any]) -> ModelSpec:
     shape = dict(config["sizes"][group["size"]])
+    fidelity = config["fidelity"]
     if family not in LLAMA_FAMILIES:
         shape.pop("intermediate_dim", None)
     if family in DIFFEQ_FAMILIES:
-        shape.update(diffeq)
-    return ModelSpec(family=family, **shape)
+        shape.update(diffeq, time_precision=fidelity["time_precision"])
+    if family == "diffeq_llama":
+        shape["llama_layer"] = fidelity["llama_layer"]
+    return ModelSpec(family=family, init=fidelity["init"], **shape)
+
+
+def _train_spec(config: dict[str, Any], *layers: dict[str, Any]) -> TrainSpec:
+    """The merged ``train`` sections (later ones win) and the preset's ``fidelity.decay_mask``."""
+    merged = {key: value for layer in (config["defaults"]["train"], *layers) for key, value in layer.items()}
+    return TrainSpec(**merged, decay_mask=config["fidelity"]["decay_mask"])
 
 
 def _group_runs(config: dict[str, Any], group_name: str, group: dict[str, Any], families: list[str],
                 ablation: str | None, variant: dict[str, Any]) -> dict[str, RunSpec]:
-    train = {**config["defaults"]["train"], **group["train"], **variant.get("train", {})}
+    train = _train_spec(config, group["train"], variant.get("train", {}))
     diffeq = {**config["defaults"]["diffeq"], **group.get("diffeq", {}), **variant.get("diffeq", {})}
     prefix = group_name if ablation is None else f"{group_name}-{ablation}"
     runs = {}
@@ -421,7 +438,7 @@ def _group_runs(config: dict[str, Any], group_name: str, group: dict[str, Any], 
             role=group.get("role", "table") if ablation is None else "ablation",
             ablation=ablation,
             model=_model_spec(config, group, family, diffeq),
-            train=TrainSpec(**train),
+            train=train,
         )
     return runs
 
@@ -466,7 +483,7 @@ def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
     ``steps_grid`` (``ft-<src>-<tgt>-diffeq<L>-n<N'>-<method>``) and the baseline
     (``ft-<src>-<tgt>-gpt<L>-<method>``)."""
     finetune = config["finetune"]
-    train = TrainSpec(**{**config["defaults"]["train"], **finetune["train"]})
+    train = _train_spec(config, finetune["train"])
     runs: dict[str, FinetuneSpec] = {}
     for source_dataset, target_dataset in finetune["directions"]:
         diffeq = _source_run(config, source_dataset, finetune["diffeq_source"], diffeq=True)
@@ -488,7 +505,9 @@ def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
                     num_steps=num_steps,
                     method=method,
                     lora_rank=options.get("rank"),
+                    lora_init=config["fidelity"]["lora_init"] if method == "lora" else None,
                     train_embeddings=options.get("train_embeddings", True),
+                    resampling=config["fidelity"]["resampling"],
                     train=train,
                 )
     return runs

@@ -53,8 +53,7 @@ def _clustering(args: argparse.Namespace) -> None:
     from pipeline.analysis.clustering import write_clustering
 
     settings = json.loads(args.settings)
-    stats = write_clustering(str(args.out_dir), settings["tokens"], settings["hidden_dim"], settings["steps"],
-                             settings["magnitudes"], settings["seed"])
+    stats = write_clustering(str(args.out_dir), settings)
     logging.info("clustering finished: %s", json.dumps(stats))
 
 

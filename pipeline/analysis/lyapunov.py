@@ -31,7 +31,7 @@ LYAPUNOV_COLUMNS = ["run_id", "sentence_id", "position", "token", "exponent_inde
 
 def query_increment(block, x: NamedArray) -> NamedArray:
     """The increment of the last token of ``x`` (positions 0..j) under one ``ParallelGptBlock``:
-    Attn(LN1 x)_j + FF(LN2 x_j), the query of row j attending to every row (Eqs. 3-5).
+    step·(Attn(LN1 x)_j + FF(LN2 x_j)), the query of row j attending to every row (Eqs. 3-5).
 
     With h = LN1(x) and q^h = h_j W_Q^h + b_Q^h, the products are re-associated so that no key or value is
     formed: score_i^h = (h_i·(W_K^h q^h) + b_K^h·q^h)/√d and Σ_i p_i^h v_i^h = (Σ_i p_i^h h_i) W_V^h + b_V^h
@@ -46,7 +46,7 @@ def query_increment(block, x: NamedArray) -> NamedArray:
     scores = scores / math.sqrt(query.resolve_axis("head_size").size)
     mixed = hax.dot(hax.nn.softmax(scores, axis="position"), h, axis="position")
     attended = hax.dot(mixed, weight["qkv", 2], axis="embed") + bias["qkv", 2]
-    return block.attn.c_proj(attended) + block.mlp(block.ln_2(x["position", -1]))
+    return (block.attn.c_proj(attended) + block.mlp(block.ln_2(x["position", -1]))) * block.step
 
 
 def query_jacobian(block, x: NamedArray) -> jax.Array:
@@ -90,7 +90,7 @@ def lyapunov_spectrum(step_jacobians: jax.Array, horizon: float) -> jax.Array:
 @eqx.filter_jit
 def trajectory_jacobians(model, input_ids: NamedArray) -> jax.Array:
     """dt·J_{j,i}(t_k, x_{k-1}) along the model's own Euler trajectory, j = the last token of ``input_ids``:
-    [steps, positions, D, D]; the blocks of ``field.euler_blocks`` have dt folded into their outputs."""
+    [steps, positions, D, D]; the blocks of ``field.euler_blocks`` multiply their outputs by dt."""
     x = model.embeddings.embed(input_ids, pos_ids=hax.arange(input_ids.resolve_axis("position")), key=None)
     blocks = model.transformer.field.euler_blocks(model.config.num_layers)
 

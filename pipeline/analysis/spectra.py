@@ -1,8 +1,10 @@
-"""Spectral dynamics of the attention heads (paper §5.1, Fig. 2a/b, App. E).
+"""Spectral dynamics of the attention heads and the feed-forward block (paper §5.1, Fig. 2a/b, App. E).
 
 For head h at time t the QK matrix W_Q^h (W_K^h)^T and the OV matrix W_V^h W_O^h are hidden×hidden of rank at
 most d = head size. AB and BA share their non-zero eigenvalues, so the spectrum of each is that of the d×d
-matrix (W_K^h)^T W_Q^h, resp. W_O^h W_V^h, plus hidden − d exact zeros, which the table leaves out. DiffEqFormer
+matrix (W_K^h)^T W_Q^h, resp. W_O^h W_V^h, plus hidden − d exact zeros, which the table leaves out. The
+feed-forward matrix FF = W_fc W_proj (hidden×hidden, as the authors' code computes it, experiment-facts §9.9) has
+one spectrum per time (``head`` 0): all its hidden eigenvalues. DiffEqFormer
 is sampled on a grid ``time_oversampling``× finer than its trained steps (its weights are continuous in t);
 GPT has one set of weights per layer, placed at t = (layer + 1)/L.
 """
@@ -64,9 +66,39 @@ def diffeq_attention_weights(model, time_oversampling: int) -> tuple[np.ndarray,
     return c_attn, c_proj, steps / Time.size, list((steps - 1) // time_oversampling)
 
 
+def feedforward_spectra(w_fc: np.ndarray, w_proj: np.ndarray) -> np.ndarray:
+    """Eigenvalues of FF = W_fc W_proj for a batch of times: ``w_fc`` [..., hidden, mlp], ``w_proj`` [..., mlp,
+    hidden]; complex [..., hidden], each row sorted by decreasing |λ|."""
+    eigenvalues = np.linalg.eigvals(w_fc.astype(np.float64) @ w_proj.astype(np.float64))
+    order = np.argsort(-np.abs(eigenvalues), axis=-1, kind="stable")
+    return np.take_along_axis(eigenvalues, order, axis=-1)
+
+
+def mlp_weights(model) -> tuple[np.ndarray, np.ndarray]:
+    """Per-layer feed-forward weights of a GPT: (c_fc [t, embed, mlp], c_proj [t, mlp, embed])."""
+    mlp = model.transformer.blocks.stacked.mlp
+    return (np.asarray(mlp.c_fc.weight.rearrange(("layers", "embed", "mlp")).array),
+            np.asarray(mlp.c_proj.weight.rearrange(("layers", "mlp", "embed")).array))
+
+
+def diffeq_mlp_weights(model, time_oversampling: int) -> tuple[np.ndarray, np.ndarray]:
+    """W(t) of a DiffEqFormer's feed-forward block on the grid of ``diffeq_attention_weights``."""
+    import haliax as hax
+    import jax.numpy as jnp
+
+    Time = hax.Axis("time", time_oversampling * model.config.num_layers)
+    times = (hax.arange(Time, dtype=jnp.float32) + 1.0) / Time.size
+    field = model.transformer.field
+    c_fc, _ = field.mlp.c_fc.weights_at(times, field.shared_mlp)
+    c_proj, _ = field.mlp.c_proj.weights_at(times, field.shared_mlp)
+    return (np.asarray(c_fc.rearrange(("time", "embed", "mlp")).array),
+            np.asarray(c_proj.rearrange(("time", "mlp", "embed")).array))
+
+
 def spectra_table(c_attn: np.ndarray, c_proj: np.ndarray, times: np.ndarray, layers: list[int],
-                  labels: dict[str, str]) -> pd.DataFrame:
-    """The tidy table (``SPECTRA_COLUMNS``) of QK and OV eigenvalues of every head at every time."""
+                  labels: dict[str, str], feedforward: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
+    """The tidy table (``SPECTRA_COLUMNS``) of QK and OV eigenvalues of every head at every time, and of FF at every
+    time when ``feedforward`` = (W_fc, W_proj) is given."""
     w_q, w_k, w_v = (np.moveaxis(c_attn[:, :, i], 1, -2) for i in range(3))
     spectra = head_spectra(w_q, w_k, w_v, c_proj)
     frames = []
@@ -83,6 +115,13 @@ def spectra_table(c_attn: np.ndarray, c_proj: np.ndarray, times: np.ndarray, lay
             "imag": eigenvalues.imag.ravel(),
         }))
     table = pd.concat(frames, ignore_index=True)
+    if feedforward is not None:
+        eigenvalues = feedforward_spectra(*feedforward)
+        t_idx, index = np.meshgrid(np.arange(eigenvalues.shape[0]), np.arange(eigenvalues.shape[1]), indexing="ij")
+        table = pd.concat([table, pd.DataFrame({
+            "matrix": "FF", "t": np.asarray(times)[t_idx.ravel()], "layer": np.asarray(layers)[t_idx.ravel()],
+            "head": 0, "index": index.ravel(), "real": eigenvalues.real.ravel(), "imag": eigenvalues.imag.ravel(),
+        })], ignore_index=True)
     for column, value in labels.items():
         table[column] = value
     return table[SPECTRA_COLUMNS]
@@ -99,11 +138,14 @@ def run_spectra(run_dir: str, tokenizer_dir: str, out_csv: str, time_oversamplin
     family = spec.model.family
     if family == "diffeq":
         weights = diffeq_attention_weights(model, time_oversampling)
+        feedforward = diffeq_mlp_weights(model, time_oversampling)
     elif family == "gpt":
         weights = attention_weights(model)
+        feedforward = mlp_weights(model)
     else:
         raise ValueError(f"{run_dir}/config.yaml: model.family is {family!r}; spectra need a GPT-style model "
                          f"(diffeq or gpt).")
-    table = spectra_table(*weights, labels={"run_id": spec.run_id, "family": family, "dataset": spec.dataset})
+    table = spectra_table(*weights, labels={"run_id": spec.run_id, "family": family, "dataset": spec.dataset},
+                          feedforward=feedforward)
     atomic_write_text(Path(out_csv), table.to_csv(index=False))
     return {"run_id": spec.run_id, "rows": len(table), "times": len(weights[2])}

@@ -16,13 +16,15 @@ from .diffeq_llama import DiffEqLlamaConfig, DiffEqLlamaLMHeadModel
 from .discretize import (
     GPT_LORA_TARGETS,
     LLAMA_LORA_TARGETS,
+    LORA_INITS,
     DiscreteDiffEqGptConfig,
     DiscreteDiffEqGptLMHeadModel,
     DiscreteDiffEqLlamaConfig,
     DiscreteDiffEqLlamaLMHeadModel,
     discretize,
-    zero_lora_b,
+    init_lora,
 )
+from .init import INIT_SCHEMES, build_initialised, reference_init
 from .param_count import baseline_param_counts, count_params, table6_param_counts
 from .shared_gpt import SharedGptConfig, SharedGptLMHeadModel
 
@@ -30,6 +32,12 @@ FAMILIES = ("gpt", "llama", "diffeq", "diffeq_llama", "shared")
 GPT_FAMILIES = ("gpt", "diffeq", "shared")
 LLAMA_FAMILIES = ("llama", "diffeq_llama")
 DIFFEQ_FAMILIES = ("diffeq", "diffeq_llama")
+LLAMA_LAYERS = {
+    "reference": dict(chained_norms=True, norm_shift=True, layer_norm_epsilon=1e-6),
+    "levanter": dict(chained_norms=False, norm_shift=False, layer_norm_epsilon=1e-5),
+}
+"""DiffEqFormer-Llama's layer (preset key ``fidelity.llama_layer``): the authors' (experiment-facts §9.8: chained
+norms, RMSNorm with scale and shift, eps 1e-6) or Levanter's Llama layout (norms side by side, scale only, 1e-5)."""
 
 
 def build_model_config(
@@ -44,13 +52,16 @@ def build_model_config(
     time_embed_dim: int | None = None,
     sinusoidal_dim: int | None = None,
     shared_time_mlp: bool | None = None,
+    time_precision: str | None = None,
+    llama_layer: str | None = None,
 ) -> LmConfig:
     """The Levanter model config of one family and shape.
 
     ``dropout`` sets resid/embed/attn pdrop of the GPT families (Llama has none, so only 0 is accepted there);
     ``intermediate_dim`` is the SwiGLU width of the Llama families (default 4·hidden_dim); ``time_embed_dim``
-    (D), ``sinusoidal_dim`` (S) and ``shared_time_mlp`` belong to the DiffEqFormer families (defaults: their
-    configs'). Options a family does not use are rejected.
+    (D), ``sinusoidal_dim`` (S), ``shared_time_mlp`` and ``time_precision`` belong to the DiffEqFormer families
+    (defaults: their configs'); ``llama_layer`` (``LLAMA_LAYERS``) to DiffEqFormer-Llama. Options a family does not
+    use are rejected.
     """
     if family not in FAMILIES:
         raise ValueError(f"Unknown model family {family!r}; valid names are: {', '.join(FAMILIES)}.")
@@ -58,6 +69,7 @@ def build_model_config(
         "time_embed_dim": time_embed_dim,
         "sinusoidal_dim": sinusoidal_dim,
         "shared_time_mlp": shared_time_mlp,
+        "time_precision": time_precision,
     }
     time_options = {name: value for name, value in time_options.items() if value is not None}
     if family not in DIFFEQ_FAMILIES and time_options:
@@ -65,6 +77,10 @@ def build_model_config(
         raise ValueError(f"Model family {family!r} has no time embedding; drop {unused}.")
     if family in GPT_FAMILIES and intermediate_dim is not None:
         raise ValueError(f"Model family {family!r} sizes its MLP by mlp_scale, not intermediate_dim.")
+    if llama_layer is not None and family != "diffeq_llama":
+        raise ValueError(f"Model family {family!r} has no DiffEqFormer-Llama layer; drop llama_layer.")
+    if llama_layer is not None and llama_layer not in LLAMA_LAYERS:
+        raise ValueError(f"fidelity.llama_layer must be one of {tuple(LLAMA_LAYERS)}, got {llama_layer!r}.")
     if family in LLAMA_FAMILIES and dropout:
         raise ValueError(f"Model family {family!r} has no dropout; got dropout={dropout}.")
 
@@ -84,7 +100,7 @@ def build_model_config(
         return SharedGptConfig(**shape)
     if family == "diffeq":
         return DiffEqGptConfig(**shape, **time_options)
-    return DiffEqLlamaConfig(**shape, **time_options)
+    return DiffEqLlamaConfig(**shape, **time_options, **LLAMA_LAYERS[llama_layer or "reference"])
 
 
 __all__ = [
@@ -92,7 +108,9 @@ __all__ = [
     "FAMILIES",
     "GPT_FAMILIES",
     "LLAMA_FAMILIES",
+    "LLAMA_LAYERS",
     "GPT_LORA_TARGETS",
+    "LORA_INITS",
     "LLAMA_LORA_TARGETS",
     "DiffEqGptConfig",
     "DiffEqGptLMHeadModel",
@@ -102,12 +120,15 @@ __all__ = [
     "DiscreteDiffEqGptLMHeadModel",
     "DiscreteDiffEqLlamaConfig",
     "DiscreteDiffEqLlamaLMHeadModel",
+    "INIT_SCHEMES",
     "SharedGptConfig",
     "SharedGptLMHeadModel",
     "baseline_param_counts",
+    "build_initialised",
     "build_model_config",
     "count_params",
     "discretize",
+    "reference_init",
     "table6_param_counts",
-    "zero_lora_b",
+    "init_lora",
 ]

@@ -18,11 +18,12 @@ EMBEDDING_ARRAY = Path("model/embeddings/token_embeddings/weight/.zarray")
 
 
 def run_model_config(spec: RunSpec):
-    """The Levanter ``LmConfig`` of a run. Dropout applies to the GPT families only (experiment-facts §3);
+    """The Levanter ``LmConfig`` of a run (its ``init`` scheme is applied by ``pipeline.models.build_initialised``
+    when a fresh model is built). Dropout applies to the GPT families only (experiment-facts §3);
     the Llama families, like Levanter's ``LlamaConfig``, have none."""
     from pipeline.models import build_model_config
 
-    shape = {k: v for k, v in dataclasses.asdict(spec.model).items() if k != "family" and v is not None}
+    shape = {k: v for k, v in dataclasses.asdict(spec.model).items() if k not in ("family", "init") and v is not None}
     dropout = None if spec.model.family in LLAMA_FAMILIES else spec.train.dropout
     return build_model_config(spec.model.family, dropout=dropout, **shape)
 

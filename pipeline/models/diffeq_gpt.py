@@ -28,7 +28,8 @@ from .time_norm import TimeLayerNorm
 @dataclass(frozen=True)
 class DiffEqGptConfig(Gpt2Shape, LmConfig["DiffEqGptLMHeadModel"]):
     """GPT-2-shaped DiffEqFormer. ``num_layers`` is the number L of Euler steps; D = ``time_embed_dim``,
-    S = ``sinusoidal_dim``; ``shared_time_mlp`` selects the App. D.2 design (one MLP for all weights).
+    S = ``sinusoidal_dim``; ``shared_time_mlp`` selects the App. D.2 design (one MLP for all weights);
+    ``time_precision`` the dtype of e(t) (``time_embedding.TIME_PRECISIONS``).
 
     ``attn_pdrop`` is kept for parity with Gpt2Config: Levanter's Gpt2Attention, reused here, does not apply
     attention dropout, so neither the GPT baseline nor DiffEqFormer does.
@@ -37,7 +38,9 @@ class DiffEqGptConfig(Gpt2Shape, LmConfig["DiffEqGptLMHeadModel"]):
     time_embed_dim: int = 20
     sinusoidal_dim: int = 128
     shared_time_mlp: bool = False
+    time_precision: str = "compute"
 
+    norm_shift = property(lambda self: self.use_bias)
     Heads = property(lambda self: Axis(name="heads", size=self.num_heads))
     Mlp = property(lambda self: Axis(name="mlp", size=self.hidden_dim * self.mlp_scale))
     HeadSize = property(lambda self: Axis(name="head_size", size=self.hidden_dim // self.num_heads))
@@ -50,10 +53,10 @@ class DiffEqGptConfig(Gpt2Shape, LmConfig["DiffEqGptLMHeadModel"]):
 
 
 class ParallelGptBlock(eqx.Module):
-    """One discrete step x ↦ x + Drop(Attn(LN1 x)) + Drop(FF(LN2 x)) built from Levanter/Haliax layers.
+    """One discrete step x ↦ x + step·(Drop(Attn(LN1 x)) + Drop(FF(LN2 x))) built from Levanter/Haliax layers.
 
-    As an Euler step of DiffEqFormer the step size dt is folded into the output projections
-    (``attn.c_proj`` and ``mlp.c_proj``): dt·(W h + b) = (dt·W) h + dt·b.
+    As an Euler step of DiffEqFormer, ``step`` is dt (the authors' x + dt·block(x)), or 1 with dt folded into the
+    output projections (``attn.c_proj`` and ``mlp.c_proj``): dt·(W h + b) = (dt·W) h + dt·b.
     """
 
     ln_1: hnn.LayerNorm
@@ -61,9 +64,10 @@ class ParallelGptBlock(eqx.Module):
     ln_2: hnn.LayerNorm
     mlp: Gpt2Mlp
     resid_dropout: hnn.Dropout
+    step: float = eqx.field(static=True, default=1.0)
 
     @staticmethod
-    def init(config: Gpt2Config, *, key) -> "ParallelGptBlock":
+    def init(config: Gpt2Config, *, key, step: float = 1.0) -> "ParallelGptBlock":
         """Random init with Levanter's GPT-2 initialisers (a template for loading discretised checkpoints)."""
         k_attn, k_mlp = jrandom.split(key)
         ln_1 = hnn.LayerNorm.init(config.Embed, eps=config.layer_norm_epsilon, use_bias=config.use_bias)
@@ -72,14 +76,14 @@ class ParallelGptBlock(eqx.Module):
         mlp = Gpt2Mlp.init(
             config.Embed, config.Mlp, config.activation_function, key=k_mlp, use_bias=config.use_bias
         )
-        return ParallelGptBlock(ln_1, attn, ln_2, mlp, hnn.Dropout(pdrop=config.resid_pdrop))
+        return ParallelGptBlock(ln_1, attn, ln_2, mlp, hnn.Dropout(pdrop=config.resid_pdrop), step)
 
     def increment(self, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None) -> NamedArray:
-        """Drop(Attn(LN1 x)) + Drop(FF(LN2 x)): the residual update of this step."""
+        """step·(Drop(Attn(LN1 x)) + Drop(FF(LN2 x))): the residual update of this step."""
         k_attn, k_drop_attn, k_mlp, k_drop_mlp = maybe_rng_split(key, 4)
         attn_out = self.resid_dropout(self.attn(self.ln_1(x), mask, None, key=k_attn), key=k_drop_attn)
         mlp_out = self.resid_dropout(self.mlp(self.ln_2(x), key=k_mlp), key=k_drop_mlp)
-        return attn_out + mlp_out
+        return (attn_out + mlp_out) * self.step
 
     def __call__(self, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None) -> NamedArray:
         return x + self.increment(x, mask, key=key)
@@ -149,14 +153,16 @@ class DiffEqGptField(EulerField):
         resid_dropout = hnn.Dropout(pdrop=config.resid_pdrop)
         return DiffEqGptField(config, norm(keys[0]), attn, norm(keys[3]), mlp, resid_dropout, layers.shared_mlp)
 
-    def at(self, t, scale=1.0) -> ParallelGptBlock:
-        """The discrete block x ↦ x + scale·f(t, x) with all weights materialised at time t."""
+    def at(self, t, scale=1.0, step=1.0) -> ParallelGptBlock:
+        """The discrete block x ↦ x + step·scale·f(t, x) with all weights materialised at time t (``scale`` folded
+        into the output projections, ``step`` applied to the block's output)."""
         return ParallelGptBlock(
             self.ln_1.at(t, self.shared_mlp),
             self.attn.at(t, self.shared_mlp, scale),
             self.ln_2.at(t, self.shared_mlp),
             self.mlp.at(t, self.shared_mlp, scale),
             self.resid_dropout,
+            step,
         )
 
     def __call__(self, t, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None) -> NamedArray:

@@ -1,6 +1,8 @@
 """DiffEqFormer, Llama flavour (paper App. C.6): RoPE, time-dependent RMSNorm, SwiGLU feed-forward.
 
-x_k = x_{k-1} + dt·f(t_k, x_{k-1}), f(t, x) = Attn_t(RMSNorm1_t(x)) + SwiGLU_t(RMSNorm2_t(x)), t_k = k/L.
+x_k = x_{k-1} + dt·f(t_k, x_{k-1}), t_k = k/L, with the authors' chained norms (experiment-facts §9.8)
+f(t, x) = Attn_t(a) + SwiGLU_t(RMSNorm2_t(a)), a = RMSNorm1_t(x), or (``chained_norms`` off) the GPT-style
+f(t, x) = Attn_t(RMSNorm1_t(x)) + SwiGLU_t(RMSNorm2_t(x)).
 """
 
 import dataclasses
@@ -30,7 +32,9 @@ from .time_norm import TimeRmsNorm
 class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
     """Llama-shaped DiffEqFormer (defaults: the paper's Llama-1B with D = 96, S = 256).
 
-    ``num_layers`` is the number L of Euler steps; embeddings are untied like LlamaConfig's default.
+    ``num_layers`` is the number L of Euler steps; embeddings are untied like LlamaConfig's default. The layer
+    defaults are the authors' (experiment-facts §9.8): ``chained_norms`` (the MLP reads RMSNorm2(RMSNorm1(x))),
+    ``norm_shift`` (the time-dependent RMSNorm has a shift h(t)·F_b) and eps 1e-6.
     """
 
     seq_len: int = 2048
@@ -41,7 +45,7 @@ class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
     num_kv_heads: int = 16
     activation_function: ActivationFunctionEnum = ActivationFunctionEnum.silu
     initializer_range: float = 0.02
-    layer_norm_epsilon: float = 1e-5
+    layer_norm_epsilon: float = 1e-6
     tie_word_embeddings: bool = False
     upcast_attn: bool = False
     attn_backend: AttentionBackend | None = None
@@ -53,6 +57,9 @@ class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
     time_embed_dim: int = 96
     sinusoidal_dim: int = 256
     shared_time_mlp: bool = False
+    time_precision: str = "compute"
+    chained_norms: bool = True
+    norm_shift: bool = True
 
     Pos = property(lambda self: Axis(name="position", size=self.seq_len))
     KeyPos = property(lambda self: self.Pos.alias("key_position"))
@@ -108,27 +115,33 @@ class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
 
 
 class ParallelLlamaBlock(eqx.Module):
-    """One discrete step x ↦ x + Attn(RMSNorm1 x) + SwiGLU(RMSNorm2 x) from Levanter layers.
+    """One discrete step x ↦ x + step·(Attn(a) + SwiGLU(RMSNorm2 b)) from Levanter layers, a = RMSNorm1 x, and b = a
+    (``chained_norms``) or x.
 
-    As an Euler step the step size dt is folded into ``self_attn.o_proj`` and ``mlp.down_proj``.
+    As an Euler step, ``step`` is dt (the authors' x + dt·block(x)), or 1 with dt folded into ``self_attn.o_proj``
+    and ``mlp.down_proj``.
     """
 
     attn_norm: hnn.RmsNorm
     self_attn: Attention
     mlp_norm: hnn.RmsNorm
     mlp: LlamaMlp
+    chained_norms: bool = eqx.field(static=True, default=True)
+    step: float = eqx.field(static=True, default=1.0)
 
     @staticmethod
-    def init(config: LlamaConfig, *, key) -> "ParallelLlamaBlock":
+    def init(config: LlamaConfig, *, key, chained_norms: bool, norm_shift: bool, step: float) -> "ParallelLlamaBlock":
         """Random init with Levanter's Llama initialisers (a template for loading discretised checkpoints)."""
         k_attn, k_mlp = jrandom.split(key)
         attn = Attention.init(config.attention_config(), key=k_attn)
         mlp = LlamaMlp.init(
             config.Embed, config.Mlp, config.activation_function, key=k_mlp, use_bias=config.use_bias
         )
-        return ParallelLlamaBlock(
-            config.mk_LayerNorm(config.Embed), attn, config.mk_LayerNorm(config.Embed), mlp
-        )
+
+        def norm():
+            return hnn.RmsNorm.init(config.Embed, eps=config.layer_norm_epsilon, use_bias=norm_shift)
+
+        return ParallelLlamaBlock(norm(), attn, norm(), mlp, chained_norms, step)
 
     def increment(
         self,
@@ -138,10 +151,12 @@ class ParallelLlamaBlock(eqx.Module):
         key=None,
         pos_ids: NamedArray | None = None,
     ) -> NamedArray:
-        """Attn(RMSNorm1 x) + SwiGLU(RMSNorm2 x): the residual update of this step."""
+        """step·(Attn(a) + SwiGLU(RMSNorm2 b)), a = RMSNorm1 x, b = a or x: the residual update of this step."""
         k_attn, k_mlp = maybe_rng_split(key, 2)
-        attn_out = self.self_attn(self.attn_norm(x), mask, key=k_attn, pos_ids=pos_ids)
-        return attn_out + self.mlp(self.mlp_norm(x), key=k_mlp)
+        attn_in = self.attn_norm(x)
+        attn_out = self.self_attn(attn_in, mask, key=k_attn, pos_ids=pos_ids)
+        mlp_out = self.mlp(self.mlp_norm(attn_in if self.chained_norms else x), key=k_mlp)
+        return (attn_out + mlp_out) * self.step
 
     def __call__(
         self,
@@ -197,7 +212,8 @@ class TimeLlamaMlp(eqx.Module):
 
 
 class DiffEqLlamaField(EulerField):
-    """The vector field f(t, x) = Attn_t(RMSNorm1_t(x)) + SwiGLU_t(RMSNorm2_t(x))."""
+    """The vector field f(t, x) = Attn_t(a) + SwiGLU_t(RMSNorm2_t(a)), a = RMSNorm1_t(x) (chained norms), or
+    Attn_t(RMSNorm1_t(x)) + SwiGLU_t(RMSNorm2_t(x))."""
 
     config: DiffEqLlamaConfig = eqx.field(static=True)
     attn_norm: TimeRmsNorm
@@ -232,13 +248,16 @@ class DiffEqLlamaField(EulerField):
         )
         return DiffEqLlamaField(config, norm(keys[0]), attn, norm(keys[5]), mlp, layers.shared_mlp)
 
-    def at(self, t, scale=1.0) -> ParallelLlamaBlock:
-        """The discrete block x ↦ x + scale·f(t, x) with all weights materialised at time t."""
+    def at(self, t, scale=1.0, step=1.0) -> ParallelLlamaBlock:
+        """The discrete block x ↦ x + step·scale·f(t, x) with all weights materialised at time t (``scale`` folded
+        into the output projections, ``step`` applied to the block's output)."""
         return ParallelLlamaBlock(
             self.attn_norm.at(t, self.shared_mlp),
             self.self_attn.at(t, self.shared_mlp, scale),
             self.mlp_norm.at(t, self.shared_mlp),
             self.mlp.at(t, self.shared_mlp, scale),
+            self.config.chained_norms,
+            step,
         )
 
     def __call__(

@@ -1,9 +1,10 @@
 """Step resampling (paper §6.2, App. D.1 "Inference time"): DiffEqFormer → an ordinary discrete transformer.
 
-``discretize(model, N')`` evaluates W(t_k) at t_k = k/N', k = 1..N', once, and folds dt' = 1/N' into the
-output projections of both branches, giving N' parallel blocks x ↦ x + Attn(LN1 x) + FF(LN2 x) built from
-Haliax/Levanter layers: its cost is a vanilla transformer's, and Levanter's LoRA and checkpointing apply to
-it unchanged. With N' = L it reproduces the continuous model.
+``discretize(model, N')`` evaluates W(t_k) at t_k = k/N', k = 1..N', once, giving N' parallel blocks
+x ↦ x + dt'·(Attn(LN1 x) + FF(LN2 x)) built from Haliax/Levanter layers, dt' = 1/N' multiplying each block's
+output as in the authors' code (experiment-facts §9.5; ``step_scaling="folded"`` folds dt' into the output
+projections instead): its cost is a vanilla transformer's, and Levanter's LoRA and checkpointing apply to it
+unchanged. With N' = L it reproduces the continuous model.
 """
 
 import dataclasses
@@ -35,10 +36,14 @@ LLAMA_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_p
 @LmConfig.register_subclass("discrete_diffeq_gpt")
 @dataclass(frozen=True)
 class DiscreteDiffEqGptConfig(LmConfig["DiscreteDiffEqGptLMHeadModel"]):
-    """A GPT-style DiffEqFormer (``source``) discretised with ``num_steps`` = N' Euler steps."""
+    """A GPT-style DiffEqFormer (``source``) discretised with ``num_steps`` = N' Euler steps; ``step_scaling`` is
+    where dt' goes (``time_embedding.STEP_SCALINGS``)."""
 
     source: DiffEqGptConfig = dataclasses.field(default_factory=DiffEqGptConfig)
     num_steps: int = 12
+    step_scaling: str = "output"
+
+    block_step = property(lambda self: 1.0 / self.num_steps if self.step_scaling == "output" else 1.0)
 
     Pos = property(lambda self: self.source.Pos)
     KeyPos = property(lambda self: self.source.KeyPos)
@@ -64,10 +69,14 @@ class DiscreteDiffEqGptConfig(LmConfig["DiscreteDiffEqGptLMHeadModel"]):
 @LmConfig.register_subclass("discrete_diffeq_llama")
 @dataclass(frozen=True)
 class DiscreteDiffEqLlamaConfig(LmConfig["DiscreteDiffEqLlamaLMHeadModel"]):
-    """A Llama-style DiffEqFormer (``source``) discretised with ``num_steps`` = N' Euler steps."""
+    """A Llama-style DiffEqFormer (``source``) discretised with ``num_steps`` = N' Euler steps; ``step_scaling`` is
+    where dt' goes (``time_embedding.STEP_SCALINGS``)."""
 
     source: DiffEqLlamaConfig = dataclasses.field(default_factory=DiffEqLlamaConfig)
     num_steps: int = 16
+    step_scaling: str = "output"
+
+    block_step = property(lambda self: 1.0 / self.num_steps if self.step_scaling == "output" else 1.0)
 
     Pos = property(lambda self: self.source.Pos)
     KeyPos = property(lambda self: self.source.KeyPos)
@@ -87,7 +96,7 @@ class DiscreteDiffEqLlamaConfig(LmConfig["DiscreteDiffEqLlamaLMHeadModel"]):
 
 
 class DiscreteGptTransformer(eqx.Module):
-    """N' stacked parallel GPT blocks (dt' folded in), then the source's final LayerNorm."""
+    """N' stacked parallel GPT blocks, then the source's final LayerNorm."""
 
     config: DiscreteDiffEqGptConfig = eqx.field(static=True)
     blocks: hnn.Stacked[ParallelGptBlock]
@@ -98,7 +107,7 @@ class DiscreteGptTransformer(eqx.Module):
         gpt2 = config.gpt2()
         blocks = hnn.Stacked.init(
             config.Layers, ParallelGptBlock, gradient_checkpointing=gpt2.gradient_checkpointing
-        )(gpt2, key=shaped_rng_split(key, config.num_steps))
+        )(gpt2, key=shaped_rng_split(key, config.num_steps), step=config.block_step)
         ln_f = hnn.LayerNorm.init(config.Embed, eps=gpt2.layer_norm_epsilon, use_bias=gpt2.use_bias)
         return DiscreteGptTransformer(config, blocks, ln_f)
 
@@ -121,7 +130,7 @@ class DiscreteDiffEqGptLMHeadModel(GptHeadModel):
 
 
 class DiscreteLlamaTransformer(eqx.Module):
-    """N' stacked parallel Llama blocks (dt' folded in), then the source's final RMSNorm."""
+    """N' stacked parallel Llama blocks, then the source's final RMSNorm."""
 
     config: DiscreteDiffEqLlamaConfig = eqx.field(static=True)
     blocks: hnn.Stacked[ParallelLlamaBlock]
@@ -132,7 +141,8 @@ class DiscreteLlamaTransformer(eqx.Module):
         llama = config.llama()
         blocks = hnn.Stacked.init(
             config.Layers, ParallelLlamaBlock, gradient_checkpointing=llama.gradient_checkpointing
-        )(llama, key=shaped_rng_split(key, config.num_steps))
+        )(llama, key=shaped_rng_split(key, config.num_steps), chained_norms=config.source.chained_norms,
+          norm_shift=config.source.norm_shift, step=config.block_step)
         return DiscreteLlamaTransformer(config, blocks, llama.mk_LayerNorm(config.Embed))
 
     def __call__(
@@ -161,35 +171,54 @@ class DiscreteDiffEqLlamaLMHeadModel(LlamaHeadModel):
 
 
 def discretize(
-    model: DiffEqGptLMHeadModel | DiffEqLlamaLMHeadModel, num_steps: int
+    model: DiffEqGptLMHeadModel | DiffEqLlamaLMHeadModel, num_steps: int, step_scaling: str = "output"
 ) -> DiscreteDiffEqGptLMHeadModel | DiscreteDiffEqLlamaLMHeadModel:
-    """The discrete transformer with N' = ``num_steps`` layers of weights W(t_k), t_k = k/N', dt' = 1/N'.
+    """The discrete transformer with N' = ``num_steps`` layers of weights W(t_k), t_k = k/N', dt' = 1/N' applied
+    per ``step_scaling`` (preset key ``fidelity.resampling``).
 
     Embeddings, final norm and head are the continuous model's own (shared, not copied).
     """
     if num_steps < 1:
         raise ValueError(f"num_steps must be a positive number of Euler steps, got {num_steps}.")
     if isinstance(model, DiffEqGptLMHeadModel):
-        config = DiscreteDiffEqGptConfig(source=model.config, num_steps=num_steps)
-        blocks = model.transformer.field.euler_blocks(num_steps)
+        config = DiscreteDiffEqGptConfig(source=model.config, num_steps=num_steps, step_scaling=step_scaling)
+        blocks = model.transformer.field.euler_blocks(num_steps, step_scaling)
         transformer = DiscreteGptTransformer(config, blocks, model.transformer.ln_f)
         return DiscreteDiffEqGptLMHeadModel(transformer, model.embeddings)
     if isinstance(model, DiffEqLlamaLMHeadModel):
-        config = DiscreteDiffEqLlamaConfig(source=model.config, num_steps=num_steps)
-        blocks = model.transformer.field.euler_blocks(num_steps)
+        config = DiscreteDiffEqLlamaConfig(source=model.config, num_steps=num_steps, step_scaling=step_scaling)
+        blocks = model.transformer.field.euler_blocks(num_steps, step_scaling)
         transformer = DiscreteLlamaTransformer(config, blocks, model.transformer.norm)
         return DiscreteDiffEqLlamaLMHeadModel(transformer, model.embeddings, model.lm_head)
     raise TypeError(f"discretize expects a DiffEqFormer LM (GPT or Llama), got {type(model).__name__}.")
 
 
-def zero_lora_b(model):
-    """Set every LoRA B matrix to zero, so each adapter's update B·A starts at 0 and the LoRA model's
-    outputs equal the base model's (Hu et al. 2021); Levanter's ``loraize`` initialises B randomly."""
+LORA_INITS = ("reference", "levanter")
+"""LoRA adapter init (preset key ``fidelity.lora_init``): ``reference``, A and B ~ 1e-6·N(0,1) (the authors' code,
+experiment-facts §9.6), or ``levanter``, Levanter's A with B = 0 (Hu et al. 2021)."""
+REFERENCE_LORA_STD = 1e-6
 
-    def zero(node):
-        if isinstance(node, LowRankLinear):
-            lora_b = dataclasses.replace(node.lora_B, weight=hax.zeros_like(node.lora_B.weight))
-            return dataclasses.replace(node, lora_B=lora_b)
-        return node
 
-    return jax.tree_util.tree_map(zero, model, is_leaf=lambda node: isinstance(node, LowRankLinear))
+def init_lora(model, scheme: str, key):
+    """Re-initialise every LoRA adapter of ``model`` by ``scheme`` (one of ``LORA_INITS``). Either way the adapted
+    model starts at the base model: exactly with B = 0, within ~r·1e-12 per weight with the reference init."""
+    if scheme not in LORA_INITS:
+        raise ValueError(f"fidelity.lora_init must be one of {LORA_INITS}, got {scheme!r}.")
+    is_adapter = lambda node: isinstance(node, LowRankLinear)  # noqa: E731
+    nodes, treedef = jax.tree_util.tree_flatten(model, is_leaf=is_adapter)
+    keys = jax.random.split(key, len(nodes))
+
+    def reinit(node, k):
+        if not is_adapter(node):
+            return node
+        k_a, k_b = jax.random.split(k)
+        a, b = node.lora_A.weight, node.lora_B.weight
+        if scheme == "reference":
+            a = (hax.random.normal(k_a, a.axes) * REFERENCE_LORA_STD).astype(a.dtype)
+            b = (hax.random.normal(k_b, b.axes) * REFERENCE_LORA_STD).astype(b.dtype)
+        else:
+            b = hax.zeros_like(b)
+        return dataclasses.replace(node, lora_A=dataclasses.replace(node.lora_A, weight=a),
+                                   lora_B=dataclasses.replace(node.lora_B, weight=b))
+
+    return jax.tree_util.tree_unflatten(treedef, [reinit(node, k) for node, k in zip(nodes, keys, strict=True)])

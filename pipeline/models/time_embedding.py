@@ -50,43 +50,70 @@ def euler_times(Steps: Axis) -> NamedArray:
     return (hax.arange(Steps, dtype=jnp.float32) + 1.0) / Steps.size
 
 
+TIME_PRECISIONS = ("compute", "float32")
+"""Dtype of e(t) (preset key ``fidelity.time_precision``): ``compute``, that of the MLP's weights (bf16 in mixed-
+precision training, f32 where the model is used in its parameter dtype, as in resampling; the authors' code,
+experiment-facts §9.4), or always ``float32``."""
+
+
 class TimeMlp(eqx.Module):
     """h(t) = Linear(D→D)(SiLU(Linear(2S+1→D)(e(t)))), the MLP of the time-dependent unit (Eq. 6, App. A)."""
 
     lin1: hnn.Linear
     lin2: hnn.Linear
     Sinusoidal: Axis = eqx.field(static=True)
+    time_precision: str = eqx.field(static=True, default="compute")
 
     @staticmethod
-    def init(Sinusoidal: Axis, TimeEmbed: Axis, *, key) -> "TimeMlp":
+    def init(Sinusoidal: Axis, TimeEmbed: Axis, *, key, time_precision: str = "compute") -> "TimeMlp":
+        if time_precision not in TIME_PRECISIONS:
+            raise ValueError(f"fidelity.time_precision must be one of {TIME_PRECISIONS}, got {time_precision!r}.")
         k1, k2 = jrandom.split(key)
         Hidden = TimeEmbed.alias("time_hidden")
         lin1 = hnn.Linear.init(In=features_axis(Sinusoidal), Out=Hidden, key=k1)
         lin2 = hnn.Linear.init(In=Hidden, Out=TimeEmbed, key=k2)
-        return TimeMlp(lin1, lin2, Sinusoidal)
+        return TimeMlp(lin1, lin2, Sinusoidal, time_precision)
 
     @property
     def TimeEmbed(self) -> Axis:
         return self.lin2.Out
 
     def __call__(self, t) -> NamedArray:
+        t = as_time(t)
+        if self.time_precision == "compute":
+            t = t.astype(self.lin1.weight.dtype)
         e = time_features(t, self.Sinusoidal)
         return self.lin2(hnn.silu(self.lin1(e)))
 
 
+STEP_SCALINGS = ("output", "folded")
+"""Where an Euler block puts its step dt (preset key ``fidelity.resampling``): ``output``, x + dt·block(x) with the
+weights W(t_k) unscaled (the authors' code, experiment-facts §9.5), or ``folded`` into the output projections
+(dt·W, dt·b), equal in exact arithmetic but a LoRA/full update to those projections then acts 1/dt times stronger."""
+
+
 class EulerField(eqx.Module):
-    """A vector field f(t, x) whose ``at(t, scale)`` is the discrete block x ↦ x + scale·f(t, x), and its Euler
-    solve x_k = x_{k-1} + dt·f(t_k, x_{k-1}), dt = 1/N, as N stacked blocks (§4.1)."""
+    """A vector field f(t, x) whose ``at(t, scale, step)`` is the discrete block x ↦ x + step·scale·f(t, x) (scale
+    folded into the output projections, step applied to the block's output), and its Euler solve
+    x_k = x_{k-1} + dt·f(t_k, x_{k-1}), dt = 1/N, as N stacked blocks (§4.1)."""
 
     config: eqx.AbstractVar[Any]
 
     @abc.abstractmethod
-    def at(self, t, scale=1.0) -> eqx.Module:
-        """The block x ↦ x + scale·f(t, x) with every weight materialised at time t."""
+    def at(self, t, scale=1.0, step=1.0) -> eqx.Module:
+        """The block x ↦ x + step·f_scale(t, x) with every weight materialised at time t and the output
+        projections multiplied by ``scale``."""
 
-    def euler_blocks(self, num_steps: int) -> hnn.Stacked:
-        """The N Euler steps as stacked blocks: weights W(t_k), t_k = k/N, generated once (vmapped over k)."""
+    def euler_blocks(self, num_steps: int, step_scaling: str = "output") -> hnn.Stacked:
+        """The N Euler steps as stacked blocks: weights W(t_k), t_k = k/N, generated once (vmapped over k), with
+        dt = 1/N applied per ``step_scaling`` (one of ``STEP_SCALINGS``)."""
+        if step_scaling not in STEP_SCALINGS:
+            raise ValueError(f"fidelity.resampling must be one of {STEP_SCALINGS}, got {step_scaling!r}.")
         Steps = self.config.Layers.resize(num_steps)
-        blocks = hax.vmap(lambda t: self.at(t, scale=1.0 / num_steps), Steps)(euler_times(Steps))
+        dt = 1.0 / num_steps
+        if step_scaling == "output":
+            blocks = hax.vmap(lambda t: self.at(t, step=dt), Steps)(euler_times(Steps))
+        else:
+            blocks = hax.vmap(lambda t: self.at(t, scale=dt), Steps)(euler_times(Steps))
         policy = hax.ScanCheckpointPolicy.from_bool_or_str(self.config.gradient_checkpointing)
         return hnn.Stacked(blocks, Steps, policy)

@@ -53,14 +53,18 @@ class TimeLinear(eqx.Module):
         use_bias: bool = True,
         out_first: bool = False,
         shared_mlp: TimeMlp | None = None,
+        time_precision: str = "compute",
     ) -> "TimeLinear":
-        """P is calibrated against the MLP in use (own or shared) by ``calibrated_projection_std``; c = 0.
+        """P is calibrated against the MLP in use (own or shared) by ``calibrated_projection_std``; c = 0 (the
+        ``levanter`` scheme; ``pipeline.models.init.reference_init`` redraws P, c and the MLP as the authors did).
 
         ``out_first`` orders W's axes (``proj.Out``) like the ``hnn.Linear`` it becomes (False: GPT-2,
         True: Llama).
         """
         k_mlp, k_proj, k_bias = jrandom.split(key, 3)
-        mlp = TimeMlp.init(Sinusoidal, TimeEmbed, key=k_mlp) if shared_mlp is None else None
+        mlp = None
+        if shared_mlp is None:
+            mlp = TimeMlp.init(Sinusoidal, TimeEmbed, key=k_mlp, time_precision=time_precision)
         std = calibrated_projection_std(mlp if mlp is not None else shared_mlp, initializer_range)
         weight_axes = hax.concat_axis_specs(Out, In) if out_first else hax.concat_axis_specs(In, Out)
         proj_weight = hax.random.truncated_normal(

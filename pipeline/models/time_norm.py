@@ -37,8 +37,11 @@ class TimeLayerNorm(eqx.Module):
         eps: float = 1e-5,
         use_bias: bool = True,
         shared_mlp: TimeMlp | None = None,
+        time_precision: str = "compute",
     ):
-        mlp = TimeMlp.init(Sinusoidal, TimeEmbed, key=key) if shared_mlp is None else None
+        mlp = None
+        if shared_mlp is None:
+            mlp = TimeMlp.init(Sinusoidal, TimeEmbed, key=key, time_precision=time_precision)
         scale_proj = hax.zeros(hax.concat_axis_specs(TimeEmbed, axis))
         shift_proj = hax.zeros(hax.concat_axis_specs(TimeEmbed, axis)) if use_bias else None
         return cls(mlp, scale_proj, shift_proj, axis, eps)
@@ -67,6 +70,7 @@ class TimeLayerNorm(eqx.Module):
 
 
 class TimeRmsNorm(TimeLayerNorm):
-    """RMSNorm_t(x) = (1 + h(t)·F_w) ⊙ x / rms(x) [+ h(t)·F_b]: the Llama variant (App. C.6)."""
+    """RMSNorm_t(x) = (1 + h(t)·F_w) ⊙ x / rms(x) [+ h(t)·F_b]: the Llama variant (App. C.6); the authors' code has
+    the shift h(t)·F_b (experiment-facts §9.8)."""
 
     norm_type: ClassVar[type[LayerNormBase]] = hnn.RmsNorm

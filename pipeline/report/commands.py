@@ -80,7 +80,16 @@ def _scorecard(args: argparse.Namespace) -> None:
 
     write_scorecard(ScorecardInputs(preset=args.preset, runs_csv=args.runs_csv, finetune_summaries=args.finetune,
                                     downstream=args.downstream, spectra=args.spectra,
-                                    clustering_stats=args.clustering_stats, memory=args.memory), out=args.out)
+                                    clustering_stats=args.clustering_stats, clustering_sweep=args.clustering_sweep,
+                                    memory=args.memory), out=args.out)
+
+
+def _fidelity_table(args: argparse.Namespace) -> None:
+    import json
+
+    from pipeline.report.fidelity import write_fidelity_table
+
+    write_fidelity_table(json.loads(args.config_json), out=args.out)
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -90,6 +99,11 @@ def register(verbs: argparse._SubParsersAction) -> None:
     table.add_argument("--runs-csv", type=Path, required=True, help="CSV of every pretraining run")
     table.add_argument("summaries", nargs="+", type=Path)
     table.set_defaults(run=_perplexity_table)
+
+    table = verbs.add_parser("fidelity-table", help="the fidelity ledger for a resolved preset (.md, .csv, .html)")
+    table.add_argument("--out", type=Path, required=True, help="output path without suffix")
+    table.add_argument("--config-json", required=True, help="the resolved preset's PRESET_SECTIONS as JSON")
+    table.set_defaults(run=_fidelity_table)
 
     table = verbs.add_parser("spec-table", help="Table 3 from the runs' config.yaml (beside each summary.json)")
     table.add_argument("--out", type=Path, required=True, help=out_help)
@@ -125,5 +139,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
     card.add_argument("--downstream", type=Path, nargs="*", default=[], help="downstream.csv files")
     card.add_argument("--spectra", type=Path, nargs="*", default=[], help="spectra CSVs")
     card.add_argument("--clustering-stats", type=Path, default=None)
+    card.add_argument("--clustering-sweep", type=Path, default=None)
     card.add_argument("--memory", type=Path, nargs="*", default=[], help="memory-probe JSON records")
     card.set_defaults(run=_scorecard)

@@ -229,11 +229,11 @@ def downstream_figures(paths: list[Path], out: Path, shots: list[int]) -> None:
 
 
 def spectra_figure(path: Path, out: Path) -> None:
-    """Fig. 2a/b, App. E: real parts of the eigenvalues of every head's QK and OV matrices against depth time t
-    (for a GPT, t = (layer+1)/L), coloured by head."""
+    """Fig. 2a/b, App. E: real parts of the eigenvalues of every head's QK and OV matrices (and of the feed-forward
+    W_fc W_proj when present) against depth time t (for a GPT, t = (layer+1)/L), coloured by head."""
     apply_style()
     spectra = read_csv(path, SPECTRA_COLUMNS, "the spectra written by the analysis stage")
-    matrices = [matrix for matrix in ("QK", "OV") if matrix in set(spectra["matrix"])]
+    matrices = [matrix for matrix in ("QK", "OV", "FF") if matrix in set(spectra["matrix"])]
     figure, axes = panels(1, len(matrices))
     for axis, matrix in zip(axes[0], matrices, strict=True):
         sns.scatterplot(spectra[spectra["matrix"] == matrix], x="t", y="real", hue="head", palette="tab10",

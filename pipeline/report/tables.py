@@ -143,6 +143,16 @@ def write_perplexity_tables(summaries: list[Path], *, out: Path, runs_csv: Path)
     atomic_write_text(runs_csv, runs.to_csv(index=False))
 
 
+def levanter_1_1_count(family: str, parameters: int, num_layers: int, hidden_dim: int, num_heads: int,
+                       seq_len: int) -> int:
+    """Parameters as Levanter 1.1 counted them for Table 3 (experiment-facts §9.12): its Llama layers stored the RoPE
+    cos/sin caches (seq_len × head size each) as leaves of every layer, so the count adds L·2·seq_len·head_size to
+    the trainable parameters (Llama-1B: 16·2·2048·128 = 8.39 M); GPT models have no such cache."""
+    if family not in ("llama", "diffeq_llama"):
+        return parameters
+    return parameters + num_layers * 2 * seq_len * (hidden_dim // num_heads)
+
+
 def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
     """Tidy Table 3: shape of each baseline model size, read from the ``config.yaml`` beside each run's summary
     (one row per size and family; the sizes are the same on both datasets)."""
@@ -159,6 +169,9 @@ def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
         summary = read_json(path)
         require_columns(summary, ["parameters"], path, "a summary written by pretrain")
         rows.append({"size": spec["size"], "family": model["family"], "parameters": summary["parameters"],
+                     "levanter_1_1_parameters": levanter_1_1_count(
+                         model["family"], summary["parameters"], model["num_layers"], model["hidden_dim"],
+                         model["num_heads"], model["seq_len"]),
                      "layers": model["num_layers"], "hidden_dim": model["hidden_dim"],
                      "heads": model["num_heads"], "seq_len": model["seq_len"],
                      "intermediate_dim": model.get("intermediate_dim")})
@@ -173,7 +186,9 @@ def model_spec_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     names = {size: "Llama-1B" if size == "llama1b" else f"{FAMILY_LABELS[row.family]}-{size}"
              for size, row in baselines.iterrows()}
     wide = pd.DataFrame({
-        "Parameters": baselines["parameters"].map(lambda count: f"{count / 1e6:.2f}M"),
+        "Parameters (trainable)": baselines["parameters"].map(lambda count: f"{count / 1e6:.2f}M"),
+        "Parameters (Levanter 1.1 count)": baselines["levanter_1_1_parameters"].map(
+            lambda count: f"{count / 1e6:.2f}M"),
         "Layers": baselines["layers"].astype(str),
         "Hidden size": baselines["hidden_dim"].astype(str),
         "Attention heads": baselines["heads"].astype(str),
@@ -186,7 +201,8 @@ def model_spec_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
 def write_model_spec_table(summaries: list[Path], *, out: Path) -> None:
     table = model_spec_table(summaries)
     write_table(out, heading="Model specifications", note="Read from each run's resolved config.yaml; parameters "
-                "from its summary.json.", tidy=table, sections=model_spec_sections(table))
+                "from its summary.json (trainable), and as Levanter 1.1 counted them for the paper (Llama: + the RoPE "
+                "caches stored per layer, experiment-facts §9.12).", tidy=table, sections=model_spec_sections(table))
 
 
 def load_downstream(paths: list[Path]) -> pd.DataFrame:

@@ -1,10 +1,12 @@
 """Step-resampling fine-tunes (paper §6.2, Fig. 5; one function of one ``FinetuneSpec``).
 
 The source run's final checkpoint is loaded; a DiffEqFormer is discretised to N' Euler steps (``discretize``:
-W(t_k) at t_k = k/N', dt' = 1/N' folded into the output projections), a GPT baseline keeps its depth. ``lora``
-wraps the linear layers of every block with Levanter's LoRA (rank r, Levanter's default scale α/r with α = 8)
-and trains only the adapters (+ the token/position embeddings when ``train_embeddings``); its B matrices start
-at zero, so step 0 is exactly the resampled source model. ``full`` trains every parameter.
+W(t_k) at t_k = k/N', dt' = 1/N' multiplying each block's output, or folded into the output projections, per
+``resampling``), a GPT baseline keeps its depth. ``lora`` wraps the linear layers of every block with Levanter's
+LoRA (rank r, Levanter's default scale α/r with α = 8) and trains only the adapters (+ the token/position
+embeddings when ``train_embeddings``); the adapters start at A, B ~ 1e-6·N(0,1) (``lora_init`` reference) or
+B = 0, so step 0 is the resampled source model. ``full`` trains every parameter. Weight decay follows the source
+family's mask (``pipeline.train.decay``).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from pipeline.train.loop import train_run, write_run_record
 
 def resampled_source(spec: FinetuneSpec, source_dir: Path, vocab_size: int, key):
     """The model fine-tuning starts from: the source's final checkpoint, discretised to ``num_steps`` (DiffEqFormer)
-    and, for ``lora``, wrapped with zero-initialised adapters on the block projections."""
+    and, for ``lora``, wrapped with adapters initialised by ``lora_init`` on the block projections."""
+    import jax
     from levanter.lora import LoraConfig, loraize
 
-    from pipeline.models import GPT_LORA_TARGETS, LLAMA_LORA_TARGETS, discretize, zero_lora_b
+    from pipeline.models import GPT_LORA_TARGETS, LLAMA_LORA_TARGETS, discretize, init_lora
     from pipeline.models.checkpoint import load_run_model
 
     source_spec, model = load_run_model(source_dir, vocab_size)
@@ -35,10 +38,12 @@ def resampled_source(spec: FinetuneSpec, source_dir: Path, vocab_size: int, key)
         raise ValueError(f"{source_dir / 'config.yaml'}: key 'run_id' is {source_spec.run_id!r}; the fine-tune "
                          f"{spec.run_id} expects its source run {spec.source_run!r}.")
     if spec.family in DIFFEQ_FAMILIES:
-        model = discretize(model, spec.num_steps)
+        model = discretize(model, spec.num_steps, spec.resampling)
     if spec.method == "lora":
+        k_wrap, k_init = jax.random.split(key)
         targets = LLAMA_LORA_TARGETS if spec.family in LLAMA_FAMILIES else GPT_LORA_TARGETS
-        model = zero_lora_b(loraize(model, LoraConfig(r=spec.lora_rank, target_modules=list(targets)), key=key))
+        model = loraize(model, LoraConfig(r=spec.lora_rank, target_modules=list(targets)), key=k_wrap)
+        model = init_lora(model, spec.lora_init, k_init)
     return model
 
 

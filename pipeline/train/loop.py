@@ -189,11 +189,11 @@ def trainer_config(run_id: str, train: TrainSpec, run_dir: Path, *, require_acce
 
 
 def optimizer_config(train: TrainSpec):
-    from levanter.optim import AdamConfig
+    from pipeline.train.decay import MaskedAdamConfig
 
-    return AdamConfig(learning_rate=train.lr, weight_decay=train.weight_decay, beta1=train.beta1,
-                      beta2=train.beta2, epsilon=train.epsilon, warmup=train.warmup_fraction,
-                      min_lr_ratio=train.min_lr_ratio, lr_schedule="cosine")
+    return MaskedAdamConfig(learning_rate=train.lr, weight_decay=train.weight_decay, beta1=train.beta1,
+                            beta2=train.beta2, epsilon=train.epsilon, warmup=train.warmup_fraction,
+                            min_lr_ratio=train.min_lr_ratio, lr_schedule="cosine", decay_mask=train.decay_mask)
 
 
 def validation_evaluator(trainer, dataset, tokenizer, max_batches: int | None):

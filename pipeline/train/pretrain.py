@@ -1,5 +1,6 @@
-"""Pretraining (one function of one ``RunSpec``): a fresh model of the run's family and shape trained on its
-dataset with Levanter (the loop, optimizer and checkpointing are in ``pipeline.train.loop``).
+"""Pretraining (one function of one ``RunSpec``): a fresh model of the run's family and shape, initialised by its
+``init`` scheme (``pipeline.models.init``), trained on its dataset with Levanter (the loop, optimizer and
+checkpointing are in ``pipeline.train.loop``).
 
 JAX and Levanter are imported inside the function: the driver that submits it to Ray never loads them."""
 
@@ -20,6 +21,7 @@ from pipeline.train.loop import train_run, write_run_record
 def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -> dict[str, Any]:
     """Train one run for exactly ``spec.train.steps`` updates (resuming from checkpoints of the same fingerprint)
     and write its run folder."""
+    from pipeline.models import build_initialised
     from pipeline.models.checkpoint import run_model_config
 
     started = time.time()
@@ -32,7 +34,8 @@ def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -
     identity = RunIdentity.of(dataclasses.asdict(spec), Path(tokenizer_dir), Path(cache_dir))
 
     result = train_run(spec.run_id, spec.train, spec.model.seq_len, run_path, Path(cache_dir), Path(tokenizer_dir),
-                       lambda vocab, key: model_config.build(vocab, key=key), identity)
+                       lambda vocab, key: build_initialised(model_config, vocab, key=key, init=spec.model.init),
+                       identity)
     summary = {
         "run_id": spec.run_id,
         "preset": spec.preset,

@@ -3,7 +3,16 @@
 import numpy as np
 import pytest
 
-from pipeline.analysis.clustering import cluster_statistics, magnitude, run_clustering
+from pipeline.analysis.clustering import (
+    SWEEP_COLUMNS,
+    cluster_statistics,
+    magnitude,
+    run_clustering,
+    simulate_notebook,
+    standardize,
+    sweep_clustering,
+    sweep_magnitude,
+)
 
 PAPER_SETUP = dict(tokens=40, hidden_dim=3, steps=200, seed=0)
 
@@ -38,3 +47,23 @@ def test_magnitudes_and_cluster_count():
         magnitude("quintic", t)
     points = np.array([[0.0, 0, 0], [0.05, 0, 0], [1.0, 0, 0], [1.0, 1.0, 0]])
     assert cluster_statistics(points, threshold=0.1)["n_clusters"] == 3
+
+
+def test_normalised_magnitudes_have_the_constant_mean_over_the_horizon():
+    t = np.linspace(0.0, 10.0, 100001)
+    for name in ("constant", "linear", "quartic"):
+        assert np.trapezoid(sweep_magnitude(name, t, 10.0, True), t) / 10.0 == pytest.approx(1.0, rel=1e-4)
+    np.testing.assert_allclose(sweep_magnitude("quartic", t, 10.0, False), t ** 4)
+
+
+def test_sweep_covers_every_regime_and_seed_with_the_notebook_dynamics():
+    """§9.11: one run per horizon, normalisation, seed and magnitude; at T = 1 with the unnormalised t⁴ (weaker than
+    the constant everywhere) weight sharing ends with fewer clusters than t⁴ on most seeds."""
+    sweep = sweep_clustering(tokens=40, hidden_dim=3, steps=100, magnitudes=["constant", "quartic"], horizons=[1.0],
+                             seeds=6, x0_range=2.0)
+    assert list(sweep.columns) == SWEEP_COLUMNS and len(sweep) == 6 * 2 * 2
+    weak = sweep[~sweep["normalised"]].pivot(index="seed", columns="magnitude", values="n_clusters")
+    assert (weak["constant"] < weak["quartic"]).mean() >= 0.5
+    x0 = np.random.default_rng(0).uniform(-2, 2, size=(5, 3))
+    still = simulate_notebook(x0, np.eye(3), np.zeros((3, 3)), np.ones(10), 1.0)
+    np.testing.assert_allclose(still, standardize(x0), atol=1e-3)

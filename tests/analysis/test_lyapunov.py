@@ -33,10 +33,11 @@ def diffeq():
     return tiny_model("diffeq")
 
 
-def test_single_query_jacobian_matches_the_full_sequence(diffeq):
+@pytest.mark.parametrize("placement", [{"scale": 0.25}, {"step": 0.25}], ids=["dt-folded", "dt-on-output"])
+def test_single_query_jacobian_matches_the_full_sequence(diffeq, placement):
     Pos = hax.Axis("position", TINY_SHAPE["seq_len"])
     x = diffeq.embeddings.embed(random_tokens(1, Pos), pos_ids=hax.arange(Pos), key=None)
-    block = diffeq.transformer.field.at(0.4, scale=0.25)
+    block = diffeq.transformer.field.at(0.4, **placement)
     for j in (Pos.size - 1, 5):
         prefix = x["position", : j + 1]
         single = np.asarray(jax.jit(query_jacobian)(block, prefix))

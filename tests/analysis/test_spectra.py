@@ -8,7 +8,10 @@ from pipeline.analysis.spectra import (
     SPECTRA_COLUMNS,
     attention_weights,
     diffeq_attention_weights,
+    diffeq_mlp_weights,
+    feedforward_spectra,
     head_spectra,
+    mlp_weights,
     spectra_table,
 )
 
@@ -51,3 +54,24 @@ def test_table_covers_every_time_head_and_eigenvalue(family):
     np.testing.assert_allclose(times, np.arange(1, n_times + 1) / n_times, rtol=1e-6)
     np.testing.assert_array_equal(np.ceil(table["t"] * layers - 1e-6) - 1, table["layer"])
     assert table["real"].abs().max() > 0 and np.isfinite(table[["real", "imag"]].to_numpy()).all()
+
+
+@pytest.mark.parametrize("family", ["diffeq", "gpt"])
+def test_feedforward_spectra_are_those_of_w_fc_w_proj(family):
+    """§9.9: the authors' code also takes the spectra of the feed-forward W_fc·W_proj (hidden×hidden), one per time."""
+    model = tiny_model(family)
+    hidden = TINY_SHAPE["hidden_dim"]
+    weights = diffeq_attention_weights(model, 2) if family == "diffeq" else attention_weights(model)
+    c_fc, c_proj = diffeq_mlp_weights(model, 2) if family == "diffeq" else mlp_weights(model)
+    table = spectra_table(*weights, labels={"run_id": "r", "family": family, "dataset": "d"},
+                          feedforward=(c_fc, c_proj))
+    ff = table[table["matrix"] == "FF"]
+    n_times = len(weights[2])
+    assert len(ff) == n_times * hidden and set(ff["head"]) == {0}
+    last = ff[ff["t"] == ff["t"].max()].sort_values("index")
+    expected = np.linalg.eigvals(c_fc[-1].astype(np.float64) @ c_proj[-1].astype(np.float64))
+    np.testing.assert_allclose(np.sort_complex(last["real"].to_numpy() + 1j * last["imag"].to_numpy()),
+                               np.sort_complex(expected), atol=1e-8)
+    np.testing.assert_allclose(np.abs(feedforward_spectra(c_fc, c_proj))[:, 0],
+                               [np.abs(np.linalg.eigvals(a @ b)).max() for a, b in zip(c_fc, c_proj, strict=True)],
+                               rtol=1e-4)

@@ -15,7 +15,8 @@ def test_lora_fine_tune_of_the_discretised_model_trains_only_the_adapters():
     discrete = pm.discretize(tiny_model("diffeq"), 4)
     lora_config = LoraConfig(r=4, target_modules=list(pm.GPT_LORA_TARGETS))
     with init_prng():
-        lora = pm.zero_lora_b(loraize(discrete, lora_config, key=jax.random.PRNGKey(8)))
+        wrapped = loraize(discrete, lora_config, key=jax.random.PRNGKey(8))
+        lora = pm.init_lora(wrapped, "levanter", jax.random.PRNGKey(9))
     example = batch_example(9, discrete.Pos)
     trainable = lora_trainable_params_filter(lora)
     trained, losses = train(lora, example, steps=6, trainable=trainable, learning_rate=1e-2)

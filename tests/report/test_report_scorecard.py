@@ -95,3 +95,24 @@ def test_scorecard_files(tmp_path, runs_csv):
     markdown = (tmp_path / "scorecard.md").read_text()
     assert "## Claims" in markdown and "## Numbers" in markdown and "qualitative" in markdown
     assert "<table" in (tmp_path / "scorecard.html").read_text()
+
+
+def test_clustering_sweep_reports_each_regime_and_where_the_claim_holds(tmp_path):
+    """Per (T, normalisation): the fraction of seeds where the constant a(t) clusters (≤ half as many clusters as
+    tokens) and t⁴ does not; the claim holds in a regime where that is most seeds."""
+    from pipeline.report.scorecard import clustering_sweep_claims
+
+    rows = []
+    for seed in range(4):
+        for horizon, normalised, constant, quartic in ((1.0, False, 10, 30 if seed else 15), (10.0, True, 10, 5)):
+            rows += [{"horizon": horizon, "normalised": normalised, "seed": seed, "magnitude": m, "degree": d,
+                      "tokens": 40, "n_clusters": n, "mean_pairwise_distance": 1.0}
+                     for m, d, n in (("constant", 0, constant), ("quartic", 4, quartic))]
+    path = tmp_path / "sweep.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    card = by_item(pd.DataFrame(clustering_sweep_claims(path)))
+    weak = card.loc["weight sharing clusters, t⁴ does not: T = 1, a(t) unnormalised"]
+    assert weak["ours"] == pytest.approx(0.75) and weak["status"] == "holds"
+    strong = card.loc["weight sharing clusters, t⁴ does not: T = 10, a(t) normalised to equal mean"]
+    assert strong["ours"] == 0 and strong["status"] == "does not hold"
+    assert weak["ledger"] == "clustering"

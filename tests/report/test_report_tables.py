@@ -49,6 +49,9 @@ def test_model_spec_table_reads_shapes_from_the_configs(tmp_path):
     markdown = (tmp_path / "specs.md").read_text()
     assert "| GPT-small" in markdown and "Llama-1B" in markdown and "0.79M" in markdown and "176" in markdown
     assert "1.50M" not in markdown
+    counts = table.set_index(["size", "family"])["levanter_1_1_parameters"]
+    assert counts[("small", "gpt")] == 210_000
+    assert counts[("llama1b", "llama")] == 460_000 + 4 * 2 * 64 * (64 // 4)
 
 
 def test_downstream_table_reports_percent_accuracy_with_stderr_for_both_shots(tmp_path):

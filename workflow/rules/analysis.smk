@@ -102,6 +102,7 @@ rule clustering:
     output:
         trajectories=f"{ANALYSIS_DIR}/clustering/trajectories.csv",
         stats=f"{ANALYSIS_DIR}/clustering/stats.csv",
+        sweep=f"{ANALYSIS_DIR}/clustering/sweep.csv",
     params:
         settings=json.dumps(ANALYSIS_CONFIG["clustering"], sort_keys=True),
         out_dir=lambda wildcards, output: os.path.dirname(output.stats),

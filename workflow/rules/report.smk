@@ -4,6 +4,9 @@ Each table/figure is one job whose inputs are exactly the files it reads, so rer
 recomputes only the tables and figures that show that run. Captions: workflow/report/*.rst.
 """
 
+import json
+
+from pipeline.report.fidelity import PRESET_SECTIONS
 from pipeline.report.targets import ablation_run_ids
 
 TABLES = f"{RESULTS}/tables"
@@ -49,6 +52,7 @@ REPORT_TARGETS = [
     f"{RESULTS}/scorecard.md",
     f"{RESULTS}/scorecard.csv",
     f"{RESULTS}/scorecard.html",
+    *[f"{TABLES}/fidelity.{suffix}" for suffix in ("md", "csv", "html")],
 ]
 
 
@@ -76,6 +80,29 @@ rule perplexity_table:
         ENV
     shell:
         "python -m pipeline perplexity-table --out {params.out:q} --runs-csv {output.runs:q} {input:q} > {log:q} 2>&1"
+
+
+rule fidelity_table:
+    output:
+        markdown=f"{TABLES}/fidelity.md",
+        csv=f"{TABLES}/fidelity.csv",
+        html=report(f"{TABLES}/fidelity.html", caption="../report/fidelity.rst", category="Tables",
+                    subcategory="Fidelity", labels={"table": "Fidelity ledger"}),
+    params:
+        out=lambda wildcards, output: output.html.removesuffix(".html"),
+        config_json=json.dumps({section: config[section] for section in PRESET_SECTIONS}, sort_keys=True),
+    log:
+        f"{RESULTS}/logs/report/fidelity_table.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/report/fidelity_table.tsv"
+    resources:
+        gpu=0,
+        mem_mb=1000,
+        runtime=5,
+    conda:
+        ENV
+    shell:
+        "python -m pipeline fidelity-table --out {params.out:q} --config-json {params.config_json:q} > {log:q} 2>&1"
 
 
 rule model_spec_table:
@@ -433,6 +460,7 @@ rule scorecard:
         downstream=DOWNSTREAM_CSVS,
         spectra=SPECTRA_CSVS,
         clustering=f"{CLUSTERING}/stats.csv",
+        clustering_sweep=f"{CLUSTERING}/sweep.csv",
         memory=MEMORY_RECORDS,
     output:
         markdown=f"{RESULTS}/scorecard.md",
@@ -455,4 +483,5 @@ rule scorecard:
     shell:
         "python -m pipeline scorecard --out {params.out:q} --preset {params.preset:q} --runs-csv {input.runs:q}"
         " --finetune {input.finetune:q} --downstream {input.downstream:q} --spectra {input.spectra:q}"
-        " --clustering-stats {input.clustering:q} --memory {input.memory:q} > {log:q} 2>&1"
+        " --clustering-stats {input.clustering:q} --clustering-sweep {input.clustering_sweep:q}"
+        " --memory {input.memory:q} > {log:q} 2>&1"

@@ -1,0 +1,73 @@
+"""Initialisation schemes of every family (experiment-facts §9.2), chosen by the preset key ``fidelity.init``.
+
+- ``reference``: the authors' code (Levanter 1.1 / haliax ≤ 1.3): every ``Linear`` weight ~ N(0, 0.02²), biases 0
+  (in DiffEqFormer this includes each time MLP's lin1/lin2 and the projection h(t) → W(t), so W(t) starts tiny);
+  GPT token embeddings N(0,1)·0.02, position embeddings N(0,1)·0.01; Llama token embeddings N(0,1). DiffEqFormer's
+  F_b ~ 1e-4·N(0,1) and the norms' F_w, F_b = 0 are the same in both schemes.
+- ``levanter``: what the models' own ``init`` draws with this project's haliax/Levanter (fan-in truncated normals,
+  embeddings ~ initializer_range/hidden, DiffEqFormer's projection calibrated so that W(t) has std 0.02).
+"""
+
+import dataclasses
+
+import haliax as hax
+import haliax.nn as hnn
+import jax
+from levanter.models.gpt2 import Gpt2Embeddings
+from levanter.models.llama import LlamaEmbedding
+
+INIT_SCHEMES = ("reference", "levanter")
+LINEAR_STD = 0.02
+GPT_TOKEN_STD = 0.02
+GPT_POSITION_STD = 0.01
+LLAMA_TOKEN_STD = 1.0
+
+
+def _normal_like(key, array: hax.NamedArray, std: float) -> hax.NamedArray:
+    return (hax.random.normal(key, array.axes) * std).astype(array.dtype)
+
+
+def _reference_linear(linear: hnn.Linear, key) -> hnn.Linear:
+    bias = None if linear.bias is None else hax.zeros_like(linear.bias)
+    return dataclasses.replace(linear, weight=_normal_like(key, linear.weight, LINEAR_STD), bias=bias)
+
+
+def _reference_embeddings(embeddings, key):
+    k_token, k_position = jax.random.split(key)
+    if isinstance(embeddings, Gpt2Embeddings):
+        token = embeddings.token_embeddings
+        position = embeddings.position_embeddings
+        token = dataclasses.replace(token, weight=_normal_like(k_token, token.weight, GPT_TOKEN_STD))
+        position = dataclasses.replace(position, weight=_normal_like(k_position, position.weight, GPT_POSITION_STD))
+        return dataclasses.replace(embeddings, token_embeddings=token, position_embeddings=position)
+    if isinstance(embeddings, LlamaEmbedding):
+        token = embeddings.token_embeddings
+        token = dataclasses.replace(token, weight=_normal_like(k_token, token.weight, LLAMA_TOKEN_STD))
+        return dataclasses.replace(embeddings, token_embeddings=token)
+    raise TypeError(f"reference_init knows GPT-2 and Llama embeddings, not {type(embeddings).__name__}.")
+
+
+def reference_linears(tree, key):
+    """``tree`` with every ``Linear`` weight redrawn from N(0, 0.02²) (its own key each) and its bias zeroed."""
+    is_linear = lambda node: isinstance(node, hnn.Linear)  # noqa: E731
+    nodes, treedef = jax.tree_util.tree_flatten(tree, is_leaf=is_linear)
+    keys = jax.random.split(key, len(nodes))
+    nodes = [_reference_linear(node, k) if is_linear(node) else node for node, k in zip(nodes, keys, strict=True)]
+    return jax.tree_util.tree_unflatten(treedef, nodes)
+
+
+def reference_init(model, key):
+    """``model`` with the reference initialisation of §9.2 (same structure, new values)."""
+    k_embed, k_linears = jax.random.split(key)
+    model = reference_linears(model, k_linears)
+    return dataclasses.replace(model, embeddings=_reference_embeddings(model.embeddings, k_embed))
+
+
+def build_initialised(config, Vocab, *, key, init: str):
+    """``config.build(Vocab)`` initialised by ``init`` (one of ``INIT_SCHEMES``)."""
+    if init not in INIT_SCHEMES:
+        raise ValueError(f"fidelity.init must be one of {INIT_SCHEMES}, got {init!r}.")
+    k_build, k_init = jax.random.split(key)
+    model = config.build(Vocab, key=k_build)
+    return reference_init(model, k_init) if init == "reference" else model
+

@@ -1,0 +1,119 @@
+"""The fidelity ledger: every choice that can move one of the paper's numbers, with what the paper says, what the
+authors' code does (experiment-facts §9), what this pipeline does and the preset key that switches it.
+
+The first columns are data (``reference/fidelity.csv``); "this pipeline" is read from the resolved preset (and, for
+choices fixed in code, from the code's own constants) by ``pipeline_values``, never typed, so the ledger cannot
+drift from what runs. The scorecard links each claim to the rows whose ``moves`` name its source.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipeline.artifacts import atomic_write_text
+
+LEDGER_PATH = Path(__file__).parent / "reference" / "fidelity.csv"
+PRESET_SECTIONS = ("preset", "fidelity", "defaults", "pretrain", "finetune", "analysis")
+"""The parts of a resolved preset that ``pipeline_values`` reads."""
+LEDGER_COLUMNS = ["id", "choice", "paper", "reference_code", "pipeline", "key", "decision"]
+FIDELITY_MEANINGS = {
+    "init": {"reference": "every Linear N(0, 0.02²), biases 0; GPT embeddings ·0.02 / ·0.01, Llama std 1",
+             "levanter": "haliax fan-in Linear init, Levanter's embedding init, W(t) calibrated to std 0.02"},
+    "decay_mask": {"reference": "per family as the authors' code (§9.3)",
+                   "levanter": "Levanter's default mask (every weight but norms, embeddings, biases)"},
+    "time_precision": {"compute": "e(t) in the compute dtype ({compute}) in training, the parameters' in resampling",
+                       "float32": "e(t) always in float32"},
+    "llama_layer": {"reference": "chained norms, RMSNorm with scale and shift, eps 1e-6",
+                    "levanter": "norms side by side, RMSNorm scale only, eps 1e-5"},
+    "resampling": {"output": "dt' multiplies each block's output, weights unscaled",
+                   "folded": "dt' folded into the output projections"},
+    "lora_init": {"reference": "A, B ~ 1e-6·N(0,1); rank {rank}, α = 8",
+                  "levanter": "Levanter's A, B = 0; rank {rank}, α = 8"},
+}
+"""What each value of a ``fidelity.*`` preset key does (schema: workflow/schemas/config.schema.yaml)."""
+
+
+def read_ledger() -> pd.DataFrame:
+    return pd.read_csv(LEDGER_PATH, keep_default_na=False, dtype=str)
+
+
+def _lookup(config: dict[str, Any], key: str) -> Any:
+    """The value at a dotted key of the resolved preset (group names may contain dots: try the longest match)."""
+    node: Any = config
+    parts = key.split(".")
+    while parts:
+        for size in range(len(parts), 0, -1):
+            name = ".".join(parts[:size])
+            if isinstance(node, dict) and name in node:
+                node, parts = node[name], parts[size:]
+                break
+        else:
+            raise KeyError(f"{LEDGER_PATH}: key {key!r} does not resolve in the preset; fix the ledger row.")
+    return node
+
+
+def _resolved_train(config: dict[str, Any], group: str, name: str) -> Any:
+    return {**config["defaults"]["train"], **config["pretrain"][group]["train"]}[name]
+
+
+def pipeline_values(config: dict[str, Any]) -> dict[str, str]:
+    """What this pipeline does for every ledger row, read from the resolved preset ``config`` and the code."""
+    fidelity = config["fidelity"]
+    compute = config["defaults"]["train"]["mixed_precision"].split("c=")[-1]
+    lora = config["finetune"]["methods"].get("lora", {})
+    values = {name: f"{value}: " + FIDELITY_MEANINGS[name][value].format(compute=compute, rank=lora.get("rank"))
+              for name, value in fidelity.items()}
+    clustering = config["analysis"]["clustering"]
+    values.update({
+        "beta2_large": str(_resolved_train(config, "owt-large", "beta2")),
+        "beta2_llama": str(_resolved_train(config, "owt-llama1b", "beta2")),
+        "time_grid": "t_k = k/L, k = 1..L, dt = 1/L",
+        "lora_trainable": ("adapters + embeddings" if lora.get("train_embeddings") else "adapters only")
+                          + f"; embeddings decayed per decay_mask {fidelity['decay_mask']}",
+        "eval_split": "the target's validation split",
+        "weight_sharing": "one sequential GPT-2 block reused L times",
+        "clustering": "picture: independent W_Q, W_K, x0 ~ U(−1, 1), T = 1, seed {seed}; sweep: symmetric QK, no 1/√d, "
+                      "x0 ~ U(−{x0_range:g}, {x0_range:g}), T ∈ {horizons}, {seeds} seeds, a(t) normalised and not"
+                      .format(seed=clustering["seed"], **clustering["sweep"]),
+        "param_count": "Table 3 shows both: trainable parameters and Levanter 1.1's count (+ per-layer RoPE caches)",
+    })
+    return values
+
+
+def ledger(config: dict[str, Any]) -> pd.DataFrame:
+    """The ledger with its "this pipeline" column for the resolved preset; a row without a value is an error."""
+    rows = read_ledger()
+    values = pipeline_values(config)
+    missing = sorted(set(rows["id"]) - set(values))
+    if missing:
+        raise KeyError(f"{LEDGER_PATH}: rows {missing} have no reader in pipeline.report.fidelity.pipeline_values.")
+    for key in rows["key"]:
+        if key:
+            _lookup(config, key)
+    rows["pipeline"] = rows["id"].map(values)
+    return rows[LEDGER_COLUMNS]
+
+
+@functools.cache
+def _moves() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple((row.id, tuple(row.moves.split("|"))) for row in read_ledger().itertuples())
+
+
+def linked_rows(source: str) -> str:
+    """The ids of the ledger rows whose ``moves`` name the paper location ``source`` (comma-separated)."""
+    return ", ".join(row_id for row_id, moves in _moves() if source in moves)
+
+
+def write_fidelity_table(config: dict[str, Any], *, out: Path) -> None:
+    """``out``.csv, ``out``.md and ``out``.html: the ledger for the preset that ran."""
+    table = ledger(config)
+    atomic_write_text(out.with_suffix(".csv"), table.to_csv(index=False))
+    atomic_write_text(out.with_suffix(".md"), f"# Fidelity ledger (preset `{config['preset']}`)\n\n"
+                      + table.to_markdown(index=False) + "\n")
+    atomic_write_text(out.with_suffix(".html"), "<!DOCTYPE html><html><head><meta charset='utf-8'><style>"
+                      "body{font-family:sans-serif} table{border-collapse:collapse} td,th{padding:2px 8px;"
+                      "vertical-align:top}</style></head><body>" + table.to_html(index=False) + "</body></html>\n")

@@ -1,0 +1,80 @@
+"""Which parameters AdamW decays (preset key ``fidelity.decay_mask``; experiment-facts §9.3).
+
+- ``reference`` (the authors' code): GPT/Llama baselines and weight sharing decay the attention and MLP weight
+  matrices and the token and position embeddings (not norms, not biases); DiffEqFormer-GPT decays ONLY the token
+  and position embeddings (no hypernetwork parameter); DiffEqFormer-Llama decays every parameter (at its weight
+  decay 1e-5). A fine-tune decays as its source family does (a resampled DiffEqFormer-GPT: its embeddings; LoRA
+  adapters follow the module they wrap).
+- ``levanter``: this Levanter's default mask (every weight except norms, embeddings and biases).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from levanter.optim import AdamConfig
+
+DECAY_MASKS = ("reference", "levanter")
+EMBEDDINGS = re.compile(r"(.*\.)?embeddings\.(token|position)_embeddings\.weight")
+BASELINE_MATRICES = re.compile(r".*\.(attn|self_attn|mlp)\..*weight")
+"""Attention and MLP weight matrices of the baselines (Levanter's module names; LoRA adapters under them too)."""
+
+
+def decay_rule(model) -> str:
+    """``embeddings`` (DiffEqFormer-GPT and its resampled form), ``all`` (DiffEqFormer-Llama and its resampled
+    form) or ``baseline`` (everything else), from the model's class."""
+    from pipeline.models import (
+        DiffEqGptLMHeadModel,
+        DiffEqLlamaLMHeadModel,
+        DiscreteDiffEqGptLMHeadModel,
+        DiscreteDiffEqLlamaLMHeadModel,
+    )
+
+    if isinstance(model, DiffEqGptLMHeadModel | DiscreteDiffEqGptLMHeadModel):
+        return "embeddings"
+    if isinstance(model, DiffEqLlamaLMHeadModel | DiscreteDiffEqLlamaLMHeadModel):
+        return "all"
+    return "baseline"
+
+
+def is_decayed(rule: str, path: str) -> bool:
+    """Whether the parameter at ``path`` (Levanter's dotted key path) is decayed under ``rule``."""
+    if rule == "all":
+        return True
+    if EMBEDDINGS.fullmatch(path):
+        return True
+    return rule == "baseline" and BASELINE_MATRICES.fullmatch(path) is not None
+
+
+def reference_decay_mask(params):
+    """The reference mask of ``params`` (a model, or the trainable part of one): a tree of bools."""
+    import equinox as eqx
+    import haliax
+    import jax
+    from levanter.utils.jax_utils import leaf_key_paths
+
+    rule = decay_rule(params)
+
+    def is_leaf(node):
+        return eqx.is_array(node) or haliax.is_named_array(node)
+
+    paths = leaf_key_paths(params, is_leaf=is_leaf)
+    return jax.tree_util.tree_map(lambda leaf, path: is_decayed(rule, path) if is_leaf(leaf) else leaf,
+                                  params, paths, is_leaf=is_leaf)
+
+
+@AdamConfig.register_subclass("adam_reference_decay")
+@dataclasses.dataclass(frozen=True)
+class MaskedAdamConfig(AdamConfig):
+    """Levanter's AdamW whose weight-decay mask is ``decay_mask`` (one of ``DECAY_MASKS``)."""
+
+    decay_mask: str = "reference"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.decay_mask not in DECAY_MASKS:
+            raise ValueError(f"fidelity.decay_mask must be one of {DECAY_MASKS}, got {self.decay_mask!r}.")
+
+    def build_weight_decay_mask(self):
+        return reference_decay_mask if self.decay_mask == "reference" else super().build_weight_decay_mask()
