@@ -29,13 +29,18 @@ FORWARDED_ENV = ("HF_HUB_OFFLINE", "RAY_AUTH_MODE", "HF_DATASETS_OFFLINE", "HF_H
 
 
 def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus: int | None = None,
-               num_gpus: float = 0, **kwargs: Any) -> Any:
+               num_gpus: float = 0, uses_torch: bool = False, **kwargs: Any) -> Any:
     """Execute ``fn(*args, **kwargs)`` as one Ray task and return its result; errors re-raise here. Ray's log
-    de-duplication is off: it drops task log lines that differ only in numbers (e.g. per-shot summaries)."""
+    de-duplication is off: it drops task log lines that differ only in numbers (e.g. per-shot summaries).
+
+    Unless ``uses_torch``, the task runs with ``USE_TORCH=0``: Levanter imports ``transformers`` (for tokenizers
+    only, in these tasks), which would otherwise import torch, two thirds of the task's import time."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
     env_vars = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+    if not uses_torch:
+        env_vars["USE_TORCH"] = "0"
     init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
                                  "runtime_env": {"env_vars": env_vars}}
     if address is None:

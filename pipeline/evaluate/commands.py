@@ -21,7 +21,7 @@ def _downstream(args: argparse.Namespace) -> None:
 
     summary = run_on_ray(evaluate_downstream, *absolute(args.run_dir, args.tokenizer, args.out_dir),
                          pair=args.pair, tasks=args.tasks, shots=args.shots, task_dir=task_dir, limit=args.limit,
-                         batch_size=args.batch_size, **ray_placement(args))
+                         batch_size=args.batch_size, uses_torch=True, **ray_placement(args))
     logging.info("downstream finished: %s", json.dumps(summary))
 
 
