@@ -6,10 +6,13 @@ from snakemake.exceptions import WorkflowError
 
 from pipeline.commands import export_ray_placement
 from pipeline.config import ConfigError, finetune_runs, load_preset, memory_probes, pretrain_runs
+from pipeline.site import JobResources, export_site_environment, load_site
 
+_site_file = config.pop("site", None)
 try:
     _resolved = load_preset(config)
-except ConfigError as error:
+    SITE = load_site(_site_file) if _site_file is not None else None
+except (ConfigError, FileNotFoundError, ValueError) as error:
     raise WorkflowError(str(error)) from None
 config.clear()
 config.update(_resolved)
@@ -64,4 +67,20 @@ def finetune_inputs(wildcards):
     }
 
 
+def training_resources(stage, wildcard):
+    """A training rule's resources: per run (its ``wildcard``) from its size and the site (pipeline/site.py)."""
+    return JOBS.rule_resources(lambda wildcards: JOBS.training(stage, getattr(wildcards, wildcard)), gpu=True)
+
+
+def gpu_analysis_resources(rule):
+    """One GPU at a site with GPUs (the run is the ``run`` wildcard)."""
+    return JOBS.rule_resources(lambda wildcards: JOBS.gpu_analysis(rule, wildcards.run), gpu=True)
+
+
+def cpu_resources(rule):
+    return JOBS.rule_resources(lambda wildcards: JOBS.cpu(rule), gpu=False)
+
+
+JOBS = JobResources(config, SITE)
 export_ray_placement(config["ray"])
+export_site_environment(SITE)

@@ -11,9 +11,7 @@ rule corpus:
     benchmark:
         f"{RESULTS}/benchmarks/corpus/{{dataset}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=4000,
-        runtime=240,
+        **cpu_resources("corpus"),
     conda:
         ENV
     shell:
@@ -32,9 +30,7 @@ rule tokenizer:
     benchmark:
         f"{RESULTS}/benchmarks/tokenizer/{{tokenizer}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=4000,
-        runtime=60,
+        **cpu_resources("tokenizer"),
     conda:
         ENV
     shell:
@@ -54,9 +50,7 @@ rule token_cache:
     benchmark:
         f"{RESULTS}/benchmarks/token_cache/{{dataset}}-{{tokenizer}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=8000,
-        runtime=720,
+        **cpu_resources("token_cache"),
     conda:
         ENV
     shell:

@@ -43,9 +43,7 @@ rule downstream:
     benchmark:
         f"{RESULTS}/benchmarks/downstream/{{run}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=8000,
-        runtime=60,
+        **gpu_analysis_resources("downstream"),
     conda:
         ENV
     shell:
