@@ -5,6 +5,7 @@ import json
 from snakemake.exceptions import WorkflowError
 
 from pipeline.commands import export_ray_placement
+from pipeline.data.prefetch import hub_items
 from pipeline.config import ConfigError, finetune_runs, load_preset, memory_probes, pretrain_runs
 from pipeline.site import JobResources, export_site_environment, load_site
 
@@ -24,6 +25,10 @@ RUNS = pretrain_runs(config)
 FINETUNE_RUNS = finetune_runs(config)
 MEMORY_PROBES = memory_probes(config)
 ENV = "../../environment.yml"
+HUB_ITEMS = hub_items(config)
+PREFETCH_MANIFEST = f"{DATA}/prefetch.json"
+# Jobs that read the hub read the shared cache the prefetch filled (nothing to fetch: no prefetch job).
+PREFETCHED = [PREFETCH_MANIFEST] if any(HUB_ITEMS.values()) else []
 
 wildcard_constraints:
     dataset="|".join(config["datasets"]),

@@ -25,6 +25,7 @@ rule downstream:
         summary=lambda wildcards: run_summary(wildcards.run),
         tokenizer=lambda wildcards: run_inputs(wildcards)["tokenizer"],
         task_files=EVALUATE_TASK_FILES,
+        prefetched=PREFETCHED,
     output:
         csv=f"{RESULTS}/downstream/{{run}}/downstream.csv",
         results=[f"{RESULTS}/downstream/{{run}}/lm_eval_{k}shot.json" for k in EVALUATE_CONFIG["shots"]],
