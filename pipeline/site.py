@@ -133,6 +133,21 @@ def _resource(job: Callable[[Any], dict[str, Any]], key: str) -> Callable[[Any],
     return lambda wildcards: job(wildcards)[key]
 
 
+def slurm_allocation(environ: dict[str, str] | None = None) -> dict[str, int]:
+    """The CPUs and GPUs of the SLURM job this process runs in (``SLURM_CPUS_PER_TASK``; ``CUDA_VISIBLE_DEVICES``,
+    which SLURM sets to the allocated GPUs), for an embedded Ray that must not count the whole node's; empty
+    outside a SLURM job."""
+    environ = os.environ if environ is None else environ
+    if "SLURM_JOB_ID" not in environ:
+        return {}
+    allocation = {}
+    if environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
+        allocation["num_cpus"] = int(environ["SLURM_CPUS_PER_TASK"])
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        allocation["num_gpus"] = len([d for d in environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()])
+    return allocation
+
+
 HUB_OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from pipeline.config import REPO_ROOT, load_preset
-from pipeline.site import EXAMPLE, JobResources, load_site, training_gpus, training_minutes
+from pipeline.site import EXAMPLE, JobResources, load_site, slurm_allocation, training_gpus, training_minutes
 
 SITE = load_site(EXAMPLE)
 
@@ -88,3 +88,21 @@ def test_without_a_site_every_job_is_local_on_the_cpu():
     jobs = JobResources(load_preset({"preset": "tiny"}), None)
     assert jobs.training("pretrain", "owt-small-gpt") == jobs.cpu("corpus") == {"gpu": 0}
     assert jobs.resource_keys(gpu=True) == ["gpu"]
+
+
+def test_an_embedded_ray_inside_a_slurm_job_counts_the_jobs_cpus_and_gpus_not_the_nodes():
+    job = {"SLURM_JOB_ID": "7", "SLURM_CPUS_PER_TASK": "16", "CUDA_VISIBLE_DEVICES": "2,3"}
+    assert slurm_allocation(job) == {"num_cpus": 16, "num_gpus": 2}
+    assert slurm_allocation({**job, "CUDA_VISIBLE_DEVICES": ""}) == {"num_cpus": 16, "num_gpus": 0}
+    assert slurm_allocation({"SLURM_CPUS_PER_TASK": "16"}) == {}
+
+
+def test_run_on_ray_in_a_slurm_job_starts_ray_with_the_jobs_cpus(monkeypatch):
+    import ray
+
+    from pipeline.runner import run_on_ray
+
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert run_on_ray(ray.cluster_resources, address=None)["CPU"] == 1

@@ -54,6 +54,14 @@ def _cache(args: argparse.Namespace) -> None:
 
     if args.ray_address:
         os.environ["RAY_ADDRESS"] = args.ray_address
+    elif args.builder == "ray":
+        import ray
+
+        from pipeline.site import slurm_allocation
+
+        # Levanter's builder joins this Ray: inside a SLURM job it gets the job's CPUs, not the whole node's.
+        allocation = {**slurm_allocation(), **({"num_cpus": args.ray_num_cpus} if args.ray_num_cpus else {})}
+        ray.init(address="local", include_dashboard=False, **allocation)
     with atomic_directory(args.out, overwrite=True) as staging:
         stats = {split: build_token_cache(corpus_split_files(args.corpus, split), args.tokenizer, staging / split,
                                           builder=args.builder)
