@@ -12,9 +12,9 @@ from pipeline.site import JobResources, load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-SUBMIT_HOST_RULES = {"all", "clustering", "param_counts",
+SUBMIT_HOST_RULES = {"all", "prefetch", "clustering", "param_counts",
                      *re.findall(r"^rule (\w+):", (ROOT / "workflow" / "rules" / "report.smk").read_text(), re.M)}
-"""Rules of seconds that run on the submit host (``localrules``), not in a SLURM job."""
+"""Rules that run on the submit host (``localrules``: the prefetch, which needs the network, and jobs of seconds)."""
 
 
 def snakemake(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
