@@ -44,7 +44,10 @@ def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus
     init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
                                  "runtime_env": {"env_vars": env_vars}}
     if address is None:
-        init_args.update(address="local", num_cpus=num_cpus)
+        from pipeline.site import slurm_allocation
+
+        # Inside a SLURM job: the job's CPUs and GPUs, not the node's (an explicit num_cpus still wins).
+        init_args.update({"address": "local", **slurm_allocation(), **({"num_cpus": num_cpus} if num_cpus else {})})
     else:
         init_args["address"] = address
     mark_phase("ray")

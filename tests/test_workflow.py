@@ -1,4 +1,5 @@
-"""The Snakemake workflow: lint-clean, and the paper preset's dry run lists every run and probe with GPUs."""
+"""The Snakemake workflow: lint-clean, and the SLURM profile's dry run of the paper preset sizes every job from the
+site settings and the cost model."""
 
 import ast
 import os
@@ -8,9 +9,13 @@ import sys
 from pathlib import Path
 
 from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
+from pipeline.site import JobResources, load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+SUBMIT_HOST_RULES = {"all", "prefetch", "clustering", "param_counts",
+                     *re.findall(r"^rule (\w+):", (ROOT / "workflow" / "rules" / "report.smk").read_text(), re.M)}
+"""Rules that run on the submit host (``localrules``: the prefetch, which needs the network, and jobs of seconds)."""
 
 
 def snakemake(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -28,20 +33,54 @@ def test_ruff_is_clean():
     assert result.returncode == 0, result.stdout
 
 
-def test_slurm_profile_dry_run_lists_every_paper_run_with_its_gpus(tmp_path):
-    result = snakemake("-n", "--profile", "profiles/slurm", "--printshellcmds")
+def dry_run_jobs(output: str) -> list[dict]:
+    """Snakemake's dry-run job blocks as {"rule", "wildcards": {...}, "resources": {...}, "shell"}."""
+    jobs = []
+    for line in output.splitlines():
+        if match := re.match(r"^(?:local)?rule (\w+):$", line):
+            jobs.append({"rule": match.group(1), "wildcards": {}, "resources": {}, "shell": ""})
+        elif jobs and (match := re.match(r"^    (wildcards|resources): (.*)$", line)):
+            jobs[-1][match.group(1)] = dict(item.split("=", 1) for item in match.group(2).split(", "))
+        elif jobs and "python -m pipeline" in line:
+            jobs[-1]["shell"] = line
+    return jobs
+
+
+def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_and_cost_model():
+    result = snakemake("-n", "--profile", "profiles/slurm", "--printshellcmds", "--config",
+                       "site=profiles/slurm/site.example.yaml")
     assert result.returncode == 0, result.stderr[-2000:]
-    commands = [line for line in result.stdout.splitlines() if "python -m pipeline pretrain" in line]
-    listed = {re.search(r"--run-dir results/paper/runs/(\S+)", line).group(1) for line in commands}
-    assert listed == set(pretrain_runs(load_preset({"preset": "paper"})))
-    assert all("--gpus 8" in line for line in commands)
-    finetunes = [line for line in result.stdout.splitlines() if "python -m pipeline finetune" in line]
-    listed = {re.search(r"--run-dir results/paper/runs/(\S+)", line).group(1) for line in finetunes}
-    assert listed == set(finetune_runs(load_preset({"preset": "paper"})))
-    assert all("--gpus 8" in line for line in finetunes)
-    probes = [line for line in result.stdout.splitlines() if "python -m pipeline memory-probe" in line]
-    assert len(probes) == len(memory_probes(load_preset({"preset": "paper"}))) == 7
-    assert all("--gpus 8" in line and '"batch_size": 256' in line for line in probes)
+    config = load_preset({"preset": "paper"})
+    jobs_resources = JobResources(config, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"))
+    jobs = dry_run_jobs(result.stdout)
+    pretrain = {job["wildcards"]["run"]: job for job in jobs if job["rule"] == "pretrain"}
+    assert set(pretrain) == set(pretrain_runs(config))
+    finetunes = {job["wildcards"]["finetune"]: job for job in jobs if job["rule"] == "finetune"}
+    assert set(finetunes) == set(finetune_runs(config))
+    probes = [job for job in jobs if job["rule"] == "memory_probe"]
+    assert len(probes) == len(memory_probes(config)) == 7
+    for stage, runs in (("pretrain", pretrain), ("finetune", finetunes)):
+        for run_id, job in runs.items():
+            expected = jobs_resources.training(stage, run_id)
+            assert {key: job["resources"][key] for key in expected} == {k: str(v) for k, v in expected.items()}, run_id
+            assert f"--gpus {expected['gpu']}" in job["shell"], run_id
+    gpus = {run_id: int(job["resources"]["gpu"]) for run_id, job in pretrain.items()}
+    assert gpus["owt-llama1b-diffeq_llama"] == 8 and gpus["wt103-small-gpt"] == 1, gpus
+    for job in jobs:
+        resources = job["resources"]
+        if job["rule"] in SUBMIT_HOST_RULES:
+            assert "slurm_partition" not in resources, job
+            continue
+        assert resources["nodes"] == "1" and int(resources["runtime"]) <= 2880, job
+        expected_partition = "gpu" if int(resources["gpu"]) else "cpu"
+        assert resources["slurm_partition"] == expected_partition, job
+        assert job["rule"] in {"corpus", "tokenizer", "token_cache"} or int(resources["gpu"]) >= 1, job
+
+
+def test_slurm_profile_without_a_site_file_says_to_copy_the_example(tmp_path):
+    result = snakemake("-n", "--profile", "profiles/slurm", "--config", f"site={tmp_path / 'site.yaml'}")
+    assert result.returncode != 0
+    assert f"site settings {tmp_path / 'site.yaml'} do not exist; copy" in result.stdout + result.stderr
 
 
 def test_a_bad_config_override_stops_snakemake_with_one_sentence():

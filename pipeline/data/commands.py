@@ -35,8 +35,15 @@ def _tokenizer(args: argparse.Namespace) -> None:
         files = [path for corpus in args.corpora for path in corpus_split_files(corpus, "train")]
         stats = train_bpe_tokenizer(files, spec["vocab_size"], args.out, overwrite=True)
     else:
-        stats = save_pretrained_tokenizer(spec["name"], args.out, overwrite=True)
+        stats = save_pretrained_tokenizer(spec["name"], args.out, revision=spec.get("revision"), overwrite=True)
     logging.info("tokenizer %s: %s", args.out, json.dumps(stats))
+
+
+def _prefetch(args: argparse.Namespace) -> None:
+    from pipeline.data.prefetch import run_prefetch
+
+    manifest = run_prefetch(args.items, args.out, args.task_dir)
+    logging.info("prefetched into %s: %s", os.environ.get("HF_HOME", "~/.cache/huggingface"), json.dumps(manifest))
 
 
 def _cache(args: argparse.Namespace) -> None:
@@ -47,6 +54,14 @@ def _cache(args: argparse.Namespace) -> None:
 
     if args.ray_address:
         os.environ["RAY_ADDRESS"] = args.ray_address
+    elif args.builder == "ray":
+        import ray
+
+        from pipeline.site import slurm_allocation
+
+        # Levanter's builder joins this Ray: inside a SLURM job it gets the job's CPUs, not the whole node's.
+        allocation = {**slurm_allocation(), **({"num_cpus": args.ray_num_cpus} if args.ray_num_cpus else {})}
+        ray.init(address="local", include_dashboard=False, **allocation)
     with atomic_directory(args.out, overwrite=True) as staging:
         stats = {split: build_token_cache(corpus_split_files(args.corpus, split), args.tokenizer, staging / split,
                                           builder=args.builder)
@@ -66,6 +81,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
     tokenizer.add_argument("--out", type=Path, required=True)
     tokenizer.add_argument("corpora", nargs="*", type=Path, help="corpus folders to train a BPE on")
     tokenizer.set_defaults(run=_tokenizer)
+
+    prefetch = verbs.add_parser("prefetch", help="download a preset's hub datasets, tokenizers and lm-eval tasks "
+                                "into the Hugging Face cache (on a host with network)")
+    prefetch.add_argument("--items", required=True, help="the preset's hub items (pipeline.data.prefetch.hub_items), "
+                          "as JSON")
+    prefetch.add_argument("--task-dir", default=None, help="folder of lm-eval task YAMLs (default: built-in tasks)")
+    prefetch.add_argument("--out", type=Path, required=True, help="manifest: what was fetched, at which commit")
+    prefetch.set_defaults(run=_prefetch)
 
     cache = verbs.add_parser("cache", help="build the Levanter token cache of a corpus")
     cache.add_argument("--corpus", type=Path, required=True)

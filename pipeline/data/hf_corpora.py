@@ -21,6 +21,7 @@ HF_CORPORA: dict[str, dict] = {
 DOCS_PER_SHARD = 100_000
 SHARD_GZIP_LEVEL = 1  # fast; OpenWebText is ~40 GB of text
 _LOCAL_JSONL = ("*.jsonl", "*.jsonl.gz")
+_LOCAL_PARQUET = "*.parquet"
 
 
 def _is_saved_dataset(path: Path) -> bool:
@@ -53,10 +54,16 @@ def _load(
     num_proc: int | None,
     cache_dir: str | None,
 ) -> datasets.DatasetDict:
-    """Load `source`: a `save_to_disk` folder, a local JSONL file or folder, or a Hugging Face hub id."""
+    """Load `source`: a `save_to_disk` folder, a local folder of parquet files (e.g. a copy of a hub dataset's
+    refs/convert/parquet branch: `<config>/<split>/NNNN.parquet`), a local JSONL file or folder, or a Hugging Face
+    hub id at `revision`. With the hub offline, a hub dataset missing from the cache fails with one sentence."""
+    from pipeline.data.prefetch import hub_offline, missing_from_cache
+
     path = Path(source).expanduser()
     if path.is_dir() and _is_saved_dataset(path):
         loaded = datasets.load_from_disk(str(path))
+    elif path.is_dir() and any(path.rglob(_LOCAL_PARQUET)):
+        loaded = datasets.load_dataset(str(path), num_proc=num_proc, cache_dir=cache_dir)
     elif path.exists():
         data_files = _local_data_files(dataset, path, text_field)
         loaded = datasets.load_dataset("json", data_files=data_files, num_proc=num_proc, cache_dir=cache_dir)
@@ -66,7 +73,13 @@ def _load(
             "JSONL files or a save_to_disk folder."
         )
     else:
-        loaded = datasets.load_dataset(str(source), revision=revision, num_proc=num_proc, cache_dir=cache_dir)
+        try:
+            loaded = datasets.load_dataset(str(source), revision=revision, num_proc=num_proc, cache_dir=cache_dir)
+        except (ConnectionError, OSError, ValueError) as error:
+            if hub_offline():
+                raise FileNotFoundError(missing_from_cache(f"Dataset {dataset!r} ({source}@{revision or 'main'})")) \
+                    from error
+            raise
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({"train": loaded})
     return loaded

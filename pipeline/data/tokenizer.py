@@ -71,9 +71,13 @@ def train_bpe_tokenizer(
     return {"vocab_size": len(fast), "documents": documents}
 
 
-def save_pretrained_tokenizer(name_or_path: str, out_dir: Path, *, overwrite: bool = False) -> dict:
-    """Load a tokenizer with `AutoTokenizer.from_pretrained` (hub id such as "gpt2" or a local directory)
-    and save it to `out_dir`, so later stages never need the hub. Returns {"vocab_size", "bos", "eos"}."""
+def save_pretrained_tokenizer(name_or_path: str, out_dir: Path, *, revision: str | None = None,
+                              overwrite: bool = False) -> dict:
+    """Load a tokenizer with `AutoTokenizer.from_pretrained` (hub id such as "gpt2" at `revision`, or a local
+    directory) and save it to `out_dir`, so later stages never need the hub. Returns {"vocab_size", "bos", "eos"}.
+    With the hub offline, a tokenizer missing from the cache fails with one sentence naming it and the prefetch."""
+    from pipeline.data.prefetch import hub_offline, missing_from_cache
+
     local = Path(name_or_path).expanduser()
     if local.is_dir():
         source = str(local)
@@ -84,7 +88,12 @@ def save_pretrained_tokenizer(name_or_path: str, out_dir: Path, *, overwrite: bo
         )
     else:
         source = name_or_path
-    tokenizer = AutoTokenizer.from_pretrained(source)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, revision=revision)
+    except OSError as error:
+        if source == name_or_path and hub_offline():
+            raise FileNotFoundError(missing_from_cache(f"Tokenizer {name_or_path}@{revision or 'main'}")) from error
+        raise
     with atomic_directory(out_dir, overwrite=overwrite) as tmp:
         tokenizer.save_pretrained(str(tmp))
     return {"vocab_size": len(tokenizer), "bos": tokenizer.bos_token, "eos": tokenizer.eos_token}

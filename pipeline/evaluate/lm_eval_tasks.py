@@ -43,8 +43,17 @@ def resolve_tasks(task_names: list[str], task_dir: str | Path | None):
 
 
 def check_scored_output_types(manager, task_names: list[str]) -> None:
-    """Refuse tasks that need text generation (the adapter scores log-likelihoods only), before a model loads."""
-    for name, task in manager.load(task_names)["tasks"].items():
+    """Refuse tasks that need text generation (the adapter scores log-likelihoods only), before a model loads. Tasks
+    load one by one, so a task whose dataset fails to load (e.g. not prefetched on an offline node) is named."""
+    from pipeline.data.prefetch import PREFETCH_COMMAND, hub_offline, load_lm_eval_tasks
+
+    tasks, failed = load_lm_eval_tasks(manager, task_names)
+    if failed:
+        hint = (f"prefetch them on a host with network (`{PREFETCH_COMMAND}`)" if hub_offline()
+                else "see the job log for each traceback")
+        reasons = "; ".join(failed.values())
+        raise ValueError(f"downstream.tasks: lm-eval task(s) {sorted(failed)} failed to load ({reasons}); {hint}.")
+    for name, task in tasks.items():
         if task.OUTPUT_TYPE not in SCORED_OUTPUT_TYPES:
             raise ValueError(f"downstream.tasks: lm-eval task {name!r} has output_type {task.OUTPUT_TYPE!r}; "
                              f"expected one of {list(SCORED_OUTPUT_TYPES)}.")

@@ -1,21 +1,48 @@
 #!/usr/bin/env bash
-# Start a real single-node SLURM cluster on localhost (slurmctld + slurmd, munge auth, no accounting,
-# no GPUs) for the SLURM integration test. Installs Debian's slurm-wlm and munge when missing
-# (needs root and apt). Idempotent: a running cluster is left as it is. Prints the partition name.
+# Start a real single-node SLURM cluster on localhost (slurmctld + slurmd, munge auth, no accounting, no GPUs) for the
+# SLURM integration tests, inside the network namespace $SLURM_TEST_NETNS (default pipeline-slurm) whose only
+# interface is loopback: clients (sbatch, squeue) must run in it (`nsenter --net=/run/netns/pipeline-slurm ...`), and so does
+# every job, with no network. It changes the host, so it runs only with PIPELINE_HOST_TESTS=1 (CI sets it) and as
+# root: installs Debian's slurm-wlm and munge with apt when missing, writes /etc/slurm/slurm.conf only where there is
+# none or it wrote it before (an existing SLURM configuration is never touched), creates a munge key only where there
+# is none, and records the daemons it starts in $STATE/started for stop_slurm.sh. A running cluster of its own is left
+# as it is. Prints the partition name.
 set -euo pipefail
+if [ "${PIPELINE_HOST_TESTS:-}" != 1 ]; then
+  echo "start_slurm.sh changes the host (apt, /etc/slurm, munge, daemons); set PIPELINE_HOST_TESTS=1 to allow it." >&2
+  exit 2
+fi
+marker="# Written by tests/cluster/start_slurm.sh (the pipeline's SLURM test); stop_slurm.sh stops its daemons."
+conf=/etc/slurm/slurm.conf
+if [ -e "$conf" ] && [ "$(head -n1 "$conf")" != "$marker" ]; then
+  echo "$conf exists and was not written by this test; it is left untouched (run the SLURM test on a machine without a SLURM installation)." >&2
+  exit 3
+fi
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
 fi
+netns="${SLURM_TEST_NETNS:-pipeline-slurm}"
+state=/var/spool/slurm-localhost
+started="$state/started"
+mkdir -p /etc/slurm "$state/ctld" "$state/d" /var/log/slurm /run/munge
+touch "$started"
+if [ ! -e "/run/netns/$netns" ]; then
+  ip netns add "$netns"
+  echo "netns $netns" >> "$started"
+fi
+ip -n "$netns" link set lo up
+# Slurm binds with getaddrinfo(AI_ADDRCONFIG), which needs one non-loopback IPv4 address: a private one on lo,
+# which reaches nothing outside the namespace.
+ip -n "$netns" -o addr show dev lo | grep -q "10.254.0.1/32" || ip -n "$netns" addr add 10.254.0.1/32 dev lo
 host=$(hostname -s)
 cpus=$(nproc)
 memory=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))
-state=/var/spool/slurm-localhost
-mkdir -p /etc/slurm "$state/ctld" "$state/d" /var/log/slurm /run/munge
-chown -R slurm:slurm "$state" /var/log/slurm
-cat > /etc/slurm/slurm.conf <<CONF
+chown -R slurm:slurm "$state/ctld" "$state/d" /var/log/slurm
+cat > "$conf" <<CONF
+$marker
 ClusterName=localhost
-SlurmctldHost=${host}
+SlurmctldHost=${host}(127.0.0.1)
 AuthType=auth/munge
 CredType=cred/munge
 SlurmUser=slurm
@@ -42,19 +69,34 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=10
 MinJobAge=300
-NodeName=${host} CPUs=${cpus} RealMemory=${memory} State=UNKNOWN
+NodeName=${host} NodeAddr=127.0.0.1 CPUs=${cpus} RealMemory=${memory} State=UNKNOWN
 PartitionName=debug Nodes=${host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
 if ! pgrep -x munged >/dev/null; then
-  [ -s /etc/munge/munge.key ] || (dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null)
-  chown munge:munge /etc/munge/munge.key /run/munge && chmod 400 /etc/munge/munge.key
-  runuser -u munge -- /usr/sbin/munged --force
+  if [ ! -s /etc/munge/munge.key ]; then
+    dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null
+    chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
+  fi
+  chown munge:munge /run/munge
+  runuser -u munge -- /usr/sbin/munged --force </dev/null >/dev/null 2>&1
+  echo "munged $(pgrep -n -x munged)" >> "$started"
 fi
-pgrep -x slurmctld >/dev/null || /usr/sbin/slurmctld
-pgrep -x slurmd >/dev/null || /usr/sbin/slurmd
+in_netns() { nsenter --net="/run/netns/$netns" "$@"; }  # only the network namespace (ip netns exec would remount /sys without cgroups)
+if ! pgrep -x slurmctld >/dev/null; then
+  rm -f /run/slurmctld.pid
+  in_netns /usr/sbin/slurmctld </dev/null >/dev/null 2>&1
+  for _ in $(seq 30); do [ -s /run/slurmctld.pid ] && break; sleep 1; done
+  echo "slurmctld $(cat /run/slurmctld.pid)" >> "$started"
+fi
+if ! pgrep -x slurmd >/dev/null; then
+  rm -f /run/slurmd.pid
+  in_netns /usr/sbin/slurmd </dev/null >/dev/null 2>&1
+  for _ in $(seq 30); do [ -s /run/slurmd.pid ] && break; sleep 1; done
+  echo "slurmd $(cat /run/slurmd.pid)" >> "$started"
+fi
 for _ in $(seq 60); do
-  if sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
-    scontrol update NodeName="$host" State=RESUME >/dev/null 2>&1 || true
+  if in_netns sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
+    in_netns scontrol update NodeName="$host" State=RESUME >/dev/null 2>&1 || true
     echo debug
     exit 0
   fi

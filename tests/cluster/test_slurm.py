@@ -1,6 +1,10 @@
-"""The tiny preset through `profiles/slurm` on a real single-node SLURM cluster on localhost: every job is
-submitted with sbatch by snakemake-executor-plugin-slurm. Only what a laptop lacks is overridden: the
-partition, GPUs, CPUs/memory per job, and the status command (no accounting database here)."""
+"""`profiles/slurm` on a real single-node SLURM cluster on localhost whose daemons, clients and jobs run in a network
+namespace with loopback only (no network, as a cluster's compute nodes): every job is submitted with sbatch by
+snakemake-executor-plugin-slurm and sized by pipeline/site.py. Only the site settings are replaced (a partition, no
+GPUs, small CPU/memory limits, an HF cache), plus the status command (no accounting database here).
+
+These tests change the host (apt, /etc/slurm, munge, daemons): they run only with PIPELINE_HOST_TESTS=1 (`.ci/run`
+sets it) and as root, never touch an existing SLURM configuration, and stop the daemons they started."""
 
 import json
 import os
@@ -11,60 +15,88 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+NETNS = os.environ.get("SLURM_TEST_NETNS", "pipeline-slurm")
 pytestmark = pytest.mark.e2e
-LAPTOP_RESOURCES = ["slurm_partition={partition}", "gpu=0", "cpus_per_task=1", "mem_mb=3000", "runtime=60"]
-BIG_RULES = ("corpus", "tokenizer", "token_cache", "pretrain", "perplexity_table")
+
+
+def in_netns(*command: str) -> list[str]:
+    return ["nsenter", f"--net=/run/netns/{NETNS}", *command]
 
 
 @pytest.fixture(scope="module")
 def slurm_partition():
+    if os.environ.get("PIPELINE_HOST_TESTS") != "1":
+        pytest.skip("changes the host (apt, /etc/slurm, munge, daemons): set PIPELINE_HOST_TESTS=1 to run it")
     if os.geteuid() != 0:
         pytest.skip("starting slurmctld/slurmd and munged needs root")
     started = subprocess.run(["bash", str(ROOT / "tests" / "cluster" / "start_slurm.sh")], capture_output=True,
-                             text=True, timeout=600)
+                             text=True, timeout=600, env={**os.environ, "SLURM_TEST_NETNS": NETNS})
     assert started.returncode == 0, started.stderr
-    return started.stdout.split()[-1]
+    yield started.stdout.split()[-1]
+    subprocess.run(["bash", str(ROOT / "tests" / "cluster" / "stop_slurm.sh")], timeout=120, check=True)
 
 
-def test_tiny_preset_runs_through_sbatch(tmp_path, slurm_partition):
-    resources = [r.format(partition=slurm_partition) for r in LAPTOP_RESOURCES]
-    set_resources = [f"{rule}:{r}" for rule in BIG_RULES for r in resources if not r.startswith("slurm_partition")]
+def localhost_site(tmp_path: Path, partition: str) -> Path:
+    """The example site with what this machine has: one partition, no GPUs, 1 CPU and 3 GB per job."""
+    raw = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())
+    raw["site"].update(gpu_partition=partition, cpu_partition=partition, gpus_per_node=0, cpu_max_cpus=1,
+                       cpu_max_mem_mb=3000, max_runtime_min=60, hf_home=str(tmp_path / "hf"))
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_tiny_dag_runs_offline_through_the_slurm_profile(tmp_path, slurm_partition):
+    links = subprocess.run(["ip", "-n", NETNS, "-o", "link"], capture_output=True, text=True, check=True).stdout
+    assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    target = "results/tiny/runs/wt103-small-diffeq/summary.json"
+    run = "results/tiny/runs/owt-large-gpt/summary.json"
+    downstream = "results/tiny/downstream/owt-large-gpt/downstream.csv"
+    started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path),
-         "--profile", "slurm", "--config", "preset=tiny", "--slurm-status-command", "squeue",
-         "--default-resources", *resources, "--set-resources", *set_resources,
-         "--slurm-logdir", str(tmp_path / "slurm-logs"), target, "results/tiny/runs/wt103-small-gpt/summary.json"],
+        in_netns(sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
+                 str(tmp_path), "--profile", str(ROOT / "profiles" / "slurm"), "--config", "preset=tiny",
+                 f"site={localhost_site(tmp_path, slurm_partition)}", "--slurm-status-command", "squeue",
+                 "--slurm-logdir", str(tmp_path / "slurm-logs"), run, downstream),
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
+    print(f"offline SLURM run: {time.monotonic() - started:.0f} s")
     submitted = set(re.findall(r"has been submitted with SLURM jobid (\d+)", output))
-    assert len(submitted) == 6, output[-4000:]  # 2 corpora, tokenizer, cache, 2 pretrain runs
-    summary = json.loads((tmp_path / target).read_text())
-    assert summary["family"] == "diffeq" and summary["steps"] == 40
-    assert json.loads((tmp_path / target.replace("summary", "provenance")).read_text())["slurm_job_id"]
+    assert len(submitted) == 6, output[-4000:]  # 2 corpora, tokenizer, cache, pretrain, downstream
+    summary = json.loads((tmp_path / run).read_text())
+    assert summary["family"] == "gpt" and summary["steps"] == 40
+    assert json.loads((tmp_path / run.replace("summary", "provenance")).read_text())["slurm_job_id"] in submitted
+    assert "tiny_choice" in (tmp_path / downstream).read_text()
 
 
-def test_ray_cluster_sbatch_starts_a_cluster_in_the_allocation(tmp_path, slurm_partition):
-    address_file = tmp_path / "ray-address"
-    env = {**os.environ, "RAY_ADDRESS_FILE": str(address_file), "RAY_PORT": "6391", "RAY_AUTH_MODE": "disabled",
-           "RAY": str(Path(sys.executable).parent / "ray")}
-    submitted = subprocess.run(["sbatch", "--parsable", "--nodes=1", f"--partition={slurm_partition}",
-                                "--exclusive=user", "--output", str(tmp_path / "ray-%j.out"),
-                                str(ROOT / "profiles" / "slurm" / "ray-cluster.sbatch")],
-                               cwd=ROOT, capture_output=True, text=True, env=env, timeout=60, check=True)
+def test_ray_cluster_sbatch_runs_its_driver_inside_the_allocation_with_token_auth(tmp_path, slurm_partition):
+    address_file, log = tmp_path / "ray-address", tmp_path / "ray.out"
+    ray = str(Path(sys.executable).parent / "ray")
+    env = {**os.environ, "RAY_ADDRESS_FILE": str(address_file), "RAY_PORT": "6391", "RAY": ray,
+           "RAY_AUTH_TOKEN_PATH": str(tmp_path / "auth_token")}
+    driver = ("import os, ray; ray.init(); "
+              "print('driver in job', os.environ['SLURM_JOB_ID'], ray.cluster_resources()['CPU'])")
+    submitted = subprocess.run(
+        in_netns("sbatch", "--parsable", "--nodes=1", f"--partition={slurm_partition}", "--exclusive=user",
+                 "--output", str(log), str(ROOT / "profiles" / "slurm" / "ray-cluster.sbatch"),
+                 sys.executable, "-c", driver),
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=60, check=True)
     job_id = submitted.stdout.strip().split(";")[0]
     try:
-        deadline = time.time() + 180
-        while not address_file.exists() and time.time() < deadline:
-            time.sleep(1)
-        address = address_file.read_text().strip()
-        status = subprocess.run([env["RAY"], "status", f"--address={address}"], capture_output=True, text=True,
-                                timeout=60, env=env)
-        active = status.stdout.split("Active:")[1].split("Pending:")[0]
-        assert active.count("node_") == 1, status.stdout
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            state = subprocess.run(in_netns("squeue", "-h", "-j", job_id, "-o", "%T"), capture_output=True,
+                                   text=True, timeout=30).stdout.strip()
+            if not state:
+                break
+            time.sleep(2)
+        text = log.read_text()
+        assert re.search(r"Ray cluster up at [0-9.]+:6391 on 1 node\(s\)", text), text[-3000:]
+        assert f"driver in job {job_id}" in text, text[-3000:]
+        assert (tmp_path / "auth_token").stat().st_size > 0
     finally:
-        subprocess.run(["scancel", job_id], timeout=30)
+        subprocess.run(in_netns("scancel", job_id), timeout=30)

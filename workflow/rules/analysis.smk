@@ -6,6 +6,12 @@ import os
 
 ANALYSIS_DIR = f"{RESULTS}/analysis"
 ANALYSIS_CONFIG = config["analysis"]
+# A probe is placed on the GPUs of its base group's pretraining run (same family where the group trains it).
+MEMORY_PROBE_BASE_RUNS = {
+    probe_id: min((run_id for run_id, spec in RUNS.items() if spec.group == probe.group and spec.ablation is None),
+                  key=lambda run_id: RUNS[run_id].model.family != probe.model.family)
+    for probe_id, probe in MEMORY_PROBES.items()
+}
 MEMORY_RECORDS = [f"{ANALYSIS_DIR}/memory/{probe_id}.json" for probe_id in MEMORY_PROBES]
 
 ANALYSIS_TARGETS = [
@@ -34,9 +40,7 @@ rule spectra:
     benchmark:
         f"{RESULTS}/benchmarks/analysis/spectra/{{run}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=8000,
-        runtime=30,
+        **gpu_analysis_resources("spectra"),
     conda:
         ENV
     shell:
@@ -61,9 +65,7 @@ rule lyapunov:
     benchmark:
         f"{RESULTS}/benchmarks/analysis/lyapunov/{{run}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=8000,
-        runtime=60,
+        **gpu_analysis_resources("lyapunov"),
     conda:
         ENV
     shell:
@@ -87,9 +89,7 @@ rule frontier:
     benchmark:
         f"{RESULTS}/benchmarks/analysis/frontier/{{run}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=8000,
-        runtime=120,
+        **gpu_analysis_resources("frontier"),
     conda:
         ENV
     shell:
@@ -150,11 +150,15 @@ rule memory_probe:
     benchmark:
         f"{RESULTS}/benchmarks/analysis/memory/{{probe}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=8000,
-        runtime=30,
+        **JOBS.rule_resources(lambda wildcards: JOBS.memory_probe(MEMORY_PROBE_BASE_RUNS[wildcards.probe]), gpu=True),
     conda:
         ENV
     shell:
         "python -m pipeline memory-probe --spec {params.spec:q} --tokenizer {input.tokenizer:q}"
         " --steps {params.steps:q} --out {output.record:q} --gpus {resources.gpu:q} > {log:q} 2>&1"
+
+
+# About a second of numpy each: on a cluster they run on the submit host.
+localrules:
+    clustering,
+    param_counts,

@@ -14,10 +14,14 @@ from pipeline.config import (
     memory_probes,
     pretrain_runs,
 )
+from pipeline.data.prefetch import hub_items
+from pipeline.site import JobResources, export_site_environment, load_site
 
+_site_file = config.pop("site", None)
 try:
     _resolved = load_preset(config)
-except ConfigError as error:
+    SITE = load_site(_site_file) if _site_file is not None else None
+except (ConfigError, FileNotFoundError, ValueError) as error:
     raise WorkflowError(str(error)) from None
 config.clear()
 config.update(_resolved)
@@ -29,6 +33,10 @@ RUNS = pretrain_runs(config)
 FINETUNE_RUNS = finetune_runs(config)
 MEMORY_PROBES = memory_probes(config)
 ENV = "../../environment.yml"
+HUB_ITEMS = hub_items(config)
+PREFETCH_MANIFEST = f"{DATA}/prefetch.json"
+# Jobs that read the hub read the shared cache the prefetch filled (nothing to fetch: no prefetch job).
+PREFETCHED = [PREFETCH_MANIFEST] if any(HUB_ITEMS.values()) else []
 
 
 
@@ -87,7 +95,23 @@ def require_inside_results(*targets):
         raise WorkflowError(str(error)) from None
 
 
+def training_resources(stage, wildcard):
+    """A training rule's resources: per run (its ``wildcard``) from its size and the site (pipeline/site.py)."""
+    return JOBS.rule_resources(lambda wildcards: JOBS.training(stage, getattr(wildcards, wildcard)), gpu=True)
+
+
+def gpu_analysis_resources(rule):
+    """One GPU at a site with GPUs (the run is the ``run`` wildcard)."""
+    return JOBS.rule_resources(lambda wildcards: JOBS.gpu_analysis(rule, wildcards.run), gpu=True)
+
+
+def cpu_resources(rule):
+    return JOBS.rule_resources(lambda wildcards: JOBS.cpu(rule), gpu=False)
+
+
+JOBS = JobResources(config, SITE)
 export_ray_placement(config["ray"])
+export_site_environment(SITE)
 
 RAY_RULES = {"pretrain", "finetune", "downstream", "spectra", "lyapunov", "frontier", "memory_probe"}
 

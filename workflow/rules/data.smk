@@ -1,7 +1,29 @@
-"""Data: corpus export -> tokenizer -> Levanter token cache (experiment-facts §2)."""
+"""Data: hub prefetch -> corpus export -> tokenizer -> Levanter token cache (experiment-facts §2)."""
+
+
+rule prefetch:
+    output:
+        manifest=PREFETCH_MANIFEST,
+    params:
+        hub_items=json.dumps(HUB_ITEMS, sort_keys=True),
+        task_dir=f"--task-dir {shlex.quote(EVALUATE_TASK_DIR)}" if EVALUATE_TASK_DIR is not None else "",
+    log:
+        f"{RESULTS}/logs/prefetch.log",
+    conda:
+        ENV
+    shell:
+        "HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 python -m pipeline prefetch --items {params.hub_items:q}"
+        " {params.task_dir} --out {output.manifest:q} > {log:q} 2>&1"
+
+
+# The hub is reached only where the network is: on the submit host.
+localrules:
+    prefetch,
 
 
 rule corpus:
+    input:
+        PREFETCHED,
     output:
         directory(f"{DATA}/corpora/{{dataset}}"),
     params:
@@ -11,9 +33,7 @@ rule corpus:
     benchmark:
         f"{RESULTS}/benchmarks/corpus/{{dataset}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=4000,
-        runtime=240,
+        **cpu_resources("corpus"),
     conda:
         ENV
     shell:
@@ -23,6 +43,7 @@ rule corpus:
 rule tokenizer:
     input:
         tokenizer_corpora,
+        PREFETCHED,
     output:
         directory(f"{DATA}/tokenizers/{{tokenizer}}"),
     params:
@@ -32,9 +53,7 @@ rule tokenizer:
     benchmark:
         f"{RESULTS}/benchmarks/tokenizer/{{tokenizer}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=4000,
-        runtime=60,
+        **cpu_resources("tokenizer"),
     conda:
         ENV
     shell:
@@ -54,9 +73,7 @@ rule token_cache:
     benchmark:
         f"{RESULTS}/benchmarks/token_cache/{{dataset}}-{{tokenizer}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=8000,
-        runtime=720,
+        **cpu_resources("token_cache"),
     conda:
         ENV
     shell:

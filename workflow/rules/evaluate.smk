@@ -19,6 +19,7 @@ rule downstream:
         summary=lambda wildcards: run_summary(wildcards.run),
         tokenizer=lambda wildcards: run_inputs(wildcards)["tokenizer"],
         task_files=EVALUATE_TASK_FILES,
+        prefetched=PREFETCHED,
     output:
         csv=f"{RESULTS}/downstream/{{run}}/downstream.csv",
         results=[f"{RESULTS}/downstream/{{run}}/lm_eval_{k}shot.json" for k in EVALUATE_CONFIG["shots"]],
@@ -35,9 +36,7 @@ rule downstream:
     benchmark:
         f"{RESULTS}/benchmarks/downstream/{{run}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=8000,
-        runtime=60,
+        **gpu_analysis_resources("downstream"),
     conda:
         ENV
     shell:

@@ -17,9 +17,7 @@ rule finetune:
     benchmark:
         f"{RESULTS}/benchmarks/finetune/{{finetune}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=8000,
-        runtime=60,
+        **training_resources("finetune", "finetune"),
     conda:
         ENV
     shell:

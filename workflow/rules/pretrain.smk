@@ -16,9 +16,7 @@ rule pretrain:
     benchmark:
         f"{RESULTS}/benchmarks/pretrain/{{run}}.tsv"
     resources:
-        gpu=0,
-        mem_mb=8000,
-        runtime=60,
+        **training_resources("pretrain", "run"),
     conda:
         ENV
     shell:

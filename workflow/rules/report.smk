@@ -485,3 +485,24 @@ rule scorecard:
         " --finetune {input.finetune:q} --downstream {input.downstream:q} --spectra {input.spectra:q}"
         " --clustering-stats {input.clustering:q} --clustering-sweep {input.clustering_sweep:q}"
         " --memory {input.memory:q} > {log:q} 2>&1"
+
+
+# Seconds of CPU each, from tidy files: on a cluster they run on the submit host instead of waiting in a queue.
+localrules:
+    perplexity_table,
+    model_spec_table,
+    downstream_table,
+    param_count_table,
+    figure_curves,
+    figure_beta2,
+    figure_time_embed_dim,
+    figure_memory,
+    figure_time_mlp_design,
+    figure_finetune,
+    figure_downstream,
+    figure_spectra,
+    figure_lyapunov,
+    figure_clustering,
+    figure_frontier,
+    fidelity_table,
+    scorecard,

@@ -1,0 +1,103 @@
+"""Prefetch: every Hugging Face hub item a preset needs (datasets, tokenizers, lm-eval task datasets), each at the
+revision the preset names, into the shared cache (``HF_HOME``), on a host that has the network.
+
+Compute jobs then run with the hub offline (``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1``, set by the workflow when
+the site names ``hf_home``) and read only that cache; an item missing from it fails with one sentence naming the item
+and this stage. lm-eval tasks are fetched one by one, so one broken task is named and the others are still fetched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+PREFETCH_COMMAND = "snakemake --profile slurm prefetch"
+
+
+def hub_offline() -> bool:
+    """Whether this process must not reach the hub (``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE`` set true)."""
+    return any(os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+               for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def missing_from_cache(item: str) -> str:
+    """The sentence for a hub item that an offline job did not find in the cache."""
+    cache = os.environ.get("HF_HOME", "~/.cache/huggingface")
+    return (f"{item} is not in the Hugging Face cache {cache} and this job runs with the hub offline; prefetch it on "
+            f"a host with network (`{PREFETCH_COMMAND}`, with the same site settings).")
+
+
+def _is_local(name: str) -> bool:
+    return name.startswith(("/", ".", "~")) or Path(name).expanduser().exists()
+
+
+def hub_items(config: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """What a preset reads from the hub: hub datasets and pretrained tokenizers (local paths excluded) with their
+    revisions, and lm-eval's built-in tasks (none when ``downstream.task_dir`` names local tasks)."""
+    datasets_ = [{"name": name, "id": spec["source"]["id"], "revision": spec["source"].get("revision")}
+                 for name, spec in config["datasets"].items()
+                 if spec["source"]["kind"] == "hf" and not _is_local(spec["source"]["id"])]
+    tokenizers = [{"name": name, "id": spec["name"], "revision": spec.get("revision")}
+                  for name, spec in config["tokenizers"].items()
+                  if spec["kind"] == "pretrained" and not _is_local(spec["name"])]
+    tasks = list(config["downstream"]["tasks"]) if config["downstream"]["task_dir"] is None else []
+    return {"datasets": datasets_, "tokenizers": tokenizers, "lm_eval_tasks": tasks}
+
+
+def load_lm_eval_tasks(manager, task_names: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Load (and so download) each task on its own: ({name: task}, {name: error}) so one broken task does not take
+    the others down."""
+    loaded, failed = {}, {}
+    for name in task_names:
+        try:
+            loaded.update(manager.load([name])["tasks"])
+        except Exception as error:  # noqa: BLE001 - any failure of one task is reported by name, the rest go on
+            logger.exception("lm-eval task %s failed to load", name)
+            failed[name] = f"{type(error).__name__}: {error}"
+    return loaded, failed
+
+
+def prefetch(items: dict[str, list], task_dir: str | None = None) -> dict[str, Any]:
+    """Download every item into the Hugging Face cache; returns the manifest (revision asked for, commit resolved
+    where the hub reports one). Fails after trying everything, with one sentence naming each item that failed."""
+    import datasets
+    from huggingface_hub import HfApi
+    from transformers import AutoTokenizer
+
+    from pipeline.evaluate.lm_eval_tasks import task_manager
+
+    api, manifest, failed = HfApi(), {"datasets": [], "tokenizers": [], "lm_eval_tasks": []}, {}
+    for item in items["datasets"]:
+        try:
+            datasets.load_dataset(item["id"], revision=item["revision"])
+            commit = api.dataset_info(item["id"], revision=item["revision"]).sha
+            manifest["datasets"].append({**item, "commit": commit})
+        except Exception as error:  # noqa: BLE001 - reported by name below
+            failed[f"dataset {item['id']}"] = f"{type(error).__name__}: {error}"
+    for item in items["tokenizers"]:
+        try:
+            AutoTokenizer.from_pretrained(item["id"], revision=item["revision"])
+            commit = api.model_info(item["id"], revision=item["revision"]).sha
+            manifest["tokenizers"].append({**item, "commit": commit})
+        except Exception as error:  # noqa: BLE001 - reported by name below
+            failed[f"tokenizer {item['id']}"] = f"{type(error).__name__}: {error}"
+    if items["lm_eval_tasks"]:
+        loaded, task_failures = load_lm_eval_tasks(task_manager(task_dir), items["lm_eval_tasks"])
+        manifest["lm_eval_tasks"] = sorted(loaded)
+        failed.update({f"lm-eval task {name}": message for name, message in task_failures.items()})
+    if failed:
+        raise ValueError(f"prefetch: {len(failed)} item(s) failed ({'; '.join(f'{k}: {v}' for k, v in failed.items())})"
+                         "; fix or remove them in the preset and rerun the prefetch rule.")
+    return manifest
+
+
+def run_prefetch(items_json: str, out: Path, task_dir: str | None) -> dict[str, Any]:
+    from pipeline.artifacts import atomic_write_text
+
+    manifest = prefetch(json.loads(items_json), task_dir)
+    atomic_write_text(out, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest

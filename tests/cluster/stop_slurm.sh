@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Stop what start_slurm.sh started (the daemons and the network namespace it recorded in $STATE/started), by
+# process id, and nothing else.
+set -euo pipefail
+started=/var/spool/slurm-localhost/started
+[ -f "$started" ] || exit 0
+while read -r name id; do
+  case "$name" in
+    netns) ;;
+    *) if [ "$(cat /proc/"$id"/comm 2>/dev/null)" = "$name" ]; then kill "$id"; fi ;;
+  esac
+done < "$started"
+for _ in $(seq 30); do
+  alive=""
+  while read -r name id; do
+    if [ "$name" != netns ] && [ "$(cat /proc/"$id"/comm 2>/dev/null)" = "$name" ]; then alive=1; fi
+  done < "$started"
+  [ -z "$alive" ] && break
+  sleep 1
+done
+while read -r name id; do
+  if [ "$name" = netns ]; then ip netns delete "$id" 2>/dev/null || true; fi
+done < "$started"
+rm -f "$started"

@@ -1,0 +1,85 @@
+"""Prefetch and offline compute: OpenWebText from a local parquet copy, hub items missing from the cache fail with one
+sentence naming the prefetch, lm-eval tasks load one by one (a broken task is named, the others still load)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import pytest
+
+from pipeline.config import load_preset
+from pipeline.data.files import iter_texts
+from pipeline.data.hf_corpora import export_hf_corpus
+from pipeline.data.prefetch import PREFETCH_COMMAND, hub_items, load_lm_eval_tasks, prefetch
+from pipeline.evaluate.lm_eval_tasks import check_scored_output_types, task_manager
+
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = ROOT / "pipeline" / "evaluate" / "tasks"
+DOCS = [f"Web page {i}: some words about the open web." for i in range(40)]
+
+
+def offline_env(tmp_path) -> dict:
+    return {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+            "PYTHONPATH": str(ROOT)}
+
+
+def test_the_paper_preset_prefetches_its_hub_items_and_the_tiny_preset_none():
+    paper = hub_items(load_preset({"preset": "paper"}))
+    assert {"name": "owt", "id": "Skylion007/openwebtext", "revision": "refs/convert/parquet"} in paper["datasets"]
+    assert [item["id"] for item in paper["tokenizers"]] == ["gpt2", "NousResearch/Llama-2-7b-hf"]
+    assert len(paper["lm_eval_tasks"]) == 11 and "logiqa" in paper["lm_eval_tasks"]
+    assert hub_items(load_preset({"preset": "tiny"})) == {"datasets": [], "tokenizers": [], "lm_eval_tasks": []}
+
+
+def test_openwebtext_exports_offline_from_a_local_copy_of_its_parquet_branch(tmp_path, monkeypatch):
+    """The layout of the hub's refs/convert/parquet branch (<config>/<split>/NNNN.parquet), loaded offline."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    branch = tmp_path / "openwebtext-parquet" / "plain_text" / "train"
+    branch.mkdir(parents=True)
+    datasets.Dataset.from_dict({"text": DOCS[:30]}).to_parquet(str(branch / "0000.parquet"))
+    datasets.Dataset.from_dict({"text": DOCS[30:]}).to_parquet(str(branch / "0001.parquet"))
+    stats = export_hf_corpus("owt", tmp_path / "out", source=tmp_path / "openwebtext-parquet",
+                             validation_fraction=0.1, seed=2357, cache_dir=tmp_path / "cache")
+    expected = datasets.Dataset.from_dict({"text": DOCS}).train_test_split(test_size=0.1, seed=2357, shuffle=True)
+    assert list(iter_texts(stats["validation"]["files"])) == expected["test"]["text"]
+    assert list(iter_texts(stats["train"]["files"])) == expected["train"]["text"]
+
+
+@pytest.mark.parametrize(("verb", "option", "spec", "item"), [
+    ("corpus", "--source", {"kind": "hf", "id": "Skylion007/openwebtext", "revision": "refs/convert/parquet"},
+     "Dataset 'Skylion007/openwebtext' (Skylion007/openwebtext@refs/convert/parquet)"),
+    ("tokenizer", "--spec", {"kind": "pretrained", "name": "gpt2"}, "Tokenizer gpt2@main"),
+])
+def test_an_offline_job_missing_a_hub_item_names_it_and_the_prefetch(tmp_path, verb, option, spec, item):
+    result = subprocess.run([sys.executable, "-m", "pipeline", verb, option, json.dumps(spec), "--out",
+                             str(tmp_path / "out")], capture_output=True, text=True, env=offline_env(tmp_path),
+                            timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert result.stderr.splitlines()[-1] == (
+        f"error: {item} is not in the Hugging Face cache {tmp_path / 'hf'} and this job runs with the hub offline; "
+        f"prefetch it on a host with network (`{PREFETCH_COMMAND}`, with the same site settings).")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture
+def task_dir_with_a_broken_task(tmp_path):
+    task_dir = tmp_path / "tasks"
+    shutil.copytree(TASKS, task_dir)
+    broken = (task_dir / "tiny_choice.yaml").read_text().replace("task: tiny_choice", "task: broken_choice")
+    (task_dir / "broken_choice.yaml").write_text(broken.replace("task_data: tiny_choice", "task_data: not_there"))
+    return task_dir
+
+
+def test_lm_eval_tasks_load_one_by_one_so_a_broken_task_is_named(task_dir_with_a_broken_task):
+    manager = task_manager(task_dir_with_a_broken_task)
+    loaded, failed = load_lm_eval_tasks(manager, ["tiny_choice", "broken_choice", "tiny_lambada"])
+    assert sorted(loaded) == ["tiny_choice", "tiny_lambada"] and list(failed) == ["broken_choice"]
+    with pytest.raises(ValueError, match=r"lm-eval task\(s\) \['broken_choice'\] failed to load"):
+        check_scored_output_types(manager, ["tiny_choice", "broken_choice"])
+    with pytest.raises(ValueError, match=r"prefetch: 1 item\(s\) failed \(lm-eval task broken_choice: "):
+        prefetch({"datasets": [], "tokenizers": [], "lm_eval_tasks": ["broken_choice", "tiny_choice"]},
+                 str(task_dir_with_a_broken_task))

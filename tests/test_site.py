@@ -1,0 +1,108 @@
+"""Site settings (profiles/slurm/site.example.yaml) and per-run job sizing (pipeline/site.py)."""
+
+import dataclasses
+
+import pytest
+import yaml
+
+from pipeline.config import REPO_ROOT, load_preset
+from pipeline.site import EXAMPLE, JobResources, load_site, slurm_allocation, training_gpus, training_minutes
+
+SITE = load_site(EXAMPLE)
+
+
+def write_site(tmp_path, **changes):
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["site"].update(changes)
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_the_example_site_loads_with_its_documented_values():
+    assert (SITE.gpu_partition, SITE.cpu_partition, SITE.gpus_per_node, SITE.max_runtime_min) == ("gpu", "cpu", 8, 2880)
+
+
+@pytest.mark.parametrize(("changes", "sentence"), [
+    ({"partition": "gpu"}, "unknown key 'site.partition'"),
+    ({"gpus_per_node": -1}, "key 'site.gpus_per_node' must be a non-negative number (got -1)"),
+    ({"safety_factor": float("nan")}, "key 'site.safety_factor' must be a positive number"),
+    ({"cpu_partition": ""}, "key 'site.cpu_partition' must be a non-empty string"),
+    ({"gpus_per_node": 0, "gpu_model": "h100"}, "key 'site.gpu_model' is 'h100' but 'site.gpus_per_node' is 0"),
+])
+def test_a_bad_site_key_fails_with_one_sentence(tmp_path, changes, sentence):
+    with pytest.raises(ValueError, match=sentence.replace("(", r"\(").replace(")", r"\)")):
+        load_site(write_site(tmp_path, **changes))
+
+
+def test_a_missing_site_key_names_it_and_the_example(tmp_path):
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    del raw["site"]["account"]
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ValueError, match=f"key 'site.account' is missing; copy it from {EXAMPLE}"):
+        load_site(path)
+
+
+def test_site_paths_relative_to_the_repository_missing_file_and_hf_home_variables(tmp_path, monkeypatch):
+    monkeypatch.setenv("SITE_TEST_USER", "alice")
+    path = write_site(tmp_path, hf_home="/shared/$SITE_TEST_USER/hf")
+    assert load_site(path).hf_home == "/shared/alice/hf"
+    missing = tmp_path / "missing" / "site.yaml"
+    with pytest.raises(FileNotFoundError, match=f"site settings {missing} do not exist; copy {EXAMPLE} to it"):
+        load_site(missing)
+    assert load_site(EXAMPLE.relative_to(REPO_ROOT)) == SITE
+
+
+def test_a_training_run_gets_the_fewest_gpus_that_hold_its_state_and_meet_the_target_walltime():
+    small = 100e6
+    assert training_gpus(gpu_hours=2.0, parameters=small, batch_size=256, site=SITE) == 1
+    # 40 GPU-hours x 2 = 80 h: 4 GPUs give 20 h + 30 min, within the 24 h target; 2 GPUs would not.
+    assert training_gpus(gpu_hours=40.0, parameters=small, batch_size=256, site=SITE) == 4
+    # 6.6 B parameters: 106 GB of AdamW state needs at least 3 GPUs of 40 GB each; 3 does not divide 256.
+    assert training_gpus(gpu_hours=1.0, parameters=6.6e9, batch_size=256, site=SITE) == 4
+    # Nothing meets the target: the most GPUs that divide the batch (6 does not divide 256, 8 does).
+    assert training_gpus(gpu_hours=1e4, parameters=small, batch_size=256, site=SITE) == 8
+    assert training_gpus(gpu_hours=1e4, parameters=small, batch_size=12, site=SITE) == 6
+    assert training_minutes(gpu_hours=10.0, gpus=2, site=SITE) == 10 * 2 / 2 * 60 + 30
+
+
+def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
+    paper = load_preset({"preset": "paper"})
+    jobs = JobResources(paper, SITE)
+    small, biggest = jobs.training("pretrain", "wt103-small-gpt"), jobs.training("pretrain", "owt-llama1b-diffeq_llama")
+    hours = jobs.cost("pretrain", "owt-llama1b-diffeq_llama")["gpu_hours"]
+    assert small["gpu"] < biggest["gpu"] == 8 and small["runtime"] < biggest["runtime"]
+    assert biggest == {"slurm_partition": "gpu", "nodes": 1, "gpu": 8, "cpus_per_task": 64, "mem_mb": 512000,
+                       "runtime": training_minutes(hours, 8, SITE)}
+    capped = JobResources(paper, dataclasses.replace(SITE, max_runtime_min=600, gpu_model="h100", account="proj"))
+    assert capped.training("pretrain", "owt-llama1b-diffeq_llama") == {
+        "slurm_partition": "gpu", "slurm_account": "proj", "nodes": 1, "gpu": 8, "gpu_model": "h100",
+        "cpus_per_task": 64, "mem_mb": 512000, "runtime": 600}
+    assert jobs.cpu("token_cache") == {"slurm_partition": "cpu", "nodes": 1, "gpu": 0, "cpus_per_task": 32,
+                                       "mem_mb": 128000, "runtime": 720}
+    assert jobs.gpu_analysis("frontier", "owt-large-diffeq")["gpu"] == 1
+
+
+def test_without_a_site_every_job_is_local_on_the_cpu():
+    jobs = JobResources(load_preset({"preset": "tiny"}), None)
+    assert jobs.training("pretrain", "owt-small-gpt") == jobs.cpu("corpus") == {"gpu": 0}
+    assert jobs.resource_keys(gpu=True) == ["gpu"]
+
+
+def test_an_embedded_ray_inside_a_slurm_job_counts_the_jobs_cpus_and_gpus_not_the_nodes():
+    job = {"SLURM_JOB_ID": "7", "SLURM_CPUS_PER_TASK": "16", "CUDA_VISIBLE_DEVICES": "2,3"}
+    assert slurm_allocation(job) == {"num_cpus": 16, "num_gpus": 2}
+    assert slurm_allocation({**job, "CUDA_VISIBLE_DEVICES": ""}) == {"num_cpus": 16, "num_gpus": 0}
+    assert slurm_allocation({"SLURM_CPUS_PER_TASK": "16"}) == {}
+
+
+def test_run_on_ray_in_a_slurm_job_starts_ray_with_the_jobs_cpus(monkeypatch):
+    import ray
+
+    from pipeline.runner import run_on_ray
+
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert run_on_ray(ray.cluster_resources, address=None)["CPU"] == 1
