@@ -9,6 +9,7 @@ from pipeline.commands import export_ray_placement, start_shared_local_ray
 from pipeline.config import (
     ConfigError,
     check_inside_results,
+    downstream_task_dir,
     finetune_runs,
     load_preset,
     memory_probes,
@@ -33,6 +34,7 @@ RUNS = pretrain_runs(config)
 FINETUNE_RUNS = finetune_runs(config)
 MEMORY_PROBES = memory_probes(config)
 ENV = "../../environment.yml"
+EVALUATE_TASK_DIR = downstream_task_dir(config)
 HUB_ITEMS = hub_items(config)
 PREFETCH_MANIFEST = f"{DATA}/prefetch.json"
 # Jobs that read the hub read the shared cache the prefetch filled (nothing to fetch: no prefetch job).

@@ -6,14 +6,14 @@ rule prefetch:
         manifest=PREFETCH_MANIFEST,
     params:
         hub_items=json.dumps(HUB_ITEMS, sort_keys=True),
-        task_dir=f"--task-dir {shlex.quote(EVALUATE_TASK_DIR)}" if EVALUATE_TASK_DIR is not None else "",
+        task_dir=["--task-dir", str(EVALUATE_TASK_DIR)] if EVALUATE_TASK_DIR is not None else [],
     log:
         f"{RESULTS}/logs/prefetch.log",
     conda:
         ENV
     shell:
         "HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 python -m pipeline prefetch --items {params.hub_items:q}"
-        " {params.task_dir} --out {output.manifest:q} > {log:q} 2>&1"
+        " {params.task_dir:q} --out {output.manifest:q} > {log:q} 2>&1"
 
 
 # The hub is reached only where the network is: on the submit host.
