@@ -199,7 +199,7 @@ class JobResources:
 
         if (stage, run_id) not in self._costs:
             self._costs[stage, run_id] = cost_rows([self._workloads[stage, run_id]], self.site.device, self._measured,
-                                                   self.site.mfu)[0]
+                                                   self.site.mfu, self.config)[0]
         return self._costs[stage, run_id]
 
     def _placement(self, partition: str) -> dict[str, Any]:

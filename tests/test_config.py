@@ -124,7 +124,7 @@ def test_a_preset_file_must_not_take_a_builtin_presets_name_and_results_folder(t
     """A copy of tiny.yaml with one lr changed would rerun into, and overwrite, results/tiny: refused."""
     tiny = (CONFIG_DIR / "tiny.yaml").read_text()
     copy = tmp_path / "copy-of-tiny.yaml"
-    copy.write_text(tiny.replace("lr: 3.0e-3", "lr: 1.0e-3", 1))
+    copy.write_text(tiny.replace("lr: 6.0e-3", "lr: 1.0e-3", 1))
     with pytest.raises(ConfigError) as error:
         load_preset({"preset": str(copy)})
     assert str(error.value) == (
@@ -133,7 +133,7 @@ def test_a_preset_file_must_not_take_a_builtin_presets_name_and_results_folder(t
         f"(e.g. preset: my_tiny) so that its results get their own folder.")
     copy.write_text(tiny)
     assert load_preset({"preset": str(copy)})["preset"] == "tiny"
-    copy.write_text(tiny.replace("preset: tiny", "preset: my_tiny").replace("lr: 3.0e-3", "lr: .nan", 1))
+    copy.write_text(tiny.replace("preset: tiny", "preset: my_tiny").replace("lr: 6.0e-3", "lr: .nan", 1))
     with pytest.raises(ConfigError, match=r"key 'pretrain.wt103-small.train.lr' must be a finite number \(got nan\)"):
         load_preset({"preset": str(copy)})
 
