@@ -18,7 +18,8 @@ from pipeline.cli import main
 from pipeline.errors import failure_sentence
 
 ROOT = Path(__file__).resolve().parent.parent
-CLUSTERING = '{{"tokens": {tokens}, "hidden_dim": 3, "steps": {steps}, "magnitudes": ["constant"], "seed": 0}}'
+CLUSTERING = ('{{"tokens": {tokens}, "hidden_dim": 3, "steps": {steps}, "magnitudes": ["constant"], "seed": 0, '
+              '"sweep": {{"horizons": [1], "seeds": 1, "x0_range": 2.0}}}}')
 
 
 def pipeline_command(*args: str, preexec_fn=None, wrapper: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
