@@ -13,13 +13,15 @@ import traceback
 
 from pipeline import cost as cost_commands
 from pipeline.analysis import commands as analysis_commands
+from pipeline.bench import commands as bench_commands
 from pipeline.data import commands as data_commands
 from pipeline.errors import failure_sentence, subject
 from pipeline.evaluate import commands as evaluate_commands
 from pipeline.report import commands as report_commands
 from pipeline.train import commands as train_commands
 
-STAGES = (data_commands, train_commands, evaluate_commands, analysis_commands, report_commands, cost_commands)
+STAGES = (data_commands, train_commands, evaluate_commands, analysis_commands, report_commands, cost_commands,
+          bench_commands)
 
 
 def build_parser() -> argparse.ArgumentParser:

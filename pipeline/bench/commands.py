@@ -1,0 +1,32 @@
+"""Verbs of the bench stage: ``fit`` (per-device memory of every run's train step, planned on CPU by XLA)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from pipeline.config import REPO_ROOT, load_preset
+
+
+def _fit(args: argparse.Namespace) -> None:
+    from pipeline.bench.fit import write_fit
+
+    config = load_preset({"preset": args.preset})
+    out_dir = args.out_dir or REPO_ROOT / "results" / config["preset"]
+    runs = args.runs.split(",") if args.runs else None
+    rows = write_fit(config, args.device, args.gpus, runs, out_dir / "fit.md", out_dir / "fit.csv")
+    logging.info("fit finished: %d runs, %d fit at the paper batch, %d with gradient accumulation, %d do not fit",
+                 len(rows), sum(r["fits_at_paper_batch"] for r in rows),
+                 sum(r["fits"] and not r["fits_at_paper_batch"] for r in rows), sum(not r["fits"] for r in rows))
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    fit = verbs.add_parser("fit", help="per-device memory of every run's train step on a GPU, planned on CPU by XLA")
+    fit.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
+    fit.add_argument("--device", default="h100", help="GPU whose memory the plan is checked against (default: h100)")
+    fit.add_argument("--gpus", type=int, default=8,
+                     help="GPUs per training job, the FSDP mesh size (default: 8, the slurm profile's)")
+    fit.add_argument("--runs", default=None, help="comma-separated run ids to plan (default: all)")
+    fit.add_argument("--out-dir", type=Path, default=None, help="where fit.{md,csv} go (default: results/<preset>)")
+    fit.set_defaults(run=_fit)
