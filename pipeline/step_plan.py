@@ -28,12 +28,21 @@ def causal_examples(tokens, eos_id: int, batch_axis):
     return hax.vmap(example, batch_axis)(tokens)
 
 
-def _abstract(tree, mapping) -> Any:
-    """``tree``'s array leaves as ``ShapeDtypeStruct``s carrying the sharding Haliax's ``mapping`` gives them."""
+def _is_abstract(leaf) -> bool:
+    import jax
+
+    return isinstance(leaf, jax.ShapeDtypeStruct)
+
+
+def lay_out_abstract(tree, mapping) -> Any:
+    """The abstract (``ShapeDtypeStruct``) leaves of ``tree``, each carrying the sharding Haliax's ``mapping`` gives
+    it; every other leaf becomes None."""
+    import equinox as eqx
     import haliax as hax
     import jax
     from haliax.partitioning import infer_resource_partitions
 
+    tree = eqx.filter(tree, _is_abstract, is_leaf=_is_abstract)
     shardings = infer_resource_partitions(tree, mapping, preserve_existing_shardings=False)
 
     def attach(sharding, leaf):
@@ -68,19 +77,17 @@ def abstract_train_step_plan(trainer, model_init, vocab_size: int, seq_len: int,
 
     batch_shape = eqx.filter_eval_shape(named_jit(random_batch, axis_resources=trainer.compute_axis_mapping), data_key)
 
-    def is_abstract(leaf):
-        return isinstance(leaf, jax.ShapeDtypeStruct)
-
-    state_arrays, state_static = eqx.partition(state_shape, is_abstract, is_leaf=is_abstract)
-    batch_arrays, batch_static = eqx.partition(batch_shape, is_abstract, is_leaf=is_abstract)
+    state_arrays, state_static = eqx.partition(state_shape, _is_abstract, is_leaf=_is_abstract)
+    batch_arrays, batch_static = eqx.partition(batch_shape, _is_abstract, is_leaf=_is_abstract)
 
     def train_step(state_arrays, batch_arrays):
-        state = eqx.combine(state_arrays, state_static, is_leaf=is_abstract)
-        batch = eqx.combine(batch_arrays, batch_static, is_leaf=is_abstract)
+        state = eqx.combine(state_arrays, state_static, is_leaf=_is_abstract)
+        batch = eqx.combine(batch_arrays, batch_static, is_leaf=_is_abstract)
         return trainer._jit_train_step_fn_no_hook(state, (batch,), {})
 
     # Haliax's named_jit takes concrete arrays only, so an outer jit with the state donated (as Levanter donates
     # it) carries the abstract, sharded arguments into the same named_jit training calls.
-    state = _abstract(state_arrays, trainer.parameter_axis_mapping)
-    lowered = jax.jit(train_step, donate_argnums=0).lower(state, _abstract(batch_arrays, trainer.compute_axis_mapping))
+    state = lay_out_abstract(state_arrays, trainer.parameter_axis_mapping)
+    batch = lay_out_abstract(batch_arrays, trainer.compute_axis_mapping)
+    lowered = jax.jit(train_step, donate_argnums=0).lower(state, batch)
     return state, lowered.compile().memory_analysis()

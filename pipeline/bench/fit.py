@@ -7,12 +7,14 @@ allocated or downloaded) and the train step is compiled; XLA's memory plan per d
 
     total = arguments + outputs + temporaries − donated (aliased) bytes      (``pipeline.step_plan``)
 
-of which the parameters and the optimizer state are the per-device shards of the state. A run fits when total ≤
-the device's memory. One that does not fit at its batch is planned again with gradient accumulation: Levanter's
-``per_device_parallelism`` (examples per device per forward/backward) halved until the step fits; the batch the
-paper reports is unchanged (the micro-batches' gradients are summed). The temporaries are XLA's CPU plan: the GPU
-compiler fuses and schedules differently, so the table is a preview, and the memory probes (Fig. 16) measure
-the real peak on GPUs.
+of which the parameters and the optimizer state are the per-device shards of the state (FSDP: Levanter's
+parameter axis mapping shards every array with an ``embed`` axis over the devices; the few without one, biases and
+the time-embedding MLPs' hidden layers, are replicated and listed as ``replicated_param_bytes``). A run fits
+when total ≤ the device's memory. One that does not fit at its batch is planned again with gradient accumulation:
+Levanter's ``per_device_parallelism`` (examples per device per forward/backward) halved until the step fits; the
+batch the paper reports is unchanged (the micro-batches' gradients are summed). The temporaries are XLA's CPU
+plan: the GPU compiler fuses and schedules differently, so the table is a preview, and the memory probes
+(Fig. 16) measure the real peak on GPUs.
 
 Each plan runs in its own Python process, because JAX fixes the virtual device count when it starts.
 """
@@ -36,8 +38,8 @@ from pipeline.config import RunSpec
 DEVICE_MEMORY_BYTES = {"a100": 80 * 10**9, "h100": 80 * 10**9, "h200": 141 * 10**9}
 """Memory of one GPU (NVIDIA datasheets, SXM): A100 80 GB, H100 80 GB, H200 141 GB."""
 FIT_COLUMNS = ("run_id", "family", "size", "time_embed_dim", "seq_len", "batch_size", "gpus", "per_device_batch",
-               "micro_batch", "accumulation", "parameters", "param_bytes", "optimizer_bytes", "temp_bytes",
-               "total_bytes", "device_bytes", "fits", "fits_at_paper_batch")
+               "micro_batch", "accumulation", "parameters", "param_bytes", "replicated_param_bytes", "optimizer_bytes",
+               "temp_bytes", "total_bytes", "device_bytes", "fits", "fits_at_paper_batch")
 """Per run: the chosen micro-batch (examples per device per forward/backward) and its plan, bytes per device."""
 
 logger = logging.getLogger(__name__)
@@ -54,6 +56,19 @@ def per_device_bytes(tree) -> int:
             shape = leaf.shape if leaf.sharding is None else leaf.sharding.shard_shape(leaf.shape)
             total += int(np.prod(shape)) * leaf.dtype.itemsize
     return total
+
+
+def replicated_parameters(model) -> dict[str, int]:
+    """Bytes per device of each parameter of an abstract, laid-out ``model`` that no mesh axis shards (every
+    device holds all of it), by its path in the model tree."""
+    import jax
+
+    replicated = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(model)[0]:
+        if isinstance(leaf, jax.ShapeDtypeStruct) and leaf.sharding.is_fully_replicated:
+            name = jax.tree_util.keystr(path).removesuffix("[<flat index 0>]")
+            replicated[name] = math.prod(leaf.shape) * leaf.dtype.itemsize
+    return replicated
 
 
 def plan_train_step(spec: RunSpec, vocab_size: int, micro_batch: int) -> dict[str, Any]:
@@ -87,6 +102,7 @@ def plan_train_step(spec: RunSpec, vocab_size: int, micro_batch: int) -> dict[st
     return {
         "parameters": sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(state.model)),
         "param_bytes": per_device_bytes(state.model),
+        "replicated_param_bytes": sum(replicated_parameters(state.model).values()),
         "optimizer_bytes": per_device_bytes(state.opt_state),
         "temp_bytes": int(plan.temp_size_in_bytes),
         "total_bytes": compiled_peak_bytes(plan),
@@ -138,6 +154,7 @@ def fit_run(spec: RunSpec, vocab_size: int, gpus: int, device_bytes: int) -> dic
         "accumulation": per_device // micro_batch,
         "parameters": plan["parameters"],
         "param_bytes": plan["param_bytes"],
+        "replicated_param_bytes": plan["replicated_param_bytes"],
         "optimizer_bytes": plan["optimizer_bytes"],
         "temp_bytes": plan["temp_bytes"],
         "total_bytes": plan["total_bytes"],
