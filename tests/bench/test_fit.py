@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -44,8 +45,6 @@ def paper_shapes() -> list:
     runs = pretrain_runs(load_preset({"preset": "paper"}))
     small = [runs[run_id] for run_id in ("wt103-small-gpt", "wt103-small-diffeq", "wt103-small-shared")]
     llama = [runs[run_id] for run_id in ("owt-llama1b-llama", "owt-llama1b-diffeq_llama")]
-    import dataclasses
-
     return small + [dataclasses.replace(spec, model=dataclasses.replace(spec.model, num_layers=2)) for spec in llama]
 
 
@@ -95,3 +94,15 @@ def test_a_run_that_fits_at_no_micro_batch_says_so(monkeypatch):
     row = fit.fit_run(spec, 50257, 8, 80 * 10**9)
     assert (row["micro_batch"], row["fits"]) == (1, False)
     assert "| no |" in fit.fit_table([row], "h100")[0]
+
+
+@pytest.mark.parametrize(("micro_batch", "expected"), [(None, -1), (4, 4)])
+def test_a_runs_micro_batch_reaches_levanter(tmp_path, micro_batch, expected):
+    """``train.micro_batch_size`` (the fit table's choice) is Levanter's ``per_device_parallelism``; the batch the
+    paper reports stays ``train_batch_size``."""
+    from pipeline.train.loop import trainer_config
+
+    spec = pretrain_runs(load_preset({"preset": "paper"}))["owt-medium-gpt"]
+    train = dataclasses.replace(spec.train, micro_batch_size=micro_batch)
+    config = trainer_config(spec.run_id, train, tmp_path)
+    assert (config.per_device_parallelism, config.train_batch_size) == (expected, spec.train.batch_size)
