@@ -16,6 +16,7 @@ from pipeline.config import finetune_runs, load_preset, pretrain_runs
 from pipeline.models.param_count import GPT2_VOCAB
 
 PRETRAIN_STEPS = 2
+pytestmark = pytest.mark.paper_shape
 
 
 def trainer_for(run_id: str, train, scratch: Path):
@@ -79,7 +80,7 @@ def test_paper_small_shape_trains_and_resamples(paper, run_id, tmp_path):
     runs, finetunes = paper
     spec = runs[run_id]
     train = dataclasses.replace(spec.train, batch_size=1, steps=PRETRAIN_STEPS)
-    model_key, data_key, training_key, lora_key = jrandom.split(jrandom.PRNGKey(0), 4)
+    model_key, data_key, training_key, lora_key, finetune_key = jrandom.split(jrandom.PRNGKey(0), 5)
     with trainer_for(run_id, train, tmp_path / "pretrain") as trainer:
         Vocab = round_axis_for_partitioning(Axis("vocab", GPT2_VOCAB), trainer.parameter_axis_mapping)
         state = trainer.initial_state(training_key, model_init=lambda: run_model_config(spec).build(Vocab,
@@ -98,7 +99,7 @@ def test_paper_small_shape_trains_and_resamples(paper, run_id, tmp_path):
                                     key=lora_key))
     ft_train = dataclasses.replace(finetune.train, batch_size=1, steps=1)
     with trainer_for(finetune.run_id, ft_train, tmp_path / "finetune") as trainer:
-        state = trainer.initial_state(training_key, model=resampled,
+        state = trainer.initial_state(finetune_key, model=resampled,
                                       is_trainable=trainable_filter(finetune)(resampled))
         losses, changed, state = take_steps(trainer, state, batch, 1)
     assert math.isfinite(losses[0]), losses
