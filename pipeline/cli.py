@@ -14,6 +14,7 @@ import traceback
 from pipeline import cost as cost_commands
 from pipeline import dag_benchmark as bench_commands
 from pipeline.analysis import commands as analysis_commands
+from pipeline.bench import commands as bench_commands
 from pipeline.data import commands as data_commands
 from pipeline.errors import failure_sentence, subject
 from pipeline.evaluate import commands as evaluate_commands

@@ -62,6 +62,9 @@ class TrainSpec:
     seed: int
     decay_mask: str
     keep_checkpoints_every: int | None = None
+    micro_batch_size: int | None = None
+    """Examples per device per forward/backward (Levanter's ``per_device_parallelism``); the gradients of
+    batch_size / (micro_batch_size × devices) micro-batches are accumulated. None: the whole batch at once."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,12 +32,6 @@ def device_peak_bytes(devices) -> int | None:
     return None if any(peak is None for peak in peaks) else max(peaks)
 
 
-def compiled_peak_bytes(memory_analysis) -> int:
-    """XLA's per-device plan of a compiled computation: arguments + outputs + temporaries − aliased (donated)."""
-    return int(memory_analysis.argument_size_in_bytes + memory_analysis.output_size_in_bytes
-               + memory_analysis.temp_size_in_bytes - memory_analysis.alias_size_in_bytes)
-
-
 def probe_memory(spec_json: str, tokenizer_dir: str, out_json: str, steps: int) -> dict[str, Any]:
     """Measure the train step of the probe ``spec_json`` (a ``RunSpec``) and write the record to ``out_json``.
 
@@ -48,6 +42,7 @@ def probe_memory(spec_json: str, tokenizer_dir: str, out_json: str, steps: int) 
 
     from pipeline.artifacts import atomic_write_json
     from pipeline.config import RunSpec
+    from pipeline.step_plan import compiled_peak_bytes
 
     logging.getLogger("pipeline").setLevel(logging.INFO)
     spec = RunSpec.from_json(spec_json)
@@ -94,12 +89,12 @@ def _measure_train_step(spec, tokenizer, steps: int):
     import levanter
     from haliax import Axis
     from haliax.partitioning import round_axis_for_partitioning
-    from levanter.data.text import DEFAULT_IGNORE_INDEX
-    from levanter.models.lm_model import LmExample, compute_next_token_loss
+    from levanter.models.lm_model import compute_next_token_loss
     from levanter.trainer import Trainer
     from levanter.utils.jax_utils import parameter_count
 
     from pipeline.models.checkpoint import run_model_config
+    from pipeline.step_plan import causal_examples
     from pipeline.train.loop import optimizer_config, trainer_config
 
     model_config = run_model_config(spec)
@@ -113,11 +108,8 @@ def _measure_train_step(spec, tokenizer, steps: int):
             state = trainer.initial_state(training_key, model_init=lambda: model_config.build(Vocab, key=model_key))
             Pos = Axis("position", spec.model.seq_len)
             tokens = hax.random.randint(data_key, (trainer.TrainBatch, Pos), 0, vocab_size)
-
-            def example(row):
-                return LmExample.causal(row, ignore_id=DEFAULT_IGNORE_INDEX, eos_id=tokenizer.eos_token_id)
-
-            batch = hax.shard(hax.vmap(example, trainer.TrainBatch)(tokens), trainer.compute_axis_mapping)
+            batch = hax.shard(causal_examples(tokens, tokenizer.eos_token_id, trainer.TrainBatch),
+                              trainer.compute_axis_mapping)
             # The function Trainer.train_step runs when no jit hook is due (the loop registers none), without the
             # host-side hooks (checkpointer, trackers), which a probe must not trigger.
             train_step = trainer._jit_train_step_fn_no_hook

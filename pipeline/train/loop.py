@@ -167,6 +167,7 @@ def trainer_config(run_id: str, train: TrainSpec, run_dir: Path, *, require_acce
         log_dir=run_dir / "logs",
         id=run_id,
         train_batch_size=train.batch_size,
+        per_device_parallelism=-1 if train.micro_batch_size is None else train.micro_batch_size,
         num_train_steps=train.steps,
         steps_per_eval=train.eval_every,
         max_eval_batches=train.eval_batches,

@@ -3,7 +3,8 @@
 import jax
 import jax.numpy as jnp
 
-from pipeline.analysis.memory import compiled_peak_bytes, device_peak_bytes
+from pipeline.analysis.memory import device_peak_bytes
+from pipeline.step_plan import compiled_peak_bytes
 
 MIB = 2**20
 
