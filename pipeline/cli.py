@@ -12,7 +12,6 @@ import sys
 import traceback
 
 from pipeline import cost as cost_commands
-from pipeline import dag_benchmark as bench_commands
 from pipeline.analysis import commands as analysis_commands
 from pipeline.bench import commands as bench_commands
 from pipeline.data import commands as data_commands

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from pipeline.bench.dag import job_timings, kind_table, phase_seconds
 from pipeline.cli import main
-from pipeline.dag_benchmark import job_timings, kind_table, phase_seconds
 
 BENCHMARK_HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 

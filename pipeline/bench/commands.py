@@ -1,4 +1,5 @@
-"""Verbs of the bench stage: ``fit`` (per-device memory of every run's train step, planned on CPU by XLA)."""
+"""Verbs of the bench stage: ``fit`` (per-device memory of every run's train step, planned on CPU by XLA) and
+``bench dag`` (a finished DAG's wall time by phase, ``pipeline.bench.dag``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from pipeline.bench import dag
 from pipeline.config import REPO_ROOT, load_preset
 
 
@@ -32,3 +34,4 @@ def register(verbs: argparse._SubParsersAction) -> None:
     fit.add_argument("--md", type=Path, default=None, help="markdown table (default: results/<preset>/fit.md)")
     fit.add_argument("--csv", type=Path, default=None, help="CSV table (default: results/<preset>/fit.csv)")
     fit.set_defaults(run=_fit)
+    dag.register(verbs)

@@ -102,7 +102,7 @@ def test_finetunes_start_from_the_resampled_source_and_learn_the_target(tiny_dag
     """Fig. 5 data: every curve starts at step 0 from the resampled source (LoRA's B = 0 makes its start equal
     full fine-tuning's) and ends lower; LoRA trains a fraction of the parameters."""
     runs = finetune_runs(load_preset({"preset": "tiny"}))
-    assert len(runs) == 20
+    assert len(runs) == 16
     summaries = {run_id: json.loads((tiny_dag / "runs" / run_id / "summary.json").read_text()) for run_id in runs}
     for run_id, spec in runs.items():
         summary = summaries[run_id]
@@ -115,7 +115,7 @@ def test_finetunes_start_from_the_resampled_source_and_learn_the_target(tiny_dag
             full = summaries[run_id.removesuffix("-lora") + "-full"]
             assert summary["initial_val_loss"] == pytest.approx(full["initial_val_loss"], rel=1e-6), run_id
     resampled = {summaries[r]["num_steps"] for r in runs if runs[r].num_steps}
-    assert resampled == {3, 4, 6, 8}
+    assert resampled == {3, 6, 8}
 
 
 def test_downstream_results_for_both_pairs_and_shots(tiny_dag):
