@@ -82,12 +82,13 @@ class MetricsLog:
     """Append-only ``metrics.jsonl``. A training record's ``step`` is the index of the update it reports (its loss
     is the batch loss before that update); an evaluation record's ``step`` is the number of updates applied to the
     evaluated model (0: before training). On resume after ``s`` updates, training records of steps ≥ ``s`` and
-    evaluations of steps > ``s`` are dropped, so a resumed run's log reads as one uninterrupted run."""
+    evaluations of steps > ``s`` are dropped (all of them when ``s`` is 0: the run evaluates its start again), so a
+    resumed run's log reads as one uninterrupted run."""
 
     def __init__(self, path: Path, resume_step: int = 0):
         self.path = path
-        kept = [record for record in self._records()
-                if record["step"] < resume_step or (record["step"] == resume_step and "eval_loss" in record)]
+        kept = [record for record in self._records() if record["step"] < resume_step
+                or (record["step"] == resume_step > 0 and "eval_loss" in record)]
         atomic_write_text(path, "".join(json.dumps(record) + "\n" for record in kept))
         self._stream = path.open("a", buffering=1)
 

@@ -16,8 +16,9 @@ Periodic validation during training is not counted (at most a few % of a run's t
 
 Each training run also shows its passes over its training data (tokens / the corpus's training tokens, read from
 the built token cache's ``stats.json`` when it exists, else the corpus's published size) and the disk its kept
-checkpoints take: 12 bytes per parameter (f32 weights + Adam's two moments) × (the final checkpoint + one per
-``keep_checkpoints_every`` steps); while a run trains, one more (the newest) exists.
+checkpoints take: 12 bytes per parameter (f32 weights + Adam's two moments; for LoRA an upper bound, Levanter saves
+the trainable parameters only) × the checkpoints it keeps (``kept_checkpoints``); while a run trains, one more
+(the newest) exists.
 
 Seconds per training token come from a measured table ``results/benchmarks/throughput-sizes-<device>.csv``
 (``python -m pipeline.cost_benchmark``; matched on family, size and num_layers) or, for a model it lacks,
@@ -277,8 +278,13 @@ def corpus_train_tokens(config: dict[str, Any], dataset: str, tokenizer: str) ->
 
 
 def kept_checkpoints(train: TrainSpec) -> int:
-    """Checkpoints a finished run keeps: the final one plus every ``keep_checkpoints_every``-th step's."""
-    return 1 + (train.steps // train.keep_checkpoints_every if train.keep_checkpoints_every else 0)
+    """Checkpoints a finished run keeps: the final one (``step-<steps-1>``) plus the periodic ones (saved at the
+    steps 0 < s < steps-1 that are multiples of ``checkpoint_every``) whose step is a multiple of
+    ``keep_checkpoints_every``."""
+    if not train.keep_checkpoints_every:
+        return 1
+    every = math.lcm(train.checkpoint_every, train.keep_checkpoints_every)
+    return 1 + (train.steps - 2) // every
 
 
 def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, str, int], float],

@@ -6,9 +6,11 @@ Resuming them would write a ``summary.json`` describing training that did not ha
 checkpoints carry ``identity.json``; a run resumes only from checkpoints of its own fingerprint, and moves any
 others aside (never deletes them) before starting from step 0.
 
-The fingerprint is SHA-256 over: the resolved spec (every field), the tokenizer files, the token cache's
-ledgers and document offsets (train and validation; with the tokenizer they pin the token stream without
-reading every token), and for a fine-tune the source run's own fingerprint.
+The fingerprint is SHA-256 over: the resolved spec (every field except ``NOT_WEIGHTS``, which change how often a
+run is evaluated or checkpointed, not its weights), the tokenizer files, the training split's row counts and
+document offsets (with the tokenizer they pin the token stream without reading every token), and for a
+fine-tune the source run's fingerprint and its final checkpoint's metadata (a same-spec source retrained from
+scratch has other weights).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ SUPERSEDED_DIR = "superseded"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
                    "merges.txt", "tokenizer.model")
 CACHE_SPLITS = ("train", "validation")
+NOT_WEIGHTS = ("eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints_every", "micro_batch_size")
+"""Training-spec fields that do not decide the weights (gradient accumulation only reorders float sums)."""
 
 
 def _hash_files(digest: Any, root: Path, paths: list[Path]) -> None:
@@ -51,15 +55,18 @@ def tokenizer_digest(tokenizer_dir: Path) -> str:
 
 
 def cache_digest(cache_dir: Path) -> str:
-    """SHA-256 of each split's ``shard_ledger.json`` and its document offsets (Levanter's TreeCache layout)."""
+    """SHA-256 of the training split's row counts and document offsets (Levanter's TreeCache layout; the ledger's
+    metadata names the tokenizer by path, so it is left out); every split must have its ledger."""
     digest = hashlib.sha256()
     for split in CACHE_SPLITS:
         ledger = cache_dir / split / "shard_ledger.json"
         if not ledger.is_file():
             raise FileNotFoundError(f"{ledger}: missing; the token cache {cache_dir} has no complete '{split}' "
                                     f"split (rebuild it: delete {cache_dir} and rerun its rule).")
-        offsets = [path for path in (cache_dir / split).rglob("*") if path.is_file() and "offsets" in path.parts]
-        _hash_files(digest, cache_dir, [ledger, *offsets])
+    rows = json.loads((cache_dir / "train" / "shard_ledger.json").read_text())
+    digest.update(json.dumps([rows.get("total_num_rows"), rows.get("shard_rows")], sort_keys=True).encode())
+    offsets = [path for path in (cache_dir / "train").rglob("*") if path.is_file() and "offsets" in path.parts]
+    _hash_files(digest, cache_dir, offsets)
     return digest.hexdigest()
 
 
@@ -73,8 +80,9 @@ class RunIdentity:
     @classmethod
     def of(cls, spec: dict[str, Any], tokenizer_dir: Path, cache_dir: Path,
            source_fingerprint: str | None = None) -> RunIdentity:
-        parts = {"spec": spec, "tokenizer": tokenizer_digest(tokenizer_dir), "cache": cache_digest(cache_dir),
-                 "source": source_fingerprint}
+        train = {key: value for key, value in spec.get("train", {}).items() if key not in NOT_WEIGHTS}
+        parts = {"spec": {**spec, "train": train}, "tokenizer": tokenizer_digest(tokenizer_dir),
+                 "cache": cache_digest(cache_dir), "source": source_fingerprint}
         canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"))
         return cls(hashlib.sha256(canonical.encode()).hexdigest(), parts)
 
@@ -108,7 +116,7 @@ def claim_run_folder(run_dir: Path, identity: RunIdentity) -> Path | None:
     if old != identity.fingerprint and (has_checkpoints or metrics.exists()):
         label = old[:12] if old else "unfingerprinted"
         moved_to = run_dir / SUPERSEDED_DIR / f"{time.strftime('%Y%m%dT%H%M%S')}-{label}"
-        moved_to.mkdir(parents=True)
+        moved_to.mkdir(parents=True, exist_ok=True)
         size = 0
         for item in (checkpoints, metrics):
             if item.exists():
@@ -123,7 +131,8 @@ def claim_run_folder(run_dir: Path, identity: RunIdentity) -> Path | None:
 
 
 def source_fingerprint(source_dir: Path) -> str:
-    """A fine-tune source's fingerprint, from its complete run record (``summary.json``)."""
+    """A fine-tune source's identity: its fingerprint (from its complete run record, ``summary.json``) and its final
+    checkpoint's metadata (step and save time)."""
     summary = source_dir / "summary.json"
     try:
         fingerprint = json.loads(summary.read_text()).get("fingerprint")
@@ -132,4 +141,7 @@ def source_fingerprint(source_dir: Path) -> str:
     if not fingerprint:
         raise ValueError(f"{summary}: has no 'fingerprint' (written by an older pipeline); retrain the source "
                          f"run (snakemake --forcerun {summary}) so its fine-tunes know which weights they start from.")
-    return fingerprint
+    from pipeline.models.checkpoint import final_checkpoint
+
+    metadata = (final_checkpoint(source_dir) / "metadata.json").read_text()
+    return hashlib.sha256(f"{fingerprint}\n{metadata}".encode()).hexdigest()

@@ -302,6 +302,9 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         Pos = Axis("position", seq_len)
         one_pass = data.train_set(Pos, config.batch_schedule, key=data_key)
         train_examples = count_examples(one_pass)
+        if train_examples == 0:
+            raise ValueError(f"{cache_dir / 'train'}: the training split has no example of {seq_len} tokens; "
+                             f"use a larger corpus or a shorter seq_len for {run_id}.")
         passes_needed = math.ceil(train.steps * train.batch_size / train_examples)
         train_set = EpochDataset(one_pass, max_epochs=passes_needed)
         logger.info("%s: %d updates × %d examples over %d training examples = %.2f passes", run_id, train.steps,
@@ -367,8 +370,9 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
             checkpointer.wait_until_finished()
             metrics.close()
             raise TrainingStoppedError(
-                f"{run_id}: stopped by {stop.signal_name} after {info.step + 1} of {train.steps} updates; a "
-                f"checkpoint was saved in {checkpoints}, rerun the job to resume from it.")
+                f"{run_id}: stopped on request ({stop.signal_name}: SIGTERM to the job, or its Ray task cancelled) "
+                f"after {info.step + 1} of {train.steps} updates; a checkpoint was saved in {checkpoints}, rerun "
+                f"the job to resume from it.")
 
         trainer.add_hook(log_step, every=1)
         trainer.add_hook(log_eval, every=1)

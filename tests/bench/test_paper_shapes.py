@@ -73,7 +73,7 @@ def test_paper_small_shape_trains_and_resamples(paper, run_id, tmp_path):
     from haliax.partitioning import round_axis_for_partitioning
     from levanter.lora import LoraConfig, loraize
 
-    from pipeline.models import GPT_LORA_TARGETS, discretize, zero_lora_b
+    from pipeline.models import GPT_LORA_TARGETS, build_initialised, discretize, init_lora
     from pipeline.models.checkpoint import run_model_config
     from pipeline.train.finetune import trainable_filter
 
@@ -83,8 +83,8 @@ def test_paper_small_shape_trains_and_resamples(paper, run_id, tmp_path):
     model_key, data_key, training_key, lora_key, finetune_key = jrandom.split(jrandom.PRNGKey(0), 5)
     with trainer_for(run_id, train, tmp_path / "pretrain") as trainer:
         Vocab = round_axis_for_partitioning(Axis("vocab", GPT2_VOCAB), trainer.parameter_axis_mapping)
-        state = trainer.initial_state(training_key, model_init=lambda: run_model_config(spec).build(Vocab,
-                                                                                                    key=model_key))
+        state = trainer.initial_state(training_key, model_init=lambda: build_initialised(
+            run_model_config(spec), Vocab, key=model_key, init=spec.model.init))
         batch = random_batch(trainer, spec.model.seq_len, data_key)
         losses, changed, state = take_steps(trainer, state, batch, PRETRAIN_STEPS)
         model = state.model
@@ -94,9 +94,10 @@ def test_paper_small_shape_trains_and_resamples(paper, run_id, tmp_path):
         return
 
     finetune = finetunes["ft-wt103-owt-diffeq18-n9-lora"]
-    resampled = zero_lora_b(loraize(discretize(model, finetune.num_steps),
-                                    LoraConfig(r=finetune.lora_rank, target_modules=list(GPT_LORA_TARGETS)),
-                                    key=lora_key))
+    adapter_key, adapter_init_key = jrandom.split(lora_key)
+    resampled = init_lora(loraize(discretize(model, finetune.num_steps, finetune.resampling),
+                                  LoraConfig(r=finetune.lora_rank, target_modules=list(GPT_LORA_TARGETS)),
+                                  key=adapter_key), finetune.lora_init, adapter_init_key)
     ft_train = dataclasses.replace(finetune.train, batch_size=1, steps=1)
     with trainer_for(finetune.run_id, ft_train, tmp_path / "finetune") as trainer:
         state = trainer.initial_state(finetune_key, model=resampled,

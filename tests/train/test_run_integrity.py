@@ -111,7 +111,8 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step_and_a_rerun_resumes_from
     job.send_signal(signal.SIGTERM)
     _, stderr = job.communicate(timeout=120)
     assert job.returncode == 1, stderr[-3000:]
-    assert stderr.strip().splitlines()[-1].startswith("error: wt103-small-gpt: stopped by SIGINT after ")
+    assert stderr.strip().splitlines()[-1].startswith("error: wt103-small-gpt: stopped on request (SIGINT: SIGTERM "
+                                                      "to the job, or its Ray task cancelled) after ")
     saved = [path for path in (run_dir / "checkpoints").glob("step-*") if (path / "metadata.json").is_file()]
     assert len(saved) == 1 and 20 <= int(saved[0].name.removeprefix("step-")) < 149
     assert not (run_dir / "summary.json").exists()
@@ -126,11 +127,15 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step_and_a_rerun_resumes_from
 
 def test_checkpoints_of_another_fingerprint_are_moved_aside_and_the_same_one_resumes(data, tmp_path, caplog):
     tokenizer, cache = data / "tokenizers" / "bpe", data / "caches" / "wt103-bpe"
-    first = RunIdentity.of({"lr": 0.003}, tokenizer, cache)
-    changed = RunIdentity.of({"lr": 0.0001}, tokenizer, cache)
-    assert first.fingerprint == RunIdentity.of({"lr": 0.003}, tokenizer, cache).fingerprint
+    first = RunIdentity.of({"train": {"lr": 0.003, "eval_every": 20}}, tokenizer, cache)
+    changed = RunIdentity.of({"train": {"lr": 0.0001, "eval_every": 20}}, tokenizer, cache)
     assert first.fingerprint != changed.fingerprint
-    assert first.fingerprint != RunIdentity.of({"lr": 0.003}, tokenizer, cache, "source-a").fingerprint
+    assert first.fingerprint != RunIdentity.of({"train": {"lr": 0.003, "eval_every": 20}}, tokenizer, cache,
+                                               "source-a").fingerprint
+    how_often = {"eval_every": 5, "eval_batches": 1, "checkpoint_every": 7, "keep_checkpoints_every": 70,
+                 "micro_batch_size": 2}
+    assert first.fingerprint == RunIdentity.of({"train": {"lr": 0.003, **how_often}}, tokenizer, cache).fingerprint, \
+        "how often a run is evaluated or checkpointed does not decide its weights"
 
     run_dir = tmp_path / "run"
     assert claim_run_folder(run_dir, first) is None
@@ -190,6 +195,9 @@ def test_a_torn_last_metrics_line_is_dropped_and_a_corrupt_one_is_named(tmp_path
     assert f"{path}: line 3 is torn" in caplog.text
     MetricsLog(path, resume_step=2).close()
     assert read_metrics(path) == [{"step": 0, "loss": 7.0}, {"step": 1, "loss": 6.9}]
+    path.write_text('{"step": 0, "eval_loss": 7.6}\n{"step": 0, "loss": 7.0}\n')
+    MetricsLog(path, resume_step=0).close()
+    assert read_metrics(path) == [], "a run restarting at step 0 evaluates its start again, once"
 
     path.write_text('{"step": 0, "loss": 7.0}\n{"step": 1, "lo\n{"step": 2, "loss": 6.8}\n')
     with pytest.raises(ValueError) as error:
