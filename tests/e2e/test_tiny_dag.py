@@ -25,7 +25,7 @@ def snakemake(workdir: Path, ray_address: str, *args: str, config: tuple[str, ..
     return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"),
                            "--directory", str(workdir), "--profile", str(ROOT / "profiles" / "ci"),
                            "--config", f"ray={{address: '{ray_address}'}}", *config, *args],
-                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=2400)
+                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=4800)
 
 
 @pytest.fixture(scope="module")
