@@ -85,9 +85,9 @@ def abstract_train_step_plan(trainer, model_init, vocab_size: int, seq_len: int,
         batch = eqx.combine(batch_arrays, batch_static, is_leaf=_is_abstract)
         return trainer._jit_train_step_fn_no_hook(state, (batch,), {})
 
-    # Haliax's named_jit takes concrete arrays only, so an outer jit with the state donated (as Levanter donates
-    # it) carries the abstract, sharded arguments into the same named_jit training calls.
+    # Haliax's named_jit takes concrete arrays only, so an outer jit (donating nothing, as the loop's
+    # UndonatedTrainer) carries the abstract, sharded arguments into the same named_jit training calls.
     state = lay_out_abstract(state_arrays, trainer.parameter_axis_mapping)
     batch = lay_out_abstract(batch_arrays, trainer.compute_axis_mapping)
-    lowered = jax.jit(train_step, donate_argnums=0).lower(state, batch)
+    lowered = jax.jit(train_step).lower(state, batch)
     return state, lowered.compile().memory_analysis()

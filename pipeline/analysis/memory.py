@@ -90,19 +90,20 @@ def _measure_train_step(spec, tokenizer, steps: int):
     from haliax import Axis
     from haliax.partitioning import round_axis_for_partitioning
     from levanter.models.lm_model import compute_next_token_loss
-    from levanter.trainer import Trainer
     from levanter.utils.jax_utils import parameter_count
 
     from pipeline.models.checkpoint import run_model_config
     from pipeline.step_plan import causal_examples
     from pipeline.train.loop import optimizer_config, trainer_config
+    from pipeline.train.trainer import UndonatedTrainer
 
     model_config = run_model_config(spec)
     vocab_size = len(tokenizer)
     with tempfile.TemporaryDirectory(prefix=f"{spec.run_id}-") as scratch:
         config = trainer_config(spec.run_id, spec.train, Path(scratch))
         levanter.initialize(config)
-        with Trainer(config, optimizer_config(spec.train).build(spec.train.steps), compute_next_token_loss) as trainer:
+        optimizer = optimizer_config(spec.train).build(spec.train.steps)
+        with UndonatedTrainer(config, optimizer, compute_next_token_loss) as trainer:
             model_key, data_key, training_key = jrandom.split(jrandom.PRNGKey(spec.train.seed), 3)
             Vocab = round_axis_for_partitioning(Axis("vocab", vocab_size), trainer.parameter_axis_mapping)
             state = trainer.initial_state(training_key, model_init=lambda: model_config.build(Vocab, key=model_key))

@@ -82,18 +82,18 @@ def plan_train_step(spec: RunSpec, vocab_size: int, micro_batch: int) -> dict[st
     from haliax import Axis
     from haliax.partitioning import round_axis_for_partitioning
     from levanter.models.lm_model import compute_next_token_loss
-    from levanter.trainer import Trainer
 
     from pipeline.models.checkpoint import run_model_config
     from pipeline.step_plan import abstract_train_step_plan, compiled_peak_bytes
     from pipeline.train.loop import optimizer_config, trainer_config
+    from pipeline.train.trainer import UndonatedTrainer
 
     train = dataclasses.replace(spec.train, micro_batch_size=micro_batch)
     model_config = run_model_config(spec)
     with tempfile.TemporaryDirectory(prefix=f"{spec.run_id}-fit-") as scratch:
         config = trainer_config(spec.run_id, train, Path(scratch))
         levanter.initialize(config)
-        with Trainer(config, optimizer_config(train).build(train.steps), compute_next_token_loss) as trainer:
+        with UndonatedTrainer(config, optimizer_config(train).build(train.steps), compute_next_token_loss) as trainer:
             model_key, training_key = jrandom.split(jrandom.PRNGKey(train.seed))
             Vocab = round_axis_for_partitioning(Axis("vocab", vocab_size), trainer.parameter_axis_mapping)
             state, plan = abstract_train_step_plan(

@@ -10,7 +10,8 @@ The fingerprint is SHA-256 over: the resolved spec (every field except ``NOT_WEI
 run is evaluated or checkpointed, not its weights), the tokenizer files, the training split's row counts and
 document offsets (with the tokenizer they pin the token stream without reading every token), and for a
 fine-tune the source run's fingerprint and its final checkpoint's metadata (a same-spec source retrained from
-scratch has other weights).
+scratch has other weights), and ``TRAIN_STEP``, the version of the train step's arithmetic (checkpoints written
+by an earlier, wrong one are never resumed).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 CACHE_SPLITS = ("train", "validation")
 NOT_WEIGHTS = ("eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints_every", "micro_batch_size")
 """Training-spec fields that do not decide the weights (gradient accumulation only reorders float sums)."""
+TRAIN_STEP = "undonated-1"
+"""The train step's version: ``undonated-1`` is Levanter's step without buffer donation (``pipeline.train.trainer``);
+checkpoints of the donated step (no ``train_step`` in their identity) got wrong gradients and are moved aside."""
 
 
 def _hash_files(digest: Any, root: Path, paths: list[Path]) -> None:
@@ -82,7 +86,7 @@ class RunIdentity:
            source_fingerprint: str | None = None) -> RunIdentity:
         train = {key: value for key, value in spec.get("train", {}).items() if key not in NOT_WEIGHTS}
         parts = {"spec": {**spec, "train": train}, "tokenizer": tokenizer_digest(tokenizer_dir),
-                 "cache": cache_digest(cache_dir), "source": source_fingerprint}
+                 "cache": cache_digest(cache_dir), "source": source_fingerprint, "train_step": TRAIN_STEP}
         canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"))
         return cls(hashlib.sha256(canonical.encode()).hexdigest(), parts)
 

@@ -273,8 +273,9 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
     from haliax.partitioning import round_axis_for_partitioning
     from levanter.data.dataset import EpochDataset
     from levanter.models.lm_model import compute_next_token_loss
-    from levanter.trainer import Trainer
     from levanter.utils.jax_utils import parameter_count
+
+    from pipeline.train.trainer import UndonatedTrainer
 
     mark_phase("setup")
     gpus = assigned_gpus()
@@ -289,7 +290,8 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
     schedule = optimizer.lr_scheduler(train.steps)
     levanter.initialize(config)
 
-    with Trainer(config, optimizer.build(train.steps), compute_next_token_loss) as trainer, StopRequest() as stop:
+    with UndonatedTrainer(config, optimizer.build(train.steps), compute_next_token_loss) as trainer, \
+            StopRequest() as stop:
         data_key, model_key, training_key = jrandom.split(jrandom.PRNGKey(train.seed), 3)
         vocab = round_axis_for_partitioning(Axis("vocab", len(tokenizer)), trainer.parameter_axis_mapping)
         if build_in_jit:

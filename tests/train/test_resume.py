@@ -36,10 +36,6 @@ def final_parameters(run_dir: Path) -> list[np.ndarray]:
     return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(model)]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "regression found by the 2026-11-23 fresh-clone CI after merging issues 12/13/16: the resumed run's "
-    "parameters differ from the uninterrupted run's (also with fidelity.decay_mask=levanter); its metrics "
-    "and resume step are right; to be bisected first next session"))
 def test_sigkilled_run_resumes_to_the_same_parameters(tiny_data_workdir):
     data_dir = tiny_data_workdir / "results" / "tiny" / "data"
     base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
