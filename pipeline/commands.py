@@ -9,6 +9,14 @@ from pathlib import Path
 RAY_PLACEMENT_ENV = {"address": "PIPELINE_RAY_ADDRESS", "num_cpus": "PIPELINE_RAY_NUM_CPUS"}
 
 
+def export_xla_flags(flags: str) -> None:
+    """Hand the preset's ``xla_flags`` to every job (and, through ``pipeline.runner``, its Ray task) as ``XLA_FLAGS``,
+    before any flags already in the environment (XLA takes the last value of a flag, so the user's win). Compile
+    options, not arithmetic: a run's fingerprint does not include them."""
+    if flags:
+        os.environ["XLA_FLAGS"] = " ".join(part for part in (flags, os.environ.get("XLA_FLAGS", "")) if part)
+
+
 def export_ray_placement(ray: dict) -> None:
     """Hand the preset's ``ray`` section to every job through the environment. Where Ray runs a job's work is
     not part of its result, so it is not a rule param (Snakemake reruns a job whose params changed)."""

@@ -4,16 +4,28 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")
+
+
+LONGEST_FIRST = ("tests/e2e/test_tiny_dag.py", "tests/cluster/test_slurm.py")
+"""The longest test modules (the tiny DAG ~30 min, the SLURM cluster ~9 min on 2 cores), collected first: with
+``-n 2 --dist loadfile`` each starts on its own worker at once and the rest runs beside them."""
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
 
 @pytest.fixture(scope="session")
@@ -40,14 +52,22 @@ def free_port() -> int:
 def ray_head():
     """An external Ray cluster (``ray start --head`` on loopback, 2 CPUs) and its address. Its temp dir is short
     because Ray's Unix sockets live there (107-byte limit); token auth is off because separately started Ray
-    processes here do not share a token."""
+    processes here do not share a token. Its processes run in their own process group, which the teardown kills:
+    ``ray stop`` would also stop the Ray clusters of other test workers running in parallel."""
     port = free_port()
     temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     env = {**os.environ, "RAY_TMPDIR": temp_dir, "RAY_AUTH_MODE": "disabled"}
-    started = subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-                              "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
-                             capture_output=True, text=True, env=env, timeout=120)
-    assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
+    started = subprocess.Popen([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+                                "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               start_new_session=True)
+    stdout, stderr = started.communicate(timeout=120)
+    assert started.returncode == 0, stdout[-2000:] + stderr[-2000:]
     yield f"127.0.0.1:{port}"
-    subprocess.run([RAY, "stop", "--force"], capture_output=True, env=env, timeout=120)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(started.pid, sig)
+        except ProcessLookupError:
+            break
+        time.sleep(3)
     shutil.rmtree(temp_dir, ignore_errors=True)

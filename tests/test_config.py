@@ -1,5 +1,7 @@
 """The presets declare the paper's grid; malformed presets fail with one sentence naming file and key."""
 
+import os
+
 import pytest
 
 from pipeline.config import (
@@ -106,6 +108,8 @@ def test_run_spec_round_trips_through_json():
          "1e3 is refused, not rounded: write 1000)"),
         ({"pretrain": {"wt103-small": {"train": {"batch_size": 8.0}}}},
          "key 'pretrain.wt103-small.train.batch_size' must be an integer (got 8.0;"),
+        ({"xla_flags": "--xla_dump_to=/tmp/x; rm -rf ~"}, "key 'xla_flags' must match"),
+        ({"xla_flags": "-O3"}, "key 'xla_flags' must match"),
         ({"analysis": {"lyapunov": {"output_token": 999}}},
          "key 'analysis.lyapunov.output_token' is 999; run 'owt-medium-diffeq' reads at most seq_len=64 tokens, "
          "so expected -64 to 63"),
@@ -180,3 +184,17 @@ def test_memory_probes_take_the_base_shape_at_the_probe_batch_once_per_d():
     assert [probes[f"owt-medium-memory_d{d}-diffeq"].model.time_embed_dim for d in dims] == dims
     assert probes["owt-medium-memory_d96-diffeq"].model == base.model
     assert not set(probes) & set(pretrain_runs(config))
+
+
+def test_xla_flags_reach_every_job_before_the_users_own(monkeypatch):
+    from pipeline.commands import export_xla_flags
+
+    assert load_preset({"preset": "tiny"})["xla_flags"] == "--xla_backend_optimization_level=1"
+    assert load_preset({"preset": "paper"})["xla_flags"] == ""
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
+    export_xla_flags("--xla_backend_optimization_level=1 --xla_cpu_enable_fast_math=false")
+    assert os.environ["XLA_FLAGS"] == ("--xla_backend_optimization_level=1 --xla_cpu_enable_fast_math=false "
+                                       "--xla_backend_optimization_level=3")
+    monkeypatch.delenv("XLA_FLAGS")
+    export_xla_flags("")
+    assert "XLA_FLAGS" not in os.environ

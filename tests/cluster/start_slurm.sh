@@ -19,8 +19,8 @@ if [ -e "$conf" ] && [ "$(head -n1 "$conf")" != "$marker" ]; then
   exit 3
 fi
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
+  apt-get -o DPkg::Lock::Timeout=900 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq slurm-wlm munge >/dev/null
 fi
 netns="${SLURM_TEST_NETNS:-pipeline-slurm}"
 state=/var/spool/slurm-localhost

@@ -76,8 +76,9 @@ def chromium_binary() -> str | None:
     allowed = os.environ.get("PIPELINE_HOST_TESTS") == "1" and os.geteuid() == 0
     if find() is None and allowed and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], check=True, capture_output=True, env=env, timeout=600)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"], check=True,
+        apt = ["apt-get", "-o", "DPkg::Lock::Timeout=900"]  # waits for another test's apt (parallel workers)
+        subprocess.run([*apt, "update", "-qq"], check=True, capture_output=True, env=env, timeout=600)
+        subprocess.run([*apt, "install", "-y", "-qq", "--no-install-recommends", "chromium"], check=True,
                        capture_output=True, env=env, timeout=900)
     return find()
 
