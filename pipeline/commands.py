@@ -9,11 +9,20 @@ from pathlib import Path
 RAY_PLACEMENT_ENV = {"address": "PIPELINE_RAY_ADDRESS", "num_cpus": "PIPELINE_RAY_NUM_CPUS"}
 
 
+def export_code_path(root: str) -> None:
+    """Put the repository on every job's ``PYTHONPATH`` (once), so ``python -m pipeline`` in a job finds this
+    checkout's code even where it is not pip-installed (a conda environment from ``environment.yml``)."""
+    paths = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+
+
 def export_xla_flags(flags: str) -> None:
     """Hand the preset's ``xla_flags`` to every job (and, through ``pipeline.runner``, its Ray task) as ``XLA_FLAGS``,
     before any flags already in the environment (XLA takes the last value of a flag, so the user's win). Compile
-    options, not arithmetic: a run's fingerprint does not include them."""
-    if flags:
+    options, not arithmetic: a run's fingerprint does not include them. Idempotent: a SLURM job re-reads the
+    workflow with the submit host's environment, which has them already."""
+    if flags and not os.environ.get("XLA_FLAGS", "").startswith(flags):
         os.environ["XLA_FLAGS"] = " ".join(part for part in (flags, os.environ.get("XLA_FLAGS", "")) if part)
 
 
