@@ -10,6 +10,7 @@ rule finetune:
         summary=f"{RESULTS}/runs/{{finetune}}/summary.json",
     params:
         spec=lambda wildcards: FINETUNE_RUNS[wildcards.finetune].to_json(),
+        train_step=TRAIN_STEP,  # a new train-step version reruns results trained by an older one
         run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.finetune}",
         source_dir=lambda wildcards: f"{RESULTS}/runs/{FINETUNE_RUNS[wildcards.finetune].source_run}",
     log:

@@ -10,6 +10,7 @@ rule pretrain:
         summary=f"{RESULTS}/runs/{{run}}/summary.json",
     params:
         spec=lambda wildcards: RUNS[wildcards.run].to_json(),
+        train_step=TRAIN_STEP,  # a new train-step version reruns results trained by an older one
         run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
     log:
         f"{RESULTS}/logs/pretrain/{{run}}.log",
