@@ -22,6 +22,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from pipeline.families import DIFFEQ_FAMILIES, LLAMA_FAMILIES
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO_ROOT / "workflow" / "config"
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -32,9 +34,6 @@ STRICT_VALIDATOR = jsonschema.validators.extend(
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
         "integer", lambda _, instance: isinstance(instance, int) and not isinstance(instance, bool)),
 )
-
-LLAMA_FAMILIES = ("llama", "diffeq_llama")
-DIFFEQ_FAMILIES = ("diffeq", "diffeq_llama")
 
 
 class ConfigError(ValueError):

@@ -2,7 +2,8 @@
 
 - ``diffeq_gpt`` / ``diffeq_llama``: DiffEqFormer (paper §4, App. C.6), a transformer as a neural ODE with
   time-dependent weights, solved by Euler with L = ``num_layers`` steps.
-- ``shared_gpt``: the weight-sharing baseline (one GPT-2 block reused at every layer).
+- ``shared_gpt`` / ``shared_ode_gpt``: the weight-sharing baselines (one GPT-2 block reused at every layer; one
+  DiffEqFormer block with time-independent weights as an Euler-solved field, experiment-facts §9.13).
 - ``discrete_diffeq_gpt`` / ``discrete_diffeq_llama``: a DiffEqFormer resampled to N' steps (§6.2).
 - ``gpt2`` / ``llama``: Levanter's own baselines.
 """
@@ -10,6 +11,8 @@
 from levanter.models.gpt2 import Gpt2Config
 from levanter.models.llama import LlamaConfig
 from levanter.models.lm_model import LmConfig
+
+from pipeline.families import DIFFEQ_FAMILIES, FAMILIES, GPT_FAMILIES, LLAMA_FAMILIES
 
 from .diffeq_gpt import DiffEqGptConfig, DiffEqGptLMHeadModel
 from .diffeq_llama import DiffEqLlamaConfig, DiffEqLlamaLMHeadModel
@@ -26,12 +29,8 @@ from .discretize import (
 )
 from .init import INIT_SCHEMES, build_initialised, reference_init
 from .param_count import baseline_param_counts, count_params, table6_param_counts
-from .shared_gpt import SharedGptConfig, SharedGptLMHeadModel
+from .shared_gpt import SharedGptConfig, SharedGptLMHeadModel, SharedOdeGptConfig, SharedOdeGptLMHeadModel
 
-FAMILIES = ("gpt", "llama", "diffeq", "diffeq_llama", "shared")
-GPT_FAMILIES = ("gpt", "diffeq", "shared")
-LLAMA_FAMILIES = ("llama", "diffeq_llama")
-DIFFEQ_FAMILIES = ("diffeq", "diffeq_llama")
 LLAMA_LAYERS = {
     "reference": dict(chained_norms=True, norm_shift=True, layer_norm_epsilon=1e-6),
     "levanter": dict(chained_norms=False, norm_shift=False, layer_norm_epsilon=1e-5),
@@ -98,6 +97,8 @@ def build_model_config(
         return LlamaConfig(**shape)
     if family == "shared":
         return SharedGptConfig(**shape)
+    if family == "shared_ode":
+        return SharedOdeGptConfig(**shape)
     if family == "diffeq":
         return DiffEqGptConfig(**shape, **time_options)
     return DiffEqLlamaConfig(**shape, **time_options, **LLAMA_LAYERS[llama_layer or "reference"])
@@ -123,6 +124,8 @@ __all__ = [
     "INIT_SCHEMES",
     "SharedGptConfig",
     "SharedGptLMHeadModel",
+    "SharedOdeGptConfig",
+    "SharedOdeGptLMHeadModel",
     "baseline_param_counts",
     "build_initialised",
     "build_model_config",

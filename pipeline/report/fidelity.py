@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from pipeline.artifacts import atomic_write_text
+from pipeline.families import SHARED_FAMILIES
 
 LEDGER_PATH = Path(__file__).parent / "reference" / "fidelity.csv"
 PRESET_SECTIONS = ("preset", "fidelity", "defaults", "pretrain", "finetune", "analysis")
@@ -35,6 +36,12 @@ FIDELITY_MEANINGS = {
                   "levanter": "Levanter's A, B = 0; rank {rank}, α = 8"},
 }
 """What each value of a ``fidelity.*`` preset key does (schema: workflow/schemas/config.schema.yaml)."""
+SHARED_DESIGNS = {
+    "shared": "one sequential GPT-2 block reused L times, x_l = Block(x_{l-1})",
+    "shared_ode": "the ODE-style shared field x_l = x_{l-1} + dt·(Attn(LN1 x) + FF(LN2 x)), one set of weights, "
+                  "dt = 1/L",
+}
+"""The weight-sharing designs of experiment-facts §9.13, by family (``pipeline.models.shared_gpt``)."""
 
 
 def read_ledger() -> pd.DataFrame:
@@ -60,6 +67,14 @@ def _resolved_train(config: dict[str, Any], group: str, name: str) -> Any:
     return {**config["defaults"]["train"], **config["pretrain"][group]["train"]}[name]
 
 
+def weight_sharing(config: dict[str, Any]) -> str:
+    """Which weight-sharing designs the preset trains, and in which groups."""
+    groups = {family: [name for name, group in config["pretrain"].items() if family in group["families"]]
+              for family in SHARED_FAMILIES}
+    return "; ".join(f"{family} ({', '.join(names)}): {SHARED_DESIGNS[family]}"
+                     for family, names in groups.items() if names) or "no weight-sharing run"
+
+
 def pipeline_values(config: dict[str, Any]) -> dict[str, str]:
     """What this pipeline does for every ledger row, read from the resolved preset ``config`` and the code."""
     fidelity = config["fidelity"]
@@ -75,7 +90,7 @@ def pipeline_values(config: dict[str, Any]) -> dict[str, str]:
         "lora_trainable": ("adapters + embeddings" if lora.get("train_embeddings") else "adapters only")
                           + f"; embeddings decayed per decay_mask {fidelity['decay_mask']}",
         "eval_split": "the target's validation split",
-        "weight_sharing": "one sequential GPT-2 block reused L times",
+        "weight_sharing": weight_sharing(config),
         "clustering": "picture: independent W_Q, W_K, x0 ~ U(−1, 1), T = 1, seed {seed}; sweep: symmetric QK, no 1/√d, "
                       "x0 ~ U(−{x0_range:g}, {x0_range:g}), T ∈ {horizons}, {seeds} seeds, a(t) normalised and not"
                       .format(seed=clustering["seed"], **clustering["sweep"]),

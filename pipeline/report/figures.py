@@ -13,12 +13,11 @@ import seaborn as sns
 import yaml
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
+from pipeline.families import DIFFEQ_FAMILIES, FAMILY_LABELS
 from pipeline.report.style import FAMILY_COLOURS, apply_style, panels, save_figure
 from pipeline.report.tables import (
     DATASET_LABELS,
-    DIFFEQ_FAMILIES,
     DOWNSTREAM_TABLES,
-    FAMILY_LABELS,
     downstream_table,
     eval_curve,
     load_downstream,

@@ -18,10 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.artifacts import atomic_write_text
+from pipeline.families import DIFFEQ_FAMILIES, FAMILY_LABELS, SHARED_FAMILIES
 from pipeline.report.fidelity import linked_rows
 from pipeline.report.tables import (
-    DIFFEQ_FAMILIES,
-    FAMILY_LABELS,
     downstream_table,
     eval_curve,
     load_downstream,
@@ -146,7 +145,8 @@ def paired(runs: pd.DataFrame, baseline: str, challenger: str) -> list[tuple[str
 
 
 def perplexity_claims(runs: pd.DataFrame) -> list[dict]:
-    """§8: DiffEqFormer perplexity ≤ baseline at equal configuration (Tables 1-2); weight sharing is worse."""
+    """§8: DiffEqFormer perplexity ≤ baseline at equal configuration (Tables 1-2); weight sharing is worse: the best
+    of the shared variants a group trains (``SHARED_FAMILIES``, experiment-facts §9.13) against the best other model."""
     rows = []
     for baseline, challenger in (("gpt", "diffeq"), ("llama", "diffeq_llama")):
         for group, base, ours in paired(runs, baseline, challenger):
@@ -158,16 +158,19 @@ def perplexity_claims(runs: pd.DataFrame) -> list[dict]:
                                      f"{FAMILY_LABELS[baseline]} {base['val_ppl']:.2f}"))
     table = runs[runs["role"] == "table"]
     for group, rows_of_group in table.groupby("group", sort=False):
-        by_family = rows_of_group.set_index("family")
-        if "shared" not in by_family.index:
+        ppl = rows_of_group.set_index("family")["val_ppl"]
+        shared = ppl[ppl.index.isin(SHARED_FAMILIES)]
+        if shared.empty:
             continue
-        others = by_family.drop(index="shared")["val_ppl"]
-        shared = by_family.loc["shared", "val_ppl"]
-        deviation = shared / others.min() - 1
-        rows.append(row("claim", f"weight sharing is worse, {group}", "Table 1", ours=shared, deviation=deviation,
-                        unit="relative to the best other model", status=HOLDS if deviation > 0 else FAILS,
-                        evidence=f"shared {shared:.2f} vs " + ", ".join(
-                            f"{FAMILY_LABELS[family]} {ppl:.2f}" for family, ppl in others.items())))
+        others = ppl.drop(index=shared.index)
+        best = shared.idxmin()
+        deviation = shared[best] / others.min() - 1
+        rows.append(row("claim", f"weight sharing is worse, {group}", "Table 1", ours=shared[best],
+                        deviation=deviation, unit="best shared variant relative to the best other model",
+                        status=HOLDS if deviation > 0 else FAILS,
+                        evidence=", ".join(f"{FAMILY_LABELS[family]} {value:.2f}" for family, value in shared.items())
+                        + f" (best: {FAMILY_LABELS[best]}) vs "
+                        + ", ".join(f"{FAMILY_LABELS[family]} {value:.2f}" for family, value in others.items())))
     return rows
 
 

@@ -16,16 +16,8 @@ import yaml
 
 from pipeline.analysis.memory import MEMORY_COLUMNS
 from pipeline.artifacts import atomic_write_text
+from pipeline.families import BASELINE_FAMILIES, FAMILY_LABELS, LLAMA_FAMILIES
 
-FAMILY_LABELS = {
-    "gpt": "GPT",
-    "shared": "Shared parameter",
-    "diffeq": "DiffEqFormer",
-    "llama": "Llama",
-    "diffeq_llama": "DiffEqFormer (Llama)",
-}
-BASELINE_FAMILIES = ("gpt", "llama")
-DIFFEQ_FAMILIES = ("diffeq", "diffeq_llama")
 DATASET_TABLES = {"wt103": "Table 1: WikiText-103", "owt": "Table 2: OpenWebText"}
 DATASET_LABELS = {"wt103": "WikiText-103", "owt": "OpenWebText"}
 SIZE_ORDER = ["small", "medium", "large", "llama1b", "ft18", "ft24"]
@@ -148,7 +140,7 @@ def levanter_1_1_count(family: str, parameters: int, num_layers: int, hidden_dim
     """Parameters as Levanter 1.1 counted them for Table 3 (experiment-facts §9.12): its Llama layers stored the RoPE
     cos/sin caches (seq_len × head size each) as leaves of every layer, so the count adds L·2·seq_len·head_size to
     the trainable parameters (Llama-1B: 16·2·2048·128 = 8.39 M); GPT models have no such cache."""
-    if family not in ("llama", "diffeq_llama"):
+    if family not in LLAMA_FAMILIES:
         return parameters
     return parameters + num_layers * 2 * seq_len * (hidden_dim // num_heads)
 

@@ -17,6 +17,7 @@ from models_testkit import (
     TINY_SHAPE,
     VOCAB,
     build,
+    causal_activations,
     causal_logits,
     default_logits,
     nodes_of,
@@ -29,8 +30,8 @@ import pipeline.models as pm
 from pipeline.models.param_count import count_leaves
 from pipeline.models.time_embedding import TimeMlp
 
-FAMILIES = ["gpt", "llama", "diffeq", "diffeq_llama", "shared"]
-OUR_FAMILIES = ["diffeq", "diffeq_llama", "shared"]
+FAMILIES = list(pm.FAMILIES)
+OUR_FAMILIES = [family for family in FAMILIES if family not in ("gpt", "llama")]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -101,6 +102,27 @@ def test_shared_time_mlp_keeps_one_mlp_for_all_weights():
     assert count_leaves(shared) < count_leaves(own)
 
 
+def test_shared_ode_is_the_diffeq_euler_solve_with_one_set_of_weights():
+    """§9.13: x_l = x_{l-1} + dt·(Attn(LN1 x) + FF(LN2 x)), dt = 1/L, l = 1..L, every step with the same weights (a
+    hand-written Euler loop of DiffEqFormer's parallel block), then the final LayerNorm."""
+    model = tiny_model("shared_ode")
+    block, num_layers = model.transformer.block, model.config.num_layers
+    ids = random_tokens(7, model.Pos)
+    mask = AttentionMask.causal()
+
+    @eqx.filter_jit
+    def euler_loop(model, ids):
+        x = model.embeddings.embed(ids, pos_ids=hax.arange(model.Pos), key=None)
+        for _ in range(num_layers):
+            x = x + (block.attn(block.ln_1(x), mask, None, key=None) + block.mlp(block.ln_2(x), key=None)) / num_layers
+        return model.transformer.ln_f(x).array
+
+    expected = euler_loop(model, ids)
+    np.testing.assert_allclose(causal_activations(model, ids), expected, atol=1e-5)
+    unit_step = eqx.tree_at(lambda m: m.transformer.block, model, dataclasses.replace(block, step=1.0))
+    assert np.abs(causal_activations(unit_step, ids) - expected).max() > 1e-2
+
+
 def test_factory_builds_each_family():
     expected = {
         "gpt": Gpt2Config,
@@ -108,6 +130,7 @@ def test_factory_builds_each_family():
         "diffeq": pm.DiffEqGptConfig,
         "diffeq_llama": pm.DiffEqLlamaConfig,
         "shared": pm.SharedGptConfig,
+        "shared_ode": pm.SharedOdeGptConfig,
     }
     for family, config_type in expected.items():
         config = tiny_config(family)
@@ -133,7 +156,7 @@ def test_factory_options():
 
 
 def test_factory_rejects_unknown_families_and_foreign_options():
-    with pytest.raises(ValueError, match="valid names are: gpt, llama, diffeq, diffeq_llama, shared"):
+    with pytest.raises(ValueError, match="valid names are: gpt, shared, shared_ode, diffeq, llama, diffeq_llama"):
         pm.build_model_config("transformer", **TINY_SHAPE)
     with pytest.raises(ValueError, match="time_embed_dim"):
         pm.build_model_config("gpt", **TINY_SHAPE, time_embed_dim=20)
@@ -147,12 +170,14 @@ def test_factory_rejects_unknown_families_and_foreign_options():
 
 def test_configs_are_registered_and_round_trip_through_draccus():
     choices = LmConfig.get_known_choices()
-    for name in ("diffeq_gpt", "diffeq_llama", "shared_gpt", "discrete_diffeq_gpt", "discrete_diffeq_llama"):
+    for name in ("diffeq_gpt", "diffeq_llama", "shared_gpt", "shared_ode_gpt", "discrete_diffeq_gpt",
+                 "discrete_diffeq_llama"):
         assert name in choices
     configs = [
         tiny_config("diffeq", shared_time_mlp=True),
         tiny_config("diffeq_llama"),
         tiny_config("shared"),
+        tiny_config("shared_ode"),
         pm.DiscreteDiffEqGptConfig(source=tiny_config("diffeq"), num_steps=7),
         pm.DiscreteDiffEqLlamaConfig(source=tiny_config("diffeq_llama"), num_steps=5),
     ]
@@ -162,7 +187,7 @@ def test_configs_are_registered_and_round_trip_through_draccus():
 
 def test_flops_per_token_equal_a_gpt_of_the_same_depth():
     gpt = tiny_config("gpt")
-    for family in ("diffeq", "shared"):
+    for family in ("diffeq", "shared", "shared_ode"):
         assert tiny_config(family).flops_per_token(VOCAB.size) == gpt.flops_per_token(VOCAB.size)
     llama = tiny_config("llama")
     assert tiny_config("diffeq_llama").flops_per_token(VOCAB.size) == llama.flops_per_token(VOCAB.size)

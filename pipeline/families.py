@@ -1,0 +1,23 @@
+"""The model families a preset can train (``pretrain.<group>.families``): their names, groups and display labels.
+
+The one list the config, the models, the reports and the schema test read; the schema's ``family`` enum
+(``workflow/schemas/config.schema.yaml``) must name the same families.
+"""
+
+FAMILY_LABELS = {
+    "gpt": "GPT",
+    "shared": "Shared parameter",
+    "shared_ode": "Shared ODE field",
+    "diffeq": "DiffEqFormer",
+    "llama": "Llama",
+    "diffeq_llama": "DiffEqFormer (Llama)",
+}
+"""Every family and its label in tables and figures, in the order of the paper's tables."""
+FAMILIES = tuple(FAMILY_LABELS)
+GPT_FAMILIES = ("gpt", "diffeq", "shared", "shared_ode")
+"""GPT-2-shaped: learned positions, LayerNorm, GELU MLP sized by ``mlp_scale``, dropout."""
+LLAMA_FAMILIES = ("llama", "diffeq_llama")
+DIFFEQ_FAMILIES = ("diffeq", "diffeq_llama")
+BASELINE_FAMILIES = ("gpt", "llama")
+SHARED_FAMILIES = ("shared", "shared_ode")
+"""The weight-sharing baselines (experiment-facts §9.13): a reused sequential block, and the ODE-style shared field."""
