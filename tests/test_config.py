@@ -3,9 +3,11 @@
 import os
 
 import pytest
+import yaml
 
 from pipeline.config import (
     CONFIG_DIR,
+    SCHEMA_PATH,
     ConfigError,
     RunSpec,
     check_inside_results,
@@ -13,10 +15,12 @@ from pipeline.config import (
     memory_probes,
     pretrain_runs,
 )
+from pipeline.families import FAMILIES
 
 TABLE_ROWS = {  # Tables 1 and 2 of the paper: (dataset, size, family)
-    ("wt103", "small", "gpt"), ("wt103", "small", "shared"), ("wt103", "small", "diffeq"),
-    ("wt103", "medium", "gpt"), ("wt103", "medium", "shared"), ("wt103", "medium", "diffeq"),
+    ("wt103", "small", "gpt"), ("wt103", "small", "shared"), ("wt103", "small", "shared_ode"),
+    ("wt103", "small", "diffeq"), ("wt103", "medium", "gpt"), ("wt103", "medium", "shared"),
+    ("wt103", "medium", "shared_ode"), ("wt103", "medium", "diffeq"),
     ("owt", "small", "gpt"), ("owt", "small", "diffeq"), ("owt", "medium", "gpt"), ("owt", "medium", "diffeq"),
     ("owt", "large", "gpt"), ("owt", "large", "diffeq"), ("owt", "llama1b", "llama"),
     ("owt", "llama1b", "diffeq_llama"),
@@ -33,6 +37,10 @@ def test_grid_has_every_row_of_tables_1_and_2_and_the_ablations(preset):
     ablations = [r for r in runs.values() if r.role == "ablation"]
     assert {r.ablation.split("_")[0] for r in ablations} == {"beta2", "time"}
     assert len([r for r in ablations if r.ablation.startswith("time_embed_dim")]) == (5 if preset == "paper" else 3)
+
+
+def test_the_schema_accepts_exactly_the_families_the_package_defines():
+    assert yaml.safe_load(SCHEMA_PATH.read_text())["$defs"]["family"]["enum"] == list(FAMILIES)
 
 
 def test_paper_preset_matches_experiment_facts():
@@ -65,7 +73,7 @@ def test_run_spec_round_trips_through_json():
         ({"pretrain": {"wt103-small": {"train": {"steps": 0}}}}, "key 'pretrain.wt103-small.train.steps' must be ≥ 1"),
         ({"pretrain": {"wt103-small": {"train": {"steps": -5}}}}, "must be ≥ 1 (got -5)"),
         ({"pretrain": {"wt103-small": {"train": {"lr": "fast"}}}}, "must be of type number (got 'fast')"),
-        ({"pretrain": {"wt103-small": {"families": ["gpt", "rnn"]}}}, "must be one of ['gpt', 'llama', 'diffeq'"),
+        ({"pretrain": {"wt103-small": {"families": ["gpt", "rnn"]}}}, "must be one of ['gpt', 'shared', 'shared_ode'"),
         ({"pretrain": {"wt103-small": {"size": "huge"}}}, "key 'pretrain.wt103-small.size' is 'huge'"),
         ({"datasets": {"wt103": {"source": {"kind": "s3"}}}},
          "'datasets.wt103.source.kind' must be one of ['hf', 'tiny']"),

@@ -40,10 +40,12 @@ print(json.dumps(result))
 
 
 def paper_shapes() -> list:
-    """GPT-small, DiffEqFormer-small and weight sharing at the paper's small shape; Llama and DiffEqFormer-Llama at
-    the paper's width with 2 layers (replication does not depend on depth: the layers are stacked arrays)."""
+    """GPT-small, DiffEqFormer-small and both weight-sharing designs at the paper's small shape; Llama and
+    DiffEqFormer-Llama at the paper's width with 2 layers (replication does not depend on depth: the layers are
+    stacked arrays)."""
     runs = pretrain_runs(load_preset({"preset": "paper"}))
-    small = [runs[run_id] for run_id in ("wt103-small-gpt", "wt103-small-diffeq", "wt103-small-shared")]
+    small = [runs[run_id] for run_id in ("wt103-small-gpt", "wt103-small-diffeq", "wt103-small-shared",
+                                         "wt103-small-shared_ode")]
     llama = [runs[run_id] for run_id in ("owt-llama1b-llama", "owt-llama1b-diffeq_llama")]
     return small + [dataclasses.replace(spec, model=dataclasses.replace(spec.model, num_layers=2)) for spec in llama]
 

@@ -90,11 +90,11 @@ def job_counts(output: str) -> dict[str, int]:
 
 def test_perplexity_table_lists_all_rows_of_tables_1_and_2(tiny_dag):
     table = pd.read_csv(tiny_dag / "tables" / "perplexity.csv")
-    assert len(table) == 14
+    assert len(table) == 16
     assert table["val_ppl"].notna().all()
     markdown = (tiny_dag / "tables" / "perplexity.md").read_text()
-    assert len(re.findall(r"\| \d+\.\d\d \(\d+\.\d\dM\)", markdown)) == 14
-    for label in ("GPT", "Shared parameter", "DiffEqFormer", "Llama", "DiffEqFormer (Llama)"):
+    assert len(re.findall(r"\| \d+\.\d\d \(\d+\.\d\dM\)", markdown)) == 16
+    for label in ("GPT", "Shared parameter", "Shared ODE field", "DiffEqFormer", "Llama", "DiffEqFormer (Llama)"):
         assert f"| {label} " in markdown
 
 

@@ -54,8 +54,8 @@ def test_reference_init_starts_w_t_tiny(sinusoidal, time_embed, expected, tolera
 
 
 @pytest.mark.parametrize("family, token_std, position_std", [
-    ("gpt", 0.02, 0.01), ("shared", 0.02, 0.01), ("diffeq", 0.02, 0.01), ("llama", 1.0, None),
-    ("diffeq_llama", 1.0, None)])
+    ("gpt", 0.02, 0.01), ("shared", 0.02, 0.01), ("shared_ode", 0.02, 0.01), ("diffeq", 0.02, 0.01),
+    ("llama", 1.0, None), ("diffeq_llama", 1.0, None)])
 def test_reference_init_of_embeddings_and_linears(family, token_std, position_std):
     """§9.2: GPT token/position embeddings N(0,1)·0.02/·0.01, Llama token embeddings N(0,1); every Linear N(0,0.02²)
     with zero bias, the hypernetwork's included; F_b ~ 1e-4·N(0,1)."""
@@ -86,6 +86,7 @@ EMBEDDINGS = {"embeddings.token_embeddings.weight", "embeddings.position_embeddi
 @pytest.mark.parametrize("family, expected", [
     ("gpt", {f"transformer.blocks.stacked.{p}" for p in GPT_BASELINE_DECAYED} | EMBEDDINGS),
     ("shared", {f"transformer.block.{p}" for p in GPT_BASELINE_DECAYED} | EMBEDDINGS),
+    ("shared_ode", {f"transformer.block.{p}" for p in GPT_BASELINE_DECAYED} | EMBEDDINGS),
     ("llama", {f"transformer.layers.stacked.{p}.weight" for p in (
         "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
         "mlp.down_proj")} | {"embeddings.token_embeddings.weight"}),

@@ -57,3 +57,12 @@ def test_shared_baseline_has_one_block():
     gpt = pm.build_model_config("gpt", seq_len=16, hidden_dim=32, num_heads=4, num_layers=3)
     block = 12 * 32 * 32 + 13 * 32  # QKV, attention out, FF in/out weights and biases, two LayerNorms
     assert pm.count_params(gpt, 64) - pm.count_params(config, 64) == 2 * block
+
+
+def test_shared_ode_field_has_one_block_whatever_its_number_of_steps():
+    """§9.13: one set of block weights (two LayerNorms, QKV, attention out, FF in/out) for all L Euler steps."""
+    block = 12 * 32 * 32 + 13 * 32
+    gpt = pm.count_params(pm.build_model_config("gpt", seq_len=16, hidden_dim=32, num_heads=4, num_layers=3), 64)
+    for num_layers in (3, 7):
+        config = pm.build_model_config("shared_ode", seq_len=16, hidden_dim=32, num_heads=4, num_layers=num_layers)
+        assert gpt - pm.count_params(config, 64) == 2 * block

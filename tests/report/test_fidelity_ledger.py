@@ -17,6 +17,20 @@ def test_every_row_reads_what_the_preset_runs(preset):
     assert table.loc["beta2_llama", "pipeline"] == str(runs["owt-llama1b-diffeq_llama"].train.beta2)
     assert table.loc["init", "pipeline"].startswith(f"{runs['owt-large-gpt'].model.init}:")
     assert table.loc["decay_mask", "pipeline"].startswith(f"{runs['owt-large-gpt'].train.decay_mask}:")
+    shared = sorted({(r.model.family, r.group) for r in runs.values() if r.model.family.startswith("shared")})
+    groups = ("wt103-medium", "wt103-small")
+    assert shared == [(family, group) for family in ("shared", "shared_ode") for group in groups]
+    assert table.loc["weight_sharing", "pipeline"] == (
+        "shared (wt103-small, wt103-medium): one sequential GPT-2 block reused L times, x_l = Block(x_{l-1}); "
+        "shared_ode (wt103-small, wt103-medium): the ODE-style shared field "
+        "x_l = x_{l-1} + dt·(Attn(LN1 x) + FF(LN2 x)), one set of weights, dt = 1/L")
+
+
+def test_the_weight_sharing_row_names_only_the_shared_designs_the_preset_trains():
+    overrides = {group: {"families": ["gpt", "diffeq", "shared"]} for group in ("wt103-small", "wt103-medium")}
+    config = load_preset({"preset": "tiny", "pretrain": overrides})
+    assert ledger(config).set_index("id").loc["weight_sharing", "pipeline"] == (
+        "shared (wt103-small, wt103-medium): one sequential GPT-2 block reused L times, x_l = Block(x_{l-1})")
 
 
 def test_every_fidelity_key_has_a_row_and_switching_it_changes_the_row():

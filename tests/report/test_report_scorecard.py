@@ -26,7 +26,9 @@ def runs_csv(tmp_path):
              write_pretrain_run(tmp_path, "wt103-small-diffeq", group="wt103-small", size="small", family="diffeq",
                                 ppl=110.0, tokens_per_s=500.0),
              write_pretrain_run(tmp_path, "wt103-small-shared", group="wt103-small", size="small", family="shared",
-                                ppl=120.0)]
+                                ppl=120.0),
+             write_pretrain_run(tmp_path, "wt103-small-shared_ode", group="wt103-small", size="small",
+                                family="shared_ode", ppl=105.0)]
     write_perplexity_tables(paths, out=tmp_path / "perplexity", runs_csv=tmp_path / "runs.csv")
     return tmp_path / "runs.csv"
 
@@ -55,7 +57,10 @@ def test_claims_hold_or_fail_with_their_deviation(tmp_path, runs_csv):
     assert card.loc["DiffEqFormer ≤ GPT perplexity, owt-small", "status"] == "holds"
     assert card.loc["DiffEqFormer ≤ GPT perplexity, owt-small", "deviation"] == pytest.approx(-0.1)
     assert card.loc["DiffEqFormer ≤ GPT perplexity, wt103-small", "status"] == "does not hold"
-    assert card.loc["weight sharing is worse, wt103-small", "status"] == "holds"
+    sharing = card.loc["weight sharing is worse, wt103-small"]
+    assert sharing["status"] == "holds" and sharing["ours"] == 105.0 and sharing["deviation"] == pytest.approx(0.05)
+    assert sharing["evidence"] == ("Shared parameter 120.00, Shared ODE field 105.00 (best: Shared ODE field) vs "
+                                   "GPT 100.00, DiffEqFormer 110.00")
     assert card.loc["throughput only slightly below GPT, owt-small", "status"] == "holds"
     assert card.loc["throughput only slightly below GPT, wt103-small", "status"] == "does not hold"
     assert card.loc["LoRA DiffEqFormer beats GPT at every N′, owt→wt103", "status"] == "does not hold"

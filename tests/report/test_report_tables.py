@@ -20,6 +20,10 @@ def test_perplexity_tables_hold_every_table_run_and_only_ablations_in_the_run_li
                                 ppl=120.5, parameters=1_500_000),
              write_pretrain_run(tmp_path, "wt103-small-diffeq", group="wt103-small", size="small", family="diffeq",
                                 ppl=110.25, parameters=1_500_000),
+             write_pretrain_run(tmp_path, "wt103-small-shared_ode", group="wt103-small", size="small",
+                                family="shared_ode", ppl=130.0, parameters=500_000),
+             write_pretrain_run(tmp_path, "wt103-small-shared", group="wt103-small", size="small", family="shared",
+                                ppl=131.0, parameters=500_000),
              write_pretrain_run(tmp_path, "owt-large-gpt", group="owt-large", size="large", family="gpt", ppl=99.0,
                                 parameters=1_500_000),
              write_pretrain_run(tmp_path, "owt-large-beta2_0.999-gpt", group="owt-large", size="large", family="gpt",
@@ -29,8 +33,12 @@ def test_perplexity_tables_hold_every_table_run_and_only_ablations_in_the_run_li
     assert "## Table 1: WikiText-103" in markdown and "## Table 2: OpenWebText" in markdown
     assert "110.25 (1.50M)" in markdown and "120.50 (1.50M)" in markdown and "99.00 (1.50M)" in markdown
     assert "98.00" not in markdown
-    assert len(pd.read_csv(tmp_path / "t" / "perplexity.csv")) == 3
-    assert len(pd.read_csv(tmp_path / "t" / "runs.csv")) == 4
+    table_1 = markdown.split("## Table 1")[1].split("## Table 2")[0].splitlines()[4:]
+    rows = [line.split("|")[1].strip() for line in table_1 if line.startswith("|")]
+    assert rows == ["GPT", "Shared parameter", "Shared ODE field", "DiffEqFormer"]
+    assert "| Shared ODE field | 130.00 (0.50M) |" in markdown
+    assert len(pd.read_csv(tmp_path / "t" / "perplexity.csv")) == 5
+    assert len(pd.read_csv(tmp_path / "t" / "runs.csv")) == 6
     latex = (tmp_path / "t" / "perplexity.tex").read_text()
     assert latex.count(r"\toprule") == latex.count(r"\midrule") == latex.count(r"\bottomrule") == 2
     assert r"\caption{Table 1: WikiText-103}" in latex and "110.25 (1.50M)" in latex
