@@ -23,7 +23,8 @@ BASELINE_MATRICES = re.compile(r".*\.(attn|self_attn|mlp)\..*weight")
 
 def decay_rule(model) -> str:
     """``embeddings`` (DiffEqFormer-GPT and its resampled form), ``all`` (DiffEqFormer-Llama and its resampled
-    form) or ``baseline`` (everything else), from the model's class."""
+    form) or ``baseline`` (everything else: the GPT/Llama baselines and both weight-sharing designs), from the
+    model's class."""
     from pipeline.models import (
         DiffEqGptLMHeadModel,
         DiffEqLlamaLMHeadModel,
