@@ -112,6 +112,10 @@ def cpu_resources(rule):
     return JOBS.rule_resources(lambda wildcards: JOBS.cpu(rule), gpu=False)
 
 
+TIDY_FILE_RESOURCES = {"gpu": 0, "mem_mb": 2000, "runtime": 10}
+"""A table, figure or scorecard job: seconds of CPU reading tidy files, run on the submit host (``localrule``)."""
+
+
 JOBS = JobResources(config, SITE)
 export_code_path(REPO_ROOT)
 export_ray_placement(config["ray"])
