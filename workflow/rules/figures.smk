@@ -9,7 +9,7 @@ rule figure_curves:
     input:
         lambda wildcards: [run_summary(run_id) for run_id, spec in TABLE_RUNS.items() if spec.group == wildcards.group],
     output:
-        png=report(f"{FIGURES}/curves/{{group}}.png", caption="../report/curves.rst", category="Figures", subcategory="Pretraining", labels={"figure": "Figs. 4, 8: curves {group}"}),
+        png=report_figure(f"{FIGURES}/curves/{{group}}.png", "curves", "Pretraining", "Figs. 4, 8: curves {group}"),
         pdf=f"{FIGURES}/curves/{{group}}.pdf",
     wildcard_constraints:
         group=one_of(TABLE_GROUPS),
@@ -30,7 +30,7 @@ rule figure_beta2:
     input:
         BETA2_SUMMARIES,
     output:
-        png=report(f"{FIGURES}/beta2.png", caption="../report/beta2.rst", category="Figures", subcategory="Ablations", labels={"figure": "Fig. 7: Adam beta2"}),
+        png=report_figure(f"{FIGURES}/beta2.png", "beta2", "Ablations", "Fig. 7: Adam beta2"),
         pdf=f"{FIGURES}/beta2.pdf",
     log:
         f"{RESULTS}/logs/report/figure_beta2.log",
@@ -49,9 +49,16 @@ rule figure_time_embed_dim:
     input:
         TIME_EMBED_DIM_SUMMARIES,
     output:
-        ppl=report(f"{FIGURES}/time_embed_dim_ppl.png", caption="../report/time_embed_dim_ppl.rst", category="Figures", subcategory="Ablations", labels={"figure": "Fig. 14: perplexity vs D"}),
+        ppl=report_figure(
+            f"{FIGURES}/time_embed_dim_ppl.png", "time_embed_dim_ppl", "Ablations", "Fig. 14: perplexity vs D"
+        ),
         ppl_pdf=f"{FIGURES}/time_embed_dim_ppl.pdf",
-        throughput=report(f"{FIGURES}/time_embed_dim_throughput.png", caption="../report/time_embed_dim_throughput.rst", category="Figures", subcategory="Ablations", labels={"figure": "Fig. 15: throughput vs D"}),
+        throughput=report_figure(
+            f"{FIGURES}/time_embed_dim_throughput.png",
+            "time_embed_dim_throughput",
+            "Ablations",
+            "Fig. 15: throughput vs D",
+        ),
         throughput_pdf=f"{FIGURES}/time_embed_dim_throughput.pdf",
     log:
         f"{RESULTS}/logs/report/figure_time_embed_dim.log",
@@ -71,7 +78,7 @@ rule figure_memory:
     input:
         MEMORY_RECORDS,
     output:
-        png=report(f"{FIGURES}/memory.png", caption="../report/memory.rst", category="Figures", subcategory="Ablations", labels={"figure": "Fig. 16: peak memory vs D"}),
+        png=report_figure(f"{FIGURES}/memory.png", "memory", "Ablations", "Fig. 16: peak memory vs D"),
         pdf=f"{FIGURES}/memory.pdf",
     log:
         f"{RESULTS}/logs/report/figure_memory.log",
@@ -90,7 +97,9 @@ rule figure_time_mlp_design:
     input:
         TIME_MLP_DESIGN_SUMMARIES,
     output:
-        png=report(f"{FIGURES}/time_mlp_design.png", caption="../report/time_mlp_design.rst", category="Figures", subcategory="Ablations", labels={"figure": "Fig. 18: time-weight design"}),
+        png=report_figure(
+            f"{FIGURES}/time_mlp_design.png", "time_mlp_design", "Ablations", "Fig. 18: time-weight design"
+        ),
         pdf=f"{FIGURES}/time_mlp_design.pdf",
     log:
         f"{RESULTS}/logs/report/figure_time_mlp_design.log",
@@ -110,7 +119,7 @@ rule figure_finetune:
     input:
         FINETUNE_TARGETS,
     output:
-        png=report(f"{FIGURES}/finetune.png", caption="../report/finetune.rst", category="Figures", subcategory="Fine-tuning", labels={"figure": "Fig. 5: step-resampling fine-tunes"}),
+        png=report_figure(f"{FIGURES}/finetune.png", "finetune", "Fine-tuning", "Fig. 5: step-resampling fine-tunes"),
         pdf=f"{FIGURES}/finetune.pdf",
     log:
         f"{RESULTS}/logs/report/figure_finetune.log",
@@ -129,7 +138,15 @@ rule figure_downstream:
     input:
         lambda wildcards: pair_downstream_csvs(wildcards.pair),
     output:
-        png=[report(f"{FIGURES}/downstream/{{pair}}-{k}shot.png", caption="../report/downstream_figure.rst", category="Figures", subcategory="Downstream", labels={"figure": f"Figs. 9-12: {{pair}} {k}-shot"}) for k in SHOTS],
+        png=[
+            report_figure(
+                f"{FIGURES}/downstream/{{pair}}-{k}shot.png",
+                "downstream_figure",
+                "Downstream",
+                f"Figs. 9-12: {{pair}} {k}-shot",
+            )
+            for k in SHOTS
+        ],
         pdf=[f"{FIGURES}/downstream/{{pair}}-{k}shot.pdf" for k in SHOTS],
     params:
         shots=",".join(str(k) for k in SHOTS),
@@ -153,7 +170,7 @@ rule figure_spectra:
     input:
         lambda wildcards: analysis_csv("spectra", wildcards.run),
     output:
-        png=report(f"{FIGURES}/spectra/{{run}}.png", caption="../report/spectra.rst", category="Figures", subcategory="Analyses", labels={"figure": "Fig. 2a/b, App. E: spectra {run}"}),
+        png=report_figure(f"{FIGURES}/spectra/{{run}}.png", "spectra", "Analyses", "Fig. 2a/b, App. E: spectra {run}"),
         pdf=f"{FIGURES}/spectra/{{run}}.pdf",
     log:
         f"{RESULTS}/logs/report/figure_spectra_{{run}}.log",
@@ -172,7 +189,7 @@ rule figure_lyapunov:
     input:
         lambda wildcards: analysis_csv("lyapunov", wildcards.run),
     output:
-        png=report(f"{FIGURES}/lyapunov/{{run}}.png", caption="../report/lyapunov.rst", category="Figures", subcategory="Analyses", labels={"figure": "Fig. 3, App. F: Lyapunov {run}"}),
+        png=report_figure(f"{FIGURES}/lyapunov/{{run}}.png", "lyapunov", "Analyses", "Fig. 3, App. F: Lyapunov {run}"),
         pdf=f"{FIGURES}/lyapunov/{{run}}.pdf",
     params:
         output_token=config["analysis"]["lyapunov"]["output_token"],
@@ -195,9 +212,16 @@ rule figure_clustering:
         trajectories=f"{CLUSTERING_DIR}/trajectories.csv",
         stats=f"{CLUSTERING_DIR}/stats.csv",
     output:
-        trajectories=report(f"{FIGURES}/clustering_trajectories.png", caption="../report/clustering_trajectories.rst", category="Figures", subcategory="Analyses", labels={"figure": "Figs. 2c/d, 13: clustering trajectories"}),
+        trajectories=report_figure(
+            f"{FIGURES}/clustering_trajectories.png",
+            "clustering_trajectories",
+            "Analyses",
+            "Figs. 2c/d, 13: clustering trajectories",
+        ),
         trajectories_pdf=f"{FIGURES}/clustering_trajectories.pdf",
-        stats=report(f"{FIGURES}/clustering_stats.png", caption="../report/clustering_stats.rst", category="Figures", subcategory="Analyses", labels={"figure": "Fig. 13: cluster statistics"}),
+        stats=report_figure(
+            f"{FIGURES}/clustering_stats.png", "clustering_stats", "Analyses", "Fig. 13: cluster statistics"
+        ),
         stats_pdf=f"{FIGURES}/clustering_stats.pdf",
     log:
         f"{RESULTS}/logs/report/figure_clustering.log",
@@ -218,7 +242,7 @@ rule figure_frontier:
     input:
         FRONTIER_CSVS,
     output:
-        png=report(f"{FIGURES}/frontier.png", caption="../report/frontier.rst", category="Figures", subcategory="Analyses", labels={"figure": "Compute/quality frontier"}),
+        png=report_figure(f"{FIGURES}/frontier.png", "frontier", "Analyses", "Compute/quality frontier"),
         pdf=f"{FIGURES}/frontier.pdf",
     log:
         f"{RESULTS}/logs/report/figure_frontier.log",

@@ -16,7 +16,12 @@ rule scorecard:
     output:
         md=f"{RESULTS}/scorecard.md",
         csv=f"{RESULTS}/scorecard.csv",
-        html=report(f"{RESULTS}/scorecard.html", caption="../report/scorecard.rst", category="Scorecard", labels={"table": "Scorecard"}),
+        html=report(
+            f"{RESULTS}/scorecard.html",
+            caption="../report/scorecard.rst",
+            category="Scorecard",
+            labels={"table": "Scorecard"},
+        ),
     params:
         preset=PRESET,
     log:

@@ -15,7 +15,7 @@ rule perplexity_table:
         md=f"{TABLES}/perplexity.md",
         csv=f"{TABLES}/perplexity.csv",
         tex=f"{TABLES}/perplexity.tex",
-        html=report(f"{TABLES}/perplexity.html", caption="../report/perplexity.rst", category="Tables", subcategory="Pretraining", labels={"table": "Tables 1-2: perplexity"}),
+        html=report_table(f"{TABLES}/perplexity.html", "perplexity", "Pretraining", "Tables 1-2: perplexity"),
         runs=f"{TABLES}/pretrain_runs.csv",
     log:
         f"{RESULTS}/logs/report/perplexity_table.log",
@@ -35,7 +35,7 @@ rule fidelity_table:
     output:
         md=f"{TABLES}/fidelity.md",
         csv=f"{TABLES}/fidelity.csv",
-        html=report(f"{TABLES}/fidelity.html", caption="../report/fidelity.rst", category="Tables", subcategory="Fidelity", labels={"table": "Fidelity ledger"}),
+        html=report_table(f"{TABLES}/fidelity.html", "fidelity", "Fidelity", "Fidelity ledger"),
     params:
         config_json=json.dumps({section: config[section] for section in PRESET_SECTIONS}, sort_keys=True),
     log:
@@ -61,7 +61,7 @@ rule model_spec_table:
         md=f"{TABLES}/model_specs.md",
         csv=f"{TABLES}/model_specs.csv",
         tex=f"{TABLES}/model_specs.tex",
-        html=report(f"{TABLES}/model_specs.html", caption="../report/model_specs.rst", category="Tables", subcategory="Pretraining", labels={"table": "Table 3: model specifications"}),
+        html=report_table(f"{TABLES}/model_specs.html", "model_specs", "Pretraining", "Table 3: model specifications"),
     log:
         f"{RESULTS}/logs/report/model_spec_table.log",
     benchmark:
@@ -83,7 +83,7 @@ rule downstream_table:
         md=f"{TABLES}/downstream_{{pair}}.md",
         csv=f"{TABLES}/downstream_{{pair}}.csv",
         tex=f"{TABLES}/downstream_{{pair}}.tex",
-        html=report(f"{TABLES}/downstream_{{pair}}.html", caption="../report/downstream_table.rst", category="Tables", subcategory="Downstream", labels={"table": "Tables 4-5: {pair}"}),
+        html=report_table(f"{TABLES}/downstream_{{pair}}.html", "downstream_table", "Downstream", "Tables 4-5: {pair}"),
     wildcard_constraints:
         pair=one_of(DOWNSTREAM_PAIRS),
     log:
@@ -107,7 +107,7 @@ rule param_count_table:
         md=f"{TABLES}/param_counts.md",
         csv=f"{TABLES}/param_counts.csv",
         tex=f"{TABLES}/param_counts.tex",
-        html=report(f"{TABLES}/param_counts.html", caption="../report/param_counts.rst", category="Tables", subcategory="Ablations", labels={"table": "Table 6: parameters vs D"}),
+        html=report_table(f"{TABLES}/param_counts.html", "param_counts", "Ablations", "Table 6: parameters vs D"),
     log:
         f"{RESULTS}/logs/report/param_count_table.log",
     benchmark:

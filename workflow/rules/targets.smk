@@ -41,13 +41,19 @@ def pair_downstream_csvs(pair):
 
 PRETRAIN_TARGETS = [run_summary(run_id) for run_id in RUNS]
 FINETUNE_TARGETS = [run_summary(run_id) for run_id in FINETUNE_RUNS]
-EVALUATE_TARGETS = list(dict.fromkeys(path for pair in config["downstream"]["pairs"] for path in pair_downstream_csvs(pair)))
+EVALUATE_TARGETS = list(
+    dict.fromkeys(path for pair in config["downstream"]["pairs"] for path in pair_downstream_csvs(pair))
+)
 MEMORY_RECORDS = [f"{ANALYSIS_DIR}/memory/{probe_id}.json" for probe_id in MEMORY_PROBES]
 SPECTRA_CSVS = [analysis_csv("spectra", run_id) for run_id in config["analysis"]["spectra"]["runs"]]
 FRONTIER_CSVS = [analysis_csv("frontier", run_id) for run_id in config["analysis"]["frontier"]["runs"]]
 ANALYSIS_TARGETS = [
     *SPECTRA_CSVS,
-    *[f"{ANALYSIS_DIR}/lyapunov/{run_id}.{ext}" for run_id in config["analysis"]["lyapunov"]["runs"] for ext in ("csv", "html")],
+    *[
+        f"{ANALYSIS_DIR}/lyapunov/{run_id}.{ext}"
+        for run_id in config["analysis"]["lyapunov"]["runs"]
+        for ext in ("csv", "html")
+    ],
     f"{CLUSTERING_DIR}/trajectories.csv",
     f"{CLUSTERING_DIR}/stats.csv",
     *FRONTIER_CSVS,
@@ -66,15 +72,28 @@ REPORT_TARGETS = [
     *[path for pair in DOWNSTREAM_PAIRS for path in table_files(f"{TABLES}/downstream_{pair}")],
     *table_files(f"{TABLES}/fidelity", formats=("md", "csv", "html")),
     *[path for group in TABLE_GROUPS for path in figure_files(f"{FIGURES}/curves/{group}")],
-    *[path for pair in DOWNSTREAM_PAIRS for k in SHOTS for path in figure_files(f"{FIGURES}/downstream/{pair}-{k}shot")],
+    *[
+        path
+        for pair in DOWNSTREAM_PAIRS
+        for k in SHOTS
+        for path in figure_files(f"{FIGURES}/downstream/{pair}-{k}shot")
+    ],
     *[path for run_id in config["analysis"]["spectra"]["runs"] for path in figure_files(f"{FIGURES}/spectra/{run_id}")],
-    *[path for run_id in config["analysis"]["lyapunov"]["runs"] for path in figure_files(f"{FIGURES}/lyapunov/{run_id}")],
+    *[
+        path
+        for run_id in config["analysis"]["lyapunov"]["runs"]
+        for path in figure_files(f"{FIGURES}/lyapunov/{run_id}")
+    ],
     *figure_files(f"{FIGURES}/clustering_trajectories"),
     *figure_files(f"{FIGURES}/clustering_stats"),
     *figure_files(f"{FIGURES}/frontier"),
     *(figure_files(f"{FIGURES}/finetune") if FINETUNE_TARGETS else []),
     *(figure_files(f"{FIGURES}/beta2") if BETA2_SUMMARIES else []),
-    *(figure_files(f"{FIGURES}/time_embed_dim_ppl") + figure_files(f"{FIGURES}/time_embed_dim_throughput") if TIME_EMBED_DIM_SUMMARIES else []),
+    *(
+        figure_files(f"{FIGURES}/time_embed_dim_ppl") + figure_files(f"{FIGURES}/time_embed_dim_throughput")
+        if TIME_EMBED_DIM_SUMMARIES
+        else []
+    ),
     *(figure_files(f"{FIGURES}/time_mlp_design") if TIME_MLP_DESIGN_SUMMARIES else []),
     *figure_files(f"{FIGURES}/memory"),
     *table_files(f"{RESULTS}/scorecard", formats=("md", "csv", "html")),
