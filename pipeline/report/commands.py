@@ -46,28 +46,18 @@ def _figure(args: argparse.Namespace) -> None:
         raise ValueError(f"figure {kind}: --png and --pdf name {len(args.png)} and {len(args.pdf)} files; "
                          f"expected {expected} each ({FIGURES[kind]}).")
     outs = [FigureFiles(png, pdf) for png, pdf in zip(args.png, args.pdf, strict=True)]
-    if kind == "curves":
-        figures.curves_figure(args.inputs, *outs)
-    elif kind == "beta2":
-        figures.beta2_figure(args.inputs, *outs)
-    elif kind == "time-embed-dim":
-        figures.time_embed_dim_figures(args.inputs, *outs)
-    elif kind == "time-mlp-design":
-        figures.time_mlp_design_figure(args.inputs, *outs)
-    elif kind == "memory":
-        figures.memory_figure(args.inputs, *outs)
-    elif kind == "finetune":
-        figures.finetune_figure(args.inputs, *outs)
-    elif kind == "downstream":
+    if kind == "downstream":
         figures.downstream_figures(args.inputs, dict(zip(args.shots, outs, strict=True)))
-    elif kind == "spectra":
-        figures.spectra_figure(*args.inputs, *outs)
     elif kind == "lyapunov":
         figures.lyapunov_figure(*args.inputs, *outs, output_token=args.output_token)
-    elif kind == "clustering":
-        figures.clustering_figures(*args.inputs, *outs)
-    elif kind == "frontier":
-        figures.frontier_figure(args.inputs, *outs)
+    elif kind in ("spectra", "clustering"):  # each input file is its own argument
+        {"spectra": figures.spectra_figure, "clustering": figures.clustering_figures}[kind](*args.inputs, *outs)
+    else:
+        draw = {"curves": figures.curves_figure, "beta2": figures.beta2_figure,
+                "time-embed-dim": figures.time_embed_dim_figures, "time-mlp-design": figures.time_mlp_design_figure,
+                "memory": figures.memory_figure, "finetune": figures.finetune_figure,
+                "frontier": figures.frontier_figure}[kind]
+        draw(args.inputs, *outs)
 
 
 FIGURES = {
