@@ -11,7 +11,6 @@ import logging
 import sys
 import traceback
 
-from pipeline import cost as cost_commands
 from pipeline.analysis import commands as analysis_commands
 from pipeline.bench import commands as bench_commands
 from pipeline.data import commands as data_commands
@@ -21,8 +20,7 @@ from pipeline.phases import LOG_FORMAT, mark_phase, process_start_time
 from pipeline.report import commands as report_commands
 from pipeline.train import commands as train_commands
 
-STAGES = (data_commands, train_commands, evaluate_commands, analysis_commands, report_commands, cost_commands,
-          bench_commands)
+STAGES = (data_commands, train_commands, evaluate_commands, analysis_commands, report_commands, bench_commands)
 
 
 def build_parser() -> argparse.ArgumentParser:

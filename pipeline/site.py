@@ -9,7 +9,7 @@ A training run (pretraining, fine-tune) gets the fewest GPUs of one node that
 - hold its optimizer state: 16 bytes per parameter (f32 parameters, gradients and AdamW's two moments), at most
   half of each GPU's memory (the other half for activations), sharded across the GPUs, and
 - finish within ``target_runtime_min``: wall-clock = GPU-hours × ``safety_factor`` / GPUs, with GPU-hours from
-  ``pipeline.cost`` (measured throughput where ``results/benchmarks/throughput-sizes-<device>.csv`` has the model,
+  ``pipeline.bench.cost`` (measured throughput where ``results/benchmarks/throughput-sizes-<device>.csv`` has the model,
   else FLOPs at ``mfu`` of the device's peak),
 
 and divide its batch size (data parallelism); its walltime is that wall-clock plus ``STARTUP_MIN``, capped at the
@@ -180,7 +180,7 @@ class JobResources:
 
     @functools.cached_property
     def _workloads(self) -> dict[tuple[str, str], Any]:
-        from pipeline.cost import downstream_workloads, finetune_workloads, pretrain_workloads
+        from pipeline.bench.cost import downstream_workloads, finetune_workloads, pretrain_workloads
 
         return {(workload.stage, workload.run_id): workload
                 for workload in pretrain_workloads(self.config) + finetune_workloads(self.config)
@@ -188,14 +188,14 @@ class JobResources:
 
     @functools.cached_property
     def _measured(self) -> dict:
-        from pipeline.cost import default_throughput_path, read_throughput
+        from pipeline.bench.cost import default_throughput_path, read_throughput
 
         path = default_throughput_path(self.site.device)
         return read_throughput(path, self.site.device) if path.is_file() else {}
 
     def cost(self, stage: str, run_id: str) -> dict[str, Any]:
         """The cost preview's row of one run (``gpu_hours``, ``parameters``, ...) on the site's device."""
-        from pipeline.cost import cost_rows
+        from pipeline.bench.cost import cost_rows
 
         if (stage, run_id) not in self._costs:
             self._costs[stage, run_id] = cost_rows([self._workloads[stage, run_id]], self.site.device, self._measured,

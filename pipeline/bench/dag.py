@@ -144,12 +144,11 @@ def _bench_dag(args: argparse.Namespace) -> None:
     print(f"wrote {md} and {table}")
 
 
-def register(verbs: argparse._SubParsersAction) -> None:
-    from pipeline.cost import BENCHMARKS_DIR
+def register(benchmarks: argparse._SubParsersAction) -> None:
+    """``bench dag`` among the subcommands of ``bench`` (``pipeline.bench.commands``)."""
+    from pipeline.bench.cost import BENCHMARKS_DIR
 
-    bench = verbs.add_parser("bench", help="benchmarks of the pipeline itself ('bench dag': a DAG's time by phase)")
-    kinds = bench.add_subparsers(dest="benchmark", required=True)
-    dag = kinds.add_parser("dag", help="per job kind, the split of a finished DAG's wall time into phases")
+    dag = benchmarks.add_parser("dag", help="per job kind, the split of a finished DAG's wall time into phases")
     dag.add_argument("workdir", type=Path, help="the DAG's working directory (snakemake --directory)")
     dag.add_argument("--label", required=True, help="names the tables: results/benchmarks/dag-<label>.{md,csv}")
     dag.add_argument("--preset", default="tiny", help="the preset the DAG ran (default: tiny)")

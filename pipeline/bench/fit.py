@@ -188,8 +188,8 @@ def write_fit(config: dict[str, Any], device: str, gpus: int, run_ids: list[str]
               out_csv: Path) -> list[dict[str, Any]]:
     """Plan every pretraining run and memory probe of ``config`` (or ``run_ids``) and write the fit table."""
     from pipeline.artifacts import atomic_write_text
+    from pipeline.bench.cost import vocab_size
     from pipeline.config import memory_probes, pretrain_runs
-    from pipeline.cost import vocab_size
 
     if device not in DEVICE_MEMORY_BYTES:
         raise ValueError(f"--device {device!r}: unknown GPU; expected one of {sorted(DEVICE_MEMORY_BYTES)}.")

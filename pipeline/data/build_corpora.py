@@ -1,8 +1,8 @@
 """Build the shipped tiny corpora from version-pinned Debian packages.
 
-    python -m pipeline.data.build_corpora                # apt-get download, build into pipeline/data/corpora
-    python -m pipeline.data.build_corpora --deb-dir DIR  # use (or download into) DIR for the .deb files
-    python -m pipeline.data.build_corpora --check        # rebuild in a temp dir, compare with shipped files
+    python -m pipeline build-corpora                # apt-get download, build into pipeline/data/corpora
+    python -m pipeline build-corpora --deb-dir DIR  # use (or download into) DIR for the .deb files
+    python -m pipeline build-corpora --check        # rebuild in a temp dir, compare with shipped files
 
 The .deb files are read with the standard library (ar + tar), so `dpkg` is not needed; their sha256 is
 checked against the pins below before anything is extracted. Output is byte-for-byte reproducible.
@@ -10,13 +10,11 @@ checked against the pins below before anything is extracted. Output is byte-for-
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import hashlib
 import io
 import re
 import subprocess
-import sys
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
@@ -294,7 +292,7 @@ quotes, jokes, anecdotes and poems, standing in for OpenWebText). Files are gzip
 ## Build command
 
 ```
-python -m pipeline.data.build_corpora --out pipeline/data/corpora
+python -m pipeline build-corpora --out pipeline/data/corpora
 ```
 
 It runs `apt-get download <package>=<version>` (Debian 12 bookworm) unless `--deb-dir` holds the .deb
@@ -372,33 +370,18 @@ def _corpus_files() -> Iterator[str]:
             yield corpus_filename(name, split)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--out", type=Path, default=CORPORA_DIR, help="output directory")
-    parser.add_argument("--deb-dir", type=Path, help="directory holding (or receiving) the pinned .deb files")
-    parser.add_argument("--check", action="store_true", help="rebuild in a temp dir and compare with --out")
-    args = parser.parse_args(argv)
+def rebuild(out: Path, deb_dir: Path | None, check: bool) -> dict[str, dict[str, dict[str, int]]]:
+    """Build every corpus into ``out`` (``deb_dir``: where the pinned .deb files are or are downloaded to) or, with
+    ``check``, into a temporary folder compared with ``out``; documents and characters per corpus and split."""
     with tempfile.TemporaryDirectory() as scratch:
-        deb_dir = args.deb_dir or Path(scratch) / "debs"
+        deb_dir = deb_dir or Path(scratch) / "debs"
         deb_dir.mkdir(parents=True, exist_ok=True)
-        target = Path(scratch) / "built" if args.check else args.out
+        target = Path(scratch) / "built" if check else out
         stats = build_all(target, deb_dir)
-        if args.check:
-            differing = [
-                f
-                for f in _corpus_files()
-                if _decompressed_sha256(target / f) != _decompressed_sha256(args.out / f)
-            ]
+        if check:
+            differing = [name for name in _corpus_files()
+                         if _decompressed_sha256(target / name) != _decompressed_sha256(out / name)]
             if differing:
-                print(f"Rebuilt files differ from {args.out}: {', '.join(differing)}", file=sys.stderr)
-                return 1
-    for name, splits in stats.items():
-        for split, s in splits.items():
-            print(f"{corpus_filename(name, split)}: {s['documents']} documents, {s['characters']} characters")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+                raise ValueError(f"{out}: {', '.join(differing)} differ from a rebuild; run build-corpora without "
+                                 "--check to rewrite them.")
+    return stats

@@ -1,4 +1,4 @@
-"""Verbs of the data stage: ``corpus``, ``tokenizer``, ``cache``."""
+"""Verbs of the data stage: ``corpus``, ``tokenizer``, ``cache``; ``build-corpora`` (the shipped tiny corpora)."""
 
 from __future__ import annotations
 
@@ -70,6 +70,14 @@ def _cache(args: argparse.Namespace) -> None:
     logging.info("token cache %s: %s", args.out, json.dumps(stats))
 
 
+def _build_corpora(args: argparse.Namespace) -> None:
+    from pipeline.data.build_corpora import corpus_filename, rebuild
+
+    for name, splits in rebuild(args.out, args.deb_dir, args.check).items():
+        for split, stats in splits.items():
+            print(f"{corpus_filename(name, split)}: {stats['documents']} documents, {stats['characters']} characters")
+
+
 def register(verbs: argparse._SubParsersAction) -> None:
     corpus = verbs.add_parser("corpus", help="export a corpus to JSONL train/validation splits")
     corpus.add_argument("--source", required=True, help="the dataset's `source` entry of the preset, as JSON")
@@ -97,3 +105,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     cache.add_argument("--out", type=Path, required=True)
     add_ray_options(cache)
     cache.set_defaults(run=_cache)
+
+    build = verbs.add_parser("build-corpora", help="rebuild the shipped tiny corpora from version-pinned Debian "
+                                                   "packages (maintainers; byte-identical output)")
+    build.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "corpora",
+                       help="output folder (default: pipeline/data/corpora)")
+    build.add_argument("--deb-dir", type=Path, default=None,
+                       help="folder holding (or receiving) the pinned .deb files (default: a temporary one)")
+    build.add_argument("--check", action="store_true", help="rebuild in a temporary folder and compare with --out")
+    build.set_defaults(run=_build_corpora)

@@ -1,7 +1,7 @@
 """Builder of the tiny preset's two lm-eval tasks (``pipeline/evaluate/tasks/``) from the shipped tiny corpora.
 
 Items come from the *validation* splits of the two corpora (pydocs, fortunes; ``pipeline/data/corpora``), which no
-model trains on, and are drawn with a fixed seed, so re-running ``python -m pipeline.evaluate.build_tasks``
+model trains on, and are drawn with a fixed seed, so re-running ``python -m pipeline build-tasks``
 rewrites byte-identical files:
 
 - ``tiny_choice`` (multiple choice, scored like ARC/PIQA/HellaSwag by lm-eval: acc, acc_norm): a sentence cut after
@@ -125,6 +125,3 @@ def build_task_data(out_dir: Path = TASKS_DIR) -> dict[str, dict[str, int]]:
             counts[task][split] = len(items)
     return counts
 
-
-if __name__ == "__main__":
-    print(json.dumps(build_task_data(), indent=2))

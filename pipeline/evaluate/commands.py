@@ -1,4 +1,5 @@
-"""Verbs of the evaluation stage: ``downstream`` (lm-eval on one trained run, App. C.7), one Ray task."""
+"""Verbs of the evaluation stage: ``downstream`` (lm-eval on one trained run, App. C.7), one Ray task; ``build-tasks``
+(the tiny preset's shipped lm-eval tasks)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ def _downstream(args: argparse.Namespace) -> None:
     logging.info("downstream finished: %s", json.dumps(summary))
 
 
+def _build_tasks(args: argparse.Namespace) -> None:
+    from pipeline.evaluate.build_tasks import build_task_data
+
+    print(json.dumps(build_task_data(args.out), indent=2))
+
+
 def register(verbs: argparse._SubParsersAction) -> None:
     downstream = verbs.add_parser("downstream", help="lm-eval tasks on one trained run (zero/few-shot), as a Ray task")
     downstream.add_argument("--run-dir", type=Path, required=True)
@@ -40,3 +47,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
     downstream.add_argument("--batch-size", type=int, default=32, help="requests per forward pass")
     add_ray_options(downstream, gpus=True)
     downstream.set_defaults(run=_downstream)
+
+    build = verbs.add_parser("build-tasks", help="rebuild the tiny preset's lm-eval tasks from the validation splits "
+                                                 "of the shipped corpora (maintainers; byte-identical output)")
+    build.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "tasks",
+                       help="output folder (default: pipeline/evaluate/tasks)")
+    build.set_defaults(run=_build_tasks)

@@ -6,71 +6,71 @@ import argparse
 from pathlib import Path
 
 
+def _table_files(args: argparse.Namespace):
+    from pipeline.report.tables import TableFiles
+
+    return TableFiles(md=args.md, csv=args.csv, html=args.html, tex=getattr(args, "tex", None))
+
+
 def _perplexity_table(args: argparse.Namespace) -> None:
     from pipeline.report.tables import write_perplexity_tables
 
-    write_perplexity_tables(args.summaries, out=args.out, runs_csv=args.runs_csv)
+    write_perplexity_tables(args.summaries, out=_table_files(args), runs_csv=args.runs_csv)
 
 
 def _spec_table(args: argparse.Namespace) -> None:
     from pipeline.report.tables import write_model_spec_table
 
-    write_model_spec_table(args.summaries, out=args.out)
+    write_model_spec_table(args.summaries, out=_table_files(args))
 
 
 def _downstream_table(args: argparse.Namespace) -> None:
     from pipeline.report.tables import write_downstream_table
 
-    write_downstream_table(args.csvs, out=args.out)
+    write_downstream_table(args.csvs, out=_table_files(args))
 
 
 def _param_count_table(args: argparse.Namespace) -> None:
     from pipeline.report.tables import write_param_count_table
 
-    write_param_count_table(args.csv, out=args.out)
+    write_param_count_table(args.csv_in, out=_table_files(args))
 
 
 def _figure(args: argparse.Namespace) -> None:
     from pipeline.report import figures
+    from pipeline.report.style import FigureFiles
 
     kind = args.kind
-    if kind == "curves":
-        figures.curves_figure(args.inputs, args.out)
-    elif kind == "beta2":
-        figures.beta2_figure(args.inputs, args.out)
-    elif kind == "time-embed-dim":
-        figures.time_embed_dim_figures(args.inputs, args.out.with_name(f"{args.out.name}_ppl"),
-                                       args.out.with_name(f"{args.out.name}_throughput"))
-    elif kind == "time-mlp-design":
-        figures.time_mlp_design_figure(args.inputs, args.out)
-    elif kind == "memory":
-        figures.memory_figure(args.inputs, args.out)
-    elif kind == "finetune":
-        figures.finetune_figure(args.inputs, args.out)
-    elif kind == "downstream":
-        figures.downstream_figures(args.inputs, args.out, args.shots)
-    elif kind == "spectra":
-        figures.spectra_figure(*args.inputs, args.out)
+    expected = len(args.shots) if kind == "downstream" else 2 if kind in ("time-embed-dim", "clustering") else 1
+    if not len(args.png) == len(args.pdf) == expected:
+        raise ValueError(f"figure {kind}: --png and --pdf name {len(args.png)} and {len(args.pdf)} files; "
+                         f"expected {expected} each ({FIGURES[kind]}).")
+    outs = [FigureFiles(png, pdf) for png, pdf in zip(args.png, args.pdf, strict=True)]
+    if kind == "downstream":
+        figures.downstream_figures(args.inputs, dict(zip(args.shots, outs, strict=True)))
     elif kind == "lyapunov":
-        figures.lyapunov_figure(*args.inputs, args.out, output_token=args.output_token)
-    elif kind == "clustering":
-        figures.clustering_figures(*args.inputs, args.out.with_name(f"{args.out.name}_trajectories"),
-                                   args.out.with_name(f"{args.out.name}_stats"))
-    elif kind == "frontier":
-        figures.frontier_figure(args.inputs, args.out)
+        figures.lyapunov_figure(*args.inputs, *outs, output_token=args.output_token)
+    elif kind in ("spectra", "clustering"):  # each input file is its own argument
+        {"spectra": figures.spectra_figure, "clustering": figures.clustering_figures}[kind](*args.inputs, *outs)
+    else:
+        draw = {"curves": figures.curves_figure, "beta2": figures.beta2_figure,
+                "time-embed-dim": figures.time_embed_dim_figures, "time-mlp-design": figures.time_mlp_design_figure,
+                "memory": figures.memory_figure, "finetune": figures.finetune_figure,
+                "frontier": figures.frontier_figure}[kind]
+        draw(args.inputs, *outs)
 
 
 FIGURES = {
     "curves": "Figs. 4, 8: validation curves of one dataset and size (inputs: the runs' summary.json)",
     "beta2": "Fig. 7: Adam beta2 ablation (summary.json of the base and beta2 runs)",
-    "time-embed-dim": "Figs. 14-15: writes <out>_ppl and <out>_throughput (summary.json of the D runs + GPT)",
+    "time-embed-dim": "Figs. 14-15: perplexity then throughput vs D (summary.json of the D runs + GPT)",
     "memory": "Fig. 16: peak train-step memory vs D (the memory probes' JSON records)",
     "time-mlp-design": "Fig. 18: time-weight design ablation (summary.json of the two runs)",
     "finetune": "Fig. 5: fine-tune curves (the fine-tunes' summary.json)",
-    "downstream": "Figs. 9-12: writes <out>-<k>shot for each --shots k (downstream.csv of one pair)",
+    "downstream": "Figs. 9-12: one figure per --shots k, in that order (downstream.csv of one pair)",
     "spectra": "Fig. 2a/b, App. E: one spectra CSV",
     "lyapunov": "Fig. 3, App. F: one Lyapunov CSV",
-    "clustering": "Figs. 2c/d, 13: writes <out>_trajectories and <out>_stats (trajectories.csv stats.csv)",
+    "clustering": "Figs. 2c/d, 13: trajectories then cluster statistics (trajectories.csv stats.csv)",
     "frontier": "compute/quality frontier (the frontier CSVs)",
 }
 
@@ -81,7 +81,7 @@ def _scorecard(args: argparse.Namespace) -> None:
     write_scorecard(ScorecardInputs(preset=args.preset, runs_csv=args.runs_csv, finetune_summaries=args.finetune,
                                     downstream=args.downstream, spectra=args.spectra,
                                     clustering_stats=args.clustering_stats, clustering_sweep=args.clustering_sweep,
-                                    memory=args.memory), out=args.out)
+                                    memory=args.memory), out=_table_files(args))
 
 
 def _fidelity_table(args: argparse.Namespace) -> None:
@@ -89,50 +89,58 @@ def _fidelity_table(args: argparse.Namespace) -> None:
 
     from pipeline.report.fidelity import write_fidelity_table
 
-    write_fidelity_table(json.loads(args.config_json), out=args.out)
+    write_fidelity_table(json.loads(args.config_json), out=_table_files(args))
+
+
+def _table_arguments(parser: argparse.ArgumentParser, *, tex: bool) -> None:
+    parser.add_argument("--md", type=Path, required=True, help="Markdown view")
+    parser.add_argument("--csv", type=Path, required=True, help="tidy CSV, one row per number")
+    parser.add_argument("--html", type=Path, required=True, help="HTML view (the one the Snakemake report embeds)")
+    if tex:
+        parser.add_argument("--tex", type=Path, required=True, help="LaTeX booktabs view")
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    out_help = "output path without suffix: writes .md, .csv, .tex and .html"
     table = verbs.add_parser("perplexity-table", help="Tables 1-2 from run summaries")
-    table.add_argument("--out", type=Path, required=True, help=out_help)
+    _table_arguments(table, tex=True)
     table.add_argument("--runs-csv", type=Path, required=True, help="CSV of every pretraining run")
     table.add_argument("summaries", nargs="+", type=Path)
     table.set_defaults(run=_perplexity_table)
 
     table = verbs.add_parser("fidelity-table", help="the fidelity ledger for a resolved preset (.md, .csv, .html)")
-    table.add_argument("--out", type=Path, required=True, help="output path without suffix")
+    _table_arguments(table, tex=False)
     table.add_argument("--config-json", required=True, help="the resolved preset's PRESET_SECTIONS as JSON")
     table.set_defaults(run=_fidelity_table)
 
     table = verbs.add_parser("spec-table", help="Table 3 from the runs' config.yaml (beside each summary.json)")
-    table.add_argument("--out", type=Path, required=True, help=out_help)
+    _table_arguments(table, tex=True)
     table.add_argument("summaries", nargs="+", type=Path)
     table.set_defaults(run=_spec_table)
 
     table = verbs.add_parser("downstream-table", help="Tables 4-5 from downstream.csv files")
-    table.add_argument("--out", type=Path, required=True, help=out_help)
+    _table_arguments(table, tex=True)
     table.add_argument("csvs", nargs="+", type=Path)
     table.set_defaults(run=_downstream_table)
 
     table = verbs.add_parser("param-count-table", help="Table 6 from analysis/param_counts.csv")
-    table.add_argument("--out", type=Path, required=True, help=out_help)
-    table.add_argument("csv", type=Path)
+    _table_arguments(table, tex=True)
+    table.add_argument("csv_in", metavar="param_counts.csv", type=Path)
     table.set_defaults(run=_param_count_table)
 
-    figure = verbs.add_parser("figure", help="one figure (PNG + PDF): " + "; ".join(
+    figure = verbs.add_parser("figure", help="one figure (PNG + PDF), or several of one kind: " + "; ".join(
         f"{kind}: {text}" for kind, text in FIGURES.items()))
     figure.add_argument("kind", choices=sorted(FIGURES))
-    figure.add_argument("--out", type=Path, required=True, help="output path without suffix: writes .png and .pdf")
+    figure.add_argument("--png", type=Path, nargs="+", required=True, help="PNG of each figure the kind draws")
+    figure.add_argument("--pdf", type=Path, nargs="+", required=True, help="PDF of each, in the same order")
     figure.add_argument("--shots", type=lambda text: [int(k) for k in text.split(",")], default=[],
                         help="comma-separated shot counts (downstream only)")
     figure.add_argument("--output-token", type=int, default=-1,
                         help="index of the output token j in each sentence (lyapunov only; analysis.lyapunov)")
-    figure.add_argument("inputs", nargs="+", type=Path)
+    figure.add_argument("--inputs", type=Path, nargs="+", required=True, help="the tidy files the figure reads")
     figure.set_defaults(run=_figure)
 
     card = verbs.add_parser("scorecard", help="our numbers and evidence beside the paper's numbers and claims")
-    card.add_argument("--out", type=Path, required=True, help="output path without suffix: writes .md, .csv, .html")
+    _table_arguments(card, tex=False)
     card.add_argument("--preset", required=True)
     card.add_argument("--runs-csv", type=Path, required=True)
     card.add_argument("--finetune", type=Path, nargs="*", default=[], help="fine-tune summary.json files")

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from pipeline.artifacts import atomic_write_text
 from pipeline.families import SHARED_FAMILIES
+
+if TYPE_CHECKING:
+    from pipeline.report.tables import TableFiles
 
 LEDGER_PATH = Path(__file__).parent / "reference" / "fidelity.csv"
 PRESET_SECTIONS = ("preset", "fidelity", "defaults", "pretrain", "finetune", "analysis")
@@ -123,12 +126,12 @@ def linked_rows(source: str) -> str:
     return ", ".join(row_id for row_id, moves in _moves() if source in moves)
 
 
-def write_fidelity_table(config: dict[str, Any], *, out: Path) -> None:
-    """``out``.csv, ``out``.md and ``out``.html: the ledger for the preset that ran."""
+def write_fidelity_table(config: dict[str, Any], *, out: TableFiles) -> None:
+    """``out.csv``, ``out.md`` and ``out.html``: the ledger for the preset that ran."""
     table = ledger(config)
-    atomic_write_text(out.with_suffix(".csv"), table.to_csv(index=False))
-    atomic_write_text(out.with_suffix(".md"), f"# Fidelity ledger (preset `{config['preset']}`)\n\n"
+    atomic_write_text(out.csv, table.to_csv(index=False))
+    atomic_write_text(out.md, f"# Fidelity ledger (preset `{config['preset']}`)\n\n"
                       + table.to_markdown(index=False) + "\n")
-    atomic_write_text(out.with_suffix(".html"), "<!DOCTYPE html><html><head><meta charset='utf-8'><style>"
+    atomic_write_text(out.html, "<!DOCTYPE html><html><head><meta charset='utf-8'><style>"
                       "body{font-family:sans-serif} table{border-collapse:collapse} td,th{padding:2px 8px;"
                       "vertical-align:top}</style></head><body>" + table.to_html(index=False) + "</body></html>\n")

@@ -1,6 +1,7 @@
 """The paper's figures from the stages' tidy files only (seaborn; PNG + PDF through ``style.save_figure``).
 
-Each ``*_figure`` function reads the contract files it is given, draws one figure and writes ``out``.png/.pdf.
+Each ``*_figure`` function reads the contract files it is given, draws one figure and writes it to its
+``FigureFiles`` (PNG and PDF).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import yaml
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
 from pipeline.families import DIFFEQ_FAMILIES, FAMILY_LABELS
-from pipeline.report.style import FAMILY_COLOURS, apply_style, panels, save_figure
+from pipeline.report.style import FAMILY_COLOURS, FigureFiles, apply_style, panels, save_figure
 from pipeline.report.tables import (
     DATASET_LABELS,
     DOWNSTREAM_TABLES,
@@ -62,7 +63,7 @@ def _curve_axes(axes, title: str) -> None:
     axes.set(xlabel=STEP_LABEL, ylabel=PPL_LABEL, yscale="log", title=title)
 
 
-def curves_figure(summaries: list[Path], out: Path) -> None:
+def curves_figure(summaries: list[Path], out: FigureFiles) -> None:
     """Figs. 4 and 8: validation perplexity against training step for one dataset and size, one line per model."""
     apply_style()
     curves = pretrain_curves(summaries)
@@ -73,7 +74,7 @@ def curves_figure(summaries: list[Path], out: Path) -> None:
     save_figure(figure, out)
 
 
-def beta2_figure(summaries: list[Path], out: Path) -> None:
+def beta2_figure(summaries: list[Path], out: FigureFiles) -> None:
     """Fig. 7: GPT and DiffEqFormer with Adam β2 = 0.95 and 0.999, one panel per model."""
     apply_style()
     curves = pretrain_curves(summaries).assign(beta2=lambda frame: frame["beta2"].map(lambda b: f"β2 = {b:g}"))
@@ -85,7 +86,7 @@ def beta2_figure(summaries: list[Path], out: Path) -> None:
     save_figure(figure, out)
 
 
-def time_embed_dim_figures(summaries: list[Path], out_ppl: Path, out_throughput: Path) -> None:
+def time_embed_dim_figures(summaries: list[Path], out_ppl: FigureFiles, out_throughput: FigureFiles) -> None:
     """Figs. 14-15: DiffEqFormer across the time-embedding dimension D against the GPT baseline of the same
     shape: validation curves and final perplexity (Fig. 14), training throughput (Fig. 15)."""
     apply_style()
@@ -118,7 +119,7 @@ def time_embed_dim_figures(summaries: list[Path], out_ppl: Path, out_throughput:
     save_figure(figure, out_throughput)
 
 
-def memory_figure(records: list[Path], out: Path) -> None:
+def memory_figure(records: list[Path], out: FigureFiles) -> None:
     """Fig. 16: peak memory of one training step of DiffEqFormer against the time-embedding dimension D, the
     baseline of the same shape dashed (left), and the growth of parameters and of peak memory relative to the
     smallest D (right): the paper's claim is that memory grows far less than the parameter count (App. D)."""
@@ -151,7 +152,7 @@ def memory_figure(records: list[Path], out: Path) -> None:
     save_figure(figure, out)
 
 
-def time_mlp_design_figure(summaries: list[Path], out: Path) -> None:
+def time_mlp_design_figure(summaries: list[Path], out: FigureFiles) -> None:
     """Fig. 18: the paper's design (only the sinusoid shared) against one MLP shared by all weights (App. D.2)."""
     apply_style()
     curves = pretrain_curves(summaries).assign(design=lambda frame: frame["shared_time_mlp"].map(
@@ -177,7 +178,7 @@ def finetune_runs(summaries: list[Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def finetune_figure(summaries: list[Path], out: Path) -> None:
+def finetune_figure(summaries: list[Path], out: FigureFiles) -> None:
     """Fig. 5: validation perplexity on the target dataset while fine-tuning, one panel per method and direction."""
     apply_style()
     runs = finetune_runs(summaries).sort_values(["family", "num_steps", "step"], ascending=[False, True, True])
@@ -200,15 +201,15 @@ def finetune_figure(summaries: list[Path], out: Path) -> None:
     save_figure(figure, out)
 
 
-def downstream_figures(paths: list[Path], out: Path, shots: list[int]) -> None:
+def downstream_figures(paths: list[Path], outs: dict[int, FigureFiles]) -> None:
     """Figs. 9-12: accuracy per task with ±1 standard error bars, baseline against DiffEqFormer, one figure per
-    shot count, written to ``out``-<k>shot.png/.pdf."""
+    shot count k, written to ``outs[k]``."""
     apply_style()
     table = downstream_table(load_downstream(paths))
-    for k in shots:
+    for k, out in outs.items():
         selected = table[table["shots"] == k]
         if selected.empty:
-            raise ValueError(f"{paths[0]}: key 'shots' has no rows with {k} shots; expected {shots}.")
+            raise ValueError(f"{paths[0]}: key 'shots' has no rows with {k} shots; expected {list(outs)}.")
         tasks = sorted(selected["task"].unique())
         models = list(dict.fromkeys(selected.sort_values("role")["model"]))
         figure, axes = panels(1, 1)
@@ -224,10 +225,10 @@ def downstream_figures(paths: list[Path], out: Path, shots: list[int]) -> None:
         axis.set(xlabel="task", ylabel="accuracy (%)",
                  title=f"{DOWNSTREAM_TABLES.get(pair, pair).split(', ')[-1]}, {k}-shot")
         axis.legend()
-        save_figure(figure, out.with_name(f"{out.name}-{k}shot"))
+        save_figure(figure, out)
 
 
-def spectra_figure(path: Path, out: Path) -> None:
+def spectra_figure(path: Path, out: FigureFiles) -> None:
     """Fig. 2a/b, App. E: real parts of the eigenvalues of every head's QK and OV matrices (and of the feed-forward
     W_fc W_proj when present) against depth time t (for a GPT, t = (layer+1)/L), coloured by head."""
     apply_style()
@@ -244,7 +245,7 @@ def spectra_figure(path: Path, out: Path) -> None:
     save_figure(figure, out)
 
 
-def lyapunov_figure(path: Path, out: Path, output_token: int = -1) -> None:
+def lyapunov_figure(path: Path, out: FigureFiles, output_token: int = -1) -> None:
     """Fig. 3, App. F: the largest Lyapunov exponent of the output token j's trajectory with respect to each input
     token, one heat-map row per sentence, tokens as labels. Token j itself (``output_token``, an index into the
     sentence) is greyed out and left out of the colour range: its self-sensitivity (~1/t) would wash out the
@@ -271,7 +272,8 @@ def lyapunov_figure(path: Path, out: Path, output_token: int = -1) -> None:
     save_figure(figure, out)
 
 
-def clustering_figures(trajectories_path: Path, stats_path: Path, out_trajectories: Path, out_stats: Path) -> None:
+def clustering_figures(trajectories_path: Path, stats_path: Path, out_trajectories: FigureFiles,
+                       out_stats: FigureFiles) -> None:
     """Fig. 2c/d and 13: token trajectories of the attention-only ODE for each magnitude function a(t) (3-D, the
     final positions marked), and the cluster count and mean pairwise distance at t = 1 per magnitude."""
     apply_style()
@@ -299,7 +301,7 @@ def clustering_figures(trajectories_path: Path, stats_path: Path, out_trajectori
     save_figure(figure, out_stats)
 
 
-def frontier_figure(paths: list[Path], out: Path) -> None:
+def frontier_figure(paths: list[Path], out: FigureFiles) -> None:
     """Compute/quality frontier: validation perplexity of trained DiffEqFormers re-solved with other step counts
     and solvers, against vector-field evaluations per token."""
     apply_style()

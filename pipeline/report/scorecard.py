@@ -21,6 +21,7 @@ from pipeline.artifacts import atomic_write_text
 from pipeline.families import DIFFEQ_FAMILIES, FAMILY_LABELS, SHARED_FAMILIES
 from pipeline.report.fidelity import linked_rows
 from pipeline.report.tables import (
+    TableFiles,
     downstream_table,
     eval_curve,
     load_downstream,
@@ -413,13 +414,13 @@ def scorecard_markdown(card: pd.DataFrame, preset: str) -> str:
     return "\n".join(parts)
 
 
-def write_scorecard(inputs: ScorecardInputs, *, out: Path) -> None:
-    """``out``.csv (tidy), ``out``.md and ``out``.html (the view the Snakemake report embeds)."""
+def write_scorecard(inputs: ScorecardInputs, *, out: TableFiles) -> None:
+    """``out.csv`` (tidy), ``out.md`` and ``out.html`` (the view the Snakemake report embeds)."""
     card = scorecard(inputs)
     markdown = scorecard_markdown(card, inputs.preset)
-    atomic_write_text(out.with_suffix(".csv"), card.to_csv(index=False))
-    atomic_write_text(out.with_suffix(".md"), markdown)
-    atomic_write_text(out.with_suffix(".html"), "<!DOCTYPE html><html><head><meta charset='utf-8'><style>"
+    atomic_write_text(out.csv, card.to_csv(index=False))
+    atomic_write_text(out.md, markdown)
+    atomic_write_text(out.html, "<!DOCTYPE html><html><head><meta charset='utf-8'><style>"
                       "body{font-family:sans-serif} table{border-collapse:collapse} td,th{padding:2px 8px}</style>"
                       f"</head><body>{card.to_html(index=False, na_rep='–', float_format='{:.4g}'.format)}"
                       "</body></html>\n")

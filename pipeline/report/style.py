@@ -9,6 +9,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import matplotlib
 
@@ -40,15 +41,22 @@ def panels(rows: int, columns: int, **kwargs) -> tuple[plt.Figure, object]:
                         squeeze=False, layout="constrained", **kwargs)
 
 
-def save_figure(figure: plt.Figure, out: Path) -> None:
-    """Write ``out`` + ``.png`` and ``.pdf`` (``out`` has no suffix), each through a temporary file and a rename."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in (".png", ".pdf"):
-        handle, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=suffix)
+class FigureFiles(NamedTuple):
+    """Where one figure goes: the PNG (the report shows it) and the PDF."""
+
+    png: Path
+    pdf: Path
+
+
+def save_figure(figure: plt.Figure, out: FigureFiles) -> None:
+    """Write ``out.png`` and ``out.pdf``, each through a temporary file and a rename."""
+    for path in out:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
         os.close(handle)
         try:
             figure.savefig(tmp, dpi=DPI)
-            publish(tmp, out.with_name(out.name + suffix))
+            publish(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

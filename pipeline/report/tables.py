@@ -1,15 +1,16 @@
 """The paper's tables from the stages' tidy files only (never checkpoints): tidy CSV first, then views.
 
-Every table is written as ``<out>.csv`` (tidy, one row per number), ``<out>.md`` (Markdown), ``<out>.tex``
-(LaTeX booktabs: ``\\toprule``/``\\midrule``/``\\bottomrule``) and ``<out>.html`` (the view the Snakemake report
-embeds). Tables 1-2: validation perplexity; Table 3: model specifications; Tables 4-5: downstream accuracy;
-Table 6: parameter count against the time-embedding dimension D.
+Every table is written to its ``TableFiles``: a CSV (tidy, one row per number), Markdown, LaTeX booktabs
+(``\\toprule``/``\\midrule``/``\\bottomrule``) and HTML (the view the Snakemake report embeds). Tables 1-2:
+validation perplexity; Table 3: model specifications; Tables 4-5: downstream accuracy; Table 6: parameter count
+against the time-embedding dimension D.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import yaml
@@ -73,9 +74,19 @@ def eval_curve(summary_path: Path) -> pd.DataFrame:
     return curve.drop_duplicates("step", keep="last").sort_values("step")
 
 
-def write_table(out: Path, *, heading: str, note: str, tidy: pd.DataFrame, sections: dict[str, pd.DataFrame]) -> None:
-    """Write ``out``.csv (``tidy``) and the Markdown, LaTeX booktabs and HTML views of ``sections`` (title → wide
-    table, its index as the first column)."""
+class TableFiles(NamedTuple):
+    """Where one table goes: the tidy CSV and its Markdown, HTML and (for the paper's tables) LaTeX views."""
+
+    md: Path
+    csv: Path
+    html: Path
+    tex: Path | None = None
+
+
+def write_table(out: TableFiles, *, heading: str, note: str, tidy: pd.DataFrame,
+                sections: dict[str, pd.DataFrame]) -> None:
+    """Write ``out.csv`` (``tidy``) and the Markdown, HTML and (where ``out.tex`` is given) LaTeX booktabs views of
+    ``sections`` (title → wide table, its index as the first column)."""
     markdown = [f"# {heading}\n", f"{note}\n"]
     latex = [f"% {heading}. {note}\n"]
     html = [f"<h1>{heading}</h1>", f"<p>{note}</p>"]
@@ -86,10 +97,11 @@ def write_table(out: Path, *, heading: str, note: str, tidy: pd.DataFrame, secti
                      .to_latex(hrules=True, caption=title.replace("%", r"\%"), position="ht",
                                position_float="centering", column_format="l" + "r" * section.shape[1]))
         html.append(f"<h2>{title}</h2>{section.to_html(border=0)}")
-    atomic_write_text(out.with_suffix(".csv"), tidy.to_csv(index=False))
-    atomic_write_text(out.with_suffix(".md"), "\n".join(markdown))
-    atomic_write_text(out.with_suffix(".tex"), "\n".join(latex))
-    atomic_write_text(out.with_suffix(".html"), "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+    atomic_write_text(out.csv, tidy.to_csv(index=False))
+    atomic_write_text(out.md, "\n".join(markdown))
+    if out.tex is not None:
+        atomic_write_text(out.tex, "\n".join(latex))
+    atomic_write_text(out.html, "<!DOCTYPE html><html><head><meta charset='utf-8'>"
                       "<style>body{font-family:sans-serif} table{border-collapse:collapse}"
                       " td,th{padding:2px 10px;text-align:right} thead{border-bottom:1px solid #444}</style>"
                       f"</head><body>{''.join(html)}</body></html>\n")
@@ -125,8 +137,8 @@ def perplexity_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return sections
 
 
-def write_perplexity_tables(summaries: list[Path], *, out: Path, runs_csv: Path) -> None:
-    """Tables 1-2 (``out``.*) and the list of every pretraining run, ablations included (``runs_csv``)."""
+def write_perplexity_tables(summaries: list[Path], *, out: TableFiles, runs_csv: Path) -> None:
+    """Tables 1-2 (``out``) and the list of every pretraining run, ablations included (``runs_csv``)."""
     runs = load_summaries(summaries)
     table = perplexity_table(runs)
     write_table(out, heading=f"Validation perplexity (preset `{runs['preset'].iloc[0]}`)",
@@ -190,7 +202,7 @@ def model_spec_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {"Table 3: model specifications": wide}
 
 
-def write_model_spec_table(summaries: list[Path], *, out: Path) -> None:
+def write_model_spec_table(summaries: list[Path], *, out: TableFiles) -> None:
     table = model_spec_table(summaries)
     write_table(out, heading="Model specifications", note="Read from each run's resolved config.yaml; parameters "
                 "from its summary.json (trainable), and as Levanter 1.1 counted them for the paper (Llama: + the RoPE "
@@ -234,7 +246,7 @@ def downstream_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return sections
 
 
-def write_downstream_table(paths: list[Path], *, out: Path) -> None:
+def write_downstream_table(paths: list[Path], *, out: TableFiles) -> None:
     table = downstream_table(load_downstream(paths))
     write_table(out, heading="Downstream accuracy (%)", note="lm-evaluation-harness accuracy (standard error), "
                 "zero- and few-shot; higher is better.", tidy=table, sections=downstream_sections(table))
@@ -255,7 +267,7 @@ def param_count_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {"Table 6: parameters against the time-embedding dimension D": wide}
 
 
-def write_param_count_table(path: Path, *, out: Path) -> None:
+def write_param_count_table(path: Path, *, out: TableFiles) -> None:
     table = param_count_table(path)
     write_table(out, heading="Parameter counts", note="DiffEqFormer's parameters grow linearly with D (paper Eq. 6); "
                 "the baselines' rows have no D.", tidy=table, sections=param_count_sections(table))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli import main
 from pipeline.data import build_corpora
 from pipeline.data.build_corpora import (
     CORPORA_DIR,
@@ -59,7 +60,7 @@ def test_shipped_files_match_provenance():
 
 def test_provenance_names_pinned_sources_and_command():
     text = PROVENANCE.read_text()
-    assert "python -m pipeline.data.build_corpora --out pipeline/data/corpora" in text
+    assert "python -m pipeline build-corpora --out pipeline/data/corpora" in text
     for source in SOURCES.values():
         assert f"| {source.package} | {source.version} | {source.pool_path} | {source.sha256} |" in text
 
@@ -245,4 +246,4 @@ def test_read_deb_rejects_non_deb(tmp_path):
     reason="set PIPELINE_DEB_DIR to a folder with the pinned .deb files",
 )
 def test_full_rebuild_matches_shipped_files():
-    assert build_corpora.main(["--deb-dir", os.environ["PIPELINE_DEB_DIR"], "--check"]) == 0
+    assert main(["build-corpora", "--deb-dir", os.environ["PIPELINE_DEB_DIR"], "--check"]) == 0

@@ -10,6 +10,19 @@ import pandas as pd
 import yaml
 
 from pipeline.config import memory_probes
+from pipeline.report.style import FigureFiles
+from pipeline.report.tables import TableFiles
+
+
+def table_files(stem: Path, *, tex: bool = True) -> TableFiles:
+    """A table's files named ``stem`` + .md/.csv/.html (and .tex)."""
+    return TableFiles(md=Path(f"{stem}.md"), csv=Path(f"{stem}.csv"), html=Path(f"{stem}.html"),
+                      tex=Path(f"{stem}.tex") if tex else None)
+
+
+def figure_files(stem: Path) -> FigureFiles:
+    return FigureFiles(png=Path(f"{stem}.png"), pdf=Path(f"{stem}.pdf"))
+
 
 SIZES = {"small": (48, 4), "medium": (64, 6), "large": (80, 8), "llama1b": (64, 4), "ft18": (48, 6),
          "ft24": (48, 8)}

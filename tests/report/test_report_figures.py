@@ -2,6 +2,7 @@
 
 import pytest
 from contract_files import (
+    figure_files,
     write_clustering,
     write_downstream,
     write_finetune_run,
@@ -18,8 +19,8 @@ from pipeline.report.tables import load_memory_probes
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def assert_figure(out):
-    png, pdf = out.with_name(out.name + ".png"), out.with_name(out.name + ".pdf")
+def assert_figure(stem):
+    png, pdf = figure_files(stem)
     assert png.read_bytes().startswith(PNG_MAGIC) and png.stat().st_size > 5000, png
     assert pdf.read_bytes().startswith(b"%PDF-") and b"%%EOF" in pdf.read_bytes()[-32:], pdf
 
@@ -42,15 +43,16 @@ def large_runs(tmp_path):
 
 def test_pretraining_and_ablation_figures(tmp_path, large_runs):
     runs, dims = large_runs
-    figures.curves_figure(runs[:2], tmp_path / "fig" / "curves")
-    figures.beta2_figure(runs, tmp_path / "fig" / "beta2")
-    figures.time_embed_dim_figures(runs[:2] + dims, tmp_path / "fig" / "ted_ppl", tmp_path / "fig" / "ted_tp")
+    figures.curves_figure(runs[:2], figure_files(tmp_path / "fig" / "curves"))
+    figures.beta2_figure(runs, figure_files(tmp_path / "fig" / "beta2"))
+    figures.time_embed_dim_figures(runs[:2] + dims, figure_files(tmp_path / "fig" / "ted_ppl"),
+                                   figure_files(tmp_path / "fig" / "ted_tp"))
     shared = write_pretrain_run(tmp_path, "owt-medium-time_mlp_design_shared-diffeq", group="owt-medium",
                                 size="medium", family="diffeq", ppl=600.0, role="ablation",
                                 ablation="time_mlp_design_shared", shared_time_mlp=True)
     medium = write_pretrain_run(tmp_path, "owt-medium-diffeq", group="owt-medium", size="medium", family="diffeq",
                                 ppl=590.0)
-    figures.time_mlp_design_figure([medium, shared], tmp_path / "fig" / "design")
+    figures.time_mlp_design_figure([medium, shared], figure_files(tmp_path / "fig" / "design"))
     for name in ("curves", "beta2", "ted_ppl", "ted_tp", "design"):
         assert_figure(tmp_path / "fig" / name)
 
@@ -62,21 +64,23 @@ def test_finetune_downstream_and_analysis_figures(tmp_path):
     summaries += [write_finetune_run(tmp_path, f"ft-{s}-{t}-gpt8-{m}", family="gpt", source=s, target=t, method=m,
                                      num_steps=8, source_steps=8, ppl=520.0)
                   for s, t in (("wt103", "owt"), ("owt", "wt103")) for m in ("lora", "full")]
-    figures.finetune_figure(summaries, tmp_path / "fig" / "finetune")
+    figures.finetune_figure(summaries, figure_files(tmp_path / "fig" / "finetune"))
     accuracy = {(task, k): 0.4 for task in ("tiny_choice", "tiny_lambada") for k in (0, 5)}
     downstream = [write_downstream(tmp_path, "owt-large-gpt", family="gpt", pair="gpt-large", accuracy=accuracy),
                   write_downstream(tmp_path, "owt-large-diffeq", family="diffeq", pair="gpt-large",
                                    accuracy=accuracy)]
-    figures.downstream_figures(downstream, tmp_path / "fig" / "gpt-large", [0, 5])
+    figures.downstream_figures(downstream, {k: figure_files(tmp_path / "fig" / f"gpt-large-{k}shot") for k in (0, 5)})
     with pytest.raises(ValueError, match="key 'shots' has no rows with 1 shots"):
-        figures.downstream_figures(downstream, tmp_path / "fig" / "gpt-large", [1])
+        figures.downstream_figures(downstream, {1: figure_files(tmp_path / "fig" / "gpt-large-1shot")})
     figures.spectra_figure(write_spectra(tmp_path, "owt-medium-diffeq", family="diffeq", dataset="owt", growth=2.0),
-                           tmp_path / "fig" / "spectra")
-    figures.lyapunov_figure(write_lyapunov(tmp_path, "owt-medium-diffeq"), tmp_path / "fig" / "lyapunov")
-    figures.clustering_figures(*write_clustering(tmp_path), tmp_path / "fig" / "traj", tmp_path / "fig" / "stats")
+                           figure_files(tmp_path / "fig" / "spectra"))
+    figures.lyapunov_figure(write_lyapunov(tmp_path, "owt-medium-diffeq"),
+                            figure_files(tmp_path / "fig" / "lyapunov"))
+    figures.clustering_figures(*write_clustering(tmp_path), figure_files(tmp_path / "fig" / "traj"),
+                               figure_files(tmp_path / "fig" / "stats"))
     figures.frontier_figure([write_frontier(tmp_path, "owt-medium-diffeq"),
                              write_frontier(tmp_path, "wt103-medium-diffeq", dataset="wt103")],
-                            tmp_path / "fig" / "frontier")
+                            figure_files(tmp_path / "fig" / "frontier"))
     for name in ("finetune", "gpt-large-0shot", "gpt-large-5shot", "spectra", "lyapunov", "traj", "stats",
                  "frontier"):
         assert_figure(tmp_path / "fig" / name)
@@ -97,7 +101,7 @@ def test_memory_figure_plots_the_allocator_peak_only_when_every_probe_measured_o
     table, source = load_memory_probes(probes(tmp_path / "mixed", device_peak_for=(4,)))
     assert source == "XLA plan of the compiled step"
     assert table["peak_bytes"].tolist() == [2**30 + 4 * 2**20 - 2**20, 2**30 + 12 * 2**20, 2**30 + 24 * 2**20]
-    figures.memory_figure(measured, tmp_path / "fig" / "memory")
+    figures.memory_figure(measured, figure_files(tmp_path / "fig" / "memory"))
     assert_figure(tmp_path / "fig" / "memory")
 
 

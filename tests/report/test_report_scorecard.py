@@ -3,6 +3,7 @@
 import pandas as pd
 import pytest
 from contract_files import (
+    table_files,
     write_clustering,
     write_downstream,
     write_finetune_run,
@@ -29,7 +30,7 @@ def runs_csv(tmp_path):
                                 ppl=120.0),
              write_pretrain_run(tmp_path, "wt103-small-shared_ode", group="wt103-small", size="small",
                                 family="shared_ode", ppl=105.0)]
-    write_perplexity_tables(paths, out=tmp_path / "perplexity", runs_csv=tmp_path / "runs.csv")
+    write_perplexity_tables(paths, out=table_files(tmp_path / "perplexity"), runs_csv=tmp_path / "runs.csv")
     return tmp_path / "runs.csv"
 
 
@@ -94,7 +95,8 @@ def test_paper_preset_compares_numbers_within_two_combined_stderr(tmp_path, runs
 
 
 def test_scorecard_files(tmp_path, runs_csv):
-    write_scorecard(ScorecardInputs(preset="tiny", runs_csv=runs_csv), out=tmp_path / "scorecard")
+    write_scorecard(ScorecardInputs(preset="tiny", runs_csv=runs_csv),
+                    out=table_files(tmp_path / "scorecard", tex=False))
     card = pd.read_csv(tmp_path / "scorecard.csv")
     assert set(card["section"]) == {"claim", "number"} and (card["section"] == "number").sum() >= 88 + 4
     markdown = (tmp_path / "scorecard.md").read_text()

@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 import pytest
-from contract_files import write_downstream, write_param_counts, write_pretrain_run
+from contract_files import table_files, write_downstream, write_param_counts, write_pretrain_run
 
 from pipeline.report.tables import (
     load_summaries,
@@ -28,7 +28,8 @@ def test_perplexity_tables_hold_every_table_run_and_only_ablations_in_the_run_li
                                 parameters=1_500_000),
              write_pretrain_run(tmp_path, "owt-large-beta2_0.999-gpt", group="owt-large", size="large", family="gpt",
                                 ppl=98.0, role="ablation", ablation="beta2_0.999")]
-    write_perplexity_tables(paths, out=tmp_path / "t" / "perplexity", runs_csv=tmp_path / "t" / "runs.csv")
+    write_perplexity_tables(paths, out=table_files(tmp_path / "t" / "perplexity"),
+                            runs_csv=tmp_path / "t" / "runs.csv")
     markdown = (tmp_path / "t" / "perplexity.md").read_text()
     assert "## Table 1: WikiText-103" in markdown and "## Table 2: OpenWebText" in markdown
     assert "110.25 (1.50M)" in markdown and "120.50 (1.50M)" in markdown and "99.00 (1.50M)" in markdown
@@ -50,7 +51,7 @@ def test_model_spec_table_reads_shapes_from_the_configs(tmp_path):
                                 ppl=100.0, parameters=parameters)
              for size, family, parameters in (("small", "gpt", 210_000), ("large", "gpt", 790_000),
                                               ("llama1b", "llama", 460_000), ("large", "diffeq", 1_500_000))]
-    write_model_spec_table(paths, out=tmp_path / "specs")
+    write_model_spec_table(paths, out=table_files(tmp_path / "specs"))
     table = pd.read_csv(tmp_path / "specs.csv")
     assert set(zip(table["size"], table["family"], table["layers"], table["hidden_dim"], strict=True)) == {
         ("small", "gpt", 4, 48), ("large", "gpt", 8, 80), ("llama1b", "llama", 4, 64), ("large", "diffeq", 8, 80)}
@@ -67,7 +68,7 @@ def test_downstream_table_reports_percent_accuracy_with_stderr_for_both_shots(tm
     paths = [write_downstream(tmp_path, "owt-large-gpt", family="gpt", pair="gpt-large", accuracy=accuracy),
              write_downstream(tmp_path, "owt-large-diffeq", family="diffeq", pair="gpt-large",
                               accuracy={key: value + 0.1 for key, value in accuracy.items()})]
-    write_downstream_table(paths, out=tmp_path / "downstream")
+    write_downstream_table(paths, out=table_files(tmp_path / "downstream"))
     table = pd.read_csv(tmp_path / "downstream.csv")
     assert len(table) == 4 and set(table["shots"]) == {0, 5}
     row = table[(table["role"] == "diffeq") & (table["shots"] == 5)].iloc[0]
@@ -82,11 +83,11 @@ def test_an_accuracy_given_in_percent_fails_naming_the_file(tmp_path):
     frame.loc[frame["metric"] == "acc", "value"] = 50.0
     frame.to_csv(path, index=False)
     with pytest.raises(ValueError, match=r"downstream.csv: key 'value' holds an accuracy outside \[0, 1\]"):
-        write_downstream_table([path], out=tmp_path / "downstream")
+        write_downstream_table([path], out=table_files(tmp_path / "downstream"))
 
 
 def test_param_count_table_lists_baselines_and_every_d(tmp_path):
-    write_param_count_table(write_param_counts(tmp_path), out=tmp_path / "params")
+    write_param_count_table(write_param_counts(tmp_path), out=table_files(tmp_path / "params"))
     table = pd.read_csv(tmp_path / "params.csv")
     assert table["time_embed_dim"].isna().sum() == 1 and list(table["time_embed_dim"].dropna()) == [4, 8, 16]
     assert "1.40M" in (tmp_path / "params.md").read_text()

@@ -4,26 +4,15 @@ train-step memory probes (Fig. 16)."""
 import json
 import os
 
-ANALYSIS_DIR = f"{RESULTS}/analysis"
 ANALYSIS_CONFIG = config["analysis"]
 # A probe is placed on the GPUs of its base group's pretraining run (same family where the group trains it).
 MEMORY_PROBE_BASE_RUNS = {
-    probe_id: min((run_id for run_id, spec in RUNS.items() if spec.group == probe.group and spec.ablation is None),
-                  key=lambda run_id: RUNS[run_id].model.family != probe.model.family)
+    probe_id: min(
+        (run_id for run_id, spec in RUNS.items() if spec.group == probe.group and spec.ablation is None),
+        key=lambda run_id: RUNS[run_id].model.family != probe.model.family,
+    )
     for probe_id, probe in MEMORY_PROBES.items()
 }
-MEMORY_RECORDS = [f"{ANALYSIS_DIR}/memory/{probe_id}.json" for probe_id in MEMORY_PROBES]
-
-ANALYSIS_TARGETS = [
-    *[f"{ANALYSIS_DIR}/spectra/{run_id}.csv" for run_id in ANALYSIS_CONFIG["spectra"]["runs"]],
-    *[f"{ANALYSIS_DIR}/lyapunov/{run_id}.{ext}" for run_id in ANALYSIS_CONFIG["lyapunov"]["runs"]
-      for ext in ("csv", "html")],
-    f"{ANALYSIS_DIR}/clustering/trajectories.csv",
-    f"{ANALYSIS_DIR}/clustering/stats.csv",
-    *[f"{ANALYSIS_DIR}/frontier/{run_id}.csv" for run_id in ANALYSIS_CONFIG["frontier"]["runs"]],
-    f"{ANALYSIS_DIR}/param_counts.csv",
-    *MEMORY_RECORDS,
-]
 
 
 rule spectra:

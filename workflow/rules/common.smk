@@ -42,7 +42,6 @@ PREFETCH_MANIFEST = f"{DATA}/prefetch.json"
 PREFETCHED = [PREFETCH_MANIFEST] if any(HUB_ITEMS.values()) else []
 
 
-
 def one_of(names):
     """A wildcard constraint matching exactly these names (ids may contain '.', a regex wildcard)."""
     return "|".join(re.escape(name) for name in names)
@@ -110,6 +109,24 @@ def gpu_analysis_resources(rule):
 
 def cpu_resources(rule):
     return JOBS.rule_resources(lambda wildcards: JOBS.cpu(rule), gpu=False)
+
+
+TIDY_FILE_RESOURCES = {"gpu": 0, "mem_mb": 2000, "runtime": 10}
+"""A table, figure or scorecard job: seconds of CPU reading tidy files, run on the submit host (``localrule``)."""
+
+
+def report_table(path, caption, subcategory, label):
+    """``path`` shown by `snakemake --report` under Tables / ``subcategory``, captioned by workflow/report/<caption>.rst."""
+    return report(
+        path, caption=f"../report/{caption}.rst", category="Tables", subcategory=subcategory, labels={"table": label}
+    )
+
+
+def report_figure(path, caption, subcategory, label):
+    """``path`` shown by `snakemake --report` under Figures / ``subcategory``, captioned by workflow/report/<caption>.rst."""
+    return report(
+        path, caption=f"../report/{caption}.rst", category="Figures", subcategory=subcategory, labels={"figure": label}
+    )
 
 
 JOBS = JobResources(config, SITE)

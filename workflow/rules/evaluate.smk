@@ -8,8 +8,6 @@ EVALUATE_TASK_FILES = (
     else []
 )
 
-EVALUATE_TARGETS = [f"{RESULTS}/downstream/{run_id}/downstream.csv" for run_id in EVALUATED_RUN_PAIR]
-
 
 rule downstream:
     input:

@@ -1,7 +1,5 @@
 """Step-resampling fine-tunes (paper §6.2, Fig. 5): each source resampled to N' steps, LoRA and full."""
 
-FINETUNE_TARGETS = [run_summary(run_id) for run_id in FINETUNE_RUNS]
-
 
 rule finetune:
     input:

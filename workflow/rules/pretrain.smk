@@ -1,7 +1,5 @@
 """Pretraining: every GPT / Llama / DiffEqFormer / weight-sharing run of the grid (Tables 1-3, ablations)."""
 
-PRETRAIN_TARGETS = [run_summary(run_id) for run_id in RUNS]
-
 
 rule pretrain:
     input:

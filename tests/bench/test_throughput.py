@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from pipeline.analysis import throughput
+from pipeline.bench import throughput
+from pipeline.cli import main
 
 TINY = throughput.BenchConfig(
     hidden_dim=32,
@@ -62,7 +63,7 @@ def test_main_writes_json_and_markdown(result, tmp_path, monkeypatch):
     configs = []
     monkeypatch.setattr(throughput, "run_benchmark", lambda cfg: configs.append(cfg) or dict(result))
     out = tmp_path / "bench" / "throughput.json"
-    assert throughput.main(["--hidden-dim", "32", "--repeats", "3", "--out", str(out)]) == 0
+    assert main(["bench", "throughput", "--hidden-dim", "32", "--repeats", "3", "--out", str(out)]) == 0
     assert configs[0].hidden_dim == 32 and configs[0].repeats == 3 and configs[0].seq_len == 256
     written = json.loads(out.read_text())
     assert written["train"]["ratio"] == result["train"]["ratio"] and written["waited_for_idle_s"] == 0.0

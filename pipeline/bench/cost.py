@@ -21,7 +21,7 @@ the trainable parameters only) × the checkpoints it keeps (``kept_checkpoints``
 (the newest) exists.
 
 Seconds per training token come from a measured table ``results/benchmarks/throughput-sizes-<device>.csv``
-(``python -m pipeline.cost_benchmark``; matched on family, size and num_layers) or, for a model it lacks,
+(``python -m pipeline bench throughput-sizes``; matched on family, size and num_layers) or, for a model it lacks,
 from an estimate: Levanter's forward FLOPs per token (``LmConfig.flops_per_token``: matmuls, the full
 attention map and the LM head) × 3 for forward + backward, as Levanter's own MFU accounting, divided by
 MFU × the device's dense peak. A forward-only token (evaluation) costs a third of a training token.
@@ -30,7 +30,6 @@ GPU-hours assume linear data-parallel scaling: wall-clock hours = GPU-hours / GP
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import functools
@@ -220,7 +219,8 @@ def _fail(path: Path, message: str) -> ValueError:
 def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float]:
     """Measured training tokens/s per GPU of ``device``, keyed by (family, size, num_layers)."""
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no throughput table; measure one with `python -m pipeline.cost_benchmark`.")
+        raise FileNotFoundError(f"{path}: no throughput table; measure one with "
+                                "`python -m pipeline bench throughput-sizes`.")
     reader = csv.DictReader(io.StringIO(path.read_text()))
     missing = [column for column in THROUGHPUT_COLUMNS if column not in (reader.fieldnames or [])]
     if missing:
@@ -381,35 +381,3 @@ def run_csv(rows: list[dict[str, Any]]) -> str:
     writer.writerows(rows)
     return stream.getvalue()
 
-
-def _cost(args: argparse.Namespace) -> None:
-    from pipeline.artifacts import atomic_write_text
-
-    stages, runs = preview(args.preset, args.device, args.throughput, args.mfu)
-    measured = any(row["source"] == "measured" for row in runs)
-    estimated = any(row["source"] == "estimate" for row in runs)
-    print(f"Cost preview of preset {args.preset!r} on {args.device} (GPU-hours; wall-clock = GPU-hours / GPUs)")
-    if measured:
-        print(f"measured: training tokens/s per GPU from {args.throughput or default_throughput_path(args.device)}")
-    if estimated:
-        print(f"estimate, not measured: Levanter FLOPs/token x 3 at MFU {args.mfu} of the {args.device} dense peak")
-    print(format_stage_table(stages))
-    print("Not counted: periodic validation during training. LoRA costed as full fine-tuning; lm-eval requests "
-          "as full context windows (upper bounds). Checkpoint disk: what finished runs keep (12 bytes/parameter "
-          "each); a training run holds one more meanwhile.")
-    print("\nPasses over the training data (built cache's token count, else the corpus's published size):")
-    print(format_passes_table(runs))
-    if args.csv:
-        atomic_write_text(args.csv, run_csv(runs))
-        print(f"per-run costs: {args.csv}")
-
-
-def register(verbs: argparse._SubParsersAction) -> None:
-    cost = verbs.add_parser("cost", help="GPU-hours per stage of a preset, from measured or estimated throughput")
-    cost.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
-    cost.add_argument("--device", default="h100", help="GPU the throughput refers to (default: h100)")
-    cost.add_argument("--throughput", type=Path, default=None,
-                      help="measured table (default: results/benchmarks/throughput-sizes-<device>.csv if present)")
-    cost.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="model FLOPs utilisation of the estimate")
-    cost.add_argument("--csv", type=Path, default=None, help="write the per-run costs to this CSV")
-    cost.set_defaults(run=_cost)

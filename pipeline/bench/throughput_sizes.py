@@ -1,16 +1,16 @@
-"""Measure training tokens/s per GPU of every model a preset trains: the table ``pipeline.cost`` reads.
+"""Measure training tokens/s per GPU of every model a preset trains: the table ``pipeline.bench.cost`` reads.
 
 For each distinct (family, size, num_layers) of the preset's pretraining runs and fine-tunes, the model is built
-(random init, first device) and ``repeats`` Levanter-style train steps are timed after ``warmup`` compiling ones:
-next-token loss of the model cast to the run's compute dtype (its jmp policy, as Levanter's Trainer does), the
-gradient, and the run's AdamW update (Levanter's ``AdamConfig``), jitted with the model and optimizer state
-donated, on ``micro_batch`` (at most the run's batch size) × seq_len random tokens. Levanter splits a larger batch
-into such micro-batches, so tokens/s per GPU = micro_batch × seq_len / median step time. A model that does not
-fit the device is reported and skipped (``pipeline.cost`` then estimates it).
+(random init, first device) and ``repeats`` train steps (``pipeline.bench.timing.train_step``: the model cast to
+the run's compute dtype by its jmp policy, as Levanter's Trainer does, and the run's AdamW update from Levanter's
+``AdamConfig``) are timed after ``warmup`` compiling ones, on ``micro_batch`` (at most the run's batch size) ×
+seq_len random tokens. Levanter splits a larger batch into such micro-batches, so tokens/s per GPU = micro_batch ×
+seq_len / median step time. A model that does not fit the device is reported and skipped (``pipeline.bench.cost``
+then estimates it).
 
 On a GPU node (JAX's CUDA build installed, README):
 
-    python -m pipeline.cost_benchmark --preset paper --device h100 --micro-batch 8
+    python -m pipeline bench throughput-sizes --preset paper --device h100 --micro-batch 8
 
 writes ``results/benchmarks/throughput-sizes-h100.csv``, keeping rows of models it did not measure this time;
 ``--families``/``--sizes`` restrict the models.
@@ -18,16 +18,20 @@ writes ``results/benchmarks/throughput-sizes-h100.csv``, keeping rows of models 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime
 import io
 import logging
 import re
-import sys
 from pathlib import Path
 
-from pipeline.cost import THROUGHPUT_COLUMNS, Workload, default_throughput_path, finetune_workloads, pretrain_workloads
+from pipeline.bench.cost import (
+    THROUGHPUT_COLUMNS,
+    Workload,
+    default_throughput_path,
+    finetune_workloads,
+    pretrain_workloads,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,24 +52,6 @@ def device_label(device_kind: str, platform: str) -> str:
     return match.group(1) if match else platform
 
 
-def _train_step_fn():
-    import equinox as eqx
-    from levanter.models.lm_model import compute_next_token_loss
-
-    @eqx.filter_jit(donate="all-except-first")
-    def train_step(batch, model, opt_state, optimizer, policy):
-        example, key = batch
-
-        def loss_fn(model):
-            return compute_next_token_loss(policy.cast_to_compute(model), example, key=key).array
-
-        loss, grads = eqx.filter_value_and_grad(loss_fn)(model)
-        updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_inexact_array))
-        return loss, eqx.apply_updates(model, updates), opt_state
-
-    return train_step
-
-
 def measure_workload(workload: Workload, micro_batch: int, repeats: int, warmup: int) -> dict:
     """Median seconds of one train step of ``workload``'s model and its training tokens/s on the first device."""
     import equinox as eqx
@@ -75,7 +61,7 @@ def measure_workload(workload: Workload, micro_batch: int, repeats: int, warmup:
     from levanter.models.lm_model import LmExample
     from levanter.optim import AdamConfig
 
-    from pipeline.analysis.throughput import summarise, time_interleaved
+    from pipeline.bench.timing import TrainLoop, summarise, time_interleaved
     from pipeline.models.param_count import count_leaves
 
     train = workload.train
@@ -88,19 +74,11 @@ def measure_workload(workload: Workload, micro_batch: int, repeats: int, warmup:
                            min_lr_ratio=train.min_lr_ratio, lr_schedule="cosine").build(train.steps)
     Batch = hax.Axis("batch", batch_size)
     tokens = hax.random.randint(data_key, (Batch, config.Pos), 0, workload.vocab_size)
-    batch = (hax.vmap(LmExample.causal, Batch)(tokens), dropout_key)
-    policy = jmp.get_policy(train.mixed_precision)
-    train_step = _train_step_fn()
-    state = {"model": model, "opt_state": optimizer.init(eqx.filter(model, eqx.is_inexact_array))}
-
-    def step():
-        loss, state["model"], state["opt_state"] = train_step(batch, state["model"], state["opt_state"], optimizer,
-                                                              policy)
-        return loss
-
+    example = hax.vmap(LmExample.causal, Batch)(tokens)
+    step = TrainLoop(model, optimizer, example, jmp.get_policy(train.mixed_precision), key=dropout_key)
     samples, _ = time_interleaved({"train": step}, repeats, warmup)
     result = summarise(samples["train"], batch_size * workload.seq_len)
-    result.update(params=count_leaves(eqx.filter(state["model"], eqx.is_array)), micro_batch=batch_size)
+    result.update(params=count_leaves(eqx.filter(step.model, eqx.is_array)), micro_batch=batch_size)
     return result
 
 
@@ -147,29 +125,3 @@ def measure(preset: str, device: str | None, micro_batch: int, repeats: int, war
     atomic_write_text(out, stream.getvalue())
     return out
 
-
-def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="python -m pipeline.cost_benchmark", description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
-    parser.add_argument("--device", default=None, help="device label of the table (default: from JAX, e.g. h100)")
-    parser.add_argument("--micro-batch", type=int, default=8, help="sequences per timed step (default 8)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed steps per model (default 5)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed (compiling) steps per model (default 2)")
-    parser.add_argument("--families", nargs="+", default=None, help="only these families")
-    parser.add_argument("--sizes", nargs="+", default=None, help="only these sizes")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="table to write (default: results/benchmarks/throughput-sizes-<device>.csv)")
-    args = parser.parse_args(argv)
-    try:
-        out = measure(args.preset, args.device, args.micro_batch, args.repeats, args.warmup, args.families,
-                      args.sizes, args.out)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(out.read_text(), end="")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

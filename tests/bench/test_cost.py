@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from pipeline import cost, cost_benchmark
+from pipeline.bench import cost, throughput_sizes
 from pipeline.cli import main
 from pipeline.config import load_preset
 
@@ -134,8 +134,8 @@ def test_measure_writes_a_table_the_preview_reads(tmp_path, monkeypatch):
     out = write_table(tmp_path / "throughput-sizes-h100.csv", [table_row("gpt", "other", 3, 7),
                                                              table_row("gpt", "small", 4, 7)])
     measured = {"tokens_per_s": 1234.5, "median_ms": 1.0, "iqr_ms": 0.1, "params": 99, "micro_batch": 8}
-    monkeypatch.setattr(cost_benchmark, "measure_workload", lambda *args: measured)
-    cost_benchmark.measure("tiny", "h100", 8, 1, 1, families=["gpt"], sizes=["small"], out=out)
+    monkeypatch.setattr(throughput_sizes, "measure_workload", lambda *args: measured)
+    throughput_sizes.measure("tiny", "h100", 8, 1, 1, families=["gpt"], sizes=["small"], out=out)
     table = cost.read_throughput(out, "h100")
     assert table == {("gpt", "other", 3): 7.0, ("gpt", "small", 4): 1234.5}
     stages, runs = cost.preview("tiny", "h100", out)
@@ -146,7 +146,7 @@ def test_measure_workload_times_a_real_train_step():
     config = load_preset({"preset": "tiny"})
     [workload] = [w for w in cost.pretrain_workloads(config) if w.run_id == "owt-small-gpt"]
     small = dataclasses.replace(workload.model_config, seq_len=16, hidden_dim=16, num_heads=2, num_layers=1)
-    result = cost_benchmark.measure_workload(dataclasses.replace(workload, model_config=small, seq_len=16),
+    result = throughput_sizes.measure_workload(dataclasses.replace(workload, model_config=small, seq_len=16),
                                              micro_batch=2, repeats=2, warmup=1)
     assert result["micro_batch"] == 2 and result["params"] > 0
     assert result["tokens_per_s"] == pytest.approx(2 * 16 / (result["median_ms"] / 1e3))

@@ -1,18 +1,18 @@
 """Throughput benchmark: GPT vs DiffEqFormer (GPT-based) at one matched shape, in one process (paper App. D.1).
 
-Times, with the models interleaved round by round (A B A B …) so that drift of the host affects all alike:
+Times, with the models interleaved round by round (``pipeline.bench.timing.time_interleaved``):
 
-- a jitted AdamW train step (loss + gradient + update, buffers donated) of GPT and of DiffEqFormer;
+- a jitted AdamW train step (``pipeline.bench.timing.train_step``: loss + gradient + update, buffers donated) of GPT
+  and of DiffEqFormer;
 - a jitted forward (logits) of GPT, of the discretised DiffEqFormer (``discretize(model, L)``, materialised once
   outside the timed region), and of the continuous DiffEqFormer (which regenerates W(t_k) on every call), plus
   the weight generation alone (the jitted ``discretize``), which is the continuous model's extra work.
 
-Run as ``python -m pipeline.analysis.throughput --out results/benchmarks/throughput-cpu.json``; it writes the
-JSON and a Markdown summary beside it. Timings are only meaningful on an otherwise idle host: the report
-records the load average and the CPU time other processes took during the run, and flags ``contended``.
+``python -m pipeline bench throughput`` writes ``results/benchmarks/throughput-cpu.json`` and a Markdown summary
+beside it. Timings are only meaningful on an otherwise idle host: the report records the load average and the CPU
+time other processes took during the run, and flags ``contended``.
 """
 
-import argparse
 import dataclasses
 import datetime
 import importlib.metadata
@@ -20,22 +20,9 @@ import json
 import os
 import platform
 import resource
-import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import equinox as eqx
-import haliax as hax
-import jax
-import numpy as np
-import optax
-from levanter.layers.attention import AttentionMask
-from levanter.models.lm_model import LmExample, compute_next_token_loss
-
-from pipeline.models import build_model_config, discretize
-from pipeline.models.param_count import count_leaves
 
 PAPER_GOALS = {"train": 1.15, "inference_discrete": 1.05}
 """Paper's cost of DiffEqFormer relative to GPT: training ≤ 1.15×, discretised inference ≤ 1.05× (App. D.1)."""
@@ -74,79 +61,22 @@ class BenchConfig:
 
 def build_models(cfg: BenchConfig):
     """GPT and GPT-based DiffEqFormer of the same shape, randomly initialised."""
+    import equinox as eqx
+    import haliax as hax
+    import jax
+
+    from pipeline.models import build_model_config
+
     shape = dict(seq_len=cfg.seq_len, hidden_dim=cfg.hidden_dim, num_heads=cfg.num_heads, num_layers=cfg.num_layers)
     gpt = build_model_config("gpt", **shape, dropout=0.0)
     diffeq = build_model_config(
         "diffeq", **shape, dropout=0.0, time_embed_dim=cfg.time_embed_dim, sinusoidal_dim=cfg.sinusoidal_dim
     )
     Vocab = hax.Axis("vocab", cfg.vocab_size)
+    build = eqx.filter_jit(lambda config, key: config.build(Vocab, key=key))
     with jax.default_prng_impl(INIT_PRNG):
         k_gpt, k_diffeq = jax.random.split(jax.random.PRNGKey(cfg.seed))
-        return _build(gpt, Vocab, k_gpt), _build(diffeq, Vocab, k_diffeq)
-
-
-@eqx.filter_jit
-def _build(config, Vocab, key):
-    return config.build(Vocab, key=key)
-
-
-_discretize = eqx.filter_jit(discretize)
-
-
-@eqx.filter_jit
-def _logits(model, input_ids):
-    return model(input_ids, AttentionMask.causal()).array
-
-
-@eqx.filter_jit(donate="all-except-first")
-def _train_step(example, model, opt_state, optimizer):
-    def loss_fn(model):
-        return compute_next_token_loss(model, example).array
-
-    loss, grads = eqx.filter_value_and_grad(loss_fn)(model)
-    updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_inexact_array))
-    return loss, eqx.apply_updates(model, updates), opt_state
-
-
-class TrainLoop:
-    """Calling it runs one AdamW step in place (the previous model and optimiser state are donated)."""
-
-    def __init__(self, model, optimizer, example):
-        self.model, self.optimizer, self.example = model, optimizer, example
-        self.opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
-
-    def __call__(self):
-        loss, self.model, self.opt_state = _train_step(self.example, self.model, self.opt_state, self.optimizer)
-        return loss, self.model, self.opt_state
-
-
-def time_interleaved(calls: dict[str, Callable], repeats: int, warmup: int) -> tuple[dict[str, list], dict]:
-    """Warm up (compile) each call, then ``repeats`` rounds calling each once in turn; seconds per call.
-
-    Also returns each call's last output.
-    """
-    outputs = {}
-    for name, call in calls.items():
-        for _ in range(warmup):
-            outputs[name] = jax.block_until_ready(call())
-    samples = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            outputs[name] = jax.block_until_ready(call())
-            samples[name].append(time.perf_counter() - start)
-    return samples, outputs
-
-
-def summarise(seconds: list[float], tokens: int) -> dict:
-    """Median and interquartile range in ms, tokens/s at the median, and the raw samples."""
-    q25, median, q75 = (float(q) for q in np.percentile(seconds, [25, 50, 75]))
-    return {
-        "median_ms": 1e3 * median,
-        "iqr_ms": 1e3 * (q75 - q25),
-        "tokens_per_s": tokens / median,
-        "samples_ms": [1e3 * s for s in seconds],
-    }
+        return build(gpt, k_gpt), build(diffeq, k_diffeq)
 
 
 def _cpu_busy_seconds() -> float:
@@ -170,16 +100,33 @@ def host_info() -> dict:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
+    import jax
+
     return {"cpu_model": model, "cores": os.cpu_count(), "jax_backend": jax.default_backend()}
 
 
 def run_benchmark(cfg: BenchConfig) -> dict:
     """Measure train-step and inference times of GPT vs DiffEqFormer at ``cfg``; the report as a dict."""
+    import equinox as eqx
+    import haliax as hax
+    import jax
+    import jmp
+    import numpy as np
+    import optax
+    from levanter.layers.attention import AttentionMask
+    from levanter.models.lm_model import LmExample
+
+    from pipeline.bench.timing import TrainLoop, summarise, time_interleaved
+    from pipeline.models import discretize
+    from pipeline.models.param_count import count_leaves
+
+    discretize_jit = eqx.filter_jit(discretize)
+    logits = eqx.filter_jit(lambda model, input_ids: model(input_ids, AttentionMask.causal()).array)
     load_start, wall_start = os.getloadavg(), time.perf_counter()
     busy_start, own_start = _cpu_busy_seconds(), _own_cpu_seconds()
 
     gpt, diffeq = build_models(cfg)
-    discrete = jax.block_until_ready(_discretize(diffeq, cfg.num_layers))
+    discrete = jax.block_until_ready(discretize_jit(diffeq, cfg.num_layers))
     params = {
         name: count_leaves(eqx.filter(m, eqx.is_array))
         for name, m in (("gpt", gpt), ("diffeq", diffeq), ("diffeq_discrete", discrete))
@@ -189,12 +136,12 @@ def run_benchmark(cfg: BenchConfig) -> dict:
     tokens = hax.random.randint(jax.random.PRNGKey(cfg.seed + 1), (Batch, gpt.Pos), 0, cfg.vocab_size)
     n_tokens = cfg.tokens_per_batch
 
-    samples, logits = time_interleaved(
+    samples, outputs = time_interleaved(
         {
-            "gpt": lambda: _logits(gpt, tokens),
-            "diffeq_discrete": lambda: _logits(discrete, tokens),
-            "diffeq_continuous": lambda: _logits(diffeq, tokens),
-            "weight_generation": lambda: _discretize(diffeq, cfg.num_layers),
+            "gpt": lambda: logits(gpt, tokens),
+            "diffeq_discrete": lambda: logits(discrete, tokens),
+            "diffeq_continuous": lambda: logits(diffeq, tokens),
+            "weight_generation": lambda: discretize_jit(diffeq, cfg.num_layers),
         },
         cfg.repeats,
         cfg.warmup,
@@ -206,14 +153,14 @@ def run_benchmark(cfg: BenchConfig) -> dict:
     inference["ratio_continuous"] = inference["diffeq_continuous"]["median_ms"] / gpt_ms
     inference["paper_goal_discrete"] = PAPER_GOALS["inference_discrete"]
     inference["meets_goal_discrete"] = bool(inference["ratio_discrete"] <= PAPER_GOALS["inference_discrete"])
-    inference["max_abs_logit"] = float(np.abs(logits["diffeq_continuous"]).max())
-    inference["max_abs_logit_diff"] = float(np.abs(logits["diffeq_discrete"] - logits["diffeq_continuous"]).max())
+    inference["max_abs_logit"] = float(np.abs(outputs["diffeq_continuous"]).max())
+    inference["max_abs_logit_diff"] = float(np.abs(outputs["diffeq_discrete"] - outputs["diffeq_continuous"]).max())
 
     # Training last: the train steps donate (consume) the models' buffers.
     optimizer = optax.adamw(cfg.learning_rate, weight_decay=cfg.weight_decay)
-    example = hax.vmap(LmExample.causal, Batch)(tokens)
+    example, policy = hax.vmap(LmExample.causal, Batch)(tokens), jmp.get_policy("f32")
     samples, _ = time_interleaved(
-        {"gpt": TrainLoop(gpt, optimizer, example), "diffeq": TrainLoop(diffeq, optimizer, example)},
+        {"gpt": TrainLoop(gpt, optimizer, example, policy), "diffeq": TrainLoop(diffeq, optimizer, example, policy)},
         cfg.repeats,
         cfg.warmup,
     )
@@ -291,11 +238,12 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def write_report(result: dict, out: Path) -> None:
-    """Write ``result`` as JSON to ``out`` and its Markdown summary beside it (``.md``)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(result))
+def write_report(result: dict, out: Path, out_md: Path) -> None:
+    """Write ``result`` as JSON to ``out`` and its Markdown summary to ``out_md``."""
+    from pipeline.artifacts import atomic_write_text
+
+    atomic_write_text(out, json.dumps(result, indent=2) + "\n")
+    atomic_write_text(out_md, markdown(result))
 
 
 def wait_for_idle(max_load: float, timeout_s: float, poll_s: float = 30.0) -> float:
@@ -305,31 +253,3 @@ def wait_for_idle(max_load: float, timeout_s: float, poll_s: float = 30.0) -> fl
         time.sleep(poll_s)
     return time.monotonic() - start
 
-
-def main(argv=None) -> int:
-    """Command line: run the benchmark once and write the JSON and Markdown reports."""
-    parser = argparse.ArgumentParser(prog="python -m pipeline.analysis.throughput", description=__doc__.split("\n")[0])
-    for field in dataclasses.fields(BenchConfig):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=field.type, default=field.default)
-    parser.add_argument("--out", type=Path, default=Path("results/benchmarks/throughput-cpu.json"))
-    parser.add_argument(
-        "--wait-idle-minutes",
-        type=float,
-        default=0.0,
-        help=f"first wait up to this long for the 1-min load average to drop below {IDLE_LOAD}",
-    )
-    args = vars(parser.parse_args(argv))
-    out, wait_minutes = args.pop("out"), args.pop("wait_idle_minutes")
-
-    waited = wait_for_idle(IDLE_LOAD, 60 * wait_minutes) if wait_minutes > 0 else 0.0
-    result = run_benchmark(BenchConfig(**args))
-    result["waited_for_idle_s"] = waited
-    write_report(result, out)
-    print(markdown(result))
-    if result["contended"]:
-        print("WARNING: the host was busy during the run; the timings are not reliable.", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
