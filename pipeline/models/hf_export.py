@@ -23,6 +23,8 @@ def export_hf(model, tokenizer, out_dir: str | Path) -> Path:
 
     Levanter's converter copies ``architectures`` from a reference checkpoint's ``config.json``; the reference here
     is the export's own, written first from ``to_hf_config``, so nothing is fetched from the hub."""
+    import jax
+    import numpy as np
     from levanter.compat.hf_checkpoints import HFCheckpointConverter
 
     out_dir = Path(out_dir)
@@ -34,7 +36,8 @@ def export_hf(model, tokenizer, out_dir: str | Path) -> Path:
                                           HfConfigClass=type(hf_config), tokenizer=tokenizer)
         hf_config.architectures = [converter.HFAutoModelClass().__name__]
         hf_config.save_pretrained(tmp)
-        converter.save_pretrained(model, str(tmp), save_reference_code=False)
+        with jax.set_mesh(jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))):
+            converter.save_pretrained(model, str(tmp), save_reference_code=False)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700, as a plainly created folder
