@@ -1,4 +1,4 @@
-"""Run-folder files: atomic writes, the metrics log, and provenance.
+"""Run-folder files: atomic writes, the metrics log's reading and resume cut, and provenance.
 
 Every run folder holds ``config.yaml`` (the resolved spec), ``metrics.jsonl`` (one JSON object per
 logged step), ``provenance.json`` (git commit, package versions, host, devices, wall time) and, last,
@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -78,28 +77,17 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-class MetricsLog:
-    """Append-only ``metrics.jsonl``. A training record's ``step`` is the index of the update it reports (its loss
-    is the batch loss before that update); an evaluation record's ``step`` is the number of updates applied to the
-    evaluated model (0: before training). On resume after ``s`` updates, training records of steps ≥ ``s`` and
-    evaluations of steps > ``s`` are dropped (all of them when ``s`` is 0: the run evaluates its start again), so a
-    resumed run's log reads as one uninterrupted run."""
-
-    def __init__(self, path: Path, resume_step: int = 0):
-        self.path = path
-        kept = [record for record in self._records() if record["step"] < resume_step
-                or (record["step"] == resume_step > 0 and "eval_loss" in record)]
-        atomic_write_text(path, "".join(json.dumps(record) + "\n" for record in kept))
-        self._stream = path.open("a", buffering=1)
-
-    def _records(self) -> Iterable[dict]:
-        return read_metrics(self.path) if self.path.exists() else []
-
-    def write(self, record: dict[str, Any]) -> None:
-        self._stream.write(json.dumps(record) + "\n")
-
-    def close(self) -> None:
-        self._stream.close()
+def resume_metrics(path: Path, resume_step: int) -> None:
+    """Cut ``metrics.jsonl`` back to what a run resuming after ``resume_step`` updates keeps, before its tracker
+    appends again. A training record's ``step`` is the index of the update it reports (its loss is the batch loss
+    before that update); an evaluation record's ``step`` is the number of updates applied to the evaluated model (0:
+    before training). Training records of steps ≥ ``resume_step`` and evaluations of steps > ``resume_step`` are
+    dropped (all of them when it is 0: the run evaluates its start again), so a resumed run's log reads as one
+    uninterrupted run."""
+    records = read_metrics(path) if path.exists() else []
+    kept = [record for record in records if record["step"] < resume_step
+            or (record["step"] == resume_step > 0 and "eval_loss" in record)]
+    atomic_write_text(path, "".join(json.dumps(record) + "\n" for record in kept))
 
 
 def git_commit() -> dict[str, Any]:

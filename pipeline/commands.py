@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 RAY_PLACEMENT_ENV = {"address": "PIPELINE_RAY_ADDRESS", "num_cpus": "PIPELINE_RAY_NUM_CPUS"}
+TRACKERS_ENV = "PIPELINE_TRACKERS"
 
 
 def export_code_path(root: str) -> None:
@@ -24,6 +25,12 @@ def export_xla_flags(flags: str) -> None:
     workflow with the submit host's environment, which has them already."""
     if flags and not os.environ.get("XLA_FLAGS", "").startswith(flags):
         os.environ["XLA_FLAGS"] = " ".join(part for part in (flags, os.environ.get("XLA_FLAGS", "")) if part)
+
+
+def export_trackers(names: list[str]) -> None:
+    """Hand the preset's ``tracker`` list to every job (and its Ray task) as ``PIPELINE_TRACKERS``; like Ray's
+    placement, trackers observe a run without changing its weights, so they are not a rule param."""
+    os.environ[TRACKERS_ENV] = ",".join(names)
 
 
 def export_ray_placement(ray: dict) -> None:

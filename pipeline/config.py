@@ -275,6 +275,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"key {key!r} must be one of {expected} (got {error.instance!r})"
     if kind == "const":
         return f"key {key!r} must be {expected!r} (got {error.instance!r})"
+    if kind == "contains" and "const" in expected:
+        return f"key {key!r} must contain {expected['const']!r} (got {error.instance!r})"
     bounds = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<"}
     if kind in bounds:
         return f"key {key!r} must be {bounds[kind]} {expected} (got {error.instance!r})"

@@ -78,6 +78,8 @@ def test_run_spec_round_trips_through_json():
         ({"datasets": {"wt103": {"source": {"kind": "s3"}}}},
          "'datasets.wt103.source.kind' must be one of ['hf', 'tiny']"),
         ({"ray": {"num_cpus": 0}}, "key 'ray.num_cpus' must be ≥ 1 (got 0)"),
+        ({"tracker": ["wandb"]}, "key 'tracker' must contain 'jsonl' (got ['wandb'])"),
+        ({"tracker": ["jsonl", "mlflow"]}, "key 'tracker.1' must be one of ['jsonl', 'tensorboard', 'wandb']"),
         ({"downstream": {"pairs": {"x": ["owt-large-gpt", "nope-gpt"]}}}, "names unknown run 'nope-gpt'"),
         ({"ablations": {"beta2": {"base": "owt-huge"}}}, "key 'ablations.beta2.base' is 'owt-huge'"),
         ({"sizes": {"llama1b": {"intermediate_dim": None}}},

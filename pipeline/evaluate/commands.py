@@ -1,5 +1,6 @@
-"""Verbs of the evaluation stage: ``downstream`` (lm-eval on one trained run, App. C.7), one Ray task; ``build-tasks``
-(the tiny preset's shipped lm-eval tasks)."""
+"""Verbs of the evaluation stage: ``downstream`` (lm-eval on one trained run, App. C.7), one Ray task;
+``lm-eval`` (lm-eval's own command line, with a trained run as model ``diffeqformer-run``); ``export-hf`` (a GPT-2
+or Llama baseline in Hugging Face format); ``build-tasks`` (the tiny preset's shipped lm-eval tasks)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,27 @@ def _build_tasks(args: argparse.Namespace) -> None:
     print(json.dumps(build_task_data(args.out), indent=2))
 
 
+def _lm_eval(args: argparse.Namespace) -> None:
+    """lm-eval's CLI in this process, after ``pipeline.evaluate.harness`` registered the ``diffeqformer-run`` model.
+    Multiprocessing is off: lm-eval's bootstrap would fork this multithreaded (JAX) process."""
+    import os
+    import sys
+
+    from lm_eval.__main__ import cli_evaluate
+
+    import pipeline.evaluate.harness  # noqa: F401  (registers the model)
+
+    os.environ["DISABLE_MULTIPROC"] = "1"
+    sys.argv = ["lm-eval", *args.lm_eval_args]
+    cli_evaluate()
+
+
+def _export_hf(args: argparse.Namespace) -> None:
+    from pipeline.models.hf_export import export_run_hf
+
+    logging.info("export-hf finished: %s", json.dumps(export_run_hf(args.run_dir, args.tokenizer, args.out_dir)))
+
+
 def register(verbs: argparse._SubParsersAction) -> None:
     downstream = verbs.add_parser("downstream", help="lm-eval tasks on one trained run (zero/few-shot), as a Ray task")
     downstream.add_argument("--run-dir", type=Path, required=True)
@@ -53,3 +75,16 @@ def register(verbs: argparse._SubParsersAction) -> None:
     build.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "tasks",
                        help="output folder (default: pipeline/evaluate/tasks)")
     build.set_defaults(run=_build_tasks)
+
+    # Every argument, --help included, is lm-eval's: this parser has no option prefix of its own.
+    lm_eval = verbs.add_parser("lm-eval", help="lm-eval's command line, with a trained run as model diffeqformer-run "
+                                               "(--model_args run_dir=RUN_DIR,tokenizer=TOKENIZER_DIR)",
+                               prefix_chars="+", add_help=False)
+    lm_eval.add_argument("lm_eval_args", nargs=argparse.REMAINDER)
+    lm_eval.set_defaults(run=_lm_eval)
+
+    export_hf = verbs.add_parser("export-hf", help="a GPT-2 or Llama run's final checkpoint in Hugging Face format")
+    export_hf.add_argument("run_dir", type=Path, help="the trained run's folder")
+    export_hf.add_argument("out_dir", type=Path, help="gets config.json, model.safetensors and the tokenizer")
+    export_hf.add_argument("--tokenizer", type=Path, required=True, help="the tokenizer the run was trained with")
+    export_hf.set_defaults(run=_export_hf)

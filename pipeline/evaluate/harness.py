@@ -11,6 +11,10 @@ on the window (c ⊕ y)[-(T+1):] (T = the model's seq_len, lm-eval's left trunca
 batch: positions start at 0 and only right padding follows it, which the causal mask hides. A score therefore
 depends on the request alone, never on how requests are batched. (Levanter's ``eval_harness`` packs several
 requests into one sequence, which shifts GPT-2's absolute positions and changes the scores.)
+
+A trained run is also an lm-eval model named ``diffeqformer-run`` (``RunLM``), registered when this module is
+imported: ``python -m pipeline lm-eval --model diffeqformer-run --model_args run_dir=RUN,tokenizer=TOK ...`` is
+lm-eval's own command line with the registration in front (lm-eval 0.4 discovers no models from other packages).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from levanter.compat.hf_checkpoints import load_tokenizer
 from levanter.layers.attention import AttentionMask
 from levanter.utils.tree_utils import inference_mode
 from lm_eval.api.model import TemplateLM
+from lm_eval.api.registry import register_model
 from lm_eval.evaluator import simple_evaluate
 from lm_eval.utils import get_rolling_token_windows, handle_non_serializable, make_disjoint_window
 
@@ -140,6 +145,22 @@ class LevanterLM(TemplateLM):
                                   "check_scored_output_types before any model is loaded.")
 
 
+@register_model("diffeqformer-run")
+class RunLM(LevanterLM):
+    """A trained run folder as an lm-eval model: its final checkpoint in the run's compute dtype
+    (``train.mixed_precision``), with the tokenizer it was trained with. ``batch_size`` (lm-eval's ``--batch_size``)
+    is a number of requests per forward pass; ``device`` is JAX's to choose."""
+
+    def __init__(self, run_dir: str, tokenizer: str, batch_size: int | str = 32, **_lm_eval_options):
+        if not str(batch_size).isdigit():
+            raise ValueError(f"--batch_size {batch_size}: the diffeqformer-run model takes a number of requests per "
+                             f"forward pass (e.g. 32), not lm-eval's 'auto'.")
+        hf_tokenizer = load_tokenizer(tokenizer)
+        self.spec, model = load_run_model(run_dir, len(hf_tokenizer))
+        super().__init__(jmp.get_policy(self.spec.train.mixed_precision).cast_to_compute(model), hf_tokenizer,
+                         batch_size=int(batch_size))
+
+
 def evaluate_downstream(run_dir: str, tokenizer_dir: str, out_dir: str, *, pair: str, tasks: list[str],
                         shots: list[int], task_dir: str | None, limit: int | None, batch_size: int) -> dict:
     """Evaluate one trained run on lm-eval ``tasks`` for every few-shot count in ``shots``.
@@ -154,10 +175,8 @@ def evaluate_downstream(run_dir: str, tokenizer_dir: str, out_dir: str, *, pair:
     os.environ["DISABLE_MULTIPROC"] = "1"  # lm-eval's bootstrap would fork this multithreaded (JAX) process
     manager = resolve_tasks(tasks, task_dir)
     check_scored_output_types(manager, tasks)
-    tokenizer = load_tokenizer(tokenizer_dir)
-    spec, model = load_run_model(run_dir, len(tokenizer))
-    model = jmp.get_policy(spec.train.mixed_precision).cast_to_compute(model)
-    lm = LevanterLM(model, tokenizer, batch_size=batch_size)
+    lm = RunLM(run_dir, tokenizer_dir, batch_size)
+    spec = lm.spec
     rows = []
     for k in shots:
         shot_started = time.perf_counter()

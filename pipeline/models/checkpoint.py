@@ -1,8 +1,9 @@
 """A trained run folder → its Levanter model: the one loader that fine-tunes, evaluation and analyses share.
 
 A run folder (written by ``pipeline.train``) holds ``config.yaml`` (the resolved ``RunSpec``) and
-``checkpoints/step-N/`` (Levanter's TrainerState; the model is its ``model`` subtree). The final
-checkpoint is the one with the largest N that Levanter finished writing (``metadata.json`` present).
+``checkpoints/step-N/`` (Levanter's TrainerState; the model is its ``model`` subtree). The final checkpoint is
+the newest one Levanter finished writing (``metadata.json`` present), found by Levanter's own
+``discover_latest_checkpoint`` (local paths, ``gs://`` and ``s3://`` alike).
 """
 
 from __future__ import annotations
@@ -38,21 +39,27 @@ def read_run_spec(run_dir: str | Path) -> RunSpec:
     return RunSpec.from_dict(yaml.safe_load(path.read_text()))
 
 
-def final_checkpoint(run_dir: str | Path) -> Path:
-    """The newest complete Levanter checkpoint ``<run_dir>/checkpoints/step-N``."""
-    root = Path(run_dir) / "checkpoints"
-    complete = [path for path in root.glob("step-*") if (path / "metadata.json").is_file()]
-    if not complete:
+def final_checkpoint(run_dir: str | Path) -> str:
+    """The newest complete Levanter checkpoint ``<run_dir>/checkpoints/step-N`` (a path or URL)."""
+    from levanter.checkpoint import discover_latest_checkpoint
+
+    root = f"{run_dir}/checkpoints"
+    checkpoint = discover_latest_checkpoint(root)
+    if checkpoint is None:
         raise FileNotFoundError(f"{root}: no complete checkpoint (step-N/metadata.json); train the run first.")
-    return max(complete, key=lambda path: int(path.name.removeprefix("step-")))
+    return checkpoint
 
 
-def checkpoint_vocab_size(checkpoint: Path) -> int:
+def checkpoint_vocab_size(checkpoint: str) -> int:
     """Rows of the token embedding stored in a checkpoint."""
-    metadata = checkpoint / EMBEDDING_ARRAY
-    if not metadata.is_file():
-        raise FileNotFoundError(f"{metadata}: missing; {checkpoint} is not a complete model checkpoint.")
-    return int(json.loads(metadata.read_text())["shape"][0])
+    import fsspec
+
+    metadata = f"{checkpoint}/{EMBEDDING_ARRAY}"
+    try:
+        with fsspec.open(metadata, "r") as stream:
+            return int(json.load(stream)["shape"][0])
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{metadata}: missing; {checkpoint} is not a complete model checkpoint.") from None
 
 
 def load_run_model(run_dir: str | Path, vocab_size: int):

@@ -145,7 +145,10 @@ def source_fingerprint(source_dir: Path) -> str:
     if not fingerprint:
         raise ValueError(f"{summary}: has no 'fingerprint' (written by an older pipeline); retrain the source "
                          f"run (snakemake --forcerun {summary}) so its fine-tunes know which weights they start from.")
+    import fsspec
+
     from pipeline.models.checkpoint import final_checkpoint
 
-    metadata = (final_checkpoint(source_dir) / "metadata.json").read_text()
+    with fsspec.open(f"{final_checkpoint(source_dir)}/metadata.json", "r") as stream:
+        metadata = stream.read()
     return hashlib.sha256(f"{fingerprint}\n{metadata}".encode()).hexdigest()

@@ -27,7 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pipeline.artifacts import MetricsLog, atomic_write_json, provenance, read_metrics
+from pipeline.artifacts import atomic_write_json, provenance, read_metrics, resume_metrics
 from pipeline.config import REPO_ROOT, TrainSpec
 from pipeline.errors import RunStopped
 from pipeline.phases import mark_phase
@@ -151,19 +151,21 @@ def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
 
 
 def trainer_config(run_id: str, train: TrainSpec, run_dir: Path, *, require_accelerator: bool = False):
-    """Levanter ``TrainerConfig`` for one run: local checkpoints, no online tracker, no Ray/JAX auto-start, and no
-    gradient/parameter-norm watch (it only feeds a tracker, and its jit hook compiles a second train step)."""
+    """Levanter ``TrainerConfig`` for one run: local checkpoints, the trackers of ``PIPELINE_TRACKERS``
+    (``pipeline.train.tracking``), no Ray/JAX auto-start, and no gradient/parameter-norm watch (its jit hook
+    compiles a second train step)."""
     import jmp
     from levanter.callbacks.watch import WatchConfig
     from levanter.checkpoint import CheckpointerConfig
     from levanter.distributed import DistributedConfig, RayConfig
-    from levanter.tracker import NoopConfig
     from levanter.trainer import TrainerConfig
+
+    from pipeline.train.tracking import configured_trackers, tracker_configs
 
     return TrainerConfig(
         seed=train.seed,
         mp=jmp.get_policy(train.mixed_precision),
-        tracker=NoopConfig(),
+        tracker=tracker_configs(run_dir, configured_trackers()),
         log_dir=run_dir / "logs",
         id=run_id,
         train_batch_size=train.batch_size,
@@ -318,7 +320,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
             logger.info("Resuming %s from checkpoint at step %d", run_id, resumed_from)
         n_params = parameter_count(state.model)
         n_trainable = parameter_count(state.trainable_model)
-        metrics = MetricsLog(run_dir / "metrics.jsonl", resume_step=resumed_from)
+        resume_metrics(run_dir / "metrics.jsonl", resumed_from)
         tokens_per_step = train.batch_size * seq_len
         periodic_eval = validation_evaluator(trainer, validation_set, tokenizer, train.eval_batches)
         clock = {"start": time.time(), "start_step": resumed_from}
@@ -327,7 +329,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         def evaluate(model, updates: int) -> float:
             mark_phase("eval")
             loss = periodic_eval.evaluate(model).micro_avg_loss
-            metrics.write({"step": updates, "eval_loss": loss, "eval_ppl": math.exp(loss)})
+            levanter.tracker.log({"eval_loss": loss, "eval_ppl": math.exp(loss)}, step=updates)
             logger.info("%s after %d updates: validation loss %.4f ppl %.2f", run_id, updates, loss, math.exp(loss))
             mark_phase("train")
             return loss
@@ -347,9 +349,9 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
             done = info.step + 1 - clock["start_step"]
             elapsed = time.time() - clock["start"]
             eta = elapsed / done * (train.steps - info.step - 1)
-            record = {"step": info.step, "loss": loss, "lr": float(schedule(info.step)),
+            record = {"loss": loss, "lr": float(schedule(info.step)),
                       "tokens_per_s": tokens_per_step / info.step_duration, "step_s": info.step_duration}
-            metrics.write(record)
+            levanter.tracker.log(record, step=info.step)
             if info.step % 10 == 0 or info.step + 1 == train.steps:
                 logger.info("%s step %d/%d loss %.4f lr %.2e %.0f tok/s ETA %.0fs", run_id, info.step + 1,
                             train.steps, loss, record["lr"], record["tokens_per_s"], eta)
@@ -370,7 +372,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
                 return
             checkpointer.on_step(info, force=True)
             checkpointer.wait_until_finished()
-            metrics.close()
+            trainer.tracker.finish()
             raise TrainingStoppedError(
                 f"{run_id}: stopped on request ({stop.signal_name}: SIGTERM to the job, or its Ray task cancelled) "
                 f"after {info.step + 1} of {train.steps} updates; a checkpoint was saved in {checkpoints}, rerun "
@@ -396,7 +398,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         else:
             steps_done = resumed_from
             model = state.eval_model
-        metrics.close()
+        trainer.tracker.finish()
         prune_checkpoints(checkpoints, train.keep_checkpoints_every)
 
         mark_phase("final-eval")

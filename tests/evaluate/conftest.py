@@ -8,11 +8,9 @@ from pathlib import Path
 import equinox as eqx
 import haliax as hax
 import jax
-import numpy as np
 import pytest
 import torch
 import transformers
-from haliax.state_dict import to_torch_compatible_state_dict
 from levanter.compat.hf_checkpoints import load_tokenizer
 from lm_eval.api.instance import Instance
 
@@ -20,6 +18,7 @@ from pipeline.data.corpora import tiny_corpus_file
 from pipeline.data.files import iter_texts, write_jsonl
 from pipeline.data.tokenizer import train_bpe_tokenizer
 from pipeline.models import DIFFEQ_FAMILIES, build_model_config
+from pipeline.models.hf_export import export_hf
 
 SEQ_LEN = 32
 SHAPE = dict(seq_len=SEQ_LEN, hidden_dim=32, num_heads=4, num_layers=2)
@@ -51,21 +50,11 @@ def random_model(tokenizer):
     return lambda family: _random_model(family, len(tokenizer))
 
 
-def hf_model(model, vocab_size: int):
-    """The ``transformers`` twin of a Levanter GPT-2 or Llama model (same weights, float32, eval mode).
-
-    Levanter's GPT-2 state dict holds the ``transformer`` submodule's keys (the unembedding is tied to ``wte``);
-    Llama's is the whole ``LlamaForCausalLM``'s.
-    """
-    hf_config = model.config.to_hf_config(vocab_size)
-    state = {key: torch.tensor(np.asarray(value)) for key, value in to_torch_compatible_state_dict(model).items()}
-    if isinstance(hf_config, transformers.GPT2Config):
-        torch_model = transformers.GPT2LMHeadModel(hf_config)
-        torch_model.transformer.load_state_dict(state, strict=True)
-    else:
-        torch_model = transformers.LlamaForCausalLM(hf_config)
-        torch_model.load_state_dict(state, strict=True)
-    return torch_model.float().eval()
+def hf_model(model, tokenizer, out_dir: Path):
+    """The ``transformers`` twin of a Levanter GPT-2 or Llama model: exported by ``export_hf``, loaded back by
+    ``AutoModelForCausalLM`` (float32, eval mode)."""
+    export_hf(model, tokenizer, out_dir)
+    return transformers.AutoModelForCausalLM.from_pretrained(out_dir, torch_dtype=torch.float32).eval()
 
 
 @pytest.fixture(scope="session")

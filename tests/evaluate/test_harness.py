@@ -18,13 +18,13 @@ def scores(lm, requests):
 
 
 @pytest.mark.parametrize("family", ["gpt", "llama"])
-def test_loglikelihoods_match_transformers_in_torch(family, random_model, tokenizer, requests):
+def test_loglikelihoods_match_transformers_in_torch(family, random_model, tokenizer, requests, tmp_path):
     model = random_model(family)
     lm = LevanterLM(model, tokenizer, batch_size=8)
     lengths = [len(lm.tok_encode(context + continuation)) for context, continuation in (r.args for r in requests)]
     assert max(lengths) > SEQ_LEN + 1 and min(lengths) < SEQ_LEN // 2  # truncated windows and short ones
     ours = lm.loglikelihood(requests, disable_tqdm=True)
-    reference = torch_loglikelihoods(hf_model(model, len(tokenizer)), lm, requests)
+    reference = torch_loglikelihoods(hf_model(model, tokenizer, tmp_path / "hf"), lm, requests)
     ours_scores, reference_scores = np.array([s for s, _ in ours]), np.array([s for s, _ in reference])
     assert np.ptp(reference_scores) > 1.0
     assert np.abs(ours_scores - reference_scores).max() <= 1e-3

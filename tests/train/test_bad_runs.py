@@ -28,7 +28,7 @@ def fake_run_folder(path: Path, spec, vocab: int) -> Path:
     zarray = checkpoint / "model" / "embeddings" / "token_embeddings" / "weight" / ".zarray"
     zarray.parent.mkdir(parents=True)
     zarray.write_text(json.dumps({"shape": [vocab, spec.model.hidden_dim]}))
-    (checkpoint / "metadata.json").write_text(json.dumps({"step": 9}))
+    (checkpoint / "metadata.json").write_text(json.dumps({"step": 9, "timestamp": "2026-11-24T01:00:00"}))
     (path / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(spec)))
     return path
 

@@ -187,16 +187,16 @@ def test_a_cache_without_its_validation_ledger_is_named(data, tmp_path):
 
 
 def test_a_torn_last_metrics_line_is_dropped_and_a_corrupt_one_is_named(tmp_path, caplog):
-    from pipeline.artifacts import MetricsLog, read_metrics
+    from pipeline.artifacts import read_metrics, resume_metrics
 
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 0, "loss": 7.0}\n{"step": 1, "loss": 6.9}\n{"step": 2, "lo')
     assert read_metrics(path) == [{"step": 0, "loss": 7.0}, {"step": 1, "loss": 6.9}]
     assert f"{path}: line 3 is torn" in caplog.text
-    MetricsLog(path, resume_step=2).close()
+    resume_metrics(path, 2)
     assert read_metrics(path) == [{"step": 0, "loss": 7.0}, {"step": 1, "loss": 6.9}]
     path.write_text('{"step": 0, "eval_loss": 7.6}\n{"step": 0, "loss": 7.0}\n')
-    MetricsLog(path, resume_step=0).close()
+    resume_metrics(path, 0)
     assert read_metrics(path) == [], "a run restarting at step 0 evaluates its start again, once"
 
     path.write_text('{"step": 0, "loss": 7.0}\n{"step": 1, "lo\n{"step": 2, "loss": 6.8}\n')

@@ -5,7 +5,8 @@ import re
 
 from snakemake.exceptions import WorkflowError
 
-from pipeline.commands import export_code_path, export_ray_placement, export_xla_flags, start_shared_local_ray
+from pipeline.commands import (export_code_path, export_ray_placement, export_trackers, export_xla_flags,
+                               start_shared_local_ray)
 from pipeline.config import (
     ConfigError,
     check_inside_results,
@@ -133,6 +134,7 @@ JOBS = JobResources(config, SITE)
 export_code_path(REPO_ROOT)
 export_ray_placement(config["ray"])
 export_xla_flags(config.get("xla_flags", ""))
+export_trackers(config.get("tracker", ["jsonl"]))
 export_site_environment(SITE)
 
 RAY_RULES = {"pretrain", "finetune", "downstream", "spectra", "lyapunov", "frontier", "memory_probe"}

@@ -1,0 +1,67 @@
+"""A GPT-2 or Llama baseline in Hugging Face format (``transformers.AutoModelForCausalLM`` loads it), through
+Levanter's HF checkpoint converter: ``config.to_hf_config`` for the architecture, the haliax state dict as
+safetensors, and the run's tokenizer beside them.
+
+The DiffEqFormers and the weight-sharing baseline have no Hugging Face architecture (their weights are functions
+of the depth t, or one block reused), so only ``gpt`` and ``llama`` runs are exported.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+EXPORTABLE_FAMILIES = ("gpt", "llama")
+
+
+def export_hf(model, tokenizer, out_dir: str | Path) -> Path:
+    """Write ``model`` (a Levanter ``Gpt2LMHeadModel`` or ``LlamaLMHeadModel``) and ``tokenizer`` to ``out_dir`` as
+    a Hugging Face checkpoint, atomically: into a temporary sibling first, renamed onto ``out_dir`` (replacing it)
+    when complete.
+
+    Levanter's converter copies ``architectures`` from a reference checkpoint's ``config.json``; the reference here
+    is the export's own, written first from ``to_hf_config``, so nothing is fetched from the hub."""
+    import jax
+    import numpy as np
+    from levanter.compat.hf_checkpoints import HFCheckpointConverter
+
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
+    try:
+        hf_config = model.config.to_hf_config(model.Vocab.size)
+        converter = HFCheckpointConverter(type(model.config), reference_checkpoint=str(tmp),
+                                          HfConfigClass=type(hf_config), tokenizer=tokenizer)
+        hf_config.architectures = [converter.HFAutoModelClass().__name__]
+        hf_config.save_pretrained(tmp)
+        with jax.set_mesh(jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))):
+            converter.save_pretrained(model, str(tmp), save_reference_code=False)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700, as a plainly created folder
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def export_run_hf(run_dir: str | Path, tokenizer_dir: str | Path, out_dir: str | Path) -> dict:
+    """Export a trained ``gpt`` or ``llama`` run's final checkpoint with its tokenizer (``export_hf``); any other
+    family is refused with one sentence before its checkpoint is read. Returns {"run_id", "family", "out_dir"}."""
+    from levanter.compat.hf_checkpoints import load_tokenizer
+
+    from pipeline.models.checkpoint import load_run_model, read_run_spec
+
+    spec = read_run_spec(run_dir)
+    if spec.model.family not in EXPORTABLE_FAMILIES:
+        raise ValueError(f"{run_dir}: {spec.run_id} is a '{spec.model.family}' run, which has no Hugging Face "
+                         f"architecture; only the {' and '.join(EXPORTABLE_FAMILIES)} baselines can be exported.")
+    tokenizer = load_tokenizer(str(tokenizer_dir))
+    _, model = load_run_model(run_dir, len(tokenizer))
+    export_hf(model, tokenizer, out_dir)
+    return {"run_id": spec.run_id, "family": spec.model.family, "out_dir": str(out_dir)}
