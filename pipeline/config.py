@@ -117,7 +117,8 @@ class FinetuneSpec:
     """One step-resampling fine-tune (paper §6.2): a pretrained source run, resampled to ``num_steps`` = N'
     Euler steps (DiffEqFormer; ``None`` keeps a GPT baseline's depth), trained on the target dataset with
     ``method`` lora (rank ``lora_rank``, adapters initialised by ``lora_init``, adapters + embeddings trainable if
-    ``train_embeddings``) or full; ``resampling`` says where dt' goes (``fidelity.resampling``)."""
+    ``train_embeddings``) or full; ``resampling`` says where dt' goes (``fidelity.resampling``); ``eval_split`` is
+    the target split it is scored on (``fidelity.eval_split``)."""
 
     run_id: str
     preset: str
@@ -133,6 +134,7 @@ class FinetuneSpec:
     lora_init: str | None
     train_embeddings: bool
     resampling: str
+    eval_split: str
     train: TrainSpec
 
     def to_json(self) -> str:
@@ -482,6 +484,14 @@ def _source_run(config: dict[str, Any], dataset: str, source: str, diffeq: bool)
     return pretrain_runs(config)[f"{group}-{family}"]
 
 
+def finetune_eval_split(config: dict[str, Any], target_dataset: str) -> str:
+    """The split a fine-tune into ``target_dataset`` is scored on: its test split with ``fidelity.eval_split: test``
+    (experiment-facts §9.7) where the dataset's source exports one (``test_split``; OpenWebText has none, so its
+    held-out validation split), else validation."""
+    has_test = config["datasets"][target_dataset]["source"].get("test_split", False)
+    return "test" if config["fidelity"]["eval_split"] == "test" and has_test else "validation"
+
+
 def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
     """Every fine-tune of Fig. 5: per direction and method, the DiffEqFormer source resampled to each N' of
     ``steps_grid`` (``ft-<src>-<tgt>-diffeq<L>-n<N'>-<method>``) and the baseline
@@ -512,6 +522,7 @@ def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
                     lora_init=config["fidelity"]["lora_init"] if method == "lora" else None,
                     train_embeddings=options.get("train_embeddings", True),
                     resampling=config["fidelity"]["resampling"],
+                    eval_split=finetune_eval_split(config, target_dataset),
                     train=train,
                 )
     return runs

@@ -11,6 +11,7 @@ from pipeline.config import (
     ConfigError,
     RunSpec,
     check_inside_results,
+    finetune_runs,
     load_preset,
     memory_probes,
     pretrain_runs,
@@ -58,6 +59,16 @@ def test_paper_preset_matches_experiment_facts():
                      and r.model.family == "diffeq" and not (r.ablation or "").startswith("beta2"))
     assert d_sweep == [20, 48, 72, 96, 120, 144]
     assert runs["owt-small-gpt"].model.time_embed_dim is None
+
+
+@pytest.mark.parametrize("preset", ["tiny", "paper"])
+def test_fine_tunes_are_scored_on_the_targets_test_split_where_it_has_one(preset):
+    """§9.7: OWT → WikiText-103 on WikiText-103's test split; OpenWebText has none, so WT103 → OWT on validation."""
+    runs = finetune_runs(load_preset({"preset": preset}))
+    splits = {(spec.target_dataset, spec.eval_split) for spec in runs.values()}
+    assert splits == {("wt103", "test"), ("owt", "validation")}
+    modern = finetune_runs(load_preset({"preset": preset, "fidelity": {"eval_split": "validation"}}))
+    assert {spec.eval_split for spec in modern.values()} == {"validation"}
 
 
 def test_run_spec_round_trips_through_json():

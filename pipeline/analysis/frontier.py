@@ -21,7 +21,6 @@ import jax
 import jax.numpy as jnp
 import pandas as pd
 from haliax import NamedArray
-from levanter.layers.attention import AttentionMask
 
 SOLVER_STAGES = {"euler": 1, "heun": 2, "rk4": 4}
 FRONTIER_COLUMNS = ["run_id", "family", "dataset", "trained_steps", "solver", "num_steps", "step_factor",
@@ -68,11 +67,12 @@ def solve(field, x: NamedArray, mask, solver: str, num_steps) -> NamedArray:
 @eqx.filter_jit
 def batch_nll(model, example, weight: NamedArray, solver: str, num_steps) -> tuple[jnp.ndarray, jnp.ndarray]:
     """(Σ token NLL, Σ loss mask) of a batch of ``LmExample``s weighted per example by ``weight`` (0 for the
-    padding of the last batch), the transformer solved by ``solver`` with ``num_steps`` (an array) steps."""
+    padding of the last batch), the transformer solved by ``solver`` with ``num_steps`` (an array) steps. Attention
+    uses the examples' own mask, as training does: causal, and not across the packed documents' boundaries."""
     tokens = example.tokens
     Pos = tokens.resolve_axis("position")
     x = model.embeddings.embed(tokens, pos_ids=hax.arange(Pos), key=None)
-    h = model.transformer.ln_f(solve(model.transformer.field, x, AttentionMask.causal(), solver, num_steps))
+    h = model.transformer.ln_f(solve(model.transformer.field, x, example.attn_mask, solver, num_steps))
     logits = hax.dot(h, model.get_lm_head(), axis="embed").astype(jnp.float32)
     log_probs = hax.nn.log_softmax(logits, axis=model.Vocab)
     targets = hax.roll(tokens, -1, Pos)

@@ -25,7 +25,7 @@ from pathlib import Path
 from pipeline.data.files import sha256_file, write_jsonl
 
 CORPORA_DIR = Path(__file__).resolve().parent / "corpora"
-VALIDATION_MODULUS = 20  # a document is in validation when sha256(text) % 20 == 0, i.e. ~5 %
+VALIDATION_MODULUS = 20  # sha256(text) % 20 == 0: validation (~5 %); == 1: test (~5 %) where the corpus has one
 GZIP_LEVEL = 9
 
 
@@ -39,6 +39,9 @@ class DebSource:
     sha256: str
     licence: str
     member_prefix: str
+    test_split: bool = False
+    """Whether the corpus ships a test split, as the dataset it stands in for has (WikiText-103 does, OpenWebText
+    does not; experiment-facts §2 and §9.7)."""
 
     @property
     def filename(self) -> str:
@@ -54,6 +57,7 @@ SOURCES = {
         licence="PSF-2.0 (Python Software Foundation License, the licence of the Python documentation; "
         "see /usr/share/doc/python3.11-doc/copyright)",
         member_prefix="usr/share/doc/python3.11/html/",
+        test_split=True,
     ),
     "fortunes": DebSource(
         package="fortunes",
@@ -230,16 +234,20 @@ def read_deb_members(deb: Path, prefix: str) -> dict[str, bytes]:
     raise ValueError(f"Package {deb} has no data.tar member; expected a Debian binary package (.deb).")
 
 
-def is_validation(text: str) -> bool:
-    """Deterministic ~5 % validation rule: sha256 of the UTF-8 text, as an integer, divisible by 20."""
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest(), "big") % VALIDATION_MODULUS == 0
+def split_of(text: str, with_test: bool) -> str:
+    """Deterministic split by sha256 of the UTF-8 text, read as an integer h: validation when h % 20 == 0 (~5 %),
+    test when h % 20 == 1 and the corpus has a test split (~5 %), otherwise train."""
+    remainder = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest(), "big") % VALIDATION_MODULUS
+    if remainder == 0:
+        return "validation"
+    return "test" if with_test and remainder == 1 else "train"
 
 
-def split_documents(documents: list[str]) -> dict[str, list[str]]:
-    """Split documents into train/validation by `is_validation`, keeping their order."""
-    splits: dict[str, list[str]] = {"train": [], "validation": []}
+def split_documents(documents: list[str], with_test: bool) -> dict[str, list[str]]:
+    """Split documents by `split_of`, keeping their order."""
+    splits: dict[str, list[str]] = {"train": [], "validation": [], **({"test": []} if with_test else {})}
     for text in documents:
-        splits["validation" if is_validation(text) else "train"].append(text)
+        splits[split_of(text, with_test)].append(text)
     return splits
 
 
@@ -267,7 +275,7 @@ def build_corpus(name: str, deb: Path, out_dir: Path) -> dict[str, dict]:
     """Extract, split and write one tiny corpus; returns per-split stats and hashes."""
     members = read_deb_members(deb, SOURCES[name].member_prefix)
     stats = {}
-    for split, texts in split_documents(BUILDERS[name](members)).items():
+    for split, texts in split_documents(BUILDERS[name](members), SOURCES[name].test_split).items():
         path = out_dir / corpus_filename(name, split)
         stats[split] = write_jsonl(path, texts, compresslevel=GZIP_LEVEL)
         stats[split]["bytes"] = path.stat().st_size
@@ -319,7 +327,9 @@ Archived copies of these exact versions: https://snapshot.debian.org/ (by packag
   split on `%` lines. One document per fortune; nroff overstrikes and control characters removed,
   trailing blanks stripped, fortunes with doubly-encoded UTF-8 dropped, exact duplicates dropped.
 - Split: a document goes to validation when sha256(UTF-8 text), read as a big-endian integer, is divisible
-  by {modulus} (~5 %), otherwise to train; order within a split follows the source order.
+  by {modulus} (~5 %); in a corpus with a test split ({test_corpora}, as WikiText-103 has one and OpenWebText
+  has none) to test when that integer is 1 modulo {modulus} (~5 %); otherwise to train. Order within a split
+  follows the source order.
 
 ## Outputs
 
@@ -350,6 +360,7 @@ def provenance_markdown(stats: dict[str, dict[str, dict]]) -> str:
         fortunes_prefix=SOURCES["fortunes"].member_prefix,
         fortunes_excluded=", ".join(f"`{s}`" for s in sorted(FORTUNES_EXCLUDED)),
         modulus=VALIDATION_MODULUS,
+        test_corpora=", ".join(f"`{name}`" for name, source in SOURCES.items() if source.test_split),
         outputs="\n".join(outputs),
     )
 
@@ -365,8 +376,8 @@ def build_all(out_dir: Path, deb_dir: Path) -> dict[str, dict[str, dict]]:
 
 
 def _corpus_files() -> Iterator[str]:
-    for name in SOURCES:
-        for split in ("train", "validation"):
+    for name, source in SOURCES.items():
+        for split in ("train", "validation", *(("test",) if source.test_split else ())):
             yield corpus_filename(name, split)
 
 

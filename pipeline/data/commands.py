@@ -18,11 +18,13 @@ def _corpus(args: argparse.Namespace) -> None:
 
     source = json.loads(args.source)
     if source["kind"] == "tiny":
-        stats = export_tiny_corpus(source["corpus"], args.out, overwrite=True)
+        stats = export_tiny_corpus(source["corpus"], args.out, test_split=source.get("test_split", False),
+                                   overwrite=True)
     else:
         stats = export_hf_corpus(source["id"], args.out, source=source["id"],
                                  validation_fraction=source.get("validation_fraction"), seed=source.get("seed", 0),
-                                 revision=source.get("revision"), overwrite=True)
+                                 test_split=source.get("test_split", False), revision=source.get("revision"),
+                                 overwrite=True)
     logging.info("corpus %s: %s", args.out, json.dumps(stats))
 
 
@@ -47,9 +49,10 @@ def _prefetch(args: argparse.Namespace) -> None:
 
 
 def _cache(args: argparse.Namespace) -> None:
-    """Both splits into ``<out>/{train,validation}``, the layout Levanter's ``cache_dir`` expects."""
+    """Every split of the corpus into ``<out>/{train,validation[,test]}``, the layout Levanter's ``cache_dir``
+    expects."""
     from pipeline.data.cache import build_token_cache
-    from pipeline.data.corpora import corpus_split_files
+    from pipeline.data.corpora import SPLITS, corpus_has_split, corpus_split_files
     from pipeline.data.files import atomic_directory
 
     if args.ray_address:
@@ -65,7 +68,7 @@ def _cache(args: argparse.Namespace) -> None:
     with atomic_directory(args.out, overwrite=True) as staging:
         stats = {split: build_token_cache(corpus_split_files(args.corpus, split), args.tokenizer, staging / split,
                                           builder=args.builder)
-                 for split in ("train", "validation")}
+                 for split in SPLITS if split != "test" or corpus_has_split(args.corpus, "test")}
         atomic_write_json(staging / "stats.json", stats)
     logging.info("token cache %s: %s", args.out, json.dumps(stats))
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.data.build_corpora import CORPORA_DIR, corpus_filename
+from pipeline.data.build_corpora import CORPORA_DIR, SOURCES, corpus_filename
 from pipeline.data.files import atomic_directory, iter_texts, write_jsonl
 
-SPLITS = ("train", "validation")
+SPLITS = ("train", "validation", "test")
+"""Every split a corpus can have; "test" only where the source has one (``corpus_splits``)."""
 
 TINY_CORPORA: dict[str, str] = {
     "pydocs": "Python 3.11 documentation prose (library reference, tutorial, language reference, HOWTOs, "
@@ -18,22 +19,32 @@ TINY_CORPORA: dict[str, str] = {
 }
 
 
-def tiny_corpus_file(name: str, split: str) -> Path:
-    """Path of the shipped `.jsonl.gz` file of one split of a tiny corpus."""
+def tiny_corpus_splits(name: str) -> tuple[str, ...]:
+    """The splits a tiny corpus ships: train, validation, and test where it stands in for a dataset with one."""
     if name not in TINY_CORPORA:
         raise ValueError(f"Unknown tiny corpus {name!r}; expected one of {sorted(TINY_CORPORA)}.")
-    if split not in SPLITS:
-        raise ValueError(f"Unknown split {split!r} of tiny corpus {name!r}; expected one of {list(SPLITS)}.")
+    return SPLITS if SOURCES[name].test_split else SPLITS[:2]
+
+
+def tiny_corpus_file(name: str, split: str) -> Path:
+    """Path of the shipped `.jsonl.gz` file of one split of a tiny corpus."""
+    if split not in tiny_corpus_splits(name):
+        raise ValueError(f"Unknown split {split!r} of tiny corpus {name!r}; expected one of "
+                         f"{list(tiny_corpus_splits(name))}.")
     return CORPORA_DIR / corpus_filename(name, split)
 
 
-def export_tiny_corpus(name: str, out_dir: Path, *, overwrite: bool = False) -> dict:
-    """Write `out_dir/train.jsonl` and `out_dir/validation.jsonl` (uncompressed) from a shipped tiny corpus.
+def export_tiny_corpus(name: str, out_dir: Path, *, test_split: bool = False, overwrite: bool = False) -> dict:
+    """Write `out_dir/{train,validation}.jsonl` (uncompressed) from a shipped tiny corpus, and `test.jsonl` with
+    ``test_split`` (the corpus must ship one).
 
     The directory appears atomically, with a `manifest.json` holding the returned stats:
-    {"corpus", "train": {"documents", "characters", "files"}, "validation": {...}}.
+    {"corpus", "train": {"documents", "characters", "files"}, "validation": {...}[, "test": {...}]}.
     """
-    sources = {split: tiny_corpus_file(name, split) for split in SPLITS}
+    if test_split and "test" not in tiny_corpus_splits(name):
+        raise ValueError(f"Tiny corpus {name!r} ships no test split; set test_split: false in its dataset source "
+                         f"or use one of {[n for n in TINY_CORPORA if 'test' in tiny_corpus_splits(n)]}.")
+    sources = {split: tiny_corpus_file(name, split) for split in (SPLITS if test_split else SPLITS[:2])}
     out_dir = Path(out_dir)
     stats: dict = {"corpus": name}
     with atomic_directory(out_dir, overwrite=overwrite) as tmp:
@@ -42,6 +53,14 @@ def export_tiny_corpus(name: str, out_dir: Path, *, overwrite: bool = False) -> 
             stats[split]["files"] = [str((out_dir / f"{split}.jsonl").resolve())]
         (tmp / "manifest.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
     return stats
+
+
+def corpus_has_split(corpus_dir: str | Path, split: str) -> bool:
+    """Whether an exported corpus folder's manifest lists the split."""
+    manifest_path = Path(corpus_dir) / "manifest.json"
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"Corpus {corpus_dir}: manifest.json is missing; expected an exported corpus folder.")
+    return split in json.loads(manifest_path.read_text(encoding="utf-8"))
 
 
 def corpus_split_files(corpus_dir: str | Path, split: str) -> list[Path]:

@@ -86,18 +86,25 @@ def _load(
 
 
 def _splits(
-    dataset: str, loaded: datasets.DatasetDict, validation_fraction: float | None, seed: int
+    dataset: str, loaded: datasets.DatasetDict, validation_fraction: float | None, seed: int, test_split: bool
 ) -> dict[str, datasets.Dataset]:
-    """The train/validation splits: the source's own, or a seeded shuffled split of its train split."""
+    """The train/validation splits: the source's own, or a seeded shuffled split of its train split; with
+    ``test_split`` also the source's own test split (experiment-facts §9.7: fine-tunes are scored on it)."""
+    if test_split and validation_fraction is not None:
+        raise ValueError(
+            f"Dataset {dataset!r}: test_split=true with validation_fraction={validation_fraction}; a test split "
+            "must be the source's own (drop one of the two keys)."
+        )
     wanted = ("train",) if validation_fraction is not None else ("train", "validation")
+    wanted += ("test",) if test_split else ()
     missing = [split for split in wanted if split not in loaded]
     if missing:
         raise ValueError(
             f"Dataset {dataset!r} has splits {sorted(loaded)}; expected {list(wanted)} "
-            f"(validation_fraction={validation_fraction})."
+            f"(validation_fraction={validation_fraction}, test_split={test_split})."
         )
     if validation_fraction is None:
-        return {"train": loaded["train"], "validation": loaded["validation"]}
+        return {split: loaded[split] for split in wanted}
     if not 0 < validation_fraction < 1:
         raise ValueError(
             f"Dataset {dataset!r}: validation_fraction={validation_fraction}; expected 0 < f < 1."
@@ -132,6 +139,7 @@ def export_hf_corpus(
     source: str | Path,
     validation_fraction: float | None,
     seed: int,
+    test_split: bool = False,
     text_field: str = TEXT_FIELD,
     docs_per_shard: int = DOCS_PER_SHARD,
     revision: str | None = None,
@@ -143,14 +151,15 @@ def export_hf_corpus(
 
     `source` is a hub id (e.g. HF_CORPORA[dataset]["source"]) or local data (JSONL file/folder, save_to_disk
     folder). With `validation_fraction=None` the source's own "validation" split is used; otherwise it is
-    `train.train_test_split(test_size=validation_fraction, seed=seed, shuffle=True)["test"]`. Blank
+    `train.train_test_split(test_size=validation_fraction, seed=seed, shuffle=True)["test"]`. `test_split`
+    also exports the source's own "test" split (it must exist; never carved from train). Blank
     documents are dropped. `revision` (hub only), `num_proc` and `cache_dir` go to `datasets.load_dataset`.
     The directory appears atomically, with a `manifest.json` of the returned stats: {"corpus", "source",
-    "train": {"documents", "characters", "files", "dropped_blank"}, "validation": {...}}.
+    "train": {"documents", "characters", "files", "dropped_blank"}, "validation": {...}[, "test": {...}]}.
     """
     cache = None if cache_dir is None else str(cache_dir)
     loaded = _load(dataset, source, text_field, revision, num_proc, cache)
-    splits = _splits(dataset, loaded, validation_fraction, seed)
+    splits = _splits(dataset, loaded, validation_fraction, seed, test_split)
     for split, ds in splits.items():
         if text_field not in ds.column_names:
             raise ValueError(

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pipeline.report.tables import TableFiles
 
 LEDGER_PATH = Path(__file__).parent / "reference" / "fidelity.csv"
-PRESET_SECTIONS = ("preset", "fidelity", "defaults", "pretrain", "finetune", "analysis")
+PRESET_SECTIONS = ("preset", "datasets", "fidelity", "defaults", "pretrain", "finetune", "analysis")
 """The parts of a resolved preset that ``pipeline_values`` reads."""
 LEDGER_COLUMNS = ["id", "choice", "paper", "reference_code", "pipeline", "key", "decision"]
 FIDELITY_MEANINGS = {
@@ -37,6 +37,8 @@ FIDELITY_MEANINGS = {
                    "folded": "dt' folded into the output projections"},
     "lora_init": {"reference": "A, B ~ 1e-6·N(0,1); rank {rank}, α = 8",
                   "levanter": "Levanter's A, B = 0; rank {rank}, α = 8"},
+    "eval_split": {"test": "the target's test split where its source has one ({splits})",
+                   "validation": "the target's validation split ({splits})"},
 }
 """What each value of a ``fidelity.*`` preset key does (schema: workflow/schemas/config.schema.yaml)."""
 SHARED_DESIGNS = {
@@ -80,10 +82,15 @@ def weight_sharing(config: dict[str, Any]) -> str:
 
 def pipeline_values(config: dict[str, Any]) -> dict[str, str]:
     """What this pipeline does for every ledger row, read from the resolved preset ``config`` and the code."""
+    from pipeline.config import finetune_eval_split
+
     fidelity = config["fidelity"]
     compute = config["defaults"]["train"]["mixed_precision"].split("c=")[-1]
     lora = config["finetune"]["methods"].get("lora", {})
-    values = {name: f"{value}: " + FIDELITY_MEANINGS[name][value].format(compute=compute, rank=lora.get("rank"))
+    splits = "; ".join(f"{source} → {target}: {finetune_eval_split(config, target)}"
+                       for source, target in config["finetune"]["directions"])
+    values = {name: f"{value}: " + FIDELITY_MEANINGS[name][value].format(compute=compute, rank=lora.get("rank"),
+                                                                         splits=splits)
               for name, value in fidelity.items()}
     clustering = config["analysis"]["clustering"]
     values.update({
@@ -92,7 +99,6 @@ def pipeline_values(config: dict[str, Any]) -> dict[str, str]:
         "time_grid": "t_k = k/L, k = 1..L, dt = 1/L",
         "lora_trainable": ("adapters + embeddings" if lora.get("train_embeddings") else "adapters only")
                           + f"; embeddings decayed per decay_mask {fidelity['decay_mask']}",
-        "eval_split": "the target's validation split",
         "weight_sharing": weight_sharing(config),
         "clustering": "picture: independent W_Q, W_K, x0 ~ U(−1, 1), T = 1, seed {seed}; sweep: symmetric QK, no 1/√d, "
                       "x0 ~ U(−{x0_range:g}, {x0_range:g}), T ∈ {horizons}, {seeds} seeds, a(t) normalised and not"

@@ -37,7 +37,7 @@ CLUSTER_STATS_COLUMNS = ["magnitude", "degree", "n_clusters", "threshold", "mean
 FRONTIER_COLUMNS = ["run_id", "family", "dataset", "trained_steps", "solver", "num_steps", "step_factor",
                     "field_evaluations", "val_loss", "val_ppl"]
 FINETUNE_COLUMNS = ["run_id", "family", "source_run", "source_dataset", "target_dataset", "method", "num_steps",
-                    "source_steps", "train_steps", "val_ppl", "initial_val_ppl"]
+                    "source_steps", "train_steps", "eval_split", "val_ppl", "initial_val_ppl"]
 
 
 def pretrain_curves(summaries: list[Path]) -> pd.DataFrame:
@@ -164,8 +164,8 @@ def time_mlp_design_figure(summaries: list[Path], out: FigureFiles) -> None:
 
 
 def finetune_runs(summaries: list[Path]) -> pd.DataFrame:
-    """Validation curves on the target dataset of the step-resampling fine-tunes (§6.2), one row per (run, step),
-    labelled 'DiffEqFormer L→N′' or 'GPT-L'."""
+    """Evaluation curves on the target dataset of the step-resampling fine-tunes (§6.2; split ``eval_split``), one
+    row per (run, step), labelled 'DiffEqFormer L→N′' or 'GPT-L'."""
     frames = []
     for path in summaries:
         summary = read_json(path)
@@ -179,7 +179,8 @@ def finetune_runs(summaries: list[Path]) -> pd.DataFrame:
 
 
 def finetune_figure(summaries: list[Path], out: FigureFiles) -> None:
-    """Fig. 5: validation perplexity on the target dataset while fine-tuning, one panel per method and direction."""
+    """Fig. 5: perplexity on the target dataset's evaluation split (test where it has one, §9.7) while fine-tuning,
+    one panel per method and direction."""
     apply_style()
     runs = finetune_runs(summaries).sort_values(["family", "num_steps", "step"], ascending=[False, True, True])
     methods = list(dict.fromkeys(runs["method"]))
@@ -197,7 +198,8 @@ def finetune_figure(summaries: list[Path], out: FigureFiles) -> None:
             sns.lineplot(selected, x="step", y="eval_ppl", hue="label", hue_order=labels, palette=palette,
                          marker="o", ax=axis, legend=row == 0 and column == 0)
             _curve_axes(axis, f"{method}: {DATASET_LABELS.get(source, source)} → {DATASET_LABELS.get(target, target)}")
-            axis.set_xlabel("fine-tuning step (updates)")
+            split = "/".join(dict.fromkeys(selected["eval_split"]))
+            axis.set(xlabel="fine-tuning step (updates)", ylabel=f"{split} perplexity (lower is better)")
     save_figure(figure, out)
 
 

@@ -6,7 +6,8 @@ W(t_k) at t_k = k/N', dt' = 1/N' multiplying each block's output, or folded into
 LoRA (rank r, Levanter's default scale α/r with α = 8) and trains only the adapters (+ the token/position
 embeddings when ``train_embeddings``); the adapters start at A, B ~ 1e-6·N(0,1) (``lora_init`` reference) or
 B = 0, so step 0 is the resampled source model. ``full`` trains every parameter. Weight decay follows the source
-family's mask (``pipeline.train.decay``).
+family's mask (``pipeline.train.decay``). Losses are measured on the target's ``eval_split`` (its test split where it
+has one, experiment-facts §9.7).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, toke
 
     result = train_run(spec.run_id, spec.train, seq_len, run_path, Path(cache_dir), Path(tokenizer_dir),
                        lambda vocab, key: resampled_source(spec, source, vocab.size, key), identity,
-                       build_in_jit=False, trainable=trainable_filter(spec))
+                       build_in_jit=False, trainable=trainable_filter(spec), eval_split=spec.eval_split)
     summary = {
         "run_id": spec.run_id,
         "preset": spec.preset,

@@ -102,7 +102,8 @@ class StopRequest:
 
 @dataclasses.dataclass(frozen=True)
 class TrainingResult:
-    """What a finished run reports: parameter counts, where it resumed, its validation scores, its devices."""
+    """What a finished run reports: parameter counts, where it resumed, its held-out scores (``val_*``: on
+    ``eval_split``), its devices."""
 
     parameters: int
     trainable_parameters: int
@@ -112,6 +113,7 @@ class TrainingResult:
     train_examples: int
     passes: float
     fingerprint: str
+    eval_split: str
     initial_val_loss: float | None
     val_loss: float
     val_bpb: float
@@ -120,10 +122,12 @@ class TrainingResult:
     devices: list[str]
 
     def scores(self) -> dict[str, Any]:
-        """The summary fields every run shares: parameter counts, final losses, perplexity exp(NLL), throughput."""
+        """The summary fields every run shares: parameter counts, final losses, perplexity exp(NLL) on
+        ``eval_split``, throughput."""
         return {
             "parameters": self.parameters,
             "final_train_loss": self.final_train_loss,
+            "eval_split": self.eval_split,
             "val_loss": self.val_loss,
             "val_ppl": math.exp(self.val_loss),
             "val_bpb": self.val_bpb,
@@ -199,13 +203,26 @@ def optimizer_config(train: TrainSpec):
                             min_lr_ratio=train.min_lr_ratio, lr_schedule="cosine", decay_mask=train.decay_mask)
 
 
-def validation_evaluator(trainer, dataset, tokenizer, max_batches: int | None):
-    """Levanter's ``TaggedEvaluator`` over the validation split (all of it when ``max_batches`` is None)."""
+def evaluation_set(data, Pos, cache_dir: Path, split: str):
+    """The token cache's ``split`` (validation, or test for fine-tunes: experiment-facts §9.7) as LM examples."""
+    from levanter.data.text import dataset_for_format, load_lm_dataset_cache
+
+    if not (cache_dir / split / "shard_ledger.json").is_file():
+        raise FileNotFoundError(f"{cache_dir / split}: the token cache has no '{split}' split; set test_split: true "
+                                f"in its dataset's source (if the dataset has a test split) and rebuild the cache, "
+                                f"or set fidelity.eval_split: validation.")
+    cache = load_lm_dataset_cache(str(cache_dir / split), data.format, data.the_tokenizer, data.enforce_eos)
+    return dataset_for_format(data.format, Pos, cache, eos_id=data.the_tokenizer.eos_token_id,
+                              ignore_index=data.ignore_token_id)
+
+
+def split_evaluator(trainer, dataset, split: str, tokenizer, max_batches: int | None):
+    """Levanter's ``TaggedEvaluator`` over one held-out split (all of it when ``max_batches`` is None)."""
     from levanter.eval import TaggedEvaluator
 
     eval_batch = trainer.config.EvalBatch
     max_examples = None if max_batches is None else max_batches * eval_batch.size
-    return TaggedEvaluator(eval_batch, [(dataset, ["validation"])], tokenizer, trainer.device_mesh,
+    return TaggedEvaluator(eval_batch, [(dataset, [split])], tokenizer, trainer.device_mesh,
                            trainer.compute_axis_mapping, max_examples, mp=trainer.mp)
 
 
@@ -257,10 +274,10 @@ def trainer_checkpointer(trainer):
 
 def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_dir: Path, tokenizer_dir: Path,
               build_model: Callable[[Any, Any], Any], identity: RunIdentity, *, build_in_jit: bool = True,
-              trainable: Callable[[Any], Any] | None = None) -> TrainingResult:
+              trainable: Callable[[Any], Any] | None = None, eval_split: str = "validation") -> TrainingResult:
     """Train ``build_model(vocab_axis, key)`` for exactly ``train.steps`` updates on the cache's train split
     (resuming from the newest checkpoint of the same ``identity``), logging to ``<run_dir>/metrics.jsonl``, and
-    evaluate on the whole validation split.
+    evaluate on the whole ``eval_split`` (validation; fine-tunes: the target's test split where it has one).
 
     ``build_in_jit``: a fresh initialisation is built by Levanter inside jit (sharded, never materialised whole);
     otherwise ``build_model`` runs eagerly (it may read a source checkpoint) and Levanter takes the result.
@@ -313,7 +330,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         train_set = EpochDataset(one_pass, max_epochs=passes_needed)
         logger.info("%s: %d updates × %d examples over %d training examples = %.2f passes", run_id, train.steps,
                     train.batch_size, train_examples, train.steps * train.batch_size / train_examples)
-        validation_set = data.validation_sets(Pos)[""]
+        held_out = evaluation_set(data, Pos, cache_dir, eval_split)
         state = trainer.initial_state(training_key, is_trainable=is_trainable, **source)
         resumed_from = int(state.step)
         if resumed_from:
@@ -322,7 +339,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         n_trainable = parameter_count(state.trainable_model)
         resume_metrics(run_dir / "metrics.jsonl", resumed_from)
         tokens_per_step = train.batch_size * seq_len
-        periodic_eval = validation_evaluator(trainer, validation_set, tokenizer, train.eval_batches)
+        periodic_eval = split_evaluator(trainer, held_out, eval_split, tokenizer, train.eval_batches)
         clock = {"start": time.time(), "start_step": resumed_from}
         checkpointer = trainer_checkpointer(trainer)
 
@@ -330,7 +347,8 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
             mark_phase("eval")
             loss = periodic_eval.evaluate(model).micro_avg_loss
             levanter.tracker.log({"eval_loss": loss, "eval_ppl": math.exp(loss)}, step=updates)
-            logger.info("%s after %d updates: validation loss %.4f ppl %.2f", run_id, updates, loss, math.exp(loss))
+            logger.info("%s after %d updates: %s loss %.4f ppl %.2f", run_id, updates, eval_split, loss,
+                        math.exp(loss))
             mark_phase("train")
             return loss
 
@@ -402,7 +420,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         prune_checkpoints(checkpoints, train.keep_checkpoints_every)
 
         mark_phase("final-eval")
-        final = validation_evaluator(trainer, validation_set, tokenizer, None).evaluate(model)
+        final = split_evaluator(trainer, held_out, eval_split, tokenizer, None).evaluate(model)
         mark_phase("write")
         devices = [str(d) for d in jax.devices()]
 
@@ -420,6 +438,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         train_examples=train_examples,
         passes=steps_done * train.batch_size / train_examples,
         fingerprint=identity.fingerprint,
+        eval_split=eval_split,
         initial_val_loss=initial_loss,
         val_loss=final.micro_avg_loss,
         val_bpb=final.micro_bpb,

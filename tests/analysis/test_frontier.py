@@ -3,8 +3,8 @@
 import haliax as hax
 import jax.numpy as jnp
 import numpy as np
-from levanter.models.lm_model import compute_next_token_loss
-from models.models_testkit import TINY_SHAPE, batch_example, tiny_model
+from levanter.models.lm_model import LmExample, compute_next_token_loss
+from models.models_testkit import TINY_SHAPE, batch_example, random_tokens, tiny_model
 
 from pipeline.analysis.frontier import batch_nll, solve, step_counts
 
@@ -21,6 +21,20 @@ def test_euler_with_trained_steps_reproduces_the_model_loss():
     own = float(compute_next_token_loss(model, example).array)
     assert np.isclose(mean_loss(model, example, "euler", TINY_SHAPE["num_layers"]), own, rtol=1e-5)
     assert abs(mean_loss(model, example, "euler", 1) - own) > 1e-4
+
+
+def test_euler_with_trained_steps_reproduces_the_loss_of_packed_documents():
+    """Levanter packs documents into one sequence and masks attention at their boundaries (segment ids): the
+    frontier's solve must use the examples' own mask, as training and evaluation do."""
+    model = tiny_model("diffeq")
+    Pos = hax.Axis("position", TINY_SHAPE["seq_len"])
+    Batch = hax.Axis("batch", 4)
+    tokens = random_tokens(5, Pos, Batch)
+    segments = hax.named((jnp.arange(Pos.size) >= Pos.size // 3).astype(jnp.int32)[None, :].repeat(4, 0),
+                         (Batch, Pos))
+    example = hax.vmap(LmExample.causal, Batch)(tokens, segment_ids=segments)
+    own = float(compute_next_token_loss(model, example).array)
+    assert np.isclose(mean_loss(model, example, "euler", TINY_SHAPE["num_layers"]), own, rtol=1e-5)
 
 
 class ScalarOde:

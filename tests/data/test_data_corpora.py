@@ -21,10 +21,10 @@ from pipeline.data.build_corpora import (
     clean_fortune,
     fetch_deb,
     html_prose,
-    is_validation,
     read_deb_members,
+    split_of,
 )
-from pipeline.data.corpora import SPLITS, TINY_CORPORA, export_tiny_corpus, tiny_corpus_file
+from pipeline.data.corpora import TINY_CORPORA, export_tiny_corpus, tiny_corpus_file, tiny_corpus_splits
 from pipeline.data.files import iter_texts, sha256_file
 
 PROVENANCE = CORPORA_DIR / "PROVENANCE.md"
@@ -45,7 +45,7 @@ def _words(texts: list[str]) -> Counter:
 
 def test_shipped_files_match_provenance():
     rows = {m["file"]: m for m in _OUTPUT_ROW.finditer(PROVENANCE.read_text())}
-    expected = {tiny_corpus_file(name, split).name for name in TINY_CORPORA for split in SPLITS}
+    expected = {tiny_corpus_file(name, split).name for name in TINY_CORPORA for split in tiny_corpus_splits(name)}
     assert set(rows) == expected
     total_bytes = 0
     for file, row in rows.items():
@@ -71,12 +71,35 @@ def test_corpus_size_split_and_english(name):
     characters = sum(map(len, train + validation))
     assert 1_000_000 < characters < 3_000_000
     assert 0.02 < len(validation) / (len(train) + len(validation)) < 0.08
-    assert all(is_validation(t) for t in validation) and not any(is_validation(t) for t in train)
+    with_test = SOURCES[name].test_split
+    assert {split_of(t, with_test) for t in validation} == {"validation"}
+    assert {split_of(t, with_test) for t in train} == {"train"}
     assert not set(train) & set(validation)
     words = _words(train)
     assert sum(words[w] for w in ("the", "a", "of", "and", "to", "is", "in")) / sum(words.values()) > 0.12
     letters = sum(c.isalpha() or c.isspace() for t in train for c in t)
     assert letters / sum(map(len, train)) > 0.9
+
+
+def test_the_wikitext_stand_in_ships_a_test_split_and_the_openwebtext_one_does_not():
+    """As the datasets they stand in for (experiment-facts §2, §9.7): WikiText-103 has a test split, OWT has none."""
+    assert tiny_corpus_splits("pydocs") == ("train", "validation", "test")
+    assert tiny_corpus_splits("fortunes") == ("train", "validation")
+    test = _texts("pydocs", "test")
+    train, validation = _texts("pydocs", "train"), _texts("pydocs", "validation")
+    assert 0.02 < len(test) / (len(train) + len(validation) + len(test)) < 0.08
+    assert {split_of(t, True) for t in test} == {"test"}
+    assert not set(test) & (set(train) | set(validation))
+
+
+def test_export_writes_the_test_split_only_when_asked_and_shipped(tmp_path):
+    stats = export_tiny_corpus("pydocs", tmp_path / "pydocs", test_split=True)
+    assert stats["test"]["documents"] == len(_texts("pydocs", "test"))
+    assert (tmp_path / "pydocs" / "test.jsonl").is_file()
+    assert "test" not in export_tiny_corpus("pydocs", tmp_path / "no-test")
+    with pytest.raises(ValueError, match=r"^Tiny corpus 'fortunes' ships no test split; set test_split: false in "
+                                         r"its dataset source or use one of \['pydocs'\]\.$"):
+        export_tiny_corpus("fortunes", tmp_path / "fortunes", test_split=True)
 
 
 def test_domains_differ():
@@ -101,7 +124,7 @@ def test_export_tiny_corpus(tmp_path):
         "train.jsonl",
         "validation.jsonl",
     ]
-    for split in SPLITS:
+    for split in tiny_corpus_splits("fortunes"):
         texts = _texts("fortunes", split)
         assert stats[split]["documents"] == len(texts)
         assert stats[split]["characters"] == sum(map(len, texts))
@@ -117,8 +140,9 @@ def test_unknown_tiny_corpus(tmp_path):
         ValueError, match=r"Unknown tiny corpus 'wiki'; expected one of \['fortunes', 'pydocs'\]"
     ):
         export_tiny_corpus("wiki", tmp_path / "x")
-    with pytest.raises(ValueError, match="Unknown split 'test'"):
-        tiny_corpus_file("pydocs", "test")
+    with pytest.raises(ValueError, match=r"Unknown split 'test' of tiny corpus 'fortunes'; expected one of "
+                                         r"\['train', 'validation'\]"):
+        tiny_corpus_file("fortunes", "test")
 
 
 # ---- build script rules, on a synthetic package ------------------------------------------------------------
@@ -162,8 +186,9 @@ def _deb(path: Path, files: dict[str, bytes]) -> Path:
 
 
 def _read_all(folder: Path, name: str) -> list[str]:
-    """Texts of both splits (either may be empty for a synthetic package)."""
-    lines = [line for split in SPLITS for line in gzip.open(folder / f"{name}.{split}.jsonl.gz", "rt")]
+    """Texts of every split (any may be empty for a synthetic package)."""
+    files = [folder / f"{name}.{split}.jsonl.gz" for split in tiny_corpus_splits(name)]
+    lines = [line for path in files for line in gzip.open(path, "rt")]
     return [json.loads(line)["text"] for line in lines]
 
 

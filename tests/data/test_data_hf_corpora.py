@@ -52,6 +52,25 @@ def test_own_splits_from_local_folder(tmp_path):
     assert [d["text"] for d in levanter_docs] == DOCS[:50]
 
 
+def test_the_sources_own_test_split_is_exported_when_asked(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    write_jsonl(src / "train.jsonl", DOCS[:40])
+    write_jsonl(src / "validation.jsonl", DOCS[40:50])
+    write_jsonl(src / "test.jsonl", DOCS[50:])
+    stats = _export(tmp_path, src, test_split=True)
+    assert list(iter_texts(stats["test"]["files"])) == DOCS[50:]
+    assert list(iter_texts(stats["validation"]["files"])) == DOCS[40:50]
+    assert "test" not in _export(tmp_path, src, name="no-test")
+    (src / "test.jsonl").unlink()
+    with pytest.raises(ValueError, match=r"^Dataset 'toy' has splits \['train', 'validation'\]; expected "
+                                         r"\['train', 'validation', 'test'\]"):
+        _export(tmp_path, src, name="missing", test_split=True)
+    with pytest.raises(ValueError, match=r"test_split=true with validation_fraction=0.1; a test split must be the "
+                                         r"source's own"):
+        _export(tmp_path, src / "train.jsonl", name="carved", validation_fraction=0.1, test_split=True)
+
+
 def test_fraction_split_matches_reference_recipe(tmp_path):
     write_jsonl(tmp_path / "owt.jsonl", DOCS)
     stats = _export(tmp_path, tmp_path / "owt.jsonl", validation_fraction=0.1, seed=2357)

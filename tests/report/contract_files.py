@@ -72,7 +72,8 @@ def write_finetune_run(results: Path, run_id: str, *, family: str, source: str, 
                "source_dataset": source, "target_dataset": target, "method": method, "num_steps": num_steps,
                "source_steps": source_steps, "train_steps": 30, "parameters": 1000, "trainable_parameters": 100,
                "trainable_fraction": 0.1, "initial_val_loss": 7.6, "initial_val_ppl": 2000.0,
-               "val_loss": float(np.log(ppl)), "val_ppl": ppl}
+               "eval_split": "test" if target == "wt103" else "validation", "val_loss": float(np.log(ppl)),
+               "val_ppl": ppl}
     (folder / "summary.json").write_text(json.dumps(summary))
     return folder / "summary.json"
 

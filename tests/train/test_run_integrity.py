@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import load_preset, pretrain_runs
+from pipeline.config import finetune_runs, load_preset, pretrain_runs
 from pipeline.train.identity import IDENTITY_FILE, RunIdentity, cache_digest, claim_run_folder, tokenizer_digest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +76,43 @@ def test_a_run_longer_than_two_passes_takes_exactly_its_steps(data, small_cache,
     assert max(losses[-10:]) < losses[0] - 1.0, "the loss curve continues past the first pass"
     kept = sorted(path.name for path in (run_dir / "checkpoints").glob("step-*"))
     assert kept == ["step-59"], "only the newest (final) checkpoint is kept by default"
+
+
+def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, tmp_path):
+    """§9.7: a fine-tune into WikiText-103 is scored on its test split. Step 0 of a full fine-tune of a GPT source is
+    the source itself, so its loss equals the source's validation loss on ``validation`` and not on ``test``."""
+    tiny = load_preset({"preset": "tiny"})
+    tuned = finetune_runs(tiny)["ft-owt-wt103-gpt8-full"]
+    assert tuned.eval_split == "test"
+    source = pretrain_runs(tiny)[tuned.source_run]
+    source = dataclasses.replace(source, train=dataclasses.replace(source.train, steps=2, eval_every=2,
+                                                                   eval_batches=1))
+    source_dir = tmp_path / "source"
+    result = run_verb(pretrain_args(source, source_dir, data))
+    assert result.returncode == 0, result.stderr[-3000:]
+    source_loss = json.loads((source_dir / "summary.json").read_text())["val_loss"]
+    losses = {}
+    for split in ("validation", "test"):
+        spec = dataclasses.replace(tuned, eval_split=split,
+                                   train=dataclasses.replace(tuned.train, steps=1, eval_batches=None))
+        run_dir = tmp_path / split
+        result = run_verb([sys.executable, "-m", "pipeline", "finetune", "--spec", spec.to_json(), "--run-dir",
+                           str(run_dir), "--source", str(source_dir), "--cache", str(data / "caches" / "wt103-bpe"),
+                           "--tokenizer", str(data / "tokenizers" / "bpe"), "--ray-num-cpus", "1"])
+        assert result.returncode == 0, result.stderr[-3000:]
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["eval_split"] == split
+        losses[split] = summary["initial_val_loss"]
+    assert abs(losses["validation"] - source_loss) < 1e-5
+    assert abs(losses["test"] - source_loss) > 1e-3
+
+
+def test_a_cache_without_the_test_split_a_fine_tune_is_scored_on_is_named(data, small_cache):
+    from pipeline.train.loop import evaluation_set
+
+    with pytest.raises(FileNotFoundError, match=r"small-cache.*/cache/test: the token cache has no 'test' split; set "
+                                                r"test_split: true in its dataset's source"):
+        evaluation_set(None, None, small_cache, "test")
 
 
 def test_gpus_the_machine_does_not_have_are_refused_before_training(data, tmp_path):
