@@ -5,8 +5,13 @@ import re
 
 from snakemake.exceptions import WorkflowError
 
-from pipeline.commands import (export_code_path, export_ray_placement, export_trackers, export_xla_flags,
-                               start_shared_local_ray)
+from pipeline.commands import (
+    export_code_path,
+    export_ray_placement,
+    export_trackers,
+    export_xla_flags,
+    start_shared_local_ray,
+)
 from pipeline.config import (
     ConfigError,
     check_inside_results,
