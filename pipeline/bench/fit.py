@@ -70,6 +70,11 @@ class Workload:
     run: RunSpec
     finetune: FinetuneSpec | None = None
 
+    def __post_init__(self):
+        if self.role not in ROLES or (self.role == "finetune") != (self.finetune is not None):
+            raise ValueError(f"{self.run.run_id}: a fit workload's role must be one of {ROLES} (a fine-tune's with "
+                             f"its FinetuneSpec), got {self.role!r}.")
+
     @property
     def run_id(self) -> str:
         """The run's id; a fine-tune's own id; ``downstream-<run>`` for lm-eval on a run."""
@@ -99,7 +104,7 @@ class Workload:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Workload:
-        finetune = raw["finetune"] and FinetuneSpec.from_json(json.dumps(raw["finetune"]))
+        finetune = None if raw["finetune"] is None else FinetuneSpec.from_json(json.dumps(raw["finetune"]))
         return cls(raw["role"], RunSpec.from_dict(raw["run"]), finetune)
 
 
