@@ -46,20 +46,25 @@ def lay_out_abstract(tree, mapping) -> Any:
     shardings = infer_resource_partitions(tree, mapping, preserve_existing_shardings=False)
 
     def attach(sharding, leaf):
+        if sharding is None:  # no array here (e.g. the optimizer state of a frozen parameter)
+            return leaf
         if isinstance(leaf, hax.NamedArray):
             return hax.NamedArray(jax.ShapeDtypeStruct(leaf.array.shape, leaf.array.dtype, sharding=sharding),
                                   leaf.axes)
         return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
 
-    return jax.tree_util.tree_map(attach, shardings, tree, is_leaf=lambda x: isinstance(x, jax.sharding.Sharding))
+    return jax.tree_util.tree_map(attach, shardings, tree,
+                                  is_leaf=lambda x: x is None or isinstance(x, jax.sharding.Sharding))
 
 
-def abstract_train_step_plan(trainer, model_init, vocab_size: int, seq_len: int, eos_id: int, key):
+def abstract_train_step_plan(trainer, model_init, vocab_size: int, seq_len: int, eos_id: int, key, *,
+                             is_trainable=True):
     """``(state, memory_analysis)``: the Levanter ``trainer``'s train step (the function ``Trainer.train_step``
     runs when no jit hook is due) compiled for a state built by ``model_init`` and a batch of random tokens, all
-    abstract: the state is ``Trainer.initial_state`` evaluated for shapes only, laid out by the trainer's
-    parameter axis mapping (the batch by its compute mapping), so no parameter array is ever allocated. ``state``
-    holds the state's arrays as sharded ``ShapeDtypeStruct``s."""
+    abstract: the state is ``Trainer.initial_state`` evaluated for shapes only (``is_trainable``: Levanter's filter
+    of the parameters the optimizer updates, as the loop passes it), laid out by the trainer's parameter axis
+    mapping (the batch by its compute mapping), so no parameter array is ever allocated. ``state`` holds the
+    state's arrays as sharded ``ShapeDtypeStruct``s."""
     import equinox as eqx
     import haliax as hax
     import jax
@@ -68,7 +73,8 @@ def abstract_train_step_plan(trainer, model_init, vocab_size: int, seq_len: int,
     from haliax.partitioning import named_jit
 
     state_key, data_key = jrandom.split(key)
-    state_shape = eqx.filter_eval_shape(trainer.initial_state, state_key, model_init=model_init)
+    state_shape = eqx.filter_eval_shape(trainer.initial_state, state_key, model_init=model_init,
+                                         is_trainable=is_trainable)
     Pos = Axis("position", seq_len)
 
     def random_batch(key):

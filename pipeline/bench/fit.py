@@ -1,27 +1,41 @@
-"""Fit preview: does every run's train step fit in one GPU's memory, planned on CPU by XLA before anything runs.
+"""Fit preview: does every run fit in one GPU's memory, planned on CPU by XLA before anything runs.
 
-Per run, the pretraining loop's own Levanter ``Trainer`` (optimizer, mixed-precision policy, FSDP mesh and axis
-mapping) is laid out on ``gpus`` virtual CPU devices (``--xla_force_host_platform_device_count``), the model is built
-abstractly at its exact shape (GPT-2's 50257 or Llama-2's 32000 vocabulary, real seq_len, D and S; nothing
-allocated or downloaded) and the train step is compiled; XLA's memory plan per device is
+One row per workload, its ``role``:
+
+- ``pretrain`` / ``probe``: a pretraining run's (memory probe's) train step. The training loop's own Levanter
+  ``UndonatedTrainer`` (optimizer, mixed-precision policy, FSDP mesh and axis mapping) is laid out on ``gpus``
+  virtual CPU devices (``--xla_force_host_platform_device_count``), the model is built abstractly at its exact
+  shape (GPT-2's 50257 or Llama-2's 32000 vocabulary, real seq_len, D and S; nothing allocated or downloaded) and
+  the train step is compiled.
+- ``finetune``: the same train step for a fine-tune (its batch and optimizer), whose model is the source run's,
+  built abstractly and passed through the fine-tune's own ``resample`` (discretised to N' Euler steps, LoRA
+  adapters) and ``trainable_filter``: with LoRA the optimizer holds state for the adapters and embeddings only and
+  Levanter keeps the frozen weights in the compute precision. No source checkpoint is read.
+- ``downstream``: lm-eval's scoring forward pass (``pipeline.evaluate.harness.LevanterLM``, inference mode) on the
+  trained run's model in its compute precision, on the downstream job's one GPU (the model unsharded), compiled
+  for ``BATCH_SIZE`` requests at the full seq_len (the harness's longest bucket); no optimizer state.
+
+XLA's memory plan per device is
 
     total = arguments + outputs + temporaries − donated (aliased) bytes      (``pipeline.step_plan``)
 
 of which the parameters and the optimizer state are the per-device shards of the state (FSDP: Levanter's
 parameter axis mapping shards every array with an ``embed`` axis over the devices; the few without one, biases and
-the time-embedding MLPs' hidden layers, are replicated and listed as ``replicated_param_bytes``). A run fits
-when total ≤ the device's memory. One that does not fit at its batch is planned again with gradient accumulation:
-Levanter's ``per_device_parallelism`` (examples per device per forward/backward) halved until the step fits; the
-batch the paper reports is unchanged (the micro-batches' gradients are summed). The temporaries are XLA's CPU
-plan: the GPU compiler fuses and schedules differently, so the table is a preview, and the memory probes
-(Fig. 16) measure the real peak on GPUs.
+the time-embedding MLPs' hidden layers, are replicated and listed as ``replicated_param_bytes``; downstream, the
+whole model is on its one device). A workload fits when total ≤ the device's memory. A train step that does not
+fit at its batch is planned again with gradient accumulation: Levanter's ``per_device_parallelism`` (examples per
+device per forward/backward) halved until the step fits; the batch the paper reports is unchanged (the
+micro-batches' gradients are summed). The temporaries are XLA's CPU plan: the GPU compiler fuses and schedules
+differently, so the table is a preview, and the memory probes (Fig. 16) measure the real peak on GPUs.
 
-Each plan runs in its own Python process, because JAX fixes the virtual device count when it starts.
+The plans run in a child Python process, because JAX fixes the virtual device count when it starts: the first plan
+of every workload in one process (one Levanter import), each further plan of the micro-batch search in its own.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import logging
@@ -33,16 +47,78 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import RunSpec
+from pipeline.config import FinetuneSpec, RunSpec, TrainSpec
 
 DEVICE_MEMORY_BYTES = {"a100": 80 * 10**9, "h100": 80 * 10**9, "h200": 141 * 10**9}
 """Memory of one GPU (NVIDIA datasheets, SXM): A100 80 GB, H100 80 GB, H200 141 GB."""
-FIT_COLUMNS = ("run_id", "family", "size", "time_embed_dim", "seq_len", "batch_size", "gpus", "per_device_batch",
-               "micro_batch", "accumulation", "parameters", "param_bytes", "replicated_param_bytes", "optimizer_bytes",
-               "temp_bytes", "total_bytes", "device_bytes", "fits", "fits_at_paper_batch")
-"""Per run: the chosen micro-batch (examples per device per forward/backward) and its plan, bytes per device."""
+ROLES = ("pretrain", "probe", "finetune", "downstream")
+FIT_COLUMNS = ("run_id", "role", "family", "size", "time_embed_dim", "seq_len", "batch_size", "gpus",
+               "per_device_batch", "micro_batch", "accumulation", "parameters", "trainable_parameters", "param_bytes",
+               "replicated_param_bytes", "optimizer_bytes", "temp_bytes", "total_bytes", "device_bytes", "fits",
+               "fits_at_paper_batch")
+"""Per workload: the chosen micro-batch (examples per device per forward/backward) and its plan, bytes per device."""
 
 logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """One row of the fit table: ``role`` (one of ``ROLES``) of the run ``run``; a fine-tune is ``finetune``, whose
+    source is ``run``."""
+
+    role: str
+    run: RunSpec
+    finetune: FinetuneSpec | None = None
+
+    def __post_init__(self):
+        if self.role not in ROLES or (self.role == "finetune") != (self.finetune is not None):
+            raise ValueError(f"{self.run.run_id}: a fit workload's role must be one of {ROLES} (a fine-tune's with "
+                             f"its FinetuneSpec), got {self.role!r}.")
+
+    @property
+    def run_id(self) -> str:
+        """The run's id; a fine-tune's own id; ``downstream-<run>`` for lm-eval on a run."""
+        if self.role == "downstream":
+            return f"downstream-{self.run.run_id}"
+        return self.run.run_id if self.finetune is None else self.finetune.run_id
+
+    @property
+    def train(self) -> TrainSpec:
+        """The train spec of the step planned: the fine-tune's own, else the run's."""
+        return self.run.train if self.finetune is None else self.finetune.train
+
+    @property
+    def batch_size(self) -> int:
+        """Examples per train step; downstream, lm-eval requests per forward pass."""
+        from pipeline.evaluate.commands import BATCH_SIZE
+
+        return BATCH_SIZE if self.role == "downstream" else self.train.batch_size
+
+    def devices(self, gpus: int) -> int:
+        """Devices the workload runs on: a training job's ``gpus``; downstream, its job's one GPU."""
+        return 1 if self.role == "downstream" else gpus
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "run": dataclasses.asdict(self.run),
+                "finetune": None if self.finetune is None else dataclasses.asdict(self.finetune)}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Workload:
+        finetune = None if raw["finetune"] is None else FinetuneSpec.from_json(json.dumps(raw["finetune"]))
+        return cls(raw["role"], RunSpec.from_dict(raw["run"]), finetune)
+
+
+def workloads(config: dict[str, Any]) -> dict[str, Workload]:
+    """Every workload of a preset by id: its pretraining runs, memory probes, fine-tunes and downstream runs."""
+    from pipeline.config import finetune_runs, memory_probes, pretrain_runs
+
+    runs = pretrain_runs(config)
+    rows = [Workload("pretrain", spec) for spec in runs.values()]
+    rows += [Workload("probe", spec) for spec in memory_probes(config).values()]
+    rows += [Workload("finetune", runs[spec.source_run], spec) for spec in finetune_runs(config).values()]
+    rows += [Workload("downstream", runs[run_id]) for pair in config["downstream"]["pairs"].values()
+             for run_id in pair]
+    return {workload.run_id: workload for workload in rows}
 
 
 def per_device_bytes(tree) -> int:
@@ -71,11 +147,11 @@ def replicated_parameters(model) -> dict[str, int]:
     return replicated
 
 
-def plan_train_step(spec: RunSpec, vocab_size: int, micro_batch: int) -> dict[str, Any]:
-    """XLA's per-device plan of ``spec``'s train step with ``micro_batch`` examples per device per
-    forward/backward, on this process's devices (all of them form the FSDP mesh)."""
-    import dataclasses
-
+def plan_train_step(workload: Workload, vocab_size: int, micro_batch: int) -> dict[str, Any]:
+    """XLA's per-device plan of ``workload``'s train step (a pretraining run, memory probe or fine-tune) with
+    ``micro_batch`` examples per device per forward/backward, on this process's devices (all of them form the FSDP
+    mesh)."""
+    import equinox as eqx
     import jax
     import jax.random as jrandom
     import levanter
@@ -84,23 +160,33 @@ def plan_train_step(spec: RunSpec, vocab_size: int, micro_batch: int) -> dict[st
     from levanter.models.lm_model import compute_next_token_loss
 
     from pipeline.models.checkpoint import run_model_config
+    from pipeline.models.param_count import count_leaves
     from pipeline.step_plan import abstract_train_step_plan, compiled_peak_bytes
+    from pipeline.train.finetune import resample, trainable_filter
     from pipeline.train.loop import optimizer_config, trainer_config
     from pipeline.train.trainer import UndonatedTrainer
 
-    train = dataclasses.replace(spec.train, micro_batch_size=micro_batch)
-    model_config = run_model_config(spec)
-    with tempfile.TemporaryDirectory(prefix=f"{spec.run_id}-fit-") as scratch:
-        config = trainer_config(spec.run_id, train, Path(scratch))
+    finetune = workload.finetune
+    train = dataclasses.replace(workload.train, micro_batch_size=micro_batch)
+    model_config = run_model_config(workload.run)
+    with tempfile.TemporaryDirectory(prefix=f"{workload.run_id}-fit-") as scratch:
+        config = trainer_config(workload.run_id, train, Path(scratch))
         levanter.initialize(config)
         with UndonatedTrainer(config, optimizer_config(train).build(train.steps), compute_next_token_loss) as trainer:
             model_key, training_key = jrandom.split(jrandom.PRNGKey(train.seed))
             Vocab = round_axis_for_partitioning(Axis("vocab", vocab_size), trainer.parameter_axis_mapping)
-            state, plan = abstract_train_step_plan(
-                trainer, lambda: model_config.build(Vocab, key=model_key), vocab_size, spec.model.seq_len,
-                vocab_size - 1, training_key)
+
+            def model_init():
+                model = model_config.build(Vocab, key=model_key)
+                return model if finetune is None else resample(finetune, model, model_key)
+
+            trainable = None if finetune is None else trainable_filter(finetune)
+            is_trainable = True if trainable is None else trainable(eqx.filter_eval_shape(model_init))
+            state, plan = abstract_train_step_plan(trainer, model_init, vocab_size, workload.run.model.seq_len,
+                                                   vocab_size - 1, training_key, is_trainable=is_trainable)
     return {
-        "parameters": sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(state.model)),
+        "parameters": count_leaves(state.model),
+        "trainable_parameters": count_leaves(state.trainable_model),
         "param_bytes": per_device_bytes(state.model),
         "replicated_param_bytes": sum(replicated_parameters(state.model).values()),
         "optimizer_bytes": per_device_bytes(state.opt_state),
@@ -110,58 +196,134 @@ def plan_train_step(spec: RunSpec, vocab_size: int, micro_batch: int) -> dict[st
     }
 
 
-def _plan_in_subprocess(spec: RunSpec, vocab_size: int, gpus: int, micro_batch: int) -> dict[str, Any]:
-    """``plan_train_step`` in a fresh Python process whose JAX sees ``gpus`` virtual CPU devices."""
+def plan_downstream(workload: Workload, vocab_size: int, batch_size: int) -> dict[str, Any]:
+    """XLA's plan of lm-eval's scoring forward pass on ``workload``'s run: the harness's ``LevanterLM`` over the
+    model in the run's compute precision (as ``evaluate_downstream`` casts it), its jitted scoring function for
+    ``batch_size`` requests at the full seq_len, on one device (the harness loads the model unsharded)."""
+    import equinox as eqx
+    import haliax as hax
+    import jax
+    import jax.numpy as jnp
+    import jmp
+    from haliax import Axis
+
+    from pipeline.evaluate.harness import LevanterLM
+    from pipeline.models.checkpoint import run_model_config
+    from pipeline.models.param_count import count_leaves
+    from pipeline.step_plan import compiled_peak_bytes
+
+    def is_abstract(leaf) -> bool:
+        return isinstance(leaf, jax.ShapeDtypeStruct)
+
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    spec = workload.run
+    model = eqx.filter_eval_shape(run_model_config(spec).build, Axis("vocab", vocab_size), key=jax.random.PRNGKey(0))
+    model = eqx.filter_eval_shape(jmp.get_policy(spec.train.mixed_precision).cast_to_compute, model)
+    lm = LevanterLM(model, None, batch_size=batch_size)
+    arrays, static = eqx.partition(lm.model, is_abstract, is_leaf=is_abstract)
+    arrays = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=device),
+                                    arrays)
+    rows = (batch_size, spec.model.seq_len)
+    tokens = hax.NamedArray(jax.ShapeDtypeStruct(rows, jnp.int32, sharding=device),
+                            (Axis("batch", batch_size), lm.model.Pos))
+    targets = jax.ShapeDtypeStruct(rows, jnp.int32, sharding=device)
+    scored = jax.ShapeDtypeStruct(rows, jnp.bool_, sharding=device)
+
+    def score(arrays, tokens, targets, scored):
+        return lm._scores(eqx.combine(arrays, static, is_leaf=is_abstract), tokens, targets, scored)
+
+    # The harness's filter_jit takes concrete arrays only; an outer jit carries the abstract ones into it.
+    plan = jax.jit(score).lower(arrays, tokens, targets, scored).compile().memory_analysis()
+    param_bytes = per_device_bytes(arrays)
+    return {
+        "parameters": count_leaves(arrays),
+        "trainable_parameters": 0,
+        "param_bytes": param_bytes,
+        "replicated_param_bytes": param_bytes,
+        "optimizer_bytes": 0,
+        "temp_bytes": int(plan.temp_size_in_bytes),
+        "total_bytes": compiled_peak_bytes(plan),
+        "gpus": 1,
+    }
+
+
+def plan_workload(workload: Workload, vocab_size: int, micro_batch: int) -> dict[str, Any]:
+    """The plan of one workload at ``micro_batch`` examples per device (downstream: requests per forward pass)."""
+    if workload.role == "downstream":
+        return plan_downstream(workload, vocab_size, micro_batch)
+    return plan_train_step(workload, vocab_size, micro_batch)
+
+
+def _plans_in_subprocess(requests: list[tuple[Workload, int, int]], gpus: int) -> list[dict[str, Any]]:
+    """``plan_workload(workload, vocab_size, micro_batch)`` of each request, in order, in one fresh Python process
+    whose JAX sees ``gpus`` virtual CPU devices."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu",
            "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={gpus}".strip()}
-    with tempfile.NamedTemporaryFile("r", suffix=".json") as out:
-        command = [sys.executable, "-m", "pipeline.bench.fit", spec.to_json(), str(vocab_size), str(micro_batch),
-                   out.name]
-        finished = subprocess.run(command, env=env, capture_output=True, text=True)
+    payload = [[workload.to_dict(), vocab_size, micro_batch] for workload, vocab_size, micro_batch in requests]
+    with tempfile.TemporaryDirectory(prefix="fit-") as scratch:
+        todo, out = Path(scratch) / "requests.json", Path(scratch) / "plans.json"
+        todo.write_text(json.dumps(payload))
+        finished = subprocess.run([sys.executable, "-m", "pipeline.bench.fit", str(todo), str(out)], env=env,
+                                  capture_output=True, text=True)
         if finished.returncode != 0:
-            raise RuntimeError(f"{spec.run_id}: planning the train step at micro-batch {micro_batch} on {gpus} "
-                               f"virtual devices failed: {finished.stderr.strip().splitlines()[-1]}")
-        return json.loads(Path(out.name).read_text())
+            lines = finished.stderr.strip().splitlines() or ["no error message"]
+            raise RuntimeError(f"planning on {gpus} virtual devices failed: {lines[-1]}")
+        return json.loads(out.read_text())
 
 
-def fit_run(spec: RunSpec, vocab_size: int, gpus: int, device_bytes: int) -> dict[str, Any]:
-    """The run's row: planned at its whole batch per device, then, if that does not fit, at the largest micro-batch
-    (a divisor of the per-device batch) that the plan's temporaries, scaled linearly with the micro-batch,
-    predict to fit, halved further until XLA's plan fits (or one example per device does not)."""
-    if spec.train.batch_size % gpus:
-        raise ValueError(f"{spec.run_id}: batch_size {spec.train.batch_size} is not divisible by {gpus} GPUs; "
-                         f"choose a GPU count that divides it.")
-    per_device = spec.train.batch_size // gpus
+def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int,
+            plan: dict[str, Any]) -> dict[str, Any]:
+    """The workload's row from its ``plan`` at the whole batch per device; a train step that does not fit is
+    planned again at the largest micro-batch (a divisor of the per-device batch) that the plan's temporaries,
+    scaled linearly with the micro-batch, predict to fit, halved further until XLA's plan fits (or one example per
+    device does not). Downstream rows are planned at lm-eval's batch only."""
+    devices = workload.devices(gpus)
+    per_device = workload.batch_size // devices
     micro_batch = per_device
-    plan = _plan_in_subprocess(spec, vocab_size, gpus, micro_batch)
     fits_at_batch = plan["total_bytes"] <= device_bytes
-    while plan["total_bytes"] > device_bytes and micro_batch > 1:
+    while workload.role != "downstream" and plan["total_bytes"] > device_bytes and micro_batch > 1:
         fixed = plan["total_bytes"] - plan["temp_bytes"]
         predicted = max(1, int(micro_batch * (device_bytes - fixed) / plan["temp_bytes"]))
         micro_batch = max(d for d in range(1, micro_batch) if per_device % d == 0 and d <= predicted)
-        plan = _plan_in_subprocess(spec, vocab_size, gpus, micro_batch)
-        logger.info("%s: micro-batch %d plans %.1f GB per device", spec.run_id, micro_batch, plan["total_bytes"] / 1e9)
+        plan = _plans_in_subprocess([(workload, vocab_size, micro_batch)], devices)[0]
+        logger.info("%s: micro-batch %d plans %.1f GB per device", workload.run_id, micro_batch,
+                    plan["total_bytes"] / 1e9)
     return {
-        "run_id": spec.run_id,
-        "family": spec.model.family,
-        "size": spec.size,
-        "time_embed_dim": spec.model.time_embed_dim,
-        "seq_len": spec.model.seq_len,
-        "batch_size": spec.train.batch_size,
-        "gpus": gpus,
+        "run_id": workload.run_id,
+        "role": workload.role,
+        "family": workload.run.model.family,
+        "size": workload.run.size,
+        "time_embed_dim": workload.run.model.time_embed_dim,
+        "seq_len": workload.run.model.seq_len,
+        "batch_size": workload.batch_size,
+        "gpus": devices,
         "per_device_batch": per_device,
         "micro_batch": micro_batch,
         "accumulation": per_device // micro_batch,
-        "parameters": plan["parameters"],
-        "param_bytes": plan["param_bytes"],
-        "replicated_param_bytes": plan["replicated_param_bytes"],
-        "optimizer_bytes": plan["optimizer_bytes"],
-        "temp_bytes": plan["temp_bytes"],
-        "total_bytes": plan["total_bytes"],
+        **{key: plan[key] for key in ("parameters", "trainable_parameters", "param_bytes", "replicated_param_bytes",
+                                      "optimizer_bytes", "temp_bytes", "total_bytes")},
         "device_bytes": device_bytes,
         "fits": plan["total_bytes"] <= device_bytes,
         "fits_at_paper_batch": fits_at_batch,
     }
+
+
+def fit_rows(chosen: list[Workload], vocab_sizes: list[int], gpus: int, device_bytes: int) -> list[dict[str, Any]]:
+    """The rows of ``chosen`` (vocabulary sizes ``vocab_sizes``): every first plan, at the whole batch per device,
+    in one process, then each row's micro-batch search."""
+    for workload in chosen:
+        devices = workload.devices(gpus)
+        if workload.batch_size % devices:
+            raise ValueError(f"{workload.run_id}: batch_size {workload.batch_size} is not divisible by {devices} "
+                             f"GPUs; choose a GPU count that divides it.")
+    requests = [(workload, vocab_size, workload.batch_size // workload.devices(gpus))
+                for workload, vocab_size in zip(chosen, vocab_sizes, strict=True)]
+    plans = _plans_in_subprocess(requests, gpus)
+    rows = []
+    for (workload, vocab_size, _), plan in zip(requests, plans, strict=True):
+        rows.append(fit_run(workload, vocab_size, gpus, device_bytes, plan))
+        logger.info("%s: %s", workload.run_id, json.dumps(rows[-1]))
+    return rows
 
 
 def fit_table(rows: list[dict[str, Any]], device: str) -> tuple[str, str]:
@@ -171,38 +333,37 @@ def fit_table(rows: list[dict[str, Any]], device: str) -> tuple[str, str]:
     writer.writeheader()
     writer.writerows(rows)
     gb = 1e9
-    lines = [f"Per-device memory of one train step on {device} ({DEVICE_MEMORY_BYTES[device] / gb:.0f} GB), "
-             "planned on CPU by XLA (virtual devices, the run's Levanter mesh, mixed precision and batch); "
-             "micro-batch = examples per device per forward/backward (Levanter per_device_parallelism).", "",
-             "| run | params | GPUs | batch/device | micro-batch | params GB | optimizer GB | temporaries GB "
-             "| total GB | fits |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [f"Per-device memory on {device} ({DEVICE_MEMORY_BYTES[device] / gb:.0f} GB), planned on CPU by XLA "
+             "(virtual devices; a train step with the run's Levanter mesh, mixed precision and batch; downstream, "
+             "lm-eval's forward pass on one GPU); micro-batch = examples per device per forward/backward (Levanter "
+             "per_device_parallelism; downstream, requests per forward pass).", "",
+             "| run | role | params | GPUs | batch/device | micro-batch | params GB | optimizer GB | temporaries GB "
+             "| total GB | fits |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for row in rows:
         verdict = "yes" if row["fits_at_paper_batch"] else ("with accumulation" if row["fits"] else "no")
-        lines.append(f"| {row['run_id']} | {row['parameters'] / 1e6:.0f} M | {row['gpus']} | {row['per_device_batch']} "
-                     f"| {row['micro_batch']} | {row['param_bytes'] / gb:.2f} | {row['optimizer_bytes'] / gb:.2f} "
-                     f"| {row['temp_bytes'] / gb:.1f} | {row['total_bytes'] / gb:.1f} | {verdict} |")
+        lines.append(f"| {row['run_id']} | {row['role']} | {row['parameters'] / 1e6:.0f} M | {row['gpus']} "
+                     f"| {row['per_device_batch']} | {row['micro_batch']} | {row['param_bytes'] / gb:.2f} "
+                     f"| {row['optimizer_bytes'] / gb:.2f} | {row['temp_bytes'] / gb:.1f} "
+                     f"| {row['total_bytes'] / gb:.1f} | {verdict} |")
     return "\n".join(lines) + "\n", buffer.getvalue()
 
 
 def write_fit(config: dict[str, Any], device: str, gpus: int, run_ids: list[str] | None, out_md: Path,
               out_csv: Path) -> list[dict[str, Any]]:
-    """Plan every pretraining run and memory probe of ``config`` (or ``run_ids``) and write the fit table."""
+    """Plan every workload of ``config`` (or those of ``run_ids``) and write the fit table."""
     from pipeline.artifacts import atomic_write_text
     from pipeline.bench.cost import vocab_size
-    from pipeline.config import memory_probes, pretrain_runs
 
     if device not in DEVICE_MEMORY_BYTES:
         raise ValueError(f"--device {device!r}: unknown GPU; expected one of {sorted(DEVICE_MEMORY_BYTES)}.")
-    runs = {**pretrain_runs(config), **memory_probes(config)}
-    unknown = sorted(set(run_ids or []) - set(runs))
+    known = workloads(config)
+    unknown = sorted(set(run_ids or []) - set(known))
     if unknown:
-        raise ValueError(f"--runs {', '.join(unknown)}: not a pretraining run or memory probe of preset "
-                         f"{config['preset']!r}; expected some of {', '.join(runs)}.")
-    rows = []
-    for run_id in run_ids or list(runs):
-        spec = runs[run_id]
-        rows.append(fit_run(spec, vocab_size(config, spec.tokenizer), gpus, DEVICE_MEMORY_BYTES[device]))
-        logger.info("%s: %s", run_id, json.dumps(rows[-1]))
+        raise ValueError(f"--runs {', '.join(unknown)}: not a pretraining run, memory probe, fine-tune or "
+                         f"downstream-<run> of preset {config['preset']!r}; expected some of {', '.join(known)}.")
+    chosen = [known[run_id] for run_id in run_ids or known]
+    rows = fit_rows(chosen, [vocab_size(config, workload.run.tokenizer) for workload in chosen], gpus,
+                    DEVICE_MEMORY_BYTES[device])
     markdown, table = fit_table(rows, device)
     atomic_write_text(out_csv, table)
     atomic_write_text(out_md, markdown)
@@ -210,10 +371,21 @@ def write_fit(config: dict[str, Any], device: str, gpus: int, run_ids: list[str]
 
 
 def _plan_main(argv: list[str]) -> None:
-    """``python -m pipeline.bench.fit <spec-json> <vocab> <micro-batch> <out-json>``: one plan (see ``fit_run``)."""
-    spec_json, vocab, micro_batch, out = argv
-    plan = plan_train_step(RunSpec.from_json(spec_json), int(vocab), int(micro_batch))
-    Path(out).write_text(json.dumps(plan))
+    """``python -m pipeline.bench.fit <requests-json> <out-json>``: the plans of ``[workload, vocab, micro-batch]``
+    requests (see ``fit_rows``), one after another; each one's compiled programs are dropped before the next."""
+    import jax
+
+    requests, out = argv
+    plans = []
+    for raw, vocab_size, micro_batch in json.loads(Path(requests).read_text()):
+        workload = Workload.from_dict(raw)
+        try:
+            plans.append(plan_workload(workload, vocab_size, micro_batch))
+        except Exception as error:
+            raise RuntimeError(f"{workload.run_id} at micro-batch {micro_batch}: {type(error).__name__}: "
+                               f"{error}".replace("\n", " ")) from error
+        jax.clear_caches()
+    Path(out).write_text(json.dumps(plans))
 
 
 if __name__ == "__main__":

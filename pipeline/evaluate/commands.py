@@ -11,6 +11,9 @@ from pathlib import Path
 
 from pipeline.commands import absolute, add_ray_options, ray_placement
 
+BATCH_SIZE = 32
+"""lm-eval requests scored per forward pass (``--batch-size``'s default; the rule passes none)."""
+
 
 def _downstream(args: argparse.Namespace) -> None:
     from pipeline.evaluate.lm_eval_tasks import resolve_tasks
@@ -66,7 +69,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     downstream.add_argument("--task-dir", type=Path, default=None,
                             help="folder of lm-eval task YAMLs (default: lm-eval's built-in tasks)")
     downstream.add_argument("--limit", type=int, default=None, help="documents per task (default: all)")
-    downstream.add_argument("--batch-size", type=int, default=32, help="requests per forward pass")
+    downstream.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="requests per forward pass")
     add_ray_options(downstream, gpus=True)
     downstream.set_defaults(run=_downstream)
 

@@ -26,18 +26,24 @@ from pipeline.train.loop import train_run, write_run_record
 
 
 def resampled_source(spec: FinetuneSpec, source_dir: Path, vocab_size: int, key):
-    """The model fine-tuning starts from: the source's final checkpoint, discretised to ``num_steps`` (DiffEqFormer)
-    and, for ``lora``, wrapped with adapters initialised by ``lora_init`` on the block projections."""
-    import jax
-    from levanter.lora import LoraConfig, loraize
-
-    from pipeline.models import GPT_LORA_TARGETS, LLAMA_LORA_TARGETS, discretize, init_lora
+    """The model fine-tuning starts from: the source's final checkpoint, resampled by ``resample``."""
     from pipeline.models.checkpoint import load_run_model
 
     source_spec, model = load_run_model(source_dir, vocab_size)
     if source_spec.run_id != spec.source_run:
         raise ValueError(f"{source_dir / 'config.yaml'}: key 'run_id' is {source_spec.run_id!r}; the fine-tune "
                          f"{spec.run_id} expects its source run {spec.source_run!r}.")
+    return resample(spec, model, key)
+
+
+def resample(spec: FinetuneSpec, model, key):
+    """The source ``model`` discretised to ``num_steps`` (DiffEqFormer) and, for ``lora``, wrapped with adapters
+    initialised by ``lora_init`` on the block projections."""
+    import jax
+    from levanter.lora import LoraConfig, loraize
+
+    from pipeline.models import GPT_LORA_TARGETS, LLAMA_LORA_TARGETS, discretize, init_lora
+
     if spec.family in DIFFEQ_FAMILIES:
         model = discretize(model, spec.num_steps, spec.resampling)
     if spec.method == "lora":

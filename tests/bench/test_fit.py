@@ -1,4 +1,5 @@
-"""Fit preview (pipeline.bench.fit): explicit sharding of every family at a paper shape, and the micro-batch search."""
+"""Fit preview (pipeline.bench.fit): explicit sharding of every family at a paper shape, the micro-batch search, and
+fine-tune and downstream rows planned on the tiny shapes."""
 
 from __future__ import annotations
 
@@ -65,37 +66,85 @@ def test_every_family_shards_its_parameters_over_eight_devices():
 
 
 def fake_plan(per_example_bytes: int, fixed_bytes: int):
-    """A plan whose temporaries grow linearly with the micro-batch (the shape of XLA's plans)."""
+    """Plans whose temporaries grow linearly with the micro-batch (the shape of XLA's plans)."""
     calls = []
 
-    def plan(spec, vocab_size, gpus, micro_batch):
-        calls.append(micro_batch)
-        temp = per_example_bytes * micro_batch
-        return {"parameters": 1, "param_bytes": fixed_bytes, "replicated_param_bytes": 0, "optimizer_bytes": 0,
-                "temp_bytes": temp, "total_bytes": fixed_bytes + temp, "gpus": gpus}
+    def plans(requests, gpus):
+        results = []
+        for _, _, micro_batch in requests:
+            calls.append(micro_batch)
+            temp = per_example_bytes * micro_batch
+            results.append({"parameters": 1, "trainable_parameters": 1, "param_bytes": fixed_bytes,
+                            "replicated_param_bytes": 0, "optimizer_bytes": 0, "temp_bytes": temp,
+                            "total_bytes": fixed_bytes + temp, "gpus": gpus})
+        return results
 
-    return plan, calls
+    return plans, calls
+
+
+def medium_gpt() -> fit.Workload:
+    return fit.Workload("pretrain", pretrain_runs(load_preset({"preset": "paper"}))["owt-medium-gpt"])
 
 
 @pytest.mark.parametrize(("per_example", "expected_micro_batch", "fits_at_batch"),
                          [(10**9, 32, True), (3 * 10**9, 16, False), (9 * 10**9, 8, False)])
 def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, per_example, expected_micro_batch, fits_at_batch):
-    spec = pretrain_runs(load_preset({"preset": "paper"}))["owt-medium-gpt"]  # batch 256 → 32 per device on 8
-    plan, calls = fake_plan(per_example, 5 * 10**9)
-    monkeypatch.setattr(fit, "_plan_in_subprocess", plan)
-    row = fit.fit_run(spec, 50257, 8, 80 * 10**9)
+    workload = medium_gpt()  # batch 256 → 32 per device on 8
+    plans, calls = fake_plan(per_example, 5 * 10**9)
+    monkeypatch.setattr(fit, "_plans_in_subprocess", plans)
+    [row] = fit.fit_rows([workload], [50257], 8, 80 * 10**9)
     assert (row["micro_batch"], row["fits_at_paper_batch"], row["fits"]) == (expected_micro_batch, fits_at_batch, True)
-    assert row["accumulation"] * row["micro_batch"] * row["gpus"] == spec.train.batch_size
+    assert row["accumulation"] * row["micro_batch"] * row["gpus"] == workload.batch_size
     assert calls[0] == 32 and len(calls) <= 3
 
 
 def test_a_run_that_fits_at_no_micro_batch_says_so(monkeypatch):
-    spec = pretrain_runs(load_preset({"preset": "paper"}))["owt-medium-gpt"]
-    plan, _ = fake_plan(10**9, 90 * 10**9)
-    monkeypatch.setattr(fit, "_plan_in_subprocess", plan)
-    row = fit.fit_run(spec, 50257, 8, 80 * 10**9)
+    plans, _ = fake_plan(10**9, 90 * 10**9)
+    monkeypatch.setattr(fit, "_plans_in_subprocess", plans)
+    [row] = fit.fit_rows([medium_gpt()], [50257], 8, 80 * 10**9)
     assert (row["micro_batch"], row["fits"]) == (1, False)
     assert "| no |" in fit.fit_table([row], "h100")[0]
+
+
+TINY_LORA, TINY_FULL, TINY_DOWNSTREAM = ("ft-wt103-owt-diffeq6-n8-lora", "ft-wt103-owt-diffeq6-n8-full",
+                                         "downstream-owt-large-diffeq")
+
+
+@pytest.fixture(scope="module")
+def tiny_rows(tmp_path_factory):
+    """A LoRA and a full fine-tune of the tiny DiffEqFormer resampled to N' = 8, and lm-eval on the tiny
+    GPT-large DiffEqFormer, planned in one child process on 2 virtual devices."""
+    out = tmp_path_factory.mktemp("fit")
+    rows = fit.write_fit(load_preset({"preset": "tiny"}), "h100", 2, [TINY_LORA, TINY_FULL, TINY_DOWNSTREAM],
+                         out / "fit.md", out / "fit.csv")
+    return {row["run_id"]: row for row in rows}, (out / "fit.csv").read_text()
+
+
+def test_a_finetune_and_a_downstream_run_are_planned(tiny_rows):
+    rows, table = tiny_rows
+    assert [(rows[run_id]["role"], rows[run_id]["gpus"]) for run_id in (TINY_LORA, TINY_FULL, TINY_DOWNSTREAM)] == [
+        ("finetune", 2), ("finetune", 2), ("downstream", 1)]
+    assert table.splitlines()[0].startswith("run_id,role,")
+    full = rows[TINY_FULL]
+    assert full["trainable_parameters"] == full["parameters"] > 0
+    assert 0 < full["param_bytes"] < full["total_bytes"] and full["temp_bytes"] > 0
+
+
+def test_lora_plans_fewer_optimizer_bytes_than_full(tiny_rows):
+    """LoRA's optimizer holds state for the adapters and embeddings only, though its model has more parameters
+    (the frozen resampled weights + the adapters)."""
+    rows, _ = tiny_rows
+    lora, full = rows[TINY_LORA], rows[TINY_FULL]
+    assert lora["parameters"] > full["parameters"]
+    assert lora["trainable_parameters"] < full["trainable_parameters"]
+    assert 0 < lora["optimizer_bytes"] < full["optimizer_bytes"]
+
+
+def test_downstream_row_has_no_optimizer_state(tiny_rows):
+    rows, _ = tiny_rows
+    downstream = rows[TINY_DOWNSTREAM]
+    assert (downstream["optimizer_bytes"], downstream["trainable_parameters"], downstream["batch_size"]) == (0, 0, 32)
+    assert 0 < downstream["param_bytes"] < downstream["total_bytes"] and downstream["temp_bytes"] > 0
 
 
 @pytest.mark.parametrize(("micro_batch", "expected"), [(None, -1), (4, 4)])
