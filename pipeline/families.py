@@ -1,7 +1,7 @@
 """The model families a preset can train (``pretrain.<group>.families``): their names, groups and display labels.
 
 The one list the config, the models, the reports and the schema test read; the schema's ``family`` enum
-(``workflow/schemas/config.schema.yaml``) must name the same families.
+(``pipeline/config/schema.yaml``) must name the same families.
 """
 
 FAMILY_LABELS = {

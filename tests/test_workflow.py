@@ -118,6 +118,6 @@ def test_a_shell_injection_in_a_task_name_is_refused_before_anything_runs():
     result = snakemake("-n", "--config", 'downstream={tasks: ["tiny_choice;touch /tmp/x;#"]}')
     assert result.returncode != 0
     sentences = [line for line in (result.stdout + result.stderr).splitlines() if "downstream.tasks" in line]
-    assert sentences == [f"{ROOT}/workflow/config/tiny.yaml (with --config overrides ['downstream']): "
+    assert sentences == [f"{ROOT}/pipeline/config/presets/tiny.yaml (with --config overrides ['downstream']): "
                          "key 'downstream.tasks.0' must match '^[A-Za-z0-9][A-Za-z0-9_.-]*$' "
                          "(got 'tiny_choice;touch /tmp/x;#')."]
