@@ -14,6 +14,15 @@ FAMILY_LABELS = {
 }
 """Every family and its label in tables and figures, in the order of the paper's tables."""
 FAMILIES = tuple(FAMILY_LABELS)
+FAMILY_MODEL_CONFIGS = {
+    "gpt": "gpt2",
+    "shared": "shared_gpt",
+    "shared_ode": "shared_ode_gpt",
+    "diffeq": "diffeq_gpt",
+    "llama": "llama",
+    "diffeq_llama": "diffeq_llama",
+}
+"""Every family's model config, by its name in Levanter's ``LmConfig`` registry (``pipeline.models`` registers ours)."""
 GPT_FAMILIES = ("gpt", "diffeq", "shared", "shared_ode")
 """GPT-2-shaped: learned positions, LayerNorm, GELU MLP sized by ``mlp_scale``, dropout."""
 LLAMA_FAMILIES = ("llama", "diffeq_llama")
