@@ -12,7 +12,7 @@ TRACKERS_ENV = "PIPELINE_TRACKERS"
 
 def export_code_path(root: str) -> None:
     """Put the repository on every job's ``PYTHONPATH`` (once), so ``python -m pipeline`` in a job finds this
-    checkout's code even where it is not pip-installed (a conda environment from ``environment.yml``)."""
+    checkout's code even where another checkout is pip-installed (a virtualenv shared between checkouts)."""
     paths = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
     if root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])

@@ -1,7 +1,7 @@
 """The model families a preset can train (``pretrain.<group>.families``): their names, groups and display labels.
 
 The one list the config, the models, the reports and the schema test read; the schema's ``family`` enum
-(``workflow/schemas/config.schema.yaml``) must name the same families.
+(``pipeline/config/schema.yaml``) must name the same families.
 """
 
 FAMILY_LABELS = {
@@ -14,6 +14,15 @@ FAMILY_LABELS = {
 }
 """Every family and its label in tables and figures, in the order of the paper's tables."""
 FAMILIES = tuple(FAMILY_LABELS)
+FAMILY_MODEL_CONFIGS = {
+    "gpt": "gpt2",
+    "shared": "shared_gpt",
+    "shared_ode": "shared_ode_gpt",
+    "diffeq": "diffeq_gpt",
+    "llama": "llama",
+    "diffeq_llama": "diffeq_llama",
+}
+"""Every family's model config, by its name in Levanter's ``LmConfig`` registry (``pipeline.models`` registers ours)."""
 GPT_FAMILIES = ("gpt", "diffeq", "shared", "shared_ode")
 """GPT-2-shaped: learned positions, LayerNorm, GELU MLP sized by ``mlp_scale``, dropout."""
 LLAMA_FAMILIES = ("llama", "diffeq_llama")

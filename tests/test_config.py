@@ -1,12 +1,15 @@
 """The presets declare the paper's grid; malformed presets fail with one sentence naming file and key."""
 
 import os
+import re
+from pathlib import Path
 
 import pytest
 import yaml
 
+import pipeline.config
 from pipeline.config import (
-    CONFIG_DIR,
+    PRESET_DIR,
     SCHEMA_PATH,
     ConfigError,
     RunSpec,
@@ -141,20 +144,20 @@ def test_bad_preset_fails_with_one_sentence(override, expected):
         load_preset({"preset": "tiny", **override})
     message = str(error.value)
     assert expected in message
-    assert message.startswith(str(load_preset.__globals__["CONFIG_DIR"] / "tiny.yaml"))
+    assert message.startswith(str(PRESET_DIR / "tiny.yaml"))
     assert "\n" not in message
 
 
 def test_a_preset_file_must_not_take_a_builtin_presets_name_and_results_folder(tmp_path):
     """A copy of tiny.yaml with one lr changed would rerun into, and overwrite, results/tiny: refused."""
-    tiny = (CONFIG_DIR / "tiny.yaml").read_text()
+    tiny = (PRESET_DIR / "tiny.yaml").read_text()
     copy = tmp_path / "copy-of-tiny.yaml"
     copy.write_text(tiny.replace("lr: 6.0e-3", "lr: 1.0e-3", 1))
     with pytest.raises(ConfigError) as error:
         load_preset({"preset": str(copy)})
     assert str(error.value) == (
         f"{copy}: key 'preset' is 'tiny', the built-in preset whose results are in results/tiny/, but key "
-        f"'pretrain.wt103-small.train.lr' differs from {CONFIG_DIR / 'tiny.yaml'}; give this file its own preset name "
+        f"'pretrain.wt103-small.train.lr' differs from {PRESET_DIR / 'tiny.yaml'}; give this file its own preset name "
         f"(e.g. preset: my_tiny) so that its results get their own folder.")
     copy.write_text(tiny)
     assert load_preset({"preset": str(copy)})["preset"] == "tiny"
@@ -229,3 +232,12 @@ def test_jobs_find_the_checkout_s_code_once(monkeypatch):
     export_code_path("/repo")
     export_code_path("/repo")  # a SLURM job re-reads the workflow with the submit host's environment
     assert os.environ["PYTHONPATH"] == os.pathsep.join(["/repo", "/elsewhere"])
+
+
+def test_presets_and_schema_are_the_config_packages_data():
+    """The package reads its own presets and schema; it computes no path into the workflow that uses it."""
+    package = Path(pipeline.config.__file__).parent
+    assert {PRESET_DIR.parent, SCHEMA_PATH.parent} == {package}
+    assert {"paper.yaml", "tiny.yaml"} <= {path.name for path in PRESET_DIR.glob("*.yaml")}
+    sources = {path.name: path.read_text() for path in package.glob("*.py")}
+    assert [name for name, text in sources.items() if re.search(r"[\"']workflow[\"'/]", text)] == []

@@ -1,9 +1,7 @@
-"""The lock file is the single source of the pinned stack; environment.yml and pyproject agree with it."""
+"""The lock file is the single source of the pinned stack; pyproject agrees with it and nothing competes with it."""
 
 import re
 from pathlib import Path
-
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,11 +20,13 @@ def test_lock_pins_the_verified_stack():
         assert name in pins, name
 
 
-def test_environment_yml_mirrors_the_lock():
-    env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    assert "python=3.11" in env["dependencies"]
-    pip = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
-    assert dict(line.split("==") for line in pip) == lock_pins()
+def test_the_lock_is_the_only_environment():
+    """No conda environment file beside the lock and no rule pointing at one."""
+    assert not (ROOT / "environment.yml").exists()
+    workflow_files = [ROOT / "workflow" / "Snakefile", *(ROOT / "workflow" / "rules").glob("*.smk")]
+    assert [path.name for path in workflow_files if re.search(r"^\s+conda:", path.read_text(), re.M)] == []
+    sources = [ROOT / "README.md", ROOT / "pyproject.toml", *workflow_files, *(ROOT / "pipeline").rglob("*.py")]
+    assert [path.name for path in sources if "environment.yml" in path.read_text()] == []
 
 
 def test_pyproject_pins_agree_with_the_lock():

@@ -60,13 +60,14 @@ def _clustering(args: argparse.Namespace) -> None:
 def _param_counts(args: argparse.Namespace) -> None:
     import pandas as pd
 
+    from pipeline.analysis.tidy import PARAM_COUNT_COLUMNS
     from pipeline.artifacts import atomic_write_text
     from pipeline.models import baseline_param_counts, table6_param_counts
 
     rows = [{"model": "diffeq-gpt-large", "time_embed_dim": d, "parameters": n}
             for d, n in table6_param_counts().items()]
     rows += [{"model": name, "time_embed_dim": None, "parameters": n} for name, n in baseline_param_counts().items()]
-    table = pd.DataFrame(rows, columns=["model", "time_embed_dim", "parameters"]).astype({"time_embed_dim": "Int64"})
+    table = pd.DataFrame(rows, columns=PARAM_COUNT_COLUMNS).astype({"time_embed_dim": "Int64"})
     atomic_write_text(args.out, table.to_csv(index=False))
     logging.info("param-counts finished: %d rows", len(table))
 

@@ -22,9 +22,9 @@ import jax.numpy as jnp
 import pandas as pd
 from haliax import NamedArray
 
+from pipeline.analysis.tidy import FRONTIER_COLUMNS
+
 SOLVER_STAGES = {"euler": 1, "heun": 2, "rk4": 4}
-FRONTIER_COLUMNS = ["run_id", "family", "dataset", "trained_steps", "solver", "num_steps", "step_factor",
-                    "field_evaluations", "val_loss", "val_ppl"]
 
 
 def solver_step(solver: str, blocks: list, x: NamedArray, mask) -> NamedArray:

@@ -26,7 +26,7 @@ import pandas as pd
 from haliax import NamedArray
 from levanter.layers.attention import AttentionMask
 
-LYAPUNOV_COLUMNS = ["run_id", "sentence_id", "position", "token", "exponent_index", "exponent"]
+from pipeline.analysis.tidy import LYAPUNOV_COLUMNS
 
 
 def query_increment(block, x: NamedArray) -> NamedArray:
@@ -129,7 +129,7 @@ def exponents_table(run_id: str, sentence_id: int, tokens: list[str], exponents:
         "token": np.asarray(tokens, dtype=object)[positions.ravel()],
         "exponent_index": index.ravel(),
         "exponent": exponents.ravel(),
-    })
+    })[LYAPUNOV_COLUMNS]
 
 
 def heatmap_html(run_id: str, sentences: list[tuple[list[str], np.ndarray]]) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-SPECTRA_COLUMNS = ["run_id", "family", "dataset", "matrix", "t", "layer", "head", "index", "real", "imag"]
+from pipeline.analysis.tidy import SPECTRA_COLUMNS
 
 
 def head_spectra(w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndarray) -> dict[str, np.ndarray]:

@@ -166,7 +166,7 @@ def evaluate_downstream(run_dir: str, tokenizer_dir: str, out_dir: str, *, pair:
     """Evaluate one trained run on lm-eval ``tasks`` for every few-shot count in ``shots``.
 
     Writes ``<out_dir>/lm_eval_<k>shot.json`` (lm-eval's results, non-JSON values as strings) per k and then
-    ``<out_dir>/downstream.csv`` (``CSV_COLUMNS``); returns {"run_id", "rows", "seconds"}. The model runs in the
+    ``<out_dir>/downstream.csv`` (``DOWNSTREAM_COLUMNS``); returns {"run_id", "rows", "seconds"}. The model runs in the
     run's compute dtype (``train.mixed_precision``).
     """
     started = time.perf_counter()

@@ -13,9 +13,10 @@ from typing import Any
 
 from lm_eval.tasks import TaskManager
 
+from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
+
 SCORED_OUTPUT_TYPES = ("loglikelihood", "loglikelihood_rolling", "multiple_choice")
 """lm-eval output types ``LevanterLM`` scores (all of the paper's 11 tasks are among them)."""
-CSV_COLUMNS = ("run_id", "family", "pair", "task", "shots", "metric", "value", "stderr", "n_samples")
 
 
 def task_manager(task_dir: str | Path | None):
@@ -88,7 +89,7 @@ def tidy_rows(results: dict, *, run_id: str, family: str, pair: str, shots: int)
 
 def rows_to_csv(rows: list[dict]) -> str:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=DOWNSTREAM_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()

@@ -6,13 +6,13 @@
   DiffEqFormer block with time-independent weights as an Euler-solved field, experiment-facts §9.13).
 - ``discrete_diffeq_gpt`` / ``discrete_diffeq_llama``: a DiffEqFormer resampled to N' steps (§6.2).
 - ``gpt2`` / ``llama``: Levanter's own baselines.
+
+``build_model_config`` finds a family's config class in that registry (``pipeline.families.FAMILY_MODEL_CONFIGS``).
 """
 
-from levanter.models.gpt2 import Gpt2Config
-from levanter.models.llama import LlamaConfig
 from levanter.models.lm_model import LmConfig
 
-from pipeline.families import DIFFEQ_FAMILIES, FAMILIES, GPT_FAMILIES, LLAMA_FAMILIES
+from pipeline.families import DIFFEQ_FAMILIES, FAMILIES, FAMILY_MODEL_CONFIGS, GPT_FAMILIES, LLAMA_FAMILIES
 
 from .diffeq_gpt import DiffEqGptConfig, DiffEqGptLMHeadModel
 from .diffeq_llama import DiffEqLlamaConfig, DiffEqLlamaLMHeadModel
@@ -91,17 +91,9 @@ def build_model_config(
         ff = 4 * hidden_dim if intermediate_dim is None else intermediate_dim
         shape.update(intermediate_dim=ff, num_kv_heads=num_heads)
 
-    if family == "gpt":
-        return Gpt2Config(**shape)
-    if family == "llama":
-        return LlamaConfig(**shape)
-    if family == "shared":
-        return SharedGptConfig(**shape)
-    if family == "shared_ode":
-        return SharedOdeGptConfig(**shape)
-    if family == "diffeq":
-        return DiffEqGptConfig(**shape, **time_options)
-    return DiffEqLlamaConfig(**shape, **time_options, **LLAMA_LAYERS[llama_layer or "reference"])
+    if family == "diffeq_llama":
+        shape.update(LLAMA_LAYERS[llama_layer or "reference"])
+    return LmConfig.get_choice_class(FAMILY_MODEL_CONFIGS[family])(**shape, **time_options)
 
 
 __all__ = [

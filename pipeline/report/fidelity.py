@@ -40,7 +40,7 @@ FIDELITY_MEANINGS = {
     "eval_split": {"test": "the target's test split where its source has one ({splits})",
                    "validation": "the target's validation split ({splits})"},
 }
-"""What each value of a ``fidelity.*`` preset key does (schema: workflow/schemas/config.schema.yaml)."""
+"""What each value of a ``fidelity.*`` preset key does (schema: pipeline/config/schema.yaml)."""
 SHARED_DESIGNS = {
     "shared": "one sequential GPT-2 block reused L times, x_l = Block(x_{l-1})",
     "shared_ode": "the ODE-style shared field x_l = x_{l-1} + dt·(Attn(LN1 x) + FF(LN2 x)), one set of weights, "

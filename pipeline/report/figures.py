@@ -14,6 +14,7 @@ import seaborn as sns
 import yaml
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
+from pipeline.analysis.tidy import FRONTIER_COLUMNS, LYAPUNOV_COLUMNS, SPECTRA_COLUMNS
 from pipeline.families import DIFFEQ_FAMILIES, FAMILY_LABELS
 from pipeline.report.style import FAMILY_COLOURS, FigureFiles, apply_style, panels, save_figure
 from pipeline.report.tables import (
@@ -30,12 +31,8 @@ from pipeline.report.tables import (
 
 PPL_LABEL = "validation perplexity (lower is better)"
 STEP_LABEL = "training step (updates)"
-SPECTRA_COLUMNS = ["run_id", "family", "dataset", "matrix", "t", "layer", "head", "index", "real", "imag"]
-LYAPUNOV_COLUMNS = ["run_id", "sentence_id", "position", "token", "exponent_index", "exponent"]
 TRAJECTORY_COLUMNS = ["magnitude", "degree", "step", "t", "token", "x0", "x1", "x2"]
 CLUSTER_STATS_COLUMNS = ["magnitude", "degree", "n_clusters", "threshold", "mean_pairwise_distance"]
-FRONTIER_COLUMNS = ["run_id", "family", "dataset", "trained_steps", "solver", "num_steps", "step_factor",
-                    "field_evaluations", "val_loss", "val_ppl"]
 FINETUNE_COLUMNS = ["run_id", "family", "source_run", "source_dataset", "target_dataset", "method", "num_steps",
                     "source_steps", "train_steps", "eval_split", "val_ppl", "initial_val_ppl"]
 

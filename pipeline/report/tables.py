@@ -16,7 +16,9 @@ import pandas as pd
 import yaml
 
 from pipeline.analysis.memory import MEMORY_COLUMNS
+from pipeline.analysis.tidy import PARAM_COUNT_COLUMNS
 from pipeline.artifacts import atomic_write_text
+from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
 from pipeline.families import BASELINE_FAMILIES, FAMILY_LABELS, LLAMA_FAMILIES
 
 DATASET_TABLES = {"wt103": "Table 1: WikiText-103", "owt": "Table 2: OpenWebText"}
@@ -24,11 +26,9 @@ DATASET_LABELS = {"wt103": "WikiText-103", "owt": "OpenWebText"}
 SIZE_ORDER = ["small", "medium", "large", "llama1b", "ft18", "ft24"]
 RUN_COLUMNS = ["run_id", "preset", "group", "dataset", "size", "family", "role", "ablation", "parameters", "steps",
                "tokens_seen", "final_train_loss", "val_loss", "val_ppl", "mean_tokens_per_s"]
-DOWNSTREAM_COLUMNS = ["run_id", "family", "pair", "task", "shots", "metric", "value", "stderr", "n_samples"]
 DOWNSTREAM_TABLES = {"gpt-large": "Table 4: downstream accuracy, GPT-large pair",
                      "llama-1b": "Table 5: downstream accuracy, Llama-1B pair"}
 ACCURACY_METRIC = "acc"
-PARAM_COUNT_COLUMNS = ["model", "time_embed_dim", "parameters"]
 
 
 def read_json(path: Path) -> dict:

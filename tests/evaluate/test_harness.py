@@ -9,7 +9,8 @@ import pytest
 from conftest import SEQ_LEN, hf_model, torch_loglikelihoods
 
 from pipeline.evaluate.harness import LevanterLM
-from pipeline.evaluate.lm_eval_tasks import CSV_COLUMNS, resolve_tasks, rows_to_csv, tidy_rows
+from pipeline.evaluate.lm_eval_tasks import resolve_tasks, rows_to_csv, tidy_rows
+from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
 from pipeline.models import discretize
 
 
@@ -101,4 +102,4 @@ def test_tidy_rows_hold_every_metric_with_its_stderr_and_sample_count():
                                                "task": "lambada_openai", "shots": 5, "metric": "acc", "value": 0.5,
                                                "stderr": 0.007, "n_samples": 100}
     assert math.isnan(by_key["lambada_openai", "perplexity"]["stderr"])
-    assert rows_to_csv(rows).splitlines()[0] == ",".join(CSV_COLUMNS)
+    assert rows_to_csv(rows).splitlines()[0] == ",".join(DOWNSTREAM_COLUMNS)

@@ -30,8 +30,6 @@ rule spectra:
         f"{RESULTS}/benchmarks/analysis/spectra/{{run}}.tsv"
     resources:
         **gpu_analysis_resources("spectra"),
-    conda:
-        ENV
     shell:
         "python -m pipeline spectra --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
         " --time-oversampling {params.oversampling:q} --out {output.csv:q} --gpus {resources.gpu:q}"
@@ -55,8 +53,6 @@ rule lyapunov:
         f"{RESULTS}/benchmarks/analysis/lyapunov/{{run}}.tsv"
     resources:
         **gpu_analysis_resources("lyapunov"),
-    conda:
-        ENV
     shell:
         "python -m pipeline lyapunov --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
         " --sentences {params.sentences:q} --output-token {params.output_token:q}"
@@ -79,8 +75,6 @@ rule frontier:
         f"{RESULTS}/benchmarks/analysis/frontier/{{run}}.tsv"
     resources:
         **gpu_analysis_resources("frontier"),
-    conda:
-        ENV
     shell:
         "python -m pipeline frontier --run-dir {params.run_dir:q} --cache {input.cache:q}"
         " --tokenizer {input.tokenizer:q} --step-factors {params.step_factors:q} --solvers {params.solvers:q}"
@@ -103,8 +97,6 @@ rule clustering:
         gpu=0,
         mem_mb=2000,
         runtime=10,
-    conda:
-        ENV
     shell:
         "python -m pipeline clustering --settings {params.settings:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
@@ -120,8 +112,6 @@ rule param_counts:
         gpu=0,
         mem_mb=4000,
         runtime=10,
-    conda:
-        ENV
     shell:
         "python -m pipeline param-counts --out {output.csv:q} > {log:q} 2>&1"
 
@@ -140,8 +130,6 @@ rule memory_probe:
         f"{RESULTS}/benchmarks/analysis/memory/{{probe}}.tsv"
     resources:
         **JOBS.rule_resources(lambda wildcards: JOBS.memory_probe(MEMORY_PROBE_BASE_RUNS[wildcards.probe]), gpu=True),
-    conda:
-        ENV
     shell:
         "python -m pipeline memory-probe --spec {params.spec:q} --tokenizer {input.tokenizer:q}"
         " --steps {params.steps:q} --out {output.record:q} --gpus {resources.gpu:q} > {log:q} 2>&1"

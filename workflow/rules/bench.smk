@@ -18,8 +18,6 @@ rule fit:
         gpu=0,
         mem_mb=32000,
         runtime=240,
-    conda:
-        ENV
     shell:
         "python -m pipeline fit --preset {params.preset:q} --device {params.device:q}"
         " --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"

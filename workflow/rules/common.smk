@@ -40,7 +40,6 @@ DATA = f"{RESULTS}/data"
 RUNS = pretrain_runs(config)
 FINETUNE_RUNS = finetune_runs(config)
 MEMORY_PROBES = memory_probes(config)
-ENV = "../../environment.yml"
 EVALUATE_TASK_DIR = downstream_task_dir(config)
 HUB_ITEMS = hub_items(config)
 PREFETCH_MANIFEST = f"{DATA}/prefetch.json"

@@ -9,8 +9,6 @@ rule prefetch:
         task_dir=["--task-dir", str(EVALUATE_TASK_DIR)] if EVALUATE_TASK_DIR is not None else [],
     log:
         f"{RESULTS}/logs/prefetch.log",
-    conda:
-        ENV
     shell:
         "HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 python -m pipeline prefetch --items {params.hub_items:q}"
         " {params.task_dir:q} --out {output.manifest:q} > {log:q} 2>&1"
@@ -34,8 +32,6 @@ rule corpus:
         f"{RESULTS}/benchmarks/corpus/{{dataset}}.tsv"
     resources:
         **cpu_resources("corpus"),
-    conda:
-        ENV
     shell:
         "python -m pipeline corpus --source {params.source:q} --out {output:q} > {log:q} 2>&1"
 
@@ -54,8 +50,6 @@ rule tokenizer:
         f"{RESULTS}/benchmarks/tokenizer/{{tokenizer}}.tsv"
     resources:
         **cpu_resources("tokenizer"),
-    conda:
-        ENV
     shell:
         "python -m pipeline tokenizer --spec {params.spec:q} --out {output:q} {input:q} > {log:q} 2>&1"
 
@@ -74,8 +68,6 @@ rule token_cache:
         f"{RESULTS}/benchmarks/token_cache/{{dataset}}-{{tokenizer}}.tsv"
     resources:
         **cpu_resources("token_cache"),
-    conda:
-        ENV
     shell:
         "python -m pipeline cache --corpus {input.corpus:q} --tokenizer {input.tokenizer:q}"
         " --builder {params.builder:q} --out {output:q} > {log:q} 2>&1"

@@ -32,8 +32,6 @@ rule downstream:
         f"{RESULTS}/benchmarks/downstream/{{run}}.tsv"
     resources:
         **gpu_analysis_resources("downstream"),
-    conda:
-        ENV
     shell:
         "python -m pipeline downstream --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
         " --out-dir {params.out_dir:q} --pair {params.pair:q} --tasks {params.tasks:q} --shots {params.shots:q}"

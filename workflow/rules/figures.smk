@@ -20,8 +20,6 @@ rule figure_curves:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline figure curves --png {output.png:q} --pdf {output.pdf:q} --inputs {input:q} > {log:q} 2>&1"
 
@@ -39,8 +37,6 @@ rule figure_beta2:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline figure beta2 --png {output.png:q} --pdf {output.pdf:q} --inputs {input:q} > {log:q} 2>&1"
 
@@ -67,8 +63,6 @@ rule figure_time_embed_dim:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline figure time-embed-dim --png {output.ppl:q} {output.throughput:q}"
         " --pdf {output.ppl_pdf:q} {output.throughput_pdf:q} --inputs {input:q} > {log:q} 2>&1"
@@ -87,8 +81,6 @@ rule figure_memory:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline figure memory --png {output.png:q} --pdf {output.pdf:q} --inputs {input:q} > {log:q} 2>&1"
 
@@ -108,8 +100,6 @@ rule figure_time_mlp_design:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline figure time-mlp-design --png {output.png:q} --pdf {output.pdf:q} --inputs {input:q}"
         " > {log:q} 2>&1"
@@ -128,8 +118,6 @@ rule figure_finetune:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline figure finetune --png {output.png:q} --pdf {output.pdf:q} --inputs {input:q} > {log:q} 2>&1"
 
@@ -159,8 +147,6 @@ rule figure_downstream:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline figure downstream --shots {params.shots:q} --png {output.png:q} --pdf {output.pdf:q}"
         " --inputs {input:q} > {log:q} 2>&1"
@@ -179,8 +165,6 @@ rule figure_spectra:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline figure spectra --png {output.png:q} --pdf {output.pdf:q} --inputs {input:q} > {log:q} 2>&1"
 
@@ -200,8 +184,6 @@ rule figure_lyapunov:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline figure lyapunov --output-token {params.output_token:q} --png {output.png:q}"
         " --pdf {output.pdf:q} --inputs {input:q} > {log:q} 2>&1"
@@ -230,8 +212,6 @@ rule figure_clustering:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline figure clustering --png {output.trajectories:q} {output.stats:q}"
         " --pdf {output.trajectories_pdf:q} {output.stats_pdf:q}"
@@ -251,7 +231,5 @@ rule figure_frontier:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline figure frontier --png {output.png:q} --pdf {output.pdf:q} --inputs {input:q} > {log:q} 2>&1"

@@ -17,8 +17,6 @@ rule finetune:
         f"{RESULTS}/benchmarks/finetune/{{finetune}}.tsv"
     resources:
         **training_resources("finetune", "finetune"),
-    conda:
-        ENV
     shell:
         "python -m pipeline finetune --spec {params.spec:q} --run-dir {params.run_dir:q}"
         " --source {params.source_dir:q} --cache {input.cache:q} --tokenizer {input.tokenizer:q}"

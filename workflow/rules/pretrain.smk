@@ -16,8 +16,6 @@ rule pretrain:
         f"{RESULTS}/benchmarks/pretrain/{{run}}.tsv"
     resources:
         **training_resources("pretrain", "run"),
-    conda:
-        ENV
     shell:
         "python -m pipeline pretrain --spec {params.spec:q} --run-dir {params.run_dir:q}"
         " --cache {input.cache:q} --tokenizer {input.tokenizer:q} --gpus {resources.gpu:q}"

@@ -31,8 +31,6 @@ rule scorecard:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline scorecard --md {output.md:q} --csv {output.csv:q} --html {output.html:q}"
         " --preset {params.preset:q} --runs-csv {input.runs:q} --finetune {input.finetune:q}"

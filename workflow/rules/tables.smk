@@ -24,8 +24,6 @@ rule perplexity_table:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline perplexity-table --md {output.md:q} --csv {output.csv:q} --tex {output.tex:q}"
         " --html {output.html:q} --runs-csv {output.runs:q} {input:q} > {log:q} 2>&1"
@@ -47,8 +45,6 @@ rule fidelity_table:
         mem_mb=1000,
         runtime=5,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline fidelity-table --md {output.md:q} --csv {output.csv:q} --html {output.html:q}"
         " --config-json {params.config_json:q} > {log:q} 2>&1"
@@ -69,8 +65,6 @@ rule model_spec_table:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline spec-table --md {output.md:q} --csv {output.csv:q} --tex {output.tex:q}"
         " --html {output.html:q} {input:q} > {log:q} 2>&1"
@@ -93,8 +87,6 @@ rule downstream_table:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline downstream-table --md {output.md:q} --csv {output.csv:q} --tex {output.tex:q}"
         " --html {output.html:q} {input:q} > {log:q} 2>&1"
@@ -115,8 +107,6 @@ rule param_count_table:
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
-    conda:
-        ENV
     shell:
         "python -m pipeline param-count-table --md {output.md:q} --csv {output.csv:q} --tex {output.tex:q}"
         " --html {output.html:q} {input:q} > {log:q} 2>&1"

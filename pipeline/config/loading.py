@@ -1,0 +1,145 @@
+"""Presets: load one, merge command-line overrides over it, validate it.
+
+A preset (``presets/<name>.yaml`` in this package, or a path to a YAML file) declares the paper's grid
+(experiment-facts §3-7). ``load_preset`` merges command-line overrides onto it, validates it against
+``schema.yaml`` plus the cross-references a schema cannot express (``grid``), and fails with one sentence naming
+the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from pipeline.config.grid import cross_reference_problem
+from pipeline.config.messages import ConfigError, schema_error_sentence
+from pipeline.config.paths import PRESET_DIR, SCHEMA_PATH
+
+# JSON Schema's "integer" admits integral floats (8.0, and 1e3 from --config); here an integer key takes ints only.
+STRICT_VALIDATOR = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, instance: isinstance(instance, int) and not isinstance(instance, bool)),
+)
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """Return ``base`` with ``override`` merged in recursively (override wins on leaves)."""
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def typed_overrides(value: Any) -> Any:
+    """Snakemake parses nested ``--config`` values with YAML's BaseLoader, so every leaf arrives as a string
+    (``steps: 6`` as ``'6'``); read string leaves as YAML scalars so they get their intended types."""
+    if isinstance(value, dict):
+        return {key: typed_overrides(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [typed_overrides(item) for item in value]
+    if isinstance(value, str):
+        for number in (int, float):
+            try:
+                return number(value)
+            except ValueError:
+                pass
+        try:
+            return yaml.safe_load(value) if value.strip() else value
+        except yaml.YAMLError:
+            return value
+    return value
+
+
+def preset_path(preset: str) -> Path:
+    """A preset name (``tiny``, ``paper``) maps to ``presets/<name>.yaml``; a path is taken as is."""
+    if preset.endswith((".yaml", ".yml")):
+        return Path(preset)
+    return PRESET_DIR / f"{preset}.yaml"
+
+
+def load_preset(cli_config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Load the preset named by ``cli_config['preset']`` (default ``tiny``), merge the other keys over it,
+    validate, and return the resolved config."""
+    overrides = typed_overrides(dict(cli_config or {}))
+    path = preset_path(str(overrides.pop("preset", "tiny")))
+    if not path.is_file():
+        raise ConfigError(
+            f"{path}: key 'preset' names no preset file; expected one of "
+            f"{sorted(p.stem for p in PRESET_DIR.glob('*.yaml'))} or a path to a .yaml file."
+        )
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: is not valid YAML ({error}).") from error
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys at the top level.")
+    problem = _builtin_name_problem(path, loaded)
+    if problem:
+        raise ConfigError(f"{path}: {problem}.")
+    config = deep_merge(loaded, overrides)
+    source = f"{path} (with --config overrides {sorted(overrides)})" if overrides else str(path)
+    validate_config(config, source)
+    return config
+
+
+def _first_difference(expected: Any, found: Any, key: str = "") -> str | None:
+    """The first key (dotted) whose value differs between two loaded YAML documents, or None if they are equal."""
+    if isinstance(expected, dict) and isinstance(found, dict):
+        for name in sorted(set(expected) | set(found), key=str):
+            difference = _first_difference(expected.get(name), found.get(name), f"{key}.{name}" if key else str(name))
+            if difference:
+                return difference
+        return None
+    return None if expected == found else key or "<top level>"
+
+
+def _builtin_name_problem(path: Path, loaded: dict[str, Any]) -> str | None:
+    """A preset's ``preset`` key names its results folder, ``results/<preset>/``. A file elsewhere that takes the
+    name of a built-in preset but differs from it would rerun into, and overwrite, that preset's results."""
+    name = loaded.get("preset")
+    builtin = PRESET_DIR / f"{name}.yaml"
+    if not isinstance(name, str) or not builtin.is_file() or path.resolve() == builtin.resolve():
+        return None
+    difference = _first_difference(yaml.safe_load(builtin.read_text()), loaded)
+    if difference is None:
+        return None
+    return (f"key 'preset' is {name!r}, the built-in preset whose results are in results/{name}/, but key "
+            f"{difference!r} differs from {builtin}; give this file its own preset name (e.g. preset: my_{name}) "
+            f"so that its results get their own folder")
+
+
+def validate_config(config: dict[str, Any], source: str) -> None:
+    """Check ``config`` against the JSON schema and its cross-references; raise ``ConfigError`` on the first
+    problem."""
+    problem = _non_finite_problem(config)
+    if problem:
+        raise ConfigError(f"{source}: {problem}.")
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    errors = sorted(STRICT_VALIDATOR(schema).iter_errors(config), key=lambda e: e.path)
+    if errors:
+        raise ConfigError(f"{source}: {schema_error_sentence(errors[0])}.")
+    problem = cross_reference_problem(config)
+    if problem:
+        raise ConfigError(f"{source}: {problem}.")
+
+
+def _non_finite_problem(value: Any, key: str = "") -> str | None:
+    """NaN and ±inf (YAML ``.nan``/``.inf``, ``nan``/``inf``/``1e400`` on the command line) are refused everywhere:
+    every range check of the schema is false for NaN, so it would pass them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"key {key or '<top level>'!r} must be a finite number (got {value!r})"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for name, item in items:
+        problem = _non_finite_problem(item, f"{key}.{name}" if key else str(name))
+        if problem:
+            return problem
+    return None
