@@ -54,7 +54,7 @@ def test_token_counts_match_the_paper_grid(paper_workloads):
 
 def test_stage_run_counts(paper_workloads):
     stages = [stage for stage, _ in paper_workloads]
-    assert (stages.count("pretrain"), stages.count("finetune"), stages.count("evaluate")) == (26, 20, 4)
+    assert (stages.count("pretrain"), stages.count("finetune"), stages.count("evaluate")) == (28, 20, 4)
 
 
 def test_local_tasks_need_a_limit_and_count_at_most_four_requests():
@@ -120,7 +120,7 @@ def test_verb_prints_every_stage_and_writes_the_run_csv(tmp_path, capsys):
         assert f"\n{stage} " in printed
     assert "estimate, not measured" in printed and "negligible" in printed
     rows = list(csv.DictReader(out.open()))
-    assert len(rows) == 26 + 20 + 4 and {row["source"] for row in rows} == {"estimate"}
+    assert len(rows) == 28 + 20 + 4 and {row["source"] for row in rows} == {"estimate"}
 
 
 def test_verb_reports_a_bad_table_as_an_error(tmp_path, capsys):
