@@ -8,5 +8,8 @@ LYAPUNOV_COLUMNS = ["run_id", "sentence_id", "position", "token", "exponent_inde
 FRONTIER_COLUMNS = ["run_id", "family", "dataset", "trained_steps", "solver", "num_steps", "step_factor",
                     "field_evaluations", "val_loss", "val_ppl"]
 """``frontier.csv``: one (solver, number of steps) evaluation of one trained run."""
+FRONTIER_VERSION = "document-mask-1"
+"""The frontier's version, a param of its rule: ``document-mask-1`` attends within packed documents as training does;
+a CSV computed before (attending across them, up to 3e-4 off) reruns instead of being kept."""
 PARAM_COUNT_COLUMNS = ["model", "time_embed_dim", "parameters"]
 """``param_counts.csv``: one model's parameter count (``time_embed_dim`` empty for a baseline)."""

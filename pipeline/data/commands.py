@@ -52,7 +52,7 @@ def _cache(args: argparse.Namespace) -> None:
     """Every split of the corpus into ``<out>/{train,validation[,test]}``, the layout Levanter's ``cache_dir``
     expects."""
     from pipeline.data.cache import build_token_cache
-    from pipeline.data.corpora import SPLITS, corpus_has_split, corpus_split_files
+    from pipeline.data.corpora import corpus_split_files, corpus_splits
     from pipeline.data.files import atomic_directory
 
     if args.ray_address:
@@ -68,7 +68,7 @@ def _cache(args: argparse.Namespace) -> None:
     with atomic_directory(args.out, overwrite=True) as staging:
         stats = {split: build_token_cache(corpus_split_files(args.corpus, split), args.tokenizer, staging / split,
                                           builder=args.builder)
-                 for split in SPLITS if split != "test" or corpus_has_split(args.corpus, "test")}
+                 for split in corpus_splits(args.corpus)}
         atomic_write_json(staging / "stats.json", stats)
     logging.info("token cache %s: %s", args.out, json.dumps(stats))
 

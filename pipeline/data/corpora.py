@@ -55,12 +55,13 @@ def export_tiny_corpus(name: str, out_dir: Path, *, test_split: bool = False, ov
     return stats
 
 
-def corpus_has_split(corpus_dir: str | Path, split: str) -> bool:
-    """Whether an exported corpus folder's manifest lists the split."""
+def corpus_splits(corpus_dir: str | Path) -> list[str]:
+    """The splits an exported corpus folder holds (its manifest's keys among ``SPLITS``), in ``SPLITS`` order."""
     manifest_path = Path(corpus_dir) / "manifest.json"
     if not manifest_path.is_file():
         raise FileNotFoundError(f"Corpus {corpus_dir}: manifest.json is missing; expected an exported corpus folder.")
-    return split in json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    return [split for split in SPLITS if split in manifest]
 
 
 def corpus_split_files(corpus_dir: str | Path, split: str) -> list[Path]:

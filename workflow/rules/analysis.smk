@@ -69,6 +69,7 @@ rule frontier:
         run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
         step_factors=json.dumps(ANALYSIS_CONFIG["frontier"]["step_factors"]),
         solvers=json.dumps(ANALYSIS_CONFIG["frontier"]["solvers"]),
+        version=FRONTIER_VERSION,  # a new frontier version reruns CSVs computed by an older one
     log:
         f"{RESULTS}/logs/analysis/frontier/{{run}}.log",
     benchmark:

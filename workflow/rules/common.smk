@@ -23,6 +23,7 @@ from pipeline.config import (
 )
 from pipeline.data.prefetch import hub_items
 from pipeline.site import JobResources, export_site_environment, load_site
+from pipeline.analysis.tidy import FRONTIER_VERSION
 from pipeline.train.identity import TRAIN_STEP
 
 _site_file = config.pop("site", None)
