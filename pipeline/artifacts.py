@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import REPO_ROOT
+from pipeline.config import REPO_ROOT, RunSpec
 
 TRACKED_PACKAGES = ("levanter", "haliax", "jax", "jaxlib", "equinox", "optax", "ray", "lm_eval", "snakemake",
                     "torch", "transformers", "tokenizers", "datasets", "pandas", "seaborn", "numpy")
@@ -134,3 +134,27 @@ def provenance(started: float, devices: list[str] | None = None) -> dict[str, An
         "wall_s": round(time.time() - started, 3),
     }
 
+
+def read_run_spec(run_dir: str | Path) -> RunSpec:
+    """The resolved ``RunSpec`` a run was trained with (its ``config.yaml``)."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no run config; the run folder {run_dir} was not written by pipeline.train.")
+    return RunSpec.from_dict(yaml.safe_load(path.read_text()))
+
+
+def require_complete_checkpoint(run_dir: str | Path) -> None:
+    """Fail fast, without importing JAX or Levanter (a job's driver), unless ``run_dir`` holds a checkpoint that
+    Levanter finished writing (``checkpoints/*/metadata.json``, the marker ``discover_latest_checkpoint`` looks
+    for); ``final_checkpoint`` then picks the newest in the Ray task."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(f"{run_dir}/checkpoints")
+    if not fs.glob(f"{root}/*/metadata.json"):
+        raise missing_checkpoint(run_dir)
+
+
+def missing_checkpoint(run_dir: str | Path) -> FileNotFoundError:
+    """The error of a run folder without a complete checkpoint (a fine-tune's or analysis's source not trained)."""
+    return FileNotFoundError(f"{run_dir}/checkpoints: no complete checkpoint (step-N/metadata.json); "
+                             f"train the run first.")

@@ -6,13 +6,15 @@ or the last ``ray start`` on this machine, even a dead one. ``"auto"`` or ``host
 existing cluster (for example one started across a SLURM allocation by ``profiles/slurm/ray-cluster.sbatch``).
 The task asks Ray for the job's GPUs, so a cluster places it on a node that has them; a job asking for more
 GPUs than the Ray cluster has fails at once with a sentence (Ray would otherwise wait for them forever).
+The task names its function as ``"module:function"``: the module is imported in the Ray worker only, so a job's
+driver process never imports JAX, Levanter or lm-eval (7–9 CPU-s per job, more on a loaded machine).
 SIGTERM to the job (SLURM's warning before a time-limit kill, ``scancel``) cancels the task gracefully: Ray
 raises SIGINT in the worker, whose training loop saves a checkpoint and stops; the job then exits non-zero.
 """
 
 from __future__ import annotations
 
-import functools
+import importlib
 import logging
 import os
 import signal
@@ -28,9 +30,10 @@ FORWARDED_ENV = ("HF_HUB_OFFLINE", "RAY_AUTH_MODE", "HF_DATASETS_OFFLINE", "HF_H
                  "JAX_COMPILATION_CACHE_DIR", "PYTHONHASHSEED", "PIPELINE_TRACKERS", "WANDB_MODE")
 
 
-def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus: int | None = None,
+def run_on_ray(target: str | Callable[..., Any], *args: Any, address: str | None, num_cpus: int | None = None,
                num_gpus: float = 0, uses_torch: bool = False, **kwargs: Any) -> Any:
-    """Execute ``fn(*args, **kwargs)`` as one Ray task and return its result; errors re-raise here. Ray's log
+    """Execute ``target(*args, **kwargs)`` as one Ray task and return its result; errors re-raise here. ``target``
+    is a function or its ``"module:function"`` name, imported in the worker (``task_function``). Ray's log
     de-duplication is off: it drops task log lines that differ only in numbers (e.g. per-shot summaries).
 
     Unless ``uses_torch``, the task runs with ``USE_TORCH=0``: Levanter imports ``transformers`` (for tokenizers
@@ -55,17 +58,17 @@ def run_on_ray(fn: Callable[..., Any], *args: Any, address: str | None, num_cpus
     try:
         available = ray.cluster_resources().get("GPU", 0)
         if num_gpus > available:
-            raise GpuRequestError(f"{fn.__name__}: the job asks for {num_gpus:g} GPU(s) but the Ray cluster "
+            raise GpuRequestError(f"{task_name(target)}: the job asks for {num_gpus:g} GPU(s) but the Ray cluster "
                                   f"({address or 'embedded local Ray'}) has {available:g}; run on a GPU node "
                                   f"or with --gpus 0.")
-        task = ray.remote(num_cpus=1, num_gpus=num_gpus, max_retries=0)(marked_task(fn))
-        logger.info("Submitting %s to Ray (%s)", fn.__name__, address or "embedded local Ray")
+        task = ray.remote(num_cpus=1, num_gpus=num_gpus, max_retries=0)(marked_task(target))
+        logger.info("Submitting %s to Ray (%s)", task_name(target), address or "embedded local Ray")
         ref = task.remote(*args, **kwargs)
         with cancel_on_sigterm(ref):
             try:
                 return ray.get(ref)
             except ray.exceptions.RayTaskError as error:
-                logger.error("%s failed in its Ray task:\n%s", fn.__name__, error)
+                logger.error("%s failed in its Ray task:\n%s", task_name(target), error)
                 raise error.cause from None
     finally:
         ray.shutdown()
@@ -101,15 +104,28 @@ class cancel_on_sigterm:
             signal.signal(signal.SIGTERM, self.previous)
 
 
-def marked_task(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` logging the phase markers ``task`` when it starts in its Ray worker and ``shutdown`` when it returns
-    in its Ray worker."""
+def task_name(target: str | Callable[..., Any]) -> str:
+    """The function's name for log lines and errors: ``"pipeline.train.pretrain:pretrain"`` → ``pretrain``."""
+    return target.rpartition(":")[2] if isinstance(target, str) else target.__name__
 
-    @functools.wraps(fn)
+
+def task_function(target: str | Callable[..., Any]) -> Callable[..., Any]:
+    """``target`` itself, or the function a ``"module:function"`` name refers to (its module imported here)."""
+    if not isinstance(target, str):
+        return target
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def marked_task(target: str | Callable[..., Any]) -> Callable[..., Any]:
+    """``target`` resolved and called in its Ray worker, logging the phase markers ``task`` when it starts there
+    (before the import of a named function's module) and ``shutdown`` when it returns."""
+
     def task(*args: Any, **kwargs: Any) -> Any:
         mark_phase("task")
-        result = fn(*args, **kwargs)
+        result = task_function(target)(*args, **kwargs)
         mark_phase("shutdown")
         return result
 
+    task.__name__ = task.__qualname__ = task_name(target)
     return task

@@ -42,3 +42,50 @@ def test_every_documented_command_is_a_verb_listed_by_help():
             elif verb and (verb not in verbs or (verb == "bench" and benchmark and benchmark not in benchmarks)):
                 unlisted.append(where)
     assert not unlisted, unlisted
+
+
+DRIVER_PROBE = r'''
+import json, sys
+from pathlib import Path
+import pipeline.runner
+from pipeline.cli import main
+from pipeline.config import finetune_runs, load_preset, pretrain_runs
+
+submitted = []
+pipeline.runner.run_on_ray = lambda target, *args, **kwargs: submitted.append(target) or {}
+preset = load_preset({"preset": "tiny"})
+spec = pretrain_runs(preset)["wt103-ft18-diffeq"]
+source = Path(sys.argv[1])
+(source / "checkpoints" / "step-2").mkdir(parents=True)
+(source / "checkpoints" / "step-2" / "metadata.json").write_text("{}")
+(source / "summary.json").write_text(json.dumps({"fingerprint": "f" * 64}))
+(source / "config.yaml").write_text(spec.to_json())
+common = ["--run-dir", str(source), "--tokenizer", "tok"]
+verbs = [["pretrain", "--spec", spec.to_json(), "--run-dir", "run", "--cache", "c", "--tokenizer", "tok"],
+         ["finetune", "--spec", finetune_runs(preset)["ft-wt103-owt-diffeq6-n3-lora"].to_json(), "--run-dir", "ft",
+          "--source", str(source), "--cache", "c", "--tokenizer", "tok"],
+         ["downstream", *common, "--out-dir", "d", "--pair", "p", "--tasks", "lambada_openai", "--shots", "0"],
+         ["spectra", *common, "--time-oversampling", "2", "--out", "s.csv"],
+         ["lyapunov", *common, "--sentences", '["a b"]', "--output-token", "1", "--out", "l.csv", "--html", "l.html"],
+         ["frontier", *common, "--cache", "c", "--step-factors", "[1]", "--solvers", '["euler"]', "--out", "f.csv"],
+         ["memory-probe", "--spec", spec.to_json(), "--tokenizer", "tok", "--steps", "1", "--out", "m.json"]]
+codes = [main(argv) for argv in verbs]
+heavy = sorted(name for name in ("jax", "levanter", "haliax", "equinox", "torch") if name in sys.modules)
+print(json.dumps({"codes": codes, "submitted": submitted, "heavy": heavy}))
+'''
+
+
+def test_a_jobs_driver_submits_its_work_by_name_and_imports_no_jax(tmp_path):
+    """A Ray verb's driver (the Snakemake job's own process) checks its inputs and submits ``"module:function"``:
+    JAX, Levanter and torch are imported only in the Ray worker, which resolves each name to its function."""
+    from pipeline.runner import task_function
+
+    result = subprocess.run([sys.executable, "-c", DRIVER_PROBE, str(tmp_path / "source")], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    probe = __import__("json").loads(result.stdout.strip().splitlines()[-1])
+    assert probe["codes"] == [0] * 7, result.stderr[-3000:]
+    assert probe["heavy"] == []
+    assert [name.rpartition(":")[2] for name in probe["submitted"]] == [
+        "pretrain", "finetune", "evaluate_downstream", "run_spectra", "run_lyapunov", "run_frontier", "probe_memory"]
+    assert all(callable(task_function(name)) for name in probe["submitted"])

@@ -13,39 +13,37 @@ from pipeline.commands import absolute, add_ray_options, ray_placement
 
 
 def _spectra(args: argparse.Namespace) -> None:
-    from pipeline.analysis.spectra import run_spectra
     from pipeline.runner import run_on_ray
 
-    summary = run_on_ray(run_spectra, *absolute(args.run_dir, args.tokenizer, args.out), args.time_oversampling,
-                         **ray_placement(args))
+    summary = run_on_ray("pipeline.analysis.spectra:run_spectra", *absolute(args.run_dir, args.tokenizer, args.out),
+                         args.time_oversampling, **ray_placement(args))
     logging.info("spectra finished: %s", json.dumps(summary))
 
 
 def _lyapunov(args: argparse.Namespace) -> None:
-    from pipeline.analysis.lyapunov import run_lyapunov
     from pipeline.runner import run_on_ray
 
-    summary = run_on_ray(run_lyapunov, *absolute(args.run_dir, args.tokenizer, args.out, args.html),
-                         json.loads(args.sentences), args.output_token, **ray_placement(args))
+    summary = run_on_ray("pipeline.analysis.lyapunov:run_lyapunov",
+                         *absolute(args.run_dir, args.tokenizer, args.out, args.html), json.loads(args.sentences),
+                         args.output_token, **ray_placement(args))
     logging.info("lyapunov finished: %s", json.dumps(summary))
 
 
 def _frontier(args: argparse.Namespace) -> None:
-    from pipeline.analysis.frontier import run_frontier
     from pipeline.runner import run_on_ray
 
-    summary = run_on_ray(run_frontier, *absolute(args.run_dir, args.cache, args.tokenizer, args.out),
-                         json.loads(args.step_factors), json.loads(args.solvers), args.batch_size, args.max_batches,
+    summary = run_on_ray("pipeline.analysis.frontier:run_frontier",
+                         *absolute(args.run_dir, args.cache, args.tokenizer, args.out), json.loads(args.step_factors),
+                         json.loads(args.solvers), args.batch_size, args.max_batches,
                          **ray_placement(args))
     logging.info("frontier finished: %s", json.dumps(summary))
 
 
 def _memory_probe(args: argparse.Namespace) -> None:
-    from pipeline.analysis.memory import probe_memory
     from pipeline.runner import run_on_ray
 
-    record = run_on_ray(probe_memory, args.spec, *absolute(args.tokenizer, args.out), args.steps,
-                        **ray_placement(args))
+    record = run_on_ray("pipeline.analysis.memory:probe_memory", args.spec, *absolute(args.tokenizer, args.out),
+                        args.steps, **ray_placement(args))
     logging.info("memory-probe finished: %s", json.dumps(record))
 
 

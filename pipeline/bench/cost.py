@@ -33,13 +33,14 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
+import hashlib
 import io
 import json
 import math
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import REPO_ROOT, TrainSpec, load_preset, pretrain_runs
+from pipeline.config import REPO_ROOT, RunSpec, TrainSpec, load_preset, pretrain_runs
 
 BENCHMARKS_DIR = REPO_ROOT / "results" / "benchmarks"
 THROUGHPUT_COLUMNS = ("device", "family", "size", "hidden_dim", "num_layers", "seq_len", "params",
@@ -87,6 +88,30 @@ STAGES = ("pretrain", "finetune", "evaluate", "analysis")
 
 
 @dataclasses.dataclass(frozen=True)
+class ModelRecipe:
+    """What decides a workload's model, without building its Levanter config: the run's ``RunSpec`` (for a
+    fine-tune, its source's) and, for a DiffEqFormer fine-tune, the N' Euler steps it is discretised to."""
+
+    spec: RunSpec
+    num_steps: int | None = None
+
+    def build(self):
+        from pipeline.models import DiscreteDiffEqGptConfig, DiscreteDiffEqLlamaConfig
+        from pipeline.models.checkpoint import run_model_config
+
+        config = run_model_config(self.spec)
+        if self.num_steps is None:
+            return config
+        discrete = {"diffeq": DiscreteDiffEqGptConfig, "diffeq_llama": DiscreteDiffEqLlamaConfig}
+        return discrete[self.spec.model.family](source=config, num_steps=self.num_steps)
+
+    def key(self, vocab: int) -> str:
+        """The recipe's identity for the model-cost cache: every field ``build`` reads, and the vocabulary."""
+        return json.dumps({"model": dataclasses.asdict(self.spec.model), "dropout": self.spec.train.dropout,
+                           "num_steps": self.num_steps, "vocab": vocab}, sort_keys=True)
+
+
+@dataclasses.dataclass(frozen=True)
 class Workload:
     """The tokens one run processes with one model; ``passes`` is 3 for training tokens, 1 for forward-only;
     ``train`` is the run's optimisation spec (its precision policy, and what a benchmark's train step uses)."""
@@ -103,17 +128,22 @@ class Workload:
     tokens: int
     passes: int
     train: TrainSpec
-    model_config: Any
+    model: ModelRecipe
     vocab_size: int
 
     @property
     def throughput_key(self) -> tuple[str, str, int]:
         return self.family, self.size, self.num_layers
 
+    @functools.cached_property
+    def model_config(self):
+        """The workload's Levanter ``LmConfig`` (built on first use: building imports JAX and Levanter)."""
+        return self.model.build()
+
 
 def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
     """Vocabulary of a preset tokenizer: GPT-2's 50257, Llama-2's 32000, or a trained BPE's ``vocab_size``."""
-    from pipeline.models.param_count import GPT2_VOCAB, LLAMA_VOCAB
+    from pipeline.families import GPT2_VOCAB, LLAMA_VOCAB
 
     pretrained = {"gpt2": GPT2_VOCAB, "NousResearch/Llama-2-7b-hf": LLAMA_VOCAB}
     spec = config["tokenizers"][tokenizer]
@@ -125,22 +155,62 @@ def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
     return pretrained[spec["name"]]
 
 
-@functools.cache
-def model_cost(model_config, vocab: int) -> tuple[int, float]:
-    """(parameters, forward FLOPs per token) of a Levanter ``LmConfig``; parameters from shapes only."""
-    from pipeline.models import count_params
+MODEL_COST_CACHE = REPO_ROOT / ".cache" / "model-cost.json"
+"""(parameters, forward FLOPs per token) per model recipe, computed once: counting them builds Levanter configs,
+which imports JAX and Levanter (~9 s), and the SLURM profile sizes every job from them each time Snakemake reads
+the workflow (``pipeline/site.py``: a dry run, and every submitted job on its node)."""
 
-    return count_params(model_config, vocab), float(model_config.flops_per_token(vocab))
+
+def model_code_version() -> str:
+    """What the cached counts depend on besides the recipe: the model code and the Levanter/Haliax versions."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(f"levanter {version('levanter')} haliax {version('haliax')}".encode())
+    for path in sorted([*(REPO_ROOT / "pipeline" / "models").glob("*.py"), REPO_ROOT / "pipeline" / "families.py"]):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+@functools.cache
+def model_cost(workload: Workload) -> tuple[int, float]:
+    """(parameters, forward FLOPs per token) of a workload's Levanter ``LmConfig``, parameters from shapes only;
+    read from ``MODEL_COST_CACHE`` when it holds the recipe under the same model code, else computed and added."""
+    cache = read_model_costs()
+    key = workload.model.key(workload.vocab_size)
+    if key not in cache:
+        from pipeline.models import count_params
+
+        config = workload.model_config
+        cache[key] = [count_params(config, workload.vocab_size), float(config.flops_per_token(workload.vocab_size))]
+        write_model_costs(cache)
+    parameters, forward_flops = cache[key]
+    return int(parameters), float(forward_flops)
+
+
+@functools.cache
+def read_model_costs() -> dict[str, list]:
+    """The cached model costs of the current model code (a cache of other code, or none, reads as empty)."""
+    try:
+        cached = json.loads(MODEL_COST_CACHE.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return cached["costs"] if cached.get("code") == model_code_version() else {}
+
+
+def write_model_costs(costs: dict[str, list]) -> None:
+    """Write the cache atomically (parallel jobs may race: the last writer wins, a lost entry is recomputed)."""
+    from pipeline.artifacts import atomic_write_json
+
+    MODEL_COST_CACHE.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(MODEL_COST_CACHE, {"code": model_code_version(), "costs": costs})
 
 
 def pretrain_workloads(config: dict[str, Any]) -> list[Workload]:
     """Every pretraining run: steps × batch_size × seq_len training tokens."""
-    from pipeline.models.checkpoint import run_model_config
-
     return [Workload("pretrain", run_id, spec.dataset, spec.tokenizer, spec.model.family, spec.size,
                      spec.model.hidden_dim, spec.model.num_layers,
                      spec.model.seq_len, spec.train.steps * spec.train.batch_size * spec.model.seq_len, TRAIN_PASSES,
-                     spec.train, run_model_config(spec), vocab_size(config, spec.tokenizer))
+                     spec.train, ModelRecipe(spec), vocab_size(config, spec.tokenizer))
             for run_id, spec in pretrain_runs(config).items()]
 
 
@@ -148,24 +218,20 @@ def finetune_workloads(config: dict[str, Any]) -> list[Workload]:
     """Every fine-tune of Fig. 5 (§6.2): steps × batch_size × seq_len training tokens of the fine-tuned model,
     the source discretised to N' = ``num_steps`` layers, or the baseline at its own depth."""
     from pipeline.config import finetune_runs
-    from pipeline.models import DiscreteDiffEqGptConfig, DiscreteDiffEqLlamaConfig
-    from pipeline.models.checkpoint import run_model_config
 
-    discrete_configs = {"discrete_diffeq_gpt": DiscreteDiffEqGptConfig,
-                        "discrete_diffeq_llama": DiscreteDiffEqLlamaConfig}
     sources = pretrain_runs(config)
     workloads = []
     for run_id, spec in finetune_runs(config).items():
         source = sources[spec.source_run]
-        family, num_layers, model_config = source.model.family, source.model.num_layers, run_model_config(source)
+        family, num_layers, model = source.model.family, source.model.num_layers, ModelRecipe(source)
         if spec.num_steps is not None:
             family, num_layers = DISCRETE_FAMILIES[family], spec.num_steps
-            model_config = discrete_configs[family](source=model_config, num_steps=num_layers)
+            model = ModelRecipe(source, num_steps=num_layers)
         tokens = spec.train.steps * spec.train.batch_size * source.model.seq_len
         workloads.append(Workload("finetune", run_id, spec.target_dataset, spec.tokenizer, family, source.size,
                                   source.model.hidden_dim, num_layers,
                                   source.model.seq_len, tokens, TRAIN_PASSES, spec.train,
-                                  model_config, vocab_size(config, spec.tokenizer)))
+                                  model, vocab_size(config, spec.tokenizer)))
     return workloads
 
 
@@ -187,8 +253,6 @@ def lm_eval_requests(downstream: dict[str, Any]) -> int:
 
 def downstream_workloads(config: dict[str, Any]) -> list[Workload]:
     """Every model of ``downstream.pairs``: lm-eval requests × seq_len forward tokens (one context window each)."""
-    from pipeline.models.checkpoint import run_model_config
-
     runs = pretrain_runs(config)
     requests = lm_eval_requests(config["downstream"])
     run_ids = dict.fromkeys(run_id for pair in config["downstream"]["pairs"].values() for run_id in pair)
@@ -198,7 +262,7 @@ def downstream_workloads(config: dict[str, Any]) -> list[Workload]:
         workloads.append(Workload("evaluate", run_id, spec.dataset, spec.tokenizer, spec.model.family, spec.size,
                                   spec.model.hidden_dim,
                                   spec.model.num_layers, spec.model.seq_len, requests * spec.model.seq_len,
-                                  FORWARD_PASSES, spec.train, run_model_config(spec),
+                                  FORWARD_PASSES, spec.train, ModelRecipe(spec),
                                   vocab_size(config, spec.tokenizer)))
     return workloads
 
@@ -263,7 +327,7 @@ def estimated_tokens_per_s(workload: Workload, device: str, mfu: float) -> float
         raise ValueError(f"--device {device!r} has no measured throughput for {workload.run_id} (family {family!r}, "
                          f"size {size!r}, num_layers {layers}) and no peak FLOP/s to estimate from; expected a "
                          f"device in {sorted(PEAK_TFLOPS)} or a measured row.")
-    _, forward_flops = model_cost(workload.model_config, workload.vocab_size)
+    _, forward_flops = model_cost(workload)
     peak = PEAK_TFLOPS[device][compute_precision(workload.train.mixed_precision)] * 1e12
     return mfu * peak / (TRAIN_PASSES * forward_flops)
 
@@ -295,7 +359,7 @@ def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, 
     for workload in workloads:
         training = workload.passes == TRAIN_PASSES
         corpus = corpus_train_tokens(config, workload.dataset, workload.tokenizer) if training else None
-        parameters, forward_flops = model_cost(workload.model_config, workload.vocab_size)
+        parameters, forward_flops = model_cost(workload)
         if workload.throughput_key in measured:
             tokens_per_s, source = measured[workload.throughput_key], "measured"
         else:

@@ -21,11 +21,11 @@ def _downstream(args: argparse.Namespace) -> None:
     task_dir = absolute(args.task_dir)[0] if args.task_dir else None
     resolve_tasks(args.tasks, task_dir)
 
-    from pipeline.evaluate.harness import evaluate_downstream
     from pipeline.runner import run_on_ray
 
-    summary = run_on_ray(evaluate_downstream, *absolute(args.run_dir, args.tokenizer, args.out_dir),
-                         pair=args.pair, tasks=args.tasks, shots=args.shots, task_dir=task_dir, limit=args.limit,
+    summary = run_on_ray("pipeline.evaluate.harness:evaluate_downstream",
+                         *absolute(args.run_dir, args.tokenizer, args.out_dir), pair=args.pair, tasks=args.tasks,
+                         shots=args.shots, task_dir=task_dir, limit=args.limit,
                          batch_size=args.batch_size, uses_torch=True, **ray_placement(args))
     logging.info("downstream finished: %s", json.dumps(summary))
 

@@ -12,6 +12,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from pipeline.artifacts import missing_checkpoint, read_run_spec
 from pipeline.config import LLAMA_FAMILIES, RunSpec
 
 EMBEDDING_ARRAY = Path("model/embeddings/token_embeddings/weight/.zarray")
@@ -29,24 +30,13 @@ def run_model_config(spec: RunSpec):
     return build_model_config(spec.model.family, dropout=dropout, **shape)
 
 
-def read_run_spec(run_dir: str | Path) -> RunSpec:
-    """The resolved ``RunSpec`` a run was trained with (its ``config.yaml``)."""
-    import yaml
-
-    path = Path(run_dir) / "config.yaml"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no run config; the run folder {run_dir} was not written by pipeline.train.")
-    return RunSpec.from_dict(yaml.safe_load(path.read_text()))
-
-
 def final_checkpoint(run_dir: str | Path) -> str:
     """The newest complete Levanter checkpoint ``<run_dir>/checkpoints/step-N`` (a path or URL)."""
     from levanter.checkpoint import discover_latest_checkpoint
 
-    root = f"{run_dir}/checkpoints"
-    checkpoint = discover_latest_checkpoint(root)
+    checkpoint = discover_latest_checkpoint(f"{run_dir}/checkpoints")
     if checkpoint is None:
-        raise FileNotFoundError(f"{root}: no complete checkpoint (step-N/metadata.json); train the run first.")
+        raise missing_checkpoint(run_dir)
     return checkpoint
 
 

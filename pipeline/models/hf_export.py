@@ -55,7 +55,8 @@ def export_run_hf(run_dir: str | Path, tokenizer_dir: str | Path, out_dir: str |
     family is refused with one sentence before its checkpoint is read. Returns {"run_id", "family", "out_dir"}."""
     from levanter.compat.hf_checkpoints import load_tokenizer
 
-    from pipeline.models.checkpoint import load_run_model, read_run_spec
+    from pipeline.artifacts import read_run_spec
+    from pipeline.models.checkpoint import load_run_model
 
     spec = read_run_spec(run_dir)
     if spec.model.family not in EXPORTABLE_FAMILIES:

@@ -9,10 +9,10 @@ from levanter.models.gpt2 import Gpt2Config
 from levanter.models.llama import LlamaConfig
 from levanter.models.lm_model import LmConfig
 
+from pipeline.families import GPT2_VOCAB, LLAMA_VOCAB
+
 from .diffeq_gpt import DiffEqGptConfig
 
-GPT2_VOCAB = 50257
-LLAMA_VOCAB = 32000
 TABLE6_TIME_EMBED_DIMS = (20, 48, 72, 96, 120, 144)
 
 

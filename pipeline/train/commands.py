@@ -12,25 +12,24 @@ from pipeline.commands import absolute, add_ray_options, ray_placement
 
 def _pretrain(args: argparse.Namespace) -> None:
     from pipeline.runner import run_on_ray
-    from pipeline.train.pretrain import pretrain
 
     paths = absolute(args.run_dir, args.cache, args.tokenizer)
-    summary = run_on_ray(pretrain, args.spec, *paths, **ray_placement(args))
+    summary = run_on_ray("pipeline.train.pretrain:pretrain", args.spec, *paths, **ray_placement(args))
     logging.info("pretrain finished: %s", json.dumps(summary))
 
 
 def _finetune(args: argparse.Namespace) -> None:
-    """The source's final checkpoint and fingerprint are checked here, before any Ray or JAX start-up (fail fast)."""
-    from pipeline.models.checkpoint import final_checkpoint, read_run_spec
+    """The source's run config, final checkpoint and fingerprint are checked here, before any Ray or JAX start-up
+    (fail fast; the driver imports neither)."""
+    from pipeline.artifacts import read_run_spec, require_complete_checkpoint
     from pipeline.runner import run_on_ray
-    from pipeline.train.finetune import finetune
-    from pipeline.train.identity import source_fingerprint
+    from pipeline.train.identity import recorded_fingerprint
 
     read_run_spec(args.source)
-    final_checkpoint(args.source)
-    source_fingerprint(args.source)
+    require_complete_checkpoint(args.source)
+    recorded_fingerprint(args.source)
     paths = absolute(args.run_dir, args.source, args.cache, args.tokenizer)
-    summary = run_on_ray(finetune, args.spec, *paths, **ray_placement(args))
+    summary = run_on_ray("pipeline.train.finetune:finetune", args.spec, *paths, **ray_placement(args))
     logging.info("finetune finished: %s", json.dumps(summary))
 
 

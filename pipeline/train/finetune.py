@@ -113,6 +113,6 @@ def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, toke
 
 
 def _source_seq_len(source_dir: Path) -> int:
-    from pipeline.models.checkpoint import read_run_spec
+    from pipeline.artifacts import read_run_spec
 
     return read_run_spec(source_dir).model.seq_len

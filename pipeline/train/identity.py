@@ -137,14 +137,7 @@ def claim_run_folder(run_dir: Path, identity: RunIdentity) -> Path | None:
 def source_fingerprint(source_dir: Path) -> str:
     """A fine-tune source's identity: its fingerprint (from its complete run record, ``summary.json``) and its final
     checkpoint's metadata (step and save time)."""
-    summary = source_dir / "summary.json"
-    try:
-        fingerprint = json.loads(summary.read_text()).get("fingerprint")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{summary}: missing; the source run is not complete, train it first.") from None
-    if not fingerprint:
-        raise ValueError(f"{summary}: has no 'fingerprint' (written by an older pipeline); retrain the source "
-                         f"run (snakemake --forcerun {summary}) so its fine-tunes know which weights they start from.")
+    fingerprint = recorded_fingerprint(source_dir)
     import fsspec
 
     from pipeline.models.checkpoint import final_checkpoint
@@ -152,3 +145,17 @@ def source_fingerprint(source_dir: Path) -> str:
     with fsspec.open(f"{final_checkpoint(source_dir)}/metadata.json", "r") as stream:
         metadata = stream.read()
     return hashlib.sha256(f"{fingerprint}\n{metadata}".encode()).hexdigest()
+
+
+def recorded_fingerprint(run_dir: Path) -> str:
+    """The fingerprint a complete run recorded in its ``summary.json``; a missing or older record fails in a
+    sentence."""
+    summary = Path(run_dir) / "summary.json"
+    try:
+        fingerprint = json.loads(summary.read_text()).get("fingerprint")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{summary}: missing; the source run is not complete, train it first.") from None
+    if not fingerprint:
+        raise ValueError(f"{summary}: has no 'fingerprint' (written by an older pipeline); retrain the source "
+                         f"run (snakemake --forcerun {summary}) so its fine-tunes know which weights they start from.")
+    return fingerprint

@@ -145,8 +145,10 @@ def test_measure_writes_a_table_the_preview_reads(tmp_path, monkeypatch):
 def test_measure_workload_times_a_real_train_step():
     config = load_preset({"preset": "tiny"})
     [workload] = [w for w in cost.pretrain_workloads(config) if w.run_id == "owt-small-gpt"]
-    small = dataclasses.replace(workload.model_config, seq_len=16, hidden_dim=16, num_heads=2, num_layers=1)
-    result = throughput_sizes.measure_workload(dataclasses.replace(workload, model_config=small, seq_len=16),
+    spec = workload.model.spec
+    small = cost.ModelRecipe(dataclasses.replace(spec, model=dataclasses.replace(
+        spec.model, seq_len=16, hidden_dim=16, num_heads=2, num_layers=1)))
+    result = throughput_sizes.measure_workload(dataclasses.replace(workload, model=small, seq_len=16),
                                              micro_batch=2, repeats=2, warmup=1)
     assert result["micro_batch"] == 2 and result["params"] > 0
     assert result["tokens_per_s"] == pytest.approx(2 * 16 / (result["median_ms"] / 1e3))
@@ -165,3 +167,43 @@ def test_passes_over_the_data_and_checkpoint_disk_per_run(paper, paper_workloads
     assert rows[2]["checkpoint_bytes"] == 774_030_080 * 12 * 40  # steps 1000 ... 39000, and step-39999
     llama = paper_workloads[("pretrain", "owt-llama1b-llama")]
     assert cost.cost_rows([llama], "h100", {}, mfu=0.4, config=config)[0]["data_passes"] is None
+
+
+MODEL_COST_PROBE = r'''
+import json, sys
+from pathlib import Path
+import pipeline.bench.cost as cost
+from pipeline.config import load_preset
+
+cost.MODEL_COST_CACHE = Path(sys.argv[1])
+config = load_preset({"preset": "paper"})
+workloads = [*cost.pretrain_workloads(config), *cost.finetune_workloads(config), *cost.downstream_workloads(config)]
+costs = {f"{workload.stage}/{workload.run_id}": cost.model_cost(workload) for workload in workloads}
+print(json.dumps({"costs": costs, "jax": "jax" in sys.modules}))
+'''
+
+
+def test_model_costs_are_counted_once_per_model_code_and_then_read_without_jax(tmp_path):
+    """Sizing a SLURM job needs every run's parameters and FLOPs/token: counted once (importing JAX and Levanter),
+    then read from the cache, so reading the workflow (a dry run, each job on its node) imports neither; a cache
+    written by other model code is not trusted."""
+    import json
+    import subprocess
+    import sys
+
+    cache = tmp_path / "model-cost.json"
+
+    def probe() -> dict:
+        result = subprocess.run([sys.executable, "-c", MODEL_COST_PROBE, str(cache)], capture_output=True, text=True,
+                                timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    counted, read = probe(), probe()
+    assert counted["jax"] and not read["jax"]
+    assert read["costs"] == counted["costs"] and len(counted["costs"]) == 28 + 20 + 4
+    assert counted["costs"]["pretrain/owt-small-gpt"][0] == 124_439_808
+    stale = json.loads(cache.read_text())
+    cache.write_text(json.dumps({**stale, "code": "another model code"}))
+    recounted = probe()
+    assert recounted["jax"] and recounted["costs"] == counted["costs"]

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Stop what start_slurm.sh started (the daemons and the network namespace it recorded in $STATE/started), by
-# process id, and nothing else.
+# process id, and nothing else; remove the /etc/slurm/slurm.conf it wrote when it started the controller. Left
+# behind, that file names a controller that no longer runs, and every later `snakemake` on this machine waits ~9 s
+# at start-up: the SLURM executor plugin runs `scontrol show config` while Snakemake loads its plugins.
 set -euo pipefail
 started=/var/spool/slurm-localhost/started
 [ -f "$started" ] || exit 0
@@ -21,4 +23,9 @@ done
 while read -r name id; do
   if [ "$name" = netns ]; then ip netns delete "$id" 2>/dev/null || true; fi
 done < "$started"
+marker="# Written by tests/cluster/start_slurm.sh (the pipeline's SLURM test); stop_slurm.sh stops its daemons."
+conf=/etc/slurm/slurm.conf
+if grep -q "^slurmctld " "$started" && [ -f "$conf" ] && [ "$(head -n1 "$conf")" = "$marker" ]; then
+  rm -f "$conf"
+fi
 rm -f "$started"

@@ -37,6 +37,10 @@ def slurm_partition():
     assert started.returncode == 0, started.stderr
     yield started.stdout.split()[-1]
     subprocess.run(["bash", str(ROOT / "tests" / "cluster" / "stop_slurm.sh")], timeout=120, check=True)
+    query = time.monotonic()
+    subprocess.run(["scontrol", "show", "config"], capture_output=True, timeout=60)
+    assert time.monotonic() - query < 3, ("stop_slurm.sh left a slurm.conf naming a stopped controller: every later "
+                                          "snakemake waits ~9 s for the SLURM plugin's `scontrol show config`")
 
 
 def localhost_site(tmp_path: Path, partition: str) -> Path:
