@@ -2,6 +2,9 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# XLA compiles the tests' own JAX programs with LLVM -O1, as the tiny preset's jobs (`xla_flags`): a compile option,
+# not arithmetic. tests/models: 236 -> 190 CPU-s, the paper-shape smoke 220 -> 208 (2026-11-24, 2 cores).
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=1")
 
 import shutil
 import signal
