@@ -70,14 +70,14 @@ verbs = [["pretrain", "--spec", spec.to_json(), "--run-dir", "run", "--cache", "
          ["frontier", *common, "--cache", "c", "--step-factors", "[1]", "--solvers", '["euler"]', "--out", "f.csv"],
          ["memory-probe", "--spec", spec.to_json(), "--tokenizer", "tok", "--steps", "1", "--out", "m.json"]]
 codes = [main(argv) for argv in verbs]
-heavy = sorted(name for name in ("jax", "levanter", "haliax", "equinox", "torch") if name in sys.modules)
+heavy = sorted(name for name in ("jax", "levanter", "haliax", "equinox", "torch", "lm_eval") if name in sys.modules)
 print(json.dumps({"codes": codes, "submitted": submitted, "heavy": heavy}))
 '''
 
 
 def test_a_jobs_driver_submits_its_work_by_name_and_imports_no_jax(tmp_path):
     """A Ray verb's driver (the Snakemake job's own process) checks its inputs and submits ``"module:function"``:
-    JAX, Levanter and torch are imported only in the Ray worker, which resolves each name to its function."""
+    JAX, Levanter, torch and lm-eval are imported only in the Ray worker, which resolves each name to its function."""
     from pipeline.runner import task_function
 
     result = subprocess.run([sys.executable, "-c", DRIVER_PROBE, str(tmp_path / "source")], cwd=tmp_path,

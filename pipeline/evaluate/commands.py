@@ -16,12 +16,11 @@ BATCH_SIZE = 32
 
 
 def _downstream(args: argparse.Namespace) -> None:
-    from pipeline.evaluate.lm_eval_tasks import resolve_tasks
+    """The task names are checked in the Ray task, before the model loads (lm-eval's task index costs ~9 CPU-s, which
+    the driver would pay a second time)."""
+    from pipeline.runner import run_on_ray
 
     task_dir = absolute(args.task_dir)[0] if args.task_dir else None
-    resolve_tasks(args.tasks, task_dir)
-
-    from pipeline.runner import run_on_ray
 
     summary = run_on_ray("pipeline.evaluate.harness:evaluate_downstream",
                          *absolute(args.run_dir, args.tokenizer, args.out_dir), pair=args.pair, tasks=args.tasks,
