@@ -28,8 +28,13 @@ device per forward/backward) halved until the step fits; the batch the paper rep
 micro-batches' gradients are summed). The temporaries are XLA's CPU plan: the GPU compiler fuses and schedules
 differently, so the table is a preview, and the memory probes (Fig. 16) measure the real peak on GPUs.
 
+Each training workload is planned on ``gpus`` GPUs of a named device, or, given a SLURM site (``--site``), on the
+GPUs ``pipeline.site`` gives its job (a memory probe its base run's) of the site's GPU memory; the SLURM jobs then
+train at the micro-batch of their row (``pipeline.site.JobResources.micro_batch``).
+
 The plans run in a child Python process, because JAX fixes the virtual device count when it starts: the first plan
-of every workload in one process (one Levanter import), each further plan of the micro-batch search in its own.
+of every workload of one device count in one process (one Levanter import), each further plan of the micro-batch
+search in its own.
 """
 
 from __future__ import annotations
