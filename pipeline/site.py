@@ -15,10 +15,17 @@ A training run (pretraining, fine-tune) gets the fewest GPUs of one node that
 and divide its batch size (data parallelism); its walltime is that wall-clock plus ``STARTUP_MIN``, capped at the
 site's ``max_runtime_min`` (a run that needs longer continues from its newest checkpoint when Snakemake retries
 it), its host memory and CPUs ``mem_mb_per_gpu`` and ``cpus_per_gpu`` per GPU, always on one node.
+
+That sizing counts no activations. Its ``micro_batch`` (examples per device per forward/backward, Levanter's
+``per_device_parallelism``; 0: the whole per-device batch at once) comes from the fit table
+``results/<preset>/fit.csv`` (``python -m pipeline fit --site ...``, ``pipeline.bench.fit``) where that table has the
+job's row planned at the job's GPU count, the site's GPU memory and the run's batch size; else it is the preset's
+``train.micro_batch_size``. A row that fits at no micro-batch stops the workflow before anything is submitted.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import functools
 import math
@@ -41,8 +48,10 @@ CPU_JOBS = {
     "corpus": {"cpus_per_task": 8, "mem_mb": 32000, "runtime": 480},
     "tokenizer": {"cpus_per_task": 1, "mem_mb": 16000, "runtime": 60},
     "token_cache": {"cpus_per_task": 32, "mem_mb": 128000, "runtime": 720},
+    "fit": {"cpus_per_task": 8, "mem_mb": 64000, "runtime": 720},
 }
-"""CPU jobs at paper scale (OpenWebText: ~40 GB of text, ~9 B tokens), capped by the site's CPU limits."""
+"""CPU jobs at paper scale (OpenWebText: ~40 GB of text, ~9 B tokens; the fit table: XLA compiles every run's train
+step, 1–3 CPU-minutes each for the largest), capped by the site's CPU limits."""
 GPU_ANALYSIS_RUNTIME_MIN = {"spectra": 60, "lyapunov": 60, "frontier": 240, "downstream": 60, "memory_probe": 60}
 """Walltime of the one-GPU analyses (the frontier: 2 solvers × 5 step counts over a validation split) and of a
 memory probe (a few steps); ``downstream`` gets this plus its lm-eval GPU-hours × ``safety_factor``."""
@@ -68,6 +77,10 @@ class Site:
     mfu: float
     safety_factor: float
     hf_home: str | None
+
+    @property
+    def gpu_memory_bytes(self) -> int:
+        return round(self.gpu_memory_gb * 1e9)
 
 
 _OPTIONAL = {"account", "gpu_model", "hf_home"}
@@ -129,6 +142,30 @@ def training_minutes(gpu_hours: float, gpus: int, site: Site) -> int:
     return math.ceil(gpu_hours * site.safety_factor / gpus * 60) + STARTUP_MIN
 
 
+def memory_probe_base_runs(config: dict[str, Any]) -> dict[str, str]:
+    """Each memory probe's base run: the pretraining run of its group (same family where the group trains it) whose
+    GPUs it is placed on."""
+    from pipeline.config import memory_probes, pretrain_runs
+
+    runs = pretrain_runs(config)
+
+    def base(probe: Any) -> str:
+        group = [run_id for run_id, spec in runs.items() if spec.group == probe.group and spec.ablation is None]
+        return min(group, key=lambda run_id: runs[run_id].model.family != probe.model.family)
+
+    return {probe_id: base(probe) for probe_id, probe in memory_probes(config).items()}
+
+
+def planned_micro_batches(path: str | Path) -> dict[tuple[str, int, int, int], dict[str, str]]:
+    """The fit table's rows by ``(run_id, gpus, device_bytes, batch_size)``; empty where there is no table."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    with path.open(newline="") as stream:
+        return {(row["run_id"], int(row["gpus"]), int(row["device_bytes"]), int(row["batch_size"])): row
+                for row in csv.DictReader(stream)}
+
+
 def _resource(job: Callable[[Any], dict[str, Any]], key: str) -> Callable[[Any], Any]:
     return lambda wildcards: job(wildcards)[key]
 
@@ -161,22 +198,26 @@ def export_site_environment(site: Site | None) -> None:
 class JobResources:
     """Each job's SLURM resources for one preset at one site; ``None`` as the site: local jobs on the CPU."""
 
-    def __init__(self, config: dict[str, Any], site: Site | None):
+    def __init__(self, config: dict[str, Any], site: Site | None, fit_table: str | Path | None = None):
         self.config = config
         self.site = site
+        self.fit_table = fit_table
         self._costs: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def resource_keys(self, gpu: bool) -> list[str]:
-        """The resources a rule declares: ``gpu`` only without a site; with one, also placement and limits."""
+    def resource_keys(self, gpu: bool, training: bool = False) -> list[str]:
+        """The resources a rule declares: ``gpu`` only without a site; with one, also placement and limits; a
+        training rule's also ``micro_batch``."""
+        micro_batch = ["micro_batch"] if training else []
         if self.site is None:
-            return ["gpu"]
+            return ["gpu", *micro_batch]
         keys = ["slurm_partition", *(["slurm_account"] if self.site.account else []), "nodes", "gpu"]
         keys += ["gpu_model"] if gpu and self.site.gpu_model else []
-        return keys + ["cpus_per_task", "mem_mb", "runtime"]
+        return keys + ["cpus_per_task", "mem_mb", "runtime", *micro_batch]
 
-    def rule_resources(self, job: Callable[[Any], dict[str, Any]], gpu: bool) -> dict[str, Callable[[Any], Any]]:
+    def rule_resources(self, job: Callable[[Any], dict[str, Any]], gpu: bool,
+                       training: bool = False) -> dict[str, Callable[[Any], Any]]:
         """A rule's ``resources:``: one callable of the job's wildcards per key of ``job(wildcards)``."""
-        return {key: _resource(job, key) for key in self.resource_keys(gpu)}
+        return {key: _resource(job, key) for key in self.resource_keys(gpu, training)}
 
     @functools.cached_property
     def _workloads(self) -> dict[tuple[str, str], Any]:
@@ -215,22 +256,47 @@ class JobResources:
         return {**self._placement(site.gpu_partition), "gpu": gpus, **model, "cpus_per_task": site.cpus_per_gpu * gpus,
                 "mem_mb": site.mem_mb_per_gpu * gpus, "runtime": min(runtime, site.max_runtime_min)}
 
-    def training(self, stage: str, run_id: str) -> dict[str, Any]:
-        """A pretraining run or fine-tune: GPUs, walltime and memory from its size (module docstring)."""
-        if self.site is None:
-            return {"gpu": 0}
-        if self.site.gpus_per_node == 0:
-            return self._gpu_job(0, 0)
+    def training_gpu_count(self, stage: str, run_id: str) -> int:
+        """The GPUs of a pretraining run or fine-tune at a site with GPUs (module docstring)."""
         row = self.cost(stage, run_id)
-        gpus = training_gpus(row["gpu_hours"], row["parameters"], self._workloads[stage, run_id].train.batch_size,
+        return training_gpus(row["gpu_hours"], row["parameters"], self._workloads[stage, run_id].train.batch_size,
                              self.site)
-        return self._gpu_job(gpus, training_minutes(row["gpu_hours"], gpus, self.site))
+
+    @functools.cached_property
+    def _fit_rows(self) -> dict[tuple[str, int, int, int], dict[str, str]]:
+        return {} if self.fit_table is None else planned_micro_batches(self.fit_table)
+
+    def micro_batch(self, stage: str, run_id: str, gpus: int) -> int:
+        """Examples per device per forward/backward (0: the whole batch): the fit table's choice for this run at
+        ``gpus`` GPUs of the site's memory, else the preset's ``train.micro_batch_size``."""
+        train = self._workloads[stage, run_id].train
+        row = self._fit_rows.get((run_id, gpus, self.site.gpu_memory_bytes, train.batch_size))
+        if row is None:
+            return train.micro_batch_size or 0
+        if row["fits"] != "True":
+            more = ("a node with more GPUs (gpus_per_node)" if gpus == self.site.gpus_per_node
+                    else "more GPUs (a lower target_runtime_min)")
+            raise ValueError(f"{self.fit_table}: run {run_id} does not fit in {self.site.gpu_memory_gb:g} GB per GPU "
+                             f"on {gpus} GPU(s) even at micro-batch 1; give it {more} or GPUs with more memory "
+                             "(gpu_memory_gb) in the site file, then rerun `fit`.")
+        return int(row["micro_batch"])
+
+    def training(self, stage: str, run_id: str) -> dict[str, Any]:
+        """A pretraining run or fine-tune: GPUs, walltime and memory from its size, its micro-batch from the fit
+        table (module docstring)."""
+        if self.site is None:
+            return {"gpu": 0, "micro_batch": self._workloads[stage, run_id].train.micro_batch_size or 0}
+        if self.site.gpus_per_node == 0:
+            return {**self._gpu_job(0, 0), "micro_batch": self._workloads[stage, run_id].train.micro_batch_size or 0}
+        gpus = self.training_gpu_count(stage, run_id)
+        minutes = training_minutes(self.cost(stage, run_id)["gpu_hours"], gpus, self.site)
+        return {**self._gpu_job(gpus, minutes), "micro_batch": self.micro_batch(stage, run_id, gpus)}
 
     def memory_probe(self, base_run_id: str) -> dict[str, Any]:
         """A memory probe: the GPUs of its base group's pretraining run (the per-device peak of that placement)."""
         if self.site is None:
             return {"gpu": 0}
-        gpus = self.training("pretrain", base_run_id)["gpu"]
+        gpus = self.training_gpu_count("pretrain", base_run_id) if self.site.gpus_per_node else 0
         return self._gpu_job(gpus, GPU_ANALYSIS_RUNTIME_MIN["memory_probe"])
 
     def gpu_analysis(self, rule: str, run_id: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """`python -m pipeline` is the one way in: no module of the package runs as a script of its own, and every command
 the documentation gives names a verb that `--help` lists."""
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -89,3 +90,26 @@ def test_a_jobs_driver_submits_its_work_by_name_and_imports_no_jax(tmp_path):
     assert [name.rpartition(":")[2] for name in probe["submitted"]] == [
         "pretrain", "finetune", "evaluate_downstream", "run_spectra", "run_lyapunov", "run_frontier", "probe_memory"]
     assert all(callable(task_function(name)) for name in probe["submitted"])
+
+
+def test_a_training_verbs_micro_batch_reaches_the_spec_its_task_trains(monkeypatch):
+    """``--micro-batch N`` (the fit table's choice, a resource of the job) sets ``train.micro_batch_size`` of the
+    spec the Ray task trains (and writes to the run's config.yaml); 0 is the whole batch; the batch is unchanged."""
+    import pipeline.runner
+    from pipeline.cli import main
+    from pipeline.config import FinetuneSpec, RunSpec, finetune_runs, load_preset, pretrain_runs
+    from pipeline.train.commands import with_micro_batch
+
+    submitted = []
+    monkeypatch.setattr(pipeline.runner, "run_on_ray", lambda target, spec, *args, **kwargs: submitted.append(spec)
+                        or {})
+    preset = load_preset({"preset": "paper"})
+    spec = pretrain_runs(preset)["owt-small-gpt"]
+    common = ["--run-dir", "run", "--cache", "c", "--tokenizer", "tok"]
+    for micro_batch in ("16", "0"):
+        assert main(["pretrain", "--spec", spec.to_json(), *common, "--micro-batch", micro_batch]) == 0
+    assert [RunSpec.from_json(raw).train for raw in submitted] == [
+        dataclasses.replace(spec.train, micro_batch_size=16), dataclasses.replace(spec.train, micro_batch_size=None)]
+    finetune = finetune_runs(preset)["ft-wt103-owt-diffeq18-n9-lora"]
+    assert FinetuneSpec.from_json(with_micro_batch(finetune.to_json(), 8)).train == dataclasses.replace(
+        finetune.train, micro_batch_size=8)

@@ -74,11 +74,11 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
     hours = jobs.cost("pretrain", "owt-llama1b-diffeq_llama")["gpu_hours"]
     assert small["gpu"] < biggest["gpu"] == 8 and small["runtime"] < biggest["runtime"]
     assert biggest == {"slurm_partition": "gpu", "nodes": 1, "gpu": 8, "cpus_per_task": 64, "mem_mb": 512000,
-                       "runtime": training_minutes(hours, 8, SITE)}
+                       "runtime": training_minutes(hours, 8, SITE), "micro_batch": 0}
     capped = JobResources(paper, dataclasses.replace(SITE, max_runtime_min=600, gpu_model="h100", account="proj"))
     assert capped.training("pretrain", "owt-llama1b-diffeq_llama") == {
         "slurm_partition": "gpu", "slurm_account": "proj", "nodes": 1, "gpu": 8, "gpu_model": "h100",
-        "cpus_per_task": 64, "mem_mb": 512000, "runtime": 600}
+        "cpus_per_task": 64, "mem_mb": 512000, "runtime": 600, "micro_batch": 0}
     assert jobs.cpu("token_cache") == {"slurm_partition": "cpu", "nodes": 1, "gpu": 0, "cpus_per_task": 32,
                                        "mem_mb": 128000, "runtime": 720}
     assert jobs.gpu_analysis("frontier", "owt-large-diffeq")["gpu"] == 1
@@ -86,8 +86,37 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
 
 def test_without_a_site_every_job_is_local_on_the_cpu():
     jobs = JobResources(load_preset({"preset": "tiny"}), None)
-    assert jobs.training("pretrain", "owt-small-gpt") == jobs.cpu("corpus") == {"gpu": 0}
+    assert jobs.cpu("corpus") == {"gpu": 0} and jobs.training("pretrain", "owt-small-gpt") == {"gpu": 0,
+                                                                                                "micro_batch": 0}
     assert jobs.resource_keys(gpu=True) == ["gpu"]
+
+
+FIT_HEADER = "run_id,role,gpus,device_bytes,batch_size,micro_batch,fits\n"
+
+
+def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gpus(tmp_path):
+    """owt-small-gpt gets 1 GPU at the example site: its row at 1 GPU of 80 GB gives the micro-batch; a row planned
+    at 8 GPUs, or for another memory, is not this job's (whole batch, 0); a run without a row keeps the preset's."""
+    table = tmp_path / "fit.csv"
+    table.write_text(FIT_HEADER + "owt-small-gpt,pretrain,1,80000000000,512,16,True\n"
+                     "owt-small-diffeq,pretrain,8,80000000000,512,64,True\n"
+                     "ft-wt103-owt-diffeq18-n9-lora,finetune,1,141000000000,256,8,True\n")
+    jobs = JobResources(load_preset({"preset": "paper"}), SITE, fit_table=table)
+    assert [jobs.training_gpu_count("pretrain", run) for run in ("owt-small-gpt", "owt-small-diffeq")] == [1, 1]
+    assert jobs.training("pretrain", "owt-small-gpt")["micro_batch"] == 16
+    assert jobs.training("pretrain", "owt-small-diffeq")["micro_batch"] == 0
+    assert jobs.training("finetune", "ft-wt103-owt-diffeq18-n9-lora")["micro_batch"] == 0
+    assert jobs.training("pretrain", "owt-medium-gpt")["micro_batch"] == 0
+    assert "micro_batch" in jobs.resource_keys(gpu=True, training=True)
+
+
+def test_a_job_that_fits_at_no_micro_batch_stops_the_workflow_with_one_sentence(tmp_path):
+    table = tmp_path / "fit.csv"
+    table.write_text(FIT_HEADER + "owt-small-gpt,pretrain,1,80000000000,512,1,False\n")
+    jobs = JobResources(load_preset({"preset": "paper"}), SITE, fit_table=table)
+    with pytest.raises(ValueError, match="run owt-small-gpt does not fit in 80 GB per GPU on 1 GPU.s. even at "
+                                         "micro-batch 1; give it more GPUs .a lower target_runtime_min."):
+        jobs.training("pretrain", "owt-small-gpt")
 
 
 def test_an_embedded_ray_inside_a_slurm_job_counts_the_jobs_cpus_and_gpus_not_the_nodes():

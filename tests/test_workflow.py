@@ -53,13 +53,22 @@ def dry_run_jobs(output: str) -> list[dict]:
     return jobs
 
 
-def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_and_cost_model():
-    result = snakemake("-n", "--profile", "profiles/slurm", "--printshellcmds", "--config",
+def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_and_fit_table(tmp_path):
+    """In a working directory whose ``results/paper/fit.csv`` planned owt-small-gpt on its 1 GPU: that job trains at
+    the table's micro-batch, the others at the whole batch; ``fit`` itself (its markdown missing) plans at the site."""
+    table = tmp_path / "results" / "paper" / "fit.csv"
+    table.parent.mkdir(parents=True)
+    table.write_text("run_id,role,gpus,device_bytes,batch_size,micro_batch,fits\n"
+                     "owt-small-gpt,pretrain,1,80000000000,512,16,True\n")
+    result = snakemake("all", "fit", "-n", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory",
+                       str(tmp_path), "--profile", "profiles/slurm", "--printshellcmds", "--config",
                        "site=profiles/slurm/site.example.yaml")
     assert result.returncode == 0, result.stderr[-2000:]
     config = load_preset({"preset": "paper"})
-    jobs_resources = JobResources(config, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"))
+    jobs_resources = JobResources(config, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
     jobs = dry_run_jobs(result.stdout)
+    [fit] = [job for job in jobs if job["rule"] == "fit"]
+    assert "--site profiles/slurm/site.example.yaml" in fit["shell"] and fit["resources"]["slurm_partition"] == "cpu"
     pretrain = {job["wildcards"]["run"]: job for job in jobs if job["rule"] == "pretrain"}
     assert set(pretrain) == set(pretrain_runs(config))
     finetunes = {job["wildcards"]["finetune"]: job for job in jobs if job["rule"] == "finetune"}
@@ -70,9 +79,11 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_and_cost_mode
         for run_id, job in runs.items():
             expected = jobs_resources.training(stage, run_id)
             assert {key: job["resources"][key] for key in expected} == {k: str(v) for k, v in expected.items()}, run_id
-            assert f"--gpus {expected['gpu']}" in job["shell"], run_id
+            assert f"--gpus {expected['gpu']} --micro-batch {expected['micro_batch']}" in job["shell"], run_id
     gpus = {run_id: int(job["resources"]["gpu"]) for run_id, job in pretrain.items()}
     assert gpus["owt-llama1b-diffeq_llama"] == 8 and gpus["wt103-small-gpt"] == 1, gpus
+    assert "--gpus 1 --micro-batch 16 " in pretrain["owt-small-gpt"]["shell"]
+    assert {run_id for run_id, job in pretrain.items() if job["resources"]["micro_batch"] != "0"} == {"owt-small-gpt"}
     for job in jobs:
         resources = job["resources"]
         if job["rule"] in SUBMIT_HOST_RULES:
@@ -81,7 +92,7 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_and_cost_mode
         assert resources["nodes"] == "1" and int(resources["runtime"]) <= 2880, job
         expected_partition = "gpu" if int(resources["gpu"]) else "cpu"
         assert resources["slurm_partition"] == expected_partition, job
-        assert job["rule"] in {"corpus", "tokenizer", "token_cache"} or int(resources["gpu"]) >= 1, job
+        assert job["rule"] in {"corpus", "tokenizer", "token_cache", "fit"} or int(resources["gpu"]) >= 1, job
 
 
 def test_slurm_profile_without_a_site_file_says_to_copy_the_example(tmp_path):

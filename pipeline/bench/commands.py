@@ -41,12 +41,16 @@ def _cost(args: argparse.Namespace) -> None:
 
 def _fit(args: argparse.Namespace) -> None:
     from pipeline.bench.fit import write_fit
+    from pipeline.site import load_site
 
+    if args.site is not None and (args.device is not None or args.gpus is not None):
+        raise ValueError("--site gives each job's GPUs and the GPU's memory; drop --device and --gpus.")
     config = load_preset({"preset": args.preset})
+    site = None if args.site is None else load_site(args.site)
     out_dir = REPO_ROOT / "results" / config["preset"]
     runs = args.runs.split(",") if args.runs else None
     md, table = args.md or out_dir / "fit.md", args.csv or out_dir / "fit.csv"
-    rows = write_fit(config, args.device, args.gpus, runs, md, table)
+    rows = write_fit(config, args.device or "h100", args.gpus or 8, runs, md, table, site)
     logging.info("fit finished: %d workloads, %d fit at the paper batch, %d with gradient accumulation, %d do not fit",
                  len(rows), sum(r["fits_at_paper_batch"] for r in rows),
                  sum(r["fits"] and not r["fits_at_paper_batch"] for r in rows), sum(not r["fits"] for r in rows))
@@ -94,9 +98,13 @@ def register(verbs: argparse._SubParsersAction) -> None:
     fit = verbs.add_parser("fit", help="per-device memory of every run, fine-tune and lm-eval pass on a GPU, "
                                        "planned on CPU by XLA")
     fit.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
-    fit.add_argument("--device", default="h100", help="GPU whose memory the plan is checked against (default: h100)")
-    fit.add_argument("--gpus", type=int, default=8,
-                     help="GPUs per training job, the FSDP mesh size (default: 8, the slurm profile's)")
+    fit.add_argument("--device", default=None, help="GPU whose memory the plan is checked against (default: h100)")
+    fit.add_argument("--gpus", type=int, default=None,
+                     help="GPUs of every training job, the FSDP mesh size (default: 8)")
+    fit.add_argument("--site", default=None,
+                     help="SLURM site settings (e.g. profiles/slurm/site.yaml): each job planned on the GPUs the "
+                          "site gives it (pipeline/site.py), of the site's memory; training jobs read their "
+                          "micro-batch from the table")
     fit.add_argument("--runs", default=None,
                      help="comma-separated ids to plan: runs, probes, fine-tunes, downstream-<run> (default: all)")
     fit.add_argument("--md", type=Path, default=None, help="markdown table (default: results/<preset>/fit.md)")

@@ -28,8 +28,13 @@ device per forward/backward) halved until the step fits; the batch the paper rep
 micro-batches' gradients are summed). The temporaries are XLA's CPU plan: the GPU compiler fuses and schedules
 differently, so the table is a preview, and the memory probes (Fig. 16) measure the real peak on GPUs.
 
+Each training workload is planned on ``gpus`` GPUs of a named device, or, given a SLURM site (``--site``), on the
+GPUs ``pipeline.site`` gives its job (a memory probe its base run's) of the site's GPU memory; the SLURM jobs then
+train at the micro-batch of their row (``pipeline.site.JobResources.micro_batch``).
+
 The plans run in a child Python process, because JAX fixes the virtual device count when it starts: the first plan
-of every workload in one process (one Levanter import), each further plan of the micro-batch search in its own.
+of every workload of one device count in one process (one Levanter import), each further plan of the micro-batch
+search in its own.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import FinetuneSpec, RunSpec, TrainSpec
+from pipeline.site import Site
 
 DEVICE_MEMORY_BYTES = {"a100": 80 * 10**9, "h100": 80 * 10**9, "h200": 141 * 10**9}
 """Memory of one GPU (NVIDIA datasheets, SXM): A100 80 GB, H100 80 GB, H200 141 GB."""
@@ -308,32 +314,57 @@ def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int,
     }
 
 
-def fit_rows(chosen: list[Workload], vocab_sizes: list[int], gpus: int, device_bytes: int) -> list[dict[str, Any]]:
-    """The rows of ``chosen`` (vocabulary sizes ``vocab_sizes``): every first plan, at the whole batch per device,
-    in one process, then each row's micro-batch search."""
-    for workload in chosen:
-        devices = workload.devices(gpus)
+def fit_rows(chosen: list[Workload], vocab_sizes: list[int], gpus: list[int],
+             device_bytes: int) -> list[dict[str, Any]]:
+    """The rows of ``chosen`` (vocabulary sizes ``vocab_sizes``, training jobs of ``gpus`` GPUs): every first plan,
+    at the whole batch per device, in one process per device count, then each row's micro-batch search."""
+    for workload, count in zip(chosen, gpus, strict=True):
+        devices = workload.devices(count)
         if workload.batch_size % devices:
             raise ValueError(f"{workload.run_id}: batch_size {workload.batch_size} is not divisible by {devices} "
                              f"GPUs; choose a GPU count that divides it.")
-    requests = [(workload, vocab_size, workload.batch_size // workload.devices(gpus))
-                for workload, vocab_size in zip(chosen, vocab_sizes, strict=True)]
-    plans = _plans_in_subprocess(requests, gpus)
+    requests = [(workload, vocab_size, workload.batch_size // workload.devices(count))
+                for workload, vocab_size, count in zip(chosen, vocab_sizes, gpus, strict=True)]
+    plans: dict[int, dict[str, Any]] = {}
+    for devices in sorted({workload.devices(count) for workload, count in zip(chosen, gpus, strict=True)}):
+        same = [i for i, (workload, count) in enumerate(zip(chosen, gpus, strict=True))
+                if workload.devices(count) == devices]
+        plans.update(zip(same, _plans_in_subprocess([requests[i] for i in same], devices), strict=True))
     rows = []
-    for (workload, vocab_size, _), plan in zip(requests, plans, strict=True):
-        rows.append(fit_run(workload, vocab_size, gpus, device_bytes, plan))
+    for i, (workload, vocab_size, _) in enumerate(requests):
+        rows.append(fit_run(workload, vocab_size, gpus[i], device_bytes, plans[i]))
         logger.info("%s: %s", workload.run_id, json.dumps(rows[-1]))
     return rows
 
 
-def fit_table(rows: list[dict[str, Any]], device: str) -> tuple[str, str]:
+def site_gpus(config: dict[str, Any], site: Site, chosen: list[Workload]) -> list[int]:
+    """The GPUs each workload's job gets at ``site`` (``pipeline.site``): a pretraining run's and a fine-tune's from
+    its size, a memory probe's those of its base run; a downstream job's one."""
+    from pipeline.site import JobResources, memory_probe_base_runs
+
+    if site.gpus_per_node == 0:
+        raise ValueError("--site: the site has no GPUs (gpus_per_node 0); there is no GPU memory to plan for.")
+    jobs = JobResources(config, site)
+    bases = memory_probe_base_runs(config)
+
+    def gpus(workload: Workload) -> int:
+        if workload.role == "downstream":
+            return 1
+        if workload.role == "probe":
+            return jobs.training_gpu_count("pretrain", bases[workload.run_id])
+        return jobs.training_gpu_count(workload.role, workload.run_id)
+
+    return [gpus(workload) for workload in chosen]
+
+
+def fit_table(rows: list[dict[str, Any]], device: str, device_bytes: int) -> tuple[str, str]:
     """``(markdown, csv)`` of the fit rows; sizes in GB (10⁹ bytes) per device."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=FIT_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     gb = 1e9
-    lines = [f"Per-device memory on {device} ({DEVICE_MEMORY_BYTES[device] / gb:.0f} GB), planned on CPU by XLA "
+    lines = [f"Per-device memory on {device} ({device_bytes / gb:.0f} GB), planned on CPU by XLA "
              "(virtual devices; a train step with the run's Levanter mesh, mixed precision and batch; downstream, "
              "lm-eval's forward pass on one GPU); micro-batch = examples per device per forward/backward (Levanter "
              "per_device_parallelism; downstream, requests per forward pass).", "",
@@ -348,13 +379,14 @@ def fit_table(rows: list[dict[str, Any]], device: str) -> tuple[str, str]:
     return "\n".join(lines) + "\n", buffer.getvalue()
 
 
-def write_fit(config: dict[str, Any], device: str, gpus: int, run_ids: list[str] | None, out_md: Path,
-              out_csv: Path) -> list[dict[str, Any]]:
-    """Plan every workload of ``config`` (or those of ``run_ids``) and write the fit table."""
+def write_fit(config: dict[str, Any], device: str | None, gpus: int | None, run_ids: list[str] | None, out_md: Path,
+              out_csv: Path, site: Site | None = None) -> list[dict[str, Any]]:
+    """Plan every workload of ``config`` (or those of ``run_ids``) and write the fit table: on ``gpus`` GPUs per
+    training job of ``device``, or, given a ``site``, on the GPUs the site gives each job, of the site's memory."""
     from pipeline.artifacts import atomic_write_text
     from pipeline.bench.cost import vocab_size
 
-    if device not in DEVICE_MEMORY_BYTES:
+    if site is None and device not in DEVICE_MEMORY_BYTES:
         raise ValueError(f"--device {device!r}: unknown GPU; expected one of {sorted(DEVICE_MEMORY_BYTES)}.")
     known = workloads(config)
     unknown = sorted(set(run_ids or []) - set(known))
@@ -362,9 +394,12 @@ def write_fit(config: dict[str, Any], device: str, gpus: int, run_ids: list[str]
         raise ValueError(f"--runs {', '.join(unknown)}: not a pretraining run, memory probe, fine-tune or "
                          f"downstream-<run> of preset {config['preset']!r}; expected some of {', '.join(known)}.")
     chosen = [known[run_id] for run_id in run_ids or known]
-    rows = fit_rows(chosen, [vocab_size(config, workload.run.tokenizer) for workload in chosen], gpus,
-                    DEVICE_MEMORY_BYTES[device])
-    markdown, table = fit_table(rows, device)
+    if site is None:
+        counts, label, device_bytes = [gpus] * len(chosen), device, DEVICE_MEMORY_BYTES[device]
+    else:
+        counts, label, device_bytes = site_gpus(config, site, chosen), site.device, site.gpu_memory_bytes
+    rows = fit_rows(chosen, [vocab_size(config, workload.run.tokenizer) for workload in chosen], counts, device_bytes)
+    markdown, table = fit_table(rows, label, device_bytes)
     atomic_write_text(out_csv, table)
     atomic_write_text(out_md, markdown)
     return rows

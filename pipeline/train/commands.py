@@ -10,11 +10,23 @@ from pathlib import Path
 from pipeline.commands import absolute, add_ray_options, ray_placement
 
 
+def with_micro_batch(spec_json: str, micro_batch: int | None) -> str:
+    """The spec (a run's or a fine-tune's, as JSON) with ``train.micro_batch_size`` set to ``micro_batch`` examples
+    per device per forward/backward (0: the whole batch at once; None: the spec's own). Not part of the run's
+    fingerprint (``pipeline.train.identity.NOT_WEIGHTS``); the run's config.yaml records the value trained with."""
+    if micro_batch is None:
+        return spec_json
+    spec = json.loads(spec_json)
+    spec["train"]["micro_batch_size"] = micro_batch or None
+    return json.dumps(spec, sort_keys=True)
+
+
 def _pretrain(args: argparse.Namespace) -> None:
     from pipeline.runner import run_on_ray
 
     paths = absolute(args.run_dir, args.cache, args.tokenizer)
-    summary = run_on_ray("pipeline.train.pretrain:pretrain", args.spec, *paths, **ray_placement(args))
+    spec = with_micro_batch(args.spec, args.micro_batch)
+    summary = run_on_ray("pipeline.train.pretrain:pretrain", spec, *paths, **ray_placement(args))
     logging.info("pretrain finished: %s", json.dumps(summary))
 
 
@@ -29,8 +41,21 @@ def _finetune(args: argparse.Namespace) -> None:
     require_complete_checkpoint(args.source)
     recorded_fingerprint(args.source)
     paths = absolute(args.run_dir, args.source, args.cache, args.tokenizer)
-    summary = run_on_ray("pipeline.train.finetune:finetune", args.spec, *paths, **ray_placement(args))
+    spec = with_micro_batch(args.spec, args.micro_batch)
+    summary = run_on_ray("pipeline.train.finetune:finetune", spec, *paths, **ray_placement(args))
     logging.info("finetune finished: %s", json.dumps(summary))
+
+
+def _micro_batch(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _add_micro_batch(verb: argparse.ArgumentParser) -> None:
+    verb.add_argument("--micro-batch", type=_micro_batch, default=None,
+                      help="examples per device per forward/backward (gradient accumulation to the same batch; "
+                           "0: the whole batch at once; default: the spec's train.micro_batch_size)")
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -39,6 +64,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     pretrain.add_argument("--run-dir", type=Path, required=True)
     pretrain.add_argument("--cache", type=Path, required=True)
     pretrain.add_argument("--tokenizer", type=Path, required=True)
+    _add_micro_batch(pretrain)
     add_ray_options(pretrain, gpus=True)
     pretrain.set_defaults(run=_pretrain)
 
@@ -48,5 +74,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
     finetune.add_argument("--source", type=Path, required=True, help="the source run's folder")
     finetune.add_argument("--cache", type=Path, required=True, help="the target dataset's token cache")
     finetune.add_argument("--tokenizer", type=Path, required=True)
+    _add_micro_batch(finetune)
     add_ray_options(finetune, gpus=True)
     finetune.set_defaults(run=_finetune)

@@ -92,7 +92,7 @@ def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, per_example, 
     workload = medium_gpt()  # batch 256 → 32 per device on 8
     plans, calls = fake_plan(per_example, 5 * 10**9)
     monkeypatch.setattr(fit, "_plans_in_subprocess", plans)
-    [row] = fit.fit_rows([workload], [50257], 8, 80 * 10**9)
+    [row] = fit.fit_rows([workload], [50257], [8], 80 * 10**9)
     assert (row["micro_batch"], row["fits_at_paper_batch"], row["fits"]) == (expected_micro_batch, fits_at_batch, True)
     assert row["accumulation"] * row["micro_batch"] * row["gpus"] == workload.batch_size
     assert calls[0] == 32 and len(calls) <= 3
@@ -101,9 +101,42 @@ def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, per_example, 
 def test_a_run_that_fits_at_no_micro_batch_says_so(monkeypatch):
     plans, _ = fake_plan(10**9, 90 * 10**9)
     monkeypatch.setattr(fit, "_plans_in_subprocess", plans)
-    [row] = fit.fit_rows([medium_gpt()], [50257], 8, 80 * 10**9)
+    [row] = fit.fit_rows([medium_gpt()], [50257], [8], 80 * 10**9)
     assert (row["micro_batch"], row["fits"]) == (1, False)
-    assert "| no |" in fit.fit_table([row], "h100")[0]
+    assert "| no |" in fit.fit_table([row], "h100", 80 * 10**9)[0]
+
+
+def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypatch, tmp_path):
+    """``fit --site``: a pretraining run on the GPUs ``pipeline.site`` sizes it to (1 for owt-small-gpt, 8 for the
+    Llama DiffEqFormer), a memory probe on its base run's, lm-eval on one, of the site's memory; each device count
+    planned in its own process. The training job then reads its micro-batch from the table."""
+    from pipeline.site import EXAMPLE, JobResources, load_site, memory_probe_base_runs
+
+    config, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
+    jobs = JobResources(config, site)
+    probe = "owt-medium-memory-gpt"
+    expected = {"owt-small-gpt": jobs.training_gpu_count("pretrain", "owt-small-gpt"),
+                "owt-llama1b-diffeq_llama": jobs.training_gpu_count("pretrain", "owt-llama1b-diffeq_llama"),
+                probe: jobs.training_gpu_count("pretrain", memory_probe_base_runs(config)[probe]),
+                "downstream-owt-large-gpt": 1}
+    assert (expected["owt-small-gpt"], expected["owt-llama1b-diffeq_llama"]) == (1, 8)
+    processes = []
+
+    def plans(requests, gpus):
+        processes.append((gpus, [workload.run_id for workload, _, _ in requests]))
+        return fake_plan(10**9, 5 * 10**9)[0](requests, gpus)
+
+    monkeypatch.setattr(fit, "_plans_in_subprocess", plans)
+    rows = fit.write_fit(config, None, None, list(expected), tmp_path / "fit.md", tmp_path / "fit.csv", site)
+    assert {row["run_id"]: row["gpus"] for row in rows} == expected
+    assert {row["device_bytes"] for row in rows} == {80 * 10**9}
+    first_plans = processes[:len(set(expected.values()))]
+    assert sorted(gpus for gpus, _ in first_plans) == sorted(set(expected.values()))
+    assert all(expected[run_id] == gpus for gpus, ids in processes for run_id in ids)
+    small = next(row for row in rows if row["run_id"] == "owt-small-gpt")
+    assert (small["per_device_batch"], small["micro_batch"], small["fits_at_paper_batch"]) == (512, 64, False)
+    planned = JobResources(config, site, fit_table=tmp_path / "fit.csv")
+    assert planned.training("pretrain", "owt-small-gpt")["micro_batch"] == 64
 
 
 TINY_LORA, TINY_FULL, TINY_DOWNSTREAM = ("ft-wt103-owt-diffeq6-n8-lora", "ft-wt103-owt-diffeq6-n8-full",

@@ -6,13 +6,7 @@ import os
 
 ANALYSIS_CONFIG = config["analysis"]
 # A probe is placed on the GPUs of its base group's pretraining run (same family where the group trains it).
-MEMORY_PROBE_BASE_RUNS = {
-    probe_id: min(
-        (run_id for run_id, spec in RUNS.items() if spec.group == probe.group and spec.ablation is None),
-        key=lambda run_id: RUNS[run_id].model.family != probe.model.family,
-    )
-    for probe_id, probe in MEMORY_PROBES.items()
-}
+MEMORY_PROBE_BASE_RUNS = memory_probe_base_runs(config)
 
 
 rule spectra:

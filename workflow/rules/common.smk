@@ -22,14 +22,14 @@ from pipeline.config import (
     pretrain_runs,
 )
 from pipeline.data.prefetch import hub_items
-from pipeline.site import JobResources, export_site_environment, load_site
+from pipeline.site import JobResources, export_site_environment, load_site, memory_probe_base_runs
 from pipeline.analysis.tidy import FRONTIER_VERSION
 from pipeline.train.identity import TRAIN_STEP
 
-_site_file = config.pop("site", None)
+SITE_FILE = config.pop("site", None)
 try:
     _resolved = load_preset(config)
-    SITE = load_site(_site_file) if _site_file is not None else None
+    SITE = load_site(SITE_FILE) if SITE_FILE is not None else None
 except (ConfigError, FileNotFoundError, ValueError) as error:
     raise WorkflowError(str(error)) from None
 config.clear()
@@ -104,8 +104,11 @@ def require_inside_results(*targets):
 
 
 def training_resources(stage, wildcard):
-    """A training rule's resources: per run (its ``wildcard``) from its size and the site (pipeline/site.py)."""
-    return JOBS.rule_resources(lambda wildcards: JOBS.training(stage, getattr(wildcards, wildcard)), gpu=True)
+    """A training rule's resources: per run (its ``wildcard``) from its size, the site and the fit table
+    (pipeline/site.py)."""
+    return JOBS.rule_resources(
+        lambda wildcards: JOBS.training(stage, getattr(wildcards, wildcard)), gpu=True, training=True
+    )
 
 
 def gpu_analysis_resources(rule):
@@ -135,7 +138,7 @@ def report_figure(path, caption, subcategory, label):
     )
 
 
-JOBS = JobResources(config, SITE)
+JOBS = JobResources(config, SITE, fit_table=f"{RESULTS}/fit.csv")
 export_code_path(REPO_ROOT)
 export_ray_placement(config["ray"])
 export_xla_flags(config.get("xla_flags", ""))

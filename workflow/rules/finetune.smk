@@ -20,4 +20,4 @@ rule finetune:
     shell:
         "python -m pipeline finetune --spec {params.spec:q} --run-dir {params.run_dir:q}"
         " --source {params.source_dir:q} --cache {input.cache:q} --tokenizer {input.tokenizer:q}"
-        " --gpus {resources.gpu:q} > {log:q} 2>&1"
+        " --gpus {resources.gpu:q} --micro-batch {resources.micro_batch:q} > {log:q} 2>&1"

@@ -19,4 +19,4 @@ rule pretrain:
     shell:
         "python -m pipeline pretrain --spec {params.spec:q} --run-dir {params.run_dir:q}"
         " --cache {input.cache:q} --tokenizer {input.tokenizer:q} --gpus {resources.gpu:q}"
-        " > {log:q} 2>&1"
+        " --micro-batch {resources.micro_batch:q} > {log:q} 2>&1"
