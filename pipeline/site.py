@@ -28,6 +28,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
+import logging
 import math
 import os
 from collections.abc import Callable
@@ -37,6 +38,8 @@ from typing import Any
 import yaml
 
 from pipeline.config import REPO_ROOT
+
+logger = logging.getLogger(__name__)
 
 EXAMPLE = REPO_ROOT / "profiles" / "slurm" / "site.example.yaml"
 STARTUP_MIN = 30
@@ -203,6 +206,7 @@ class JobResources:
         self.site = site
         self.fit_table = fit_table
         self._costs: dict[tuple[str, str], dict[str, Any]] = {}
+        self._warned_unplanned = False
 
     def resource_keys(self, gpu: bool, training: bool = False) -> list[str]:
         """The resources a rule declares: ``gpu`` only without a site; with one, also placement and limits; a
@@ -272,6 +276,12 @@ class JobResources:
         train = self._workloads[stage, run_id].train
         row = self._fit_rows.get((run_id, gpus, self.site.gpu_memory_bytes, train.batch_size))
         if row is None:
+            if not self._warned_unplanned:
+                self._warned_unplanned = True
+                logger.warning("%s has no row for %s on %d GPU(s) of %g GB; a training job without one trains with "
+                               "micro-batch %s: plan every run first (snakemake --profile slurm fit).", self.fit_table,
+                               run_id, gpus, self.site.gpu_memory_gb,
+                               train.micro_batch_size or "0 (the whole batch per GPU at once)")
             return train.micro_batch_size or 0
         if row["fits"] != "True":
             more = ("a node with more GPUs (gpus_per_node)" if gpus == self.site.gpus_per_node

@@ -94,6 +94,19 @@ def test_without_a_site_every_job_is_local_on_the_cpu():
 FIT_HEADER = "run_id,role,gpus,device_bytes,batch_size,micro_batch,fits\n"
 
 
+def test_a_training_job_with_no_planned_row_is_named_once(tmp_path, caplog):
+    """Without a fit row a job trains its whole per-GPU batch at once; the dry run says so, once, naming a run."""
+    table = tmp_path / "fit.csv"
+    table.write_text(FIT_HEADER)
+    jobs = JobResources(load_preset({"preset": "paper"}), SITE, fit_table=table)
+    with caplog.at_level("WARNING", logger="pipeline.site"):
+        micro_batches = [jobs.training("pretrain", run)["micro_batch"] for run in ("owt-small-gpt", "owt-small-diffeq")]
+    assert micro_batches == [0, 0]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"{table} has no row for owt-small-gpt on 1 GPU(s) of 80 GB; a training job without one trains with "
+        "micro-batch 0 (the whole batch per GPU at once): plan every run first (snakemake --profile slurm fit)."]
+
+
 def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gpus(tmp_path):
     """owt-small-gpt gets 1 GPU at the example site: its row at 1 GPU of 80 GB gives the micro-batch; a row planned
     at 8 GPUs, or for another memory, is not this job's (whole batch, 0); a run without a row keeps the preset's."""
