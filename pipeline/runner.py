@@ -36,19 +36,21 @@ def run_on_ray(target: str | Callable[..., Any], *args: Any, address: str | None
     is a function or its ``"module:function"`` name, imported in the worker (``task_function``). Ray's log
     de-duplication is off: it drops task log lines that differ only in numbers (e.g. per-shot summaries).
 
-    Unless ``uses_torch``, the task runs with ``USE_TORCH=0``: Levanter imports ``transformers`` (for tokenizers
-    only, in these tasks), which would otherwise import torch, two thirds of the task's import time."""
+    The task's JAX reserves ``pipeline.site.gpu_memory_fraction()`` of each GPU, the share the fit table plans
+    against. Unless ``uses_torch``, the task runs with ``USE_TORCH=0``: Levanter imports ``transformers`` (for
+    tokenizers only, in these tasks), which would otherwise import torch, two thirds of the task's import time."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
+    from pipeline.site import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction, slurm_allocation
+
     env_vars = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+    env_vars[GPU_MEMORY_FRACTION_ENV] = str(gpu_memory_fraction())
     if not uses_torch:
         env_vars["USE_TORCH"] = "0"
     init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
                                  "runtime_env": {"env_vars": env_vars}}
     if address is None:
-        from pipeline.site import slurm_allocation
-
         # Inside a SLURM job: the job's CPUs and GPUs, not the node's (an explicit num_cpus still wins).
         init_args.update({"address": "local", **slurm_allocation(), **({"num_cpus": num_cpus} if num_cpus else {})})
     else:

@@ -41,6 +41,18 @@ from pipeline.config import REPO_ROOT
 
 logger = logging.getLogger(__name__)
 
+GPU_MEMORY_FRACTION_ENV = "XLA_PYTHON_CLIENT_MEM_FRACTION"
+DEFAULT_GPU_MEMORY_FRACTION = 0.9
+"""Share of each GPU's memory that JAX's allocator reserves when a job starts. JAX's own default is 0.75, which would
+leave 20 GB of an 80 GB GPU unused. Every Ray task runs with this value (``pipeline.runner``), and the fit table plans
+against it. A value already set in the environment wins in both places."""
+
+
+def gpu_memory_fraction() -> float:
+    """The share of GPU memory a job's JAX may use (``DEFAULT_GPU_MEMORY_FRACTION`` unless the environment sets it)."""
+    return float(os.environ.get(GPU_MEMORY_FRACTION_ENV, DEFAULT_GPU_MEMORY_FRACTION))
+
+
 EXAMPLE = REPO_ROOT / "profiles" / "slurm" / "site.example.yaml"
 STARTUP_MIN = 30
 """Minutes a training job spends before its first step and after its last: JAX compilation, opening the token

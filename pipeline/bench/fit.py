@@ -22,7 +22,8 @@ XLA's memory plan per device is
 of which the parameters and the optimizer state are the per-device shards of the state (FSDP: Levanter's
 parameter axis mapping shards every array with an ``embed`` axis over the devices; the few without one, biases and
 the time-embedding MLPs' hidden layers, are replicated and listed as ``replicated_param_bytes``; downstream, the
-whole model is on its one device). A workload fits when total ≤ the device's memory. A train step that does not
+whole model is on its one device). A workload fits when total ≤ the share of the device's memory that a job's JAX
+reserves (``pipeline.site.gpu_memory_fraction()``, 0.9: ``usable_bytes``). A train step that does not
 fit at its batch is planned again with gradient accumulation: Levanter's ``per_device_parallelism`` (examples per
 device per forward/backward) halved until the step fits; the batch the paper reports is unchanged (the
 micro-batches' gradients are summed). The temporaries are XLA's CPU plan: the GPU compiler fuses and schedules
@@ -53,15 +54,15 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import FinetuneSpec, RunSpec, TrainSpec
-from pipeline.site import Site
+from pipeline.site import Site, gpu_memory_fraction
 
 DEVICE_MEMORY_BYTES = {"a100": 80 * 10**9, "h100": 80 * 10**9, "h200": 141 * 10**9}
 """Memory of one GPU (NVIDIA datasheets, SXM): A100 80 GB, H100 80 GB, H200 141 GB."""
 ROLES = ("pretrain", "probe", "finetune", "downstream")
 FIT_COLUMNS = ("run_id", "role", "family", "size", "time_embed_dim", "seq_len", "batch_size", "gpus",
                "per_device_batch", "micro_batch", "accumulation", "parameters", "trainable_parameters", "param_bytes",
-               "replicated_param_bytes", "optimizer_bytes", "temp_bytes", "total_bytes", "device_bytes", "fits",
-               "fits_at_paper_batch")
+               "replicated_param_bytes", "optimizer_bytes", "temp_bytes", "total_bytes", "device_bytes", "usable_bytes",
+               "fits", "fits_at_paper_batch")
 """Per workload: the chosen micro-batch (examples per device per forward/backward) and its plan, bytes per device."""
 
 logger = logging.getLogger(__name__)
@@ -286,10 +287,11 @@ def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int,
     devices = workload.devices(gpus)
     per_device = workload.batch_size // devices
     micro_batch = per_device
-    fits_at_batch = plan["total_bytes"] <= device_bytes
-    while workload.role != "downstream" and plan["total_bytes"] > device_bytes and micro_batch > 1:
+    usable = int(device_bytes * gpu_memory_fraction())
+    fits_at_batch = plan["total_bytes"] <= usable
+    while workload.role != "downstream" and plan["total_bytes"] > usable and micro_batch > 1:
         fixed = plan["total_bytes"] - plan["temp_bytes"]
-        predicted = max(1, int(micro_batch * (device_bytes - fixed) / plan["temp_bytes"]))
+        predicted = max(1, int(micro_batch * (usable - fixed) / plan["temp_bytes"]))
         micro_batch = max(d for d in range(1, micro_batch) if per_device % d == 0 and d <= predicted)
         plan = _plans_in_subprocess([(workload, vocab_size, micro_batch)], devices)[0]
         logger.info("%s: micro-batch %d plans %.1f GB per device", workload.run_id, micro_batch,
@@ -309,7 +311,8 @@ def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int,
         **{key: plan[key] for key in ("parameters", "trainable_parameters", "param_bytes", "replicated_param_bytes",
                                       "optimizer_bytes", "temp_bytes", "total_bytes")},
         "device_bytes": device_bytes,
-        "fits": plan["total_bytes"] <= device_bytes,
+        "usable_bytes": usable,
+        "fits": plan["total_bytes"] <= usable,
         "fits_at_paper_batch": fits_at_batch,
     }
 
@@ -364,7 +367,9 @@ def fit_table(rows: list[dict[str, Any]], device: str, device_bytes: int) -> tup
     writer.writeheader()
     writer.writerows(rows)
     gb = 1e9
-    lines = [f"Per-device memory on {device} ({device_bytes / gb:.0f} GB), planned on CPU by XLA "
+    lines = [f"Per-device memory on {device} ({device_bytes / gb:.0f} GB, of which JAX reserves "
+             f"{gpu_memory_fraction():.0%}: a step fits below {device_bytes * gpu_memory_fraction() / gb:.0f} GB), "
+             "planned on CPU by XLA "
              "(virtual devices; a train step with the run's Levanter mesh, mixed precision and batch; downstream, "
              "lm-eval's forward pass on one GPU); micro-batch = examples per device per forward/backward (Levanter "
              "per_device_parallelism; downstream, requests per forward pass).", "",

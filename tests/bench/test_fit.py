@@ -87,8 +87,10 @@ def medium_gpt() -> fit.Workload:
 
 
 @pytest.mark.parametrize(("per_example", "expected_micro_batch", "fits_at_batch"),
-                         [(10**9, 32, True), (3 * 10**9, 16, False), (9 * 10**9, 8, False)])
+                         [(10**9, 32, True), (2.1 * 10**9, 16, False), (3 * 10**9, 16, False), (9 * 10**9, 4, False)])
 def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, per_example, expected_micro_batch, fits_at_batch):
+    """Fits means within the 90 % of the GPU's 80 GB that a job's JAX reserves (72 GB): 32 × 2.1 GB + 5 GB = 72.2 GB
+    and 8 × 9 GB + 5 GB = 77 GB would fit in 80 GB but not in what JAX takes."""
     workload = medium_gpt()  # batch 256 → 32 per device on 8
     plans, calls = fake_plan(per_example, 5 * 10**9)
     monkeypatch.setattr(fit, "_plans_in_subprocess", plans)
