@@ -162,11 +162,14 @@ the workflow (``pipeline/site.py``: a dry run, and every submitted job on its no
 
 
 def model_code_version() -> str:
-    """What the cached counts depend on besides the recipe: the model code and the Levanter/Haliax versions."""
+    """What the cached counts depend on besides the recipe: the model code, this module (``ModelRecipe.build``) and
+    the Levanter/Haliax versions."""
     from importlib.metadata import version
 
     digest = hashlib.sha256(f"levanter {version('levanter')} haliax {version('haliax')}".encode())
-    for path in sorted([*(REPO_ROOT / "pipeline" / "models").glob("*.py"), REPO_ROOT / "pipeline" / "families.py"]):
+    models = REPO_ROOT / "pipeline" / "models"
+    sources = [*models.glob("*.py"), REPO_ROOT / "pipeline" / "families.py", Path(__file__)]
+    for path in sorted(sources):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
 
