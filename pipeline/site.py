@@ -20,7 +20,8 @@ That sizing counts no activations. Its ``micro_batch`` (examples per device per 
 ``per_device_parallelism``; 0: the whole per-device batch at once) comes from the fit table
 ``results/<preset>/fit.csv`` (``python -m pipeline fit --site ...``, ``pipeline.bench.fit``) where that table has the
 job's row planned at the job's GPU count, the site's GPU memory and the run's batch size; else it is the preset's
-``train.micro_batch_size``. A row that fits at no micro-batch stops the workflow before anything is submitted.
+``train.micro_batch_size``. A job with neither, or whose row fits at no micro-batch, stops the workflow before
+anything is submitted.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
-import logging
 import math
 import os
 from collections.abc import Callable
@@ -38,8 +38,6 @@ from typing import Any
 import yaml
 
 from pipeline.config import REPO_ROOT
-
-logger = logging.getLogger(__name__)
 
 GPU_MEMORY_FRACTION_ENV = "XLA_PYTHON_CLIENT_MEM_FRACTION"
 DEFAULT_GPU_MEMORY_FRACTION = 0.9
@@ -218,7 +216,6 @@ class JobResources:
         self.site = site
         self.fit_table = fit_table
         self._costs: dict[tuple[str, str], dict[str, Any]] = {}
-        self._warned_unplanned = False
 
     def resource_keys(self, gpu: bool, training: bool = False) -> list[str]:
         """The resources a rule declares: ``gpu`` only without a site; with one, also placement and limits; a
@@ -284,17 +281,16 @@ class JobResources:
 
     def micro_batch(self, stage: str, run_id: str, gpus: int) -> int:
         """Examples per device per forward/backward (0: the whole batch): the fit table's choice for this run at
-        ``gpus`` GPUs of the site's memory, else the preset's ``train.micro_batch_size``."""
+        ``gpus`` GPUs of the site's memory, else the preset's ``train.micro_batch_size``; with neither, the job
+        stops the workflow before anything is submitted (without a table to read, the preset's value or 0)."""
         train = self._workloads[stage, run_id].train
         row = self._fit_rows.get((run_id, gpus, self.site.gpu_memory_bytes, train.batch_size))
         if row is None:
-            if not self._warned_unplanned:
-                self._warned_unplanned = True
-                logger.warning("%s has no row for %s on %d GPU(s) of %g GB; a training job without one trains with "
-                               "micro-batch %s: plan every run first (snakemake --profile slurm fit).", self.fit_table,
-                               run_id, gpus, self.site.gpu_memory_gb,
-                               train.micro_batch_size or "0 (the whole batch per GPU at once)")
-            return train.micro_batch_size or 0
+            if train.micro_batch_size is not None or self.fit_table is None:
+                return train.micro_batch_size or 0
+            raise ValueError(f"{self.fit_table}: no row for {run_id} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} "
+                             "GB, so it would train its whole per-GPU batch at once; plan the runs first "
+                             "(snakemake --profile slurm fit) or set its train.micro_batch_size in the preset.")
         if row["fits"] != "True":
             more = ("a node with more GPUs (gpus_per_node)" if gpus == self.site.gpus_per_node
                     else "more GPUs (a lower target_runtime_min)")

@@ -74,3 +74,29 @@ def ray_head():
             break
         time.sleep(3)
     shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def paper_fit_table():
+    """A function writing ``results/paper/fit.csv`` into a working directory: a fitting row for every training job
+    of the paper preset at the GPUs the example site gives it, at micro-batch ``micro_batches[run]`` or else the
+    whole per-GPU batch (a SLURM-profile DAG of the paper preset needs the table: ``pipeline/site.py``)."""
+    from pipeline.config import finetune_runs, load_preset, pretrain_runs
+    from pipeline.site import JobResources, load_site
+
+    def write(workdir: Path, micro_batches: dict[str, int]) -> Path:
+        config, site = load_preset({"preset": "paper"}), load_site(ROOT / "profiles" / "slurm" / "site.example.yaml")
+        jobs = JobResources(config, site)
+        lines = ["run_id,role,gpus,device_bytes,batch_size,micro_batch,fits"]
+        for stage, runs in (("pretrain", pretrain_runs(config)), ("finetune", finetune_runs(config))):
+            for run_id, spec in runs.items():
+                gpus = jobs.training_gpu_count(stage, run_id)
+                micro_batch = micro_batches.get(run_id, spec.train.batch_size // gpus)
+                lines.append(f"{run_id},{stage},{gpus},{site.gpu_memory_bytes},{spec.train.batch_size},{micro_batch},"
+                             "True")
+        table = workdir / "results" / "paper" / "fit.csv"
+        table.parent.mkdir(parents=True, exist_ok=True)
+        table.write_text("\n".join(lines) + "\n")
+        return table
+
+    return write

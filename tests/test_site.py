@@ -94,22 +94,25 @@ def test_without_a_site_every_job_is_local_on_the_cpu():
 FIT_HEADER = "run_id,role,gpus,device_bytes,batch_size,micro_batch,fits\n"
 
 
-def test_a_training_job_with_no_planned_row_is_named_once(tmp_path, caplog):
-    """Without a fit row a job trains its whole per-GPU batch at once; the dry run says so, once, naming a run."""
+def test_a_training_job_without_a_planned_row_stops_the_workflow_unless_its_preset_sets_a_micro_batch(tmp_path):
+    """Without a fit row a job would train its whole per-GPU batch at once (at paper scale: out of memory), so it
+    stops the DAG build in one sentence; a micro-batch the preset sets is used as it is."""
     table = tmp_path / "fit.csv"
     table.write_text(FIT_HEADER)
-    jobs = JobResources(load_preset({"preset": "paper"}), SITE, fit_table=table)
-    with caplog.at_level("WARNING", logger="pipeline.site"):
-        micro_batches = [jobs.training("pretrain", run)["micro_batch"] for run in ("owt-small-gpt", "owt-small-diffeq")]
-    assert micro_batches == [0, 0]
-    assert [record.getMessage() for record in caplog.records] == [
-        f"{table} has no row for owt-small-gpt on 1 GPU(s) of 80 GB; a training job without one trains with "
-        "micro-batch 0 (the whole batch per GPU at once): plan every run first (snakemake --profile slurm fit)."]
+    config = load_preset({"preset": "paper"})
+    with pytest.raises(ValueError) as error:
+        JobResources(config, SITE, fit_table=table).training("pretrain", "owt-small-gpt")
+    assert str(error.value) == (
+        f"{table}: no row for owt-small-gpt on 1 GPU(s) of 80 GB, so it would train its whole per-GPU batch at once; "
+        "plan the runs first (snakemake --profile slurm fit) or set its train.micro_batch_size in the preset.")
+    runs = config["pretrain"]["owt-small"]
+    config["pretrain"]["owt-small"] = {**runs, "train": {**runs["train"], "micro_batch_size": 8}}
+    assert JobResources(config, SITE, fit_table=table).training("pretrain", "owt-small-gpt")["micro_batch"] == 8
 
 
 def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gpus(tmp_path):
     """owt-small-gpt gets 1 GPU at the example site: its row at 1 GPU of 80 GB gives the micro-batch; a row planned
-    at 8 GPUs, or for another memory, is not this job's (whole batch, 0); a run without a row keeps the preset's."""
+    at 8 GPUs, or for another memory, is not this job's (so the job has no row)."""
     table = tmp_path / "fit.csv"
     table.write_text(FIT_HEADER + "owt-small-gpt,pretrain,1,80000000000,512,16,True\n"
                      "owt-small-diffeq,pretrain,8,80000000000,512,64,True\n"
@@ -117,9 +120,10 @@ def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gp
     jobs = JobResources(load_preset({"preset": "paper"}), SITE, fit_table=table)
     assert [jobs.training_gpu_count("pretrain", run) for run in ("owt-small-gpt", "owt-small-diffeq")] == [1, 1]
     assert jobs.training("pretrain", "owt-small-gpt")["micro_batch"] == 16
-    assert jobs.training("pretrain", "owt-small-diffeq")["micro_batch"] == 0
-    assert jobs.training("finetune", "ft-wt103-owt-diffeq18-n9-lora")["micro_batch"] == 0
-    assert jobs.training("pretrain", "owt-medium-gpt")["micro_batch"] == 0
+    for stage, run_id in (("pretrain", "owt-small-diffeq"), ("finetune", "ft-wt103-owt-diffeq18-n9-lora"),
+                          ("pretrain", "owt-medium-gpt")):
+        with pytest.raises(ValueError, match=f"no row for {run_id} on "):
+            jobs.training(stage, run_id)
     assert "micro_batch" in jobs.resource_keys(gpu=True, training=True)
 
 

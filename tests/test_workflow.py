@@ -53,13 +53,12 @@ def dry_run_jobs(output: str) -> list[dict]:
     return jobs
 
 
-def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_and_fit_table(tmp_path):
-    """In a working directory whose ``results/paper/fit.csv`` planned owt-small-gpt on its 1 GPU: that job trains at
-    the table's micro-batch, the others at the whole batch; ``fit`` itself (its markdown missing) plans at the site."""
-    table = tmp_path / "results" / "paper" / "fit.csv"
-    table.parent.mkdir(parents=True)
-    table.write_text("run_id,role,gpus,device_bytes,batch_size,micro_batch,fits\n"
-                     "owt-small-gpt,pretrain,1,80000000000,512,16,True\n")
+def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_and_fit_table(tmp_path,
+                                                                                             paper_fit_table):
+    """In a working directory whose ``results/paper/fit.csv`` planned every training job on its GPUs (owt-small-gpt
+    at micro-batch 16 on its 1 GPU): each job trains at its row's micro-batch; ``fit`` itself (its markdown
+    missing) plans at the site."""
+    table = paper_fit_table(tmp_path, {"owt-small-gpt": 16})
     result = snakemake("all", "fit", "-n", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory",
                        str(tmp_path), "--profile", "profiles/slurm", "--printshellcmds", "--config",
                        "site=profiles/slurm/site.example.yaml")
@@ -83,7 +82,6 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
     gpus = {run_id: int(job["resources"]["gpu"]) for run_id, job in pretrain.items()}
     assert gpus["owt-llama1b-diffeq_llama"] == 8 and gpus["wt103-small-gpt"] == 1, gpus
     assert "--gpus 1 --micro-batch 16 " in pretrain["owt-small-gpt"]["shell"]
-    assert {run_id for run_id, job in pretrain.items() if job["resources"]["micro_batch"] != "0"} == {"owt-small-gpt"}
     for job in jobs:
         resources = job["resources"]
         if job["rule"] in SUBMIT_HOST_RULES:
@@ -132,3 +130,12 @@ def test_a_shell_injection_in_a_task_name_is_refused_before_anything_runs():
     assert sentences == [f"{ROOT}/pipeline/config/presets/tiny.yaml (with --config overrides ['downstream']): "
                          "key 'downstream.tasks.0' must match '^[A-Za-z0-9][A-Za-z0-9_.-]*$' "
                          "(got 'tiny_choice;touch /tmp/x;#')."]
+
+
+def test_slurm_profile_dry_run_without_the_fit_table_stops_and_says_to_plan_first(tmp_path):
+    """Without a planned micro-batch a 1-GPU paper run would hold its whole batch (512 × 1024 tokens) on its GPU."""
+    result = snakemake("all", "-n", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path),
+                       "--profile", "profiles/slurm", "--config", "site=profiles/slurm/site.example.yaml")
+    assert result.returncode != 0
+    assert "so it would train its whole per-GPU batch at once; plan the runs first (snakemake --profile slurm fit)" \
+        in result.stdout + result.stderr
