@@ -30,10 +30,10 @@ FORWARDED_ENV = ("HF_HUB_OFFLINE", "RAY_AUTH_MODE", "HF_DATASETS_OFFLINE", "HF_H
                  "JAX_COMPILATION_CACHE_DIR", "PYTHONHASHSEED", "PIPELINE_TRACKERS", "WANDB_MODE")
 
 
-def run_on_ray(target: str | Callable[..., Any], *args: Any, address: str | None, num_cpus: int | None = None,
+def run_on_ray(target: str, *args: Any, address: str | None, num_cpus: int | None = None,
                num_gpus: float = 0, uses_torch: bool = False, **kwargs: Any) -> Any:
     """Execute ``target(*args, **kwargs)`` as one Ray task and return its result; errors re-raise here. ``target``
-    is a function or its ``"module:function"`` name, imported in the worker (``task_function``). Ray's log
+    names the function as ``"module:function"``; its module is imported in the worker (``task_function``). Ray's log
     de-duplication is off: it drops task log lines that differ only in numbers (e.g. per-shot summaries).
 
     The task's JAX reserves ``pipeline.site.gpu_memory_fraction()`` of each GPU, the share the fit table plans
@@ -106,22 +106,20 @@ class cancel_on_sigterm:
             signal.signal(signal.SIGTERM, self.previous)
 
 
-def task_name(target: str | Callable[..., Any]) -> str:
+def task_name(target: str) -> str:
     """The function's name for log lines and errors: ``"pipeline.train.pretrain:pretrain"`` → ``pretrain``."""
-    return target.rpartition(":")[2] if isinstance(target, str) else target.__name__
+    return target.rpartition(":")[2]
 
 
-def task_function(target: str | Callable[..., Any]) -> Callable[..., Any]:
-    """``target`` itself, or the function a ``"module:function"`` name refers to (its module imported here)."""
-    if not isinstance(target, str):
-        return target
+def task_function(target: str) -> Callable[..., Any]:
+    """The function a ``"module:function"`` name refers to (its module imported here)."""
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-def marked_task(target: str | Callable[..., Any]) -> Callable[..., Any]:
+def marked_task(target: str) -> Callable[..., Any]:
     """``target`` resolved and called in its Ray worker, logging the phase markers ``task`` when it starts there
-    (before the import of a named function's module) and ``shutdown`` when it returns."""
+    (before the import of the function's module) and ``shutdown`` when it returns."""
 
     def task(*args: Any, **kwargs: Any) -> Any:
         mark_phase("task")

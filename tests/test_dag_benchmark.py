@@ -92,7 +92,7 @@ def test_a_pipeline_job_logs_its_process_start_and_exit(dag, tmp_path):
 
 
 def test_a_ray_task_logs_its_start_and_return():
-    code = "from pipeline.runner import marked_task; assert marked_task(lambda x: x + 1)(1) == 2"
+    code = "from pipeline.runner import marked_task; assert marked_task('operator:add')(1, 1) == 2"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert list(phase_seconds(result.stderr)) == ["task"]

@@ -146,9 +146,7 @@ def test_an_embedded_ray_inside_a_slurm_job_counts_the_jobs_cpus_and_gpus_not_th
 def test_run_on_ray_in_a_slurm_job_starts_ray_with_the_jobs_cpus_and_jax_reserves_the_planned_memory(monkeypatch):
     """The task sees the job's CPUs, and its JAX reserves the share of GPU memory the fit table plans against
     (JAX's own default, 75 %, would make a plan that fits in 90 % fail)."""
-    import os
 
-    import ray
 
     from pipeline.runner import run_on_ray
 
@@ -156,8 +154,6 @@ def test_run_on_ray_in_a_slurm_job_starts_ray_with_the_jobs_cpus_and_jax_reserve
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION", raising=False)
-    def in_the_task():
-        return ray.cluster_resources()["CPU"], os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
-
-    cpus, fraction = run_on_ray(in_the_task, address=None)
+    cpus, fraction = (run_on_ray("ray:cluster_resources", address=None)["CPU"],
+                      run_on_ray("os:getenv", "XLA_PYTHON_CLIENT_MEM_FRACTION", address=None))
     assert (cpus, fraction) == (1, "0.9")
