@@ -5,7 +5,9 @@ GPUs), explicitly ``address="local"``: a bare ``ray.init()`` would join the clus
 or the last ``ray start`` on this machine, even a dead one. ``"auto"`` or ``host:port`` submits to an
 existing cluster (for example one started across a SLURM allocation by ``profiles/slurm/ray-cluster.sbatch``).
 The task asks Ray for the job's GPUs, so a cluster places it on a node that has them; a job asking for more
-GPUs than the Ray cluster has fails at once with a sentence (Ray would otherwise wait for them forever).
+GPUs than the Ray cluster has fails at once with a sentence (Ray would otherwise wait for them forever). A
+``host:port`` where nothing answers fails in seconds with a sentence too: ``ray.init`` would retry the address for
+minutes before its own error.
 The task names its function as ``"module:function"``: the module is imported in the Ray worker only, so a job's
 driver process never imports JAX, Levanter or lm-eval (7–9 CPU-s per job, more on a loaded machine).
 SIGTERM to the job (SLURM's warning before a time-limit kill, ``scancel``) cancels the task gracefully: Ray
@@ -18,6 +20,7 @@ import importlib
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +57,7 @@ def run_on_ray(target: str, *args: Any, address: str | None, num_cpus: int | Non
         # Inside a SLURM job: the job's CPUs and GPUs, not the node's (an explicit num_cpus still wins).
         init_args.update({"address": "local", **slurm_allocation(), **({"num_cpus": num_cpus} if num_cpus else {})})
     else:
+        require_ray_cluster_answers(address)
         init_args["address"] = address
     mark_phase("ray")
     ray.init(**init_args)
@@ -78,6 +82,31 @@ def run_on_ray(target: str, *args: Any, address: str | None, num_cpus: int | Non
 
 class GpuRequestError(ValueError):
     """A job asked for more GPUs than the Ray cluster it runs on has."""
+
+
+class RayAddressError(ValueError):
+    """The Ray cluster a job was told to join does not answer at its address."""
+
+
+RAY_CONNECT_TIMEOUT_S = 10.0
+ADDRESS_SOURCE = "--ray-address, from the preset's ray.address through $PIPELINE_RAY_ADDRESS"
+
+
+def require_ray_cluster_answers(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """An existing cluster's ``host:port`` (or Ray Client's ``ray://host:port``) must accept a TCP connection
+    within ``timeout_s``; ``"auto"`` (Ray finds the cluster it started on this machine) is left to Ray."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise RayAddressError(f"Ray address {address!r} ({ADDRESS_SOURCE}): expected 'auto' or host:port; null in "
+                              "the preset runs an embedded Ray in each job.")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as error:
+        raise RayAddressError(f"no Ray cluster answers at {address} ({ADDRESS_SOURCE}): {error.strerror or error}; "
+                              "start it (profiles/slurm/ray-cluster.sbatch) or fix the address; null in the preset "
+                              "runs an embedded Ray in each job.") from None
 
 
 class cancel_on_sigterm:

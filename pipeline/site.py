@@ -19,14 +19,16 @@ it), its host memory and CPUs ``mem_mb_per_gpu`` and ``cpus_per_gpu`` per GPU, a
 That sizing counts no activations. Its ``micro_batch`` (examples per device per forward/backward, Levanter's
 ``per_device_parallelism``; 0: the whole per-device batch at once) comes from the fit table
 ``results/<preset>/fit.csv`` (``python -m pipeline fit --site ...``, ``pipeline.bench.fit``) where that table has the
-job's row planned at the job's GPU count, the site's GPU memory and the run's batch size; else it is the preset's
-``train.micro_batch_size``. A job with neither, or whose row fits at no micro-batch, stops the workflow before
-anything is submitted.
+job's row: planned for the run as the preset defines it now (``plan_key``), at the job's GPU count, of the site's GPU
+memory and the share of it JAX reserves; else it is the preset's ``train.micro_batch_size``. A job with neither, or
+whose row fits at no micro-batch or is stale, stops the workflow before anything is submitted.
+
+A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
+that divide its batch), and a fit row saying that batch does not fit there stops the workflow too.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import functools
 import math
@@ -155,30 +157,6 @@ def training_minutes(gpu_hours: float, gpus: int, site: Site) -> int:
     return math.ceil(gpu_hours * site.safety_factor / gpus * 60) + STARTUP_MIN
 
 
-def memory_probe_base_runs(config: dict[str, Any]) -> dict[str, str]:
-    """Each memory probe's base run: the pretraining run of its group (same family where the group trains it) whose
-    GPUs it is placed on."""
-    from pipeline.config import memory_probes, pretrain_runs
-
-    runs = pretrain_runs(config)
-
-    def base(probe: Any) -> str:
-        group = [run_id for run_id, spec in runs.items() if spec.group == probe.group and spec.ablation is None]
-        return min(group, key=lambda run_id: runs[run_id].model.family != probe.model.family)
-
-    return {probe_id: base(probe) for probe_id, probe in memory_probes(config).items()}
-
-
-def planned_micro_batches(path: str | Path) -> dict[tuple[str, int, int, int], dict[str, str]]:
-    """The fit table's rows by ``(run_id, gpus, device_bytes, batch_size)``; empty where there is no table."""
-    path = Path(path)
-    if not path.is_file():
-        return {}
-    with path.open(newline="") as stream:
-        return {(row["run_id"], int(row["gpus"]), int(row["device_bytes"]), int(row["batch_size"])): row
-                for row in csv.DictReader(stream)}
-
-
 def _resource(job: Callable[[Any], dict[str, Any]], key: str) -> Callable[[Any], Any]:
     return lambda wildcards: job(wildcards)[key]
 
@@ -276,22 +254,53 @@ class JobResources:
                              self.site)
 
     @functools.cached_property
-    def _fit_rows(self) -> dict[tuple[str, int, int, int], dict[str, str]]:
-        return {} if self.fit_table is None else planned_micro_batches(self.fit_table)
+    def _fit_rows(self) -> dict[tuple[str, int, int], dict[str, Any]]:
+        from pipeline.bench.fit import job_key, read_fit_rows
+
+        if self.fit_table is None or not Path(self.fit_table).is_file():
+            return {}
+        return {job_key(row): row for row in read_fit_rows(Path(self.fit_table))}
+
+    @functools.cached_property
+    def _fit_workloads(self) -> dict[str, Any]:
+        from pipeline.bench.fit import workloads
+
+        return workloads(self.config)
+
+    def fit_row(self, run_id: str, gpus: int) -> dict[str, Any] | None:
+        """The fit table's row of the job of ``run_id`` (a pretraining run, fine-tune or memory probe) on ``gpus``
+        GPUs of the site's memory; ``None`` without one. A row planned for another spec of the run (its
+        ``plan_key``) or another share of the GPU's memory is stale and stops the workflow in one sentence."""
+        from pipeline.bench.fit import plan_key, workload_vocab_size
+
+        row = self._fit_rows.get((run_id, gpus, self.site.gpu_memory_bytes))
+        if row is None:
+            return None
+        workload = self._fit_workloads[run_id]
+        usable = int(self.site.gpu_memory_bytes * gpu_memory_fraction())
+        if row["plan_key"] != plan_key(workload, workload_vocab_size(self.config, workload)):
+            raise ValueError(f"{self.fit_table}: the row of {run_id} on {gpus} GPU(s) was planned for another "
+                             "model, batch or fine-tune of that run than the preset now defines; plan it again "
+                             "(snakemake --profile slurm fit).")
+        if row["usable_bytes"] != usable:
+            raise ValueError(f"{self.fit_table}: the row of {run_id} on {gpus} GPU(s) was planned for "
+                             f"{row['usable_bytes'] / 1e9:g} GB usable per GPU, but JAX now reserves {usable / 1e9:g} "
+                             f"GB ({GPU_MEMORY_FRACTION_ENV}); plan it again (snakemake --profile slurm fit).")
+        return row
 
     def micro_batch(self, stage: str, run_id: str, gpus: int) -> int:
         """Examples per device per forward/backward (0: the whole batch): the fit table's choice for this run at
         ``gpus`` GPUs of the site's memory, else the preset's ``train.micro_batch_size``; with neither, the job
         stops the workflow before anything is submitted (without a table to read, the preset's value or 0)."""
         train = self._workloads[stage, run_id].train
-        row = self._fit_rows.get((run_id, gpus, self.site.gpu_memory_bytes, train.batch_size))
+        row = self.fit_row(run_id, gpus)
         if row is None:
             if train.micro_batch_size is not None or self.fit_table is None:
                 return train.micro_batch_size or 0
             raise ValueError(f"{self.fit_table}: no row for {run_id} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} "
                              "GB, so it would train its whole per-GPU batch at once; plan the runs first "
                              "(snakemake --profile slurm fit) or set its train.micro_batch_size in the preset.")
-        if row["fits"] != "True":
+        if not row["fits"]:
             more = ("a node with more GPUs (gpus_per_node)" if gpus == self.site.gpus_per_node
                     else "more GPUs (a lower target_runtime_min)")
             raise ValueError(f"{self.fit_table}: run {run_id} does not fit in {self.site.gpu_memory_gb:g} GB per GPU "
@@ -310,11 +319,23 @@ class JobResources:
         minutes = training_minutes(self.cost(stage, run_id)["gpu_hours"], gpus, self.site)
         return {**self._gpu_job(gpus, minutes), "micro_batch": self.micro_batch(stage, run_id, gpus)}
 
-    def memory_probe(self, base_run_id: str) -> dict[str, Any]:
-        """A memory probe: the GPUs of its base group's pretraining run (the per-device peak of that placement)."""
+    def memory_probe_gpu_count(self, probe_id: str) -> int:
+        """A memory probe's GPUs at a site with GPUs: one node's, the most that divide its batch (module docstring)."""
+        batch = self._fit_workloads[probe_id].batch_size
+        return max(count for count in range(1, self.site.gpus_per_node + 1) if batch % count == 0)
+
+    def memory_probe(self, probe_id: str) -> dict[str, Any]:
+        """A memory probe: one node's GPUs (``memory_probe_gpu_count``); its fit row, where the table has one, must
+        fit its whole batch there (module docstring)."""
         if self.site is None:
             return {"gpu": 0}
-        gpus = self.training_gpu_count("pretrain", base_run_id) if self.site.gpus_per_node else 0
+        gpus = self.memory_probe_gpu_count(probe_id) if self.site.gpus_per_node else 0
+        row = self.fit_row(probe_id, gpus) if gpus else None
+        if row is not None and not row["fits_at_paper_batch"]:
+            raise ValueError(f"{self.fit_table}: memory probe {probe_id} does not fit its whole batch of "
+                             f"{row['batch_size']} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB, and a probe "
+                             "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
+                             "(gpu_memory_gb) or more per node (gpus_per_node), then rerun `fit`.")
         return self._gpu_job(gpus, GPU_ANALYSIS_RUNTIME_MIN["memory_probe"])
 
     def gpu_analysis(self, rule: str, run_id: str) -> dict[str, Any]:

@@ -77,26 +77,56 @@ def ray_head():
 
 
 @pytest.fixture
-def paper_fit_table():
+def planned_fit_row():
+    """A function giving a fit table row (``pipeline.bench.fit.FIT_COLUMNS``) for ``run_id`` of ``config`` as
+    ``fit`` would plan it (its ``plan_key``, memory and usable share) on ``gpus`` GPUs at ``micro_batch``; byte
+    columns 0. ``fits_at_paper_batch``: the whole per-GPU batch unless given."""
+    from pipeline.bench import fit
+    from pipeline.site import gpu_memory_fraction
+
+    def row(config: dict, run_id: str, gpus: int, micro_batch: int, *, device_bytes: int = 80 * 10**9,
+            fits: bool = True, fits_at_paper_batch: bool | None = None) -> dict:
+        workload = fit.workloads(config)[run_id]
+        per_device = workload.batch_size // gpus
+        return {**dict.fromkeys(fit.FIT_COLUMNS, 0), "run_id": run_id,
+                "plan_key": fit.plan_key(workload, fit.workload_vocab_size(config, workload)),
+                "role": workload.role, "family": workload.run.model.family, "size": workload.run.size,
+                "time_embed_dim": workload.run.model.time_embed_dim, "seq_len": workload.run.model.seq_len,
+                "batch_size": workload.batch_size, "gpus": gpus, "per_device_batch": per_device,
+                "micro_batch": micro_batch, "accumulation": per_device // micro_batch, "device_bytes": device_bytes,
+                "usable_bytes": int(device_bytes * gpu_memory_fraction()), "fits": fits,
+                "fits_at_paper_batch": micro_batch == per_device if fits_at_paper_batch is None
+                else fits_at_paper_batch}
+
+    return row
+
+
+@pytest.fixture
+def paper_fit_table(planned_fit_row):
     """A function writing ``results/paper/fit.csv`` into a working directory: a fitting row for every training job
-    of the paper preset at the GPUs the example site gives it, at micro-batch ``micro_batches[run]`` or else the
-    whole per-GPU batch (a SLURM-profile DAG of the paper preset needs the table: ``pipeline/site.py``)."""
-    from pipeline.config import finetune_runs, load_preset, pretrain_runs
+    and memory probe of the paper preset at the GPUs the example site gives it, at micro-batch
+    ``micro_batches[run]`` or else the whole per-GPU batch (a SLURM-profile DAG of the paper preset needs the table:
+    ``pipeline/site.py``)."""
+    from pipeline.bench.fit import fit_table
+    from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
     from pipeline.site import JobResources, load_site
 
     def write(workdir: Path, micro_batches: dict[str, int]) -> Path:
         config, site = load_preset({"preset": "paper"}), load_site(ROOT / "profiles" / "slurm" / "site.example.yaml")
         jobs = JobResources(config, site)
-        lines = ["run_id,role,gpus,device_bytes,batch_size,micro_batch,fits"]
+        rows = []
         for stage, runs in (("pretrain", pretrain_runs(config)), ("finetune", finetune_runs(config))):
             for run_id, spec in runs.items():
                 gpus = jobs.training_gpu_count(stage, run_id)
                 micro_batch = micro_batches.get(run_id, spec.train.batch_size // gpus)
-                lines.append(f"{run_id},{stage},{gpus},{site.gpu_memory_bytes},{spec.train.batch_size},{micro_batch},"
-                             "True")
+                rows.append(planned_fit_row(config, run_id, gpus, micro_batch, device_bytes=site.gpu_memory_bytes))
+        for probe_id, spec in memory_probes(config).items():
+            gpus = jobs.memory_probe_gpu_count(probe_id)
+            rows.append(planned_fit_row(config, probe_id, gpus, spec.train.batch_size // gpus,
+                                        device_bytes=site.gpu_memory_bytes))
         table = workdir / "results" / "paper" / "fit.csv"
         table.parent.mkdir(parents=True, exist_ok=True)
-        table.write_text("\n".join(lines) + "\n")
+        table.write_text(fit_table(rows)[1])
         return table
 
     return write

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,28 @@ def test_ray_worker_killed_by_a_signal_ends_with_one_sentence(tmp_path):
     assert result.returncode == 1
     assert "WorkerCrashedError" in result.stderr
     assert last_line(result).startswith("error: the Ray worker running `spectra` for runs/x died (WorkerCrashedError")
+
+
+def test_a_ray_address_where_nothing_answers_ends_with_one_sentence_in_seconds():
+    """``ray.init`` retries a dead ``host:port`` for minutes (measured: over 10 with ``127.0.0.1:1``); the job
+    checks the address first and names it, where it came from and what to do."""
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    started = time.monotonic()
+    result = pipeline_command("-m", "pipeline", "spectra", "--run-dir", "runs/x", "--tokenizer", "tok",
+                              "--time-oversampling", "1", "--out", "x.csv", "--ray-address", f"127.0.0.1:{port}")
+    assert result.returncode == 1 and time.monotonic() - started < 60
+    assert last_line(result) == (
+        f"error: no Ray cluster answers at 127.0.0.1:{port} (--ray-address, from the preset's ray.address through "
+        "$PIPELINE_RAY_ADDRESS): Connection refused; start it (profiles/slurm/ray-cluster.sbatch) or fix the "
+        "address; null in the preset runs an embedded Ray in each job.")
+    result = pipeline_command("-m", "pipeline", "spectra", "--run-dir", "runs/x", "--tokenizer", "tok",
+                              "--time-oversampling", "1", "--out", "x.csv", "--ray-address", "head-node")
+    assert last_line(result).startswith("error: Ray address 'head-node' (--ray-address, from the preset's "
+                                        "ray.address through $PIPELINE_RAY_ADDRESS): expected 'auto' or host:port")
 
 
 def test_device_out_of_memory_is_one_sentence():

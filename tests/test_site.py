@@ -91,14 +91,17 @@ def test_without_a_site_every_job_is_local_on_the_cpu():
     assert jobs.resource_keys(gpu=True) == ["gpu"]
 
 
-FIT_HEADER = "run_id,role,gpus,device_bytes,batch_size,micro_batch,fits\n"
+def write_fit_rows(path, rows):
+    from pipeline.bench.fit import fit_table
+
+    path.write_text(fit_table(rows)[1])
+    return path
 
 
 def test_a_training_job_without_a_planned_row_stops_the_workflow_unless_its_preset_sets_a_micro_batch(tmp_path):
     """Without a fit row a job would train its whole per-GPU batch at once (at paper scale: out of memory), so it
     stops the DAG build in one sentence; a micro-batch the preset sets is used as it is."""
-    table = tmp_path / "fit.csv"
-    table.write_text(FIT_HEADER)
+    table = write_fit_rows(tmp_path / "fit.csv", [])
     config = load_preset({"preset": "paper"})
     with pytest.raises(ValueError) as error:
         JobResources(config, SITE, fit_table=table).training("pretrain", "owt-small-gpt")
@@ -110,14 +113,14 @@ def test_a_training_job_without_a_planned_row_stops_the_workflow_unless_its_pres
     assert JobResources(config, SITE, fit_table=table).training("pretrain", "owt-small-gpt")["micro_batch"] == 8
 
 
-def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gpus(tmp_path):
+def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gpus(tmp_path, planned_fit_row):
     """owt-small-gpt gets 1 GPU at the example site: its row at 1 GPU of 80 GB gives the micro-batch; a row planned
     at 8 GPUs, or for another memory, is not this job's (so the job has no row)."""
-    table = tmp_path / "fit.csv"
-    table.write_text(FIT_HEADER + "owt-small-gpt,pretrain,1,80000000000,512,16,True\n"
-                     "owt-small-diffeq,pretrain,8,80000000000,512,64,True\n"
-                     "ft-wt103-owt-diffeq18-n9-lora,finetune,1,141000000000,256,8,True\n")
-    jobs = JobResources(load_preset({"preset": "paper"}), SITE, fit_table=table)
+    config = load_preset({"preset": "paper"})
+    table = write_fit_rows(tmp_path / "fit.csv", [
+        planned_fit_row(config, "owt-small-gpt", 1, 16), planned_fit_row(config, "owt-small-diffeq", 8, 64),
+        planned_fit_row(config, "ft-wt103-owt-diffeq18-n9-lora", 1, 8, device_bytes=141 * 10**9)])
+    jobs = JobResources(config, SITE, fit_table=table)
     assert [jobs.training_gpu_count("pretrain", run) for run in ("owt-small-gpt", "owt-small-diffeq")] == [1, 1]
     assert jobs.training("pretrain", "owt-small-gpt")["micro_batch"] == 16
     for stage, run_id in (("pretrain", "owt-small-diffeq"), ("finetune", "ft-wt103-owt-diffeq18-n9-lora"),
@@ -127,13 +130,56 @@ def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gp
     assert "micro_batch" in jobs.resource_keys(gpu=True, training=True)
 
 
-def test_a_job_that_fits_at_no_micro_batch_stops_the_workflow_with_one_sentence(tmp_path):
-    table = tmp_path / "fit.csv"
-    table.write_text(FIT_HEADER + "owt-small-gpt,pretrain,1,80000000000,512,1,False\n")
-    jobs = JobResources(load_preset({"preset": "paper"}), SITE, fit_table=table)
+def test_a_job_that_fits_at_no_micro_batch_stops_the_workflow_with_one_sentence(tmp_path, planned_fit_row):
+    config = load_preset({"preset": "paper"})
+    table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 1, fits=False)])
+    jobs = JobResources(config, SITE, fit_table=table)
     with pytest.raises(ValueError, match="run owt-small-gpt does not fit in 80 GB per GPU on 1 GPU.s. even at "
                                          "micro-batch 1; give it more GPUs .a lower target_runtime_min."):
         jobs.training("pretrain", "owt-small-gpt")
+
+
+def test_a_row_planned_for_another_shape_or_memory_share_of_the_run_is_stale(tmp_path, planned_fit_row,
+                                                                             monkeypatch):
+    """A row holds for the run as the preset defined it when it was planned: another attention shape (16 heads of
+    48: the same run id, batch, cost and GPUs) or a different share of GPU memory for JAX makes it stale, named in
+    one sentence; a new learning rate or step count leaves the plan, and the row, valid."""
+    config = load_preset({"preset": "paper"})
+    table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 16)])
+    runs = config["pretrain"]["owt-small"]
+    retuned = {**config, "pretrain": {**config["pretrain"], "owt-small": {
+        **runs, "train": {**runs["train"], "lr": 1e-4, "steps": 1000}}}}
+    assert JobResources(load_preset(retuned), SITE, fit_table=table).training("pretrain", "owt-small-gpt")[
+        "micro_batch"] == 16
+    reshaped = {**config, "sizes": {**config["sizes"], "small": {**config["sizes"]["small"], "num_heads": 16}}}
+    with pytest.raises(ValueError) as error:
+        JobResources(load_preset(reshaped), SITE, fit_table=table).training("pretrain", "owt-small-gpt")
+    assert str(error.value) == (
+        f"{table}: the row of owt-small-gpt on 1 GPU(s) was planned for another model, batch or fine-tune of that "
+        "run than the preset now defines; plan it again (snakemake --profile slurm fit).")
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75")
+    with pytest.raises(ValueError, match="planned for 72 GB usable per GPU, but JAX now reserves 60 GB "
+                                         r"\(XLA_PYTHON_CLIENT_MEM_FRACTION\); plan it again"):
+        JobResources(config, SITE, fit_table=table).training("pretrain", "owt-small-gpt")
+
+
+def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(tmp_path, planned_fit_row):
+    """Fig. 16's probes measure one step of the whole batch of 256, never accumulated: on the example site's
+    8-GPU nodes each gets 8 GPUs (whatever its base run trains on), and a fit row saying the whole batch does not
+    fit there stops the workflow in one sentence."""
+    config = load_preset({"preset": "paper"})
+    probe = "owt-medium-memory-gpt"
+    jobs = JobResources(config, SITE)
+    assert (jobs.memory_probe(probe)["gpu"], jobs.training_gpu_count("pretrain", "owt-medium-gpt")) == (8, 2)
+    table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, probe, 8, 16, fits_at_paper_batch=False)])
+    with pytest.raises(ValueError) as error:
+        JobResources(config, SITE, fit_table=table).memory_probe(probe)
+    assert str(error.value) == (
+        f"{table}: memory probe {probe} does not fit its whole batch of 256 on 8 GPU(s) of 80 GB, and a probe "
+        "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory (gpu_memory_gb) or "
+        "more per node (gpus_per_node), then rerun `fit`.")
+    table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, probe, 8, 32)])
+    assert JobResources(config, SITE, fit_table=table).memory_probe(probe)["gpu"] == 8
 
 
 def test_an_embedded_ray_inside_a_slurm_job_counts_the_jobs_cpus_and_gpus_not_the_nodes():

@@ -30,8 +30,12 @@ micro-batches' gradients are summed). The temporaries are XLA's CPU plan: the GP
 differently, so the table is a preview, and the memory probes (Fig. 16) measure the real peak on GPUs.
 
 Each training workload is planned on ``gpus`` GPUs of a named device, or, given a SLURM site (``--site``), on the
-GPUs ``pipeline.site`` gives its job (a memory probe its base run's) of the site's GPU memory; the SLURM jobs then
+GPUs ``pipeline.site`` gives its job (a memory probe: one node's) of the site's GPU memory; the SLURM jobs then
 train at the micro-batch of their row (``pipeline.site.JobResources.micro_batch``).
+
+A row is one job's: it is found by ``(run_id, gpus, device_bytes)`` and holds for the run as the preset defines it
+only while its ``plan_key`` (a hash of what the plan depends on: ``plan_key``) and its ``usable_bytes`` are the
+current ones; otherwise ``pipeline.site`` refuses it as stale. ``--runs`` merges its rows into an existing table.
 
 The plans run in a child Python process, because JAX fixes the virtual device count when it starts: the first plan
 of every workload of one device count in one process (one Levanter import), each further plan of the micro-batch
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import io
 import json
 import logging
@@ -59,7 +64,7 @@ from pipeline.site import Site, gpu_memory_fraction
 DEVICE_MEMORY_BYTES = {"a100": 80 * 10**9, "h100": 80 * 10**9, "h200": 141 * 10**9}
 """Memory of one GPU (NVIDIA datasheets, SXM): A100 80 GB, H100 80 GB, H200 141 GB."""
 ROLES = ("pretrain", "probe", "finetune", "downstream")
-FIT_COLUMNS = ("run_id", "role", "family", "size", "time_embed_dim", "seq_len", "batch_size", "gpus",
+FIT_COLUMNS = ("run_id", "plan_key", "role", "family", "size", "time_embed_dim", "seq_len", "batch_size", "gpus",
                "per_device_batch", "micro_batch", "accumulation", "parameters", "trainable_parameters", "param_bytes",
                "replicated_param_bytes", "optimizer_bytes", "temp_bytes", "total_bytes", "device_bytes", "usable_bytes",
                "fits", "fits_at_paper_batch")
@@ -113,6 +118,29 @@ class Workload:
     def from_dict(cls, raw: dict[str, Any]) -> Workload:
         finetune = None if raw["finetune"] is None else FinetuneSpec.from_json(json.dumps(raw["finetune"]))
         return cls(raw["role"], RunSpec.from_dict(raw["run"]), finetune)
+
+
+PLAN_TRAIN_FIELDS = ("batch_size", "mixed_precision", "dropout")
+PLAN_FINETUNE_FIELDS = ("source_steps", "num_steps", "method", "lora_rank", "train_embeddings")
+
+
+def plan_key(workload: Workload, vocab_size: int) -> str:
+    """A hash of what a workload's plan depends on in the preset: its role, its model (every field of the run's
+    ``ModelSpec``: family, widths, depth, seq_len, D, ...), the vocabulary, the train step's ``PLAN_TRAIN_FIELDS``
+    and a fine-tune's ``PLAN_FINETUNE_FIELDS`` (N', LoRA rank, what trains). Learning rates, step counts, seeds and
+    evaluation settings leave the plan unchanged and keep the row valid; the micro-batch is the row's answer."""
+    plan = {"role": workload.role, "model": dataclasses.asdict(workload.run.model), "vocab_size": vocab_size,
+            "train": {field: getattr(workload.train, field) for field in PLAN_TRAIN_FIELDS},
+            "finetune": None if workload.finetune is None
+            else {field: getattr(workload.finetune, field) for field in PLAN_FINETUNE_FIELDS}}
+    return hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def workload_vocab_size(config: dict[str, Any], workload: Workload) -> int:
+    """The vocabulary of the workload's tokenizer (a fine-tune's: its source run's)."""
+    from pipeline.bench.cost import vocab_size
+
+    return vocab_size(config, workload.run.tokenizer)
 
 
 def workloads(config: dict[str, Any]) -> dict[str, Workload]:
@@ -298,6 +326,7 @@ def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int,
                     plan["total_bytes"] / 1e9)
     return {
         "run_id": workload.run_id,
+        "plan_key": plan_key(workload, vocab_size),
         "role": workload.role,
         "family": workload.run.model.family,
         "size": workload.run.size,
@@ -342,55 +371,27 @@ def fit_rows(chosen: list[Workload], vocab_sizes: list[int], gpus: list[int],
 
 def site_gpus(config: dict[str, Any], site: Site, chosen: list[Workload]) -> list[int]:
     """The GPUs each workload's job gets at ``site`` (``pipeline.site``): a pretraining run's and a fine-tune's from
-    its size, a memory probe's those of its base run; a downstream job's one."""
-    from pipeline.site import JobResources, memory_probe_base_runs
+    its size, a memory probe's one node's; a downstream job's one."""
+    from pipeline.site import JobResources
 
     if site.gpus_per_node == 0:
         raise ValueError("--site: the site has no GPUs (gpus_per_node 0); there is no GPU memory to plan for.")
     jobs = JobResources(config, site)
-    bases = memory_probe_base_runs(config)
 
     def gpus(workload: Workload) -> int:
         if workload.role == "downstream":
             return 1
         if workload.role == "probe":
-            return jobs.training_gpu_count("pretrain", bases[workload.run_id])
+            return jobs.memory_probe_gpu_count(workload.run_id)
         return jobs.training_gpu_count(workload.role, workload.run_id)
 
     return [gpus(workload) for workload in chosen]
 
 
-def fit_table(rows: list[dict[str, Any]], device: str, device_bytes: int) -> tuple[str, str]:
-    """``(markdown, csv)`` of the fit rows; sizes in GB (10⁹ bytes) per device."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=FIT_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    gb = 1e9
-    lines = [f"Per-device memory on {device} ({device_bytes / gb:.0f} GB, of which JAX reserves "
-             f"{gpu_memory_fraction():.0%}: a step fits below {device_bytes * gpu_memory_fraction() / gb:.0f} GB), "
-             "planned on CPU by XLA "
-             "(virtual devices; a train step with the run's Levanter mesh, mixed precision and batch; downstream, "
-             "lm-eval's forward pass on one GPU); micro-batch = examples per device per forward/backward (Levanter "
-             "per_device_parallelism; downstream, requests per forward pass).", "",
-             "| run | role | params | GPUs | batch/device | micro-batch | params GB | optimizer GB | temporaries GB "
-             "| total GB | fits |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for row in rows:
-        verdict = "yes" if row["fits_at_paper_batch"] else ("with accumulation" if row["fits"] else "no")
-        lines.append(f"| {row['run_id']} | {row['role']} | {row['parameters'] / 1e6:.0f} M | {row['gpus']} "
-                     f"| {row['per_device_batch']} | {row['micro_batch']} | {row['param_bytes'] / gb:.2f} "
-                     f"| {row['optimizer_bytes'] / gb:.2f} | {row['temp_bytes'] / gb:.1f} "
-                     f"| {row['total_bytes'] / gb:.1f} | {verdict} |")
-    return "\n".join(lines) + "\n", buffer.getvalue()
-
-
-def write_fit(config: dict[str, Any], device: str | None, gpus: int | None, run_ids: list[str] | None, out_md: Path,
-              out_csv: Path, site: Site | None = None) -> list[dict[str, Any]]:
-    """Plan every workload of ``config`` (or those of ``run_ids``) and write the fit table: on ``gpus`` GPUs per
-    training job of ``device``, or, given a ``site``, on the GPUs the site gives each job, of the site's memory."""
-    from pipeline.artifacts import atomic_write_text
-    from pipeline.bench.cost import vocab_size
-
+def planned_jobs(config: dict[str, Any], device: str | None, gpus: int | None, site: Site | None,
+                 run_ids: list[str] | None = None) -> list[tuple[Workload, int, int]]:
+    """``(workload, GPUs, device bytes)`` of every workload of ``config`` (or of ``run_ids``): on ``gpus`` GPUs of
+    ``device``, or, given a ``site``, on the GPUs the site gives each job, of the site's memory."""
     if site is None and device not in DEVICE_MEMORY_BYTES:
         raise ValueError(f"--device {device!r}: unknown GPU; expected one of {sorted(DEVICE_MEMORY_BYTES)}.")
     known = workloads(config)
@@ -400,11 +401,83 @@ def write_fit(config: dict[str, Any], device: str | None, gpus: int | None, run_
                          f"downstream-<run> of preset {config['preset']!r}; expected some of {', '.join(known)}.")
     chosen = [known[run_id] for run_id in run_ids or known]
     if site is None:
-        counts, label, device_bytes = [gpus] * len(chosen), device, DEVICE_MEMORY_BYTES[device]
-    else:
-        counts, label, device_bytes = site_gpus(config, site, chosen), site.device, site.gpu_memory_bytes
-    rows = fit_rows(chosen, [vocab_size(config, workload.run.tokenizer) for workload in chosen], counts, device_bytes)
-    markdown, table = fit_table(rows, label, device_bytes)
+        return [(workload, gpus, DEVICE_MEMORY_BYTES[device]) for workload in chosen]
+    return [(workload, count, site.gpu_memory_bytes) for workload, count in zip(chosen, site_gpus(config, site, chosen),
+                                                                              strict=True)]
+
+
+def plans_digest(config: dict[str, Any], device: str | None, gpus: int | None, site: Site | None) -> str:
+    """A hash of every row the fit table of ``config`` would hold (run, ``plan_key``, GPUs, memory and the share
+    JAX may use): the ``fit`` rule's parameter, so that Snakemake plans again when the preset or the site changes
+    what a row means, and not when only learning rates or step counts change."""
+    rows = sorted((workload.run_id, plan_key(workload, workload_vocab_size(config, workload)), count, device_bytes,
+                   int(device_bytes * gpu_memory_fraction()))
+                  for workload, count, device_bytes in planned_jobs(config, device, gpus, site))
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
+
+
+def job_key(row: dict[str, Any]) -> tuple[str, int, int]:
+    """The job a row is for: ``(run_id, gpus, device_bytes)``."""
+    return row["run_id"], int(row["gpus"]), int(row["device_bytes"])
+
+
+def read_fit_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a fit table CSV with numbers and verdicts parsed; rows of a table from before a column existed
+    are dropped (they can no longer be matched to a job), with a warning."""
+    with Path(path).open(newline="") as stream:
+        raw = list(csv.DictReader(stream))
+    rows = [row for row in raw if all(row.get(column) not in (None, "") for column in FIT_COLUMNS
+                                      if column != "time_embed_dim")]
+    if len(rows) < len(raw):
+        logger.warning("%s: %d row(s) lack a column of this version's table and were dropped", path,
+                       len(raw) - len(rows))
+    text = {"run_id", "plan_key", "role", "family", "size"}
+    return [{column: row[column] if column in text else (row[column] == "True") if column.startswith("fits")
+             else (int(row[column]) if row[column] else None) for column in FIT_COLUMNS} for row in rows]
+
+
+def fit_table(rows: list[dict[str, Any]]) -> tuple[str, str]:
+    """``(markdown, csv)`` of the fit rows; sizes in GB (10⁹ bytes) per device."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=FIT_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    gb = 1e9
+    lines = ["Per-device memory planned on CPU by XLA (virtual devices; a train step with the run's Levanter mesh, "
+             "mixed precision and batch; downstream, lm-eval's forward pass on one GPU). A step fits below the "
+             f"share of the GPU's memory that a job's JAX reserves ({gpu_memory_fraction():.0%}: usable GB). "
+             "micro-batch = examples per device per forward/backward (Levanter per_device_parallelism; downstream, "
+             "requests per forward pass).", "",
+             "| run | role | params | GPUs | GPU GB (usable) | batch/device | micro-batch | params GB | optimizer GB "
+             "| temporaries GB | total GB | fits |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for row in rows:
+        verdict = "yes" if row["fits_at_paper_batch"] else ("with accumulation" if row["fits"] else "no")
+        lines.append(f"| {row['run_id']} | {row['role']} | {row['parameters'] / 1e6:.0f} M | {row['gpus']} "
+                     f"| {row['device_bytes'] / gb:.0f} ({row['usable_bytes'] / gb:.0f}) "
+                     f"| {row['per_device_batch']} | {row['micro_batch']} | {row['param_bytes'] / gb:.2f} "
+                     f"| {row['optimizer_bytes'] / gb:.2f} | {row['temp_bytes'] / gb:.1f} "
+                     f"| {row['total_bytes'] / gb:.1f} | {verdict} |")
+    return "\n".join(lines) + "\n", buffer.getvalue()
+
+
+def write_fit(config: dict[str, Any], device: str | None, gpus: int | None, run_ids: list[str] | None, out_md: Path,
+              out_csv: Path, site: Site | None = None) -> list[dict[str, Any]]:
+    """Plan every workload of ``config`` (or those of ``run_ids``) and write the fit table: on ``gpus`` GPUs per
+    training job of ``device``, or, given a ``site``, on the GPUs the site gives each job, of the site's memory.
+    With ``run_ids``, the new rows replace the rows of the same jobs in an existing ``out_csv`` and the others are
+    kept; without, the table holds the new rows only. Returns the new rows."""
+    from pipeline.artifacts import atomic_write_text
+
+    jobs = planned_jobs(config, device, gpus, site, run_ids)
+    device_bytes = jobs[0][2]
+    chosen = [workload for workload, _, _ in jobs]
+    rows = fit_rows(chosen, [workload_vocab_size(config, workload) for workload in chosen],
+                    [count for _, count, _ in jobs], device_bytes)
+    kept = []
+    if run_ids and Path(out_csv).is_file():
+        replaced = {job_key(row) for row in rows}
+        kept = [row for row in read_fit_rows(out_csv) if job_key(row) not in replaced]
+    markdown, table = fit_table(kept + rows)
     atomic_write_text(out_csv, table)
     atomic_write_text(out_md, markdown)
     return rows

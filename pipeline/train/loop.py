@@ -103,7 +103,9 @@ class StopRequest:
 @dataclasses.dataclass(frozen=True)
 class TrainingResult:
     """What a finished run reports: parameter counts, where it resumed, its held-out scores (``val_*``: on
-    ``eval_split``), its devices."""
+    ``eval_split``), its devices, and how each batch was split: ``micro_batch`` examples per device per
+    forward/backward (Levanter's resolved ``per_device_parallelism``), ``gradient_accumulation`` micro-batches
+    summed per update (batch = micro_batch × data-parallel devices × gradient_accumulation)."""
 
     parameters: int
     trainable_parameters: int
@@ -120,6 +122,8 @@ class TrainingResult:
     final_train_loss: float | None
     mean_tokens_per_s: float | None
     devices: list[str]
+    micro_batch: int
+    gradient_accumulation: int
 
     def scores(self) -> dict[str, Any]:
         """The summary fields every run shares: parameter counts, final losses, perplexity exp(NLL) on
@@ -136,6 +140,8 @@ class TrainingResult:
             "steps_done": self.steps_done,
             "tokens_seen": self.tokens_seen,
             "passes": self.passes,
+            "micro_batch": self.micro_batch,
+            "gradient_accumulation": self.gradient_accumulation,
             "fingerprint": self.fingerprint,
         }
 
@@ -445,5 +451,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         final_train_loss=train_records[-1]["loss"] if train_records else None,
         mean_tokens_per_s=sum(throughput) / len(throughput) if throughput else None,
         devices=devices,
+        micro_batch=config.per_device_parallelism,
+        gradient_accumulation=train.batch_size // (config.per_device_parallelism * config.data_axis_size),
     )
 

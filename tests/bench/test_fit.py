@@ -105,21 +105,21 @@ def test_a_run_that_fits_at_no_micro_batch_says_so(monkeypatch):
     monkeypatch.setattr(fit, "_plans_in_subprocess", plans)
     [row] = fit.fit_rows([medium_gpt()], [50257], [8], 80 * 10**9)
     assert (row["micro_batch"], row["fits"]) == (1, False)
-    assert "| no |" in fit.fit_table([row], "h100", 80 * 10**9)[0]
+    assert "| no |" in fit.fit_table([row])[0]
 
 
 def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypatch, tmp_path):
     """``fit --site``: a pretraining run on the GPUs ``pipeline.site`` sizes it to (1 for owt-small-gpt, 8 for the
-    Llama DiffEqFormer), a memory probe on its base run's, lm-eval on one, of the site's memory; each device count
+    Llama DiffEqFormer), a memory probe on one node's (8), lm-eval on one, of the site's memory; each device count
     planned in its own process. The training job then reads its micro-batch from the table."""
-    from pipeline.site import EXAMPLE, JobResources, load_site, memory_probe_base_runs
+    from pipeline.site import EXAMPLE, JobResources, load_site
 
     config, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
     jobs = JobResources(config, site)
     probe = "owt-medium-memory-gpt"
     expected = {"owt-small-gpt": jobs.training_gpu_count("pretrain", "owt-small-gpt"),
                 "owt-llama1b-diffeq_llama": jobs.training_gpu_count("pretrain", "owt-llama1b-diffeq_llama"),
-                probe: jobs.training_gpu_count("pretrain", memory_probe_base_runs(config)[probe]),
+                probe: 8,
                 "downstream-owt-large-gpt": 1}
     assert (expected["owt-small-gpt"], expected["owt-llama1b-diffeq_llama"]) == (1, 8)
     processes = []
@@ -141,6 +141,43 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     assert planned.training("pretrain", "owt-small-gpt")["micro_batch"] == 64
 
 
+def test_planning_some_runs_merges_their_rows_into_the_table(monkeypatch, tmp_path):
+    """``fit --runs a,b`` replaces the rows of those jobs and keeps every other row of the table (the whole table
+    of the paper preset takes CPU-hours to plan); the markdown shows them all, each with its GPU's memory."""
+    config = load_preset({"preset": "paper"})
+    monkeypatch.setattr(fit, "_plans_in_subprocess", fake_plan(10**9, 5 * 10**9)[0])
+    md, table = tmp_path / "fit.md", tmp_path / "fit.csv"
+    fit.write_fit(config, "h100", 8, ["owt-small-gpt", "owt-medium-gpt"], md, table)
+    fit.write_fit(config, "h200", 8, ["owt-small-gpt"], md, table)
+    monkeypatch.setattr(fit, "_plans_in_subprocess", fake_plan(2 * 10**9, 5 * 10**9)[0])
+    [replanned] = fit.write_fit(config, "h100", 8, ["owt-medium-gpt"], md, table)
+    rows = fit.read_fit_rows(table)
+    assert [(row["run_id"], row["device_bytes"]) for row in rows] == [
+        ("owt-small-gpt", 80 * 10**9), ("owt-small-gpt", 141 * 10**9), ("owt-medium-gpt", 80 * 10**9)]
+    assert rows[-1] == replanned and rows[-1]["temp_bytes"] == 64 * 10**9
+    assert [line.split(" | ")[4] for line in md.read_text().splitlines() if line.startswith("| owt-")] == [
+        "80 (72)", "141 (127)", "80 (72)"]
+    fit.write_fit(config, "h100", 8, None, md, table)
+    assert len(fit.read_fit_rows(table)) == len(fit.workloads(config)), "without --runs: the whole table, new"
+
+
+def test_the_fit_rules_parameter_changes_with_what_a_row_means_and_only_then():
+    """``plans_digest`` (the ``fit`` rule's parameter: Snakemake plans again when it changes) follows the runs'
+    shapes, GPUs and memory, not their learning rates or step counts."""
+    from pipeline.site import EXAMPLE, load_site
+
+    config = load_preset({"preset": "paper"})
+    digest = fit.plans_digest(config, "h100", 8, None)
+    runs = config["pretrain"]["owt-small"]
+    retuned = {**config, "pretrain": {**config["pretrain"], "owt-small": {
+        **runs, "train": {**runs["train"], "lr": 1e-4, "steps": 1000}}}}
+    reshaped = {**config, "sizes": {**config["sizes"], "small": {**config["sizes"]["small"], "seq_len": 512}}}
+    assert fit.plans_digest(load_preset(retuned), "h100", 8, None) == digest
+    assert fit.plans_digest(load_preset(reshaped), "h100", 8, None) != digest
+    assert len({digest, fit.plans_digest(config, "h100", 4, None), fit.plans_digest(config, "h200", 8, None),
+                fit.plans_digest(config, None, None, load_site(EXAMPLE))}) == 4
+
+
 TINY_LORA, TINY_FULL, TINY_DOWNSTREAM = ("ft-wt103-owt-diffeq6-n8-lora", "ft-wt103-owt-diffeq6-n8-full",
                                          "downstream-owt-large-diffeq")
 
@@ -159,7 +196,7 @@ def test_a_finetune_and_a_downstream_run_are_planned(tiny_rows):
     rows, table = tiny_rows
     assert [(rows[run_id]["role"], rows[run_id]["gpus"]) for run_id in (TINY_LORA, TINY_FULL, TINY_DOWNSTREAM)] == [
         ("finetune", 2), ("finetune", 2), ("downstream", 1)]
-    assert table.splitlines()[0].startswith("run_id,role,")
+    assert table.splitlines()[0].startswith("run_id,plan_key,role,")
     full = rows[TINY_FULL]
     assert full["trainable_parameters"] == full["parameters"] > 0
     assert 0 < full["param_bytes"] < full["total_bytes"] and full["temp_bytes"] > 0

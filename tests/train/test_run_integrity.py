@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
 from pipeline.train.identity import IDENTITY_FILE, RunIdentity, cache_digest, claim_run_folder, tokenizer_digest
@@ -76,6 +77,25 @@ def test_a_run_longer_than_two_passes_takes_exactly_its_steps(data, small_cache,
     assert max(losses[-10:]) < losses[0] - 1.0, "the loss curve continues past the first pass"
     kept = sorted(path.name for path in (run_dir / "checkpoints").glob("step-*"))
     assert kept == ["step-59"], "only the newest (final) checkpoint is kept by default"
+
+
+def test_a_micro_batch_splits_each_update_and_the_summary_says_so(data, small_cache, tmp_path):
+    """``--micro-batch 4`` of a batch of 8 on one device: each update sums 2 accumulated micro-batches (Levanter's
+    ``per_device_parallelism``), trains the same updates as the whole batch at once (without dropout, whose masks
+    are drawn per micro-batch: losses equal to float rounding), and the run's ``summary.json`` and ``config.yaml``
+    record the split it trained with."""
+    spec = tiny_spec(steps=4, eval_every=4, checkpoint_every=4, eval_batches=1, dropout=0.0)
+    records = {}
+    for micro_batch in ("0", "4"):
+        run_dir = tmp_path / f"micro-{micro_batch}"
+        result = run_verb(pretrain_args(spec, run_dir, data, "--micro-batch", micro_batch, cache=small_cache))
+        assert result.returncode == 0, result.stderr[-3000:]
+        summary = json.loads((run_dir / "summary.json").read_text())
+        records[micro_batch] = [r["loss"] for r in metric_records(run_dir) if "loss" in r]
+        recorded = yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["micro_batch_size"]
+        assert (summary["micro_batch"], summary["gradient_accumulation"], recorded) == (
+            (8, 1, None) if micro_batch == "0" else (4, 2, 4))
+    assert records["4"] == pytest.approx(records["0"], rel=1e-5)
 
 
 def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, tmp_path):

@@ -5,8 +5,6 @@ import json
 import os
 
 ANALYSIS_CONFIG = config["analysis"]
-# A probe is placed on the GPUs of its base group's pretraining run (same family where the group trains it).
-MEMORY_PROBE_BASE_RUNS = memory_probe_base_runs(config)
 
 
 rule spectra:
@@ -124,7 +122,7 @@ rule memory_probe:
     benchmark:
         f"{RESULTS}/benchmarks/analysis/memory/{{probe}}.tsv"
     resources:
-        **JOBS.rule_resources(lambda wildcards: JOBS.memory_probe(MEMORY_PROBE_BASE_RUNS[wildcards.probe]), gpu=True),
+        **JOBS.rule_resources(lambda wildcards: JOBS.memory_probe(wildcards.probe), gpu=True),
     shell:
         "python -m pipeline memory-probe --spec {params.spec:q} --tokenizer {input.tokenizer:q}"
         " --steps {params.steps:q} --out {output.record:q} --gpus {resources.gpu:q} > {log:q} 2>&1"

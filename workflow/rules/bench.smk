@@ -1,9 +1,9 @@
 """Previews of the preset's cost on GPUs, run on CPU: the per-device memory fit of every run (`snakemake fit`)."""
 
-FIT_DEVICE = "h100"
+FIT_DEVICE, FIT_GPUS = "h100", 8
 # With a site (the slurm profile), every job is planned on the GPUs the site gives it and training jobs read their
-# micro-batch from this table (pipeline/site.py); without one, on 8 GPUs of FIT_DEVICE.
-FIT_TARGET = ["--site", SITE_FILE] if SITE_FILE is not None else ["--device", FIT_DEVICE]
+# micro-batch from this table (pipeline/site.py); without one, on FIT_GPUS GPUs of FIT_DEVICE.
+FIT_TARGET = ["--site", SITE_FILE] if SITE_FILE is not None else ["--device", FIT_DEVICE, "--gpus", str(FIT_GPUS)]
 
 
 rule fit:
@@ -13,6 +13,8 @@ rule fit:
     params:
         preset=PRESET,
         target=FIT_TARGET,
+        # What every row means (runs as the preset defines them, GPUs, memory): a change plans the table again.
+        plans=lambda wildcards: plans_digest(config, FIT_DEVICE, FIT_GPUS, SITE),
     log:
         f"{RESULTS}/logs/bench/fit.log",
     benchmark:

@@ -21,8 +21,9 @@ from pipeline.config import (
     memory_probes,
     pretrain_runs,
 )
+from pipeline.bench.fit import plans_digest
 from pipeline.data.prefetch import hub_items
-from pipeline.site import JobResources, export_site_environment, load_site, memory_probe_base_runs
+from pipeline.site import JobResources, export_site_environment, load_site
 from pipeline.analysis.tidy import FRONTIER_VERSION
 from pipeline.train.identity import TRAIN_STEP
 
