@@ -21,9 +21,15 @@ ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")
 
 
-LONGEST_FIRST = ("tests/e2e/test_tiny_dag.py", "tests/cluster/test_slurm.py")
-"""The longest test modules (the tiny DAG ~30 min, the SLURM cluster ~9 min on 2 cores), collected first: with
-``-n 2 --dist loadfile`` each starts on its own worker at once and the rest runs beside them."""
+LONGEST_FIRST = ("tests/e2e/test_tiny_dag.py", "tests/cluster/test_slurm.py", "tests/bench/test_paper_shapes.py",
+                 "tests/train/test_run_integrity.py", "tests/evaluate/test_run_interfaces.py",
+                 "tests/train/test_resume.py", "tests/bench/test_fit.py", "tests/models/test_discretize.py",
+                 "tests/data/test_data_cache.py", "tests/bench/test_cost.py")
+"""The longest test modules, longest first (their wall time in CI from a fresh clone of 466f9a9, 2026-11-24: the
+tiny DAG ~24 min; the SLURM cluster and the paper-shape smoke ~5 min each; run integrity ~4.5; the lm-eval CLI ~3.5;
+resume ~2; the rest 1–1.5), then the others. ``-n 2 --dist loadfile`` hands modules to the workers in this order:
+the tiny DAG takes one worker, the other works through the long modules beside it, and the short ones come last,
+so both workers finish close together."""
 
 
 def pytest_collection_modifyitems(config, items):
