@@ -21,6 +21,7 @@ from tokenizers import Tokenizer
 
 from pipeline.data.files import iter_texts, write_jsonl
 from pipeline.data.tokenizer import train_bpe_tokenizer
+from pipeline.site import EXAMPLE, load_site
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = "mirror"
@@ -35,7 +36,7 @@ def parquet_bytes(texts: list[str]) -> bytes:
 
 class HubMirror(ThreadingHTTPServer):
     """The part of the hub's HTTP API that huggingface_hub, datasets and transformers call to fetch a repository at a
-    revision: repository info, tree and paths-info listings, and file resolution (``X-Repo-Commit``, ``ETag``). A
+    revision: repository info, tree listings and file resolution (``X-Repo-Commit``, ``ETag``). A
     repository is a list of commits (each a {path: bytes} snapshot) and named refs; a request this mirror does not
     implement is logged and recorded in ``unknown``."""
 
@@ -84,11 +85,6 @@ class MirrorRequest(BaseHTTPRequestHandler):
     def do_GET(self):
         self.route(body=True)
 
-    def do_POST(self):
-        length = int(self.headers.get("Content-Length", 0))
-        self.form = parse_qs(self.rfile.read(length).decode())
-        self.route(body=True)
-
     def route(self, body: bool):
         url = urlsplit(self.path)
         parts = [unquote(part) for part in url.path.strip("/").split("/")]
@@ -97,7 +93,7 @@ class MirrorRequest(BaseHTTPRequestHandler):
             kind, repo_id, revision, rest, handler = parts[1][:-1], "/".join(parts[2:4]), "main", [], self.info
         elif parts[:1] == ["api"] and len(parts) >= 6 and parts[1] in ("models", "datasets"):
             kind, repo_id, verb, revision, rest = parts[1][:-1], "/".join(parts[2:4]), parts[4], parts[5], parts[6:]
-            handler = {"revision": self.info, "tree": self.tree, "paths-info": self.paths_info}.get(verb)
+            handler = {"revision": self.info, "tree": self.tree}.get(verb)
         elif "resolve" in parts[:4]:
             kind = "dataset" if parts[0] == "datasets" else "model"
             parts = parts[1:] if kind == "dataset" else parts
@@ -135,25 +131,20 @@ class MirrorRequest(BaseHTTPRequestHandler):
                          "lastModified": "2026-01-01T00:00:00.000Z", "tags": [], "downloads": 0, "likes": 0,
                          "siblings": [{"rfilename": path} for path in sorted(files)]}, body)
 
-    @staticmethod
-    def entries(files: dict[str, bytes], paths: list[str]) -> list[dict]:
-        folders = {"/".join(path.split("/")[:depth]) for path in files for depth in range(1, path.count("/") + 1)}
-        found = [{"type": "file", "path": path, "size": len(files[path]),
-                  "oid": hashlib.sha1(files[path]).hexdigest()} for path in paths if path in files]
-        return found + [{"type": "directory", "path": path, "size": 0, "oid": hashlib.sha1(path.encode()).hexdigest()}
-                        for path in paths if path in folders]
-
     def tree(self, _repo_id, _sha, files, folder, body):
+        """The files and folders in ``folder`` (everything below it with ``recursive``); a missing folder is 404, as on
+        the hub."""
         recursive = self.query.get("recursive", ["false"])[0].lower() == "true"
         prefix = f"{folder}/" if folder else ""
-        below = {path for path in files if path.startswith(prefix)}
-        folders = {"/".join(path.split("/")[:depth]) for path in below for depth in range(1, path.count("/") + 1)}
-        listed = sorted(path for path in below | folders if path.startswith(prefix)
-                        and (recursive or "/" not in path[len(prefix):]))
-        self.reply_json(self.entries(files, listed), body)
-
-    def paths_info(self, _repo_id, _sha, files, _rest, body):
-        self.reply_json(self.entries(files, self.form.get("paths", [])), body)
+        names = [path[len(prefix):].split("/") for path in files if path.startswith(prefix)]
+        if not names:
+            return self.reply(404, b"", body, {"X-Error-Code": "EntryNotFound"})
+        listed = {(prefix + "/".join(parts[:depth]), depth == len(parts))
+                  for parts in names for depth in range(1, len(parts) + 1 if recursive else 2)}
+        self.reply_json([{"type": "file", "path": path, "size": len(files[path]),
+                          "oid": hashlib.sha1(files[path]).hexdigest()} if is_file else
+                         {"type": "directory", "path": path, "size": 0, "oid": hashlib.sha1(path.encode()).hexdigest()}
+                         for path, is_file in sorted(listed)], body)
 
     def resolve(self, _repo_id, sha, files, path, body):
         if path not in files:
@@ -188,6 +179,19 @@ def tokenizer_commit(tmp_path: Path, vocab_size: int) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in out.iterdir()}
 
 
+def write_site(path: Path, **changes) -> Path:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["site"].update(changes)
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_the_site_hub_mirror_defaults_to_the_hub_and_must_be_a_url(tmp_path):
+    assert load_site(EXAMPLE).hf_endpoint is None
+    with pytest.raises(ValueError, match=r"key 'site.hf_endpoint' must be an http\(s\) URL \(got 'hf-mirror.org'\)"):
+        load_site(write_site(tmp_path / "site.yaml", hf_endpoint="hf-mirror.org"))
+
+
 def run_snakemake(workdir: Path, preset: Path, site: Path, *targets: str) -> None:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"),
@@ -201,9 +205,10 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
                                                                                                   hub_mirror):
     """The site names the mirror (hf_endpoint) and the cache (hf_home). The dataset repository has three commits:
     `old` (pinned by commit, as WikiText-103), `new` (main, pinned by nobody) and a parquet conversion on the branch
-    refs/convert/parquet (as OpenWebText). The tokenizer repository has an old pinned commit and a newer main. After
-    the prefetch the mirror goes away: the compute jobs read the cache with the hub offline and get each item at its
-    pinned commit, although `datasets` prepared other revisions of the same repository later."""
+    refs/convert/parquet (as OpenWebText); the tokenizer repository an old pinned commit and a newer main. After the
+    prefetch the mirror goes away: the compute jobs read the cache with the hub offline and get each item at its
+    pinned commit, although the cache holds two revisions of one dataset repository (as when presets, or a preset
+    before and after a new pin, share the site's cache)."""
     old = hub_mirror.commit("dataset", "local/tiny-corpus", corpus_commit("old"))
     hub_mirror.commit("dataset", "local/tiny-corpus", corpus_commit("new"))
     parquet_branch = {f"default/train/000{shard}.parquet": parquet_bytes(texts("parquet", f"shard{shard}", 10))
@@ -220,9 +225,7 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
                                            "validation_fraction": 0.1, "seed": 1}
     preset["tokenizers"]["hub"] = {"kind": "pretrained", "name": "local/tiny-tokenizer", "revision": old_tokenizer}
     (tmp_path / "preset.yaml").write_text(yaml.safe_dump(preset))
-    site = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())
-    site["site"].update(hf_home=str(tmp_path / "hf"), hf_endpoint=hub_mirror.endpoint)
-    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    write_site(tmp_path / "site.yaml", hf_home=str(tmp_path / "hf"), hf_endpoint=hub_mirror.endpoint)
     workdir, data = tmp_path / "work", tmp_path / "work" / "results" / PRESET / "data"
 
     run_snakemake(workdir, tmp_path / "preset.yaml", tmp_path / "site.yaml", f"results/{PRESET}/data/prefetch.json")
