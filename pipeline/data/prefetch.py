@@ -88,18 +88,22 @@ def prefetch(items: dict[str, list], task_dir: str | None = None) -> dict[str, A
     api, manifest, failed = HfApi(), {"datasets": [], "tokenizers": [], "lm_eval_tasks": []}, {}
     for item in items["datasets"]:
         try:
+            # Fails when the hub is unreachable; snapshot_download alone would then return a snapshot cached earlier.
+            api.dataset_info(item["id"], revision=item["revision"])
             snapshot = Path(snapshot_download(item["id"], repo_type="dataset", revision=item["revision"]))
             datasets.load_dataset_builder(str(snapshot))
             manifest["datasets"].append({**item, "commit": snapshot.name})
         except Exception as error:  # noqa: BLE001 - reported by name below
-            failed[f"dataset {item['id']}"] = f"{type(error).__name__}: {error}"
+            failed[f"dataset {item['name']} ({item['id']}@{item['revision'] or 'main'})"] = \
+                f"{type(error).__name__}: {error}"
     for item in items["tokenizers"]:
         try:
             AutoTokenizer.from_pretrained(item["id"], revision=item["revision"])
             commit = api.model_info(item["id"], revision=item["revision"]).sha
             manifest["tokenizers"].append({**item, "commit": commit})
         except Exception as error:  # noqa: BLE001 - reported by name below
-            failed[f"tokenizer {item['id']}"] = f"{type(error).__name__}: {error}"
+            failed[f"tokenizer {item['name']} ({item['id']}@{item['revision'] or 'main'})"] = \
+                f"{type(error).__name__}: {error}"
     if items["lm_eval_tasks"]:
         loaded, task_failures = load_lm_eval_tasks(task_manager(task_dir), items["lm_eval_tasks"])
         manifest["lm_eval_tasks"] = sorted(loaded)

@@ -19,7 +19,9 @@ import pytest
 import yaml
 from tokenizers import Tokenizer
 
+from pipeline.config import load_preset
 from pipeline.data.files import iter_texts, write_jsonl
+from pipeline.data.prefetch import hub_items
 from pipeline.data.tokenizer import train_bpe_tokenizer
 from pipeline.site import EXAMPLE, load_site
 
@@ -238,6 +240,14 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
                         "commit": old_tokenizer}],
         "lm_eval_tasks": []}
     hub_mirror.stop()
+    unreachable = subprocess.run([sys.executable, "-m", "pipeline", "prefetch", "--items", json.dumps(hub_items(
+        load_preset({"preset": str(tmp_path / "preset.yaml")}))), "--out", str(tmp_path / "again.json")],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HOME": str(tmp_path / "hf"),
+                                                          "HF_ENDPOINT": hub_mirror.endpoint, "HF_HUB_OFFLINE": "0",
+                                                          "HF_DATASETS_OFFLINE": "0"})
+    assert unreachable.returncode == 1 and "error: prefetch: 3 item(s) failed (dataset owt (local/tiny-corpus@refs/" \
+        "convert/parquet): ConnectionError" in unreachable.stderr, unreachable.stderr[-3000:]
+    assert not (tmp_path / "again.json").exists()
 
     run_snakemake(workdir, tmp_path / "preset.yaml", tmp_path / "site.yaml", f"results/{PRESET}/data/corpora/wt103",
                   f"results/{PRESET}/data/corpora/owt", f"results/{PRESET}/data/tokenizers/hub")
