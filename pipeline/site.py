@@ -92,13 +92,14 @@ class Site:
     mfu: float
     safety_factor: float
     hf_home: str | None
+    hf_endpoint: str | None
 
     @property
     def gpu_memory_bytes(self) -> int:
         return round(self.gpu_memory_gb * 1e9)
 
 
-_OPTIONAL = {"account", "gpu_model", "hf_home"}
+_OPTIONAL = {"account", "gpu_model", "hf_home", "hf_endpoint"}
 _POSITIVE = {"gpu_memory_gb", "cpus_per_gpu", "mem_mb_per_gpu", "cpu_max_cpus", "cpu_max_mem_mb", "max_runtime_min",
              "target_runtime_min", "mfu", "safety_factor"}
 
@@ -133,6 +134,8 @@ def load_site(path: str | Path) -> Site:
             raise ValueError(f"{path}: key 'site.{key}' must be a non-empty string (got {value!r}).")
     if raw["hf_home"] is not None:
         raw = {**raw, "hf_home": os.path.expanduser(os.path.expandvars(raw["hf_home"]))}
+    if raw["hf_endpoint"] is not None and not raw["hf_endpoint"].startswith(("http://", "https://")):
+        raise ValueError(f"{path}: key 'site.hf_endpoint' must be an http(s) URL (got {raw['hf_endpoint']!r}).")
     site = Site(**raw)
     if site.gpu_model is not None and site.gpus_per_node == 0:
         raise ValueError(f"{path}: key 'site.gpu_model' is {site.gpu_model!r} but 'site.gpus_per_node' is 0; "
@@ -181,9 +184,12 @@ HUB_OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 def export_site_environment(site: Site | None) -> None:
     """With a site cache (``hf_home``), every job reads the Hugging Face hub from it only: ``HF_HOME`` set, the hub
-    and ``datasets`` offline (the ``prefetch`` rule, on the submit host, lifts the offline flags for itself)."""
+    and ``datasets`` offline (the ``prefetch`` rule, on the submit host, lifts the offline flags for itself). With a
+    hub mirror (``hf_endpoint``), whatever reaches the hub reaches it there (``HF_ENDPOINT``)."""
     if site is not None and site.hf_home is not None:
         os.environ.update({"HF_HOME": site.hf_home, **HUB_OFFLINE_ENV})
+    if site is not None and site.hf_endpoint is not None:
+        os.environ["HF_ENDPOINT"] = site.hf_endpoint
 
 
 class JobResources:

@@ -56,8 +56,9 @@ def _load(
 ) -> datasets.DatasetDict:
     """Load `source`: a `save_to_disk` folder, a local folder of parquet files (e.g. a copy of a hub dataset's
     refs/convert/parquet branch: `<config>/<split>/NNNN.parquet`), a local JSONL file or folder, or a Hugging Face
-    hub id at `revision`. With the hub offline, a hub dataset missing from the cache fails with one sentence."""
-    from pipeline.data.prefetch import hub_offline, missing_from_cache
+    hub id at `revision`. With the hub offline, a hub dataset is the prefetched snapshot of that revision; one
+    missing from the cache fails with one sentence."""
+    from pipeline.data.prefetch import hub_offline, prefetched_dataset
 
     path = Path(source).expanduser()
     if path.is_dir() and _is_saved_dataset(path):
@@ -72,14 +73,11 @@ def _load(
             f"Dataset {dataset!r}: local source {source} does not exist; expected a JSONL file, a folder of "
             "JSONL files or a save_to_disk folder."
         )
+    elif hub_offline():
+        snapshot = prefetched_dataset(dataset, str(source), revision)
+        loaded = datasets.load_dataset(str(snapshot), num_proc=num_proc, cache_dir=cache_dir)
     else:
-        try:
-            loaded = datasets.load_dataset(str(source), revision=revision, num_proc=num_proc, cache_dir=cache_dir)
-        except (ConnectionError, OSError, ValueError) as error:
-            if hub_offline():
-                raise FileNotFoundError(missing_from_cache(f"Dataset {dataset!r} ({source}@{revision or 'main'})")) \
-                    from error
-            raise
+        loaded = datasets.load_dataset(str(source), revision=revision, num_proc=num_proc, cache_dir=cache_dir)
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({"train": loaded})
     return loaded

@@ -61,11 +61,26 @@ def load_lm_eval_tasks(manager, task_names: list[str]) -> tuple[dict[str, Any], 
     return loaded, failed
 
 
+def prefetched_dataset(name: str, repo_id: str, revision: str | None) -> Path:
+    """The hub cache's snapshot of dataset repository ``repo_id`` at ``revision`` (a commit, or a branch or tag the
+    prefetch resolved), read with the hub offline. ``datasets`` itself, offline, ignores the revision and loads the
+    most recently prepared one it has of the repository; a snapshot folder is the pinned commit's files."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(repo_id, repo_type="dataset", revision=revision, local_files_only=True))
+    except LocalEntryNotFoundError as error:
+        raise FileNotFoundError(missing_from_cache(f"Dataset {name!r} ({repo_id}@{revision or 'main'})")) from error
+
+
 def prefetch(items: dict[str, list], task_dir: str | None = None) -> dict[str, Any]:
     """Download every item into the Hugging Face cache; returns the manifest (revision asked for, commit resolved
-    where the hub reports one). Fails after trying everything, with one sentence naming each item that failed."""
+    where the hub reports one). A dataset is its repository's files at the revision (a snapshot, which compute jobs
+    prepare; checked to be a dataset ``datasets`` builds), a tokenizer what ``AutoTokenizer`` loads. Fails after
+    trying everything, with one sentence naming each item that failed."""
     import datasets
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, snapshot_download
     from transformers import AutoTokenizer
 
     from pipeline.evaluate.lm_eval_tasks import task_manager
@@ -73,18 +88,22 @@ def prefetch(items: dict[str, list], task_dir: str | None = None) -> dict[str, A
     api, manifest, failed = HfApi(), {"datasets": [], "tokenizers": [], "lm_eval_tasks": []}, {}
     for item in items["datasets"]:
         try:
-            datasets.load_dataset(item["id"], revision=item["revision"])
-            commit = api.dataset_info(item["id"], revision=item["revision"]).sha
-            manifest["datasets"].append({**item, "commit": commit})
+            # Fails when the hub is unreachable; snapshot_download alone would then return a snapshot cached earlier.
+            api.dataset_info(item["id"], revision=item["revision"])
+            snapshot = Path(snapshot_download(item["id"], repo_type="dataset", revision=item["revision"]))
+            datasets.load_dataset_builder(str(snapshot))
+            manifest["datasets"].append({**item, "commit": snapshot.name})
         except Exception as error:  # noqa: BLE001 - reported by name below
-            failed[f"dataset {item['id']}"] = f"{type(error).__name__}: {error}"
+            failed[f"dataset {item['name']} ({item['id']}@{item['revision'] or 'main'})"] = \
+                f"{type(error).__name__}: {error}"
     for item in items["tokenizers"]:
         try:
             AutoTokenizer.from_pretrained(item["id"], revision=item["revision"])
             commit = api.model_info(item["id"], revision=item["revision"]).sha
             manifest["tokenizers"].append({**item, "commit": commit})
         except Exception as error:  # noqa: BLE001 - reported by name below
-            failed[f"tokenizer {item['id']}"] = f"{type(error).__name__}: {error}"
+            failed[f"tokenizer {item['name']} ({item['id']}@{item['revision'] or 'main'})"] = \
+                f"{type(error).__name__}: {error}"
     if items["lm_eval_tasks"]:
         loaded, task_failures = load_lm_eval_tasks(task_manager(task_dir), items["lm_eval_tasks"])
         manifest["lm_eval_tasks"] = sorted(loaded)

@@ -1,0 +1,259 @@
+"""The online prefetch against a local Hugging Face hub mirror (the site's ``hf_endpoint``), then the offline compute
+paths reading what it fetched: the pinned commit of each dataset and tokenizer, never another one in the cache."""
+
+import hashlib
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from tokenizers import Tokenizer
+
+from pipeline.config import load_preset
+from pipeline.data.files import iter_texts, write_jsonl
+from pipeline.data.prefetch import hub_items
+from pipeline.data.tokenizer import train_bpe_tokenizer
+from pipeline.site import EXAMPLE, load_site
+
+ROOT = Path(__file__).resolve().parents[2]
+PRESET = "mirror"
+logger = logging.getLogger(__name__)
+
+
+def parquet_bytes(texts: list[str]) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"text": texts}), sink)
+    return sink.getvalue()
+
+
+class HubMirror(ThreadingHTTPServer):
+    """The part of the hub's HTTP API that huggingface_hub, datasets and transformers call to fetch a repository at a
+    revision: repository info, tree listings and file resolution (``X-Repo-Commit``, ``ETag``). A
+    repository is a list of commits (each a {path: bytes} snapshot) and named refs; a request this mirror does not
+    implement is logged and recorded in ``unknown``."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), MirrorRequest)
+        self.repos: dict[tuple[str, str], dict] = {}
+        self.unknown: list[str] = []
+
+    def start(self) -> None:
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop serving and close the port (twice is fine)."""
+        if self.socket.fileno() != -1:
+            self.shutdown()
+            self.server_close()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def commit(self, kind: str, repo_id: str, files: dict[str, bytes], refs: tuple[str, ...] = ("main",)) -> str:
+        """Add a commit holding ``files`` to a ``kind`` ("model" or "dataset") repository, point ``refs`` at it and
+        return its id."""
+        digest = hashlib.sha1(repo_id.encode())
+        for path in sorted(files):
+            digest.update(path.encode() + b"\0" + files[path])
+        sha = digest.hexdigest()
+        repo = self.repos.setdefault((kind, repo_id), {"commits": {}, "refs": {}})
+        repo["commits"][sha] = files
+        repo["refs"].update(dict.fromkeys(refs, sha))
+        return sha
+
+
+class MirrorRequest(BaseHTTPRequestHandler):
+    server: HubMirror
+
+    def log_message(self, format, *args):  # noqa: A002 - the name http.server calls
+        logger.debug("mirror: " + format, *args)
+
+    def do_HEAD(self):
+        self.route(body=False)
+
+    def do_GET(self):
+        self.route(body=True)
+
+    def route(self, body: bool):
+        url = urlsplit(self.path)
+        parts = [unquote(part) for part in url.path.strip("/").split("/")]
+        self.query = parse_qs(url.query)
+        if parts[:1] == ["api"] and len(parts) == 4 and parts[1] in ("models", "datasets"):  # info at main
+            kind, repo_id, revision, rest, handler = parts[1][:-1], "/".join(parts[2:4]), "main", [], self.info
+        elif parts[:1] == ["api"] and len(parts) >= 6 and parts[1] in ("models", "datasets"):
+            kind, repo_id, verb, revision, rest = parts[1][:-1], "/".join(parts[2:4]), parts[4], parts[5], parts[6:]
+            handler = {"revision": self.info, "tree": self.tree}.get(verb)
+        elif "resolve" in parts[:4]:
+            kind = "dataset" if parts[0] == "datasets" else "model"
+            parts = parts[1:] if kind == "dataset" else parts
+            repo_id, verb, revision, rest = "/".join(parts[:2]), parts[2], parts[3], parts[4:]
+            handler = self.resolve if verb == "resolve" else None
+        else:
+            handler = None
+        if handler is None:
+            self.server.unknown.append(f"{self.command} {self.path}")
+            logger.warning("hub mirror: no such endpoint: %s %s", self.command, self.path)
+            return self.reply(404, b"", body, {"X-Error-Code": "EntryNotFound"})
+        repo = self.server.repos.get((kind, repo_id))
+        if repo is None:
+            return self.reply(404, b"", body, {"X-Error-Code": "RepoNotFound"})
+        sha = repo["refs"].get(revision, revision if revision in repo["commits"] else None)
+        if sha is None:
+            return self.reply(404, b"", body, {"X-Error-Code": "RevisionNotFound"})
+        handler(repo_id, sha, repo["commits"][sha], "/".join(rest), body)
+
+    def reply(self, status: int, content: bytes, body: bool, headers: dict[str, str] | None = None,
+              content_type: str = "application/octet-stream"):
+        self.send_response(status)
+        for name, value in {"Content-Type": content_type, "Content-Length": str(len(content)),
+                            **(headers or {})}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if body:
+            self.wfile.write(content)
+
+    def reply_json(self, value, body: bool):
+        self.reply(200, json.dumps(value).encode(), body, content_type="application/json")
+
+    def info(self, repo_id, sha, files, _rest, body):
+        self.reply_json({"id": repo_id, "sha": sha, "private": False, "disabled": False, "gated": False,
+                         "lastModified": "2026-01-01T00:00:00.000Z", "tags": [], "downloads": 0, "likes": 0,
+                         "siblings": [{"rfilename": path} for path in sorted(files)]}, body)
+
+    def tree(self, _repo_id, _sha, files, folder, body):
+        """The files and folders in ``folder`` (everything below it with ``recursive``); a missing folder is 404, as on
+        the hub."""
+        recursive = self.query.get("recursive", ["false"])[0].lower() == "true"
+        prefix = f"{folder}/" if folder else ""
+        names = [path[len(prefix):].split("/") for path in files if path.startswith(prefix)]
+        if not names:
+            return self.reply(404, b"", body, {"X-Error-Code": "EntryNotFound"})
+        listed = {(prefix + "/".join(parts[:depth]), depth == len(parts))
+                  for parts in names for depth in range(1, len(parts) + 1 if recursive else 2)}
+        self.reply_json([{"type": "file", "path": path, "size": len(files[path]),
+                          "oid": hashlib.sha1(files[path]).hexdigest()} if is_file else
+                         {"type": "directory", "path": path, "size": 0, "oid": hashlib.sha1(path.encode()).hexdigest()}
+                         for path, is_file in sorted(listed)], body)
+
+    def resolve(self, _repo_id, sha, files, path, body):
+        if path not in files:
+            return self.reply(404, b"", body, {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": sha})
+        content = files[path]
+        self.reply(200, content, body, {"X-Repo-Commit": sha, "ETag": f'"{hashlib.sha1(content).hexdigest()}"'})
+
+
+@pytest.fixture
+def hub_mirror():
+    mirror = HubMirror()
+    mirror.start()
+    yield mirror
+    mirror.stop()
+
+
+def texts(tag: str, split: str, count: int) -> list[str]:
+    return [f"{tag} {split} document {i}: words, more words and {i * 7} other words." for i in range(count)]
+
+
+def corpus_commit(tag: str) -> dict[str, bytes]:
+    """A dataset repository as `push_to_hub` lays it out: data/<split>-00000-of-00001.parquet."""
+    return {f"data/{split}-00000-of-00001.parquet": parquet_bytes(texts(tag, split, count))
+            for split, count in (("train", 20), ("validation", 4), ("test", 4))}
+
+
+def tokenizer_commit(tmp_path: Path, vocab_size: int) -> dict[str, bytes]:
+    corpus = tmp_path / "tokenizer-corpus.jsonl"
+    write_jsonl(corpus, texts("tokenizer", "train", 200))
+    out = tmp_path / f"tokenizer-{vocab_size}"
+    train_bpe_tokenizer([corpus], vocab_size, out)
+    return {path.name: path.read_bytes() for path in out.iterdir()}
+
+
+def write_site(path: Path, **changes) -> Path:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["site"].update(changes)
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_the_site_hub_mirror_defaults_to_the_hub_and_must_be_a_url(tmp_path):
+    assert load_site(EXAMPLE).hf_endpoint is None
+    with pytest.raises(ValueError, match=r"key 'site.hf_endpoint' must be an http\(s\) URL \(got 'hf-mirror.org'\)"):
+        load_site(write_site(tmp_path / "site.yaml", hf_endpoint="hf-mirror.org"))
+
+
+def run_snakemake(workdir: Path, preset: Path, site: Path, *targets: str) -> None:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"),
+                             "--directory", str(workdir), "--cores", "1", "--show-failed-logs", *targets,
+                             "--config", f"preset={preset}", f"site={site}"],
+                            cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+
+
+def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_the_pinned_commits(tmp_path,
+                                                                                                  hub_mirror):
+    """The site names the mirror (hf_endpoint) and the cache (hf_home). The dataset repository has three commits:
+    `old` (pinned by commit, as WikiText-103), `new` (main, pinned by nobody) and a parquet conversion on the branch
+    refs/convert/parquet (as OpenWebText); the tokenizer repository an old pinned commit and a newer main. After the
+    prefetch the mirror goes away: the compute jobs read the cache with the hub offline and get each item at its
+    pinned commit, although the cache holds two revisions of one dataset repository (as when presets, or a preset
+    before and after a new pin, share the site's cache)."""
+    old = hub_mirror.commit("dataset", "local/tiny-corpus", corpus_commit("old"))
+    hub_mirror.commit("dataset", "local/tiny-corpus", corpus_commit("new"))
+    parquet_branch = {f"default/train/000{shard}.parquet": parquet_bytes(texts("parquet", f"shard{shard}", 10))
+                      for shard in range(2)}
+    converted = hub_mirror.commit("dataset", "local/tiny-corpus", parquet_branch, refs=("refs/convert/parquet",))
+    old_tokenizer = hub_mirror.commit("model", "local/tiny-tokenizer", tokenizer_commit(tmp_path, 300))
+    hub_mirror.commit("model", "local/tiny-tokenizer", tokenizer_commit(tmp_path, 320))
+
+    preset = yaml.safe_load((ROOT / "pipeline" / "config" / "presets" / "tiny.yaml").read_text())
+    preset["preset"] = PRESET
+    preset["datasets"]["wt103"]["source"] = {"kind": "hf", "id": "local/tiny-corpus", "revision": old,
+                                             "test_split": True}
+    preset["datasets"]["owt"]["source"] = {"kind": "hf", "id": "local/tiny-corpus", "revision": "refs/convert/parquet",
+                                           "validation_fraction": 0.1, "seed": 1}
+    preset["tokenizers"]["hub"] = {"kind": "pretrained", "name": "local/tiny-tokenizer", "revision": old_tokenizer}
+    (tmp_path / "preset.yaml").write_text(yaml.safe_dump(preset))
+    write_site(tmp_path / "site.yaml", hf_home=str(tmp_path / "hf"), hf_endpoint=hub_mirror.endpoint)
+    workdir, data = tmp_path / "work", tmp_path / "work" / "results" / PRESET / "data"
+
+    run_snakemake(workdir, tmp_path / "preset.yaml", tmp_path / "site.yaml", f"results/{PRESET}/data/prefetch.json")
+    assert not hub_mirror.unknown, f"requests the mirror does not implement: {hub_mirror.unknown}"
+    assert json.loads((data / "prefetch.json").read_text()) == {
+        "datasets": [
+            {"name": "owt", "id": "local/tiny-corpus", "revision": "refs/convert/parquet", "commit": converted},
+            {"name": "wt103", "id": "local/tiny-corpus", "revision": old, "commit": old}],
+        "tokenizers": [{"name": "hub", "id": "local/tiny-tokenizer", "revision": old_tokenizer,
+                        "commit": old_tokenizer}],
+        "lm_eval_tasks": []}
+    hub_mirror.stop()
+    unreachable = subprocess.run([sys.executable, "-m", "pipeline", "prefetch", "--items", json.dumps(hub_items(
+        load_preset({"preset": str(tmp_path / "preset.yaml")}))), "--out", str(tmp_path / "again.json")],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HOME": str(tmp_path / "hf"),
+                                                          "HF_ENDPOINT": hub_mirror.endpoint, "HF_HUB_OFFLINE": "0",
+                                                          "HF_DATASETS_OFFLINE": "0"})
+    assert unreachable.returncode == 1 and "error: prefetch: 3 item(s) failed (dataset owt (local/tiny-corpus@refs/" \
+        "convert/parquet): ConnectionError" in unreachable.stderr, unreachable.stderr[-3000:]
+    assert not (tmp_path / "again.json").exists()
+
+    run_snakemake(workdir, tmp_path / "preset.yaml", tmp_path / "site.yaml", f"results/{PRESET}/data/corpora/wt103",
+                  f"results/{PRESET}/data/corpora/owt", f"results/{PRESET}/data/tokenizers/hub")
+    for split in ("train", "validation", "test"):
+        assert list(iter_texts(sorted((data / "corpora" / "wt103").glob(f"{split}-*.jsonl.gz")))) \
+            == texts("old", split, 20 if split == "train" else 4)
+    owt = sorted(iter_texts(sorted((data / "corpora" / "owt").glob("*.jsonl.gz"))))
+    assert owt == sorted(texts("parquet", "shard0", 10) + texts("parquet", "shard1", 10))
+    assert Tokenizer.from_file(str(data / "tokenizers" / "hub" / "tokenizer.json")).get_vocab_size() == 300
