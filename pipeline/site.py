@@ -20,8 +20,8 @@ That sizing counts no activations. Its ``micro_batch`` (examples per device per 
 ``per_device_parallelism``; 0: the whole per-device batch at once) comes from the fit table
 ``results/<preset>/fit.csv`` (``python -m pipeline fit --site ...``, ``pipeline.bench.fit``) where that table has the
 job's row: planned for the run as the preset defines it now (``plan_key``), at the job's GPU count, of the site's GPU
-memory and the share of it JAX reserves; else it is the preset's ``train.micro_batch_size``. A job with neither, or
-whose row fits at no micro-batch or is stale, stops the workflow before anything is submitted.
+memory and the share of it JAX reserves. A ``train.micro_batch_size`` the preset sets wins over the table. A job with
+neither, or whose row fits at no micro-batch or is stale, stops the workflow before anything is submitted.
 
 A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
 that divide its batch), and a fit row saying that batch does not fit there stops the workflow too.
@@ -295,14 +295,17 @@ class JobResources:
         return row
 
     def micro_batch(self, stage: str, run_id: str, gpus: int) -> int:
-        """Examples per device per forward/backward (0: the whole batch): the fit table's choice for this run at
-        ``gpus`` GPUs of the site's memory, else the preset's ``train.micro_batch_size``; with neither, the job
-        stops the workflow before anything is submitted (without a table to read, the preset's value or 0)."""
+        """Examples per device per forward/backward (0: the whole batch): the preset's ``train.micro_batch_size``
+        where it sets one (an explicit choice wins), else the fit table's choice for this run at ``gpus`` GPUs of the
+        site's memory; with neither, the job stops the workflow before anything is submitted (without a table to
+        read: 0)."""
         train = self._workloads[stage, run_id].train
+        if train.micro_batch_size is not None:
+            return train.micro_batch_size
         row = self.fit_row(run_id, gpus)
         if row is None:
-            if train.micro_batch_size is not None or self.fit_table is None:
-                return train.micro_batch_size or 0
+            if self.fit_table is None:
+                return 0
             raise ValueError(f"{self.fit_table}: no row for {run_id} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} "
                              "GB, so it would train its whole per-GPU batch at once; plan the runs first "
                              "(snakemake --profile slurm fit) or set its train.micro_batch_size in the preset.")

@@ -114,8 +114,8 @@ def test_a_training_job_without_a_planned_row_stops_the_workflow_unless_its_pres
 
 
 def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gpus(tmp_path, planned_fit_row):
-    """owt-small-gpt gets 1 GPU at the example site: its row at 1 GPU of 80 GB gives the micro-batch; a row planned
-    at 8 GPUs, or for another memory, is not this job's (so the job has no row)."""
+    """owt-small-gpt gets 1 GPU at the example site: its row at 1 GPU of 80 GB gives the micro-batch, unless the
+    preset sets one; a row planned at 8 GPUs, or for another memory, is not this job's (so the job has no row)."""
     config = load_preset({"preset": "paper"})
     table = write_fit_rows(tmp_path / "fit.csv", [
         planned_fit_row(config, "owt-small-gpt", 1, 16), planned_fit_row(config, "owt-small-diffeq", 8, 64),
@@ -123,6 +123,11 @@ def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gp
     jobs = JobResources(config, SITE, fit_table=table)
     assert [jobs.training_gpu_count("pretrain", run) for run in ("owt-small-gpt", "owt-small-diffeq")] == [1, 1]
     assert jobs.training("pretrain", "owt-small-gpt")["micro_batch"] == 16
+    runs = config["pretrain"]["owt-small"]
+    chosen = {**config, "pretrain": {**config["pretrain"], "owt-small": {
+        **runs, "train": {**runs["train"], "micro_batch_size": 8}}}}
+    assert JobResources(load_preset(chosen), SITE, fit_table=table).training("pretrain", "owt-small-gpt")[
+        "micro_batch"] == 8, "a micro-batch the preset sets wins over the table's"
     for stage, run_id in (("pretrain", "owt-small-diffeq"), ("finetune", "ft-wt103-owt-diffeq18-n9-lora"),
                           ("pretrain", "owt-medium-gpt")):
         with pytest.raises(ValueError, match=f"no row for {run_id} on "):
