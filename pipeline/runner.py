@@ -89,7 +89,8 @@ class RayAddressError(ValueError):
 
 
 RAY_CONNECT_TIMEOUT_S = 10.0
-ADDRESS_SOURCE = "--ray-address, from the preset's ray.address through $PIPELINE_RAY_ADDRESS"
+ADDRESS_SOURCE = ("--ray-address or $PIPELINE_RAY_ADDRESS: the preset's ray.address, or in a local run the Ray that "
+                  "Snakemake started for its jobs")
 
 
 def require_ray_cluster_answers(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
@@ -99,14 +100,13 @@ def require_ray_cluster_answers(address: str, timeout_s: float = RAY_CONNECT_TIM
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
-        raise RayAddressError(f"Ray address {address!r} ({ADDRESS_SOURCE}): expected 'auto' or host:port; null in "
-                              "the preset runs an embedded Ray in each job.")
+        raise RayAddressError(f"Ray address {address!r} ({ADDRESS_SOURCE}): expected 'auto' or host:port.")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as error:
         raise RayAddressError(f"no Ray cluster answers at {address} ({ADDRESS_SOURCE}): {error.strerror or error}; "
-                              "start it (profiles/slurm/ray-cluster.sbatch) or fix the address; null in the preset "
-                              "runs an embedded Ray in each job.") from None
+                              "start that cluster (profiles/slurm/ray-cluster.sbatch) or fix ray.address (null: an "
+                              "embedded Ray in each job), or rerun the local snakemake whose Ray ended.") from None
 
 
 class cancel_on_sigterm:

@@ -24,7 +24,7 @@ memory and the share of it JAX reserves. A ``train.micro_batch_size`` the preset
 neither, or whose row fits at no micro-batch or is stale, stops the workflow before anything is submitted.
 
 A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
-that divide its batch), and a fit row saying that batch does not fit there stops the workflow too.
+that divide its batch), and its fit row must say that batch fits there, else it stops the workflow too.
 """
 
 from __future__ import annotations
@@ -301,6 +301,11 @@ class JobResources:
         read: 0)."""
         train = self._workloads[stage, run_id].train
         if train.micro_batch_size is not None:
+            per_gpu = train.batch_size // gpus
+            if train.micro_batch_size > per_gpu or per_gpu % train.micro_batch_size:
+                raise ValueError(f"run {run_id}: the preset's train.micro_batch_size {train.micro_batch_size} does not "
+                                 f"divide its batch of {per_gpu} per GPU on the {gpus} GPU(s) the site gives it; set "
+                                 f"a divisor of {per_gpu} (the fit table plans one: snakemake --profile slurm fit).")
             return train.micro_batch_size
         row = self.fit_row(run_id, gpus)
         if row is None:
@@ -334,12 +339,16 @@ class JobResources:
         return max(count for count in range(1, self.site.gpus_per_node + 1) if batch % count == 0)
 
     def memory_probe(self, probe_id: str) -> dict[str, Any]:
-        """A memory probe: one node's GPUs (``memory_probe_gpu_count``); its fit row, where the table has one, must
-        fit its whole batch there (module docstring)."""
+        """A memory probe: one node's GPUs (``memory_probe_gpu_count``); its fit row must fit its whole batch there
+        (module docstring)."""
         if self.site is None:
             return {"gpu": 0}
         gpus = self.memory_probe_gpu_count(probe_id) if self.site.gpus_per_node else 0
-        row = self.fit_row(probe_id, gpus) if gpus else None
+        row = self.fit_row(probe_id, gpus) if gpus and self.fit_table is not None else None
+        if gpus and self.fit_table is not None and row is None:
+            raise ValueError(f"{self.fit_table}: no row for memory probe {probe_id} on {gpus} GPU(s) of "
+                             f"{self.site.gpu_memory_gb:g} GB, so nothing says its whole batch fits there; plan it "
+                             "first (snakemake --profile slurm fit).")
         if row is not None and not row["fits_at_paper_batch"]:
             raise ValueError(f"{self.fit_table}: memory probe {probe_id} does not fit its whole batch of "
                              f"{row['batch_size']} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB, and a probe "

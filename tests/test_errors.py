@@ -85,26 +85,43 @@ def test_ray_worker_killed_by_a_signal_ends_with_one_sentence(tmp_path):
     assert last_line(result).startswith("error: the Ray worker running `spectra` for runs/x died (WorkerCrashedError")
 
 
-def test_a_ray_address_where_nothing_answers_ends_with_one_sentence_in_seconds():
-    """``ray.init`` retries a dead ``host:port`` for minutes (measured: over 10 with ``127.0.0.1:1``); the job
-    checks the address first and names it, where it came from and what to do."""
+def closed_local_port() -> int:
     import socket
 
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+        return closed.getsockname()[1]
+
+
+def test_a_ray_address_where_nothing_answers_ends_with_one_sentence_in_seconds():
+    """``ray.init`` retries a dead ``host:port`` for minutes (measured: over 10 with ``127.0.0.1:1``); the job
+    checks the address first and names it, where it came from and what to do."""
+    port = closed_local_port()
     started = time.monotonic()
     result = pipeline_command("-m", "pipeline", "spectra", "--run-dir", "runs/x", "--tokenizer", "tok",
                               "--time-oversampling", "1", "--out", "x.csv", "--ray-address", f"127.0.0.1:{port}")
     assert result.returncode == 1 and time.monotonic() - started < 60
     assert last_line(result) == (
-        f"error: no Ray cluster answers at 127.0.0.1:{port} (--ray-address, from the preset's ray.address through "
-        "$PIPELINE_RAY_ADDRESS): Connection refused; start it (profiles/slurm/ray-cluster.sbatch) or fix the "
-        "address; null in the preset runs an embedded Ray in each job.")
+        f"error: no Ray cluster answers at 127.0.0.1:{port} (--ray-address or $PIPELINE_RAY_ADDRESS: the preset's "
+        "ray.address, or in a local run the Ray that Snakemake started for its jobs): Connection refused; start that "
+        "cluster (profiles/slurm/ray-cluster.sbatch) or fix ray.address (null: an embedded Ray in each job), or rerun "
+        "the local snakemake whose Ray ended.")
     result = pipeline_command("-m", "pipeline", "spectra", "--run-dir", "runs/x", "--tokenizer", "tok",
                               "--time-oversampling", "1", "--out", "x.csv", "--ray-address", "head-node")
-    assert last_line(result).startswith("error: Ray address 'head-node' (--ray-address, from the preset's "
-                                        "ray.address through $PIPELINE_RAY_ADDRESS): expected 'auto' or host:port")
+    assert last_line(result).startswith("error: Ray address 'head-node' (--ray-address or $PIPELINE_RAY_ADDRESS")
+
+
+def test_the_token_cache_builder_checks_its_ray_address_too(monkeypatch):
+    """The ``cache`` verb hands its address to Levanter's Ray cache builder through ``RAY_ADDRESS``."""
+    import ray
+
+    from pipeline.data.cache import _ray_cache_options
+    from pipeline.runner import RayAddressError
+
+    assert not ray.is_initialized()
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{closed_local_port()}")
+    with pytest.raises(RayAddressError, match="no Ray cluster answers at 127.0.0.1:"):
+        _ray_cache_options()
 
 
 def test_device_out_of_memory_is_one_sentence():

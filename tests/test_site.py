@@ -128,6 +128,14 @@ def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gp
         **runs, "train": {**runs["train"], "micro_batch_size": 8}}}}
     assert JobResources(load_preset(chosen), SITE, fit_table=table).training("pretrain", "owt-small-gpt")[
         "micro_batch"] == 8, "a micro-batch the preset sets wins over the table's"
+    wrong = {**config, "pretrain": {**config["pretrain"], "owt-medium": {
+        **config["pretrain"]["owt-medium"], "train": {**config["pretrain"]["owt-medium"]["train"],
+                                                      "micro_batch_size": 96}}}}
+    with pytest.raises(ValueError) as error:
+        JobResources(load_preset(wrong), SITE, fit_table=table).training("pretrain", "owt-medium-gpt")
+    assert str(error.value) == (
+        "run owt-medium-gpt: the preset's train.micro_batch_size 96 does not divide its batch of 128 per GPU on the 2 "
+        "GPU(s) the site gives it; set a divisor of 128 (the fit table plans one: snakemake --profile slurm fit).")
     for stage, run_id in (("pretrain", "owt-small-diffeq"), ("finetune", "ft-wt103-owt-diffeq18-n9-lora"),
                           ("pretrain", "owt-medium-gpt")):
         with pytest.raises(ValueError, match=f"no row for {run_id} on "):
@@ -171,7 +179,7 @@ def test_a_row_planned_for_another_shape_or_memory_share_of_the_run_is_stale(tmp
 def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(tmp_path, planned_fit_row):
     """Fig. 16's probes measure one step of the whole batch of 256, never accumulated: on the example site's
     8-GPU nodes each gets 8 GPUs (whatever its base run trains on), and a fit row saying the whole batch does not
-    fit there stops the workflow in one sentence."""
+    fit there, or none at all, stops the workflow in one sentence."""
     config = load_preset({"preset": "paper"})
     probe = "owt-medium-memory-gpt"
     jobs = JobResources(config, SITE)
@@ -185,6 +193,10 @@ def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(t
         "more per node (gpus_per_node), then rerun `fit`.")
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, probe, 8, 32)])
     assert JobResources(config, SITE, fit_table=table).memory_probe(probe)["gpu"] == 8
+    table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 16)])
+    with pytest.raises(ValueError, match=f"no row for memory probe {probe} on 8 GPU.s. of 80 GB, so nothing says "
+                                         "its whole batch fits there; plan it first"):
+        JobResources(config, SITE, fit_table=table).memory_probe(probe)
 
 
 def test_an_embedded_ray_inside_a_slurm_job_counts_the_jobs_cpus_and_gpus_not_the_nodes():

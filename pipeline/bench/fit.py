@@ -125,11 +125,15 @@ PLAN_FINETUNE_FIELDS = ("source_steps", "num_steps", "method", "lora_rank", "tra
 
 
 def plan_key(workload: Workload, vocab_size: int) -> str:
-    """A hash of what a workload's plan depends on in the preset: its role, its model (every field of the run's
-    ``ModelSpec``: family, widths, depth, seq_len, D, ...), the vocabulary, the train step's ``PLAN_TRAIN_FIELDS``
-    and a fine-tune's ``PLAN_FINETUNE_FIELDS`` (N', LoRA rank, what trains). Learning rates, step counts, seeds and
+    """A hash of what a workload's plan depends on: its role, its model (every field of the run's ``ModelSpec``:
+    family, widths, depth, seq_len, D, ...), the vocabulary, the train step's ``PLAN_TRAIN_FIELDS``, a fine-tune's
+    ``PLAN_FINETUNE_FIELDS`` (N', LoRA rank, what trains), and the train step's version (``TRAIN_STEP``: a changed
+    step, e.g. with or without buffer donation, plans differently). Learning rates, step counts, seeds and
     evaluation settings leave the plan unchanged and keep the row valid; the micro-batch is the row's answer."""
+    from pipeline.train.identity import TRAIN_STEP
+
     plan = {"role": workload.role, "model": dataclasses.asdict(workload.run.model), "vocab_size": vocab_size,
+            "train_step": TRAIN_STEP,
             "train": {field: getattr(workload.train, field) for field in PLAN_TRAIN_FIELDS},
             "finetune": None if workload.finetune is None
             else {field: getattr(workload.finetune, field) for field in PLAN_FINETUNE_FIELDS}}

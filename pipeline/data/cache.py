@@ -117,7 +117,12 @@ def _ray_cache_options() -> CacheOptions:
     6 GiB; on a smaller cluster that task never starts, so all shards go into one group (same tokens).
     """
     if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS", "local"))  # RAY_ADDRESS's cluster, else a new local one
+        from pipeline.runner import require_ray_cluster_answers
+
+        address = os.environ.get("RAY_ADDRESS", "local")  # RAY_ADDRESS's cluster, else a new local one
+        if address != "local":
+            require_ray_cluster_answers(address)
+        ray.init(address=address)
     resources = ray.cluster_resources()
     cpus = resources.get("CPU", 0)
     if cpus < 2:

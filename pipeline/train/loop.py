@@ -103,9 +103,11 @@ class StopRequest:
 @dataclasses.dataclass(frozen=True)
 class TrainingResult:
     """What a finished run reports: parameter counts, where it resumed, its held-out scores (``val_*``: on
-    ``eval_split``), its devices, and how each batch was split: ``micro_batch`` examples per device per
-    forward/backward (Levanter's resolved ``per_device_parallelism``), ``gradient_accumulation`` micro-batches
-    summed per update (batch = micro_batch × data-parallel devices × gradient_accumulation)."""
+    ``eval_split``), its devices, and how its batches were split: ``micro_batches``, one entry per attempt that
+    trained (a resume may run at another micro-batch), from the update it started at (``from_step``):
+    ``micro_batch`` examples per device per forward/backward (Levanter's resolved ``per_device_parallelism``) and
+    ``gradient_accumulation`` micro-batches summed per update (batch = micro_batch × data-parallel devices ×
+    gradient_accumulation)."""
 
     parameters: int
     trainable_parameters: int
@@ -122,8 +124,7 @@ class TrainingResult:
     final_train_loss: float | None
     mean_tokens_per_s: float | None
     devices: list[str]
-    micro_batch: int
-    gradient_accumulation: int
+    micro_batches: list[dict[str, int]]
 
     def scores(self) -> dict[str, Any]:
         """The summary fields every run shares: parameter counts, final losses, perplexity exp(NLL) on
@@ -140,8 +141,7 @@ class TrainingResult:
             "steps_done": self.steps_done,
             "tokens_seen": self.tokens_seen,
             "passes": self.passes,
-            "micro_batch": self.micro_batch,
-            "gradient_accumulation": self.gradient_accumulation,
+            "micro_batches": self.micro_batches,
             "fingerprint": self.fingerprint,
         }
 
@@ -344,6 +344,10 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         n_params = parameter_count(state.model)
         n_trainable = parameter_count(state.trainable_model)
         resume_metrics(run_dir / "metrics.jsonl", resumed_from)
+        if resumed_from < train.steps:
+            levanter.tracker.log({"micro_batch": config.per_device_parallelism, "gradient_accumulation":
+                                  train.batch_size // (config.per_device_parallelism * config.data_axis_size)},
+                                 step=resumed_from)
         tokens_per_step = train.batch_size * seq_len
         periodic_eval = split_evaluator(trainer, held_out, eval_split, tokenizer, train.eval_batches)
         clock = {"start": time.time(), "start_step": resumed_from}
@@ -451,7 +455,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
         final_train_loss=train_records[-1]["loss"] if train_records else None,
         mean_tokens_per_s=sum(throughput) / len(throughput) if throughput else None,
         devices=devices,
-        micro_batch=config.per_device_parallelism,
-        gradient_accumulation=train.batch_size // (config.per_device_parallelism * config.data_axis_size),
+        micro_batches=[{"from_step": r["step"], "micro_batch": r["micro_batch"],
+                        "gradient_accumulation": r["gradient_accumulation"]} for r in records if "micro_batch" in r],
     )
 

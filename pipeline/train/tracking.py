@@ -21,9 +21,11 @@ from levanter.tracker import Tracker, TrackerConfig
 
 from pipeline.commands import TRACKERS_ENV
 
-RECORD_FIELDS = ("loss", "lr", "tokens_per_s", "step_s", "eval_loss", "eval_ppl")
+RECORD_FIELDS = ("loss", "lr", "tokens_per_s", "step_s", "eval_loss", "eval_ppl", "micro_batch",
+                 "gradient_accumulation")
 """What ``metrics.jsonl`` records: a training step's batch loss, learning rate, throughput and duration; an
-evaluation's validation loss and perplexity (``pipeline.artifacts.resume_metrics`` states what ``step`` means)."""
+evaluation's validation loss and perplexity; at the first update an attempt trains, how it splits each batch
+(``pipeline.artifacts.resume_metrics`` states what ``step`` means)."""
 
 TRACKERS = ("jsonl", "tensorboard", "wandb")
 

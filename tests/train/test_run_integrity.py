@@ -93,8 +93,9 @@ def test_a_micro_batch_splits_each_update_and_the_summary_says_so(data, small_ca
         summary = json.loads((run_dir / "summary.json").read_text())
         records[micro_batch] = [r["loss"] for r in metric_records(run_dir) if "loss" in r]
         recorded = yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["micro_batch_size"]
-        assert (summary["micro_batch"], summary["gradient_accumulation"], recorded) == (
-            (8, 1, None) if micro_batch == "0" else (4, 2, 4))
+        split = (8, 1, None) if micro_batch == "0" else (4, 2, 4)
+        assert summary["micro_batches"] == [{"from_step": 0, "micro_batch": split[0],
+                                             "gradient_accumulation": split[1]}] and recorded == split[2]
     assert records["4"] == pytest.approx(records["0"], rel=1e-5)
 
 
@@ -174,12 +175,16 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step_and_a_rerun_resumes_from
     assert len(saved) == 1 and 20 <= int(saved[0].name.removeprefix("step-")) < 149
     assert not (run_dir / "summary.json").exists()
 
-    result = run_verb(pretrain_args(spec, run_dir, data))
+    result = run_verb(pretrain_args(spec, run_dir, data, "--micro-batch", "4"))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["resumed_from_step"] == int(saved[0].name.removeprefix("step-")) + 1
+    resumed = int(saved[0].name.removeprefix("step-")) + 1
+    assert summary["resumed_from_step"] == resumed
     assert summary["steps_done"] == 150
     assert [r["step"] for r in metric_records(run_dir) if "loss" in r] == list(range(150))
+    assert summary["micro_batches"] == [{"from_step": 0, "micro_batch": 8, "gradient_accumulation": 1},
+                                        {"from_step": resumed, "micro_batch": 4, "gradient_accumulation": 2}], \
+        "a resume at another micro-batch (a re-planned fit table) is recorded from the update it started at"
 
 
 def test_checkpoints_of_another_fingerprint_are_moved_aside_and_the_same_one_resumes(data, tmp_path, caplog):
