@@ -12,6 +12,16 @@ from pipeline.artifacts import atomic_write_json
 from pipeline.commands import add_ray_options
 
 
+def _revision(prefetched: Path | None, kind: str, item_id: str, revision: str | None) -> str | None:
+    """The revision to load: the commit the preset's prefetch manifest recorded for a hub item (when given), else the
+    preset's own."""
+    from pipeline.data.prefetch import is_local, recorded_commit
+
+    if prefetched is None or is_local(item_id):
+        return revision
+    return recorded_commit(prefetched, kind, item_id, revision)
+
+
 def _corpus(args: argparse.Namespace) -> None:
     from pipeline.data.corpora import export_tiny_corpus
     from pipeline.data.hf_corpora import export_hf_corpus
@@ -21,10 +31,10 @@ def _corpus(args: argparse.Namespace) -> None:
         stats = export_tiny_corpus(source["corpus"], args.out, test_split=source.get("test_split", False),
                                    overwrite=True)
     else:
+        revision = _revision(args.prefetched, "datasets", source["id"], source.get("revision"))
         stats = export_hf_corpus(source["id"], args.out, source=source["id"],
                                  validation_fraction=source.get("validation_fraction"), seed=source.get("seed", 0),
-                                 test_split=source.get("test_split", False), revision=source.get("revision"),
-                                 overwrite=True)
+                                 test_split=source.get("test_split", False), revision=revision, overwrite=True)
     logging.info("corpus %s: %s", args.out, json.dumps(stats))
 
 
@@ -37,7 +47,9 @@ def _tokenizer(args: argparse.Namespace) -> None:
         files = [path for corpus in args.corpora for path in corpus_split_files(corpus, "train")]
         stats = train_bpe_tokenizer(files, spec["vocab_size"], args.out, overwrite=True)
     else:
-        stats = save_pretrained_tokenizer(spec["name"], args.out, revision=spec.get("revision"), overwrite=True)
+        revision = _revision(args.prefetched, "tokenizers", spec["name"], spec.get("revision"))
+        stats = {**save_pretrained_tokenizer(spec["name"], args.out, revision=revision, overwrite=True),
+                 "revision": revision}
     logging.info("tokenizer %s: %s", args.out, json.dumps(stats))
 
 
@@ -81,15 +93,20 @@ def _build_corpora(args: argparse.Namespace) -> None:
             print(f"{corpus_filename(name, split)}: {stats['documents']} documents, {stats['characters']} characters")
 
 
+PREFETCHED_HELP = "the prefetch manifest: a hub item is loaded at the commit it records"
+
+
 def register(verbs: argparse._SubParsersAction) -> None:
     corpus = verbs.add_parser("corpus", help="export a corpus to JSONL train/validation splits")
     corpus.add_argument("--source", required=True, help="the dataset's `source` entry of the preset, as JSON")
     corpus.add_argument("--out", type=Path, required=True)
+    corpus.add_argument("--prefetched", type=Path, default=None, help=PREFETCHED_HELP)
     corpus.set_defaults(run=_corpus)
 
     tokenizer = verbs.add_parser("tokenizer", help="train a byte-level BPE or save a pretrained tokenizer")
     tokenizer.add_argument("--spec", required=True, help="the tokenizer's entry of the preset, as JSON")
     tokenizer.add_argument("--out", type=Path, required=True)
+    tokenizer.add_argument("--prefetched", type=Path, default=None, help=PREFETCHED_HELP)
     tokenizer.add_argument("corpora", nargs="*", type=Path, help="corpus folders to train a BPE on")
     tokenizer.set_defaults(run=_tokenizer)
 

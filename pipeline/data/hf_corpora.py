@@ -152,7 +152,7 @@ def export_hf_corpus(
     `train.train_test_split(test_size=validation_fraction, seed=seed, shuffle=True)["test"]`. `test_split`
     also exports the source's own "test" split (it must exist; never carved from train). Blank
     documents are dropped. `revision` (hub only), `num_proc` and `cache_dir` go to `datasets.load_dataset`.
-    The directory appears atomically, with a `manifest.json` of the returned stats: {"corpus", "source",
+    The directory appears atomically, with a `manifest.json` of the returned stats: {"corpus", "source", "revision",
     "train": {"documents", "characters", "files", "dropped_blank"}, "validation": {...}[, "test": {...}]}.
     """
     cache = None if cache_dir is None else str(cache_dir)
@@ -165,7 +165,7 @@ def export_hf_corpus(
                 f"column {text_field!r}."
             )
     out_dir = Path(out_dir)
-    stats: dict = {"corpus": dataset, "source": str(source)}
+    stats: dict = {"corpus": dataset, "source": str(source), "revision": revision}
     with atomic_directory(out_dir, overwrite=overwrite) as tmp:
         for split, ds in splits.items():
             stats[split] = _write_shards(dataset, split, ds, text_field, docs_per_shard, tmp, out_dir)

@@ -31,7 +31,8 @@ def missing_from_cache(item: str) -> str:
             f"a host with network (`{PREFETCH_COMMAND}`, with the same site settings).")
 
 
-def _is_local(name: str) -> bool:
+def is_local(name: str) -> bool:
+    """Whether a dataset id or tokenizer name is a local path rather than a hub item."""
     return name.startswith(("/", ".", "~")) or Path(name).expanduser().exists()
 
 
@@ -40,10 +41,10 @@ def hub_items(config: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     revisions, and lm-eval's built-in tasks (none when ``downstream.task_dir`` names local tasks)."""
     datasets_ = [{"name": name, "id": spec["source"]["id"], "revision": spec["source"].get("revision")}
                  for name, spec in config["datasets"].items()
-                 if spec["source"]["kind"] == "hf" and not _is_local(spec["source"]["id"])]
+                 if spec["source"]["kind"] == "hf" and not is_local(spec["source"]["id"])]
     tokenizers = [{"name": name, "id": spec["name"], "revision": spec.get("revision")}
                   for name, spec in config["tokenizers"].items()
-                  if spec["kind"] == "pretrained" and not _is_local(spec["name"])]
+                  if spec["kind"] == "pretrained" and not is_local(spec["name"])]
     tasks = list(config["downstream"]["tasks"]) if config["downstream"]["task_dir"] is None else []
     return {"datasets": datasets_, "tokenizers": tokenizers, "lm_eval_tasks": tasks}
 
@@ -59,6 +60,17 @@ def load_lm_eval_tasks(manager, task_names: list[str]) -> tuple[dict[str, Any], 
             logger.exception("lm-eval task %s failed to load", name)
             failed[name] = f"{type(error).__name__}: {error}"
     return loaded, failed
+
+
+def recorded_commit(manifest_path: Path, kind: str, item_id: str, revision: str | None) -> str:
+    """The commit the prefetch manifest ``manifest_path`` recorded for the ``kind`` ("datasets" or "tokenizers") item
+    ``item_id`` at ``revision``. Jobs load that commit, not the branch or tag: the shared cache's refs follow the last
+    prefetch into it (perhaps another preset's, after the hub moved the branch), not this preset's manifest."""
+    for item in json.loads(Path(manifest_path).read_text())[kind]:
+        if item["id"] == item_id and item["revision"] == revision:
+            return item["commit"]
+    raise ValueError(f"{kind[:-1].capitalize()} {item_id}@{revision or 'main'} is not in the prefetch manifest "
+                     f"{manifest_path}; rerun the prefetch (`{PREFETCH_COMMAND}`).")
 
 
 def prefetched_dataset(name: str, repo_id: str, revision: str | None) -> Path:

@@ -65,6 +65,27 @@ def test_an_offline_job_missing_a_hub_item_names_it_and_the_prefetch(tmp_path, v
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("verb", "option", "spec", "item"), [
+    ("corpus", "--source", {"kind": "hf", "id": "Skylion007/openwebtext", "revision": "refs/convert/parquet"},
+     "Dataset Skylion007/openwebtext@refs/convert/parquet"),
+    ("tokenizer", "--spec", {"kind": "pretrained", "name": "gpt2"}, "Tokenizer gpt2@main"),
+])
+def test_a_job_given_a_prefetch_manifest_without_its_hub_item_names_it_and_the_prefetch(tmp_path, verb, option, spec,
+                                                                                         item):
+    manifest = tmp_path / "prefetch.json"
+    manifest.write_text(json.dumps({"datasets": [{"name": "owt", "id": "Skylion007/openwebtext", "revision": None,
+                                                  "commit": "0" * 40}],
+                                    "tokenizers": [{"name": "gpt2", "id": "gpt2", "revision": "v1",
+                                                    "commit": "1" * 40}], "lm_eval_tasks": []}))
+    result = subprocess.run([sys.executable, "-m", "pipeline", verb, option, json.dumps(spec), "--prefetched",
+                             str(manifest), "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                            env=offline_env(tmp_path), timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert result.stderr.splitlines()[-1] == (
+        f"error: {item} is not in the prefetch manifest {manifest}; rerun the prefetch (`{PREFETCH_COMMAND}`).")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.fixture
 def task_dir_with_a_broken_task(tmp_path):
     task_dir = tmp_path / "tasks"

@@ -203,6 +203,14 @@ def run_snakemake(workdir: Path, preset: Path, site: Path, *targets: str) -> Non
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
 
 
+def prefetch_directly(tmp_path: Path, mirror: HubMirror, items: dict, out: Path) -> subprocess.CompletedProcess:
+    """`python -m pipeline prefetch` of ``items`` from ``mirror`` into the test's cache, as another preset would."""
+    return subprocess.run([sys.executable, "-m", "pipeline", "prefetch", "--items", json.dumps(items), "--out",
+                           str(out)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": mirror.endpoint,
+                               "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0"})
+
+
 def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_the_pinned_commits(tmp_path,
                                                                                                   hub_mirror):
     """The site names the mirror (hf_endpoint) and the cache (hf_home). The dataset repository has three commits:
@@ -210,7 +218,8 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
     refs/convert/parquet (as OpenWebText); the tokenizer repository an old pinned commit and a newer main. After the
     prefetch the mirror goes away: the compute jobs read the cache with the hub offline and get each item at its
     pinned commit, although the cache holds two revisions of one dataset repository (as when presets, or a preset
-    before and after a new pin, share the site's cache)."""
+    before and after a new pin, share the site's cache), and although another preset's later prefetch moved the cache's
+    parquet branch to a newer commit: a job reads the commit its own preset's manifest recorded."""
     old = hub_mirror.commit("dataset", "local/tiny-corpus", corpus_commit("old"))
     hub_mirror.commit("dataset", "local/tiny-corpus", corpus_commit("new"))
     parquet_branch = {f"default/train/000{shard}.parquet": parquet_bytes(texts("parquet", f"shard{shard}", 10))
@@ -239,12 +248,24 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
         "tokenizers": [{"name": "hub", "id": "local/tiny-tokenizer", "revision": old_tokenizer,
                         "commit": old_tokenizer}],
         "lm_eval_tasks": []}
+
+    # The hub moves the parquet branch; another preset sharing the site's cache prefetches it: the cache's ref now
+    # names the new commit, the first preset's manifest still the one it fetched.
+    moved = hub_mirror.commit("dataset", "local/tiny-corpus",
+                              {"default/train/0000.parquet": parquet_bytes(texts("moved", "shard0", 10))},
+                              refs=("refs/convert/parquet",))
+    owt_item = {"name": "owt", "id": "local/tiny-corpus", "revision": "refs/convert/parquet"}
+    other = prefetch_directly(tmp_path, hub_mirror, {"datasets": [owt_item], "tokenizers": [], "lm_eval_tasks": []},
+                              tmp_path / "other-preset.json")
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert json.loads((tmp_path / "other-preset.json").read_text())["datasets"] == [{**owt_item, "commit": moved}]
+    assert (tmp_path / "hf" / "hub" / "datasets--local--tiny-corpus" / "refs" / "refs" / "convert" /
+            "parquet").read_text() == moved
+
     hub_mirror.stop()
-    unreachable = subprocess.run([sys.executable, "-m", "pipeline", "prefetch", "--items", json.dumps(hub_items(
-        load_preset({"preset": str(tmp_path / "preset.yaml")}))), "--out", str(tmp_path / "again.json")],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HOME": str(tmp_path / "hf"),
-                                                          "HF_ENDPOINT": hub_mirror.endpoint, "HF_HUB_OFFLINE": "0",
-                                                          "HF_DATASETS_OFFLINE": "0"})
+    unreachable = prefetch_directly(tmp_path, hub_mirror, hub_items(load_preset({"preset": str(tmp_path /
+                                                                                              "preset.yaml")})),
+                                    tmp_path / "again.json")
     assert unreachable.returncode == 1 and "error: prefetch: 3 item(s) failed (dataset owt (local/tiny-corpus@refs/" \
         "convert/parquet): ConnectionError" in unreachable.stderr, unreachable.stderr[-3000:]
     assert not (tmp_path / "again.json").exists()
@@ -256,4 +277,5 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
             == texts("old", split, 20 if split == "train" else 4)
     owt = sorted(iter_texts(sorted((data / "corpora" / "owt").glob("*.jsonl.gz"))))
     assert owt == sorted(texts("parquet", "shard0", 10) + texts("parquet", "shard1", 10))
+    assert json.loads((data / "corpora" / "owt" / "manifest.json").read_text())["revision"] == converted
     assert Tokenizer.from_file(str(data / "tokenizers" / "hub" / "tokenizer.json")).get_vocab_size() == 300

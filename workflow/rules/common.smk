@@ -74,6 +74,10 @@ def tokenizer_spec(wildcards):
     return json.dumps(config["tokenizers"][wildcards.tokenizer], sort_keys=True)
 
 
+def prefetched_option(wildcards, input):
+    return [arg for path in input.prefetched for arg in ("--prefetched", path)]
+
+
 def tokenizer_corpora(wildcards):
     return [f"{DATA}/corpora/{dataset}" for dataset in config["tokenizers"][wildcards.tokenizer].get("train_on", [])]
 

@@ -21,11 +21,12 @@ localrules:
 
 rule corpus:
     input:
-        PREFETCHED,
+        prefetched=PREFETCHED,
     output:
         directory(f"{DATA}/corpora/{{dataset}}"),
     params:
         source=corpus_source,
+        prefetched=prefetched_option,
     log:
         f"{RESULTS}/logs/corpus/{{dataset}}.log",
     benchmark:
@@ -33,17 +34,18 @@ rule corpus:
     resources:
         **cpu_resources("corpus"),
     shell:
-        "python -m pipeline corpus --source {params.source:q} --out {output:q} > {log:q} 2>&1"
+        "python -m pipeline corpus --source {params.source:q} {params.prefetched:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule tokenizer:
     input:
-        tokenizer_corpora,
-        PREFETCHED,
+        corpora=tokenizer_corpora,
+        prefetched=PREFETCHED,
     output:
         directory(f"{DATA}/tokenizers/{{tokenizer}}"),
     params:
         spec=tokenizer_spec,
+        prefetched=prefetched_option,
     log:
         f"{RESULTS}/logs/tokenizer/{{tokenizer}}.log",
     benchmark:
@@ -51,7 +53,8 @@ rule tokenizer:
     resources:
         **cpu_resources("tokenizer"),
     shell:
-        "python -m pipeline tokenizer --spec {params.spec:q} --out {output:q} {input:q} > {log:q} 2>&1"
+        "python -m pipeline tokenizer --spec {params.spec:q} {params.prefetched:q} --out {output:q} {input.corpora:q}"
+        " > {log:q} 2>&1"
 
 
 rule token_cache:
