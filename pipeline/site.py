@@ -143,10 +143,15 @@ def load_site(path: str | Path) -> Site:
     return site
 
 
+def node_gpu_counts(batch_size: int, site: Site) -> list[int]:
+    """The GPU counts a job on one node can use for data parallelism: those dividing ``batch_size``, ascending."""
+    return [n for n in range(1, site.gpus_per_node + 1) if batch_size % n == 0]
+
+
 def training_gpus(gpu_hours: float, parameters: int, batch_size: int, site: Site) -> int:
     """The fewest GPUs of one node (dividing ``batch_size``) that hold the optimizer state and finish within the
     target walltime; the most that divide ``batch_size`` when none does both."""
-    counts = [n for n in range(1, site.gpus_per_node + 1) if batch_size % n == 0]
+    counts = node_gpu_counts(batch_size, site)
     state_gb = ADAM_STATE_BYTES_PER_PARAMETER * parameters / 1e9
     for gpus in counts:
         fits = state_gb / gpus <= GPU_MEMORY_FOR_STATE * site.gpu_memory_gb
@@ -335,8 +340,7 @@ class JobResources:
 
     def memory_probe_gpu_count(self, probe_id: str) -> int:
         """A memory probe's GPUs at a site with GPUs: one node's, the most that divide its batch (module docstring)."""
-        batch = self._fit_workloads[probe_id].batch_size
-        return max(count for count in range(1, self.site.gpus_per_node + 1) if batch % count == 0)
+        return node_gpu_counts(self._fit_workloads[probe_id].batch_size, self.site)[-1]
 
     def memory_probe(self, probe_id: str) -> dict[str, Any]:
         """A memory probe: one node's GPUs (``memory_probe_gpu_count``); its fit row must fit its whole batch there
@@ -344,12 +348,14 @@ class JobResources:
         if self.site is None:
             return {"gpu": 0}
         gpus = self.memory_probe_gpu_count(probe_id) if self.site.gpus_per_node else 0
-        row = self.fit_row(probe_id, gpus) if gpus and self.fit_table is not None else None
-        if gpus and self.fit_table is not None and row is None:
+        if gpus == 0 or self.fit_table is None:
+            return self._gpu_job(gpus, GPU_ANALYSIS_RUNTIME_MIN["memory_probe"])
+        row = self.fit_row(probe_id, gpus)
+        if row is None:
             raise ValueError(f"{self.fit_table}: no row for memory probe {probe_id} on {gpus} GPU(s) of "
                              f"{self.site.gpu_memory_gb:g} GB, so nothing says its whole batch fits there; plan it "
                              "first (snakemake --profile slurm fit).")
-        if row is not None and not row["fits_at_paper_batch"]:
+        if not row["fits_at_paper_batch"]:
             raise ValueError(f"{self.fit_table}: memory probe {probe_id} does not fit its whole batch of "
                              f"{row['batch_size']} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB, and a probe "
                              "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "

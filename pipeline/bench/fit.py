@@ -69,6 +69,8 @@ FIT_COLUMNS = ("run_id", "plan_key", "role", "family", "size", "time_embed_dim",
                "replicated_param_bytes", "optimizer_bytes", "temp_bytes", "total_bytes", "device_bytes", "usable_bytes",
                "fits", "fits_at_paper_batch")
 """Per workload: the chosen micro-batch (examples per device per forward/backward) and its plan, bytes per device."""
+TEXT_COLUMNS = {"run_id", "plan_key", "role", "family", "size"}
+VERDICT_COLUMNS = {"fits", "fits_at_paper_batch"}
 
 logger = logging.getLogger(__name__)
 
@@ -435,9 +437,14 @@ def read_fit_rows(path: Path) -> list[dict[str, Any]]:
     if len(rows) < len(raw):
         logger.warning("%s: %d row(s) lack a column of this version's table and were dropped", path,
                        len(raw) - len(rows))
-    text = {"run_id", "plan_key", "role", "family", "size"}
-    return [{column: row[column] if column in text else (row[column] == "True") if column.startswith("fits")
-             else (int(row[column]) if row[column] else None) for column in FIT_COLUMNS} for row in rows]
+    def parse(column: str, value: str) -> Any:
+        if column in TEXT_COLUMNS:
+            return value
+        if column in VERDICT_COLUMNS:
+            return value == "True"
+        return int(value) if value else None
+
+    return [{column: parse(column, row[column]) for column in FIT_COLUMNS} for row in rows]
 
 
 def fit_table(rows: list[dict[str, Any]]) -> tuple[str, str]:
