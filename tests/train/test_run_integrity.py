@@ -4,6 +4,7 @@ to one fingerprint, GPUs that JAX must see, SIGTERM → checkpoint, and the resu
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,8 +31,8 @@ def pretrain_args(spec, run_dir: Path, data: Path, *extra: str, cache: Path | No
             "--ray-num-cpus", "1", *extra]
 
 
-def run_verb(args: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+def run_verb(args: list[str], timeout: int = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", **(env or {})}
     return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=env, timeout=timeout)
 
 
@@ -77,6 +78,23 @@ def test_a_run_longer_than_two_passes_takes_exactly_its_steps(data, small_cache,
     assert max(losses[-10:]) < losses[0] - 1.0, "the loss curve continues past the first pass"
     kept = sorted(path.name for path in (run_dir / "checkpoints").glob("step-*"))
     assert kept == ["step-59"], "only the newest (final) checkpoint is kept by default"
+
+
+def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_path):
+    """The untrained model's evaluation, the periodic ones (their first ``eval_batches`` batches) and the final one
+    (the whole split) all call one jitted Levanter evaluation step, compiled once per run: Levanter 1.2 compiled it
+    again for the final evaluator and again on each evaluator's second batch (1.5–2 s of CPU per compile and trace
+    on a tiny job; pipeline.train.loop.held_out_evaluators). The embedded Ray's worker inherits the driver's
+    environment, so JAX logs each compile of the task."""
+    spec = tiny_spec(steps=4, eval_every=2, checkpoint_every=4, eval_batches=2)
+    run_dir = tmp_path / "evaluations"
+    result = run_verb(pretrain_args(spec, run_dir, data), env={
+        "JAX_LOG_COMPILES": "1", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache")})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [r["step"] for r in metric_records(run_dir) if "eval_loss" in r] == [0, 2, 4]
+    compiles = set(re.findall(r"Finished XLA compilation of jit\((\w+)\) in ([0-9.]+) sec", result.stderr))
+    assert any(name == "_train_step" for name, _ in compiles), "JAX logged no compile of the task"
+    assert sum(name == "accum_for_batch" for name, _ in compiles) == 1, sorted(compiles)
 
 
 def test_a_micro_batch_splits_each_update_and_the_summary_says_so(data, small_cache, tmp_path):
