@@ -1,7 +1,9 @@
 """`profiles/slurm` on a real single-node SLURM cluster on localhost whose daemons, clients and jobs run in a network
 namespace with loopback only (no network, as a cluster's compute nodes): every job is submitted with sbatch by
 snakemake-executor-plugin-slurm and sized by pipeline/site.py. Only the site settings are replaced (a partition, no
-GPUs, small CPU/memory limits, an HF cache), plus the status command (no accounting database here).
+GPUs, small CPU/memory limits, an HF cache), plus the status command (no accounting database here) and how soon
+the plugin first asks SLURM about a submitted job (5 s: its default of 40 s, meant to spare a busy cluster's
+controller, left this one idle for most of its 6 mostly sequential jobs).
 
 These tests change the host (apt, /etc/slurm, munge, daemons): they run only with PIPELINE_HOST_TESTS=1 (`.ci/run`
 sets it) and as root, never touch an existing SLURM configuration, and stop the daemons they started."""
@@ -64,6 +66,7 @@ def test_tiny_dag_runs_offline_through_the_slurm_profile(tmp_path, slurm_partiti
         in_netns(sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
                  str(tmp_path), "--profile", str(ROOT / "profiles" / "slurm"), "--config", "preset=tiny",
                  f"site={localhost_site(tmp_path, slurm_partition)}", "--slurm-status-command", "squeue",
+                 "--slurm-init-seconds-before-status-checks", "5",
                  "--slurm-logdir", str(tmp_path / "slurm-logs"), run, downstream),
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800)
     output = result.stdout + result.stderr

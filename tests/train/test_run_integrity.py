@@ -146,6 +146,36 @@ def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, tmp_path):
     assert abs(losses["test"] - source_loss) > 1e-3
 
 
+def test_a_fine_tune_resamples_its_source_in_one_compiled_program(data, tmp_path, caplog):
+    """Discretising a DiffEqFormer source to N' steps and wrapping it with LoRA adapters runs as one jitted program
+    (op by op, each of its small operations compiled on its own: 2.2 s of a tiny fine-tune's 4.5 s set-up), and
+    gives the model the op-by-op ``resample`` gives."""
+    import jax
+    import jax.numpy as jnp
+    from levanter.compat.hf_checkpoints import load_tokenizer
+
+    from pipeline.models.checkpoint import load_run_model
+    from pipeline.train.finetune import resample, resampled_source
+
+    tiny = load_preset({"preset": "tiny"})
+    tuned = finetune_runs(tiny)["ft-wt103-owt-diffeq6-n3-lora"]
+    source = pretrain_runs(tiny)[tuned.source_run]
+    source = dataclasses.replace(source, train=dataclasses.replace(source.train, steps=1, eval_every=1,
+                                                                   eval_batches=1))
+    source_dir = tmp_path / "source"
+    result = run_verb(pretrain_args(source, source_dir, data))
+    assert result.returncode == 0, result.stderr[-3000:]
+    vocab_size = len(load_tokenizer(str(data / "tokenizers" / "bpe")))
+    key = jax.random.PRNGKey(0)
+    with jax.log_compiles(), caplog.at_level("WARNING", logger="jax._src.dispatch"):
+        resampled = resampled_source(tuned, source_dir, vocab_size, key)
+    compiled = re.findall(r"Finished XLA compilation of jit\((.+?)\)", caplog.text)
+    assert compiled.count("<lambda>") == 1 and len(compiled) <= 2, compiled  # + the checkpoint load's dtype cast
+    op_by_op = resample(tuned, load_run_model(source_dir, vocab_size)[1], key)
+    pairs = zip(jax.tree.leaves(resampled), jax.tree.leaves(op_by_op), strict=True)
+    assert all(jnp.allclose(a, b, rtol=1e-6, atol=1e-7) for a, b in pairs)
+
+
 def test_a_cache_without_the_test_split_a_fine_tune_is_scored_on_is_named(data, small_cache):
     from pipeline.train.loop import evaluation_set
 
