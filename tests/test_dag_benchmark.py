@@ -77,6 +77,25 @@ def test_bench_dag_verb_writes_the_table(dag, tmp_path, capsys):
     assert "dag-synthetic.md" in capsys.readouterr().out
 
 
+def test_bench_dag_sets_a_dag_beside_its_baseline_with_the_ratio(dag, tmp_path):
+    baseline = tmp_path / "baseline"
+    for run in ("a-gpt", "b-gpt"):
+        (baseline / "results" / "tiny" / "logs" / "pretrain").mkdir(parents=True, exist_ok=True)
+        (baseline / "results" / "tiny" / "logs" / "pretrain" / f"{run}.log").write_text(training_log(0.0))
+        (baseline / "results" / "tiny" / "benchmarks" / "pretrain").mkdir(parents=True, exist_ok=True)
+        (baseline / "results" / "tiny" / "benchmarks" / "pretrain" / f"{run}.tsv").write_text(benchmark(100.0))
+    out = tmp_path / "bench"
+    assert main(["bench", "dag", str(dag), "--label", "now", "--out-dir", str(out), "--baseline", str(baseline)]) == 0
+    compared = (out / "dag-now-vs-baseline.md").read_text()
+    assert "| pretrain | 2 → 2 | 200.0 | 160.0 | 0.800 | " in compared
+    assert "| analysis/spectra | 0 → 1 | — | 6.0 | — | " in compared
+    assert "| total | 2 → 4 | 200.0 | 166.0 | 0.830 | " in compared
+    header = next(line for line in compared.splitlines() if line.startswith("| kind "))
+    assert header.startswith("| kind | jobs | baseline wall_s | wall_s | ratio | interpreter | ray | task | setup |")
+    pretrain = next(line for line in compared.splitlines() if line.startswith("| pretrain "))
+    assert pretrain.split(" | ")[header.split(" | ").index("compile")] == "20.0 → 20.0"
+
+
 def test_bench_dag_names_the_missing_logs_folder(tmp_path, capsys):
     assert main(["bench", "dag", str(tmp_path), "--label", "x", "--out-dir", str(tmp_path)]) == 1
     assert "results/tiny/logs does not exist" in capsys.readouterr().err

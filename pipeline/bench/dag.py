@@ -8,7 +8,9 @@ its marker to the next one; ``outside`` is the job's benchmark wall time minus i
 interpreter's exit; all of a job whose log has no markers). The job kind is a log's folder under ``logs/``
 (``pretrain``, ``finetune``, ``analysis/spectra``, ...). Writes ``results/benchmarks/dag-<label>.{md,csv}``:
 per kind the number of jobs, their summed wall seconds, and per job the mean wall and CPU seconds and the mean
-seconds of every phase.
+seconds of every phase. ``--baseline <workdir>`` (the same DAG run by other code, on the same machine) also writes
+``dag-<label>-vs-baseline.md``: per kind both DAGs' summed wall seconds, their ratio, and each phase's mean seconds
+per job in both.
 """
 
 from __future__ import annotations
@@ -125,6 +127,28 @@ def _cell(value) -> str:
     return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
+def comparison_markdown(baseline: list[dict], rows: list[dict], title: str) -> str:
+    """Per job kind (``total`` last), the baseline's and this DAG's jobs and summed wall seconds, this/baseline, and
+    each phase's mean seconds per job as ``baseline → this`` (phases neither DAG logged left out)."""
+    before = {row["kind"]: row for row in baseline}
+    after = {row["kind"]: row for row in rows}
+    kinds = [row["kind"] for row in rows if row["kind"] != "total"]
+    kinds += [kind for kind in before if kind not in after and kind != "total"] + ["total"]
+    phases = [p for p in (*PHASES, OUTSIDE) if any(row[p] for row in (*baseline, *rows))]
+    header = ["kind", "jobs", "baseline wall_s", "wall_s", "ratio", *phases]
+    lines = [f"# {title}", "", "Per job kind: jobs (baseline → this), summed wall s of each DAG, their ratio, and per "
+             "job the mean s of each phase, baseline → this (`python -m pipeline bench dag --baseline`).", "",
+             "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for kind in kinds:
+        old, new = before.get(kind), after.get(kind)
+        jobs = f"{old['jobs'] if old else 0} → {new['jobs'] if new else 0}"
+        walls = [_cell(row["wall_s"]) if row else "—" for row in (old, new)]
+        ratio = f"{new['wall_s'] / old['wall_s']:.3f}" if old and new and old["wall_s"] else "—"
+        cells = [f"{_cell(old[p]) if old else '—'} → {_cell(new[p]) if new else '—'}" for p in phases]
+        lines.append("| " + " | ".join([kind, jobs, *walls, ratio, *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def write_tables(rows: list[dict], out_dir: Path, label: str, title: str) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     md, table = out_dir / f"dag-{label}.md", out_dir / f"dag-{label}.csv"
@@ -142,6 +166,12 @@ def _bench_dag(args: argparse.Namespace) -> None:
     md, table = write_tables(rows, args.out_dir, args.label, title)
     print(md.read_text(), end="")
     print(f"wrote {md} and {table}")
+    if args.baseline is not None:
+        baseline = kind_table(job_timings(args.baseline, args.preset))
+        compared = args.out_dir / f"dag-{args.label}-vs-baseline.md"
+        compared.write_text(comparison_markdown(baseline, rows, f"{title} against {args.baseline}"))
+        print(compared.read_text(), end="")
+        print(f"wrote {compared}")
 
 
 def register(benchmarks: argparse._SubParsersAction) -> None:
@@ -153,4 +183,6 @@ def register(benchmarks: argparse._SubParsersAction) -> None:
     dag.add_argument("--label", required=True, help="names the tables: results/benchmarks/dag-<label>.{md,csv}")
     dag.add_argument("--preset", default="tiny", help="the preset the DAG ran (default: tiny)")
     dag.add_argument("--out-dir", type=Path, default=BENCHMARKS_DIR, help="default: results/benchmarks")
+    dag.add_argument("--baseline", type=Path, help="the same DAG's working directory as run by other code (same "
+                     "machine): also writes dag-<label>-vs-baseline.md, both side by side with their ratio")
     dag.set_defaults(run=_bench_dag)
