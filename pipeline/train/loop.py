@@ -222,9 +222,10 @@ def evaluation_set(data, Pos, cache_dir: Path, split: str):
                               ignore_index=data.ignore_token_id)
 
 
-def held_out_evaluators(trainer, dataset, split: str, tokenizer, max_batches: int):
-    """Levanter ``TaggedEvaluator``s over one held-out split: the periodic one (its first ``max_batches`` batches)
-    and the final one (all of it), sharing one jitted evaluation step that every batch of every evaluation hits.
+def held_out_evaluators(trainer, dataset, split: str, tokenizer, max_batches: int | None):
+    """Levanter ``TaggedEvaluator``s over one held-out split: the periodic one (its first ``max_batches`` batches;
+    all of it when None) and the final one (all of it), sharing one jitted evaluation step that every batch of every
+    evaluation hits.
 
     Levanter 1.2 compiles that step up to four times per run otherwise: each ``TaggedEvaluator`` jits its own
     ``accum_for_batch`` (the two close over the same tags, tokenizer bytes, precision and axis mapping, so the final
@@ -236,7 +237,7 @@ def held_out_evaluators(trainer, dataset, split: str, tokenizer, max_batches: in
     eval_batch = trainer.config.EvalBatch
     periodic, final = (TaggedEvaluator(eval_batch, [(dataset, [split])], tokenizer, trainer.device_mesh,
                                        trainer.compute_axis_mapping, max_examples, mp=trainer.mp)
-                       for max_examples in (max_batches * eval_batch.size, None))
+                       for max_examples in (None if max_batches is None else max_batches * eval_batch.size, None))
     accumulate = periodic.accum_for_batch
 
     def accumulate_named(model, state, batch, tags):
