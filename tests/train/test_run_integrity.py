@@ -40,6 +40,16 @@ def metric_records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+def trained_source(tuned, data: Path, run_dir: Path, steps: int) -> Path:
+    """The tiny preset's source run of the fine-tune ``tuned``, trained for ``steps`` updates into ``run_dir``."""
+    source = pretrain_runs(load_preset({"preset": "tiny"}))[tuned.source_run]
+    source = dataclasses.replace(source, train=dataclasses.replace(source.train, steps=steps, eval_every=steps,
+                                                                   eval_batches=1))
+    result = run_verb(pretrain_args(source, run_dir, data))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir
+
+
 @pytest.fixture(scope="module")
 def data(tiny_data_workdir) -> Path:
     return tiny_data_workdir / "results" / "tiny" / "data"
@@ -120,15 +130,9 @@ def test_a_micro_batch_splits_each_update_and_the_summary_says_so(data, small_ca
 def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, tmp_path):
     """§9.7: a fine-tune into WikiText-103 is scored on its test split. Step 0 of a full fine-tune of a GPT source is
     the source itself, so its loss equals the source's validation loss on ``validation`` and not on ``test``."""
-    tiny = load_preset({"preset": "tiny"})
-    tuned = finetune_runs(tiny)["ft-owt-wt103-gpt8-full"]
+    tuned = finetune_runs(load_preset({"preset": "tiny"}))["ft-owt-wt103-gpt8-full"]
     assert tuned.eval_split == "test"
-    source = pretrain_runs(tiny)[tuned.source_run]
-    source = dataclasses.replace(source, train=dataclasses.replace(source.train, steps=2, eval_every=2,
-                                                                   eval_batches=1))
-    source_dir = tmp_path / "source"
-    result = run_verb(pretrain_args(source, source_dir, data))
-    assert result.returncode == 0, result.stderr[-3000:]
+    source_dir = trained_source(tuned, data, tmp_path / "source", steps=2)
     source_loss = json.loads((source_dir / "summary.json").read_text())["val_loss"]
     losses = {}
     for split in ("validation", "test"):
@@ -157,14 +161,8 @@ def test_a_fine_tune_resamples_its_source_in_one_compiled_program(data, tmp_path
     from pipeline.models.checkpoint import load_run_model
     from pipeline.train.finetune import resample, resampled_source
 
-    tiny = load_preset({"preset": "tiny"})
-    tuned = finetune_runs(tiny)["ft-wt103-owt-diffeq6-n3-lora"]
-    source = pretrain_runs(tiny)[tuned.source_run]
-    source = dataclasses.replace(source, train=dataclasses.replace(source.train, steps=1, eval_every=1,
-                                                                   eval_batches=1))
-    source_dir = tmp_path / "source"
-    result = run_verb(pretrain_args(source, source_dir, data))
-    assert result.returncode == 0, result.stderr[-3000:]
+    tuned = finetune_runs(load_preset({"preset": "tiny"}))["ft-wt103-owt-diffeq6-n3-lora"]
+    source_dir = trained_source(tuned, data, tmp_path / "source", steps=1)
     vocab_size = len(load_tokenizer(str(data / "tokenizers" / "bpe")))
     key = jax.random.PRNGKey(0)
     with jax.log_compiles(), caplog.at_level("WARNING", logger="jax._src.dispatch"):
