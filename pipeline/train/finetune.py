@@ -36,8 +36,6 @@ def resampled_source(spec: FinetuneSpec, source_dir: Path, vocab_size: int, key)
     if source_spec.run_id != spec.source_run:
         raise ValueError(f"{source_dir / 'config.yaml'}: key 'run_id' is {source_spec.run_id!r}; the fine-tune "
                          f"{spec.run_id} expects its source run {spec.source_run!r}.")
-    if spec.family not in DIFFEQ_FAMILIES and spec.method != "lora":
-        return model  # full fine-tuning of a GPT or Llama: the source as it is (a jitted identity would copy it)
     return eqx.filter_jit(lambda source, resample_key: resample(spec, source, resample_key))(model, key)
 
 

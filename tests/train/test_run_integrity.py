@@ -93,7 +93,7 @@ def test_a_run_longer_than_two_passes_takes_exactly_its_steps(data, small_cache,
 def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_path):
     """The untrained model's evaluation, the periodic ones (their first ``eval_batches`` batches) and the final one
     (the whole split) all call one jitted Levanter evaluation step, compiled once per run: Levanter 1.2 compiled it
-    again for the final evaluator and again on each evaluator's second batch (1.5–2 s of CPU per compile and trace
+    again for the final evaluator and again on each evaluator's second batch (0.8–1.3 s of CPU per trace and compile
     on a tiny job; pipeline.train.loop.held_out_evaluators). The embedded Ray's worker inherits the driver's
     environment, so JAX logs each compile of the task."""
     spec = tiny_spec(steps=4, eval_every=2, checkpoint_every=4, eval_batches=2)
