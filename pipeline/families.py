@@ -29,7 +29,8 @@ LLAMA_FAMILIES = ("llama", "diffeq_llama")
 DIFFEQ_FAMILIES = ("diffeq", "diffeq_llama")
 BASELINE_FAMILIES = ("gpt", "llama")
 SHARED_FAMILIES = ("shared", "shared_ode")
-"""The weight-sharing baselines (experiment-facts §9.13): a reused sequential block, and the ODE-style shared field."""
+"""The weight-sharing baselines (docs/paper.md#weight-sharing): a reused sequential block and an ODE-style shared
+field."""
 GPT2_VOCAB = 50257
 LLAMA_VOCAB = 32000
 """Vocabularies of the pretrained tokenizers of the paper's GPT (``gpt2``) and Llama (Llama-2's) runs, known here so

@@ -66,7 +66,8 @@ def test_paper_preset_matches_experiment_facts():
 
 @pytest.mark.parametrize("preset", ["tiny", "paper"])
 def test_fine_tunes_are_scored_on_the_targets_test_split_where_it_has_one(preset):
-    """§9.7: OWT → WikiText-103 on WikiText-103's test split; OpenWebText has none, so WT103 → OWT on validation."""
+    """docs/paper.md#fine-tune-test-split: OWT → WikiText-103 on its test split; OWT has none, so WT103 → OWT on
+    validation."""
     runs = finetune_runs(load_preset({"preset": preset}))
     splits = {(spec.target_dataset, spec.eval_split) for spec in runs.values()}
     assert splits == {("wt103", "test"), ("owt", "validation")}

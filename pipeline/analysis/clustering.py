@@ -10,8 +10,8 @@ a(t) = t^k, k = 1..4 (growing magnitudes, as the trained DiffEqFormer's spectra 
 (the normalised state carries the residual, as in the authors' simulation). The final state is summarised by
 the number of single-linkage clusters at distance ``CLUSTER_THRESHOLD`` and the mean pairwise distance.
 
-``sweep_clustering`` is the experiment behind the claim, with the authors' notebook dynamics (experiment-facts
-§9.11): one matrix A for query and key (symmetric QK), no 1/√d, x0 ~ U(−r, r),
+``sweep_clustering`` is the experiment behind the claim, with the authors' notebook dynamics
+(docs/paper.md#clustering-notebook): one matrix A for query and key (symmetric QK), no 1/√d, x0 ~ U(−r, r),
 
     z = LN(x),  x ← z + dt · softmax((z A a)(z A a)^T) (z V a),  A, V ~ N(0, 1),
 

@@ -3,7 +3,7 @@
 For head h at time t the QK matrix W_Q^h (W_K^h)^T and the OV matrix W_V^h W_O^h are hidden×hidden of rank at
 most d = head size. AB and BA share their non-zero eigenvalues, so the spectrum of each is that of the d×d
 matrix (W_K^h)^T W_Q^h, resp. W_O^h W_V^h, plus hidden − d exact zeros, which the table leaves out. The
-feed-forward matrix FF = W_fc W_proj (hidden×hidden, as the authors' code computes it, experiment-facts §9.9) has
+feed-forward matrix FF = W_fc W_proj (hidden×hidden, as the authors' code computes it, docs/paper.md#spectra) has
 one spectrum per time (``head`` 0): all its hidden eigenvalues. DiffEqFormer
 is sampled on a grid ``time_oversampling``× finer than its trained steps (its weights are continuous in t);
 GPT has one set of weights per layer, placed at t = (layer + 1)/L.

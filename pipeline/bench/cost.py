@@ -79,7 +79,7 @@ PUBLISHED_TRAIN_TOKENS = {
     ("Skylion007/openwebtext", "gpt2"): 9.04e9,
 }
 """Training tokens of the paper's corpora under a tokenizer, as published: WikiText-103 ≈ 0.12 B GPT-2 tokens
-(experiment-facts §9.1), OpenWebText ≈ 9.04 B (nanoGPT's preparation of the same dataset); the fallback of
+(docs/paper.md#exact-steps), OpenWebText ≈ 9.04 B (nanoGPT's preparation of the same dataset); the fallback of
 ``data_passes`` before the caches are built. No published count for the Llama tokenizer: "?" until built."""
 CHECKPOINT_BYTES_PER_PARAMETER = 12
 """f32 parameters plus Adam's first and second moments, 4 bytes each."""

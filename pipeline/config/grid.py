@@ -189,8 +189,8 @@ def _source_run(config: dict[str, Any], dataset: str, source: str, diffeq: bool)
 
 def finetune_eval_split(config: dict[str, Any], target_dataset: str) -> str:
     """The split a fine-tune into ``target_dataset`` is scored on: its test split with ``fidelity.eval_split: test``
-    (experiment-facts §9.7) where the dataset's source exports one (``test_split``; OpenWebText has none, so its
-    held-out validation split), else validation."""
+    (docs/paper.md#fine-tune-test-split) where the dataset's source exports one (``test_split``; OpenWebText has
+    none, so its held-out validation split), else validation."""
     has_test = config["datasets"][target_dataset]["source"].get("test_split", False)
     return "test" if config["fidelity"]["eval_split"] == "test" and has_test else "validation"
 

@@ -1,7 +1,7 @@
 """Presets: load one, merge command-line overrides over it, validate it.
 
 A preset (``presets/<name>.yaml`` in this package, or a path to a YAML file) declares the paper's grid
-(experiment-facts §3-7). ``load_preset`` merges command-line overrides onto it, validates it against
+(docs/paper.md). ``load_preset`` merges command-line overrides onto it, validates it against
 ``schema.yaml`` plus the cross-references a schema cannot express (``grid``), and fails with one sentence naming
 the file, the key and what was expected.
 """

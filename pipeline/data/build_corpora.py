@@ -41,7 +41,7 @@ class DebSource:
     member_prefix: str
     test_split: bool = False
     """Whether the corpus ships a test split, as the dataset it stands in for has (WikiText-103 does, OpenWebText
-    does not; experiment-facts §2 and §9.7)."""
+    does not; docs/paper.md#data and docs/paper.md#fine-tune-test-split)."""
 
     @property
     def filename(self) -> str:

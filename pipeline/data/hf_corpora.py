@@ -87,7 +87,8 @@ def _splits(
     dataset: str, loaded: datasets.DatasetDict, validation_fraction: float | None, seed: int, test_split: bool
 ) -> dict[str, datasets.Dataset]:
     """The train/validation splits: the source's own, or a seeded shuffled split of its train split; with
-    ``test_split`` also the source's own test split (experiment-facts §9.7: fine-tunes are scored on it)."""
+    ``test_split`` also the source's own test split (fine-tunes are scored on it:
+    docs/paper.md#fine-tune-test-split)."""
     if test_split and validation_fraction is not None:
         raise ValueError(
             f"Dataset {dataset!r}: test_split=true with validation_fraction={validation_fraction}; a test split "

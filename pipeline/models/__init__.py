@@ -3,7 +3,7 @@
 - ``diffeq_gpt`` / ``diffeq_llama``: DiffEqFormer (paper §4, App. C.6), a transformer as a neural ODE with
   time-dependent weights, solved by Euler with L = ``num_layers`` steps.
 - ``shared_gpt`` / ``shared_ode_gpt``: the weight-sharing baselines (one GPT-2 block reused at every layer; one
-  DiffEqFormer block with time-independent weights as an Euler-solved field, experiment-facts §9.13).
+  DiffEqFormer block with time-independent weights as an Euler-solved field, docs/paper.md#weight-sharing).
 - ``discrete_diffeq_gpt`` / ``discrete_diffeq_llama``: a DiffEqFormer resampled to N' steps (§6.2).
 - ``gpt2`` / ``llama``: Levanter's own baselines.
 
@@ -35,7 +35,7 @@ LLAMA_LAYERS = {
     "reference": dict(chained_norms=True, norm_shift=True, layer_norm_epsilon=1e-6),
     "levanter": dict(chained_norms=False, norm_shift=False, layer_norm_epsilon=1e-5),
 }
-"""DiffEqFormer-Llama's layer (preset key ``fidelity.llama_layer``): the authors' (experiment-facts §9.8: chained
+"""DiffEqFormer-Llama's layer (preset key ``fidelity.llama_layer``): the authors' (docs/paper.md#llama-layer: chained
 norms, RMSNorm with scale and shift, eps 1e-6) or Levanter's Llama layout (norms side by side, scale only, 1e-5)."""
 
 

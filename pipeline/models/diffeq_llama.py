@@ -1,6 +1,6 @@
 """DiffEqFormer, Llama flavour (paper App. C.6): RoPE, time-dependent RMSNorm, SwiGLU feed-forward.
 
-x_k = x_{k-1} + dt·f(t_k, x_{k-1}), t_k = k/L, with the authors' chained norms (experiment-facts §9.8)
+x_k = x_{k-1} + dt·f(t_k, x_{k-1}), t_k = k/L, with the authors' chained norms (docs/paper.md#llama-layer)
 f(t, x) = Attn_t(a) + SwiGLU_t(RMSNorm2_t(a)), a = RMSNorm1_t(x), or (``chained_norms`` off) the GPT-style
 f(t, x) = Attn_t(RMSNorm1_t(x)) + SwiGLU_t(RMSNorm2_t(x)).
 """
@@ -33,7 +33,7 @@ class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
     """Llama-shaped DiffEqFormer (defaults: the paper's Llama-1B with D = 96, S = 256).
 
     ``num_layers`` is the number L of Euler steps; embeddings are untied like LlamaConfig's default. The layer
-    defaults are the authors' (experiment-facts §9.8): ``chained_norms`` (the MLP reads RMSNorm2(RMSNorm1(x))),
+    defaults are the authors' (docs/paper.md#llama-layer): ``chained_norms`` (the MLP reads RMSNorm2(RMSNorm1(x))),
     ``norm_shift`` (the time-dependent RMSNorm has a shift h(t)·F_b) and eps 1e-6.
     """
 

@@ -2,7 +2,7 @@
 
 ``discretize(model, N')`` evaluates W(t_k) at t_k = k/N', k = 1..N', once, giving N' parallel blocks
 x ↦ x + dt'·(Attn(LN1 x) + FF(LN2 x)) built from Haliax/Levanter layers, dt' = 1/N' multiplying each block's
-output as in the authors' code (experiment-facts §9.5; ``step_scaling="folded"`` folds dt' into the output
+output as in the authors' code (docs/paper.md#resampled-model; ``step_scaling="folded"`` folds dt' into the output
 projections instead): its cost is a vanilla transformer's, and Levanter's LoRA and checkpointing apply to it
 unchanged. With N' = L it reproduces the continuous model.
 """
@@ -195,7 +195,7 @@ def discretize(
 
 LORA_INITS = ("reference", "levanter")
 """LoRA adapter init (preset key ``fidelity.lora_init``): ``reference``, A and B ~ 1e-6·N(0,1) (the authors' code,
-experiment-facts §9.6), or ``levanter``, Levanter's A with B = 0 (Hu et al. 2021)."""
+docs/paper.md#lora), or ``levanter``, Levanter's A with B = 0 (Hu et al. 2021)."""
 REFERENCE_LORA_STD = 1e-6
 
 

@@ -1,4 +1,4 @@
-"""Initialisation schemes of every family (experiment-facts §9.2), chosen by the preset key ``fidelity.init``.
+"""Initialisation schemes of every family (docs/paper.md#initialisation), chosen by the preset key ``fidelity.init``.
 
 - ``reference``: the authors' code (Levanter 1.1 / haliax ≤ 1.3): every ``Linear`` weight ~ N(0, 0.02²), biases 0
   (in DiffEqFormer this includes each time MLP's lin1/lin2 and the projection h(t) → W(t), so W(t) starts tiny);
@@ -57,7 +57,7 @@ def reference_linears(tree, key):
 
 
 def reference_init(model, key):
-    """``model`` with the reference initialisation of §9.2 (same structure, new values)."""
+    """``model`` with the reference initialisation of docs/paper.md#initialisation (same structure, new values)."""
     k_embed, k_linears = jax.random.split(key)
     model = reference_linears(model, k_linears)
     return dataclasses.replace(model, embeddings=_reference_embeddings(model.embeddings, k_embed))

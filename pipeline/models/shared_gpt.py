@@ -1,5 +1,5 @@
 """Weight-sharing baselines ("Shared parameter" rows of Table 1). The public code has none and the paper cites
-Zhong et al. 2022 (one block reused at every layer); experiment-facts §9.13 lists two defensible designs, both here:
+Zhong et al. 2022 (one block reused at every layer); two defensible designs (docs/paper.md#weight-sharing), both here:
 
 - ``shared_gpt`` (family ``shared``): one standard (sequential) GPT-2 block reused at each of the ``num_layers``
   layers, x_l = Block(x_{l-1}), l = 1..L, with Levanter's Gpt2Block;

@@ -53,7 +53,7 @@ def euler_times(Steps: Axis) -> NamedArray:
 TIME_PRECISIONS = ("compute", "float32")
 """Dtype of e(t) (preset key ``fidelity.time_precision``): ``compute``, that of the MLP's weights (bf16 in mixed-
 precision training, f32 where the model is used in its parameter dtype, as in resampling; the authors' code,
-experiment-facts §9.4), or always ``float32``."""
+docs/paper.md#time-grid), or always ``float32``."""
 
 
 class TimeMlp(eqx.Module):
@@ -88,7 +88,7 @@ class TimeMlp(eqx.Module):
 
 STEP_SCALINGS = ("output", "folded")
 """Where an Euler block puts its step dt (preset key ``fidelity.resampling``): ``output``, x + dt·block(x) with the
-weights W(t_k) unscaled (the authors' code, experiment-facts §9.5), or ``folded`` into the output projections
+weights W(t_k) unscaled (the authors' code, docs/paper.md#resampled-model), or ``folded`` into the output projections
 (dt·W, dt·b), equal in exact arithmetic but a LoRA/full update to those projections then acts 1/dt times stronger."""
 
 

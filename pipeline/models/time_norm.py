@@ -71,6 +71,6 @@ class TimeLayerNorm(eqx.Module):
 
 class TimeRmsNorm(TimeLayerNorm):
     """RMSNorm_t(x) = (1 + h(t)·F_w) ⊙ x / rms(x) [+ h(t)·F_b]: the Llama variant (App. C.6); the authors' code has
-    the shift h(t)·F_b (experiment-facts §9.8)."""
+    the shift h(t)·F_b (docs/paper.md#llama-layer)."""
 
     norm_type: ClassVar[type[LayerNormBase]] = hnn.RmsNorm

@@ -1,5 +1,5 @@
 """The fidelity ledger: every choice that can move one of the paper's numbers, with what the paper says, what the
-authors' code does (experiment-facts §9), what this pipeline does and the preset key that switches it.
+authors' code does (docs/paper.md#the-authors-code), what this pipeline does and the preset key that switches it.
 
 The first columns are data (``reference/fidelity.csv``); "this pipeline" is read from the resolved preset (and, for
 choices fixed in code, from the code's own constants) by ``pipeline_values``, never typed, so the ledger cannot
@@ -27,7 +27,7 @@ LEDGER_COLUMNS = ["id", "choice", "paper", "reference_code", "pipeline", "key", 
 FIDELITY_MEANINGS = {
     "init": {"reference": "every Linear N(0, 0.02²), biases 0; GPT embeddings ·0.02 / ·0.01, Llama std 1",
              "levanter": "haliax fan-in Linear init, Levanter's embedding init, W(t) calibrated to std 0.02"},
-    "decay_mask": {"reference": "per family as the authors' code (§9.3)",
+    "decay_mask": {"reference": "per family as the authors' code (docs/paper.md#weight-decay)",
                    "levanter": "Levanter's default mask (every weight but norms, embeddings, biases)"},
     "time_precision": {"compute": "e(t) in the compute dtype ({compute}) in training, the parameters' in resampling",
                        "float32": "e(t) always in float32"},
@@ -46,7 +46,7 @@ SHARED_DESIGNS = {
     "shared_ode": "the ODE-style shared field x_l = x_{l-1} + dt·(Attn(LN1 x) + FF(LN2 x)), one set of weights, "
                   "dt = 1/L",
 }
-"""The weight-sharing designs of experiment-facts §9.13, by family (``pipeline.models.shared_gpt``)."""
+"""The weight-sharing designs of docs/paper.md#weight-sharing, by family (``pipeline.models.shared_gpt``)."""
 
 
 def read_ledger() -> pd.DataFrame:

@@ -176,8 +176,8 @@ def finetune_runs(summaries: list[Path]) -> pd.DataFrame:
 
 
 def finetune_figure(summaries: list[Path], out: FigureFiles) -> None:
-    """Fig. 5: perplexity on the target dataset's evaluation split (test where it has one, §9.7) while fine-tuning,
-    one panel per method and direction."""
+    """Fig. 5: perplexity on the target dataset's evaluation split (test where it has one,
+    docs/paper.md#fine-tune-test-split) while fine-tuning, one panel per method and direction."""
     apply_style()
     runs = finetune_runs(summaries).sort_values(["family", "num_steps", "step"], ascending=[False, True, True])
     methods = list(dict.fromkeys(runs["method"]))

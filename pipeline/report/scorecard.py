@@ -1,4 +1,4 @@
-"""Scorecard: every number we produce beside the paper's, and every claim of the paper (experiment-facts §8, plus
+"""Scorecard: every number we produce beside the paper's, and every claim of the paper (docs/paper.md#claims, plus
 App. C.5/D) beside our evidence, each with a status and the deviation.
 
 Statuses: ``holds`` / ``does not hold`` (the number is within / outside two combined standard errors or the stated
@@ -146,8 +146,9 @@ def paired(runs: pd.DataFrame, baseline: str, challenger: str) -> list[tuple[str
 
 
 def perplexity_claims(runs: pd.DataFrame) -> list[dict]:
-    """§8: DiffEqFormer perplexity ≤ baseline at equal configuration (Tables 1-2); weight sharing is worse: the best
-    of the shared variants a group trains (``SHARED_FAMILIES``, experiment-facts §9.13) against the best other model."""
+    """docs/paper.md#claims: DiffEqFormer perplexity ≤ baseline at equal configuration (Tables 1-2); weight sharing is
+    worse: the best of the shared variants a group trains (``SHARED_FAMILIES``, docs/paper.md#weight-sharing) against
+    the best other model."""
     rows = []
     for baseline, challenger in (("gpt", "diffeq"), ("llama", "diffeq_llama")):
         for group, base, ours in paired(runs, baseline, challenger):
@@ -176,8 +177,8 @@ def perplexity_claims(runs: pd.DataFrame) -> list[dict]:
 
 
 def finetune_claims(paths: list[Path]) -> list[dict]:
-    """§8 / §6.2, Fig. 5: LoRA fine-tunes of the DiffEqFormer beat the deeper GPT at every N′; fewer steps over-fit
-    less on WikiText-103 (full fine-tuning; over-fitting = final − best validation perplexity)."""
+    """docs/paper.md#claims / §6.2, Fig. 5: LoRA fine-tunes of the DiffEqFormer beat the deeper GPT at every N′;
+    fewer steps over-fit less on WikiText-103 (full fine-tuning; over-fitting = final − best validation perplexity)."""
     if not paths:
         return [row("claim", claim, "Fig. 5", status=NOT_RUN) for claim in
                 ("LoRA DiffEqFormer beats GPT at every N′", "fewer steps over-fit less on WikiText-103")]
@@ -275,9 +276,9 @@ cluster on average) at the single-linkage threshold."""
 
 
 def clustering_sweep_claims(path: Path | None) -> list[dict]:
-    """§5.1, Fig. 2c/d with the authors' notebook dynamics (experiment-facts §9.11): per regime (horizon T, a(t)
-    normalised to the constant's mean or not), the fraction of seeds where weight sharing (constant a) clusters and
-    the quartic a(t) = t⁴ does not; the claim holds in a regime when that is most seeds."""
+    """§5.1, Fig. 2c/d with the authors' notebook dynamics (docs/paper.md#clustering-notebook): per regime (horizon
+    T, a(t) normalised to the constant's mean or not), the fraction of seeds where weight sharing (constant a) clusters
+    and the quartic a(t) = t⁴ does not; the claim holds in a regime when that is most seeds."""
     if path is None:
         return [row("claim", "weight sharing clusters, t⁴ does not (seed sweep)", "Fig. 2c/d", status=NOT_RUN)]
     sweep = read_csv(path, ["horizon", "normalised", "seed", "magnitude", "tokens", "n_clusters"],
@@ -298,7 +299,7 @@ def clustering_sweep_claims(path: Path | None) -> list[dict]:
 
 
 def throughput_claims(runs: pd.DataFrame) -> list[dict]:
-    """§8, App. D.1 / Fig. 15: training throughput only slightly below the baseline's (ratio ≥ 1/1.15)."""
+    """docs/paper.md#claims, Fig. 15: training throughput only slightly below the baseline's (ratio ≥ 1/1.15)."""
     rows = []
     for baseline, challenger in (("gpt", "diffeq"), ("llama", "diffeq_llama")):
         for group, base, ours in paired(runs, baseline, challenger):
@@ -331,7 +332,7 @@ def memory_claims(paths: list[Path]) -> list[dict]:
 
 
 def lambada_claims(paths: list[Path]) -> list[dict]:
-    """§8, App. C.7: DiffEqFormer's accuracy ≥ the baseline's on LAMBADA tasks, per pair and shot count."""
+    """docs/paper.md#claims, App. C.7: DiffEqFormer's accuracy ≥ the baseline's on LAMBADA, per pair and shot count."""
     if not paths:
         return [row("claim", "downstream accuracy ≥ baseline on LAMBADA", "Tables 4-5", status=NOT_RUN)]
     table = downstream_table(load_downstream(paths))

@@ -149,9 +149,9 @@ def write_perplexity_tables(summaries: list[Path], *, out: TableFiles, runs_csv:
 
 def levanter_1_1_count(family: str, parameters: int, num_layers: int, hidden_dim: int, num_heads: int,
                        seq_len: int) -> int:
-    """Parameters as Levanter 1.1 counted them for Table 3 (experiment-facts §9.12): its Llama layers stored the RoPE
-    cos/sin caches (seq_len × head size each) as leaves of every layer, so the count adds L·2·seq_len·head_size to
-    the trainable parameters (Llama-1B: 16·2·2048·128 = 8.39 M); GPT models have no such cache."""
+    """Parameters as Levanter 1.1 counted them for Table 3 (docs/paper.md#parameter-counts): its Llama layers stored
+    the RoPE cos/sin caches (seq_len × head size each) as leaves of every layer, so the count adds L·2·seq_len·head_size
+    to the trainable parameters (Llama-1B: 16·2·2048·128 = 8.39 M); GPT models have no such cache."""
     if family not in LLAMA_FAMILIES:
         return parameters
     return parameters + num_layers * 2 * seq_len * (hidden_dim // num_heads)
@@ -206,7 +206,8 @@ def write_model_spec_table(summaries: list[Path], *, out: TableFiles) -> None:
     table = model_spec_table(summaries)
     write_table(out, heading="Model specifications", note="Read from each run's resolved config.yaml; parameters "
                 "from its summary.json (trainable), and as Levanter 1.1 counted them for the paper (Llama: + the RoPE "
-                "caches stored per layer, experiment-facts §9.12).", tidy=table, sections=model_spec_sections(table))
+                "caches stored per layer, docs/paper.md#parameter-counts).", tidy=table,
+                sections=model_spec_sections(table))
 
 
 def load_downstream(paths: list[Path]) -> pd.DataFrame:

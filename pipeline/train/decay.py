@@ -1,4 +1,4 @@
-"""Which parameters AdamW decays (preset key ``fidelity.decay_mask``; experiment-facts §9.3).
+"""Which parameters AdamW decays (preset key ``fidelity.decay_mask``; docs/paper.md#weight-decay).
 
 - ``reference`` (the authors' code): GPT/Llama baselines and weight sharing decay the attention and MLP weight
   matrices and the token and position embeddings (not norms, not biases); DiffEqFormer-GPT decays ONLY the token

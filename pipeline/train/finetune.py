@@ -7,7 +7,7 @@ LoRA (rank r, Levanter's default scale α/r with α = 8) and trains only the ada
 embeddings when ``train_embeddings``); the adapters start at A, B ~ 1e-6·N(0,1) (``lora_init`` reference) or
 B = 0, so step 0 is the resampled source model. ``full`` trains every parameter. Weight decay follows the source
 family's mask (``pipeline.train.decay``). Losses are measured on the target's ``eval_split`` (its test split where it
-has one, experiment-facts §9.7).
+has one, docs/paper.md#fine-tune-test-split).
 """
 
 from __future__ import annotations

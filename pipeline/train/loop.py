@@ -1,9 +1,9 @@
 """The Levanter training loop shared by pretraining and fine-tuning.
 
 AdamW with linear warm-up over ``warmup_fraction`` of the steps then cosine decay to ``min_lr_ratio``·lr
-(experiment-facts §3); the loss is the next-token cross-entropy and the reported metric is validation perplexity
-exp(mean token NLL). Training takes exactly ``steps`` updates: the shuffled training set is cycled (the same
-permutation every pass) as the reference loader does (experiment-facts §9.1), and a run that ends short is an
+(docs/paper.md#pretraining-grid); the loss is the next-token cross-entropy and the reported metric is validation
+perplexity exp(mean token NLL). Training takes exactly ``steps`` updates: the shuffled training set is cycled (the same
+permutation every pass) as the reference loader does (docs/paper.md#exact-steps), and a run that ends short is an
 error. Checkpoints go to ``<run_dir>/checkpoints`` every ``checkpoint_every`` steps and at the end; only the
 newest complete one is kept (plus every ``keep_checkpoints_every``-th when the preset asks). A rerun resumes from
 the newest one only if it was trained under the same run fingerprint (``pipeline.train.identity``); Levanter
@@ -210,7 +210,8 @@ def optimizer_config(train: TrainSpec):
 
 
 def evaluation_set(data, Pos, cache_dir: Path, split: str):
-    """The token cache's ``split`` (validation, or test for fine-tunes: experiment-facts §9.7) as LM examples."""
+    """The token cache's ``split`` (validation, or a fine-tune's test split: docs/paper.md#fine-tune-test-split) as
+    examples."""
     from levanter.data.text import dataset_for_format, load_lm_dataset_cache
 
     if not (cache_dir / split / "shard_ledger.json").is_file():

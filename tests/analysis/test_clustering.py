@@ -57,8 +57,9 @@ def test_normalised_magnitudes_have_the_constant_mean_over_the_horizon():
 
 
 def test_sweep_covers_every_regime_and_seed_with_the_notebook_dynamics():
-    """§9.11: one run per horizon, normalisation, seed and magnitude; at T = 1 with the unnormalised t⁴ (weaker than
-    the constant everywhere) weight sharing ends with fewer clusters than t⁴ on most seeds."""
+    """docs/paper.md#clustering-notebook: one run per horizon, normalisation, seed and magnitude; at T = 1 with the
+    unnormalised t⁴ (weaker than the constant everywhere) weight sharing ends with fewer clusters than t⁴ on most
+    seeds."""
     sweep = sweep_clustering(tokens=40, hidden_dim=3, steps=100, magnitudes=["constant", "quartic"], horizons=[1.0],
                              seeds=6, x0_range=2.0)
     assert list(sweep.columns) == SWEEP_COLUMNS and len(sweep) == 6 * 2 * 2

@@ -58,7 +58,8 @@ def test_table_covers_every_time_head_and_eigenvalue(family):
 
 @pytest.mark.parametrize("family", ["diffeq", "gpt"])
 def test_feedforward_spectra_are_those_of_w_fc_w_proj(family):
-    """§9.9: the authors' code also takes the spectra of the feed-forward W_fc·W_proj (hidden×hidden), one per time."""
+    """docs/paper.md#spectra: the authors' code also takes the feed-forward W_fc·W_proj's spectra (hidden×hidden) per
+    time."""
     model = tiny_model(family)
     hidden = TINY_SHAPE["hidden_dim"]
     weights = diffeq_attention_weights(model, 2) if family == "diffeq" else attention_weights(model)

@@ -82,7 +82,7 @@ def test_corpus_size_split_and_english(name):
 
 
 def test_the_wikitext_stand_in_ships_a_test_split_and_the_openwebtext_one_does_not():
-    """As the datasets they stand in for (experiment-facts §2, §9.7): WikiText-103 has a test split, OWT has none."""
+    """As the datasets they stand in for (docs/paper.md#data): WikiText-103 has a test split, OWT has none."""
     assert tiny_corpus_splits("pydocs") == ("train", "validation", "test")
     assert tiny_corpus_splits("fortunes") == ("train", "validation")
     test = _texts("pydocs", "test")

@@ -85,7 +85,7 @@ def test_discretize_rejects_other_models():
 )
 def test_lora_inits_start_at_the_base_model(family, targets, per_block):
     """Levanter's ``loraize`` draws B randomly (the model moves); both inits of ``fidelity.lora_init`` start at the
-    base model: B = 0 exactly, or A, B ~ 1e-6·N(0,1) (experiment-facts §9.6) within 1e-6 of the logits."""
+    base model: B = 0 exactly, or A, B ~ 1e-6·N(0,1) (docs/paper.md#lora) within 1e-6 of the logits."""
     model = tiny_model(family)
     discrete = pm.discretize(model, 6)
     lora_config = LoraConfig(r=4, target_modules=list(targets))

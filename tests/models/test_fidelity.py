@@ -1,4 +1,4 @@
-"""The authors' choices that move the paper's numbers (experiment-facts §9), pinned by value."""
+"""The authors' choices that move the paper's numbers (docs/paper.md#the-authors-code), pinned by value."""
 
 import dataclasses
 
@@ -43,9 +43,9 @@ def _rms_of_generated_weights(keys, Sinusoidal, TimeEmbed):
 @pytest.mark.parametrize("sinusoidal, time_embed, expected, tolerance",
                          [(128, 20, 0.0008, 0.15), (128, 96, 0.0044, 0.10), (256, 100, 0.0066, 0.10)])
 def test_reference_init_starts_w_t_tiny(sinusoidal, time_embed, expected, tolerance):
-    """§9.2: with every Linear of the hypernetwork at N(0, 0.02²), W(t) starts at std ≈ 0.0008 / 0.0044 / 0.0066 for
-    (S, D) = (128, 20) / (128, 96) / (256, 100), not at 0.02. RMS over 24 draws and the times k/16; measured 0.00090,
-    0.00443, 0.00668 (one draw of D = 20 varies by ±11 %, hence its wider band)."""
+    """docs/paper.md#initialisation: with every Linear of the hypernetwork at N(0, 0.02²), W(t) starts at std ≈ 0.0008
+    / 0.0044 / 0.0066 for (S, D) = (128, 20) / (128, 96) / (256, 100), not at 0.02. RMS over 24 draws and the times
+    k/16; measured 0.00090, 0.00443, 0.00668 (one draw of D = 20 varies by ±11 %, hence its wider band)."""
     with init_prng():
         keys = jax.random.split(jax.random.PRNGKey(0), 24)
         axes = hax.Axis("sinusoidal", sinusoidal), hax.Axis("time_embed", time_embed)
@@ -57,8 +57,8 @@ def test_reference_init_starts_w_t_tiny(sinusoidal, time_embed, expected, tolera
     ("gpt", 0.02, 0.01), ("shared", 0.02, 0.01), ("shared_ode", 0.02, 0.01), ("diffeq", 0.02, 0.01),
     ("llama", 1.0, None), ("diffeq_llama", 1.0, None)])
 def test_reference_init_of_embeddings_and_linears(family, token_std, position_std):
-    """§9.2: GPT token/position embeddings N(0,1)·0.02/·0.01, Llama token embeddings N(0,1); every Linear N(0,0.02²)
-    with zero bias, the hypernetwork's included; F_b ~ 1e-4·N(0,1)."""
+    """docs/paper.md#initialisation: GPT token/position embeddings N(0,1)·0.02/·0.01, Llama token embeddings N(0,1);
+    every Linear N(0,0.02²) with zero bias, the hypernetwork's included; F_b ~ 1e-4·N(0,1)."""
     model = reference_model(family)
     assert np.std(model.embeddings.token_embeddings.weight.array) == pytest.approx(token_std, rel=0.1)
     if position_std is not None:
@@ -93,12 +93,14 @@ EMBEDDINGS = {"embeddings.token_embeddings.weight", "embeddings.position_embeddi
     ("diffeq", EMBEDDINGS),
 ])
 def test_reference_decay_mask_is_the_authors_set_of_parameters(family, expected):
-    """§9.3: baselines decay attention/MLP weight matrices and embeddings; DiffEqFormer-GPT only its embeddings."""
+    """docs/paper.md#weight-decay: baselines decay attention/MLP matrices and embeddings; DiffEqFormer-GPT only
+    embeddings."""
     assert decayed_paths(reference_model(family)) == expected
 
 
 def test_reference_decay_mask_decays_all_of_diffeq_llama_and_the_resampled_gpt_embeddings():
-    """§9.3: DiffEqFormer-Llama decays every parameter; a resampled DiffEqFormer-GPT decays as its source."""
+    """docs/paper.md#weight-decay: DiffEqFormer-Llama decays everything; a resampled DiffEqFormer-GPT decays as its
+    source."""
     model = reference_model("diffeq_llama")
     assert decayed_paths(model) == set(jax.tree_util.tree_leaves(leaf_key_paths(model, is_leaf=eqx.is_array)))
     assert decayed_paths(pm.discretize(reference_model("diffeq"), 4)) == EMBEDDINGS
@@ -115,8 +117,9 @@ def _last_block_update(model, num_steps: int, delta, x):
 
 
 def test_an_update_to_an_output_projection_acts_with_the_strength_dt():
-    """§9.5: dt' multiplies the resampled block's output, so the same update ΔW on an output projection changes the
-    block's output by dt'·ΔW·h at every N' (with dt' folded into W it would change it by ΔW·h: N'× stronger)."""
+    """docs/paper.md#resampled-model: dt' multiplies the resampled block's output, so the same update ΔW on an output
+    projection changes the block's output by dt'·ΔW·h at every N' (with dt' folded into W it would change it by ΔW·h:
+    N'× stronger)."""
     model = tiny_model("diffeq")
     config = model.config
     delta = hax.random.normal(jax.random.PRNGKey(5), (config.Mlp, config.Embed)) * 0.01
@@ -127,8 +130,8 @@ def test_an_update_to_an_output_projection_acts_with_the_strength_dt():
 
 
 def test_reference_llama_layer_chains_its_norms():
-    """§9.8: a = RMSNorm1_t(x); f = Attn_t(a) + SwiGLU_t(RMSNorm2_t(a)); the norms have a shift and eps 1e-6. The
-    first norm's F_w, F_b are drawn non-zero here (at init RMSNorm2(RMSNorm1(x)) = RMSNorm2(x))."""
+    """docs/paper.md#llama-layer: a = RMSNorm1_t(x); f = Attn_t(a) + SwiGLU_t(RMSNorm2_t(a)); the norms have a shift
+    and eps 1e-6. The first norm's F_w, F_b are drawn non-zero here (at init RMSNorm2(RMSNorm1(x)) = RMSNorm2(x))."""
     config = pm.build_model_config("diffeq_llama", seq_len=16, hidden_dim=32, num_heads=4, num_layers=3,
                                    time_embed_dim=8, sinusoidal_dim=8)
     assert (config.chained_norms, config.norm_shift, config.layer_norm_epsilon) == (True, True, 1e-6)

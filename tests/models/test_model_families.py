@@ -103,8 +103,8 @@ def test_shared_time_mlp_keeps_one_mlp_for_all_weights():
 
 
 def test_shared_ode_is_the_diffeq_euler_solve_with_one_set_of_weights():
-    """§9.13: x_l = x_{l-1} + dt·(Attn(LN1 x) + FF(LN2 x)), dt = 1/L, l = 1..L, every step with the same weights (a
-    hand-written Euler loop of DiffEqFormer's parallel block), then the final LayerNorm."""
+    """docs/paper.md#weight-sharing: x_l = x_{l-1} + dt·(Attn(LN1 x) + FF(LN2 x)), dt = 1/L, l = 1..L, every step
+    with the same weights (a hand-written Euler loop of DiffEqFormer's parallel block), then the final LayerNorm."""
     model = tiny_model("shared_ode")
     block, num_layers = model.transformer.block, model.config.num_layers
     ids = random_tokens(7, model.Pos)

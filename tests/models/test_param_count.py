@@ -60,7 +60,8 @@ def test_shared_baseline_has_one_block():
 
 
 def test_shared_ode_field_has_one_block_whatever_its_number_of_steps():
-    """§9.13: one set of block weights (two LayerNorms, QKV, attention out, FF in/out) for all L Euler steps."""
+    """docs/paper.md#weight-sharing: one block's weights (two LayerNorms, QKV, attention out, FF in/out) for all L
+    steps."""
     block = 12 * 32 * 32 + 13 * 32
     gpt = pm.count_params(pm.build_model_config("gpt", seq_len=16, hidden_dim=32, num_heads=4, num_layers=3), 64)
     for num_layers in (3, 7):

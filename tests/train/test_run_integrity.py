@@ -128,8 +128,9 @@ def test_a_micro_batch_splits_each_update_and_the_summary_says_so(data, small_ca
 
 
 def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, tmp_path):
-    """§9.7: a fine-tune into WikiText-103 is scored on its test split. Step 0 of a full fine-tune of a GPT source is
-    the source itself, so its loss equals the source's validation loss on ``validation`` and not on ``test``."""
+    """docs/paper.md#fine-tune-test-split: a fine-tune into WikiText-103 is scored on its test split. Step 0 of a full
+    fine-tune of a GPT source is the source itself, so its loss equals the source's validation loss on ``validation``
+    and not on ``test``."""
     tuned = finetune_runs(load_preset({"preset": "tiny"}))["ft-owt-wt103-gpt8-full"]
     assert tuned.eval_split == "test"
     source_dir = trained_source(tuned, data, tmp_path / "source", steps=2)

@@ -1,4 +1,4 @@
-"""Data: hub prefetch -> corpus export -> tokenizer -> Levanter token cache (experiment-facts §2)."""
+"""Data: hub prefetch -> corpus export -> tokenizer -> Levanter token cache (docs/paper.md#data)."""
 
 
 rule prefetch:
