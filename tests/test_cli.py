@@ -10,7 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SUBPROCESS_WORKERS = {"pipeline/bench/fit.py"}
 """Modules a verb starts as a child process (``fit``: one XLA plan per process), not commands for a person."""
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "pipeline").rglob("*.py")), *sorted((ROOT / "pipeline").rglob("*.md")),
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "pipeline").rglob("*.py")), *sorted((ROOT / "pipeline").rglob("*.md")),
              *sorted((ROOT / "workflow").rglob("*.smk")), ROOT / "workflow" / "Snakefile"]
 COMMAND = re.compile(r"python -m pipeline(\.[\w.]+)?(?: ([a-z][\w-]*))?(?: ([a-z][\w-]*))?")
 

@@ -25,7 +25,8 @@ def test_the_lock_is_the_only_environment():
     assert not (ROOT / "environment.yml").exists()
     workflow_files = [ROOT / "workflow" / "Snakefile", *(ROOT / "workflow" / "rules").glob("*.smk")]
     assert [path.name for path in workflow_files if re.search(r"^\s+conda:", path.read_text(), re.M)] == []
-    sources = [ROOT / "README.md", ROOT / "pyproject.toml", *workflow_files, *(ROOT / "pipeline").rglob("*.py")]
+    sources = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "pyproject.toml", *workflow_files,
+               *(ROOT / "pipeline").rglob("*.py")]
     assert [path.name for path in sources if "environment.yml" in path.read_text()] == []
 
 

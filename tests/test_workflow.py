@@ -25,7 +25,7 @@ def snakemake(*args: str, env: dict | None = None) -> subprocess.CompletedProces
 
 
 MISSING_SOFTWARE_LINT = "Specify a conda environment or container for each rule."
-"""The one lint allowed: every rule runs in the locked virtualenv, not a conda env (README, Environment)."""
+"""The one lint allowed: every rule runs in the locked virtualenv, not conda (docs/configuration.md#environment)."""
 
 
 def test_snakemake_lint_is_clean_but_for_the_missing_conda_envs():
