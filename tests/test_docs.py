@@ -10,8 +10,18 @@ from pathlib import Path
 from markdown.extensions.toc import slugify
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ["index", "configuration", "runs", "cluster", "planning", "experiments", "models", "failures", "testing",
-         "paper"]
+PAGES = [
+    "index",
+    "configuration",
+    "runs",
+    "cluster",
+    "planning",
+    "experiments",
+    "models",
+    "failures",
+    "testing",
+    "paper",
+]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 CITATION = re.compile(r"docs/([\w-]+\.md)(?:#([\w-]+))?")
 
@@ -58,9 +68,14 @@ def test_every_docs_page_exists():
 
 def test_mkdocs_builds_in_strict_mode(tmp_path):
     """Strict: a broken link, anchor or a page missing from the nav fails the build (``validation`` in mkdocs.yml)."""
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "site" / "paper" / "index.html").is_file()
 
@@ -73,17 +88,25 @@ def relative_links(source: Path) -> list[str]:
 def test_the_readme_links_every_docs_page_and_every_relative_link_resolves():
     linked = {target.partition("#")[0] for target in relative_links(ROOT / "README.md")}
     unlinked = [page for page in PAGES if f"docs/{page}.md" not in linked]
-    broken = [f"{source.relative_to(ROOT)}: {reason}"
-              for source in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-              for target in relative_links(source) if (reason := broken_target(source, target))]
+    broken = [
+        f"{source.relative_to(ROOT)}: {reason}"
+        for source in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+        for target in relative_links(source)
+        if (reason := broken_target(source, target))
+    ]
     assert unlinked == [] and broken == []
 
 
 def test_every_paper_fact_the_code_cites_is_a_section_of_the_docs():
     """Code, presets and tests cite docs/<page>.md#<section>, never a document outside the repository."""
-    sources = [path for folder in ("pipeline", "workflow", "tests", "profiles") for path in (ROOT / folder).rglob("*")
-               if path.is_file() and path.suffix in {".py", ".smk", ".yaml", ".csv", ".rst", ".md", ""}
-               and path != Path(__file__).resolve()]
+    sources = [
+        path
+        for folder in ("pipeline", "workflow", "tests", "profiles")
+        for path in (ROOT / folder).rglob("*")
+        if path.is_file()
+        and path.suffix in {".py", ".smk", ".yaml", ".csv", ".rst", ".md", ""}
+        and path != Path(__file__).resolve()
+    ]
     outside, broken = [], []
     for path in sources:
         text = path.read_text(errors="replace")
