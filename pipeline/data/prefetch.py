@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
-PREFETCH_COMMAND = "snakemake --profile slurm prefetch"
+PREFETCH_COMMAND = "snakemake --profile profiles/slurm prefetch"
 
 
 def hub_offline() -> bool:

@@ -63,8 +63,9 @@ def require_accelerators(count: int) -> None:
     if len(accelerators) < count:
         raise AcceleratorError(
             f"the job was given {count} GPU(s) but JAX (jaxlib {jax.__version__}, backend "
-            f"{jax.default_backend()}) sees {len(accelerators)} accelerator(s); install the CUDA build with "
-            f"`PIPELINE_ACCELERATOR=cuda bash workflow/scripts/setup_env.sh` or run with --gpus 0.")
+            f"{jax.default_backend()}) sees {len(accelerators)} accelerator(s); if the venv is the CPU one, build the "
+            f"CUDA venv on the login node with PIPELINE_ACCELERATOR=cuda on the shared filesystem "
+            f"(`PIPELINE_ACCELERATOR=cuda bash workflow/scripts/setup_env.sh`), or run with --gpus 0.")
 
 
 def assigned_gpus() -> int:
