@@ -28,11 +28,6 @@ def test_lock_pins_the_verified_stack():
         assert name in pins, name
 
 
-def pip_options(text: str) -> list[str]:
-    """The option lines (``--name value``) of a requirements file or a conda file's pip list."""
-    return [line.strip().removeprefix("- ") for line in text.splitlines() if line.strip().removeprefix("- ")[:2] == "--"]
-
-
 def test_environment_yml_installs_python_and_the_locks_and_nothing_else():
     """The conda route: Python 3.11 from conda, then requirements.lock through pip with the same CPU torch index as
     setup_env.sh; any package it names itself is pinned as the lock pins it. No rule has a conda environment."""

@@ -147,7 +147,7 @@ JOBS = JobResources(config, SITE, fit_table=f"{RESULTS}/fit.csv")
 export_code_path(REPO_ROOT)
 export_ray_placement(config["ray"])
 export_xla_flags(config.get("xla_flags", ""))
-export_trackers(config.get("tracker", ["jsonl"]))
+export_trackers(config.get("tracker", ["jsonl"]), config.get("wandb", {}))
 export_site_environment(SITE)
 
 RAY_RULES = {"pretrain", "finetune", "downstream", "spectra", "lyapunov", "frontier", "memory_probe"}
