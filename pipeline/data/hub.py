@@ -34,6 +34,14 @@ def is_local(name: str) -> bool:
     return name.startswith(("/", ".", "~")) or Path(name).expanduser().exists()
 
 
+def is_hub_dataset(path: str) -> bool:
+    """Whether an lm-eval task's ``dataset_path`` names a hub repository: neither a local path nor one of the builders
+    ``datasets`` ships (json, csv, parquet, ...)."""
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    return not is_local(path) and path not in _PACKAGED_DATASETS_MODULES
+
+
 def recorded_commit(record_path: Path, item_id: str, revision: str | None) -> str:
     """The commit the prefetch record ``record_path`` holds for hub item ``item_id`` at ``revision``."""
     record = json.loads(Path(record_path).read_text())

@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from pipeline.data.hub import is_local
+from pipeline.config import downstream_task_dir
+from pipeline.data.hub import is_hub_dataset, is_local
 
 
 def hub_items(config: dict[str, Any]) -> dict[str, list]:
@@ -28,8 +29,8 @@ def hub_items(config: dict[str, Any]) -> dict[str, list]:
     tokenizers = [{"name": name, "id": spec["name"], "revision": spec.get("revision")}
                   for name, spec in config["tokenizers"].items()
                   if spec["kind"] == "pretrained" and not is_local(spec["name"])]
-    task_dir = config["downstream"]["task_dir"]
-    reads_hub = task_dir is None or not all(is_local(path) for path in task_dataset_paths(Path(task_dir)))
+    task_dir = downstream_task_dir(config)
+    reads_hub = task_dir is None or any(is_hub_dataset(path) for path in task_dataset_paths(task_dir))
     return {"datasets": datasets_, "tokenizers": tokenizers,
             "lm_eval_tasks": list(config["downstream"]["tasks"]) if reads_hub else []}
 

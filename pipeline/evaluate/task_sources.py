@@ -23,7 +23,7 @@ from typing import Any
 
 from lm_eval.tasks._factory import TaskFactory
 
-from pipeline.data.hub import PREFETCH_COMMAND, dataset_snapshot, is_local
+from pipeline.data.hub import PREFETCH_COMMAND, dataset_snapshot, is_hub_dataset
 from pipeline.evaluate.lm_eval_tasks import load_lm_eval_tasks, task_manager
 
 PARQUET_BRANCH = "refs/convert/parquet"
@@ -52,7 +52,7 @@ class TaskDataset:
 
 class PinnedTaskFactory(TaskFactory):
     """lm-eval's task factory, with every hub ``dataset_path`` replaced by the ``TaskDataset`` that ``source(id)``
-    gives (tasks of a local ``custom_dataset`` or a local path are left as they are)."""
+    gives (tasks of a ``custom_dataset``, a local path or a builder of ``datasets`` are left as they are)."""
 
     def __init__(self, source: Callable[[str], TaskDataset], meta: dict[str, Any] | None = None):
         super().__init__(meta=meta)
@@ -61,7 +61,7 @@ class PinnedTaskFactory(TaskFactory):
     def _load_full_config(self, entry, overrides=None) -> dict[str, Any]:
         config = super()._load_full_config(entry, overrides)
         path = config.get("dataset_path")
-        if path is None or config.get("custom_dataset") is not None or is_local(str(path)):
+        if path is None or config.get("custom_dataset") is not None or not is_hub_dataset(str(path)):
             return config
         return self.source(str(path)).task_config(config)
 
