@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 
 RAY_PLACEMENT_ENV = {"address": "PIPELINE_RAY_ADDRESS", "num_cpus": "PIPELINE_RAY_NUM_CPUS"}
 TRACKERS_ENV = "PIPELINE_TRACKERS"
+WANDB_ENV = "PIPELINE_WANDB"
 
 
 def export_code_path(root: str) -> None:
@@ -27,10 +29,12 @@ def export_xla_flags(flags: str) -> None:
         os.environ["XLA_FLAGS"] = " ".join(part for part in (flags, os.environ.get("XLA_FLAGS", "")) if part)
 
 
-def export_trackers(names: list[str]) -> None:
-    """Hand the preset's ``tracker`` list to every job (and its Ray task) as ``PIPELINE_TRACKERS``; like Ray's
-    placement, trackers observe a run without changing its weights, so they are not a rule param."""
+def export_trackers(names: list[str], wandb: dict) -> None:
+    """Hand the preset's ``tracker`` list and ``wandb`` settings to every job (and its Ray task) as
+    ``PIPELINE_TRACKERS`` and ``PIPELINE_WANDB`` (JSON); like Ray's placement, trackers observe a run without changing
+    its weights, so they are not a rule param."""
     os.environ[TRACKERS_ENV] = ",".join(names)
+    os.environ[WANDB_ENV] = json.dumps(wandb, sort_keys=True)
 
 
 def export_ray_placement(ray: dict) -> None:

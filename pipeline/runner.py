@@ -30,7 +30,8 @@ from pipeline.phases import mark_phase
 logger = logging.getLogger(__name__)
 
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "RAY_AUTH_MODE", "HF_DATASETS_OFFLINE", "HF_HOME", "JAX_PLATFORMS", "XLA_FLAGS",
-                 "JAX_COMPILATION_CACHE_DIR", "PYTHONHASHSEED", "PIPELINE_TRACKERS", "WANDB_MODE")
+                 "JAX_COMPILATION_CACHE_DIR", "PYTHONHASHSEED", "PIPELINE_TRACKERS", "PIPELINE_WANDB",
+                 "WANDB_MODE")
 
 
 def run_on_ray(target: str, *args: Any, address: str | None, num_cpus: int | None = None,

@@ -13,7 +13,8 @@ from pipeline.site import JobResources, load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-SUBMIT_HOST_RULES = {"all", "prefetch", "clustering", "param_counts",
+SUBMIT_HOST_RULES = {"all", "prefetch", "prefetch_dataset", "prefetch_tokenizer", "prefetch_task", "clustering",
+                     "param_counts",
                      *(rule for name in ("tables.smk", "figures.smk", "report.smk")
                        for rule in re.findall(r"^rule (\w+):", (ROOT / "workflow" / "rules" / name).read_text(), re.M))}
 """Rules that run on the submit host (``localrules``: the prefetch, which needs the network, and jobs of seconds)."""

@@ -12,14 +12,13 @@ from pipeline.artifacts import atomic_write_json
 from pipeline.commands import add_ray_options
 
 
-def _revision(prefetched: Path | None, kind: str, item_id: str, revision: str | None) -> str | None:
-    """The revision to load: the commit the preset's prefetch manifest recorded for a hub item (when given), else the
-    preset's own."""
-    from pipeline.data.prefetch import is_local, recorded_commit
+def _revision(prefetched: Path | None, item_id: str, revision: str | None) -> str | None:
+    """The revision to load: the commit the hub item's prefetch record holds (when given), else the preset's own."""
+    from pipeline.data.hub import is_local, recorded_commit
 
     if prefetched is None or is_local(item_id):
         return revision
-    return recorded_commit(prefetched, kind, item_id, revision)
+    return recorded_commit(prefetched, item_id, revision)
 
 
 def _corpus(args: argparse.Namespace) -> None:
@@ -31,7 +30,7 @@ def _corpus(args: argparse.Namespace) -> None:
         stats = export_tiny_corpus(source["corpus"], args.out, test_split=source.get("test_split", False),
                                    overwrite=True)
     else:
-        revision = _revision(args.prefetched, "datasets", source["id"], source.get("revision"))
+        revision = _revision(args.prefetched, source["id"], source.get("revision"))
         stats = export_hf_corpus(source["id"], args.out, source=source["id"],
                                  validation_fraction=source.get("validation_fraction"), seed=source.get("seed", 0),
                                  test_split=source.get("test_split", False), revision=revision, overwrite=True)
@@ -47,7 +46,7 @@ def _tokenizer(args: argparse.Namespace) -> None:
         files = [path for corpus in args.corpora for path in corpus_split_files(corpus, "train")]
         stats = train_bpe_tokenizer(files, spec["vocab_size"], args.out, overwrite=True)
     else:
-        revision = _revision(args.prefetched, "tokenizers", spec["name"], spec.get("revision"))
+        revision = _revision(args.prefetched, spec["name"], spec.get("revision"))
         stats = {**save_pretrained_tokenizer(spec["name"], args.out, revision=revision, overwrite=True),
                  "revision": revision}
     logging.info("tokenizer %s: %s", args.out, json.dumps(stats))
@@ -56,8 +55,9 @@ def _tokenizer(args: argparse.Namespace) -> None:
 def _prefetch(args: argparse.Namespace) -> None:
     from pipeline.data.prefetch import run_prefetch
 
-    manifest = run_prefetch(args.items, args.out, args.task_dir)
-    logging.info("prefetched into %s: %s", os.environ.get("HF_HOME", "~/.cache/huggingface"), json.dumps(manifest))
+    kind = "dataset" if args.dataset is not None else "tokenizer"
+    record = run_prefetch(kind, json.loads(args.dataset or args.tokenizer), args.out)
+    logging.info("prefetched into %s: %s", os.environ.get("HF_HOME", "~/.cache/huggingface"), json.dumps(record))
 
 
 def _cache(args: argparse.Namespace) -> None:
@@ -93,7 +93,7 @@ def _build_corpora(args: argparse.Namespace) -> None:
             print(f"{corpus_filename(name, split)}: {stats['documents']} documents, {stats['characters']} characters")
 
 
-PREFETCHED_HELP = "the prefetch manifest: a hub item is loaded at the commit it records"
+PREFETCHED_HELP = "the hub item's prefetch record: the item is loaded at the commit it records"
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -110,12 +110,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     tokenizer.add_argument("corpora", nargs="*", type=Path, help="corpus folders to train a BPE on")
     tokenizer.set_defaults(run=_tokenizer)
 
-    prefetch = verbs.add_parser("prefetch", help="download a preset's hub datasets, tokenizers and lm-eval tasks "
-                                "into the Hugging Face cache (on a host with network)")
-    prefetch.add_argument("--items", required=True, help="the preset's hub items (pipeline.data.prefetch.hub_items), "
-                          "as JSON")
-    prefetch.add_argument("--task-dir", default=None, help="folder of lm-eval task YAMLs (default: built-in tasks)")
-    prefetch.add_argument("--out", type=Path, required=True, help="manifest: what was fetched, at which commit")
+    prefetch = verbs.add_parser("prefetch", help="download one hub dataset or tokenizer of a preset into the Hugging "
+                                "Face cache (on a host with network)")
+    item = prefetch.add_mutually_exclusive_group(required=True)
+    item.add_argument("--dataset", help="{name, id, revision} of a hub dataset (pipeline.data.prefetch.hub_items)")
+    item.add_argument("--tokenizer", help="{name, id, revision} of a pretrained tokenizer on the hub")
+    prefetch.add_argument("--out", type=Path, required=True, help="its record: what was fetched, at which commit")
     prefetch.set_defaults(run=_prefetch)
 
     cache = verbs.add_parser("cache", help="build the Levanter token cache of a corpus")

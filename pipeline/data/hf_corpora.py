@@ -58,7 +58,7 @@ def _load(
     refs/convert/parquet branch: `<config>/<split>/NNNN.parquet`), a local JSONL file or folder, or a Hugging Face
     hub id at `revision`. With the hub offline, a hub dataset is the prefetched snapshot of that revision; one
     missing from the cache fails with one sentence."""
-    from pipeline.data.prefetch import hub_offline, prefetched_dataset
+    from pipeline.data.hub import dataset_snapshot, hub_offline
 
     path = Path(source).expanduser()
     if path.is_dir() and _is_saved_dataset(path):
@@ -74,7 +74,7 @@ def _load(
             "JSONL files or a save_to_disk folder."
         )
     elif hub_offline():
-        snapshot = prefetched_dataset(dataset, str(source), revision)
+        snapshot = dataset_snapshot(dataset, str(source), revision)
         loaded = datasets.load_dataset(str(snapshot), num_proc=num_proc, cache_dir=cache_dir)
     else:
         loaded = datasets.load_dataset(str(source), revision=revision, num_proc=num_proc, cache_dir=cache_dir)

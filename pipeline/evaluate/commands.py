@@ -24,9 +24,18 @@ def _downstream(args: argparse.Namespace) -> None:
 
     summary = run_on_ray("pipeline.evaluate.harness:evaluate_downstream",
                          *absolute(args.run_dir, args.tokenizer, args.out_dir), pair=args.pair, tasks=args.tasks,
-                         shots=args.shots, task_dir=task_dir, limit=args.limit,
+                         shots=args.shots, task_dir=task_dir, limit=args.limit, prefetched=absolute(*args.prefetched),
                          batch_size=args.batch_size, uses_torch=True, **ray_placement(args))
     logging.info("downstream finished: %s", json.dumps(summary))
+
+
+def _prefetch_task(args: argparse.Namespace) -> None:
+    from pipeline.artifacts import atomic_write_text
+    from pipeline.evaluate.task_sources import prefetch_task
+
+    record = prefetch_task(args.task, args.task_dir, json.loads(args.revisions))
+    atomic_write_text(args.out, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    logging.info("prefetched lm-eval task %s: %s", args.task, json.dumps(record))
 
 
 def _build_tasks(args: argparse.Namespace) -> None:
@@ -69,8 +78,18 @@ def register(verbs: argparse._SubParsersAction) -> None:
                             help="folder of lm-eval task YAMLs (default: lm-eval's built-in tasks)")
     downstream.add_argument("--limit", type=int, default=None, help="documents per task (default: all)")
     downstream.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="requests per forward pass")
+    downstream.add_argument("--prefetched", type=Path, action="append", default=[],
+                            help="a task's prefetch record: its hub datasets are read at the commits it holds")
     add_ray_options(downstream, gpus=True)
     downstream.set_defaults(run=_downstream)
+
+    prefetch = verbs.add_parser("prefetch-task", help="download one lm-eval task's hub datasets at their pinned "
+                                "commits into the Hugging Face cache (on a host with network)")
+    prefetch.add_argument("--task", required=True, help="lm-eval task or group name")
+    prefetch.add_argument("--task-dir", default=None, help="folder of lm-eval task YAMLs (default: built-in tasks)")
+    prefetch.add_argument("--revisions", default="{}", help="hub dataset id -> commit (downstream.revisions), as JSON")
+    prefetch.add_argument("--out", type=Path, required=True, help="its record: each dataset at which commit")
+    prefetch.set_defaults(run=_prefetch_task)
 
     build = verbs.add_parser("build-tasks", help="rebuild the tiny preset's lm-eval tasks from the validation splits "
                                                  "of the shipped corpora (maintainers; byte-identical output)")

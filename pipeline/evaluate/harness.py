@@ -42,6 +42,7 @@ from lm_eval.utils import get_rolling_token_windows, handle_non_serializable, ma
 
 from pipeline.artifacts import atomic_write_text
 from pipeline.evaluate.lm_eval_tasks import check_scored_output_types, resolve_tasks, rows_to_csv, tidy_rows
+from pipeline.evaluate.task_sources import pin_task_datasets, recorded_source
 from pipeline.models.checkpoint import load_run_model
 
 logger = logging.getLogger(__name__)
@@ -162,8 +163,10 @@ class RunLM(LevanterLM):
 
 
 def evaluate_downstream(run_dir: str, tokenizer_dir: str, out_dir: str, *, pair: str, tasks: list[str],
-                        shots: list[int], task_dir: str | None, limit: int | None, batch_size: int) -> dict:
-    """Evaluate one trained run on lm-eval ``tasks`` for every few-shot count in ``shots``.
+                        shots: list[int], task_dir: str | None, limit: int | None, batch_size: int,
+                        prefetched: list[str] = ()) -> dict:
+    """Evaluate one trained run on lm-eval ``tasks`` for every few-shot count in ``shots``, their hub datasets at the
+    commits the prefetch records ``prefetched`` hold (``pipeline.evaluate.task_sources``).
 
     Writes ``<out_dir>/lm_eval_<k>shot.json`` (lm-eval's results, non-JSON values as strings) per k and then
     ``<out_dir>/downstream.csv`` (``DOWNSTREAM_COLUMNS``); returns {"run_id", "rows", "seconds"}. The model runs in the
@@ -174,6 +177,8 @@ def evaluate_downstream(run_dir: str, tokenizer_dir: str, out_dir: str, *, pair:
     logging.getLogger("pipeline").setLevel(logging.INFO)
     os.environ["DISABLE_MULTIPROC"] = "1"  # lm-eval's bootstrap would fork this multithreaded (JAX) process
     manager = resolve_tasks(tasks, task_dir)
+    if prefetched:
+        pin_task_datasets(manager, recorded_source([Path(path) for path in prefetched]))
     check_scored_output_types(manager, tasks)
     lm = RunLM(run_dir, tokenizer_dir, batch_size)
     spec = lm.spec

@@ -7,13 +7,17 @@ from __future__ import annotations
 import csv
 import difflib
 import io
+import logging
 import math
 from pathlib import Path
 from typing import Any
 
 from lm_eval.tasks import TaskManager
 
+from pipeline.data.hub import PREFETCH_COMMAND, hub_offline
 from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
+
+logger = logging.getLogger(__name__)
 
 SCORED_OUTPUT_TYPES = ("loglikelihood", "loglikelihood_rolling", "multiple_choice")
 """lm-eval output types ``LevanterLM`` scores (all of the paper's 11 tasks are among them)."""
@@ -43,11 +47,22 @@ def resolve_tasks(task_names: list[str], task_dir: str | Path | None):
     return manager
 
 
+def load_lm_eval_tasks(manager, task_names: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Load (and so download) each task on its own: ({name: task}, {name: error}) so one broken task does not take
+    the others down."""
+    loaded, failed = {}, {}
+    for name in task_names:
+        try:
+            loaded.update(manager.load([name])["tasks"])
+        except Exception as error:  # noqa: BLE001 - any failure of one task is reported by name, the rest go on
+            logger.exception("lm-eval task %s failed to load", name)
+            failed[name] = f"{type(error).__name__}: {error}"
+    return loaded, failed
+
+
 def check_scored_output_types(manager, task_names: list[str]) -> None:
     """Refuse tasks that need text generation (the adapter scores log-likelihoods only), before a model loads. Tasks
     load one by one, so a task whose dataset fails to load (e.g. not prefetched on an offline node) is named."""
-    from pipeline.data.prefetch import PREFETCH_COMMAND, hub_offline, load_lm_eval_tasks
-
     tasks, failed = load_lm_eval_tasks(manager, task_names)
     if failed:
         hint = (f"prefetch them on a host with network (`{PREFETCH_COMMAND}`)" if hub_offline()

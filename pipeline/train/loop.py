@@ -63,8 +63,9 @@ def require_accelerators(count: int) -> None:
     if len(accelerators) < count:
         raise AcceleratorError(
             f"the job was given {count} GPU(s) but JAX (jaxlib {jax.__version__}, backend "
-            f"{jax.default_backend()}) sees {len(accelerators)} accelerator(s); install the CUDA build with "
-            f"`PIPELINE_ACCELERATOR=cuda bash workflow/scripts/setup_env.sh` or run with --gpus 0.")
+            f"{jax.default_backend()}) sees {len(accelerators)} accelerator(s); if the venv is the CPU one, build the "
+            f"CUDA venv on the login node with PIPELINE_ACCELERATOR=cuda on the shared filesystem "
+            f"(`PIPELINE_ACCELERATOR=cuda bash workflow/scripts/setup_env.sh`), or run with --gpus 0.")
 
 
 def assigned_gpus() -> int:
@@ -160,10 +161,11 @@ def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
                                     validation_urls=[], shuffle=shuffle, permutation_type="feistel")
 
 
-def trainer_config(run_id: str, train: TrainSpec, run_dir: Path, *, require_accelerator: bool = False):
-    """Levanter ``TrainerConfig`` for one run: local checkpoints, the trackers of ``PIPELINE_TRACKERS``
-    (``pipeline.train.tracking``), no Ray/JAX auto-start, and no gradient/parameter-norm watch (its jit hook
-    compiles a second train step)."""
+def trainer_config(run_id: str, train: TrainSpec, run_dir: Path, *, require_accelerator: bool = False,
+                   identity: RunIdentity | None = None):
+    """Levanter ``TrainerConfig`` for one run: local checkpoints, the trackers of ``PIPELINE_TRACKERS`` for a run of
+    ``identity`` (``pipeline.train.tracking``; without one, ``metrics.jsonl`` only), no Ray/JAX auto-start, and no
+    gradient/parameter-norm watch (its jit hook compiles a second train step)."""
     import jmp
     from levanter.callbacks.watch import WatchConfig
     from levanter.checkpoint import CheckpointerConfig
@@ -175,7 +177,7 @@ def trainer_config(run_id: str, train: TrainSpec, run_dir: Path, *, require_acce
     return TrainerConfig(
         seed=train.seed,
         mp=jmp.get_policy(train.mixed_precision),
-        tracker=tracker_configs(run_dir, configured_trackers()),
+        tracker=tracker_configs(run_dir, configured_trackers(), identity),
         log_dir=run_dir / "logs",
         id=run_id,
         train_batch_size=train.batch_size,
@@ -335,7 +337,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
     check_checkpoint_metadata(checkpoints)
     data = data_config(cache_dir, tokenizer_dir)
     tokenizer = data.the_tokenizer
-    config = trainer_config(run_id, train, run_dir, require_accelerator=gpus > 0)
+    config = trainer_config(run_id, train, run_dir, require_accelerator=gpus > 0, identity=identity)
     optimizer = optimizer_config(train)
     schedule = optimizer.lr_scheduler(train.steps)
     levanter.initialize(config)

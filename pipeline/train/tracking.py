@@ -5,8 +5,11 @@ list names them.
 ``metrics.jsonl`` is the run's record that its summary and the report read: one JSON object per logged call,
 ``{"step": s, ...}`` holding the pipeline's metrics (``RECORD_FIELDS``) only. The other trackers get those and
 everything Levanter logs itself (``train/loss``, ``throughput/*``, ``optim/*``). The list reaches a training job as
-``PIPELINE_TRACKERS`` (set by the workflow from the preset, like ``xla_flags``): trackers observe a run, they do
-not change its weights, so they are neither part of its fingerprint nor a rule param.
+``PIPELINE_TRACKERS`` and the preset's ``wandb`` settings as ``PIPELINE_WANDB`` (set by the workflow from the preset,
+like ``xla_flags``): trackers observe a run, they do not change its weights, so they are neither part of its
+fingerprint nor a rule param. A W&B run is named and identified ``<preset>-<run id>-<fingerprint[:8]>``: the tiny and
+paper presets' runs of one run id, or a run before and after its spec changed, never share a W&B run (W&B resumes a
+run of the same id).
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from pathlib import Path
 
 from levanter.tracker import Tracker, TrackerConfig
 
-from pipeline.commands import TRACKERS_ENV
+from pipeline.commands import TRACKERS_ENV, WANDB_ENV
+from pipeline.train.identity import RunIdentity
 
 RECORD_FIELDS = ("loss", "lr", "tokens_per_s", "step_s", "eval_loss", "eval_ppl", "micro_batch",
                  "gradient_accumulation")
@@ -28,6 +32,8 @@ evaluation's validation loss and perplexity; at the first update an attempt trai
 (``pipeline.artifacts.resume_metrics`` states what ``step`` means)."""
 
 TRACKERS = ("jsonl", "tensorboard", "wandb")
+WANDB_DEFAULTS = {"project": "diffeqformer", "entity": None, "group": None, "tags": []}
+"""The preset's ``wandb`` settings where it leaves them out (group None: the preset's name)."""
 
 
 class MetricsJsonlTracker(Tracker):
@@ -86,13 +92,33 @@ def configured_trackers() -> list[str]:
     return names
 
 
-def tracker_configs(run_dir: Path, names: typing.Sequence[str]) -> tuple[TrackerConfig, ...]:
-    """Levanter tracker configs writing under ``run_dir``: ``metrics.jsonl``; TensorBoard event files in
-    ``tensorboard/<run id>/``; a W&B run (id = run id, project ``diffeqformer``) in ``wandb/``, offline unless
-    ``WANDB_MODE`` says otherwise (``wandb sync`` uploads an offline run later)."""
-    from levanter.tracker.tensorboard import TensorboardConfig
+def wandb_run_id(preset: str, run_id: str, fingerprint: str) -> str:
+    """A run's W&B name and id: the preset, the run id and the first 8 hex digits of its fingerprint."""
+    return f"{preset}-{run_id}-{fingerprint[:8]}"
+
+
+def wandb_config(preset: str, wandb_id: str):
+    """Levanter's ``WandbConfig`` from ``PIPELINE_WANDB`` (project, entity, group, tags over ``WANDB_DEFAULTS``),
+    offline unless ``WANDB_MODE`` says otherwise."""
     from levanter.tracker.wandb import WandbConfig
 
+    settings = {**WANDB_DEFAULTS, **json.loads(os.environ.get(WANDB_ENV) or "{}")}
+    return WandbConfig(project=settings["project"], entity=settings["entity"], group=settings["group"] or preset,
+                       tags=list(settings["tags"]), name=wandb_id, id=wandb_id,
+                       mode=os.environ.get("WANDB_MODE", "offline"))
+
+
+def tracker_configs(run_dir: Path, names: typing.Sequence[str],
+                    identity: RunIdentity | None) -> tuple[TrackerConfig, ...]:
+    """Levanter tracker configs writing under ``run_dir``: ``metrics.jsonl``; TensorBoard event files in
+    ``tensorboard/<run id>/``; a W&B run ``wandb_run_id`` of the run's preset (``wandb_config``) in ``wandb/`` (``wandb
+    sync`` uploads an offline run later). Without an ``identity`` (a memory probe or benchmark, no run) only
+    ``metrics.jsonl``."""
+    from levanter.tracker.tensorboard import TensorboardConfig
+
+    if identity is None:
+        return (MetricsJsonlConfig(path=str(run_dir / "metrics.jsonl")),)
+    preset, run_id = identity.parts["spec"]["preset"], identity.parts["spec"]["run_id"]
     configs: list[TrackerConfig] = []
     for name in names:
         if name == "jsonl":
@@ -101,5 +127,5 @@ def tracker_configs(run_dir: Path, names: typing.Sequence[str]) -> tuple[Tracker
             configs.append(TensorboardConfig(logdir=str(run_dir / "tensorboard")))
         elif name == "wandb":
             os.environ["WANDB_DIR"] = str(run_dir)  # Levanter's WandbConfig has no dir; wandb reads WANDB_DIR
-            configs.append(WandbConfig(project="diffeqformer", mode=os.environ.get("WANDB_MODE", "offline")))
+            configs.append(wandb_config(preset, wandb_run_id(preset, run_id, identity.fingerprint)))
     return tuple(configs)

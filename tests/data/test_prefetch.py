@@ -1,5 +1,6 @@
-"""Prefetch and offline compute: OpenWebText from a local parquet copy, hub items missing from the cache fail with one
-sentence naming the prefetch, lm-eval tasks load one by one (a broken task is named, the others still load)."""
+"""Prefetch and offline compute: the paper preset's pins, OpenWebText from a local parquet copy, hub items missing from
+the cache fail with one sentence naming the prefetch, lm-eval tasks load one by one (a broken task is named, the others
+still load)."""
 
 import json
 import os
@@ -10,12 +11,15 @@ from pathlib import Path
 
 import datasets
 import pytest
+from lm_eval.tasks._factory import TaskFactory
 
 from pipeline.config import load_preset
 from pipeline.data.files import iter_texts
 from pipeline.data.hf_corpora import export_hf_corpus
-from pipeline.data.prefetch import PREFETCH_COMMAND, hub_items, load_lm_eval_tasks, prefetch
-from pipeline.evaluate.lm_eval_tasks import check_scored_output_types, task_manager
+from pipeline.data.hub import PREFETCH_COMMAND
+from pipeline.data.prefetch import hub_items
+from pipeline.evaluate.lm_eval_tasks import check_scored_output_types, load_lm_eval_tasks, task_manager
+from pipeline.evaluate.task_sources import prefetch_task
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "pipeline" / "evaluate" / "tasks"
@@ -27,11 +31,24 @@ def offline_env(tmp_path) -> dict:
             "PYTHONPATH": str(ROOT)}
 
 
-def test_the_paper_preset_prefetches_its_hub_items_and_the_tiny_preset_none():
-    paper = hub_items(load_preset({"preset": "paper"}))
-    assert {"name": "owt", "id": "Skylion007/openwebtext", "revision": "refs/convert/parquet"} in paper["datasets"]
+UNPINNED = {"dlwh/wikitext_103_detokenized", "cimec/lambada", "EleutherAI/logiqa", "lighteval/winograd_wsc"}
+"""The paper preset's hub items of which no commit was found pinned in public code (fetched at main)."""
+
+
+def test_the_paper_preset_pins_every_hub_item_with_a_known_commit_and_the_tiny_preset_has_none():
+    config = load_preset({"preset": "paper"})
+    paper = hub_items(config)
+    assert {"name": "owt", "id": "Skylion007/openwebtext",
+            "revision": "433fe0f44ed7894fea29c08b3202aa348ccc6369"} in paper["datasets"]
     assert [item["id"] for item in paper["tokenizers"]] == ["gpt2", "NousResearch/Llama-2-7b-hf"]
     assert len(paper["lm_eval_tasks"]) == 11 and "logiqa" in paper["lm_eval_tasks"]
+    unpinned = {item["id"] for item in paper["datasets"] + paper["tokenizers"] if item["revision"] is None}
+    index, factory = task_manager(None).task_index, TaskFactory()
+    task_datasets = {factory._load_full_config(index[task])["dataset_path"] for task in paper["lm_eval_tasks"]
+                     if task != "mmlu"} | {factory._load_full_config(index["mmlu_anatomy"])["dataset_path"]}
+    revisions = config["downstream"]["revisions"]
+    assert set(revisions) <= task_datasets
+    assert unpinned | (task_datasets - set(revisions)) == UNPINNED
     assert hub_items(load_preset({"preset": "tiny"})) == {"datasets": [], "tokenizers": [], "lm_eval_tasks": []}
 
 
@@ -67,22 +84,21 @@ def test_an_offline_job_missing_a_hub_item_names_it_and_the_prefetch(tmp_path, v
 
 @pytest.mark.parametrize(("verb", "option", "spec", "item"), [
     ("corpus", "--source", {"kind": "hf", "id": "Skylion007/openwebtext", "revision": "refs/convert/parquet"},
-     "Dataset Skylion007/openwebtext@refs/convert/parquet"),
-    ("tokenizer", "--spec", {"kind": "pretrained", "name": "gpt2"}, "Tokenizer gpt2@main"),
+     "Skylion007/openwebtext@refs/convert/parquet"),
+    ("tokenizer", "--spec", {"kind": "pretrained", "name": "gpt2"}, "gpt2@main"),
 ])
-def test_a_job_given_a_prefetch_manifest_without_its_hub_item_names_it_and_the_prefetch(tmp_path, verb, option, spec,
-                                                                                         item):
-    manifest = tmp_path / "prefetch.json"
-    manifest.write_text(json.dumps({"datasets": [{"name": "owt", "id": "Skylion007/openwebtext", "revision": None,
-                                                  "commit": "0" * 40}],
-                                    "tokenizers": [{"name": "gpt2", "id": "gpt2", "revision": "v1",
-                                                    "commit": "1" * 40}], "lm_eval_tasks": []}))
+def test_a_job_given_the_prefetch_record_of_another_revision_names_it_and_the_prefetch(tmp_path, verb, option, spec,
+                                                                                        item):
+    record = tmp_path / "record.json"
+    record.write_text(json.dumps({"name": "old", "id": spec.get("id", spec.get("name")), "revision": "v1",
+                                  "commit": "0" * 40}))
     result = subprocess.run([sys.executable, "-m", "pipeline", verb, option, json.dumps(spec), "--prefetched",
-                             str(manifest), "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                             str(record), "--out", str(tmp_path / "out")], capture_output=True, text=True,
                             env=offline_env(tmp_path), timeout=300)
     assert result.returncode == 1, result.stderr[-3000:]
     assert result.stderr.splitlines()[-1] == (
-        f"error: {item} is not in the prefetch manifest {manifest}; rerun the prefetch (`{PREFETCH_COMMAND}`).")
+        f"error: {item} is not the item of the prefetch record {record} ({spec.get('id', spec.get('name'))}@v1); "
+        f"rerun the prefetch (`{PREFETCH_COMMAND}`).")
     assert not (tmp_path / "out").exists()
 
 
@@ -101,6 +117,7 @@ def test_lm_eval_tasks_load_one_by_one_so_a_broken_task_is_named(task_dir_with_a
     assert sorted(loaded) == ["tiny_choice", "tiny_lambada"] and list(failed) == ["broken_choice"]
     with pytest.raises(ValueError, match=r"lm-eval task\(s\) \['broken_choice'\] failed to load"):
         check_scored_output_types(manager, ["tiny_choice", "broken_choice"])
-    with pytest.raises(ValueError, match=r"prefetch: 1 item\(s\) failed \(lm-eval task broken_choice: "):
-        prefetch({"datasets": [], "tokenizers": [], "lm_eval_tasks": ["broken_choice", "tiny_choice"]},
-                 str(task_dir_with_a_broken_task))
+    with pytest.raises(ValueError, match=r"prefetch: lm-eval task broken_choice failed \(FileNotFoundError: "):
+        prefetch_task("broken_choice", str(task_dir_with_a_broken_task), {})
+    assert prefetch_task("tiny_choice", str(task_dir_with_a_broken_task), {}) == {"task": "tiny_choice",
+                                                                                 "datasets": []}

@@ -19,9 +19,7 @@ import pytest
 import yaml
 from tokenizers import Tokenizer
 
-from pipeline.config import load_preset
 from pipeline.data.files import iter_texts, write_jsonl
-from pipeline.data.prefetch import hub_items
 from pipeline.data.tokenizer import train_bpe_tokenizer
 from pipeline.site import EXAMPLE, load_site
 
@@ -30,10 +28,14 @@ PRESET = "mirror"
 logger = logging.getLogger(__name__)
 
 
-def parquet_bytes(texts: list[str]) -> bytes:
+def parquet_table_bytes(columns: dict[str, list]) -> bytes:
     sink = io.BytesIO()
-    pq.write_table(pa.table({"text": texts}), sink)
+    pq.write_table(pa.table(columns), sink)
     return sink.getvalue()
+
+
+def parquet_bytes(texts: list[str]) -> bytes:
+    return parquet_table_bytes({"text": texts})
 
 
 class HubMirror(ThreadingHTTPServer):
@@ -194,18 +196,21 @@ def test_the_site_hub_mirror_defaults_to_the_hub_and_must_be_a_url(tmp_path):
         load_site(write_site(tmp_path / "site.yaml", hf_endpoint="hf-mirror.org"))
 
 
-def run_snakemake(workdir: Path, preset: Path, site: Path, *targets: str) -> None:
+def run_snakemake(workdir: Path, preset: Path, site: Path, *targets: str, keep_going: bool = False) -> str:
+    """Snakemake's output; it must succeed unless ``keep_going`` (then the jobs that can run do)."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"),
                              "--directory", str(workdir), "--cores", "1", "--show-failed-logs", *targets,
-                             "--config", f"preset={preset}", f"site={site}"],
-                            cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+                             *(["--keep-going"] if keep_going else []), "--config", f"preset={preset}",
+                             f"site={site}"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    assert keep_going or result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    return result.stdout + result.stderr
 
 
-def prefetch_directly(tmp_path: Path, mirror: HubMirror, items: dict, out: Path) -> subprocess.CompletedProcess:
-    """`python -m pipeline prefetch` of ``items`` from ``mirror`` into the test's cache, as another preset would."""
-    return subprocess.run([sys.executable, "-m", "pipeline", "prefetch", "--items", json.dumps(items), "--out",
+def prefetch_directly(tmp_path: Path, mirror: HubMirror, item: dict, out: Path) -> subprocess.CompletedProcess:
+    """`python -m pipeline prefetch` of dataset ``item`` from ``mirror`` into the test's cache, as another preset
+    would."""
+    return subprocess.run([sys.executable, "-m", "pipeline", "prefetch", "--dataset", json.dumps(item), "--out",
                            str(out)], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": mirror.endpoint,
                                "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0"})
@@ -219,7 +224,7 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
     prefetch the mirror goes away: the compute jobs read the cache with the hub offline and get each item at its
     pinned commit, although the cache holds two revisions of one dataset repository (as when presets, or a preset
     before and after a new pin, share the site's cache), and although another preset's later prefetch moved the cache's
-    parquet branch to a newer commit: a job reads the commit its own preset's manifest recorded."""
+    parquet branch to a newer commit: a job reads the commit its own preset's prefetch recorded."""
     old = hub_mirror.commit("dataset", "local/tiny-corpus", corpus_commit("old"))
     hub_mirror.commit("dataset", "local/tiny-corpus", corpus_commit("new"))
     parquet_branch = {f"default/train/000{shard}.parquet": parquet_bytes(texts("parquet", f"shard{shard}", 10))
@@ -239,35 +244,33 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
     write_site(tmp_path / "site.yaml", hf_home=str(tmp_path / "hf"), hf_endpoint=hub_mirror.endpoint)
     workdir, data = tmp_path / "work", tmp_path / "work" / "results" / PRESET / "data"
 
-    run_snakemake(workdir, tmp_path / "preset.yaml", tmp_path / "site.yaml", f"results/{PRESET}/data/prefetch.json")
+    run_snakemake(workdir, tmp_path / "preset.yaml", tmp_path / "site.yaml", "prefetch")
     assert not hub_mirror.unknown, f"requests the mirror does not implement: {hub_mirror.unknown}"
-    assert json.loads((data / "prefetch.json").read_text()) == {
-        "datasets": [
-            {"name": "owt", "id": "local/tiny-corpus", "revision": "refs/convert/parquet", "commit": converted},
-            {"name": "wt103", "id": "local/tiny-corpus", "revision": old, "commit": old}],
-        "tokenizers": [{"name": "hub", "id": "local/tiny-tokenizer", "revision": old_tokenizer,
-                        "commit": old_tokenizer}],
-        "lm_eval_tasks": []}
+    records = {path.relative_to(data / "prefetch").as_posix(): json.loads(path.read_text())
+               for path in (data / "prefetch").rglob("*.json")}
+    assert records == {
+        "datasets/owt.json": {"name": "owt", "id": "local/tiny-corpus", "revision": "refs/convert/parquet",
+                              "commit": converted},
+        "datasets/wt103.json": {"name": "wt103", "id": "local/tiny-corpus", "revision": old, "commit": old},
+        "tokenizers/hub.json": {"name": "hub", "id": "local/tiny-tokenizer", "revision": old_tokenizer,
+                                "commit": old_tokenizer}}
 
     # The hub moves the parquet branch; another preset sharing the site's cache prefetches it: the cache's ref now
-    # names the new commit, the first preset's manifest still the one it fetched.
+    # names the new commit, the first preset's record still the one it fetched.
     moved = hub_mirror.commit("dataset", "local/tiny-corpus",
                               {"default/train/0000.parquet": parquet_bytes(texts("moved", "shard0", 10))},
                               refs=("refs/convert/parquet",))
     owt_item = {"name": "owt", "id": "local/tiny-corpus", "revision": "refs/convert/parquet"}
-    other = prefetch_directly(tmp_path, hub_mirror, {"datasets": [owt_item], "tokenizers": [], "lm_eval_tasks": []},
-                              tmp_path / "other-preset.json")
+    other = prefetch_directly(tmp_path, hub_mirror, owt_item, tmp_path / "other-preset.json")
     assert other.returncode == 0, other.stderr[-3000:]
-    assert json.loads((tmp_path / "other-preset.json").read_text())["datasets"] == [{**owt_item, "commit": moved}]
+    assert json.loads((tmp_path / "other-preset.json").read_text()) == {**owt_item, "commit": moved}
     assert (tmp_path / "hf" / "hub" / "datasets--local--tiny-corpus" / "refs" / "refs" / "convert" /
             "parquet").read_text() == moved
 
     hub_mirror.stop()
-    unreachable = prefetch_directly(tmp_path, hub_mirror, hub_items(load_preset({"preset": str(tmp_path /
-                                                                                              "preset.yaml")})),
-                                    tmp_path / "again.json")
-    assert unreachable.returncode == 1 and "error: prefetch: 3 item(s) failed (dataset owt (local/tiny-corpus@refs/" \
-        "convert/parquet): ConnectionError" in unreachable.stderr, unreachable.stderr[-3000:]
+    unreachable = prefetch_directly(tmp_path, hub_mirror, owt_item, tmp_path / "again.json")
+    assert unreachable.returncode == 1 and "error: prefetch: dataset owt (local/tiny-corpus@refs/convert/parquet) " \
+        "failed (ConnectionError" in unreachable.stderr, unreachable.stderr[-3000:]
     assert not (tmp_path / "again.json").exists()
 
     run_snakemake(workdir, tmp_path / "preset.yaml", tmp_path / "site.yaml", f"results/{PRESET}/data/corpora/wt103",
@@ -279,3 +282,87 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
     assert owt == sorted(texts("parquet", "shard0", 10) + texts("parquet", "shard1", 10))
     assert json.loads((data / "corpora" / "owt" / "manifest.json").read_text())["revision"] == converted
     assert Tokenizer.from_file(str(data / "tokenizers" / "hub" / "tokenizer.json")).get_vocab_size() == 300
+
+
+CHOICE_TASK = """task: {task}
+dataset_path: {dataset}
+output_type: multiple_choice
+test_split: test
+doc_to_text: context
+doc_to_choice: choices
+doc_to_target: label
+metric_list:
+  - metric: acc
+"""
+
+
+def choice_docs(tag: str) -> bytes:
+    return parquet_table_bytes({"context": [f"{tag} question {i}" for i in range(3)],
+                                "choices": [["yes", "no"]] * 3, "label": [i % 2 for i in range(3)]})
+
+
+LOAD_TASKS = """import json, sys
+from pathlib import Path
+from pipeline.evaluate.lm_eval_tasks import task_manager
+from pipeline.evaluate.task_sources import pin_task_datasets, recorded_source
+task_dir, records, names = sys.argv[1], [Path(p) for p in sys.argv[2].split(",")], sys.argv[3].split(",")
+manager = pin_task_datasets(task_manager(task_dir), recorded_source(records))
+tasks = manager.load(names)["tasks"]
+print(json.dumps({name: [doc["context"] for doc in task.test_docs()] for name, task in tasks.items()}))
+"""
+
+
+def test_a_failing_lm_eval_task_leaves_pretraining_runnable_and_tasks_read_their_pinned_or_parquet_commit(
+        tmp_path, hub_mirror):
+    """Three lm-eval tasks of a local task folder read hub datasets: `pinned` a dataset with an old commit (pinned in
+    downstream.revisions) and a newer main; `converted` a loading script with a parquet conversion; `script_only` a
+    loading script without one. With --keep-going the prefetch refuses `script_only` by name, and the corpus job of a
+    hub dataset still runs (it needs only its own record). Offline, the downstream's task loading reads `pinned` at
+    the old commit and `converted` from its parquet branch."""
+    wt103 = hub_mirror.commit("dataset", "local/tiny-corpus", corpus_commit("old"))
+    old = hub_mirror.commit("dataset", "local/pinned", {"data/test-00000-of-00001.parquet": choice_docs("old")})
+    hub_mirror.commit("dataset", "local/pinned", {"data/test-00000-of-00001.parquet": choice_docs("new")})
+    hub_mirror.commit("dataset", "local/converted", {"converted.py": b"# a loading script"})
+    parquet = hub_mirror.commit("dataset", "local/converted", {"default/test/0000.parquet": choice_docs("parquet")},
+                                refs=("refs/convert/parquet",))
+    hub_mirror.commit("dataset", "local/script_only", {"script_only.py": b"# a loading script"})
+    task_dir = tmp_path / "tasks"
+    task_dir.mkdir()
+    for task in ("pinned", "converted", "script_only"):
+        (task_dir / f"{task}.yaml").write_text(CHOICE_TASK.format(task=task, dataset=f"local/{task}"))
+
+    preset = yaml.safe_load((ROOT / "pipeline" / "config" / "presets" / "tiny.yaml").read_text())
+    preset["preset"] = PRESET
+    preset["datasets"]["wt103"]["source"] = {"kind": "hf", "id": "local/tiny-corpus", "revision": wt103,
+                                             "test_split": True}
+    preset["downstream"].update(task_dir=str(task_dir), tasks=["pinned", "converted", "script_only"],
+                                revisions={"local/pinned": old})
+    (tmp_path / "preset.yaml").write_text(yaml.safe_dump(preset))
+    write_site(tmp_path / "site.yaml", hf_home=str(tmp_path / "hf"), hf_endpoint=hub_mirror.endpoint)
+    workdir = tmp_path / "work"
+    results = workdir / "results" / PRESET
+
+    output = run_snakemake(workdir, tmp_path / "preset.yaml", tmp_path / "site.yaml", "prefetch",
+                           f"results/{PRESET}/data/corpora/wt103", keep_going=True)
+    assert not hub_mirror.unknown, f"requests the mirror does not implement: {hub_mirror.unknown}"
+    assert (results / "data" / "corpora" / "wt103" / "manifest.json").is_file(), output[-4000:]
+    records = sorted(path.name for path in (results / "data" / "prefetch" / "lm_eval").iterdir())
+    assert records == ["converted.json", "pinned.json"]
+    assert json.loads((results / "data" / "prefetch" / "lm_eval" / "converted.json").read_text()) == {
+        "task": "converted", "datasets": [{"id": "local/converted", "revision": None, "commit": parquet,
+                                           "converted": True}]}
+    assert ("error: prefetch: lm-eval task script_only failed (ValueError: lm-eval dataset local/script_only@main is "
+            "a loading script, which datasets 4 refuses, and has no parquet conversion (refs/convert/parquet); remove "
+            "its task from downstream.tasks.)") in (results / "logs" / "prefetch" / "lm_eval" / "script_only.log"
+                                                    ).read_text()
+
+    hub_mirror.stop()
+    loaded = subprocess.run([sys.executable, "-c", LOAD_TASKS, str(task_dir),
+                             ",".join(str(results / "data" / "prefetch" / "lm_eval" / f"{task}.json")
+                                      for task in ("pinned", "converted")), "pinned,converted"],
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1",
+                                 "HF_DATASETS_OFFLINE": "1"})
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert json.loads(loaded.stdout.splitlines()[-1]) == {"pinned": [f"old question {i}" for i in range(3)],
+                                                          "converted": [f"parquet question {i}" for i in range(3)]}

@@ -198,8 +198,10 @@ def test_jax_without_the_accelerators_the_job_was_given_is_refused():
     from pipeline.train.loop import AcceleratorError, require_accelerators
 
     require_accelerators(0)
-    with pytest.raises(AcceleratorError, match=r"given 2 GPU\(s\) but JAX .* sees 0 accelerator"):
+    with pytest.raises(AcceleratorError, match=r"given 2 GPU\(s\) but JAX .* sees 0 accelerator") as refusal:
         require_accelerators(2)
+    assert "build the CUDA venv on the login node with PIPELINE_ACCELERATOR=cuda on the shared filesystem" \
+        in str(refusal.value)
 
 
 def test_sigterm_saves_a_checkpoint_at_the_current_step_and_a_rerun_resumes_from_it(data, tmp_path):

@@ -12,8 +12,10 @@ import pytest
 from levanter.tracker import TrackerConfig
 
 from pipeline.artifacts import read_metrics, resume_metrics
+from pipeline.commands import export_trackers
 from pipeline.config import load_preset, pretrain_runs
-from pipeline.train.tracking import MetricsJsonlConfig, configured_trackers
+from pipeline.train.identity import RunIdentity
+from pipeline.train.tracking import MetricsJsonlConfig, configured_trackers, tracker_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,6 +56,26 @@ def test_a_tracker_list_without_jsonl_or_with_an_unknown_name_is_one_sentence(mo
     assert configured_trackers() == ["jsonl"]
 
 
+def test_two_presets_runs_of_one_run_id_are_different_wandb_runs_with_the_presets_wandb_settings(tmp_path,
+                                                                                                monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    for name in ("PIPELINE_TRACKERS", "PIPELINE_WANDB", "WANDB_DIR"):  # restored after the test
+        monkeypatch.setenv(name, "")
+    run_id, fingerprint = "wt103-small-gpt", "0123456789abcdef" * 4
+    configs = {}
+    for preset in ("tiny", "paper"):
+        config = load_preset({"preset": preset})
+        spec = pretrain_runs(config)[run_id]
+        export_trackers(["jsonl", "wandb"], {**config["wandb"], "entity": "lab", "tags": ["repro"]})
+        identity = RunIdentity(fingerprint, {"spec": dataclasses.asdict(spec)})
+        configs[preset] = tracker_configs(tmp_path / preset, configured_trackers(), identity)[1]
+    tiny, paper = configs["tiny"], configs["paper"]
+    assert (tiny.id, tiny.name, paper.id) == ("tiny-wt103-small-gpt-01234567", "tiny-wt103-small-gpt-01234567",
+                                              "paper-wt103-small-gpt-01234567")
+    assert (paper.project, paper.entity, paper.group, paper.tags, paper.mode) == ("diffeqformer", "lab", "paper",
+                                                                                   ["repro"], "offline")
+
+
 def test_a_run_with_tensorboard_and_offline_wandb_writes_all_three(tiny_data_workdir, tmp_path):
     """One tiny pretraining job with every tracker; W&B offline with an unreachable server (no network used)."""
     data = tiny_data_workdir / "results" / "tiny" / "data"
@@ -77,6 +99,6 @@ def test_a_run_with_tensorboard_and_offline_wandb_writes_all_three(tiny_data_wor
         (step, ["loss", "lr", "step", "step_s", "tokens_per_s"]) for step in range(4)]
     events = b"".join(path.read_bytes() for path in (run_dir / "tensorboard" / spec.run_id).rglob("events.out.*"))
     assert all(tag in events for tag in (b"eval_ppl", b"tokens_per_s", b"train/loss"))
-    wandb_logs = list((run_dir / "wandb").glob(f"offline-run-*-{spec.run_id}/run-{spec.run_id}.wandb"))
+    wandb_logs = list((run_dir / "wandb").glob(f"offline-run-*-tiny-{spec.run_id}-*/run-tiny-{spec.run_id}-*.wandb"))
     assert len(wandb_logs) == 1 and b"eval_ppl" in wandb_logs[0].read_bytes()
     assert json.loads((run_dir / "summary.json").read_text())["steps_done"] == 4

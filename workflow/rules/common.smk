@@ -44,9 +44,16 @@ FINETUNE_RUNS = finetune_runs(config)
 MEMORY_PROBES = memory_probes(config)
 EVALUATE_TASK_DIR = downstream_task_dir(config)
 HUB_ITEMS = hub_items(config)
-PREFETCH_MANIFEST = f"{DATA}/prefetch.json"
-# Jobs that read the hub read the shared cache the prefetch filled (nothing to fetch: no prefetch job).
-PREFETCHED = [PREFETCH_MANIFEST] if any(HUB_ITEMS.values()) else []
+HUB_DATASETS = {item["name"]: item for item in HUB_ITEMS["datasets"]}
+HUB_TOKENIZERS = {item["name"]: item for item in HUB_ITEMS["tokenizers"]}
+PREFETCH = f"{DATA}/prefetch"
+# Each hub item is its own prefetch job and record; a job that reads an item reads the shared cache the item's
+# prefetch filled, at the commit its record holds (local items: nothing to fetch, no record).
+PREFETCH_RECORDS = (
+    [f"{PREFETCH}/datasets/{name}.json" for name in HUB_DATASETS]
+    + [f"{PREFETCH}/tokenizers/{name}.json" for name in HUB_TOKENIZERS]
+    + [f"{PREFETCH}/lm_eval/{task}.json" for task in HUB_ITEMS["lm_eval_tasks"]]
+)
 
 
 def one_of(names):
@@ -60,6 +67,7 @@ wildcard_constraints:
     run=one_of(RUNS),
     finetune=one_of(FINETUNE_RUNS),
     probe=one_of(MEMORY_PROBES),
+    task=one_of(HUB_ITEMS["lm_eval_tasks"]),
 
 
 def run_summary(run_id):
@@ -72,6 +80,14 @@ def corpus_source(wildcards):
 
 def tokenizer_spec(wildcards):
     return json.dumps(config["tokenizers"][wildcards.tokenizer], sort_keys=True)
+
+
+def dataset_prefetched(wildcards):
+    return [f"{PREFETCH}/datasets/{wildcards.dataset}.json"] if wildcards.dataset in HUB_DATASETS else []
+
+
+def tokenizer_prefetched(wildcards):
+    return [f"{PREFETCH}/tokenizers/{wildcards.tokenizer}.json"] if wildcards.tokenizer in HUB_TOKENIZERS else []
 
 
 def prefetched_option(wildcards, input):
@@ -147,7 +163,7 @@ JOBS = JobResources(config, SITE, fit_table=f"{RESULTS}/fit.csv")
 export_code_path(REPO_ROOT)
 export_ray_placement(config["ray"])
 export_xla_flags(config.get("xla_flags", ""))
-export_trackers(config.get("tracker", ["jsonl"]))
+export_trackers(config.get("tracker", ["jsonl"]), config.get("wandb", {}))
 export_site_environment(SITE)
 
 RAY_RULES = {"pretrain", "finetune", "downstream", "spectra", "lyapunov", "frontier", "memory_probe"}

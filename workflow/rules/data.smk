@@ -2,26 +2,64 @@
 
 
 rule prefetch:
+    input:
+        PREFETCH_RECORDS,
+
+
+rule prefetch_dataset:
     output:
-        manifest=PREFETCH_MANIFEST,
+        f"{PREFETCH}/datasets/{{dataset}}.json",
     params:
-        hub_items=json.dumps(HUB_ITEMS, sort_keys=True),
-        task_dir=["--task-dir", str(EVALUATE_TASK_DIR)] if EVALUATE_TASK_DIR is not None else [],
+        item=lambda wildcards: json.dumps(HUB_DATASETS[wildcards.dataset], sort_keys=True),
     log:
-        f"{RESULTS}/logs/prefetch.log",
+        f"{RESULTS}/logs/prefetch/datasets/{{dataset}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/prefetch/datasets/{{dataset}}.tsv"
     shell:
-        "HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 python -m pipeline prefetch --items {params.hub_items:q}"
-        " {params.task_dir:q} --out {output.manifest:q} > {log:q} 2>&1"
+        "HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 python -m pipeline prefetch --dataset {params.item:q} --out {output:q}"
+        " > {log:q} 2>&1"
+
+
+rule prefetch_tokenizer:
+    output:
+        f"{PREFETCH}/tokenizers/{{tokenizer}}.json",
+    params:
+        item=lambda wildcards: json.dumps(HUB_TOKENIZERS[wildcards.tokenizer], sort_keys=True),
+    log:
+        f"{RESULTS}/logs/prefetch/tokenizers/{{tokenizer}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/prefetch/tokenizers/{{tokenizer}}.tsv"
+    shell:
+        "HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 python -m pipeline prefetch --tokenizer {params.item:q}"
+        " --out {output:q} > {log:q} 2>&1"
+
+
+rule prefetch_task:
+    output:
+        f"{PREFETCH}/lm_eval/{{task}}.json",
+    params:
+        task_dir=["--task-dir", str(EVALUATE_TASK_DIR)] if EVALUATE_TASK_DIR is not None else [],
+        revisions=json.dumps(config["downstream"].get("revisions", {}), sort_keys=True),
+    log:
+        f"{RESULTS}/logs/prefetch/lm_eval/{{task}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/prefetch/lm_eval/{{task}}.tsv"
+    shell:
+        "HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 python -m pipeline prefetch-task --task {wildcards.task:q}"
+        " {params.task_dir:q} --revisions {params.revisions:q} --out {output:q} > {log:q} 2>&1"
 
 
 # The hub is reached only where the network is: on the submit host.
 localrules:
     prefetch,
+    prefetch_dataset,
+    prefetch_tokenizer,
+    prefetch_task,
 
 
 rule corpus:
     input:
-        prefetched=PREFETCHED,
+        prefetched=dataset_prefetched,
     output:
         directory(f"{DATA}/corpora/{{dataset}}"),
     params:
@@ -40,7 +78,7 @@ rule corpus:
 rule tokenizer:
     input:
         corpora=tokenizer_corpora,
-        prefetched=PREFETCHED,
+        prefetched=tokenizer_prefetched,
     output:
         directory(f"{DATA}/tokenizers/{{tokenizer}}"),
     params:

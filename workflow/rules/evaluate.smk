@@ -14,7 +14,7 @@ rule downstream:
         summary=lambda wildcards: run_summary(wildcards.run),
         tokenizer=lambda wildcards: run_inputs(wildcards)["tokenizer"],
         task_files=EVALUATE_TASK_FILES,
-        prefetched=PREFETCHED,
+        prefetched=[f"{PREFETCH}/lm_eval/{task}.json" for task in HUB_ITEMS["lm_eval_tasks"]],
     output:
         csv=f"{RESULTS}/downstream/{{run}}/downstream.csv",
         results=[f"{RESULTS}/downstream/{{run}}/lm_eval_{k}shot.json" for k in EVALUATE_CONFIG["shots"]],
@@ -22,6 +22,7 @@ rule downstream:
         run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
         out_dir=lambda wildcards: f"{RESULTS}/downstream/{wildcards.run}",
         pair=lambda wildcards: EVALUATED_RUN_PAIR[wildcards.run],
+        prefetched=prefetched_option,
         tasks=EVALUATE_CONFIG["tasks"],
         shots=EVALUATE_CONFIG["shots"],
         options=(["--task-dir", str(EVALUATE_TASK_DIR)] if EVALUATE_TASK_DIR is not None else [])
@@ -35,4 +36,4 @@ rule downstream:
     shell:
         "python -m pipeline downstream --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
         " --out-dir {params.out_dir:q} --pair {params.pair:q} --tasks {params.tasks:q} --shots {params.shots:q}"
-        " {params.options:q} --gpus {resources.gpu:q} > {log:q} 2>&1"
+        " {params.options:q} {params.prefetched:q} --gpus {resources.gpu:q} > {log:q} 2>&1"

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# One-time (idempotent) set-up of a fresh clone: a Python 3.11 virtualenv in .venv with the locked
-# stack, the `pipeline` package installed editable, and the SLURM profile made reachable as the bare
-# name `slurm` (Snakemake looks for bare profile names only in ./, ~/.config/snakemake and
-# /etc/xdg/snakemake). Re-running it with an unchanged lock file does nothing and takes a second.
+# One-time (idempotent) set-up of a fresh clone: a Python 3.11 virtualenv in .venv with the locked stack and the
+# `pipeline` package installed editable. It writes nothing outside the clone: name the SLURM profile by its path,
+# `snakemake --profile profiles/slurm`. Re-running it with unchanged locks does nothing and takes seconds (the stamp
+# .venv/.installed-lock holds the accelerator and the hash of the locks and pyproject.toml).
 #
-# Accelerator: PIPELINE_ACCELERATOR=cuda adds the CUDA 12 build of the same jax (requirements-cuda.lock),
-# =cpu removes it, and the default (auto) adds it when `nvidia-smi -L` lists a GPU and keeps a venv already set up
-# for CUDA. Run it on a GPU node (or with PIPELINE_ACCELERATOR=cuda on the login node of a shared file system),
-# else GPU jobs refuse to start.
+# Accelerator: PIPELINE_ACCELERATOR=cuda adds the CUDA 12 build of the same jax (requirements-cuda.lock), =cpu removes
+# it, and the default (auto) adds it when `nvidia-smi -L` lists a GPU and keeps a venv already set up for CUDA.
+# On a cluster whose compute nodes have no network: build the CUDA venv on the login node with
+# PIPELINE_ACCELERATOR=cuda on the shared filesystem; GPU jobs refuse a CPU venv.
+#
+# torch (lm-eval's dependency, run on CPU only) is the CPU build the lock pins (2.13.0+cpu) in both venvs, never a
+# CUDA torch: it comes from PIPELINE_TORCH_INDEX (default PyTorch's CPU index; empty: only the indexes and
+# find-links pip is configured with, e.g. a site mirror or a local wheel).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+step() { echo "setup_env.sh: $*"; }
 PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null || PYTHON=python3
 "$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 required, found {sys.version}"'
@@ -26,21 +31,32 @@ case "$accelerator" in
   cuda) locks=(requirements.lock requirements-cuda.lock) ;;
   *) echo "setup_env.sh: PIPELINE_ACCELERATOR must be auto, cpu or cuda (got '$accelerator')." >&2; exit 2 ;;
 esac
+torch_index="${PIPELINE_TORCH_INDEX-https://download.pytorch.org/whl/cpu}"
+torch_pin="$(grep '^torch==' requirements.lock)"
 
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+if [ ! -x .venv/bin/python ]; then
+  step "creating .venv with $("$PYTHON" --version)"
+  "$PYTHON" -m venv .venv
+fi
 wanted="$accelerator $(cat "${locks[@]}" pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  step "installing the $accelerator stack (${locks[*]}) into .venv; a first install downloads some GB"
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet torch==2.13.0
-  .venv/bin/python -m pip install --quiet "${locks[@]/#/-r}"
-  if [ "$accelerator" = cpu ]; then  # JAX's CUDA plugin only: torch may need the nvidia-* libraries
+  step "1/4 $torch_pin${torch_index:+ (index $torch_index)}"
+  .venv/bin/python -m pip install --quiet ${torch_index:+--extra-index-url "$torch_index"} "$torch_pin"
+  step "2/4 the locked packages (requirements.lock)"
+  .venv/bin/python -m pip install --quiet -r requirements.lock
+  if [ "$accelerator" = cuda ]; then
+    step "3/4 JAX's CUDA 12 plugin (requirements-cuda.lock)"
+    .venv/bin/python -m pip install --quiet -r requirements-cuda.lock
+  else
+    step "3/4 no JAX CUDA plugin (removed if an earlier set-up added it)"
     .venv/bin/python -m pip uninstall --quiet --yes jax-cuda12-plugin jax-cuda12-pjrt 2>/dev/null || true
   fi
+  step "4/4 the pipeline package (editable)"
   .venv/bin/python -m pip install --quiet --no-deps -e .
   echo "$wanted" > "$stamp"
+else
+  step ".venv already holds the $accelerator stack of these locks (stamp $stamp)"
 fi
-
-config_home="${XDG_CONFIG_HOME:-$HOME/.config}/snakemake"
-mkdir -p "$config_home"
-ln -sfn "$PWD/profiles/slurm" "$config_home/slurm"
-echo "environment ready: .venv ($(.venv/bin/python -c 'import levanter, jax; print("levanter", levanter.__version__ if hasattr(levanter, "__version__") else "", "jax", jax.__version__, "backend", jax.default_backend())'))"
+step "environment ready: .venv ($(.venv/bin/python -c 'import levanter, jax; print("levanter", levanter.__version__ if hasattr(levanter, "__version__") else "", "jax", jax.__version__, "backend", jax.default_backend())'))"
