@@ -19,7 +19,9 @@ import pandas as pd
 
 from pipeline.artifacts import atomic_write_text
 from pipeline.families import DIFFEQ_FAMILIES, FAMILY_LABELS, SHARED_FAMILIES
-from pipeline.report.fidelity import linked_rows
+from pipeline.report.claim_rows import SCORECARD_COLUMNS, row
+from pipeline.report.intervals import INTERVAL_METHOD, VERDICT_RULE
+from pipeline.report.seeded_claims import CLUSTERED_MAX_FRACTION, TRAIN_COST_GOAL, seeded_claims
 from pipeline.report.tables import (
     TableFiles,
     downstream_table,
@@ -39,13 +41,8 @@ COMPARABLE_PRESET = "paper"
 PARAMETER_TOLERANCE = 0.10
 """Relative tolerance on parameter counts (Table 3): the paper's 117M for GPT-small is the often-quoted miscount of
 GPT-2 small's 124M."""
-TRAIN_COST_GOAL = 1.15
-"""Paper App. D.1: DiffEqFormer trains at most ~1.15× slower than GPT ("only slightly below"), i.e. throughput ratio
-≥ 1/1.15."""
 NO_PATTERN_RANK_CORRELATION = 0.5
 """|Spearman ρ| below which the vanilla GPT's spectrum counts as having 'no clear pattern' over depth."""
-SCORECARD_COLUMNS = ["section", "item", "source", "paper", "ours", "deviation", "unit", "status", "evidence", "ledger"]
-"""``ledger``: the fidelity-ledger rows (``pipeline/report/reference/fidelity.csv``) whose choice can move the item."""
 
 
 @dataclass
@@ -60,12 +57,7 @@ class ScorecardInputs:
     clustering_stats: Path | None = None
     clustering_sweep: Path | None = None
     memory: list[Path] = field(default_factory=list)
-
-
-def row(section: str, item: str, source: str, *, paper: float = math.nan, ours: float = math.nan,
-        deviation: float = math.nan, unit: str = "", status: str, evidence: str = "") -> dict:
-    return dict(section=section, item=item, source=source, paper=paper, ours=ours, deviation=deviation, unit=unit,
-                status=status, evidence=evidence, ledger=linked_rows(source))
+    untrained_spectra: list[Path] = field(default_factory=list)
 
 
 def rank_correlation(x: pd.Series, y: pd.Series) -> float:
@@ -269,11 +261,6 @@ def clustering_claims(path: Path | None) -> list[dict]:
                 evidence=f"mean pairwise distance: {distances}")]
 
 
-CLUSTERED_MAX_FRACTION = 0.5
-"""A final state "clusters" when it has at most this fraction of its tokens' count of clusters (≥ 2 tokens per
-cluster on average) at the single-linkage threshold."""
-
-
 def clustering_sweep_claims(path: Path | None) -> list[dict]:
     """§5.1, Fig. 2c/d with the authors' notebook dynamics (experiment-facts §9.11): per regime (horizon T, a(t)
     normalised to the constant's mean or not), the fraction of seeds where weight sharing (constant a) clusters and
@@ -389,12 +376,18 @@ def ablation_claims(runs: pd.DataFrame) -> list[dict]:
 
 
 def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
-    runs = read_csv(inputs.runs_csv, ["run_id", "group", "family", "size", "role", "ablation", "parameters",
-                                      "val_ppl", "mean_tokens_per_s", "dataset"], "the pretrain run list")
-    rows = (perplexity_claims(runs) + finetune_claims(inputs.finetune_summaries) + spectra_claims(inputs.spectra)
-            + clustering_claims(inputs.clustering_stats) + clustering_sweep_claims(inputs.clustering_sweep)
-            + throughput_claims(runs)
-            + lambada_claims(inputs.downstream) + ablation_claims(runs) + memory_claims(inputs.memory)
+    """Claims, then numbers. With several seeds per configuration (``seeds`` in the preset) claims (1)-(7) get an
+    interval across seeds and a verdict (``seeded_claims``); with one run each, the single-run checks."""
+    runs = read_csv(inputs.runs_csv, ["run_id", "group", "family", "size", "role", "ablation", "parameters", "seed",
+                                      "val_loss", "val_ppl", "mean_tokens_per_s", "dataset"], "the pretrain run list")
+    if runs["seed"].nunique() > 1:
+        claims = seeded_claims(runs, inputs.finetune_summaries, inputs.spectra, inputs.untrained_spectra,
+                               inputs.clustering_sweep) + clustering_claims(inputs.clustering_stats)
+    else:
+        claims = (perplexity_claims(runs) + finetune_claims(inputs.finetune_summaries) + spectra_claims(inputs.spectra)
+                  + clustering_claims(inputs.clustering_stats) + clustering_sweep_claims(inputs.clustering_sweep)
+                  + throughput_claims(runs))
+    rows = (claims + lambada_claims(inputs.downstream) + ablation_claims(runs) + memory_claims(inputs.memory)
             + perplexity_numbers(runs) + parameter_numbers(inputs.preset, runs)
             + downstream_numbers(inputs.preset, inputs.downstream))
     return pd.DataFrame(rows, columns=SCORECARD_COLUMNS)
@@ -407,6 +400,8 @@ def scorecard_markdown(card: pd.DataFrame, preset: str) -> str:
     counts = card.groupby(["section", "status"]).size().unstack(fill_value=0)
     parts = [f"# Scorecard (preset `{preset}`)\n", f"Scope: {scope}.\n",
              f"## Status counts\n\n{counts.to_markdown()}\n"]
+    if card["low"].notna().any():
+        parts.append(f"Intervals (columns low, high): {INTERVAL_METHOD}. Verdict rule: {VERDICT_RULE}\n")
     for section, title in (("claim", "Claims"), ("number", "Numbers")):
         rows = card[card["section"] == section].drop(columns="section").astype(object)
         rows = rows.where(rows.notna(), None)
