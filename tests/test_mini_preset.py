@@ -43,7 +43,7 @@ def test_every_compared_configuration_trains_at_three_seeds_with_distinct_finger
     for run_id, spec in runs.items():
         configuration, seed = re.fullmatch(r"(.+)-s(\d+)", run_id).groups()
         assert spec.train.seed == int(seed)
-        assert getattr(spec, "source_run", f"-s{seed}").endswith(f"-s{seed}")   # a fine-tune's source: same seed
+        assert getattr(spec, "source_run", f"-s{seed}").endswith(f"-s{seed}")  # a fine-tune's source: same seed
         fingerprints[configuration][seed] = RunIdentity.of(dataclasses.asdict(spec), tokenizer, cache).fingerprint
     assert len(fingerprints) >= 5
     for configuration, by_seed in fingerprints.items():

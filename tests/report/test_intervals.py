@@ -41,7 +41,7 @@ def test_pairing_by_seed_removes_the_shared_seed_effect():
     baseline, challenger = 4.0 + effect, 3.5 + effect
     unpaired = t_interval(list(challenger)).mean - t_interval(list(baseline)).mean
     assert unpaired == pytest.approx(-0.5)
-    assert t_interval(list(challenger)).high > t_interval(list(baseline)).low   # intervals overlap
+    assert t_interval(list(challenger)).high > t_interval(list(baseline)).low  # intervals overlap
     assert verdict(paired_interval(dict(enumerate(challenger)), dict(enumerate(baseline))), 0.0, "below") == SUPPORTED
 
 
