@@ -11,6 +11,7 @@ of tiny models trained for a few steps, not evidence about the paper's scale.
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -393,15 +394,25 @@ def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SCORECARD_COLUMNS)
 
 
+def verdict_note(card: pd.DataFrame) -> str:
+    """How the intervals and verdicts of a seeded scorecard were computed (empty without intervals)."""
+    if not card["low"].notna().any():
+        return ""
+    return f"Intervals (columns low, high): {INTERVAL_METHOD}. Verdict rule: {VERDICT_RULE}"
+
+
 def scorecard_markdown(card: pd.DataFrame, preset: str) -> str:
+    seeded = bool(verdict_note(card))
     scope = ("the paper's configuration" if preset == COMPARABLE_PRESET else
+             f"preset `{preset}`: small models on stand-in data, every claim at several seeds; the paper's numbers "
+             "are not comparable (status 'not run at this preset')" if seeded else
              f"preset `{preset}`: tiny models, a few steps, stand-in data; claims are qualitative checks at this "
              "scale and the paper's numbers are not comparable (status 'not run at this preset')")
     counts = card.groupby(["section", "status"]).size().unstack(fill_value=0)
     parts = [f"# Scorecard (preset `{preset}`)\n", f"Scope: {scope}.\n",
              f"## Status counts\n\n{counts.to_markdown()}\n"]
-    if card["low"].notna().any():
-        parts.append(f"Intervals (columns low, high): {INTERVAL_METHOD}. Verdict rule: {VERDICT_RULE}\n")
+    if seeded:
+        parts.append(verdict_note(card) + "\n")
     for section, title in (("claim", "Claims"), ("number", "Numbers")):
         rows = card[card["section"] == section].drop(columns="section").astype(object)
         rows = rows.where(rows.notna(), None)
@@ -415,7 +426,8 @@ def write_scorecard(inputs: ScorecardInputs, *, out: TableFiles) -> None:
     markdown = scorecard_markdown(card, inputs.preset)
     atomic_write_text(out.csv, card.to_csv(index=False))
     atomic_write_text(out.md, markdown)
+    note = f"<p>{html.escape(verdict_note(card))}</p>" if verdict_note(card) else ""
     atomic_write_text(out.html, "<!DOCTYPE html><html><head><meta charset='utf-8'><style>"
                       "body{font-family:sans-serif} table{border-collapse:collapse} td,th{padding:2px 8px}</style>"
-                      f"</head><body>{card.to_html(index=False, na_rep='–', float_format='{:.4g}'.format)}"
+                      f"</head><body>{note}{card.to_html(index=False, na_rep='–', float_format='{:.4g}'.format)}"
                       "</body></html>\n")

@@ -163,3 +163,6 @@ def test_with_seeds_each_claim_gets_its_interval_and_the_verdict_of_the_rule(tmp
     assert card.loc["(5) weight sharing is worse: Shared parameter, wt103-small", "status"] == "supported"
     perplexity = (tmp_path / "perplexity.md").read_text()
     assert "95 % t-interval" in perplexity and "(0.20M, 3 seeds)" in perplexity
+    write_scorecard(ScorecardInputs(preset="mini", runs_csv=tmp_path / "runs.csv"), out=table_files(tmp_path / "card"))
+    for view in ("md", "html"):
+        assert "Verdict rule: A claim states" in (tmp_path / f"card.{view}").read_text()
