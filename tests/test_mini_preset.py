@@ -7,9 +7,10 @@ import re
 from collections import defaultdict
 
 import pytest
+import yaml
 
 from pipeline.bench.cost import BENCHMARKS_DIR, preview
-from pipeline.config import finetune_runs, load_preset, pretrain_runs
+from pipeline.config import REPO_ROOT, finetune_runs, load_preset, pretrain_runs
 from pipeline.train.identity import RunIdentity
 
 STUDY_BUDGET_S = 60 * 60
@@ -58,3 +59,15 @@ def test_the_mini_study_fits_its_budget_by_the_cost_preview():
     total = next(row for row in stages if row["stage"] == "total")
     training_jobs = sum(row["runs"] for row in stages if row["stage"] in ("pretrain", "finetune"))
     assert total["gpu_hours"] * 3600 + JOB_OVERHEAD_S * training_jobs <= STUDY_BUDGET_S
+
+
+def test_ci_runs_the_tiny_dag_and_never_the_mini_study():
+    """CI (.ci/run: pytest with profiles/ci) builds the tiny DAG only; the mini study, over 10x its compute (the
+    preview's estimate on any one device), is run by hand. No test starts Snakemake on the mini preset."""
+    ci = yaml.safe_load((REPO_ROOT / "profiles" / "ci" / "config.yaml").read_text())
+    assert ci["config"] == ["preset=tiny"]
+    hours = {preset: next(row for row in preview(preset, "h100")[0] if row["stage"] == "total")["gpu_hours"]
+             for preset in ("tiny", "mini")}
+    assert hours["mini"] > 10 * hours["tiny"]
+    tests = [path for path in (REPO_ROOT / "tests").rglob("*.py") if path.name != "test_mini_preset.py"]
+    assert [path for path in tests if "preset=mini" in path.read_text()] == []
