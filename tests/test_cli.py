@@ -67,7 +67,7 @@ verbs = [["pretrain", "--spec", spec.to_json(), "--run-dir", "run", "--cache", "
          ["finetune", "--spec", finetune_runs(preset)["ft-wt103-owt-diffeq6-n3-lora"].to_json(), "--run-dir", "ft",
           "--source", str(source), "--cache", "c", "--tokenizer", "tok"],
          ["downstream", *common, "--out-dir", "d", "--pair", "p", "--tasks", "lambada_openai", "--shots", "0"],
-         ["spectra", *common, "--time-oversampling", "2", "--out", "s.csv"],
+         ["spectra", *common, "--time-oversampling", "2", "--out", "s.csv", "--untrained-out", "u.csv"],
          ["lyapunov", *common, "--sentences", '["a b"]', "--output-token", "1", "--out", "l.csv", "--html", "l.html"],
          ["frontier", *common, "--cache", "c", "--step-factors", "[1]", "--solvers", '["euler"]', "--out", "f.csv"],
          ["memory-probe", "--spec", spec.to_json(), "--tokenizer", "tok", "--steps", "1", "--out", "m.json"]]

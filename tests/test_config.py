@@ -177,7 +177,8 @@ def test_outputs_outside_the_results_folder_are_refused():
 
 
 def test_unknown_preset_names_the_choices():
-    with pytest.raises(ConfigError, match=r"key 'preset' names no preset file; expected one of \['paper', 'tiny'\]"):
+    choices = r"expected one of \['mini', 'paper', 'tiny'\]"
+    with pytest.raises(ConfigError, match=rf"key 'preset' names no preset file; {choices}"):
         load_preset({"preset": "nope"})
 
 

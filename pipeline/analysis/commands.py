@@ -16,7 +16,7 @@ def _spectra(args: argparse.Namespace) -> None:
     from pipeline.runner import run_on_ray
 
     summary = run_on_ray("pipeline.analysis.spectra:run_spectra", *absolute(args.run_dir, args.tokenizer, args.out),
-                         args.time_oversampling, **ray_placement(args))
+                         args.time_oversampling, *absolute(args.untrained_out), **ray_placement(args))
     logging.info("spectra finished: %s", json.dumps(summary))
 
 
@@ -83,6 +83,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     _run_options(spectra)
     spectra.add_argument("--time-oversampling", type=int, required=True, help="DiffEqFormer: t grid k·L fine")
     spectra.add_argument("--out", type=Path, required=True, help="the tidy CSV")
+    spectra.add_argument("--untrained-out", type=Path, required=True,
+                         help="the tidy CSV of an untrained model of the run's config (the control)")
     spectra.set_defaults(run=_spectra)
 
     lyapunov = verbs.add_parser("lyapunov", help="Lyapunov token sensitivity of sentences (§5.2, App. B)")

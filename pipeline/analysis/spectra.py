@@ -127,14 +127,22 @@ def spectra_table(c_attn: np.ndarray, c_proj: np.ndarray, times: np.ndarray, lay
     return table[SPECTRA_COLUMNS]
 
 
-def run_spectra(run_dir: str, tokenizer_dir: str, out_csv: str, time_oversampling: int) -> dict:
-    """Load a trained run and write its spectra table to ``out_csv``; returns a short summary."""
-    from levanter.compat.hf_checkpoints import load_tokenizer
+def spectral_trend(table: pd.DataFrame) -> pd.DataFrame:
+    """The trend statistic of claim "spectra grow with t": per attention matrix (QK, OV) and head, Spearman's ρ of
+    the head's largest |λ| against t (+1: grows monotonically with t, 0: no trend; NaN when either is constant).
+    ``table`` has the columns of ``spectra_table``; returns columns matrix, head, rho."""
+    attention = table[table["matrix"].isin(["QK", "OV"])]
+    magnitude = np.hypot(attention["real"], attention["imag"])
+    largest = magnitude.groupby([attention["matrix"], attention["head"], attention["t"]]).max().reset_index(
+        name="largest")
+    rows = [{"matrix": matrix, "head": head,
+             "rho": float(rows_of_head["t"].corr(rows_of_head["largest"], method="spearman"))}
+            for (matrix, head), rows_of_head in largest.groupby(["matrix", "head"])]
+    return pd.DataFrame(rows, columns=["matrix", "head", "rho"])
 
-    from pipeline.artifacts import atomic_write_text
-    from pipeline.models.checkpoint import load_run_model
 
-    spec, model = load_run_model(run_dir, len(load_tokenizer(tokenizer_dir)))
+def model_spectra(spec, model, time_oversampling: int) -> pd.DataFrame:
+    """The spectra table of ``model``, a GPT or DiffEqFormer of run ``spec``."""
     family = spec.model.family
     if family == "diffeq":
         weights = diffeq_attention_weights(model, time_oversampling)
@@ -143,9 +151,30 @@ def run_spectra(run_dir: str, tokenizer_dir: str, out_csv: str, time_oversamplin
         weights = attention_weights(model)
         feedforward = mlp_weights(model)
     else:
-        raise ValueError(f"{run_dir}/config.yaml: model.family is {family!r}; spectra need a GPT-style model "
+        raise ValueError(f"run {spec.run_id}: model.family is {family!r}; spectra need a GPT-style model "
                          f"(diffeq or gpt).")
-    table = spectra_table(*weights, labels={"run_id": spec.run_id, "family": family, "dataset": spec.dataset},
-                          feedforward=feedforward)
+    return spectra_table(*weights, labels={"run_id": spec.run_id, "family": family, "dataset": spec.dataset},
+                         feedforward=feedforward)
+
+
+def run_spectra(run_dir: str, tokenizer_dir: str, out_csv: str, time_oversampling: int,
+                untrained_csv: str) -> dict:
+    """Load a trained run and write its spectra table to ``out_csv``, and that of an untrained model of the same
+    config (initialised from the run's seed by its init scheme: the control) to ``untrained_csv``; returns a short
+    summary."""
+    import jax
+    from haliax import Axis
+    from levanter.compat.hf_checkpoints import load_tokenizer
+
+    from pipeline.artifacts import atomic_write_text
+    from pipeline.models import build_initialised
+    from pipeline.models.checkpoint import load_run_model, run_model_config
+
+    vocab_size = len(load_tokenizer(tokenizer_dir))
+    spec, model = load_run_model(run_dir, vocab_size)
+    table = model_spectra(spec, model, time_oversampling)
     atomic_write_text(Path(out_csv), table.to_csv(index=False))
-    return {"run_id": spec.run_id, "rows": len(table), "times": len(weights[2])}
+    untrained = build_initialised(run_model_config(spec), Axis("vocab", vocab_size),
+                                  key=jax.random.PRNGKey(spec.train.seed), init=spec.model.init)
+    atomic_write_text(Path(untrained_csv), model_spectra(spec, untrained, time_oversampling).to_csv(index=False))
+    return {"run_id": spec.run_id, "rows": len(table), "times": int(table["t"].nunique())}

@@ -9,6 +9,7 @@ sections that a schema cannot express.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -66,7 +67,7 @@ def cross_reference_problem(config: dict[str, Any]) -> str | None:
             if group not in config["pretrain"]:
                 return f"key 'finetune.{key}' needs pretrain group {group!r}, which the preset does not declare"
             families = config["pretrain"][group]["families"]
-            if (key == "diffeq_source") != any(family in DIFFEQ_FAMILIES for family in families):
+            if not any((family in DIFFEQ_FAMILIES) == (key == "diffeq_source") for family in families):
                 return f"key 'finetune.{key}' names group {group!r}, which must train {wanted} family (has {families})"
     memory = config["analysis"]["memory"]
     base_families = config["pretrain"].get(memory["base"], {}).get("families")
@@ -129,6 +130,17 @@ def _train_spec(config: dict[str, Any], *layers: dict[str, Any]) -> TrainSpec:
     return TrainSpec(**merged, decay_mask=config["fidelity"]["decay_mask"])
 
 
+def run_seeds(config: dict[str, Any]) -> dict[str, int | None]:
+    """Run-id suffix → seed of every run: ``{"": None}`` (ids and specs as the ``train`` sections say) without a
+    ``seeds`` key, else ``{"-s<seed>": seed}`` per seed listed (a seed sets init, data order and dropout, so it is
+    in the spec and hence the fingerprint)."""
+    return {f"-s{seed}": seed for seed in config["seeds"]} if "seeds" in config else {"": None}
+
+
+def _seeded(train: TrainSpec, seed: int | None) -> TrainSpec:
+    return train if seed is None else dataclasses.replace(train, seed=seed)
+
+
 def _group_runs(config: dict[str, Any], group_name: str, group: dict[str, Any], families: list[str],
                 ablation: str | None, variant: dict[str, Any]) -> dict[str, RunSpec]:
     train = _train_spec(config, group["train"], variant.get("train", {}))
@@ -136,19 +148,20 @@ def _group_runs(config: dict[str, Any], group_name: str, group: dict[str, Any], 
     prefix = group_name if ablation is None else f"{group_name}-{ablation}"
     runs = {}
     for family in families:
-        run_id = f"{prefix}-{family}"
-        runs[run_id] = RunSpec(
-            run_id=run_id,
-            preset=config["preset"],
-            group=group_name,
-            dataset=group["dataset"],
-            size=group["size"],
-            tokenizer=group["tokenizer"],
-            role=group.get("role", "table") if ablation is None else "ablation",
-            ablation=ablation,
-            model=_model_spec(config, group, family, diffeq),
-            train=train,
-        )
+        for suffix, seed in run_seeds(config).items():
+            run_id = f"{prefix}-{family}{suffix}"
+            runs[run_id] = RunSpec(
+                run_id=run_id,
+                preset=config["preset"],
+                group=group_name,
+                dataset=group["dataset"],
+                size=group["size"],
+                tokenizer=group["tokenizer"],
+                role=group.get("role", "table") if ablation is None else "ablation",
+                ablation=ablation,
+                model=_model_spec(config, group, family, diffeq),
+                train=_seeded(train, seed),
+            )
     return runs
 
 
@@ -168,7 +181,9 @@ def pretrain_runs(config: dict[str, Any]) -> dict[str, RunSpec]:
 def memory_probes(config: dict[str, Any]) -> dict[str, RunSpec]:
     """Fig. 16's probes (App. D): the shape of group ``analysis.memory.base`` at ``batch_size``, once per D of
     ``time_embed_dims`` for each DiffEqFormer family (``<base>-memory_d<D>-<family>``) and once for each other
-    family (``<base>-memory-<family>``). They are measured, not trained, so they are not pretraining runs."""
+    family (``<base>-memory-<family>``). They are measured, not trained, so they are not pretraining runs (nor
+    repeated per seed)."""
+    config = {key: value for key, value in config.items() if key != "seeds"}
     probe = config["analysis"]["memory"]
     group = config["pretrain"][probe["base"]]
     batch = {"train": {"batch_size": probe["batch_size"]}}
@@ -181,10 +196,10 @@ def memory_probes(config: dict[str, Any]) -> dict[str, RunSpec]:
     return {run_id: dataclasses.replace(spec, role="memory_probe") for run_id, spec in runs.items()}
 
 
-def _source_run(config: dict[str, Any], dataset: str, source: str, diffeq: bool) -> RunSpec:
+def _source_run(config: dict[str, Any], dataset: str, source: str, diffeq: bool, seed_suffix: str) -> RunSpec:
     group = f"{dataset}-{source}"
     family = next(f for f in config["pretrain"][group]["families"] if (f in DIFFEQ_FAMILIES) == diffeq)
-    return pretrain_runs(config)[f"{group}-{family}"]
+    return pretrain_runs(config)[f"{group}-{family}{seed_suffix}"]
 
 
 def finetune_eval_split(config: dict[str, Any], target_dataset: str) -> str:
@@ -198,18 +213,20 @@ def finetune_eval_split(config: dict[str, Any], target_dataset: str) -> str:
 def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
     """Every fine-tune of Fig. 5: per direction and method, the DiffEqFormer source resampled to each N' of
     ``steps_grid`` (``ft-<src>-<tgt>-diffeq<L>-n<N'>-<method>``) and the baseline
-    (``ft-<src>-<tgt>-gpt<L>-<method>``)."""
+    (``ft-<src>-<tgt>-gpt<L>-<method>``), per seed (suffix ``-s<seed>``, the source of the same seed) when the
+    preset lists ``seeds``."""
     finetune = config["finetune"]
-    train = _train_spec(config, finetune["train"])
     runs: dict[str, FinetuneSpec] = {}
-    for source_dataset, target_dataset in finetune["directions"]:
-        diffeq = _source_run(config, source_dataset, finetune["diffeq_source"], diffeq=True)
-        baseline = _source_run(config, source_dataset, finetune["baseline_source"], diffeq=False)
+    for (source_dataset, target_dataset), (suffix, seed) in itertools.product(finetune["directions"],
+                                                                              run_seeds(config).items()):
+        train = _seeded(_train_spec(config, finetune["train"]), seed)
+        diffeq = _source_run(config, source_dataset, finetune["diffeq_source"], True, suffix)
+        baseline = _source_run(config, source_dataset, finetune["baseline_source"], False, suffix)
         variants = [(diffeq, f"diffeq{diffeq.model.num_layers}-n{n}", n) for n in finetune["steps_grid"]]
         variants.append((baseline, f"{baseline.model.family}{baseline.model.num_layers}", None))
         for method, options in finetune["methods"].items():
             for source, name, num_steps in variants:
-                run_id = f"ft-{source_dataset}-{target_dataset}-{name}-{method}"
+                run_id = f"ft-{source_dataset}-{target_dataset}-{name}-{method}{suffix}"
                 runs[run_id] = FinetuneSpec(
                     run_id=run_id,
                     preset=config["preset"],

@@ -81,7 +81,8 @@ def _scorecard(args: argparse.Namespace) -> None:
     write_scorecard(ScorecardInputs(preset=args.preset, runs_csv=args.runs_csv, finetune_summaries=args.finetune,
                                     downstream=args.downstream, spectra=args.spectra,
                                     clustering_stats=args.clustering_stats, clustering_sweep=args.clustering_sweep,
-                                    memory=args.memory), out=_table_files(args))
+                                    memory=args.memory, untrained_spectra=args.untrained_spectra),
+                    out=_table_files(args))
 
 
 def _fidelity_table(args: argparse.Namespace) -> None:
@@ -146,6 +147,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     card.add_argument("--finetune", type=Path, nargs="*", default=[], help="fine-tune summary.json files")
     card.add_argument("--downstream", type=Path, nargs="*", default=[], help="downstream.csv files")
     card.add_argument("--spectra", type=Path, nargs="*", default=[], help="spectra CSVs")
+    card.add_argument("--untrained-spectra", type=Path, nargs="*", default=[],
+                      help="spectra CSVs of the untrained models of the same configs (the control)")
     card.add_argument("--clustering-stats", type=Path, default=None)
     card.add_argument("--clustering-sweep", type=Path, default=None)
     card.add_argument("--memory", type=Path, nargs="*", default=[], help="memory-probe JSON records")

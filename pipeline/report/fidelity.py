@@ -68,8 +68,11 @@ def _lookup(config: dict[str, Any], key: str) -> Any:
     return node
 
 
-def _resolved_train(config: dict[str, Any], group: str, name: str) -> Any:
-    return {**config["defaults"]["train"], **config["pretrain"][group]["train"]}[name]
+def _resolved_train(config: dict[str, Any], group: str, name: str) -> str:
+    """Group ``group``'s train key ``name`` after its defaults, or a note that the preset does not train the group."""
+    if group not in config["pretrain"]:
+        return f"group {group} not in this preset"
+    return str({**config["defaults"]["train"], **config["pretrain"][group]["train"]}[name])
 
 
 def weight_sharing(config: dict[str, Any]) -> str:
@@ -94,8 +97,8 @@ def pipeline_values(config: dict[str, Any]) -> dict[str, str]:
               for name, value in fidelity.items()}
     clustering = config["analysis"]["clustering"]
     values.update({
-        "beta2_large": str(_resolved_train(config, "owt-large", "beta2")),
-        "beta2_llama": str(_resolved_train(config, "owt-llama1b", "beta2")),
+        "beta2_large": _resolved_train(config, "owt-large", "beta2"),
+        "beta2_llama": _resolved_train(config, "owt-llama1b", "beta2"),
         "time_grid": "t_k = k/L, k = 1..L, dt = 1/L",
         "lora_trainable": ("adapters + embeddings" if lora.get("train_embeddings") else "adapters only")
                           + f"; embeddings decayed per decay_mask {fidelity['decay_mask']}",
@@ -115,8 +118,9 @@ def ledger(config: dict[str, Any]) -> pd.DataFrame:
     missing = sorted(set(rows["id"]) - set(values))
     if missing:
         raise KeyError(f"{LEDGER_PATH}: rows {missing} have no reader in pipeline.report.fidelity.pipeline_values.")
+    trained = tuple(f"pretrain.{group}." for group in config["pretrain"])
     for key in rows["key"]:
-        if key:
+        if key and (key.startswith(trained) or not key.startswith("pretrain.")):   # else: a group not in the preset
             _lookup(config, key)
     rows["pipeline"] = rows["id"].map(values)
     return rows[LEDGER_COLUMNS]

@@ -11,6 +11,7 @@ of tiny models trained for a few steps, not evidence about the paper's scale.
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,9 @@ import pandas as pd
 
 from pipeline.artifacts import atomic_write_text
 from pipeline.families import DIFFEQ_FAMILIES, FAMILY_LABELS, SHARED_FAMILIES
-from pipeline.report.fidelity import linked_rows
+from pipeline.report.claim_rows import SCORECARD_COLUMNS, row
+from pipeline.report.intervals import INTERVAL_METHOD, VERDICT_RULE
+from pipeline.report.seeded_claims import CLUSTERED_MAX_FRACTION, TRAIN_COST_GOAL, seeded_claims
 from pipeline.report.tables import (
     TableFiles,
     downstream_table,
@@ -39,13 +42,8 @@ COMPARABLE_PRESET = "paper"
 PARAMETER_TOLERANCE = 0.10
 """Relative tolerance on parameter counts (Table 3): the paper's 117M for GPT-small is the often-quoted miscount of
 GPT-2 small's 124M."""
-TRAIN_COST_GOAL = 1.15
-"""Paper App. D.1: DiffEqFormer trains at most ~1.15× slower than GPT ("only slightly below"), i.e. throughput ratio
-≥ 1/1.15."""
 NO_PATTERN_RANK_CORRELATION = 0.5
 """|Spearman ρ| below which the vanilla GPT's spectrum counts as having 'no clear pattern' over depth."""
-SCORECARD_COLUMNS = ["section", "item", "source", "paper", "ours", "deviation", "unit", "status", "evidence", "ledger"]
-"""``ledger``: the fidelity-ledger rows (``pipeline/report/reference/fidelity.csv``) whose choice can move the item."""
 
 
 @dataclass
@@ -60,12 +58,7 @@ class ScorecardInputs:
     clustering_stats: Path | None = None
     clustering_sweep: Path | None = None
     memory: list[Path] = field(default_factory=list)
-
-
-def row(section: str, item: str, source: str, *, paper: float = math.nan, ours: float = math.nan,
-        deviation: float = math.nan, unit: str = "", status: str, evidence: str = "") -> dict:
-    return dict(section=section, item=item, source=source, paper=paper, ours=ours, deviation=deviation, unit=unit,
-                status=status, evidence=evidence, ledger=linked_rows(source))
+    untrained_spectra: list[Path] = field(default_factory=list)
 
 
 def rank_correlation(x: pd.Series, y: pd.Series) -> float:
@@ -270,11 +263,6 @@ def clustering_claims(path: Path | None) -> list[dict]:
                 evidence=f"mean pairwise distance: {distances}")]
 
 
-CLUSTERED_MAX_FRACTION = 0.5
-"""A final state "clusters" when it has at most this fraction of its tokens' count of clusters (≥ 2 tokens per
-cluster on average) at the single-linkage threshold."""
-
-
 def clustering_sweep_claims(path: Path | None) -> list[dict]:
     """§5.1, Fig. 2c/d with the authors' notebook dynamics (docs/paper.md#clustering-notebook): per regime (horizon
     T, a(t) normalised to the constant's mean or not), the fraction of seeds where weight sharing (constant a) clusters
@@ -390,24 +378,42 @@ def ablation_claims(runs: pd.DataFrame) -> list[dict]:
 
 
 def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
-    runs = read_csv(inputs.runs_csv, ["run_id", "group", "family", "size", "role", "ablation", "parameters",
-                                      "val_ppl", "mean_tokens_per_s", "dataset"], "the pretrain run list")
-    rows = (perplexity_claims(runs) + finetune_claims(inputs.finetune_summaries) + spectra_claims(inputs.spectra)
-            + clustering_claims(inputs.clustering_stats) + clustering_sweep_claims(inputs.clustering_sweep)
-            + throughput_claims(runs)
-            + lambada_claims(inputs.downstream) + ablation_claims(runs) + memory_claims(inputs.memory)
+    """Claims, then numbers. With several seeds per configuration (``seeds`` in the preset) claims (1)-(7) get an
+    interval across seeds and a verdict (``seeded_claims``); with one run each, the single-run checks."""
+    runs = read_csv(inputs.runs_csv, ["run_id", "group", "family", "size", "role", "ablation", "parameters", "seed",
+                                      "val_loss", "val_ppl", "mean_tokens_per_s", "dataset"], "the pretrain run list")
+    if runs["seed"].nunique() > 1:
+        claims = seeded_claims(runs, inputs.finetune_summaries, inputs.spectra, inputs.untrained_spectra,
+                               inputs.clustering_sweep) + clustering_claims(inputs.clustering_stats)
+    else:
+        claims = (perplexity_claims(runs) + finetune_claims(inputs.finetune_summaries) + spectra_claims(inputs.spectra)
+                  + clustering_claims(inputs.clustering_stats) + clustering_sweep_claims(inputs.clustering_sweep)
+                  + throughput_claims(runs))
+    rows = (claims + lambada_claims(inputs.downstream) + ablation_claims(runs) + memory_claims(inputs.memory)
             + perplexity_numbers(runs) + parameter_numbers(inputs.preset, runs)
             + downstream_numbers(inputs.preset, inputs.downstream))
     return pd.DataFrame(rows, columns=SCORECARD_COLUMNS)
 
 
+def verdict_note(card: pd.DataFrame) -> str:
+    """How the intervals and verdicts of a seeded scorecard were computed (empty without intervals)."""
+    if not card["low"].notna().any():
+        return ""
+    return f"Intervals (columns low, high): {INTERVAL_METHOD}. Verdict rule: {VERDICT_RULE}"
+
+
 def scorecard_markdown(card: pd.DataFrame, preset: str) -> str:
+    seeded = bool(verdict_note(card))
     scope = ("the paper's configuration" if preset == COMPARABLE_PRESET else
+             f"preset `{preset}`: small models on stand-in data, every claim at several seeds; the paper's numbers "
+             "are not comparable (status 'not run at this preset')" if seeded else
              f"preset `{preset}`: tiny models, a few steps, stand-in data; claims are qualitative checks at this "
              "scale and the paper's numbers are not comparable (status 'not run at this preset')")
     counts = card.groupby(["section", "status"]).size().unstack(fill_value=0)
     parts = [f"# Scorecard (preset `{preset}`)\n", f"Scope: {scope}.\n",
              f"## Status counts\n\n{counts.to_markdown()}\n"]
+    if seeded:
+        parts.append(verdict_note(card) + "\n")
     for section, title in (("claim", "Claims"), ("number", "Numbers")):
         rows = card[card["section"] == section].drop(columns="section").astype(object)
         rows = rows.where(rows.notna(), None)
@@ -421,7 +427,8 @@ def write_scorecard(inputs: ScorecardInputs, *, out: TableFiles) -> None:
     markdown = scorecard_markdown(card, inputs.preset)
     atomic_write_text(out.csv, card.to_csv(index=False))
     atomic_write_text(out.md, markdown)
+    note = f"<p>{html.escape(verdict_note(card))}</p>" if verdict_note(card) else ""
     atomic_write_text(out.html, "<!DOCTYPE html><html><head><meta charset='utf-8'><style>"
                       "body{font-family:sans-serif} table{border-collapse:collapse} td,th{padding:2px 8px}</style>"
-                      f"</head><body>{card.to_html(index=False, na_rep='–', float_format='{:.4g}'.format)}"
+                      f"</head><body>{note}{card.to_html(index=False, na_rep='–', float_format='{:.4g}'.format)}"
                       "</body></html>\n")

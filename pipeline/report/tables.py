@@ -20,12 +20,13 @@ from pipeline.analysis.tidy import PARAM_COUNT_COLUMNS
 from pipeline.artifacts import atomic_write_text
 from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
 from pipeline.families import BASELINE_FAMILIES, FAMILY_LABELS, LLAMA_FAMILIES
+from pipeline.report.intervals import t_interval
 
 DATASET_TABLES = {"wt103": "Table 1: WikiText-103", "owt": "Table 2: OpenWebText"}
 DATASET_LABELS = {"wt103": "WikiText-103", "owt": "OpenWebText"}
 SIZE_ORDER = ["small", "medium", "large", "llama1b", "ft18", "ft24"]
-RUN_COLUMNS = ["run_id", "preset", "group", "dataset", "size", "family", "role", "ablation", "parameters", "steps",
-               "tokens_seen", "final_train_loss", "val_loss", "val_ppl", "mean_tokens_per_s"]
+RUN_COLUMNS = ["run_id", "preset", "group", "dataset", "size", "family", "role", "ablation", "seed", "parameters",
+               "steps", "tokens_seen", "final_train_loss", "val_loss", "val_ppl", "mean_tokens_per_s"]
 DOWNSTREAM_TABLES = {"gpt-large": "Table 4: downstream accuracy, GPT-large pair",
                      "llama-1b": "Table 5: downstream accuracy, Llama-1B pair"}
 ACCURACY_METRIC = "acc"
@@ -123,15 +124,25 @@ def perplexity_table(runs: pd.DataFrame) -> pd.DataFrame:
     return table[["dataset", "size", "family", "model", "run_id", "parameters", "tokens_seen", "val_ppl"]]
 
 
+def perplexity_cell(perplexities: list[float], parameters: int) -> str:
+    """'ppl (params)' of one run; over several seeds 'mean ± half-width (params, n seeds)', the half-width of the
+    95 % t-interval of the mean (``pipeline.report.intervals``)."""
+    if len(perplexities) == 1:
+        return f"{perplexities[0]:.2f} ({parameters / 1e6:.2f}M)"
+    interval = t_interval(perplexities)
+    return f"{interval.mean:.2f} ± {interval.high - interval.mean:.2f} ({parameters / 1e6:.2f}M, {interval.n} seeds)"
+
+
 def perplexity_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """One wide table per dataset: models as rows, sizes as columns, cells 'ppl (params)'."""
+    """One wide table per dataset: models as rows, sizes as columns, cells 'ppl (params)' (``perplexity_cell``)."""
     sections = {}
     for dataset, title in DATASET_TABLES.items():
         rows = table[table["dataset"] == dataset]
         if rows.empty:
             continue
-        cells = rows.assign(cell=[f"{ppl:.2f} ({params / 1e6:.2f}M)" for ppl, params
-                                  in zip(rows["val_ppl"], rows["parameters"], strict=True)])
+        cells = rows.groupby(["model", "size"])[["val_ppl", "parameters"]].agg(list).reset_index()
+        cells["cell"] = [perplexity_cell(ppl, params[0]) for ppl, params
+                         in zip(cells["val_ppl"], cells["parameters"], strict=True)]
         wide = cells.pivot(index="model", columns="size", values="cell")
         sections[title] = ordered(wide, list(FAMILY_LABELS.values()), SIZE_ORDER).fillna("–")
     return sections
@@ -142,7 +153,8 @@ def write_perplexity_tables(summaries: list[Path], *, out: TableFiles, runs_csv:
     runs = load_summaries(summaries)
     table = perplexity_table(runs)
     write_table(out, heading=f"Validation perplexity (preset `{runs['preset'].iloc[0]}`)",
-                note="Cells: validation perplexity over the whole validation split (parameters). Lower is better.",
+                note="Cells: validation perplexity over the whole validation split (parameters); over several seeds "
+                     "the mean ± half-width of its 95 % t-interval. Lower is better.",
                 tidy=table, sections=perplexity_sections(table))
     atomic_write_text(runs_csv, runs.to_csv(index=False))
 

@@ -105,6 +105,7 @@ def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, toke
         "num_steps": spec.num_steps or spec.source_steps,
         "source_steps": spec.source_steps,
         "train_steps": spec.train.steps,
+        "seed": spec.train.seed,
         "trainable_parameters": result.trainable_parameters,
         "trainable_fraction": result.trainable_parameters / result.parameters,
         "initial_val_loss": result.initial_val_loss,

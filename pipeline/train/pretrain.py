@@ -45,6 +45,7 @@ def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -
         "size": spec.size,
         "role": spec.role,
         "ablation": spec.ablation,
+        "seed": spec.train.seed,
         "steps": spec.train.steps,
         **result.scores(),
     }

@@ -40,7 +40,7 @@ def write_curve(folder: Path, final_ppl: float, steps: int = 40) -> None:
 def write_pretrain_run(results: Path, run_id: str, *, group: str, size: str, family: str, ppl: float,
                        role: str = "table", ablation: str | None = None, parameters: int = 200_000,
                        tokens_per_s: float = 5000.0, beta2: float = 0.999, time_embed_dim: int | None = None,
-                       shared_time_mlp: bool = False) -> Path:
+                       shared_time_mlp: bool = False, seed: int = 0) -> Path:
     dataset = group.split("-", 1)[0]
     hidden, layers = SIZES[size]
     folder = results / "runs" / run_id
@@ -56,7 +56,7 @@ def write_pretrain_run(results: Path, run_id: str, *, group: str, size: str, fam
     (folder / "config.yaml").write_text(yaml.safe_dump(spec))
     write_curve(folder, ppl)
     summary = {"run_id": run_id, "preset": "tiny", "group": group, "family": family, "dataset": dataset,
-               "size": size, "role": role, "ablation": ablation, "parameters": parameters, "steps": 40,
+               "size": size, "role": role, "ablation": ablation, "seed": seed, "parameters": parameters, "steps": 40,
                "tokens_seen": 20480, "final_train_loss": 6.0, "val_loss": float(np.log(ppl)), "val_ppl": ppl,
                "val_bpb": 3.0, "mean_tokens_per_s": tokens_per_s, "resumed_from_step": 0}
     (folder / "summary.json").write_text(json.dumps(summary))
@@ -64,16 +64,16 @@ def write_pretrain_run(results: Path, run_id: str, *, group: str, size: str, fam
 
 
 def write_finetune_run(results: Path, run_id: str, *, family: str, source: str, target: str, method: str,
-                       num_steps: int, source_steps: int, ppl: float) -> Path:
+                       num_steps: int, source_steps: int, ppl: float, seed: int = 0) -> Path:
     folder = results / "runs" / run_id
     folder.mkdir(parents=True, exist_ok=True)
     write_curve(folder, ppl, steps=30)
     summary = {"run_id": run_id, "preset": "tiny", "role": "finetune", "family": family, "source_run": "src",
                "source_dataset": source, "target_dataset": target, "method": method, "num_steps": num_steps,
-               "source_steps": source_steps, "train_steps": 30, "parameters": 1000, "trainable_parameters": 100,
-               "trainable_fraction": 0.1, "initial_val_loss": 7.6, "initial_val_ppl": 2000.0,
-               "eval_split": "test" if target == "wt103" else "validation", "val_loss": float(np.log(ppl)),
-               "val_ppl": ppl}
+               "source_steps": source_steps, "train_steps": 30, "seed": seed, "parameters": 1000,
+               "trainable_parameters": 100, "trainable_fraction": 0.1, "initial_val_loss": 7.6,
+               "initial_val_ppl": 2000.0, "eval_split": "test" if target == "wt103" else "validation",
+               "val_loss": float(np.log(ppl)), "val_ppl": ppl}
     (folder / "summary.json").write_text(json.dumps(summary))
     return folder / "summary.json"
 

@@ -1,5 +1,6 @@
 """Scorecard statuses from synthetic runs: claims that hold, fail or cannot be told; paper numbers per preset."""
 
+import numpy as np
 import pandas as pd
 import pytest
 from contract_files import (
@@ -123,3 +124,45 @@ def test_clustering_sweep_reports_each_regime_and_where_the_claim_holds(tmp_path
     strong = card.loc["weight sharing clusters, t⁴ does not: T = 10, a(t) normalised to equal mean"]
     assert strong["ours"] == 0 and strong["status"] == "does not hold"
     assert weak["ledger"] == "clustering"
+
+
+def test_with_seeds_each_claim_gets_its_interval_and_the_verdict_of_the_rule(tmp_path):
+    """Three seeds, a per-seed effect shared by the runs of a seed: on owt DiffEqFormer wins clearly (supported), on
+    wt103 it loses clearly (contradicted); its fine-tunes tie with GPT's inside the noise (inconclusive); the
+    spectra grow with t (supported); sharing is worse (supported)."""
+    seed_effect = {0: 0.9, 1: 1.0, 2: 1.15}
+    summaries = []
+    for seed, effect in seed_effect.items():
+        for group, family, ppl in (("owt-small", "gpt", 100.0), ("owt-small", "diffeq", 90.0),
+                                   ("wt103-small", "gpt", 100.0), ("wt103-small", "diffeq", 110.0),
+                                   ("wt103-small", "shared", 130.0)):
+            summaries.append(write_pretrain_run(tmp_path, f"{group}-{family}-s{seed}", group=group, size="small",
+                                                family=family, ppl=ppl * effect, seed=seed))
+    write_perplexity_tables(summaries, out=table_files(tmp_path / "perplexity"), runs_csv=tmp_path / "runs.csv")
+    noise = {0: 1.01, 1: 0.99, 2: 1.0}
+    finetune = [write_finetune_run(tmp_path, f"ft-owt-wt103-diffeq6-n{n}-lora-s{seed}", family="diffeq", source="owt",
+                                   target="wt103", method="lora", num_steps=n, source_steps=6,
+                                   ppl=500.0 * effect * noise[seed], seed=seed)
+                for seed, effect in seed_effect.items() for n in (3, 6)]
+    finetune += [write_finetune_run(tmp_path, f"ft-owt-wt103-gpt8-lora-s{seed}", family="gpt", source="owt",
+                                    target="wt103", method="lora", num_steps=8, source_steps=8,
+                                    ppl=500.0 * effect * noise[(seed + 1) % 3], seed=seed)
+                 for seed, effect in seed_effect.items()]
+    spectra = [write_spectra(tmp_path, f"owt-small-diffeq-s{seed}", family="diffeq", dataset="owt", growth=3.0)
+               for seed in seed_effect]
+    card = by_item(scorecard(ScorecardInputs(preset="mini", runs_csv=tmp_path / "runs.csv",
+                                             finetune_summaries=finetune, spectra=spectra)))
+    owt = card.loc["(1) DiffEqFormer ≤ GPT validation perplexity, owt-small"]
+    assert owt["status"] == "supported" and owt["low"] < owt["ours"] < owt["high"] < 0
+    assert owt["ours"] == pytest.approx(np.log(0.9))
+    assert card.loc["(1) DiffEqFormer ≤ GPT validation perplexity, wt103-small", "status"] == "contradicted"
+    for n in (3, 6):
+        assert card.loc[f"(2) lora DiffEqFormer N′={n} beats GPT, owt→wt103", "status"] == "inconclusive at this scale"
+    for matrix in ("QK", "OV"):
+        assert card.loc[f"(4) {matrix} spectrum grows with t, DiffEqFormer on owt (trained)", "status"] == "supported"
+    assert card.loc["(5) weight sharing is worse: Shared parameter, wt103-small", "status"] == "supported"
+    perplexity = (tmp_path / "perplexity.md").read_text()
+    assert "95 % t-interval" in perplexity and "(0.20M, 3 seeds)" in perplexity
+    write_scorecard(ScorecardInputs(preset="mini", runs_csv=tmp_path / "runs.csv"), out=table_files(tmp_path / "card"))
+    for view in ("md", "html"):
+        assert "Verdict rule: A claim states" in (tmp_path / f"card.{view}").read_text()

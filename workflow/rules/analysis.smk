@@ -13,6 +13,7 @@ rule spectra:
         tokenizer=lambda wildcards: run_inputs(wildcards)["tokenizer"],
     output:
         csv=f"{ANALYSIS_DIR}/spectra/{{run}}.csv",
+        untrained=f"{ANALYSIS_DIR}/spectra_untrained/{{run}}.csv",
     params:
         run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.run}",
         oversampling=ANALYSIS_CONFIG["spectra"]["time_oversampling"],
@@ -24,7 +25,8 @@ rule spectra:
         **gpu_analysis_resources("spectra"),
     shell:
         "python -m pipeline spectra --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
-        " --time-oversampling {params.oversampling:q} --out {output.csv:q} --gpus {resources.gpu:q}"
+        " --time-oversampling {params.oversampling:q} --out {output.csv:q} --untrained-out {output.untrained:q}"
+        " --gpus {resources.gpu:q}"
         " > {log:q} 2>&1"
 
 

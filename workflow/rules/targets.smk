@@ -46,6 +46,7 @@ EVALUATE_TARGETS = list(
 )
 MEMORY_RECORDS = [f"{ANALYSIS_DIR}/memory/{probe_id}.json" for probe_id in MEMORY_PROBES]
 SPECTRA_CSVS = [analysis_csv("spectra", run_id) for run_id in config["analysis"]["spectra"]["runs"]]
+UNTRAINED_SPECTRA_CSVS = [analysis_csv("spectra_untrained", run_id) for run_id in config["analysis"]["spectra"]["runs"]]
 FRONTIER_CSVS = [analysis_csv("frontier", run_id) for run_id in config["analysis"]["frontier"]["runs"]]
 ANALYSIS_TARGETS = [
     *SPECTRA_CSVS,

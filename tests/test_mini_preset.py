@@ -1,0 +1,73 @@
+"""The mini preset: the paper's claims at a scale 2 CPU cores train within the study's budget, every compared
+configuration at three or more seeds, each seed its own run id and fingerprint."""
+
+import dataclasses
+import json
+import re
+from collections import defaultdict
+
+import pytest
+import yaml
+
+from pipeline.bench.cost import BENCHMARKS_DIR, preview
+from pipeline.config import REPO_ROOT, finetune_runs, load_preset, pretrain_runs
+from pipeline.train.identity import RunIdentity
+
+STUDY_BUDGET_S = 60 * 60
+"""The whole mini study on 2 CPU cores (docs/experiments.md, "The mini study")."""
+JOB_OVERHEAD_S = 30
+"""Wall seconds a training job spends outside its train steps on 2 CPU cores (Ray task start, model set-up, the
+first step's compile, the final evaluation): the cost preview counts train steps only."""
+CPU_TABLE = BENCHMARKS_DIR / "throughput-sizes-cpu2.csv"
+
+
+@pytest.fixture(scope="module")
+def mini():
+    return load_preset({"preset": "mini"})
+
+
+def fake_data(root):
+    """A tokenizer file and a token cache's ledgers: what a fingerprint reads besides the spec."""
+    tokenizer, cache = root / "tokenizer", root / "cache"
+    tokenizer.mkdir()
+    (tokenizer / "tokenizer.json").write_text("{}")
+    for split in ("train", "validation"):
+        (cache / split).mkdir(parents=True)
+        (cache / split / "shard_ledger.json").write_text(json.dumps({"total_num_rows": 1, "shard_rows": {}}))
+    return tokenizer, cache
+
+
+def test_every_compared_configuration_trains_at_three_seeds_with_distinct_fingerprints(mini, tmp_path):
+    tokenizer, cache = fake_data(tmp_path)
+    fingerprints = defaultdict(dict)
+    runs = {**pretrain_runs(mini), **finetune_runs(mini)}
+    for run_id, spec in runs.items():
+        configuration, seed = re.fullmatch(r"(.+)-s(\d+)", run_id).groups()
+        assert spec.train.seed == int(seed)
+        assert getattr(spec, "source_run", f"-s{seed}").endswith(f"-s{seed}")  # a fine-tune's source: same seed
+        fingerprints[configuration][seed] = RunIdentity.of(dataclasses.asdict(spec), tokenizer, cache).fingerprint
+    assert len(fingerprints) >= 5
+    for configuration, by_seed in fingerprints.items():
+        assert len(by_seed) >= 3, configuration
+        assert len(set(by_seed.values())) == len(by_seed), configuration
+
+
+def test_the_mini_study_fits_its_budget_by_the_cost_preview():
+    """Every model is costed from the measured 2-core table; train steps plus each training job's overhead fit."""
+    stages, runs = preview("mini", "cpu2", CPU_TABLE)
+    assert {row["source"] for row in runs} == {"measured"}
+    total = next(row for row in stages if row["stage"] == "total")
+    training_jobs = sum(row["runs"] for row in stages if row["stage"] in ("pretrain", "finetune"))
+    assert total["gpu_hours"] * 3600 + JOB_OVERHEAD_S * training_jobs <= STUDY_BUDGET_S
+
+
+def test_ci_runs_the_tiny_dag_and_never_the_mini_study():
+    """CI (.ci/run: pytest with profiles/ci) builds the tiny DAG only; the mini study, over 10x its compute (the
+    preview's estimate on any one device), is run by hand. No test starts Snakemake on the mini preset."""
+    ci = yaml.safe_load((REPO_ROOT / "profiles" / "ci" / "config.yaml").read_text())
+    assert ci["config"] == ["preset=tiny"]
+    hours = {preset: next(row for row in preview(preset, "h100")[0] if row["stage"] == "total")["gpu_hours"]
+             for preset in ("tiny", "mini")}
+    assert hours["mini"] > 10 * hours["tiny"]
+    tests = [path for path in (REPO_ROOT / "tests").rglob("*.py") if path.name != "test_mini_preset.py"]
+    assert [path for path in tests if "preset=mini" in path.read_text()] == []
