@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
-from pipeline.site import JobResources, load_site
+from pipeline.planning.jobs import JobSizing
+from pipeline.site import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -64,7 +65,7 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
                        "site=profiles/slurm/site.example.yaml")
     assert result.returncode == 0, result.stderr[-2000:]
     config = load_preset({"preset": "paper"})
-    jobs_resources = JobResources(config, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
+    sizing = JobSizing(config, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
     jobs = dry_run_jobs(result.stdout)
     [fit] = [job for job in jobs if job["rule"] == "fit"]
     assert "--site profiles/slurm/site.example.yaml" in fit["shell"] and fit["resources"]["slurm_partition"] == "cpu"
@@ -74,11 +75,13 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
     assert set(finetunes) == set(finetune_runs(config))
     probes = [job for job in jobs if job["rule"] == "memory_probe"]
     assert len(probes) == len(memory_probes(config)) == 7
-    for stage, runs in (("pretrain", pretrain), ("finetune", finetunes)):
+    for runs in (pretrain, finetunes):
         for run_id, job in runs.items():
-            expected = jobs_resources.training(stage, run_id)
+            shape = sizing.training(run_id)
+            expected = {"slurm_partition": shape.partition, "gpu": shape.gpus, "cpus_per_task": shape.cpus,
+                        "mem_mb": shape.mem_mb, "runtime": shape.minutes, "micro_batch": shape.micro_batch}
             assert {key: job["resources"][key] for key in expected} == {k: str(v) for k, v in expected.items()}, run_id
-            assert f"--gpus {expected['gpu']} --micro-batch {expected['micro_batch']}" in job["shell"], run_id
+            assert f"--gpus {shape.gpus} --micro-batch {shape.micro_batch}" in job["shell"], run_id
     gpus = {run_id: int(job["resources"]["gpu"]) for run_id, job in pretrain.items()}
     assert gpus["owt-llama1b-diffeq_llama"] == 8 and gpus["wt103-small-gpt"] == 1, gpus
     assert "--gpus 1 --micro-batch 16 " in pretrain["owt-small-gpt"]["shell"]
@@ -135,10 +138,11 @@ def test_a_shell_injection_in_a_task_name_is_refused_before_anything_runs():
 def test_slurm_profile_dry_run_without_the_fit_table_stops_and_says_to_plan_first(tmp_path):
     """Without a planned micro-batch a 1-GPU paper run would hold its whole batch (512 × 1024 tokens) on its GPU;
     without a row, nothing says a memory probe's whole batch fits its node."""
+    plan = "(snakemake --profile profiles/slurm fit, with this command's --config)."
     targets = {"results/paper/runs/owt-small-gpt/summary.json": "so it would train its whole per-GPU batch at once; "
-               "plan the runs first (snakemake --profile slurm fit)",
+               f"plan the runs first or set its train.micro_batch_size in the preset {plan}",
                "results/paper/analysis/memory/owt-medium-memory-gpt.json": "so nothing says its whole batch fits "
-               "there; plan it first (snakemake --profile slurm fit)"}
+               f"there; plan it first {plan}"}
     for target, sentence in targets.items():
         result = snakemake(target, "-n", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory",
                            str(tmp_path), "--profile", "profiles/slurm", "--config",

@@ -18,12 +18,6 @@ logger = logging.getLogger(__name__)
 PREFETCH_COMMAND = "snakemake --profile slurm prefetch"
 
 
-def hub_offline() -> bool:
-    """Whether this process must not reach the hub (``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE`` set true)."""
-    return any(os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
-               for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
-
 def missing_from_cache(item: str) -> str:
     """The sentence for a hub item that an offline job did not find in the cache."""
     cache = os.environ.get("HF_HOME", "~/.cache/huggingface")

@@ -46,7 +46,8 @@ def resolve_tasks(task_names: list[str], task_dir: str | Path | None):
 def check_scored_output_types(manager, task_names: list[str]) -> None:
     """Refuse tasks that need text generation (the adapter scores log-likelihoods only), before a model loads. Tasks
     load one by one, so a task whose dataset fails to load (e.g. not prefetched on an offline node) is named."""
-    from pipeline.data.prefetch import PREFETCH_COMMAND, hub_offline, load_lm_eval_tasks
+    from pipeline.data.prefetch import PREFETCH_COMMAND, load_lm_eval_tasks
+    from pipeline.job_env import hub_offline
 
     tasks, failed = load_lm_eval_tasks(manager, task_names)
     if failed:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from levanter.tracker import Tracker, TrackerConfig
 
-from pipeline.commands import TRACKERS_ENV
+from pipeline.job_env import TRACKERS_ENV
 
 RECORD_FIELDS = ("loss", "lr", "tokens_per_s", "step_s", "eval_loss", "eval_ppl", "micro_batch",
                  "gradient_accumulation")

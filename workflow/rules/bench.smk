@@ -2,7 +2,7 @@
 
 FIT_DEVICE, FIT_GPUS = "h100", 8
 # With a site (the slurm profile), every job is planned on the GPUs the site gives it and training jobs read their
-# micro-batch from this table (pipeline/site.py); without one, on FIT_GPUS GPUs of FIT_DEVICE.
+# micro-batch from this table (pipeline/planning/jobs.py); without one, on FIT_GPUS GPUs of FIT_DEVICE.
 FIT_TARGET = ["--site", SITE_FILE] if SITE_FILE is not None else ["--device", FIT_DEVICE, "--gpus", str(FIT_GPUS)]
 
 

@@ -5,13 +5,7 @@ import re
 
 from snakemake.exceptions import WorkflowError
 
-from pipeline.commands import (
-    export_code_path,
-    export_ray_placement,
-    export_trackers,
-    export_xla_flags,
-    start_shared_local_ray,
-)
+from pipeline.commands import start_shared_local_ray
 from pipeline.config import (
     ConfigError,
     check_inside_results,
@@ -21,9 +15,11 @@ from pipeline.config import (
     memory_probes,
     pretrain_runs,
 )
-from pipeline.bench.fit import plans_digest
 from pipeline.data.prefetch import hub_items
-from pipeline.site import JobResources, export_site_environment, load_site
+from pipeline.job_env import export_code_path, export_hub, export_ray_placement, export_trackers, export_xla_flags
+from pipeline.planning.fit import plans_digest
+from pipeline.planning.jobs import FitTableError, JobSizing
+from pipeline.site import load_site
 from pipeline.analysis.tidy import FRONTIER_VERSION
 from pipeline.train.identity import TRAIN_STEP
 
@@ -108,21 +104,69 @@ def require_inside_results(*targets):
         raise WorkflowError(str(error)) from None
 
 
-def training_resources(stage, wildcard):
-    """A training rule's resources: per run (its ``wildcard``) from its size, the site and the fit table
-    (pipeline/site.py)."""
-    return JOBS.rule_resources(
-        lambda wildcards: JOBS.training(stage, getattr(wildcards, wildcard)), gpu=True, training=True
-    )
+PLAN_COMMAND = "snakemake --profile profiles/slurm fit, with this command's --config"
+"""How the fit table is planned again, added to a job-sizing error (pipeline/planning/jobs.py)."""
+
+
+def resource_names(gpu, training):
+    """The names of the resources each job of a rule has (``gpu`` only without a site; with one, also placement and
+    limits, and ``gpu_model`` for GPU jobs where the site names one; ``micro_batch`` for training jobs)."""
+    micro_batch = ["micro_batch"] if training else []
+    if SITE is None:
+        return ["gpu", *micro_batch]
+    names = ["slurm_partition", *(["slurm_account"] if SITE.account else []), "nodes", "gpu"]
+    names += ["gpu_model"] if gpu and SITE.gpu_model else []
+    return names + ["cpus_per_task", "mem_mb", "runtime", *micro_batch]
+
+
+def resource_values(shape):
+    """A job's shape (pipeline.planning.jobs.JobShape) under Snakemake's and the SLURM executor plugin's names."""
+    values = {"gpu": shape.gpus, "micro_batch": shape.micro_batch}
+    if shape.partition is not None:
+        values |= {
+            "slurm_partition": shape.partition,
+            "slurm_account": SITE.account,
+            "nodes": 1,
+            "gpu_model": shape.gpu_model,
+            "cpus_per_task": shape.cpus,
+            "mem_mb": shape.mem_mb,
+            "runtime": shape.minutes,
+        }
+    return values
+
+
+def rule_resources(shape_of, gpu=False, training=False):
+    """A rule's ``resources:``: one callable of the job's wildcards per name, from the job's shape
+    ``shape_of(wildcards)``; a job the fit table cannot size stops the workflow with one sentence."""
+
+    def resource(name):
+        def value(wildcards):
+            try:
+                return resource_values(shape_of(wildcards))[name]
+            except FitTableError as error:
+                raise WorkflowError(f"{str(error).rstrip('.')} ({PLAN_COMMAND}).") from None
+
+        return value
+
+    return {name: resource(name) for name in resource_names(gpu, training)}
+
+
+def training_resources(wildcard):
+    """A training rule's resources: per run (its ``wildcard``) from its size, the site and the fit table."""
+    return rule_resources(lambda wildcards: JOBS.training(getattr(wildcards, wildcard)), gpu=True, training=True)
+
+
+def memory_probe_resources():
+    return rule_resources(lambda wildcards: JOBS.memory_probe(wildcards.probe), gpu=True)
 
 
 def gpu_analysis_resources(rule):
     """One GPU at a site with GPUs (the run is the ``run`` wildcard)."""
-    return JOBS.rule_resources(lambda wildcards: JOBS.gpu_analysis(rule, wildcards.run), gpu=True)
+    return rule_resources(lambda wildcards: JOBS.gpu_analysis(rule, wildcards.run), gpu=True)
 
 
 def cpu_resources(rule):
-    return JOBS.rule_resources(lambda wildcards: JOBS.cpu(rule), gpu=False)
+    return rule_resources(lambda wildcards: JOBS.cpu(rule))
 
 
 TIDY_FILE_RESOURCES = {"gpu": 0, "mem_mb": 2000, "runtime": 10}
@@ -143,12 +187,13 @@ def report_figure(path, caption, subcategory, label):
     )
 
 
-JOBS = JobResources(config, SITE, fit_table=f"{RESULTS}/fit.csv")
+JOBS = JobSizing(config, SITE, fit_table=f"{RESULTS}/fit.csv")
 export_code_path(REPO_ROOT)
 export_ray_placement(config["ray"])
 export_xla_flags(config.get("xla_flags", ""))
 export_trackers(config.get("tracker", ["jsonl"]))
-export_site_environment(SITE)
+if SITE is not None:
+    export_hub(SITE.hf_home, SITE.hf_endpoint)
 
 RAY_RULES = {"pretrain", "finetune", "downstream", "spectra", "lyapunov", "frontier", "memory_probe"}
 
