@@ -80,11 +80,14 @@ def export_ray_placement(ray: dict) -> None:
             os.environ[name] = str(ray[key])
 
 
-def export_hub(hf_home: str | None, hf_endpoint: str | None) -> None:
-    """With a site cache (``hf_home``), every job reads the Hugging Face hub from it only: ``HF_HOME`` set, the hub
-    and ``datasets`` offline (the ``prefetch`` rule, on the submit host, lifts the offline flags for itself). With a
-    hub mirror (``hf_endpoint``), whatever reaches the hub reaches it there (``HF_ENDPOINT``)."""
+def export_hub(hf_home: str | None, offline: bool, hf_endpoint: str | None) -> None:
+    """A site cache (``hf_home``) is every job's ``HF_HOME``; on offline compute nodes (``offline``) every job reads
+    the Hugging Face hub from it only, the hub and ``datasets`` offline (the ``prefetch`` rule, on the submit host,
+    lifts the offline flags for itself). With a hub mirror (``hf_endpoint``), whatever reaches the hub reaches it
+    there (``HF_ENDPOINT``)."""
     if hf_home is not None:
-        os.environ.update({"HF_HOME": hf_home, **HUB_OFFLINE_ENV})
+        os.environ["HF_HOME"] = hf_home
+    if offline:
+        os.environ.update(HUB_OFFLINE_ENV)
     if hf_endpoint is not None:
         os.environ["HF_ENDPOINT"] = hf_endpoint

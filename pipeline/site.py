@@ -44,15 +44,27 @@ class Site:
     safety_factor: float
     hf_home: str | None
     hf_endpoint: str | None
+    offline_nodes: bool
+    qos: str | None
+    gpu_constraint: str | None
+    cpu_constraint: str | None
+    reservation: str | None
+    slurm_extra: dict[str, str | None]
+    signal_lead_s: int
+    results_dir: str | None
 
     @property
     def gpu_memory_bytes(self) -> int:
         return round(self.gpu_memory_gb * 1e9)
 
 
+EXPANDED = ("hf_home", "results_dir")
+"""Paths whose ``~`` and ``$VARIABLES`` are expanded when the site is loaded."""
+
+
 def load_site(path: str | Path) -> Site:
-    """The site file's ``site:`` mapping as a ``Site`` (``hf_home``'s ``~`` and ``$VARIABLES`` expanded); a missing
-    file or a bad key fails with one sentence."""
+    """The site file's ``site:`` mapping as a ``Site`` (``EXPANDED`` paths expanded); a missing file or a bad key
+    fails with one sentence."""
     path = Path(path)
     if not path.is_absolute():
         path = REPO_ROOT / path
@@ -68,6 +80,9 @@ def load_site(path: str | Path) -> Site:
     if site["gpu_model"] is not None and site["gpus_per_node"] == 0:
         raise ValueError(f"{path}: key 'site.gpu_model' is {site['gpu_model']!r} but 'site.gpus_per_node' is 0; "
                          "set gpu_model to null on a cluster without GPUs.")
-    if site["hf_home"] is not None:
-        site = {**site, "hf_home": os.path.expanduser(os.path.expandvars(site["hf_home"]))}
-    return Site(**site)
+    if site["offline_nodes"] and site["hf_home"] is None:
+        raise ValueError(f"{path}: key 'site.hf_home' is null but 'site.offline_nodes' is true; set hf_home to a "
+                         "Hugging Face cache on a filesystem every node sees (the prefetch fills it on the login "
+                         "node, offline jobs read it), or set offline_nodes to false if compute nodes reach the hub.")
+    expanded = {key: os.path.expanduser(os.path.expandvars(site[key])) for key in EXPANDED if site[key] is not None}
+    return Site(**{**site, **expanded})

@@ -29,6 +29,10 @@ def test_the_example_site_loads_with_its_documented_values():
     ({"safety_factor": float("nan")}, "key 'site.safety_factor' must be a finite number (got nan)"),
     ({"cpu_partition": ""}, "key 'site.cpu_partition' violates minLength=1 (got '')"),
     ({"gpus_per_node": 0, "gpu_model": "h100"}, "key 'site.gpu_model' is 'h100' but 'site.gpus_per_node' is 0"),
+    ({"offline_nodes": True, "hf_home": None}, "key 'site.hf_home' is null but 'site.offline_nodes' is true"),
+    ({"qos": ""}, "key 'site.qos' violates minLength=1"),
+    ({"slurm_extra": {"training": "--exclusive"}}, "key 'site.slurm_extra' is missing required key 'gpu'"),
+    ({"signal_lead_s": -1}, "key 'site.signal_lead_s' must be ≥ 0 (got -1)"),
 ])
 def test_a_bad_site_key_fails_with_one_sentence(tmp_path, changes, sentence):
     with pytest.raises(ValueError, match=sentence.replace("(", r"\(").replace(")", r"\)")):
@@ -47,8 +51,8 @@ def test_a_missing_site_key_names_it_and_the_example(tmp_path):
 
 def test_site_paths_relative_to_the_repository_missing_file_and_hf_home_variables(tmp_path, monkeypatch):
     monkeypatch.setenv("SITE_TEST_USER", "alice")
-    path = write_site(tmp_path, hf_home="/shared/$SITE_TEST_USER/hf")
-    assert load_site(path).hf_home == "/shared/alice/hf"
+    path = write_site(tmp_path, hf_home="/shared/$SITE_TEST_USER/hf", results_dir="/scratch/$SITE_TEST_USER/r")
+    assert (load_site(path).hf_home, load_site(path).results_dir) == ("/shared/alice/hf", "/scratch/alice/r")
     missing = tmp_path / "missing" / "site.yaml"
     with pytest.raises(FileNotFoundError, match=f"site settings {missing} do not exist; copy {EXAMPLE} to it"):
         load_site(missing)

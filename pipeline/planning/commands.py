@@ -4,6 +4,7 @@ fine-tune and lm-eval forward pass, planned on CPU by XLA)."""
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from pathlib import Path
 
@@ -41,12 +42,15 @@ def _fit(args: argparse.Namespace) -> None:
 
     if args.site is not None and (args.device is not None or args.gpus is not None):
         raise ValueError("--site gives each job's GPUs and the GPU's memory; drop --device and --gpus.")
-    config = load_preset({"preset": args.preset})
+    config = load_preset({"preset": args.preset, **json.loads(args.overrides)})
     site = None if args.site is None else load_site(args.site)
-    out_dir = REPO_ROOT / "results" / config["preset"]
-    runs = args.runs.split(",") if args.runs else None
-    md, table = args.md or out_dir / "fit.md", args.csv or out_dir / "fit.csv"
-    rows = write_fit(config, args.device or "h100", args.gpus or 8, runs, md, table, site)
+    device, gpus = args.device or "h100", args.gpus or 8
+    results = Path(site.results_dir) if site is not None and site.results_dir else REPO_ROOT / "results"
+    # Only a site's plan is the table its SLURM jobs read; a plan for a named device goes beside it.
+    name = "fit" if site is not None else f"fit-{device}x{gpus}"
+    md = args.md or results / config["preset"] / f"{name}.md"
+    table = args.csv or results / config["preset"] / f"{name}.csv"
+    rows = write_fit(config, device, gpus, args.runs.split(",") if args.runs else None, md, table, site)
     logging.info("fit finished: %d workloads, %d fit at the paper batch, %d with gradient accumulation, %d do not fit",
                  len(rows), sum(r["fits_at_paper_batch"] for r in rows),
                  sum(r["fits"] and not r["fits_at_paper_batch"] for r in rows), sum(not r["fits"] for r in rows))
@@ -74,7 +78,11 @@ def register(verbs: argparse._SubParsersAction) -> None:
                           "micro-batch from the table")
     fit.add_argument("--runs", default=None,
                      help="comma-separated ids to plan: runs, probes, fine-tunes, downstream-<run> (default: all)")
-    fit.add_argument("--md", type=Path, default=None, help="markdown table (default: results/<preset>/fit.md)")
-    fit.add_argument("--csv", type=Path, default=None, help="CSV table (default: results/<preset>/fit.csv)")
+    fit.add_argument("--overrides", default="{}",
+                     help="JSON of config keys merged over the preset, as snakemake's --config (default: none)")
+    fit.add_argument("--md", type=Path, default=None,
+                     help="markdown table (default: <results>/<preset>/fit.md with --site, the table the SLURM jobs "
+                          "read; else results/<preset>/fit-<device>x<gpus>.md)")
+    fit.add_argument("--csv", type=Path, default=None, help="CSV table (default: as --md, .csv)")
     fit.set_defaults(run=_fit)
 

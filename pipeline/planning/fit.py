@@ -30,14 +30,13 @@ micro-batches' gradients are summed). The temporaries are XLA's CPU plan: the GP
 differently, so the table is a preview, and the memory probes (Fig. 16) measure the real peak on GPUs.
 
 Each training workload is planned on ``gpus`` GPUs of a named device, or, given a SLURM site (``--site``), on the
-GPUs ``pipeline.planning.jobs`` gives its job (a memory probe: one node's) of the site's GPU memory; the SLURM jobs then
-train at the micro-batch of their row (``pipeline.planning.jobs.JobSizing.micro_batch``).
+GPUs ``pipeline.planning.jobs`` gives its job (a memory probe: one node's) of the site's GPU memory; the SLURM jobs
+then train at the micro-batch of their row (``pipeline.planning.jobs.JobSizing.micro_batch``).
 
 A row is one job's: it is found by ``(run_id, gpus, device_bytes)`` and holds for the run as the preset defines it
-only while its ``plan_key`` (a hash of what the plan depends on: ``plan_key``) and its ``usable_bytes`` are the
-current ones;
-otherwise job sizing refuses it as stale (``pipeline.planning.fit_table``). ``--runs`` merges its rows into an
-existing table.
+only while its ``plan_key`` (a hash of what the plan depends on) and its ``usable_bytes`` are the current ones;
+otherwise job sizing refuses it as stale, naming what changed (``pipeline.planning.fit_table``). ``--runs`` merges
+its rows into an existing table.
 """
 
 from __future__ import annotations

@@ -48,6 +48,11 @@ CPU_JOBS = {
 }
 """CPU jobs at paper scale (OpenWebText: ~40 GB of text, ~9 B tokens; the fit table: XLA compiles every run's train
 step, 1–3 CPU-minutes each for the largest), capped by the site's CPU limits."""
+SMALL_CPU_JOB = {"cpus": 2, "mem_mb": 8000, "minutes": 60}
+"""Any CPU job of a preset that reads no hub corpus (its corpora are the shipped ones of a few MB, e.g. ``tiny``)."""
+JOB_KINDS = ("training", "gpu", "cpu")
+"""Kinds of jobs a site gives their own sbatch extras: pretraining and fine-tunes; lm-eval, the GPU analyses and
+memory probes; corpus, tokenizer, token cache and fit."""
 GPU_ANALYSIS_MINUTES = {"spectra": 60, "lyapunov": 60, "frontier": 240, "downstream": 60, "memory_probe": 60}
 """Walltime of the one-GPU analyses (the frontier: 2 solvers × 5 step counts over a validation split) and of a
 memory probe (a few steps); ``downstream`` gets this plus its lm-eval GPU-hours × ``safety_factor``."""
@@ -59,13 +64,25 @@ class FitTableError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where a kind of job runs at a site, as sbatch options: its partition, account, QoS, node constraint, and
+    further flags (the reservation, a training job's early SIGTERM, the site's extras for the kind)."""
+
+    partition: str
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    sbatch_flags: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class JobShape:
-    """What one job asks for. Without a site (``partition`` None) a local job on this machine's CPU: ``gpus`` 0 and
+    """What one job asks for. Without a site (``placement`` None) a local job on this machine's CPU: ``gpus`` 0 and
     only ``micro_batch`` set; ``gpu_model`` only on a GPU partition that names one."""
 
     gpus: int = 0
     micro_batch: int | None = None
-    partition: str | None = None
+    placement: Placement | None = None
     gpu_model: str | None = None
     cpus: int | None = None
     mem_mb: int | None = None
@@ -124,12 +141,27 @@ class JobSizing:
                                                  self.site.mfu, self.config)[0]
         return self._costs[workload_id]
 
-    def _gpu_job(self, gpus: int, minutes: int, micro_batch: int | None = None) -> JobShape:
+    def placement(self, kind: str) -> Placement:
+        """Where jobs of ``kind`` (one of ``JOB_KINDS``) run: GPU jobs on the GPU partition (on the CPU partition at
+        a site without GPUs), with that partition's constraint; a training job is sent SIGTERM ``signal_lead_s``
+        before its walltime ends (SLURM signals the job step the executor runs it in), so that it saves a
+        checkpoint and stops."""
+        site = self.site
+        on_gpus = kind != "cpu" and site.gpus_per_node > 0
+        flags = [f"--reservation={site.reservation}"] if site.reservation else []
+        if kind == "training" and site.signal_lead_s:
+            flags.append(f"--signal=TERM@{site.signal_lead_s}")
+        if site.slurm_extra[kind]:
+            flags.append(site.slurm_extra[kind])
+        return Placement(site.gpu_partition if on_gpus else site.cpu_partition, site.account, site.qos,
+                         site.gpu_constraint if on_gpus else site.cpu_constraint, tuple(flags))
+
+    def _gpu_job(self, kind: str, gpus: int, minutes: int, micro_batch: int | None = None) -> JobShape:
         site = self.site
         if site.gpus_per_node == 0:
-            return JobShape(0, micro_batch, site.cpu_partition, None, site.cpu_max_cpus, site.cpu_max_mem_mb,
+            return JobShape(0, micro_batch, self.placement(kind), None, site.cpu_max_cpus, site.cpu_max_mem_mb,
                             site.max_runtime_min)
-        return JobShape(gpus, micro_batch, site.gpu_partition, site.gpu_model, site.cpus_per_gpu * gpus,
+        return JobShape(gpus, micro_batch, self.placement(kind), site.gpu_model, site.cpus_per_gpu * gpus,
                         site.mem_mb_per_gpu * gpus, min(minutes, site.max_runtime_min))
 
     def training_gpu_count(self, workload_id: str) -> int:
@@ -201,10 +233,10 @@ class JobSizing:
         if self.site is None:
             return JobShape(0, preset_micro_batch)
         if self.site.gpus_per_node == 0:
-            return self._gpu_job(0, 0, preset_micro_batch)
+            return self._gpu_job("training", 0, 0, preset_micro_batch)
         gpus = self.training_gpu_count(workload_id)
         minutes = training_minutes(self.cost(workload_id)["gpu_hours"], gpus, self.site)
-        return self._gpu_job(gpus, minutes, self.micro_batch(workload_id, gpus))
+        return self._gpu_job("training", gpus, minutes, self.micro_batch(workload_id, gpus))
 
     def memory_probe_gpu_count(self, probe_id: str) -> int:
         """A memory probe's GPUs at a site with GPUs: one node's, the most that divide its batch (module docstring)."""
@@ -217,7 +249,7 @@ class JobSizing:
             return JobShape()
         gpus = self.memory_probe_gpu_count(probe_id) if self.site.gpus_per_node else 0
         if gpus == 0 or self.fit_table is None:
-            return self._gpu_job(gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
+            return self._gpu_job("gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
         row = self.fit_row(probe_id, gpus)
         if row is None:
             raise FitTableError(f"{self.fit_table}: no row for memory probe {probe_id} on {gpus} GPU(s) of "
@@ -228,7 +260,7 @@ class JobSizing:
                                 f"{row['batch_size']} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB, and a probe "
                                 "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
                                 "(gpu_memory_gb) or more per node (gpus_per_node), then plan it again.")
-        return self._gpu_job(gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
+        return self._gpu_job("gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
 
     def gpu_analysis(self, rule: str, run_id: str) -> JobShape:
         """One GPU; ``downstream`` adds its lm-eval GPU-hours × safety factor to the walltime."""
@@ -237,12 +269,14 @@ class JobSizing:
         minutes = GPU_ANALYSIS_MINUTES[rule]
         if rule == "downstream" and self.site.gpus_per_node:
             minutes += math.ceil(self.cost(f"downstream-{run_id}")["gpu_hours"] * self.site.safety_factor * 60)
-        return self._gpu_job(1, minutes)
+        return self._gpu_job("gpu", 1, minutes)
 
     def cpu(self, rule: str) -> JobShape:
-        """A CPU job on the CPU partition, its paper-scale need capped by the site's CPU limits."""
+        """A CPU job on the CPU partition: its paper-scale need (``CPU_JOBS``) where the preset reads a hub corpus,
+        else ``SMALL_CPU_JOB``; capped by the site's CPU limits."""
         if self.site is None:
             return JobShape()
-        need = CPU_JOBS[rule]
-        return JobShape(0, None, self.site.cpu_partition, None, min(need["cpus"], self.site.cpu_max_cpus),
+        hub_corpora = any(spec["source"]["kind"] == "hf" for spec in self.config["datasets"].values())
+        need = CPU_JOBS[rule] if hub_corpora else SMALL_CPU_JOB
+        return JobShape(0, None, self.placement("cpu"), None, min(need["cpus"], self.site.cpu_max_cpus),
                         min(need["mem_mb"], self.site.cpu_max_mem_mb), min(need["minutes"], self.site.max_runtime_min))

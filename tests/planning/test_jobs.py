@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from pipeline.config import load_preset
-from pipeline.planning.jobs import JobShape, JobSizing, training_gpus, training_minutes
+from pipeline.planning.jobs import JobShape, JobSizing, Placement, training_gpus, training_minutes
 from pipeline.site import EXAMPLE, load_site
 
 SITE = load_site(EXAMPLE)
@@ -31,12 +31,14 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
     small, biggest = jobs.training("wt103-small-gpt"), jobs.training("owt-llama1b-diffeq_llama")
     hours = jobs.cost("owt-llama1b-diffeq_llama")["gpu_hours"]
     assert small.gpus < biggest.gpus == 8 and small.minutes < biggest.minutes
-    assert biggest == JobShape(gpus=8, micro_batch=0, partition="gpu", cpus=64, mem_mb=512000,
+    training = Placement("gpu", sbatch_flags=("--signal=TERM@600",))
+    assert biggest == JobShape(gpus=8, micro_batch=0, placement=training, cpus=64, mem_mb=512000,
                                minutes=training_minutes(hours, 8, SITE))
     capped = JobSizing(paper, dataclasses.replace(SITE, max_runtime_min=600, gpu_model="h100", account="proj"))
     assert capped.training("owt-llama1b-diffeq_llama") == JobShape(
-        gpus=8, micro_batch=0, partition="gpu", gpu_model="h100", cpus=64, mem_mb=512000, minutes=600)
-    assert jobs.cpu("token_cache") == JobShape(partition="cpu", cpus=32, mem_mb=128000, minutes=720)
+        gpus=8, micro_batch=0, placement=dataclasses.replace(training, account="proj"), gpu_model="h100", cpus=64,
+        mem_mb=512000, minutes=600)
+    assert jobs.cpu("token_cache") == JobShape(placement=Placement("cpu"), cpus=32, mem_mb=128000, minutes=720)
     assert jobs.gpu_analysis("frontier", "owt-large-diffeq").gpus == 1
 
 

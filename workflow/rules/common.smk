@@ -24,6 +24,8 @@ from pipeline.analysis.tidy import FRONTIER_VERSION
 from pipeline.train.identity import TRAIN_STEP
 
 SITE_FILE = config.pop("site", None)
+GIVEN_CONFIG = dict(config)
+"""The preset and the --config overrides as given (what a job that loads the preset itself, ``fit``, is passed)."""
 try:
     _resolved = load_preset(config)
     SITE = load_site(SITE_FILE) if SITE_FILE is not None else None
@@ -33,7 +35,7 @@ config.clear()
 config.update(_resolved)
 
 PRESET = config["preset"]
-RESULTS = f"results/{PRESET}"
+RESULTS = f"{SITE.results_dir if SITE and SITE.results_dir else 'results'}/{PRESET}"
 DATA = f"{RESULTS}/data"
 RUNS = pretrain_runs(config)
 FINETUNE_RUNS = finetune_runs(config)
@@ -108,24 +110,35 @@ PLAN_COMMAND = "snakemake --profile profiles/slurm fit, with this command's --co
 """How the fit table is planned again, added to a job-sizing error (pipeline/planning/jobs.py)."""
 
 
-def resource_names(gpu, training):
-    """The names of the resources each job of a rule has (``gpu`` only without a site; with one, also placement and
-    limits, and ``gpu_model`` for GPU jobs where the site names one; ``micro_batch`` for training jobs)."""
-    micro_batch = ["micro_batch"] if training else []
+def resource_names(kind):
+    """The names of the resources each job of a kind has (``training``, ``gpu`` or ``cpu``: ``gpu`` only without a
+    site; with one, also placement and limits, ``gpu_model`` for GPU jobs where the site names one, and each
+    sbatch option the site sets for the kind; ``micro_batch`` for training jobs)."""
+    micro_batch = ["micro_batch"] if kind == "training" else []
     if SITE is None:
         return ["gpu", *micro_batch]
-    names = ["slurm_partition", *(["slurm_account"] if SITE.account else []), "nodes", "gpu"]
-    names += ["gpu_model"] if gpu and SITE.gpu_model else []
-    return names + ["cpus_per_task", "mem_mb", "runtime", *micro_batch]
+    placement = JOBS.placement(kind)
+    optional = {
+        "slurm_account": placement.account,
+        "qos": placement.qos,
+        "constraint": placement.constraint,
+        "slurm_extra": placement.sbatch_flags,
+        "gpu_model": kind != "cpu" and SITE.gpus_per_node and SITE.gpu_model,
+    }
+    names = ["slurm_partition", "nodes", "gpu", "cpus_per_task", "mem_mb", "runtime"]
+    return names + [name for name, value in optional.items() if value] + micro_batch
 
 
 def resource_values(shape):
     """A job's shape (pipeline.planning.jobs.JobShape) under Snakemake's and the SLURM executor plugin's names."""
     values = {"gpu": shape.gpus, "micro_batch": shape.micro_batch}
-    if shape.partition is not None:
+    if shape.placement is not None:
         values |= {
-            "slurm_partition": shape.partition,
-            "slurm_account": SITE.account,
+            "slurm_partition": shape.placement.partition,
+            "slurm_account": shape.placement.account,
+            "qos": shape.placement.qos,
+            "constraint": shape.placement.constraint,
+            "slurm_extra": " ".join(shape.placement.sbatch_flags),
             "nodes": 1,
             "gpu_model": shape.gpu_model,
             "cpus_per_task": shape.cpus,
@@ -135,7 +148,7 @@ def resource_values(shape):
     return values
 
 
-def rule_resources(shape_of, gpu=False, training=False):
+def rule_resources(shape_of, kind):
     """A rule's ``resources:``: one callable of the job's wildcards per name, from the job's shape
     ``shape_of(wildcards)``; a job the fit table cannot size stops the workflow with one sentence."""
 
@@ -148,25 +161,25 @@ def rule_resources(shape_of, gpu=False, training=False):
 
         return value
 
-    return {name: resource(name) for name in resource_names(gpu, training)}
+    return {name: resource(name) for name in resource_names(kind)}
 
 
 def training_resources(wildcard):
     """A training rule's resources: per run (its ``wildcard``) from its size, the site and the fit table."""
-    return rule_resources(lambda wildcards: JOBS.training(getattr(wildcards, wildcard)), gpu=True, training=True)
+    return rule_resources(lambda wildcards: JOBS.training(getattr(wildcards, wildcard)), "training")
 
 
 def memory_probe_resources():
-    return rule_resources(lambda wildcards: JOBS.memory_probe(wildcards.probe), gpu=True)
+    return rule_resources(lambda wildcards: JOBS.memory_probe(wildcards.probe), "gpu")
 
 
 def gpu_analysis_resources(rule):
     """One GPU at a site with GPUs (the run is the ``run`` wildcard)."""
-    return rule_resources(lambda wildcards: JOBS.gpu_analysis(rule, wildcards.run), gpu=True)
+    return rule_resources(lambda wildcards: JOBS.gpu_analysis(rule, wildcards.run), "gpu")
 
 
 def cpu_resources(rule):
-    return rule_resources(lambda wildcards: JOBS.cpu(rule))
+    return rule_resources(lambda wildcards: JOBS.cpu(rule), "cpu")
 
 
 TIDY_FILE_RESOURCES = {"gpu": 0, "mem_mb": 2000, "runtime": 10}
@@ -193,7 +206,7 @@ export_ray_placement(config["ray"])
 export_xla_flags(config.get("xla_flags", ""))
 export_trackers(config.get("tracker", ["jsonl"]))
 if SITE is not None:
-    export_hub(SITE.hf_home, SITE.hf_endpoint)
+    export_hub(SITE.hf_home, SITE.offline_nodes, SITE.hf_endpoint)
 
 RAY_RULES = {"pretrain", "finetune", "downstream", "spectra", "lyapunov", "frontier", "memory_probe"}
 
