@@ -7,44 +7,7 @@ import json
 import os
 from pathlib import Path
 
-RAY_PLACEMENT_ENV = {"address": "PIPELINE_RAY_ADDRESS", "num_cpus": "PIPELINE_RAY_NUM_CPUS"}
-TRACKERS_ENV = "PIPELINE_TRACKERS"
-WANDB_ENV = "PIPELINE_WANDB"
-
-
-def export_code_path(root: str) -> None:
-    """Put the repository on every job's ``PYTHONPATH`` (once), so ``python -m pipeline`` in a job finds this
-    checkout's code even where another checkout is pip-installed (a virtualenv shared between checkouts)."""
-    paths = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
-    if root not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
-
-
-def export_xla_flags(flags: str) -> None:
-    """Hand the preset's ``xla_flags`` to every job (and, through ``pipeline.runner``, its Ray task) as ``XLA_FLAGS``,
-    before any flags already in the environment (XLA takes the last value of a flag, so the user's win). Compile
-    options, not arithmetic: a run's fingerprint does not include them. Idempotent: a SLURM job re-reads the
-    workflow with the submit host's environment, which has them already."""
-    if flags and not os.environ.get("XLA_FLAGS", "").startswith(flags):
-        os.environ["XLA_FLAGS"] = " ".join(part for part in (flags, os.environ.get("XLA_FLAGS", "")) if part)
-
-
-def export_trackers(names: list[str], wandb: dict) -> None:
-    """Hand the preset's ``tracker`` list and ``wandb`` settings to every job (and its Ray task) as
-    ``PIPELINE_TRACKERS`` and ``PIPELINE_WANDB`` (JSON); like Ray's placement, trackers observe a run without changing
-    its weights, so they are not a rule param."""
-    os.environ[TRACKERS_ENV] = ",".join(names)
-    os.environ[WANDB_ENV] = json.dumps(wandb, sort_keys=True)
-
-
-def export_ray_placement(ray: dict) -> None:
-    """Hand the preset's ``ray`` section to every job through the environment. Where Ray runs a job's work is
-    not part of its result, so it is not a rule param (Snakemake reruns a job whose params changed)."""
-    for key, name in RAY_PLACEMENT_ENV.items():
-        if ray[key] is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = str(ray[key])
+from pipeline.job_env import RAY_PLACEMENT_ENV
 
 
 def start_shared_local_ray(num_cpus: int) -> str:

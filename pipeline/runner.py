@@ -29,24 +29,19 @@ from pipeline.phases import mark_phase
 
 logger = logging.getLogger(__name__)
 
-FORWARDED_ENV = ("HF_HUB_OFFLINE", "RAY_AUTH_MODE", "HF_DATASETS_OFFLINE", "HF_HOME", "JAX_PLATFORMS", "XLA_FLAGS",
-                 "JAX_COMPILATION_CACHE_DIR", "PYTHONHASHSEED", "PIPELINE_TRACKERS", "PIPELINE_WANDB",
-                 "WANDB_MODE")
-
-
 def run_on_ray(target: str, *args: Any, address: str | None, num_cpus: int | None = None,
                num_gpus: float = 0, uses_torch: bool = False, **kwargs: Any) -> Any:
     """Execute ``target(*args, **kwargs)`` as one Ray task and return its result; errors re-raise here. ``target``
     names the function as ``"module:function"``; its module is imported in the worker (``task_function``). Ray's log
     de-duplication is off: it drops task log lines that differ only in numbers (e.g. per-shot summaries).
 
-    The task's JAX reserves ``pipeline.site.gpu_memory_fraction()`` of each GPU, the share the fit table plans
+    The task's JAX reserves ``pipeline.job_env.gpu_memory_fraction()`` of each GPU, the share the fit table plans
     against. Unless ``uses_torch``, the task runs with ``USE_TORCH=0``: Levanter imports ``transformers`` (for
     tokenizers only, in these tasks), which would otherwise import torch, two thirds of the task's import time."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
-    from pipeline.site import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction, slurm_allocation
+    from pipeline.job_env import FORWARDED_ENV, GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction, slurm_allocation
 
     env_vars = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
     env_vars[GPU_MEMORY_FRACTION_ENV] = str(gpu_memory_fraction())

@@ -23,8 +23,8 @@ RAY = str(Path(sys.executable).parent / "ray")
 
 LONGEST_FIRST = ("tests/e2e/test_tiny_dag.py", "tests/cluster/test_slurm.py", "tests/bench/test_paper_shapes.py",
                  "tests/train/test_run_integrity.py", "tests/evaluate/test_run_interfaces.py",
-                 "tests/train/test_resume.py", "tests/bench/test_fit.py", "tests/models/test_discretize.py",
-                 "tests/data/test_data_cache.py", "tests/bench/test_cost.py")
+                 "tests/train/test_resume.py", "tests/planning/test_fit.py", "tests/models/test_discretize.py",
+                 "tests/data/test_data_cache.py", "tests/planning/test_cost.py")
 """The longest test modules, longest first (their wall time in CI from a fresh clone of 466f9a9, 2026-11-24: the
 tiny DAG ~24 min; the SLURM cluster and the paper-shape smoke ~5 min each; run integrity ~4.5; the lm-eval CLI ~3.5;
 resume ~2; the rest 1–1.5), then the others. ``-n 2 --dist loadfile`` hands modules to the workers in this order:
@@ -84,19 +84,20 @@ def ray_head():
 
 @pytest.fixture
 def planned_fit_row():
-    """A function giving a fit table row (``pipeline.bench.fit.FIT_COLUMNS``) for ``run_id`` of ``config`` as
-    ``fit`` would plan it (its ``plan_key``, memory and usable share) on ``gpus`` GPUs at ``micro_batch``; byte
+    """A function giving a fit table row (``pipeline.planning.fit_table.FIT_COLUMNS``) for ``run_id`` of ``config``
+    as ``fit`` would plan it (its ``plan_key``, memory and usable share) on ``gpus`` GPUs at ``micro_batch``; byte
     columns 0. ``fits_at_paper_batch``: the whole per-GPU batch unless given."""
-    from pipeline.bench import fit
-    from pipeline.site import gpu_memory_fraction
+    from pipeline.job_env import gpu_memory_fraction
+    from pipeline.planning.fit_table import FIT_COLUMNS, plan_key
+    from pipeline.planning.workloads import workload_vocab_size, workloads
 
     def row(config: dict, run_id: str, gpus: int, micro_batch: int, *, device_bytes: int = 80 * 10**9,
             fits: bool = True, fits_at_paper_batch: bool | None = None) -> dict:
-        workload = fit.workloads(config)[run_id]
+        workload = workloads(config)[run_id]
         per_device = workload.batch_size // gpus
-        return {**dict.fromkeys(fit.FIT_COLUMNS, 0), "run_id": run_id,
-                "plan_key": fit.plan_key(workload, fit.workload_vocab_size(config, workload)),
-                "role": workload.role, "family": workload.run.model.family, "size": workload.run.size,
+        return {**dict.fromkeys(FIT_COLUMNS, 0), "run_id": run_id,
+                "plan_key": plan_key(workload, workload_vocab_size(config, workload)),
+                "role": workload.kind, "family": workload.run.model.family, "size": workload.run.size,
                 "time_embed_dim": workload.run.model.time_embed_dim, "seq_len": workload.run.model.seq_len,
                 "batch_size": workload.batch_size, "gpus": gpus, "per_device_batch": per_device,
                 "micro_batch": micro_batch, "accumulation": per_device // micro_batch, "device_bytes": device_bytes,
@@ -112,18 +113,19 @@ def paper_fit_table(planned_fit_row):
     """A function writing ``results/paper/fit.csv`` into a working directory: a fitting row for every training job
     and memory probe of the paper preset at the GPUs the example site gives it, at micro-batch
     ``micro_batches[run]`` or else the whole per-GPU batch (a SLURM-profile DAG of the paper preset needs the table:
-    ``pipeline/site.py``)."""
-    from pipeline.bench.fit import fit_table
+    ``pipeline/planning/jobs.py``)."""
     from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
-    from pipeline.site import JobResources, load_site
+    from pipeline.planning.fit_table import fit_table
+    from pipeline.planning.jobs import JobSizing
+    from pipeline.site import load_site
 
     def write(workdir: Path, micro_batches: dict[str, int]) -> Path:
         config, site = load_preset({"preset": "paper"}), load_site(ROOT / "profiles" / "slurm" / "site.example.yaml")
-        jobs = JobResources(config, site)
+        jobs = JobSizing(config, site)
         rows = []
-        for stage, runs in (("pretrain", pretrain_runs(config)), ("finetune", finetune_runs(config))):
+        for runs in (pretrain_runs(config), finetune_runs(config)):
             for run_id, spec in runs.items():
-                gpus = jobs.training_gpu_count(stage, run_id)
+                gpus = jobs.training_gpu_count(run_id)
                 micro_batch = micro_batches.get(run_id, spec.train.batch_size // gpus)
                 rows.append(planned_fit_row(config, run_id, gpus, micro_batch, device_bytes=site.gpu_memory_bytes))
         for probe_id, spec in memory_probes(config).items():

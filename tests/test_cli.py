@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBPROCESS_WORKERS = {"pipeline/bench/fit.py"}
+SUBPROCESS_WORKERS = {"pipeline/planning/plans.py"}
 """Modules a verb starts as a child process (``fit``: one XLA plan per process), not commands for a person."""
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
              *sorted((ROOT / "pipeline").rglob("*.py")), *sorted((ROOT / "pipeline").rglob("*.md")),

@@ -4,12 +4,17 @@ site settings and the cost model."""
 import ast
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import yaml
+
 from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
-from pipeline.site import JobResources, load_site
+from pipeline.planning.jobs import JobSizing
+from pipeline.site import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -65,7 +70,7 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
                        "site=profiles/slurm/site.example.yaml")
     assert result.returncode == 0, result.stderr[-2000:]
     config = load_preset({"preset": "paper"})
-    jobs_resources = JobResources(config, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
+    sizing = JobSizing(config, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
     jobs = dry_run_jobs(result.stdout)
     [fit] = [job for job in jobs if job["rule"] == "fit"]
     assert "--site profiles/slurm/site.example.yaml" in fit["shell"] and fit["resources"]["slurm_partition"] == "cpu"
@@ -75,11 +80,13 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
     assert set(finetunes) == set(finetune_runs(config))
     probes = [job for job in jobs if job["rule"] == "memory_probe"]
     assert len(probes) == len(memory_probes(config)) == 7
-    for stage, runs in (("pretrain", pretrain), ("finetune", finetunes)):
+    for runs in (pretrain, finetunes):
         for run_id, job in runs.items():
-            expected = jobs_resources.training(stage, run_id)
+            shape = sizing.training(run_id)
+            expected = {"slurm_partition": shape.placement.partition, "gpu": shape.gpus, "cpus_per_task": shape.cpus,
+                        "mem_mb": shape.mem_mb, "runtime": shape.minutes, "micro_batch": shape.micro_batch}
             assert {key: job["resources"][key] for key in expected} == {k: str(v) for k, v in expected.items()}, run_id
-            assert f"--gpus {expected['gpu']} --micro-batch {expected['micro_batch']}" in job["shell"], run_id
+            assert f"--gpus {shape.gpus} --micro-batch {shape.micro_batch}" in job["shell"], run_id
     gpus = {run_id: int(job["resources"]["gpu"]) for run_id, job in pretrain.items()}
     assert gpus["owt-llama1b-diffeq_llama"] == 8 and gpus["wt103-small-gpt"] == 1, gpus
     assert "--gpus 1 --micro-batch 16 " in pretrain["owt-small-gpt"]["shell"]
@@ -136,12 +143,106 @@ def test_a_shell_injection_in_a_task_name_is_refused_before_anything_runs():
 def test_slurm_profile_dry_run_without_the_fit_table_stops_and_says_to_plan_first(tmp_path):
     """Without a planned micro-batch a 1-GPU paper run would hold its whole batch (512 × 1024 tokens) on its GPU;
     without a row, nothing says a memory probe's whole batch fits its node."""
+    plan = "(snakemake --profile profiles/slurm fit, with this command's --config)."
     targets = {"results/paper/runs/owt-small-gpt/summary.json": "so it would train its whole per-GPU batch at once; "
-               "plan the runs first (snakemake --profile slurm fit)",
+               f"plan the runs first or set its train.micro_batch_size in the preset {plan}",
                "results/paper/analysis/memory/owt-medium-memory-gpt.json": "so nothing says its whole batch fits "
-               "there; plan it first (snakemake --profile slurm fit)"}
+               f"there; plan it first {plan}"}
     for target, sentence in targets.items():
         result = snakemake(target, "-n", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory",
                            str(tmp_path), "--profile", "profiles/slurm", "--config",
                            "site=profiles/slurm/site.example.yaml")
         assert result.returncode != 0 and sentence in result.stdout + result.stderr, target
+
+
+def write_site(path: Path, **changes) -> Path:
+    """The example site with ``changes`` to its keys, written to ``path``."""
+    raw = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())
+    raw["site"].update(changes)
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_the_sites_sbatch_options_reach_its_jobs_and_results_go_to_its_results_dir(tmp_path, paper_fit_table):
+    """qos on every job, each partition's constraint, the reservation, a training job's early SIGTERM and each kind's
+    extras as slurm_extra; every output under results_dir (where the fit table is read too)."""
+    scratch = tmp_path / "scratch"
+    paper_fit_table(scratch, {})
+    site = write_site(tmp_path / "site.yaml", qos="long", gpu_constraint="h100", cpu_constraint="icelake",
+                      reservation="paper", slurm_extra={"training": "--exclusive", "gpu": None, "cpu": "--comment=x"},
+                      signal_lead_s=900, results_dir=str(scratch / "results"))
+    result = snakemake("all", "fit", "-n", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory",
+                       str(tmp_path / "work"), "--profile", "profiles/slurm", "--config", f"site={site}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    jobs = [job for job in dry_run_jobs(result.stdout) if job["rule"] not in SUBMIT_HOST_RULES]
+    extras = {"training": "--reservation=paper --signal=TERM@900 --exclusive", "gpu": "--reservation=paper",
+              "cpu": "--reservation=paper --comment=x"}
+    for job in jobs:
+        resources = job["resources"]
+        kind = ("training" if job["rule"] in {"pretrain", "finetune"}
+                else "gpu" if resources["slurm_partition"] == "gpu" else "cpu")
+        assert resources["qos"] == "long" and resources["slurm_extra"] == extras[kind], job
+        assert resources["constraint"] == ("icelake" if kind == "cpu" else "h100"), job
+    assert {job["rule"] for job in jobs} >= {"pretrain", "finetune", "downstream", "corpus", "fit"}
+    outputs = re.findall(r"^    output: (.*)$", result.stdout, re.M)
+    assert outputs and all(path.startswith(str(scratch / "results" / "paper")) for line in outputs
+                           for path in line.split(", ")), outputs[:3]
+
+
+def test_the_tiny_preset_on_the_slurm_profile_asks_for_tiny_cpu_jobs(tmp_path):
+    result = snakemake("results/tiny/data/caches/wt103-bpe", "-n", "--snakefile", str(ROOT / "workflow" / "Snakefile"),
+                       "--directory", str(tmp_path), "--profile", "profiles/slurm", "--config", "preset=tiny",
+                       "site=profiles/slurm/site.example.yaml")
+    assert result.returncode == 0, result.stderr[-2000:]
+    jobs = dry_run_jobs(result.stdout)
+    assert {job["rule"] for job in jobs} == {"corpus", "tokenizer", "token_cache"}
+    for job in jobs:
+        assert {key: job["resources"][key] for key in ("cpus_per_task", "mem_mb", "runtime")} == {
+            "cpus_per_task": "2", "mem_mb": "8000", "runtime": "60"}, job
+
+
+@pytest.mark.parametrize("ablation", [False, True])
+def test_fit_plans_the_rows_of_the_config_the_dry_run_resolved(tmp_path, monkeypatch, ablation):
+    """The ``fit`` job gets the preset file and the --config overrides of the dry run (here a copy of the tiny
+    preset, and with it a pretraining group added on the command line): the table it writes (XLA's plans replaced
+    by a fake, linear in the micro-batch) has a row for every job the dry run then sizes."""
+    from pipeline.cli import main
+    from pipeline.planning import fit
+
+    preset = tmp_path / "my_tiny.yaml"
+    preset.write_text((ROOT / "pipeline" / "config" / "presets" / "tiny.yaml").read_text().replace(
+        "preset: tiny", "preset: my_tiny"))
+    overrides = (["pretrain={wt103-extra: {dataset: wt103, size: small, tokenizer: bpe, families: [gpt], "
+                  "train: {batch_size: 8, steps: 4, lr: 0.006, eval_every: 2}}}"] if ablation else [])
+    config = ["--config", f"preset={preset}", "site=profiles/slurm/site.example.yaml", *overrides]
+    workflow = ["--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path)]
+    planned = snakemake("fit", "-n", *workflow, "--profile", "profiles/slurm", "--printshellcmds", *config)
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    [command] = [job["shell"] for job in dry_run_jobs(planned.stdout) if job["rule"] == "fit"]
+    monkeypatch.setattr(fit, "plans_in_subprocess", lambda requests, gpus: [
+        {"parameters": 1, "trainable_parameters": 1, "param_bytes": 1, "replicated_param_bytes": 0,
+         "optimizer_bytes": 0, "temp_bytes": micro_batch, "total_bytes": 1 + micro_batch, "gpus": gpus}
+        for _, _, micro_batch in requests])
+    monkeypatch.chdir(tmp_path)
+    words = shlex.split(command.split(">")[0])
+    assert main(words[words.index("pipeline") + 1:]) == 0
+    result = snakemake("all", "-n", *workflow, "--profile", "profiles/slurm", *config)
+    assert result.returncode == 0, result.stderr[-2000:]
+    pretrain = {job["wildcards"]["run"] for job in dry_run_jobs(result.stdout) if job["rule"] == "pretrain"}
+    assert ("wt103-extra-gpt" in pretrain) == ablation
+
+
+def test_the_fit_cli_without_a_site_leaves_the_site_planned_table_alone(tmp_path, monkeypatch):
+    from pipeline.cli import main
+    from pipeline.planning import commands, fit
+
+    monkeypatch.setattr(commands, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(fit, "plans_in_subprocess", lambda requests, gpus: [
+        {"parameters": 1, "trainable_parameters": 1, "param_bytes": 1, "replicated_param_bytes": 0,
+         "optimizer_bytes": 0, "temp_bytes": 1, "total_bytes": 2, "gpus": gpus} for _ in requests])
+    table = tmp_path / "results" / "tiny" / "fit.csv"
+    table.parent.mkdir(parents=True)
+    table.write_text("site-planned\n")
+    assert main(["fit", "--preset", "tiny", "--device", "h100", "--gpus", "1", "--runs", "wt103-small-gpt"]) == 0
+    assert table.read_text() == "site-planned\n"
+    assert (tmp_path / "results" / "tiny" / "fit-h100x1.csv").read_text().count("wt103-small-gpt") == 1

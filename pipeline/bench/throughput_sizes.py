@@ -1,11 +1,11 @@
-"""Measure training tokens/s per GPU of every model a preset trains: the table ``pipeline.bench.cost`` reads.
+"""Measure training tokens/s per GPU of every model a preset trains: the table ``pipeline.planning.cost`` reads.
 
 For each distinct (family, size, num_layers) of the preset's pretraining runs and fine-tunes, the model is built
 (random init, first device) and ``repeats`` train steps (``pipeline.bench.timing.train_step``: the model cast to
 the run's compute dtype by its jmp policy, as Levanter's Trainer does, and the run's AdamW update from Levanter's
 ``AdamConfig``) are timed after ``warmup`` compiling ones, on ``micro_batch`` (at most the run's batch size) ×
 seq_len random tokens. Levanter splits a larger batch into such micro-batches, so tokens/s per GPU = micro_batch ×
-seq_len / median step time. A model that does not fit the device is reported and skipped (``pipeline.bench.cost``
+seq_len / median step time. A model that does not fit the device is reported and skipped (``pipeline.planning.cost``
 then estimates it).
 
 On a GPU node (JAX's CUDA build installed, README):
@@ -25,13 +25,8 @@ import logging
 import re
 from pathlib import Path
 
-from pipeline.bench.cost import (
-    THROUGHPUT_COLUMNS,
-    Workload,
-    default_throughput_path,
-    finetune_workloads,
-    pretrain_workloads,
-)
+from pipeline.planning.throughput import THROUGHPUT_COLUMNS, default_throughput_path
+from pipeline.planning.workloads import Workload, vocab_size, workloads
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +34,10 @@ logger = logging.getLogger(__name__)
 def models_to_measure(config: dict, families: list[str] | None, sizes: list[str] | None) -> list[Workload]:
     """One workload (the first run) per (family, size, num_layers) that the preset trains, filtered."""
     chosen: dict[tuple[str, str, int], Workload] = {}
-    for workload in pretrain_workloads(config) + finetune_workloads(config):
-        if (families and workload.family not in families) or (sizes and workload.size not in sizes):
+    for workload in workloads(config).values():
+        if workload.kind not in ("pretrain", "finetune"):
+            continue
+        if (families and workload.family not in families) or (sizes and workload.run.size not in sizes):
             continue
         chosen.setdefault(workload.throughput_key, workload)
     return list(chosen.values())
@@ -52,8 +49,9 @@ def device_label(device_kind: str, platform: str) -> str:
     return match.group(1) if match else platform
 
 
-def measure_workload(workload: Workload, micro_batch: int, repeats: int, warmup: int) -> dict:
-    """Median seconds of one train step of ``workload``'s model and its training tokens/s on the first device."""
+def measure_workload(workload: Workload, vocab: int, micro_batch: int, repeats: int, warmup: int) -> dict:
+    """Median seconds of one train step of ``workload``'s model (vocabulary ``vocab``) and its training tokens/s on
+    the first device."""
     import equinox as eqx
     import haliax as hax
     import jax
@@ -67,17 +65,17 @@ def measure_workload(workload: Workload, micro_batch: int, repeats: int, warmup:
     train = workload.train
     batch_size = min(micro_batch, train.batch_size)
     model_key, data_key, dropout_key = jax.random.split(jax.random.PRNGKey(train.seed), 3)
-    config = workload.model_config
-    model = eqx.filter_jit(config.build)(hax.Axis("vocab", workload.vocab_size), key=model_key)
+    config = workload.recipe.build()
+    model = eqx.filter_jit(config.build)(hax.Axis("vocab", vocab), key=model_key)
     optimizer = AdamConfig(learning_rate=train.lr, weight_decay=train.weight_decay, beta1=train.beta1,
                            beta2=train.beta2, epsilon=train.epsilon, warmup=train.warmup_fraction,
                            min_lr_ratio=train.min_lr_ratio, lr_schedule="cosine").build(train.steps)
     Batch = hax.Axis("batch", batch_size)
-    tokens = hax.random.randint(data_key, (Batch, config.Pos), 0, workload.vocab_size)
+    tokens = hax.random.randint(data_key, (Batch, config.Pos), 0, vocab)
     example = hax.vmap(LmExample.causal, Batch)(tokens)
     step = TrainLoop(model, optimizer, example, jmp.get_policy(train.mixed_precision), key=dropout_key)
     samples, _ = time_interleaved({"train": step}, repeats, warmup)
-    result = summarise(samples["train"], batch_size * workload.seq_len)
+    result = summarise(samples["train"], batch_size * workload.run.model.seq_len)
     result.update(params=count_leaves(eqx.filter(step.model, eqx.is_array)), micro_batch=batch_size)
     return result
 
@@ -98,7 +96,7 @@ def measure(preset: str, device: str | None, micro_batch: int, repeats: int, war
     rows = {}
     for workload in models_to_measure(config, families, sizes):
         try:
-            result = measure_workload(workload, micro_batch, repeats, warmup)
+            result = measure_workload(workload, vocab_size(config, workload.tokenizer), micro_batch, repeats, warmup)
         except jax.errors.JaxRuntimeError as error:
             if "RESOURCE_EXHAUSTED" not in str(error):
                 raise
@@ -108,8 +106,9 @@ def measure(preset: str, device: str | None, micro_batch: int, repeats: int, war
         logger.info("%s: %.0f tokens/s (step %.1f ms)", "/".join(map(str, workload.throughput_key)),
                     result["tokens_per_s"], result["median_ms"])
         rows[workload.throughput_key] = {
-            "device": device, "family": workload.family, "size": workload.size, "hidden_dim": workload.hidden_dim,
-            "num_layers": workload.num_layers, "seq_len": workload.seq_len, "params": result["params"],
+            "device": device, "family": workload.family, "size": workload.run.size,
+            "hidden_dim": workload.run.model.hidden_dim, "num_layers": workload.num_layers,
+            "seq_len": workload.run.model.seq_len, "params": result["params"],
             "tokens_per_s_per_gpu": round(result["tokens_per_s"], 1), "measured_on": today,
             "notes": (f"{workload.run_id}; micro-batch {result['micro_batch']}; {workload.train.mixed_precision}; "
                       f"median of {repeats} steps (IQR {result['iqr_ms']:.1f} ms); {first.device_kind}; "

@@ -117,16 +117,22 @@ def _builtin_name_problem(path: Path, loaded: dict[str, Any]) -> str | None:
             f"so that its results get their own folder")
 
 
+def check_schema(document: dict[str, Any], schema_path: Path, source: str) -> None:
+    """Check a loaded YAML ``document`` against the JSON schema at ``schema_path`` (integers strict, every number
+    finite); raise ``ConfigError`` with one sentence naming ``source`` and the first problem's key."""
+    problem = _non_finite_problem(document)
+    if problem:
+        raise ConfigError(f"{source}: {problem}.")
+    schema = yaml.safe_load(schema_path.read_text())
+    errors = sorted(STRICT_VALIDATOR(schema).iter_errors(document), key=lambda e: e.path)
+    if errors:
+        raise ConfigError(f"{source}: {schema_error_sentence(errors[0])}.")
+
+
 def validate_config(config: dict[str, Any], source: str) -> None:
     """Check ``config`` against the JSON schema and its cross-references; raise ``ConfigError`` on the first
     problem."""
-    problem = _non_finite_problem(config)
-    if problem:
-        raise ConfigError(f"{source}: {problem}.")
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    errors = sorted(STRICT_VALIDATOR(schema).iter_errors(config), key=lambda e: e.path)
-    if errors:
-        raise ConfigError(f"{source}: {schema_error_sentence(errors[0])}.")
+    check_schema(config, SCHEMA_PATH, source)
     problem = cross_reference_problem(config)
     if problem:
         raise ConfigError(f"{source}: {problem}.")

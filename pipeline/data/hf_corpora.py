@@ -58,7 +58,8 @@ def _load(
     refs/convert/parquet branch: `<config>/<split>/NNNN.parquet`), a local JSONL file or folder, or a Hugging Face
     hub id at `revision`. With the hub offline, a hub dataset is the prefetched snapshot of that revision; one
     missing from the cache fails with one sentence."""
-    from pipeline.data.hub import dataset_snapshot, hub_offline
+    from pipeline.data.hub import dataset_snapshot
+    from pipeline.job_env import hub_offline
 
     path = Path(source).expanduser()
     if path.is_dir() and _is_saved_dataset(path):

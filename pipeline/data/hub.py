@@ -13,13 +13,9 @@ import json
 import os
 from pathlib import Path
 
+from pipeline.job_env import hub_offline
+
 PREFETCH_COMMAND = "snakemake --profile profiles/slurm prefetch"
-
-
-def hub_offline() -> bool:
-    """Whether this process must not reach the hub (``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE`` set true)."""
-    return any(os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
-               for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
 
 
 def missing_from_cache(item: str) -> str:

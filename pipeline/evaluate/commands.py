@@ -10,9 +10,7 @@ import logging
 from pathlib import Path
 
 from pipeline.commands import absolute, add_ray_options, ray_placement
-
-BATCH_SIZE = 32
-"""lm-eval requests scored per forward pass (``--batch-size``'s default; the rule passes none)."""
+from pipeline.evaluate import BATCH_SIZE
 
 
 def _downstream(args: argparse.Namespace) -> None:

@@ -3,6 +3,9 @@
 x_k = x_{k-1} + dt·f(t_k, x_{k-1}), t_k = k/L, with the authors' chained norms (docs/paper.md#llama-layer)
 f(t, x) = Attn_t(a) + SwiGLU_t(RMSNorm2_t(a)), a = RMSNorm1_t(x), or (``chained_norms`` off) the GPT-style
 f(t, x) = Attn_t(RMSNorm1_t(x)) + SwiGLU_t(RMSNorm2_t(x)).
+
+Longer than 300 lines because one model family lives in one file (config, layers, transformer, LM head), as
+Levanter keeps each of its models.
 """
 
 import dataclasses

@@ -2,6 +2,8 @@
 
 Each ``*_figure`` function reads the contract files it is given, draws one figure and writes it to its
 ``FigureFiles`` (PNG and PDF).
+
+Longer than 300 lines because it holds one short function per paper figure, which share the axes helpers.
 """
 
 from __future__ import annotations

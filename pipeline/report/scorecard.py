@@ -7,6 +7,9 @@ cannot tell, e.g. no over-fitting at all), ``not run at this preset`` (the paper
 and tasks; when we measured an analogous quantity it is shown beside it), ``not in the paper`` (a number of ours
 with no published counterpart). Claims are checked on whatever preset ran: on ``tiny`` they are qualitative checks
 of tiny models trained for a few steps, not evidence about the paper's scale.
+
+Longer than 300 lines because every claim of the paper has its check here, in one list to review against the
+paper, beside the numbers it reads.
 """
 
 from __future__ import annotations

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.digests import json_digest
+
 logger = logging.getLogger(__name__)
 
 IDENTITY_FILE = "identity.json"
@@ -87,8 +89,7 @@ class RunIdentity:
         train = {key: value for key, value in spec.get("train", {}).items() if key not in NOT_WEIGHTS}
         parts = {"spec": {**spec, "train": train}, "tokenizer": tokenizer_digest(tokenizer_dir),
                  "cache": cache_digest(cache_dir), "source": source_fingerprint, "train_step": TRAIN_STEP}
-        canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"))
-        return cls(hashlib.sha256(canonical.encode()).hexdigest(), parts)
+        return cls(json_digest(parts, compact=True), parts)
 
     def to_json(self) -> str:
         return json.dumps({"fingerprint": self.fingerprint, **self.parts}, indent=2, sort_keys=True) + "\n"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from levanter.tracker import Tracker, TrackerConfig
 
-from pipeline.commands import TRACKERS_ENV, WANDB_ENV
+from pipeline.job_env import TRACKERS_ENV, WANDB_ENV
 from pipeline.train.identity import RunIdentity
 
 RECORD_FIELDS = ("loss", "lr", "tokens_per_s", "step_s", "eval_loss", "eval_ppl", "micro_batch",

@@ -7,7 +7,7 @@ not depend on the token values.
 
 The Llama pair at the paper's width (hidden 2048, FF 8192, vocabulary 32000, seq_len 2048) with 2 layers is
 compile-only: its train step at batch 1 is laid out on abstract state and compiled by the fit preview's planner
-(``pipeline.bench.fit``), nothing allocated. DiffEqFormer-Llama's hypernetwork holds 6.64 B parameters at any
+(``pipeline.planning.plans``), nothing allocated. DiffEqFormer-Llama's hypernetwork holds 6.64 B parameters at any
 depth (26.6 GB in float32 before gradients and Adam state: more than this 24 GB machine); the 265 M-parameter
 2-layer Llama would fit, but a step at seq_len 2048 costs about 3.3 TFLOP (~50 CPU-s here), beyond the smoke's
 CI budget.
@@ -119,9 +119,10 @@ def test_llama_pair_compiles_at_paper_width(paper, run_id):
     """Compile-only: the run's train step at batch 1 with ``LLAMA_LAYERS`` layers, planned by XLA on this
     process's device; the state is built at the exact shape (every parameter counted, float32 parameters and
     AdamW's two moments per parameter)."""
-    from pipeline.bench.fit import Workload, plan_train_step
     from pipeline.models.checkpoint import run_model_config
     from pipeline.models.param_count import count_params
+    from pipeline.planning.plans import plan_train_step
+    from pipeline.planning.workloads import Workload
 
     runs, _ = paper
     spec = runs[run_id]

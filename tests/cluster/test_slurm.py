@@ -1,9 +1,9 @@
 """`profiles/slurm` on a real single-node SLURM cluster on localhost whose daemons, clients and jobs run in a network
 namespace with loopback only (no network, as a cluster's compute nodes): every job is submitted with sbatch by
-snakemake-executor-plugin-slurm and sized by pipeline/site.py. Only the site settings are replaced (a partition, no
-GPUs, small CPU/memory limits, an HF cache), plus the status command (no accounting database here) and how soon
-the plugin first asks SLURM about a submitted job (5 s: its default of 40 s, meant to spare a busy cluster's
-controller, left this one idle for most of its 6 mostly sequential jobs).
+snakemake-executor-plugin-slurm and sized by pipeline/planning/jobs.py. Only the site settings are replaced (a
+partition, no GPUs, small CPU/memory limits, an HF cache), plus the status command (no accounting database here)
+and how soon the plugin first asks SLURM about a submitted job (5 s: its default of 40 s, meant to spare a busy
+cluster's controller, left this one idle for most of its 6 mostly sequential jobs).
 
 These tests change the host (apt, /etc/slurm, munge, daemons): they run only with PIPELINE_HOST_TESTS=1 (`.ci/run`
 sets it) and as root, never touch an existing SLURM configuration, and stop the daemons they started."""

@@ -124,7 +124,7 @@ rule memory_probe:
     benchmark:
         f"{RESULTS}/benchmarks/analysis/memory/{{probe}}.tsv"
     resources:
-        **JOBS.rule_resources(lambda wildcards: JOBS.memory_probe(wildcards.probe), gpu=True),
+        **memory_probe_resources(),
     shell:
         "python -m pipeline memory-probe --spec {params.spec:q} --tokenizer {input.tokenizer:q}"
         " --steps {params.steps:q} --out {output.record:q} --gpus {resources.gpu:q} > {log:q} 2>&1"

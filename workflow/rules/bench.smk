@@ -2,7 +2,7 @@
 
 FIT_DEVICE, FIT_GPUS = "h100", 8
 # With a site (the slurm profile), every job is planned on the GPUs the site gives it and training jobs read their
-# micro-batch from this table (pipeline/site.py); without one, on FIT_GPUS GPUs of FIT_DEVICE.
+# micro-batch from this table (pipeline/planning/jobs.py); without one, on FIT_GPUS GPUs of FIT_DEVICE.
 FIT_TARGET = ["--site", SITE_FILE] if SITE_FILE is not None else ["--device", FIT_DEVICE, "--gpus", str(FIT_GPUS)]
 
 
@@ -11,7 +11,9 @@ rule fit:
         md=f"{RESULTS}/fit.md",
         csv=f"{RESULTS}/fit.csv",
     params:
-        preset=PRESET,
+        # The preset file and the --config overrides this run resolved, so the table has the rows its jobs ask for.
+        preset=GIVEN_CONFIG.get("preset", "tiny"),
+        overrides=json.dumps({key: value for key, value in GIVEN_CONFIG.items() if key != "preset"}, sort_keys=True),
         target=FIT_TARGET,
         # What every row means (runs as the preset defines them, GPUs, memory): a change plans the table again.
         plans=lambda wildcards: plans_digest(config, FIT_DEVICE, FIT_GPUS, SITE),
@@ -22,5 +24,5 @@ rule fit:
     resources:
         **cpu_resources("fit"),
     shell:
-        "python -m pipeline fit --preset {params.preset:q} {params.target:q}"
+        "python -m pipeline fit --preset {params.preset:q} --overrides {params.overrides:q} {params.target:q}"
         " --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"

@@ -5,13 +5,7 @@ import re
 
 from snakemake.exceptions import WorkflowError
 
-from pipeline.commands import (
-    export_code_path,
-    export_ray_placement,
-    export_trackers,
-    export_xla_flags,
-    start_shared_local_ray,
-)
+from pipeline.commands import start_shared_local_ray
 from pipeline.config import (
     ConfigError,
     check_inside_results,
@@ -21,13 +15,17 @@ from pipeline.config import (
     memory_probes,
     pretrain_runs,
 )
-from pipeline.bench.fit import plans_digest
 from pipeline.data.prefetch import hub_items
-from pipeline.site import JobResources, export_site_environment, load_site
+from pipeline.job_env import export_code_path, export_hub, export_ray_placement, export_trackers, export_xla_flags
+from pipeline.planning.fit import plans_digest
+from pipeline.planning.jobs import FitTableError, JobSizing
+from pipeline.site import load_site
 from pipeline.analysis.tidy import FRONTIER_VERSION
 from pipeline.train.identity import TRAIN_STEP
 
 SITE_FILE = config.pop("site", None)
+GIVEN_CONFIG = dict(config)
+"""The preset and the --config overrides as given (what a job that loads the preset itself, ``fit``, is passed)."""
 try:
     _resolved = load_preset(config)
     SITE = load_site(SITE_FILE) if SITE_FILE is not None else None
@@ -37,7 +35,7 @@ config.clear()
 config.update(_resolved)
 
 PRESET = config["preset"]
-RESULTS = f"results/{PRESET}"
+RESULTS = f"{SITE.results_dir if SITE and SITE.results_dir else 'results'}/{PRESET}"
 DATA = f"{RESULTS}/data"
 RUNS = pretrain_runs(config)
 FINETUNE_RUNS = finetune_runs(config)
@@ -124,21 +122,80 @@ def require_inside_results(*targets):
         raise WorkflowError(str(error)) from None
 
 
-def training_resources(stage, wildcard):
-    """A training rule's resources: per run (its ``wildcard``) from its size, the site and the fit table
-    (pipeline/site.py)."""
-    return JOBS.rule_resources(
-        lambda wildcards: JOBS.training(stage, getattr(wildcards, wildcard)), gpu=True, training=True
-    )
+PLAN_COMMAND = "snakemake --profile profiles/slurm fit, with this command's --config"
+"""How the fit table is planned again, added to a job-sizing error (pipeline/planning/jobs.py)."""
+
+
+def resource_names(kind):
+    """The names of the resources each job of a kind has (``training``, ``gpu`` or ``cpu``: ``gpu`` only without a
+    site; with one, also placement and limits, ``gpu_model`` for GPU jobs where the site names one, and each
+    sbatch option the site sets for the kind; ``micro_batch`` for training jobs)."""
+    micro_batch = ["micro_batch"] if kind == "training" else []
+    if SITE is None:
+        return ["gpu", *micro_batch]
+    placement = JOBS.placement(kind)
+    optional = {
+        "slurm_account": placement.account,
+        "qos": placement.qos,
+        "constraint": placement.constraint,
+        "slurm_extra": placement.sbatch_flags,
+        "gpu_model": kind != "cpu" and SITE.gpus_per_node and SITE.gpu_model,
+    }
+    names = ["slurm_partition", "nodes", "gpu", "cpus_per_task", "mem_mb", "runtime"]
+    return names + [name for name, value in optional.items() if value] + micro_batch
+
+
+def resource_values(shape):
+    """A job's shape (pipeline.planning.jobs.JobShape) under Snakemake's and the SLURM executor plugin's names."""
+    values = {"gpu": shape.gpus, "micro_batch": shape.micro_batch}
+    if shape.placement is not None:
+        values |= {
+            "slurm_partition": shape.placement.partition,
+            "slurm_account": shape.placement.account,
+            "qos": shape.placement.qos,
+            "constraint": shape.placement.constraint,
+            "slurm_extra": " ".join(shape.placement.sbatch_flags),
+            "nodes": 1,
+            "gpu_model": shape.gpu_model,
+            "cpus_per_task": shape.cpus,
+            "mem_mb": shape.mem_mb,
+            "runtime": shape.minutes,
+        }
+    return values
+
+
+def rule_resources(shape_of, kind):
+    """A rule's ``resources:``: one callable of the job's wildcards per name, from the job's shape
+    ``shape_of(wildcards)``; a job the fit table cannot size stops the workflow with one sentence."""
+
+    def resource(name):
+        def value(wildcards):
+            try:
+                return resource_values(shape_of(wildcards))[name]
+            except FitTableError as error:
+                raise WorkflowError(f"{str(error).rstrip('.')} ({PLAN_COMMAND}).") from None
+
+        return value
+
+    return {name: resource(name) for name in resource_names(kind)}
+
+
+def training_resources(wildcard):
+    """A training rule's resources: per run (its ``wildcard``) from its size, the site and the fit table."""
+    return rule_resources(lambda wildcards: JOBS.training(getattr(wildcards, wildcard)), "training")
+
+
+def memory_probe_resources():
+    return rule_resources(lambda wildcards: JOBS.memory_probe(wildcards.probe), "gpu")
 
 
 def gpu_analysis_resources(rule):
     """One GPU at a site with GPUs (the run is the ``run`` wildcard)."""
-    return JOBS.rule_resources(lambda wildcards: JOBS.gpu_analysis(rule, wildcards.run), gpu=True)
+    return rule_resources(lambda wildcards: JOBS.gpu_analysis(rule, wildcards.run), "gpu")
 
 
 def cpu_resources(rule):
-    return JOBS.rule_resources(lambda wildcards: JOBS.cpu(rule), gpu=False)
+    return rule_resources(lambda wildcards: JOBS.cpu(rule), "cpu")
 
 
 TIDY_FILE_RESOURCES = {"gpu": 0, "mem_mb": 2000, "runtime": 10}
@@ -159,12 +216,13 @@ def report_figure(path, caption, subcategory, label):
     )
 
 
-JOBS = JobResources(config, SITE, fit_table=f"{RESULTS}/fit.csv")
+JOBS = JobSizing(config, SITE, fit_table=f"{RESULTS}/fit.csv")
 export_code_path(REPO_ROOT)
 export_ray_placement(config["ray"])
 export_xla_flags(config.get("xla_flags", ""))
 export_trackers(config.get("tracker", ["jsonl"]), config.get("wandb", {}))
-export_site_environment(SITE)
+if SITE is not None:
+    export_hub(SITE.hf_home, SITE.offline_nodes, SITE.hf_endpoint)
 
 RAY_RULES = {"pretrain", "finetune", "downstream", "spectra", "lyapunov", "frontier", "memory_probe"}
 

@@ -16,7 +16,7 @@ rule finetune:
     benchmark:
         f"{RESULTS}/benchmarks/finetune/{{finetune}}.tsv"
     resources:
-        **training_resources("finetune", "finetune"),
+        **training_resources("finetune"),
     shell:
         "python -m pipeline finetune --spec {params.spec:q} --run-dir {params.run_dir:q}"
         " --source {params.source_dir:q} --cache {input.cache:q} --tokenizer {input.tokenizer:q}"

@@ -15,7 +15,7 @@ rule pretrain:
     benchmark:
         f"{RESULTS}/benchmarks/pretrain/{{run}}.tsv"
     resources:
-        **training_resources("pretrain", "run"),
+        **training_resources("run"),
     shell:
         "python -m pipeline pretrain --spec {params.spec:q} --run-dir {params.run_dir:q}"
         " --cache {input.cache:q} --tokenizer {input.tokenizer:q} --gpus {resources.gpu:q}"

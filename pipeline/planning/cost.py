@@ -31,7 +31,6 @@ GPU-hours assume linear data-parallel scaling: wall-clock hours = GPU-hours / GP
 from __future__ import annotations
 
 import csv
-import dataclasses
 import functools
 import hashlib
 import io
@@ -40,22 +39,16 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import REPO_ROOT, RunSpec, TrainSpec, load_preset, pretrain_runs
+from pipeline.config import REPO_ROOT, TrainSpec, load_preset
+from pipeline.planning.throughput import (
+    DEFAULT_MFU,
+    PEAK_TFLOPS,
+    compute_precision,
+    default_throughput_path,
+    read_throughput,
+)
+from pipeline.planning.workloads import TRAIN_PASSES, ModelRecipe, Workload, vocab_size, workloads
 
-BENCHMARKS_DIR = REPO_ROOT / "results" / "benchmarks"
-THROUGHPUT_COLUMNS = ("device", "family", "size", "hidden_dim", "num_layers", "seq_len", "params",
-                      "tokens_per_s_per_gpu", "measured_on", "notes")
-"""Columns of a measured throughput table (one row per device, family and size; tokens/s of training)."""
-PEAK_TFLOPS = {
-    "a100": {"bf16": 312.0, "f32": 156.0},
-    "h100": {"bf16": 989.0, "f32": 494.7},
-    "h200": {"bf16": 989.0, "f32": 494.7},
-}
-"""Dense peak TFLOP/s per GPU (NVIDIA datasheets, SXM): bf16/fp16 tensor cores, and TF32 for float32 compute."""
-DEFAULT_MFU = 0.4
-TRAIN_PASSES = 3
-"""FLOPs of a training token in forward-pass units: forward + backward (2×), as Levanter's MFU (train_lm.py)."""
-FORWARD_PASSES = 1
 LM_EVAL_TASKS = {
     "arc_challenge": (1172, 4),
     "arc_easy": (2376, 4),
@@ -83,108 +76,44 @@ PUBLISHED_TRAIN_TOKENS = {
 ``data_passes`` before the caches are built. No published count for the Llama tokenizer: "?" until built."""
 CHECKPOINT_BYTES_PER_PARAMETER = 12
 """f32 parameters plus Adam's first and second moments, 4 bytes each."""
-DISCRETE_FAMILIES = {"diffeq": "discrete_diffeq_gpt", "diffeq_llama": "discrete_diffeq_llama"}
 STAGES = ("pretrain", "finetune", "evaluate", "analysis")
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelRecipe:
-    """What decides a workload's model, without building its Levanter config: the run's ``RunSpec`` (for a
-    fine-tune, its source's) and, for a DiffEqFormer fine-tune, the N' Euler steps it is discretised to."""
-
-    spec: RunSpec
-    num_steps: int | None = None
-
-    def build(self):
-        from pipeline.models import DiscreteDiffEqGptConfig, DiscreteDiffEqLlamaConfig
-        from pipeline.models.checkpoint import run_model_config
-
-        config = run_model_config(self.spec)
-        if self.num_steps is None:
-            return config
-        discrete = {"diffeq": DiscreteDiffEqGptConfig, "diffeq_llama": DiscreteDiffEqLlamaConfig}
-        return discrete[self.spec.model.family](source=config, num_steps=self.num_steps)
-
-    def key(self, vocab: int) -> str:
-        """The recipe's identity for the model-cost cache: every field ``build`` reads, and the vocabulary."""
-        return json.dumps({"model": dataclasses.asdict(self.spec.model), "dropout": self.spec.train.dropout,
-                           "num_steps": self.num_steps, "vocab": vocab}, sort_keys=True)
-
-
-@dataclasses.dataclass(frozen=True)
-class Workload:
-    """The tokens one run processes with one model; ``passes`` is 3 for training tokens, 1 for forward-only;
-    ``train`` is the run's optimisation spec (its precision policy, and what a benchmark's train step uses)."""
-
-    stage: str
-    run_id: str
-    dataset: str
-    tokenizer: str
-    family: str
-    size: str
-    hidden_dim: int
-    num_layers: int
-    seq_len: int
-    tokens: int
-    passes: int
-    train: TrainSpec
-    model: ModelRecipe
-    vocab_size: int
-
-    @property
-    def throughput_key(self) -> tuple[str, str, int]:
-        return self.family, self.size, self.num_layers
-
-    @functools.cached_property
-    def model_config(self):
-        """The workload's Levanter ``LmConfig`` (built on first use: building imports JAX and Levanter)."""
-        return self.model.build()
-
-
-def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
-    """Vocabulary of a preset tokenizer: GPT-2's 50257, Llama-2's 32000, or a trained BPE's ``vocab_size``."""
-    from pipeline.families import GPT2_VOCAB, LLAMA_VOCAB
-
-    pretrained = {"gpt2": GPT2_VOCAB, "NousResearch/Llama-2-7b-hf": LLAMA_VOCAB}
-    spec = config["tokenizers"][tokenizer]
-    if spec["kind"] == "bpe":
-        return spec["vocab_size"]
-    if spec["name"] not in pretrained:
-        raise ValueError(f"key 'tokenizers.{tokenizer}.name' is {spec['name']!r}, whose vocabulary size the cost "
-                         f"preview does not know; expected one of {sorted(pretrained)}.")
-    return pretrained[spec["name"]]
 
 
 MODEL_COST_CACHE = REPO_ROOT / ".cache" / "model-cost.json"
 """(parameters, forward FLOPs per token) per model recipe, computed once: counting them builds Levanter configs,
 which imports JAX and Levanter (~9 s), and the SLURM profile sizes every job from them each time Snakemake reads
-the workflow (``pipeline/site.py``: a dry run, and every submitted job on its node)."""
+the workflow (``pipeline.planning.jobs``: a dry run, and every submitted job on its node)."""
 
 
 def model_code_version() -> str:
-    """What the cached counts depend on besides the recipe: the model code, this module (``ModelRecipe.build``) and
-    the Levanter/Haliax versions."""
+    """What the cached counts depend on besides the recipe: the model code, ``ModelRecipe.build``'s module and the
+    Levanter/Haliax versions."""
     from importlib.metadata import version
 
     digest = hashlib.sha256(f"levanter {version('levanter')} haliax {version('haliax')}".encode())
     models = REPO_ROOT / "pipeline" / "models"
-    sources = [*models.glob("*.py"), REPO_ROOT / "pipeline" / "families.py", Path(__file__)]
+    sources = [*models.glob("*.py"), REPO_ROOT / "pipeline" / "families.py", Path(__file__).with_name("workloads.py")]
     for path in sorted(sources):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
 
 
+def model_cost(workload: Workload, config: dict[str, Any]) -> tuple[int, float]:
+    """(parameters, forward FLOPs per token) of a workload's Levanter ``LmConfig`` with its tokenizer's vocabulary."""
+    return recipe_cost(workload.recipe, vocab_size(config, workload.tokenizer))
+
+
 @functools.cache
-def model_cost(workload: Workload) -> tuple[int, float]:
-    """(parameters, forward FLOPs per token) of a workload's Levanter ``LmConfig``, parameters from shapes only;
-    read from ``MODEL_COST_CACHE`` when it holds the recipe under the same model code, else computed and added."""
+def recipe_cost(recipe: ModelRecipe, vocab: int) -> tuple[int, float]:
+    """(parameters, forward FLOPs per token) of a model recipe, parameters from shapes only; read from
+    ``MODEL_COST_CACHE`` when it holds the recipe under the same model code, else computed and added."""
     cache = read_model_costs()
-    key = workload.model.key(workload.vocab_size)
+    key = recipe.key(vocab)
     if key not in cache:
         from pipeline.models import count_params
 
-        config = workload.model_config
-        cache[key] = [count_params(config, workload.vocab_size), float(config.flops_per_token(workload.vocab_size))]
+        config = recipe.build()
+        cache[key] = [count_params(config, vocab), float(config.flops_per_token(vocab))]
         write_model_costs(cache)
     parameters, forward_flops = cache[key]
     return int(parameters), float(forward_flops)
@@ -208,36 +137,6 @@ def write_model_costs(costs: dict[str, list]) -> None:
     atomic_write_json(MODEL_COST_CACHE, {"code": model_code_version(), "costs": costs})
 
 
-def pretrain_workloads(config: dict[str, Any]) -> list[Workload]:
-    """Every pretraining run: steps × batch_size × seq_len training tokens."""
-    return [Workload("pretrain", run_id, spec.dataset, spec.tokenizer, spec.model.family, spec.size,
-                     spec.model.hidden_dim, spec.model.num_layers,
-                     spec.model.seq_len, spec.train.steps * spec.train.batch_size * spec.model.seq_len, TRAIN_PASSES,
-                     spec.train, ModelRecipe(spec), vocab_size(config, spec.tokenizer))
-            for run_id, spec in pretrain_runs(config).items()]
-
-
-def finetune_workloads(config: dict[str, Any]) -> list[Workload]:
-    """Every fine-tune of Fig. 5 (§6.2): steps × batch_size × seq_len training tokens of the fine-tuned model,
-    the source discretised to N' = ``num_steps`` layers, or the baseline at its own depth."""
-    from pipeline.config import finetune_runs
-
-    sources = pretrain_runs(config)
-    workloads = []
-    for run_id, spec in finetune_runs(config).items():
-        source = sources[spec.source_run]
-        family, num_layers, model = source.model.family, source.model.num_layers, ModelRecipe(source)
-        if spec.num_steps is not None:
-            family, num_layers = DISCRETE_FAMILIES[family], spec.num_steps
-            model = ModelRecipe(source, num_steps=num_layers)
-        tokens = spec.train.steps * spec.train.batch_size * source.model.seq_len
-        workloads.append(Workload("finetune", run_id, spec.target_dataset, spec.tokenizer, family, source.size,
-                                  source.model.hidden_dim, num_layers,
-                                  source.model.seq_len, tokens, TRAIN_PASSES, spec.train,
-                                  model, vocab_size(config, spec.tokenizer)))
-    return workloads
-
-
 def lm_eval_requests(downstream: dict[str, Any]) -> int:
     """Loglikelihood requests per model: Σ over tasks and shot counts of documents × requests per document."""
     limit = downstream["limit"]
@@ -254,83 +153,33 @@ def lm_eval_requests(downstream: dict[str, Any]) -> int:
     return requests
 
 
-def downstream_workloads(config: dict[str, Any]) -> list[Workload]:
-    """Every model of ``downstream.pairs``: lm-eval requests × seq_len forward tokens (one context window each)."""
-    runs = pretrain_runs(config)
-    requests = lm_eval_requests(config["downstream"])
-    run_ids = dict.fromkeys(run_id for pair in config["downstream"]["pairs"].values() for run_id in pair)
-    workloads = []
-    for run_id in run_ids:
-        spec = runs[run_id]
-        workloads.append(Workload("evaluate", run_id, spec.dataset, spec.tokenizer, spec.model.family, spec.size,
-                                  spec.model.hidden_dim,
-                                  spec.model.num_layers, spec.model.seq_len, requests * spec.model.seq_len,
-                                  FORWARD_PASSES, spec.train, ModelRecipe(spec),
-                                  vocab_size(config, spec.tokenizer)))
-    return workloads
-
-
 def analysis_run_count(config: dict[str, Any]) -> int:
     """Jobs of the analysis stage: one per run of each per-run analysis, one per whole-preset analysis."""
     return sum(len(section["runs"]) if "runs" in section else 1 for section in config["analysis"].values())
 
 
-def preset_workloads(config: dict[str, Any]) -> list[Workload]:
-    return pretrain_workloads(config) + finetune_workloads(config) + downstream_workloads(config)
+def cost_workloads(config: dict[str, Any]) -> list[Workload]:
+    """The workloads the cost preview counts: every one but the memory probes (a few steps each)."""
+    return [workload for workload in workloads(config).values() if workload.kind != "probe"]
 
 
-def _fail(path: Path, message: str) -> ValueError:
-    return ValueError(f"{path}: {message}")
+def workload_tokens(workload: Workload, config: dict[str, Any]) -> int:
+    """Training tokens ``steps × batch_size × seq_len``; downstream, lm-eval requests × seq_len forward tokens (one
+    context window each)."""
+    seq_len = workload.run.model.seq_len
+    if workload.kind == "downstream":
+        return lm_eval_requests(config["downstream"]) * seq_len
+    return workload.train.steps * workload.train.batch_size * seq_len
 
 
-def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float]:
-    """Measured training tokens/s per GPU of ``device``, keyed by (family, size, num_layers)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no throughput table; measure one with "
-                                "`python -m pipeline bench throughput-sizes`.")
-    reader = csv.DictReader(io.StringIO(path.read_text()))
-    missing = [column for column in THROUGHPUT_COLUMNS if column not in (reader.fieldnames or [])]
-    if missing:
-        raise _fail(path, f"missing column {missing[0]!r}; expected the columns {list(THROUGHPUT_COLUMNS)}.")
-    table: dict[tuple[str, str, int], float] = {}
-    for line, row in enumerate(reader, start=2):
-        if row["device"] != device:
-            continue
-        for column in ("num_layers", "tokens_per_s_per_gpu"):
-            try:
-                value = float(row[column])
-            except (TypeError, ValueError):
-                value = math.nan
-            if not value > 0 or (column == "num_layers" and not value.is_integer()):
-                raise _fail(path, f"column {column!r} must hold a positive number on line {line} "
-                                  f"(got {row[column]!r}).")
-        key = (row["family"], row["size"], int(row["num_layers"]))
-        if key in table:
-            raise _fail(path, f"line {line} repeats family {key[0]!r}, size {key[1]!r}, num_layers {key[2]} "
-                              f"for device {device!r}; expected one row each.")
-        table[key] = float(row["tokens_per_s_per_gpu"])
-    if not table:
-        raise _fail(path, f"column 'device' has no row for device {device!r}.")
-    return table
-
-
-def compute_precision(mixed_precision: str) -> str:
-    """'bf16' or 'f32': the compute dtype of a jmp policy string such as ``p=f32,c=bfloat16``."""
-    import jax.numpy as jnp
-    import jmp
-
-    compute = jmp.get_policy(mixed_precision).compute_dtype
-    return "bf16" if compute in (jnp.bfloat16, jnp.float16) else "f32"
-
-
-def estimated_tokens_per_s(workload: Workload, device: str, mfu: float) -> float:
+def estimated_tokens_per_s(workload: Workload, device: str, mfu: float, config: dict[str, Any]) -> float:
     """Training tokens/s per GPU = MFU × peak FLOP/s / (3 × forward FLOPs per token)."""
     if device not in PEAK_TFLOPS:
         family, size, layers = workload.throughput_key
-        raise ValueError(f"--device {device!r} has no measured throughput for {workload.run_id} (family {family!r}, "
+        raise ValueError(f"--device {device!r} has no measured throughput for {workload.model_id} (family {family!r}, "
                          f"size {size!r}, num_layers {layers}) and no peak FLOP/s to estimate from; expected a "
                          f"device in {sorted(PEAK_TFLOPS)} or a measured row.")
-    _, forward_flops = model_cost(workload)
+    _, forward_flops = model_cost(workload, config)
     peak = PEAK_TFLOPS[device][compute_precision(workload.train.mixed_precision)] * 1e12
     return mfu * peak / (TRAIN_PASSES * forward_flops)
 
@@ -362,18 +211,20 @@ def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, 
     for workload in workloads:
         training = workload.passes == TRAIN_PASSES
         corpus = corpus_train_tokens(config, workload.dataset, workload.tokenizer) if training else None
-        parameters, forward_flops = model_cost(workload)
+        parameters, forward_flops = model_cost(workload, config)
+        tokens = workload_tokens(workload, config)
         if workload.throughput_key in measured:
             tokens_per_s, source = measured[workload.throughput_key], "measured"
         else:
-            tokens_per_s, source = estimated_tokens_per_s(workload, device, mfu), "estimate"
-        gpu_hours = workload.tokens * workload.passes / TRAIN_PASSES / tokens_per_s / 3600
-        rows.append({"stage": workload.stage, "run_id": workload.run_id, "family": workload.family,
-                     "size": workload.size, "hidden_dim": workload.hidden_dim, "num_layers": workload.num_layers,
-                     "seq_len": workload.seq_len, "parameters": parameters, "forward_flops_per_token": forward_flops,
-                     "tokens": workload.tokens, "passes": workload.passes, "tokens_per_s_per_gpu": tokens_per_s,
+            tokens_per_s, source = estimated_tokens_per_s(workload, device, mfu, config), "estimate"
+        gpu_hours = tokens * workload.passes / TRAIN_PASSES / tokens_per_s / 3600
+        rows.append({"stage": workload.stage, "run_id": workload.model_id, "family": workload.family,
+                     "size": workload.run.size, "hidden_dim": workload.run.model.hidden_dim,
+                     "num_layers": workload.num_layers, "seq_len": workload.run.model.seq_len,
+                     "parameters": parameters, "forward_flops_per_token": forward_flops,
+                     "tokens": tokens, "passes": workload.passes, "tokens_per_s_per_gpu": tokens_per_s,
                      "gpu_hours": gpu_hours, "source": source,
-                     "data_passes": workload.tokens / corpus if corpus else None,
+                     "data_passes": tokens / corpus if corpus else None,
                      "checkpoint_bytes": (parameters * CHECKPOINT_BYTES_PER_PARAMETER * kept_checkpoints(workload.train)
                                           if training else 0)})
     return rows
@@ -400,10 +251,6 @@ def stage_rows(run_rows: list[dict[str, Any]], analysis_runs: int) -> list[dict[
     return rows
 
 
-def default_throughput_path(device: str) -> Path:
-    return BENCHMARKS_DIR / f"throughput-sizes-{device}.csv"
-
-
 def preview(preset: str, device: str, throughput: Path | None = None,
             mfu: float = DEFAULT_MFU) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(stage rows, run rows) of ``preset`` on ``device``; ``throughput`` defaults to the device's measured table
@@ -413,7 +260,7 @@ def preview(preset: str, device: str, throughput: Path | None = None,
     config = load_preset({"preset": preset})
     path = throughput or default_throughput_path(device)
     measured = read_throughput(path, device) if throughput or path.is_file() else {}
-    run_rows = cost_rows(preset_workloads(config), device, measured, mfu, config)
+    run_rows = cost_rows(cost_workloads(config), device, measured, mfu, config)
     return stage_rows(run_rows, analysis_run_count(config)), run_rows
 
 

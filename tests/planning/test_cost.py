@@ -5,9 +5,11 @@ import dataclasses
 
 import pytest
 
-from pipeline.bench import cost, throughput_sizes
+from pipeline.bench import throughput_sizes
 from pipeline.cli import main
 from pipeline.config import load_preset
+from pipeline.planning import cost, throughput
+from pipeline.planning.workloads import vocab_size, workloads
 
 H100_PEAK_BF16 = 989e12
 
@@ -19,10 +21,10 @@ def paper():
 
 @pytest.fixture(scope="module")
 def paper_workloads(paper):
-    return {(w.stage, w.run_id): w for w in cost.preset_workloads(paper)}
+    return {(w.stage, w.model_id): w for w in cost.cost_workloads(paper)}
 
 
-def write_table(path, rows, columns=cost.THROUGHPUT_COLUMNS):
+def write_table(path, rows, columns=throughput.THROUGHPUT_COLUMNS):
     with path.open("w", newline="") as stream:
         writer = csv.DictWriter(stream, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
@@ -36,20 +38,21 @@ def table_row(family, size, num_layers, tokens_per_s, device="h100"):
             "notes": "test"}
 
 
-def test_token_counts_match_the_paper_grid(paper_workloads):
+def test_token_counts_match_the_paper_grid(paper, paper_workloads):
     large = paper_workloads[("pretrain", "owt-large-gpt")]
-    assert large.tokens == 40_000 * 256 * 1024 and large.passes == 3
+    assert cost.workload_tokens(large, paper) == 40_000 * 256 * 1024 and large.passes == 3
     llama = paper_workloads[("pretrain", "owt-llama1b-diffeq_llama")]
-    assert llama.tokens == 40_000 * 256 * 2048 and llama.vocab_size == 32_000
+    assert cost.workload_tokens(llama, paper) == 40_000 * 256 * 2048
+    assert vocab_size(paper, llama.tokenizer) == 32_000
     finetune = paper_workloads[("finetune", "ft-wt103-owt-diffeq18-n9-lora")]
-    assert finetune.tokens == 10_000 * 256 * 1024
-    assert (finetune.family, finetune.size, finetune.num_layers) == ("discrete_diffeq_gpt", "ft18", 9)
+    assert cost.workload_tokens(finetune, paper) == 10_000 * 256 * 1024
+    assert (finetune.family, finetune.run.size, finetune.num_layers) == ("discrete_diffeq_gpt", "ft18", 9)
     baseline = paper_workloads[("finetune", "ft-owt-wt103-gpt24-full")]
     assert (baseline.family, baseline.num_layers) == ("gpt", 24)
     # lm-eval: 4-choice arc_c/arc_e/hellaswag/logiqa/mmlu/sciq, 1 request lambada x2, 2-choice piqa/winogrande/wsc273
     per_shot = 4 * (1172 + 2376 + 10042 + 651 + 14042 + 1000) + 2 * 5153 + 2 * (1838 + 1267 + 273)
     evaluate = paper_workloads[("evaluate", "owt-large-gpt")]
-    assert evaluate.tokens == 2 * per_shot * 1024 and evaluate.passes == 1
+    assert cost.workload_tokens(evaluate, paper) == 2 * per_shot * 1024 and evaluate.passes == 1
 
 
 def test_stage_run_counts(paper_workloads):
@@ -72,7 +75,7 @@ def test_estimate_is_levanter_flops_at_mfu_of_the_peak(paper_workloads):
     forward = layers * per_layer + 2 * hidden * vocab
     [row] = cost.cost_rows([large], "h100", {}, mfu=0.4, config=load_preset({"preset": "paper"}))
     assert row["forward_flops_per_token"] == pytest.approx(forward)
-    assert row["gpu_hours"] == pytest.approx(large.tokens * 3 * forward / (0.4 * H100_PEAK_BF16) / 3600)
+    assert row["gpu_hours"] == pytest.approx(row["tokens"] * 3 * forward / (0.4 * H100_PEAK_BF16) / 3600)
     assert row["source"] == "estimate" and row["parameters"] == 774_030_080
 
 
@@ -91,18 +94,18 @@ def test_measured_table_overrides_the_estimate_for_its_sizes(tmp_path):
 
 
 @pytest.mark.parametrize(("rows", "columns", "message"), [
-    ([table_row("gpt", "large", 36, 1e5)], [c for c in cost.THROUGHPUT_COLUMNS if c != "tokens_per_s_per_gpu"],
+    ([table_row("gpt", "large", 36, 1e5)], [c for c in throughput.THROUGHPUT_COLUMNS if c != "tokens_per_s_per_gpu"],
      "missing column 'tokens_per_s_per_gpu'"),
-    ([table_row("gpt", "large", 36, "fast")], cost.THROUGHPUT_COLUMNS,
+    ([table_row("gpt", "large", 36, "fast")], throughput.THROUGHPUT_COLUMNS,
      "column 'tokens_per_s_per_gpu' must hold a positive number on line 2"),
-    ([table_row("gpt", "large", 36.5, 1e5)], cost.THROUGHPUT_COLUMNS, "column 'num_layers'"),
-    ([table_row("gpt", "large", 36, 1e5)] * 2, cost.THROUGHPUT_COLUMNS, "line 3 repeats family 'gpt'"),
-    ([table_row("gpt", "large", 36, 1e5, device="a100")], cost.THROUGHPUT_COLUMNS, "no row for device 'h100'"),
+    ([table_row("gpt", "large", 36.5, 1e5)], throughput.THROUGHPUT_COLUMNS, "column 'num_layers'"),
+    ([table_row("gpt", "large", 36, 1e5)] * 2, throughput.THROUGHPUT_COLUMNS, "line 3 repeats family 'gpt'"),
+    ([table_row("gpt", "large", 36, 1e5, device="a100")], throughput.THROUGHPUT_COLUMNS, "no row for device 'h100'"),
 ])
 def test_malformed_table_fails_with_one_sentence_naming_file_and_column(tmp_path, rows, columns, message):
     table = write_table(tmp_path / "bad.csv", rows, columns)
     with pytest.raises(ValueError, match=message) as error:
-        cost.read_throughput(table, "h100")
+        throughput.read_throughput(table, "h100")
     text = str(error.value)
     assert text.startswith(f"{table}: ") and text.endswith(".") and "\n" not in text
 
@@ -136,7 +139,7 @@ def test_measure_writes_a_table_the_preview_reads(tmp_path, monkeypatch):
     measured = {"tokens_per_s": 1234.5, "median_ms": 1.0, "iqr_ms": 0.1, "params": 99, "micro_batch": 8}
     monkeypatch.setattr(throughput_sizes, "measure_workload", lambda *args: measured)
     throughput_sizes.measure("tiny", "h100", 8, 1, 1, families=["gpt"], sizes=["small"], out=out)
-    table = cost.read_throughput(out, "h100")
+    table = throughput.read_throughput(out, "h100")
     assert table == {("gpt", "other", 3): 7.0, ("gpt", "small", 4): 1234.5}
     stages, runs = cost.preview("tiny", "h100", out)
     assert {row["run_id"] for row in runs if row["source"] == "measured"} == {"wt103-small-gpt", "owt-small-gpt"}
@@ -144,12 +147,12 @@ def test_measure_writes_a_table_the_preview_reads(tmp_path, monkeypatch):
 
 def test_measure_workload_times_a_real_train_step():
     config = load_preset({"preset": "tiny"})
-    [workload] = [w for w in cost.pretrain_workloads(config) if w.run_id == "owt-small-gpt"]
-    spec = workload.model.spec
-    small = cost.ModelRecipe(dataclasses.replace(spec, model=dataclasses.replace(
+    workload = workloads(config)["owt-small-gpt"]
+    spec = workload.run
+    small = dataclasses.replace(workload, run=dataclasses.replace(spec, model=dataclasses.replace(
         spec.model, seq_len=16, hidden_dim=16, num_heads=2, num_layers=1)))
-    result = throughput_sizes.measure_workload(dataclasses.replace(workload, model=small, seq_len=16),
-                                             micro_batch=2, repeats=2, warmup=1)
+    result = throughput_sizes.measure_workload(small, vocab_size(config, workload.tokenizer), micro_batch=2,
+                                               repeats=2, warmup=1)
     assert result["micro_batch"] == 2 and result["params"] > 0
     assert result["tokens_per_s"] == pytest.approx(2 * 16 / (result["median_ms"] / 1e3))
 
@@ -159,7 +162,8 @@ def test_passes_over_the_data_and_checkpoint_disk_per_run(paper, paper_workloads
     (12 bytes/parameter) plus one per ``keep_checkpoints_every`` steps when the preset asks."""
     config = paper
     small, large = paper_workloads[("pretrain", "wt103-small-gpt")], paper_workloads[("pretrain", "owt-large-gpt")]
-    kept_every = dataclasses.replace(large, train=dataclasses.replace(large.train, keep_checkpoints_every=1000))
+    kept_train = dataclasses.replace(large.train, keep_checkpoints_every=1000)
+    kept_every = dataclasses.replace(large, run=dataclasses.replace(large.run, train=kept_train))
     rows = cost.cost_rows([small, large, kept_every], "h100", {}, mfu=0.4, config=config)
     assert rows[0]["data_passes"] == pytest.approx(10_000 * 256 * 1024 / 0.12e9)
     assert rows[1]["data_passes"] == pytest.approx(40_000 * 256 * 1024 / 9.04e9)
@@ -172,13 +176,13 @@ def test_passes_over_the_data_and_checkpoint_disk_per_run(paper, paper_workloads
 MODEL_COST_PROBE = r'''
 import json, sys
 from pathlib import Path
-import pipeline.bench.cost as cost
+import pipeline.planning.cost as cost
 from pipeline.config import load_preset
 
 cost.MODEL_COST_CACHE = Path(sys.argv[1])
 config = load_preset({"preset": "paper"})
-workloads = [*cost.pretrain_workloads(config), *cost.finetune_workloads(config), *cost.downstream_workloads(config)]
-costs = {f"{workload.stage}/{workload.run_id}": cost.model_cost(workload) for workload in workloads}
+costs = {f"{workload.stage}/{workload.model_id}": cost.model_cost(workload, config)
+         for workload in cost.cost_workloads(config)}
 print(json.dumps({"costs": costs, "jax": "jax" in sys.modules}))
 '''
 

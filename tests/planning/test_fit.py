@@ -1,4 +1,4 @@
-"""Fit preview (pipeline.bench.fit): explicit sharding of every family at a paper shape, the micro-batch search, and
+"""Fit preview (pipeline.planning.fit): explicit sharding of every family at a paper shape, the micro-batch search, and
 fine-tune and downstream rows planned on the tiny shapes."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from pipeline.bench import fit
 from pipeline.config import load_preset, pretrain_runs
+from pipeline.planning import fit, fit_table
+from pipeline.planning.workloads import Workload, workloads
 
 REPLICATED_BOUND_BYTES = 4 * 2**20
 """Parameters no mesh axis shards, per device: biases and the time-embedding MLPs' hidden layers (~2 MB at the
@@ -24,7 +25,7 @@ import dataclasses, json, sys
 import equinox as eqx, jax.random as jrandom
 from haliax import Axis
 from levanter.trainer import TrainerConfig
-from pipeline.bench.fit import replicated_parameters
+from pipeline.planning.plans import replicated_parameters
 from pipeline.config import RunSpec
 from pipeline.models.checkpoint import run_model_config
 from pipeline.step_plan import lay_out_abstract
@@ -82,8 +83,8 @@ def fake_plan(per_example_bytes: int, fixed_bytes: int):
     return plans, calls
 
 
-def medium_gpt() -> fit.Workload:
-    return fit.Workload("pretrain", pretrain_runs(load_preset({"preset": "paper"}))["owt-medium-gpt"])
+def medium_gpt() -> Workload:
+    return Workload("pretrain", pretrain_runs(load_preset({"preset": "paper"}))["owt-medium-gpt"])
 
 
 @pytest.mark.parametrize(("per_example", "expected_micro_batch", "fits_at_batch"),
@@ -93,7 +94,7 @@ def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, per_example, 
     and 8 × 9 GB + 5 GB = 77 GB would fit in 80 GB but not in what JAX takes."""
     workload = medium_gpt()  # batch 256 → 32 per device on 8
     plans, calls = fake_plan(per_example, 5 * 10**9)
-    monkeypatch.setattr(fit, "_plans_in_subprocess", plans)
+    monkeypatch.setattr(fit, "plans_in_subprocess", plans)
     [row] = fit.fit_rows([workload], [50257], [8], 80 * 10**9)
     assert (row["micro_batch"], row["fits_at_paper_batch"], row["fits"]) == (expected_micro_batch, fits_at_batch, True)
     assert row["accumulation"] * row["micro_batch"] * row["gpus"] == workload.batch_size
@@ -102,23 +103,24 @@ def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, per_example, 
 
 def test_a_run_that_fits_at_no_micro_batch_says_so(monkeypatch):
     plans, _ = fake_plan(10**9, 90 * 10**9)
-    monkeypatch.setattr(fit, "_plans_in_subprocess", plans)
+    monkeypatch.setattr(fit, "plans_in_subprocess", plans)
     [row] = fit.fit_rows([medium_gpt()], [50257], [8], 80 * 10**9)
     assert (row["micro_batch"], row["fits"]) == (1, False)
-    assert "| no |" in fit.fit_table([row])[0]
+    assert "| no |" in fit_table.fit_table([row])[0]
 
 
 def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypatch, tmp_path):
-    """``fit --site``: a pretraining run on the GPUs ``pipeline.site`` sizes it to (1 for owt-small-gpt, 8 for the
-    Llama DiffEqFormer), a memory probe on one node's (8), lm-eval on one, of the site's memory; each device count
+    """``fit --site``: a pretraining run on the GPUs ``pipeline.planning.jobs`` sizes it to (1 for owt-small-gpt, 8 for
+    the Llama DiffEqFormer), a memory probe on one node's (8), lm-eval on one, of the site's memory; each device count
     planned in its own process. The training job then reads its micro-batch from the table."""
-    from pipeline.site import EXAMPLE, JobResources, load_site
+    from pipeline.planning.jobs import JobSizing
+    from pipeline.site import EXAMPLE, load_site
 
     config, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
-    jobs = JobResources(config, site)
+    jobs = JobSizing(config, site)
     probe = "owt-medium-memory-gpt"
-    expected = {"owt-small-gpt": jobs.training_gpu_count("pretrain", "owt-small-gpt"),
-                "owt-llama1b-diffeq_llama": jobs.training_gpu_count("pretrain", "owt-llama1b-diffeq_llama"),
+    expected = {"owt-small-gpt": jobs.training_gpu_count("owt-small-gpt"),
+                "owt-llama1b-diffeq_llama": jobs.training_gpu_count("owt-llama1b-diffeq_llama"),
                 probe: 8,
                 "downstream-owt-large-gpt": 1}
     assert (expected["owt-small-gpt"], expected["owt-llama1b-diffeq_llama"]) == (1, 8)
@@ -128,7 +130,7 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
         processes.append((gpus, [workload.run_id for workload, _, _ in requests]))
         return fake_plan(10**9, 5 * 10**9)[0](requests, gpus)
 
-    monkeypatch.setattr(fit, "_plans_in_subprocess", plans)
+    monkeypatch.setattr(fit, "plans_in_subprocess", plans)
     rows = fit.write_fit(config, None, None, list(expected), tmp_path / "fit.md", tmp_path / "fit.csv", site)
     assert {row["run_id"]: row["gpus"] for row in rows} == expected
     assert {row["device_bytes"] for row in rows} == {80 * 10**9}
@@ -137,28 +139,28 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     assert all(expected[run_id] == gpus for gpus, ids in processes for run_id in ids)
     small = next(row for row in rows if row["run_id"] == "owt-small-gpt")
     assert (small["per_device_batch"], small["micro_batch"], small["fits_at_paper_batch"]) == (512, 64, False)
-    planned = JobResources(config, site, fit_table=tmp_path / "fit.csv")
-    assert planned.training("pretrain", "owt-small-gpt")["micro_batch"] == 64
+    planned = JobSizing(config, site, fit_table=tmp_path / "fit.csv")
+    assert planned.training("owt-small-gpt").micro_batch == 64
 
 
 def test_planning_some_runs_merges_their_rows_into_the_table(monkeypatch, tmp_path):
     """``fit --runs a,b`` replaces the rows of those jobs and keeps every other row of the table (the whole table
     of the paper preset takes CPU-hours to plan); the markdown shows them all, each with its GPU's memory."""
     config = load_preset({"preset": "paper"})
-    monkeypatch.setattr(fit, "_plans_in_subprocess", fake_plan(10**9, 5 * 10**9)[0])
+    monkeypatch.setattr(fit, "plans_in_subprocess", fake_plan(10**9, 5 * 10**9)[0])
     md, table = tmp_path / "fit.md", tmp_path / "fit.csv"
     fit.write_fit(config, "h100", 8, ["owt-small-gpt", "owt-medium-gpt"], md, table)
     fit.write_fit(config, "h200", 8, ["owt-small-gpt"], md, table)
-    monkeypatch.setattr(fit, "_plans_in_subprocess", fake_plan(2 * 10**9, 5 * 10**9)[0])
+    monkeypatch.setattr(fit, "plans_in_subprocess", fake_plan(2 * 10**9, 5 * 10**9)[0])
     [replanned] = fit.write_fit(config, "h100", 8, ["owt-medium-gpt"], md, table)
-    rows = fit.read_fit_rows(table)
+    rows = fit_table.read_fit_rows(table)
     assert [(row["run_id"], row["device_bytes"]) for row in rows] == [
         ("owt-small-gpt", 80 * 10**9), ("owt-small-gpt", 141 * 10**9), ("owt-medium-gpt", 80 * 10**9)]
     assert rows[-1] == replanned and rows[-1]["temp_bytes"] == 64 * 10**9
     assert [line.split(" | ")[4] for line in md.read_text().splitlines() if line.startswith("| owt-")] == [
         "80 (72)", "141 (127)", "80 (72)"]
     fit.write_fit(config, "h100", 8, None, md, table)
-    assert len(fit.read_fit_rows(table)) == len(fit.workloads(config)), "without --runs: the whole table, new"
+    assert len(fit_table.read_fit_rows(table)) == len(workloads(config)), "without --runs: the whole table, new"
 
 
 def test_the_fit_rules_parameter_changes_with_what_a_row_means_and_only_then():

@@ -1,0 +1,88 @@
+"""Verbs of planning: ``cost`` (GPU-hours of a preset) and ``fit`` (per-device memory of every run's train step,
+fine-tune and lm-eval forward pass, planned on CPU by XLA)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from pipeline.config import REPO_ROOT, load_preset
+from pipeline.planning.throughput import DEFAULT_MFU
+
+
+def _cost(args: argparse.Namespace) -> None:
+    from pipeline.artifacts import atomic_write_text
+    from pipeline.planning.cost import format_passes_table, format_stage_table, preview, run_csv
+    from pipeline.planning.throughput import default_throughput_path
+
+    stages, runs = preview(args.preset, args.device, args.throughput, args.mfu)
+    measured = any(row["source"] == "measured" for row in runs)
+    estimated = any(row["source"] == "estimate" for row in runs)
+    print(f"Cost preview of preset {args.preset!r} on {args.device} (GPU-hours; wall-clock = GPU-hours / GPUs)")
+    if measured:
+        print(f"measured: training tokens/s per GPU from {args.throughput or default_throughput_path(args.device)}")
+    if estimated:
+        print(f"estimate, not measured: Levanter FLOPs/token x 3 at MFU {args.mfu} of the {args.device} dense peak")
+    print(format_stage_table(stages))
+    print("Not counted: periodic validation during training. LoRA costed as full fine-tuning; lm-eval requests "
+          "as full context windows (upper bounds). Checkpoint disk: what finished runs keep (12 bytes/parameter "
+          "each); a training run holds one more meanwhile.")
+    print("\nPasses over the training data (built cache's token count, else the corpus's published size):")
+    print(format_passes_table(runs))
+    if args.csv:
+        atomic_write_text(args.csv, run_csv(runs))
+        print(f"per-run costs: {args.csv}")
+
+
+def _fit(args: argparse.Namespace) -> None:
+    from pipeline.planning.fit import write_fit
+    from pipeline.site import load_site
+
+    if args.site is not None and (args.device is not None or args.gpus is not None):
+        raise ValueError("--site gives each job's GPUs and the GPU's memory; drop --device and --gpus.")
+    config = load_preset({"preset": args.preset, **json.loads(args.overrides)})
+    site = None if args.site is None else load_site(args.site)
+    device, gpus = args.device or "h100", args.gpus or 8
+    results = Path(site.results_dir) if site is not None and site.results_dir else REPO_ROOT / "results"
+    # Only a site's plan is the table its SLURM jobs read; a plan for a named device goes beside it.
+    name = "fit" if site is not None else f"fit-{device}x{gpus}"
+    md = args.md or results / config["preset"] / f"{name}.md"
+    table = args.csv or results / config["preset"] / f"{name}.csv"
+    rows = write_fit(config, device, gpus, args.runs.split(",") if args.runs else None, md, table, site)
+    logging.info("fit finished: %d workloads, %d fit at the paper batch, %d with gradient accumulation, %d do not fit",
+                 len(rows), sum(r["fits_at_paper_batch"] for r in rows),
+                 sum(r["fits"] and not r["fits_at_paper_batch"] for r in rows), sum(not r["fits"] for r in rows))
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    cost = verbs.add_parser("cost", help="GPU-hours per stage of a preset, from measured or estimated throughput")
+    cost.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
+    cost.add_argument("--device", default="h100", help="GPU the throughput refers to (default: h100)")
+    cost.add_argument("--throughput", type=Path, default=None,
+                      help="measured table (default: results/benchmarks/throughput-sizes-<device>.csv if present)")
+    cost.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="model FLOPs utilisation of the estimate")
+    cost.add_argument("--csv", type=Path, default=None, help="write the per-run costs to this CSV")
+    cost.set_defaults(run=_cost)
+
+    fit = verbs.add_parser("fit", help="per-device memory of every run, fine-tune and lm-eval pass on a GPU, "
+                                       "planned on CPU by XLA")
+    fit.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
+    fit.add_argument("--device", default=None, help="GPU whose memory the plan is checked against (default: h100)")
+    fit.add_argument("--gpus", type=int, default=None,
+                     help="GPUs of every training job, the FSDP mesh size (default: 8)")
+    fit.add_argument("--site", default=None,
+                     help="SLURM site settings (e.g. profiles/slurm/site.yaml): each job planned on the GPUs the "
+                          "site gives it (pipeline/planning/jobs.py), of the site's memory; training jobs read their "
+                          "micro-batch from the table")
+    fit.add_argument("--runs", default=None,
+                     help="comma-separated ids to plan: runs, probes, fine-tunes, downstream-<run> (default: all)")
+    fit.add_argument("--overrides", default="{}",
+                     help="JSON of config keys merged over the preset, as snakemake's --config (default: none)")
+    fit.add_argument("--md", type=Path, default=None,
+                     help="markdown table (default: <results>/<preset>/fit.md with --site, the table the SLURM jobs "
+                          "read; else results/<preset>/fit-<device>x<gpus>.md)")
+    fit.add_argument("--csv", type=Path, default=None, help="CSV table (default: as --md, .csv)")
+    fit.set_defaults(run=_fit)
+

@@ -1,0 +1,282 @@
+"""The shape of every job of a preset at a SLURM site: partition, GPUs, CPUs, memory, minutes and micro-batch.
+
+A training run (pretraining, fine-tune) gets the fewest GPUs of one node that
+
+- hold its optimizer state: 16 bytes per parameter (f32 parameters, gradients and AdamW's two moments), at most
+  half of each GPU's memory (the other half for activations), sharded across the GPUs, and
+- finish within ``target_runtime_min``: wall-clock = GPU-hours × ``safety_factor`` / GPUs, with GPU-hours from
+  ``pipeline.planning.cost`` (measured throughput where ``results/benchmarks/throughput-sizes-<device>.csv`` has the
+  model, else FLOPs at ``mfu`` of the device's peak),
+
+and divide its batch size (data parallelism); its walltime is that wall-clock plus ``STARTUP_MIN``, capped at the
+site's ``max_runtime_min`` (a run that needs longer continues from its newest checkpoint when it is retried), its
+host memory and CPUs ``mem_mb_per_gpu`` and ``cpus_per_gpu`` per GPU, always on one node.
+
+That sizing counts no activations. Its ``micro_batch`` (examples per device per forward/backward, Levanter's
+``per_device_parallelism``; 0: the whole per-device batch at once) comes from the fit table
+(``pipeline.planning.fit``) where that table has the job's row: planned for the run as the preset defines it now
+(``plan_key``), at the job's GPU count, of the site's GPU memory and the share of it JAX reserves. A
+``train.micro_batch_size`` the preset sets wins over the table. A job with neither, or whose row fits at no
+micro-batch or is stale, raises ``FitTableError`` before anything is submitted.
+
+A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
+that divide its batch), and its fit row must say that batch fits there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from pathlib import Path
+from typing import Any
+
+from pipeline.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
+from pipeline.planning.workloads import Workload, workload_vocab_size, workloads
+from pipeline.site import Site
+
+STARTUP_MIN = 30
+"""Minutes a training job spends before its first step and after its last: JAX compilation, opening the token
+cache, loading or writing a checkpoint."""
+ADAM_STATE_BYTES_PER_PARAMETER = 16
+GPU_MEMORY_FOR_STATE = 0.5
+CPU_JOBS = {
+    "corpus": {"cpus": 8, "mem_mb": 32000, "minutes": 480},
+    "tokenizer": {"cpus": 1, "mem_mb": 16000, "minutes": 60},
+    "token_cache": {"cpus": 32, "mem_mb": 128000, "minutes": 720},
+    "fit": {"cpus": 8, "mem_mb": 64000, "minutes": 720},
+}
+"""CPU jobs at paper scale (OpenWebText: ~40 GB of text, ~9 B tokens; the fit table: XLA compiles every run's train
+step, 1–3 CPU-minutes each for the largest), capped by the site's CPU limits."""
+SMALL_CPU_JOB = {"cpus": 2, "mem_mb": 8000, "minutes": 60}
+"""Any CPU job of a preset that reads no hub corpus (its corpora are the shipped ones of a few MB, e.g. ``tiny``)."""
+JOB_KINDS = ("training", "gpu", "cpu")
+"""Kinds of jobs a site gives their own sbatch extras: pretraining and fine-tunes; lm-eval, the GPU analyses and
+memory probes; corpus, tokenizer, token cache and fit."""
+GPU_ANALYSIS_MINUTES = {"spectra": 60, "lyapunov": 60, "frontier": 240, "downstream": 60, "memory_probe": 60}
+"""Walltime of the one-GPU analyses (the frontier: 2 solvers × 5 step counts over a validation split) and of a
+memory probe (a few steps); ``downstream`` gets this plus its lm-eval GPU-hours × ``safety_factor``."""
+
+
+class FitTableError(ValueError):
+    """A training job or memory probe has no usable fit row (missing, stale, or it fits at no micro-batch); the
+    message says what to change, and the caller says how to plan the table again."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where a kind of job runs at a site, as sbatch options: its partition, account, QoS, node constraint, and
+    further flags (the reservation, a training job's early SIGTERM, the site's extras for the kind)."""
+
+    partition: str
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    sbatch_flags: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class JobShape:
+    """What one job asks for. Without a site (``placement`` None) a local job on this machine's CPU: ``gpus`` 0 and
+    only ``micro_batch`` set; ``gpu_model`` only on a GPU partition that names one."""
+
+    gpus: int = 0
+    micro_batch: int | None = None
+    placement: Placement | None = None
+    gpu_model: str | None = None
+    cpus: int | None = None
+    mem_mb: int | None = None
+    minutes: int | None = None
+
+
+def node_gpu_counts(batch_size: int, site: Site) -> list[int]:
+    """The GPU counts a job on one node can use for data parallelism: those dividing ``batch_size``, ascending."""
+    return [n for n in range(1, site.gpus_per_node + 1) if batch_size % n == 0]
+
+
+def training_gpus(gpu_hours: float, parameters: int, batch_size: int, site: Site) -> int:
+    """The fewest GPUs of one node (dividing ``batch_size``) that hold the optimizer state and finish within the
+    target walltime; the most that divide ``batch_size`` when none does both."""
+    counts = node_gpu_counts(batch_size, site)
+    state_gb = ADAM_STATE_BYTES_PER_PARAMETER * parameters / 1e9
+    for gpus in counts:
+        fits = state_gb / gpus <= GPU_MEMORY_FOR_STATE * site.gpu_memory_gb
+        if fits and training_minutes(gpu_hours, gpus, site) <= site.target_runtime_min:
+            return gpus
+    return counts[-1]
+
+
+def training_minutes(gpu_hours: float, gpus: int, site: Site) -> int:
+    """Walltime in minutes: GPU-hours × safety factor / GPUs, plus ``STARTUP_MIN``."""
+    return math.ceil(gpu_hours * site.safety_factor / gpus * 60) + STARTUP_MIN
+
+
+class JobSizing:
+    """Each job's shape for one preset at one site; ``None`` as the site: local jobs on the CPU. Jobs are named by
+    their workload id (``pipeline.planning.workloads``): a run, a fine-tune, a probe or ``downstream-<run>``."""
+
+    def __init__(self, config: dict[str, Any], site: Site | None, fit_table: str | Path | None = None):
+        self.config = config
+        self.site = site
+        self.fit_table = fit_table
+        self._costs: dict[str, dict[str, Any]] = {}
+
+    @functools.cached_property
+    def _workloads(self) -> dict[str, Workload]:
+        return workloads(self.config)
+
+    @functools.cached_property
+    def _measured(self) -> dict:
+        from pipeline.planning.throughput import default_throughput_path, read_throughput
+
+        path = default_throughput_path(self.site.device)
+        return read_throughput(path, self.site.device) if path.is_file() else {}
+
+    def cost(self, workload_id: str) -> dict[str, Any]:
+        """The cost preview's row of one workload (``gpu_hours``, ``parameters``, ...) on the site's device."""
+        from pipeline.planning.cost import cost_rows
+
+        if workload_id not in self._costs:
+            self._costs[workload_id] = cost_rows([self._workloads[workload_id]], self.site.device, self._measured,
+                                                 self.site.mfu, self.config)[0]
+        return self._costs[workload_id]
+
+    def placement(self, kind: str) -> Placement:
+        """Where jobs of ``kind`` (one of ``JOB_KINDS``) run: GPU jobs on the GPU partition (on the CPU partition at
+        a site without GPUs), with that partition's constraint; a training job is sent SIGTERM ``signal_lead_s``
+        before its walltime ends (SLURM signals the job step the executor runs it in), so that it saves a
+        checkpoint and stops."""
+        site = self.site
+        on_gpus = kind != "cpu" and site.gpus_per_node > 0
+        flags = [f"--reservation={site.reservation}"] if site.reservation else []
+        if kind == "training" and site.signal_lead_s:
+            flags.append(f"--signal=TERM@{site.signal_lead_s}")
+        if site.slurm_extra[kind]:
+            flags.append(site.slurm_extra[kind])
+        return Placement(site.gpu_partition if on_gpus else site.cpu_partition, site.account, site.qos,
+                         site.gpu_constraint if on_gpus else site.cpu_constraint, tuple(flags))
+
+    def _gpu_job(self, kind: str, gpus: int, minutes: int, micro_batch: int | None = None) -> JobShape:
+        site = self.site
+        if site.gpus_per_node == 0:
+            return JobShape(0, micro_batch, self.placement(kind), None, site.cpu_max_cpus, site.cpu_max_mem_mb,
+                            site.max_runtime_min)
+        return JobShape(gpus, micro_batch, self.placement(kind), site.gpu_model, site.cpus_per_gpu * gpus,
+                        site.mem_mb_per_gpu * gpus, min(minutes, site.max_runtime_min))
+
+    def training_gpu_count(self, workload_id: str) -> int:
+        """The GPUs of a pretraining run or fine-tune at a site with GPUs (module docstring)."""
+        row = self.cost(workload_id)
+        return training_gpus(row["gpu_hours"], row["parameters"], self._workloads[workload_id].train.batch_size,
+                             self.site)
+
+    @functools.cached_property
+    def _fit_rows(self) -> dict[tuple[str, int, int], dict[str, Any]]:
+        from pipeline.planning.fit_table import job_key, read_fit_rows
+
+        if self.fit_table is None or not Path(self.fit_table).is_file():
+            return {}
+        return {job_key(row): row for row in read_fit_rows(Path(self.fit_table))}
+
+    def fit_row(self, workload_id: str, gpus: int) -> dict[str, Any] | None:
+        """The fit table's row of the job of ``workload_id`` (a pretraining run, fine-tune or memory probe) on
+        ``gpus`` GPUs of the site's memory; ``None`` without one. A row planned for another spec of the run or
+        another share of the GPU's memory is stale: ``FitTableError`` naming what changed."""
+        from pipeline.planning.fit_table import stale_field
+
+        row = self._fit_rows.get((workload_id, gpus, self.site.gpu_memory_bytes))
+        if row is None:
+            return None
+        workload = self._workloads[workload_id]
+        changed = stale_field(row, workload, workload_vocab_size(self.config, workload))
+        if changed is not None:
+            raise FitTableError(f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) is stale: {changed} "
+                                "changed since it was planned; plan it again.")
+        usable = int(self.site.gpu_memory_bytes * gpu_memory_fraction())
+        if row["usable_bytes"] != usable:
+            raise FitTableError(f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) was planned for "
+                                f"{row['usable_bytes'] / 1e9:g} GB usable per GPU, but JAX now reserves "
+                                f"{usable / 1e9:g} GB ({GPU_MEMORY_FRACTION_ENV}); plan it again.")
+        return row
+
+    def micro_batch(self, workload_id: str, gpus: int) -> int:
+        """Examples per device per forward/backward (0: the whole batch): the preset's ``train.micro_batch_size``
+        where it sets one (an explicit choice wins), else the fit table's choice for this run at ``gpus`` GPUs of the
+        site's memory; with neither, ``FitTableError`` (without a table to read: 0)."""
+        train = self._workloads[workload_id].train
+        if train.micro_batch_size is not None:
+            per_gpu = train.batch_size // gpus
+            if train.micro_batch_size > per_gpu or per_gpu % train.micro_batch_size:
+                raise FitTableError(f"run {workload_id}: the preset's train.micro_batch_size {train.micro_batch_size} "
+                                    f"does not divide its batch of {per_gpu} per GPU on the {gpus} GPU(s) the site "
+                                    f"gives it; set a divisor of {per_gpu} (the fit table plans one).")
+            return train.micro_batch_size
+        row = self.fit_row(workload_id, gpus)
+        if row is None:
+            if self.fit_table is None:
+                return 0
+            raise FitTableError(f"{self.fit_table}: no row for {workload_id} on {gpus} GPU(s) of "
+                                f"{self.site.gpu_memory_gb:g} GB, so it would train its whole per-GPU batch at once; "
+                                "plan the runs first or set its train.micro_batch_size in the preset.")
+        if not row["fits"]:
+            more = ("a node with more GPUs (gpus_per_node)" if gpus == self.site.gpus_per_node
+                    else "more GPUs (a lower target_runtime_min)")
+            raise FitTableError(f"{self.fit_table}: run {workload_id} does not fit in {self.site.gpu_memory_gb:g} GB "
+                                f"per GPU on {gpus} GPU(s) even at micro-batch 1; give it {more} or GPUs with more "
+                                "memory (gpu_memory_gb) in the site file, then plan it again.")
+        return int(row["micro_batch"])
+
+    def training(self, workload_id: str) -> JobShape:
+        """A pretraining run or fine-tune: GPUs, walltime and memory from its size, its micro-batch from the fit
+        table (module docstring)."""
+        preset_micro_batch = self._workloads[workload_id].train.micro_batch_size or 0
+        if self.site is None:
+            return JobShape(0, preset_micro_batch)
+        if self.site.gpus_per_node == 0:
+            return self._gpu_job("training", 0, 0, preset_micro_batch)
+        gpus = self.training_gpu_count(workload_id)
+        minutes = training_minutes(self.cost(workload_id)["gpu_hours"], gpus, self.site)
+        return self._gpu_job("training", gpus, minutes, self.micro_batch(workload_id, gpus))
+
+    def memory_probe_gpu_count(self, probe_id: str) -> int:
+        """A memory probe's GPUs at a site with GPUs: one node's, the most that divide its batch (module docstring)."""
+        return node_gpu_counts(self._workloads[probe_id].batch_size, self.site)[-1]
+
+    def memory_probe(self, probe_id: str) -> JobShape:
+        """A memory probe: one node's GPUs (``memory_probe_gpu_count``); its fit row must fit its whole batch there
+        (module docstring)."""
+        if self.site is None:
+            return JobShape()
+        gpus = self.memory_probe_gpu_count(probe_id) if self.site.gpus_per_node else 0
+        if gpus == 0 or self.fit_table is None:
+            return self._gpu_job("gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
+        row = self.fit_row(probe_id, gpus)
+        if row is None:
+            raise FitTableError(f"{self.fit_table}: no row for memory probe {probe_id} on {gpus} GPU(s) of "
+                                f"{self.site.gpu_memory_gb:g} GB, so nothing says its whole batch fits there; plan "
+                                "it first.")
+        if not row["fits_at_paper_batch"]:
+            raise FitTableError(f"{self.fit_table}: memory probe {probe_id} does not fit its whole batch of "
+                                f"{row['batch_size']} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB, and a probe "
+                                "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
+                                "(gpu_memory_gb) or more per node (gpus_per_node), then plan it again.")
+        return self._gpu_job("gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
+
+    def gpu_analysis(self, rule: str, run_id: str) -> JobShape:
+        """One GPU; ``downstream`` adds its lm-eval GPU-hours × safety factor to the walltime."""
+        if self.site is None:
+            return JobShape()
+        minutes = GPU_ANALYSIS_MINUTES[rule]
+        if rule == "downstream" and self.site.gpus_per_node:
+            minutes += math.ceil(self.cost(f"downstream-{run_id}")["gpu_hours"] * self.site.safety_factor * 60)
+        return self._gpu_job("gpu", 1, minutes)
+
+    def cpu(self, rule: str) -> JobShape:
+        """A CPU job on the CPU partition: its paper-scale need (``CPU_JOBS``) where the preset reads a hub corpus,
+        else ``SMALL_CPU_JOB``; capped by the site's CPU limits."""
+        if self.site is None:
+            return JobShape()
+        hub_corpora = any(spec["source"]["kind"] == "hf" for spec in self.config["datasets"].values())
+        need = CPU_JOBS[rule] if hub_corpora else SMALL_CPU_JOB
+        return JobShape(0, None, self.placement("cpu"), None, min(need["cpus"], self.site.cpu_max_cpus),
+                        min(need["mem_mb"], self.site.cpu_max_mem_mb), min(need["minutes"], self.site.max_runtime_min))

@@ -1,0 +1,155 @@
+"""Each job's shape at a SLURM site (pipeline/planning/jobs.py): GPUs from a run's size and the site, the
+micro-batch from the fit table."""
+
+import dataclasses
+
+import pytest
+
+from pipeline.config import load_preset
+from pipeline.planning.jobs import JobShape, JobSizing, Placement, training_gpus, training_minutes
+from pipeline.site import EXAMPLE, load_site
+
+SITE = load_site(EXAMPLE)
+
+
+def test_a_training_run_gets_the_fewest_gpus_that_hold_its_state_and_meet_the_target_walltime():
+    small = 100e6
+    assert training_gpus(gpu_hours=2.0, parameters=small, batch_size=256, site=SITE) == 1
+    # 40 GPU-hours x 2 = 80 h: 4 GPUs give 20 h + 30 min, within the 24 h target; 2 GPUs would not.
+    assert training_gpus(gpu_hours=40.0, parameters=small, batch_size=256, site=SITE) == 4
+    # 6.6 B parameters: 106 GB of AdamW state needs at least 3 GPUs of 40 GB each; 3 does not divide 256.
+    assert training_gpus(gpu_hours=1.0, parameters=6.6e9, batch_size=256, site=SITE) == 4
+    # Nothing meets the target: the most GPUs that divide the batch (6 does not divide 256, 8 does).
+    assert training_gpus(gpu_hours=1e4, parameters=small, batch_size=256, site=SITE) == 8
+    assert training_gpus(gpu_hours=1e4, parameters=small, batch_size=12, site=SITE) == 6
+    assert training_minutes(gpu_hours=10.0, gpus=2, site=SITE) == 10 * 2 / 2 * 60 + 30
+
+
+def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
+    paper = load_preset({"preset": "paper"})
+    jobs = JobSizing(paper, SITE)
+    small, biggest = jobs.training("wt103-small-gpt"), jobs.training("owt-llama1b-diffeq_llama")
+    hours = jobs.cost("owt-llama1b-diffeq_llama")["gpu_hours"]
+    assert small.gpus < biggest.gpus == 8 and small.minutes < biggest.minutes
+    training = Placement("gpu", sbatch_flags=("--signal=TERM@600",))
+    assert biggest == JobShape(gpus=8, micro_batch=0, placement=training, cpus=64, mem_mb=512000,
+                               minutes=training_minutes(hours, 8, SITE))
+    capped = JobSizing(paper, dataclasses.replace(SITE, max_runtime_min=600, gpu_model="h100", account="proj"))
+    assert capped.training("owt-llama1b-diffeq_llama") == JobShape(
+        gpus=8, micro_batch=0, placement=dataclasses.replace(training, account="proj"), gpu_model="h100", cpus=64,
+        mem_mb=512000, minutes=600)
+    assert jobs.cpu("token_cache") == JobShape(placement=Placement("cpu"), cpus=32, mem_mb=128000, minutes=720)
+    assert jobs.gpu_analysis("frontier", "owt-large-diffeq").gpus == 1
+
+
+def test_without_a_site_every_job_is_local_on_the_cpu():
+    jobs = JobSizing(load_preset({"preset": "tiny"}), None)
+    assert jobs.cpu("corpus") == JobShape() and jobs.training("owt-small-gpt") == JobShape(micro_batch=0)
+
+
+def write_fit_rows(path, rows):
+    from pipeline.planning.fit_table import fit_table
+
+    path.write_text(fit_table(rows)[1])
+    return path
+
+
+def test_a_training_job_without_a_planned_row_stops_the_workflow_unless_its_preset_sets_a_micro_batch(tmp_path):
+    """Without a fit row a job would train its whole per-GPU batch at once (at paper scale: out of memory), so it
+    stops the DAG build in one sentence; a micro-batch the preset sets is used as it is."""
+    table = write_fit_rows(tmp_path / "fit.csv", [])
+    config = load_preset({"preset": "paper"})
+    with pytest.raises(ValueError) as error:
+        JobSizing(config, SITE, fit_table=table).training("owt-small-gpt")
+    assert str(error.value) == (
+        f"{table}: no row for owt-small-gpt on 1 GPU(s) of 80 GB, so it would train its whole per-GPU batch at once; "
+        "plan the runs first or set its train.micro_batch_size in the preset.")
+    runs = config["pretrain"]["owt-small"]
+    config["pretrain"]["owt-small"] = {**runs, "train": {**runs["train"], "micro_batch_size": 8}}
+    assert JobSizing(config, SITE, fit_table=table).training("owt-small-gpt").micro_batch == 8
+
+
+def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gpus(tmp_path, planned_fit_row):
+    """owt-small-gpt gets 1 GPU at the example site: its row at 1 GPU of 80 GB gives the micro-batch, unless the
+    preset sets one; a row planned at 8 GPUs, or for another memory, is not this job's (so the job has no row)."""
+    config = load_preset({"preset": "paper"})
+    table = write_fit_rows(tmp_path / "fit.csv", [
+        planned_fit_row(config, "owt-small-gpt", 1, 16), planned_fit_row(config, "owt-small-diffeq", 8, 64),
+        planned_fit_row(config, "ft-wt103-owt-diffeq18-n9-lora", 1, 8, device_bytes=141 * 10**9)])
+    jobs = JobSizing(config, SITE, fit_table=table)
+    assert [jobs.training_gpu_count(run) for run in ("owt-small-gpt", "owt-small-diffeq")] == [1, 1]
+    assert jobs.training("owt-small-gpt").micro_batch == 16
+    runs = config["pretrain"]["owt-small"]
+    chosen = {**config, "pretrain": {**config["pretrain"], "owt-small": {
+        **runs, "train": {**runs["train"], "micro_batch_size": 8}}}}
+    chosen_shape = JobSizing(load_preset(chosen), SITE, fit_table=table).training("owt-small-gpt")
+    assert chosen_shape.micro_batch == 8, "a micro-batch the preset sets wins over the table's"
+    wrong = {**config, "pretrain": {**config["pretrain"], "owt-medium": {
+        **config["pretrain"]["owt-medium"], "train": {**config["pretrain"]["owt-medium"]["train"],
+                                                      "micro_batch_size": 96}}}}
+    with pytest.raises(ValueError) as error:
+        JobSizing(load_preset(wrong), SITE, fit_table=table).training("owt-medium-gpt")
+    assert str(error.value) == (
+        "run owt-medium-gpt: the preset's train.micro_batch_size 96 does not divide its batch of 128 per GPU on the 2 "
+        "GPU(s) the site gives it; set a divisor of 128 (the fit table plans one).")
+    for run_id in ("owt-small-diffeq", "ft-wt103-owt-diffeq18-n9-lora", "owt-medium-gpt"):
+        with pytest.raises(ValueError, match=f"no row for {run_id} on "):
+            jobs.training(run_id)
+
+
+def test_a_job_that_fits_at_no_micro_batch_stops_the_workflow_with_one_sentence(tmp_path, planned_fit_row):
+    config = load_preset({"preset": "paper"})
+    table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 1, fits=False)])
+    jobs = JobSizing(config, SITE, fit_table=table)
+    with pytest.raises(ValueError, match="run owt-small-gpt does not fit in 80 GB per GPU on 1 GPU.s. even at "
+                                         "micro-batch 1; give it more GPUs .a lower target_runtime_min."):
+        jobs.training("owt-small-gpt")
+
+
+def test_a_row_planned_for_another_shape_or_memory_share_of_the_run_is_stale(tmp_path, planned_fit_row,
+                                                                             monkeypatch):
+    """A row holds for the run as the preset defined it when it was planned: another attention shape (16 heads of
+    48: the same run id, batch, cost and GPUs) or a different share of GPU memory for JAX makes it stale, named in
+    one sentence; a new learning rate or step count leaves the plan, and the row, valid."""
+    config = load_preset({"preset": "paper"})
+    table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 16)])
+    runs = config["pretrain"]["owt-small"]
+    retuned = {**config, "pretrain": {**config["pretrain"], "owt-small": {
+        **runs, "train": {**runs["train"], "lr": 1e-4, "steps": 1000}}}}
+    assert JobSizing(load_preset(retuned), SITE, fit_table=table).training("owt-small-gpt").micro_batch == 16
+    reshaped = {**config, "sizes": {**config["sizes"], "small": {**config["sizes"]["small"], "num_heads": 16}}}
+    with pytest.raises(ValueError) as error:
+        JobSizing(load_preset(reshaped), SITE, fit_table=table).training("owt-small-gpt")
+    assert str(error.value) == (
+        f"{table}: the row of owt-small-gpt on 1 GPU(s) is stale: a field of its model, its vocabulary, "
+        "train.mixed_precision, train.dropout, its fine-tune's N'/method/LoRA rank, or the train step's version "
+        "changed since it was planned; plan it again.")
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75")
+    with pytest.raises(ValueError, match="planned for 72 GB usable per GPU, but JAX now reserves 60 GB "
+                                         r"\(XLA_PYTHON_CLIENT_MEM_FRACTION\); plan it again"):
+        JobSizing(config, SITE, fit_table=table).training("owt-small-gpt")
+
+
+def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(tmp_path, planned_fit_row):
+    """Fig. 16's probes measure one step of the whole batch of 256, never accumulated: on the example site's
+    8-GPU nodes each gets 8 GPUs (whatever its base run trains on), and a fit row saying the whole batch does not
+    fit there, or none at all, stops the workflow in one sentence."""
+    config = load_preset({"preset": "paper"})
+    probe = "owt-medium-memory-gpt"
+    jobs = JobSizing(config, SITE)
+    assert (jobs.memory_probe(probe).gpus, jobs.training_gpu_count("owt-medium-gpt")) == (8, 2)
+    table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, probe, 8, 16, fits_at_paper_batch=False)])
+    with pytest.raises(ValueError) as error:
+        JobSizing(config, SITE, fit_table=table).memory_probe(probe)
+    assert str(error.value) == (
+        f"{table}: memory probe {probe} does not fit its whole batch of 256 on 8 GPU(s) of 80 GB, and a probe "
+        "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory (gpu_memory_gb) or "
+        "more per node (gpus_per_node), then plan it again.")
+    table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, probe, 8, 32)])
+    assert JobSizing(config, SITE, fit_table=table).memory_probe(probe).gpus == 8
+    table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 16)])
+    with pytest.raises(ValueError, match=f"no row for memory probe {probe} on 8 GPU.s. of 80 GB, so nothing says "
+                                         "its whole batch fits there; plan it first"):
+        JobSizing(config, SITE, fit_table=table).memory_probe(probe)
+
+
