@@ -9,9 +9,9 @@ from collections import defaultdict
 import pytest
 import yaml
 
+from pipeline.config import REPO_ROOT, finetune_runs, load_preset, pretrain_runs
 from pipeline.planning.cost import preview
 from pipeline.planning.throughput import BENCHMARKS_DIR
-from pipeline.config import REPO_ROOT, finetune_runs, load_preset, pretrain_runs
 from pipeline.train.identity import RunIdentity
 
 STUDY_BUDGET_S = 60 * 60

@@ -15,8 +15,8 @@ from typing import Any
 from lm_eval.tasks import TaskManager
 
 from pipeline.data.hub import PREFETCH_COMMAND
-from pipeline.job_env import hub_offline
 from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
+from pipeline.job_env import hub_offline
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The paper's claims (experiment-facts §8) over runs repeated at several seeds: each claim's per-seed statistic, its
+"""The paper's claims (docs/paper.md#claims) over runs repeated at several seeds: each claim's per-seed statistic, its
 95 % interval (``pipeline.report.intervals``) and the verdict that interval gives, in the paper's order.
 
 Comparisons of two families are paired: both runs of a seed share its data order, so the interval is that of the

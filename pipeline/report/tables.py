@@ -2,9 +2,7 @@
 
 Every table is written to its ``TableFiles``: a CSV (tidy, one row per number), Markdown, LaTeX booktabs
 (``\\toprule``/``\\midrule``/``\\bottomrule``) and HTML (the view the Snakemake report embeds). Tables 1-2:
-validation perplexity; Table 3: model specifications; Tables 4-5: downstream accuracy; Table 6: parameter count
-against the time-embedding dimension D.
-"""
+validation perplexity; 3: model specifications; 4-5: downstream accuracy; 6: parameters against D."""
 
 from __future__ import annotations
 

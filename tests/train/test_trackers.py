@@ -12,8 +12,8 @@ import pytest
 from levanter.tracker import TrackerConfig
 
 from pipeline.artifacts import read_metrics, resume_metrics
-from pipeline.job_env import export_trackers
 from pipeline.config import load_preset, pretrain_runs
+from pipeline.job_env import export_trackers
 from pipeline.train.identity import RunIdentity
 from pipeline.train.tracking import MetricsJsonlConfig, configured_trackers, tracker_configs
 
