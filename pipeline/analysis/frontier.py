@@ -23,6 +23,7 @@ import pandas as pd
 from haliax import NamedArray
 
 from pipeline.analysis.tidy import FRONTIER_COLUMNS
+from pipeline.models.time_embedding import grid_times
 
 SOLVER_STAGES = {"euler": 1, "heun": 2, "rk4": 4}
 
@@ -57,7 +58,8 @@ def solve(field, x: NamedArray, mask, solver: str, num_steps) -> NamedArray:
     steps = jnp.asarray(num_steps, dtype=jnp.float32)
 
     def step(k, y):
-        blocks = [field.at((k.astype(jnp.float32) + offset) / steps, scale=1.0 / steps)
+        blocks = [field.at(grid_times(k.astype(jnp.float32) + offset, steps, field.config.time_grid,
+                                      field.weight_dtype), scale=1.0 / steps)
                   for offset in STAGE_OFFSETS[solver]]
         return solver_step(solver, blocks, y, mask)
 

@@ -14,7 +14,7 @@ from models_testkit import VOCAB, init_prng, nodes_of, tiny_config, tiny_model
 import pipeline.models as pm
 from pipeline.models.init import reference_linears
 from pipeline.models.time_linear import CALIBRATION_TIMES, TimeLinear
-from pipeline.train.decay import reference_decay_mask
+from pipeline.train.decay import decay_mask
 
 
 @eqx.filter_jit
@@ -73,7 +73,7 @@ def test_reference_init_of_embeddings_and_linears(family, token_std, position_st
 
 
 def decayed_paths(model) -> set[str]:
-    mask = reference_decay_mask(model)
+    mask = decay_mask(model)
     paths = leaf_key_paths(model, is_leaf=eqx.is_array)
     return {path for path, decayed in zip(jax.tree_util.tree_leaves(paths), jax.tree_util.tree_leaves(mask),
                                           strict=True) if decayed}
@@ -92,12 +92,12 @@ EMBEDDINGS = {"embeddings.token_embeddings.weight", "embeddings.position_embeddi
         "mlp.down_proj")} | {"embeddings.token_embeddings.weight"}),
     ("diffeq", EMBEDDINGS),
 ])
-def test_reference_decay_mask_is_the_authors_set_of_parameters(family, expected):
+def test_family_decay_mask_is_the_authors_pretraining_set_of_parameters(family, expected):
     """§9.3: baselines decay attention/MLP weight matrices and embeddings; DiffEqFormer-GPT only its embeddings."""
     assert decayed_paths(reference_model(family)) == expected
 
 
-def test_reference_decay_mask_decays_all_of_diffeq_llama_and_the_resampled_gpt_embeddings():
+def test_family_decay_mask_decays_all_of_diffeq_llama_and_the_resampled_gpt_embeddings():
     """§9.3: DiffEqFormer-Llama decays every parameter; a resampled DiffEqFormer-GPT decays as its source."""
     model = reference_model("diffeq_llama")
     assert decayed_paths(model) == set(jax.tree_util.tree_leaves(leaf_key_paths(model, is_leaf=eqx.is_array)))
