@@ -1,5 +1,6 @@
-"""Which parameters each kind of run decays under ``fidelity.decay_mask: reference``, path by path against the
-authors' code as tabulated in ``reference_decay_masks.csv`` (experiment-facts §9.3)."""
+"""Which parameters the fine-tunes and their sources decay under ``fidelity.decay_mask: reference``, path by path
+against the authors' fine-tuning code as tabulated in ``reference_decay_masks.csv`` (experiment-facts §9.3; the
+pretraining rule per family: ``test_fidelity.py``)."""
 
 import re
 from pathlib import Path
@@ -18,8 +19,6 @@ from pipeline.train.loop import optimizer_config
 
 TABLE = pd.read_csv(Path(__file__).with_name("reference_decay_masks.csv"), keep_default_na=False, dtype=str)
 TINY_RUNS = {
-    ("pretrain", "diffeq"): "owt-medium-diffeq",
-    ("pretrain", "gpt"): "owt-medium-gpt",
     ("finetune_source", "diffeq"): "wt103-ft18-diffeq",
     ("finetune_source", "gpt"): "wt103-gpt24-gpt",
     ("lora", "diffeq"): "ft-wt103-owt-diffeq6-n3-lora",

@@ -147,3 +147,25 @@ def test_reference_llama_layer_chains_its_norms():
     chained, side_by_side = (attended + block.mlp(block.mlp_norm(y)) for y in (a, x))
     assert np.abs(chained.array - side_by_side.array).max() > 1e-3
     np.testing.assert_allclose(block.increment(x, AttentionMask.causal()).array, chained.array, atol=1e-5)
+
+
+def test_reference_llama_final_norm_has_the_authors_eps():
+    """The authors' final RMSNorm takes LlamaConfig's eps 1e-5 (their layer norms 1e-6): the model's, its resampled
+    form's and the resampled template's (which loads resampled checkpoints)."""
+    model = tiny_model("diffeq_llama")
+    assert model.transformer.norm.eps == 1e-5
+    assert model.transformer.field.at(0.5).attn_norm.eps == 1e-6
+    resampled = eqx.filter_eval_shape(pm.discretize, model, 2)
+    assert resampled.transformer.norm.eps == 1e-5
+    template_config = pm.DiscreteDiffEqLlamaConfig(source=model.config, num_steps=2)
+    template = eqx.filter_eval_shape(template_config.build, VOCAB, key=jax.random.PRNGKey(0))
+    assert template.transformer.norm.eps == 1e-5
+
+
+def test_reference_init_starts_the_two_gpt_norms_alike():
+    """The authors' DiffEqFormer-GPT block draws both time-dependent norms from one key; their Llama layer from two."""
+    gpt = reference_model("diffeq").transformer.field
+    for first, second in zip(jax.tree_util.tree_leaves(gpt.ln_1), jax.tree_util.tree_leaves(gpt.ln_2), strict=True):
+        np.testing.assert_array_equal(first, second)
+    llama = reference_model("diffeq_llama").transformer.field
+    assert not np.array_equal(llama.attn_norm.mlp.lin1.weight.array, llama.mlp_norm.mlp.lin1.weight.array)
