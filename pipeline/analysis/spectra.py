@@ -53,11 +53,8 @@ def oversampled_times(model, time_oversampling: int):
     grid (``fidelity.time_grid``): at k = 1 the times its L steps are trained at."""
     import haliax as hax
 
-    from pipeline.models.time_embedding import euler_times
-
     Time = hax.Axis("time", time_oversampling * model.config.num_layers)
-    field = model.transformer.field
-    return Time, euler_times(Time, model.config.time_grid, field.weight_dtype)
+    return Time, model.transformer.field.times(hax.arange(Time) + 1, Time.size)
 
 
 def diffeq_attention_weights(model, time_oversampling: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:

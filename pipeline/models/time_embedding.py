@@ -56,19 +56,13 @@ parameters' dtype in resampling), or ``exact``, t_k = k/N in float32."""
 def grid_times(k, num_steps, grid: str, dtype):
     """The times t = k·dt, dt = 1/N, N = ``num_steps``, of the step numbers ``k`` (an array or NamedArray, possibly
     fractional, as a solver's stage times) on the Euler grid ``grid`` (one of ``TIME_GRIDS``); ``dtype`` is the
-    weights' (used by ``reference``)."""
+    weights' (used by ``reference``). The Euler grid of §4.1 is t_k, k = 1..N."""
     if grid == "exact":
         return k.astype(jnp.float32) / num_steps
     if grid != "reference":
         raise ValueError(f"fidelity.time_grid must be one of {TIME_GRIDS}, got {grid!r}.")
     dt = 1.0 / num_steps
     return k.astype(dtype) * (dt if isinstance(dt, float) else dt.astype(dtype))
-
-
-def euler_times(Steps: Axis, grid: str, dtype) -> NamedArray:
-    """The Euler grid t_k = k·dt, dt = 1/N, k = 1..N over the N = Steps.size steps of (0, 1] (§4.1), computed as
-    ``grid`` says (``grid_times``)."""
-    return grid_times(hax.arange(Steps) + 1, Steps.size, grid, dtype)
 
 
 TIME_PRECISIONS = ("compute", "float32")
@@ -131,6 +125,11 @@ class EulerField(eqx.Module):
         parameters'."""
         return jax.tree_util.tree_leaves(eqx.filter(self, eqx.is_inexact_array))[0].dtype
 
+    def times(self, k, num_steps):
+        """The times t = k·dt, dt = 1/N, of step numbers ``k`` on the model's ``time_grid`` (``grid_times``): the
+        Euler grid t_k, k = 1..N, or a solver's stage times."""
+        return grid_times(k, num_steps, self.config.time_grid, self.weight_dtype)
+
     def euler_blocks(self, num_steps: int, step_scaling: str = "output") -> hnn.Stacked:
         """The N Euler steps as stacked blocks: weights W(t_k), t_k = k/N on the config's ``time_grid``, generated
         once (vmapped over k), with dt = 1/N applied per ``step_scaling`` (one of ``STEP_SCALINGS``)."""
@@ -138,7 +137,7 @@ class EulerField(eqx.Module):
             raise ValueError(f"fidelity.resampling must be one of {STEP_SCALINGS}, got {step_scaling!r}.")
         Steps = self.config.Layers.resize(num_steps)
         dt = 1.0 / num_steps
-        times = euler_times(Steps, self.config.time_grid, self.weight_dtype)
+        times = self.times(hax.arange(Steps) + 1, num_steps)
         if step_scaling == "output":
             blocks = hax.vmap(lambda t: self.at(t, step=dt), Steps)(times)
         else:

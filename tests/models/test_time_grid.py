@@ -10,7 +10,7 @@ import pytest
 from models_testkit import tiny_model
 
 from pipeline.config import load_preset, pretrain_runs
-from pipeline.models.time_embedding import euler_times
+from pipeline.models.time_embedding import grid_times
 
 AUTHORS_BF16_TIMES_12 = [0.08349609375, 0.1669921875, 0.25, 0.333984375, 0.41796875, 0.5, 0.5859375, 0.66796875,
                          0.75, 0.8359375, 0.91796875, 1.0]
@@ -21,11 +21,11 @@ EXACT_BF16_TIMES_12 = [0.08349609375, 0.1669921875, 0.25, 0.333984375, 0.4160156
 
 
 def test_reference_bf16_times_of_twelve_steps_are_the_authors():
-    Steps = hax.Axis("layers", 12)
-    reference = euler_times(Steps, "reference", jnp.bfloat16)
+    k = hax.arange(hax.Axis("layers", 12)) + 1
+    reference = grid_times(k, 12, "reference", jnp.bfloat16)
     assert reference.dtype == jnp.bfloat16
     assert reference.array.astype(np.float32).tolist() == AUTHORS_BF16_TIMES_12
-    exact = euler_times(Steps, "exact", jnp.bfloat16).array.astype(jnp.bfloat16).astype(np.float32)
+    exact = grid_times(k, 12, "exact", jnp.bfloat16).array.astype(jnp.bfloat16).astype(np.float32)
     assert exact.tolist() == EXACT_BF16_TIMES_12
 
 
