@@ -104,7 +104,7 @@ def pipeline_values(config: dict[str, Any]) -> dict[str, str]:
         "beta2_llama": str(_resolved_train(config, "owt-llama1b", "beta2")),
         "evaluate_at": "a resampled norm is its forward at t_k: (1 + h(t)·F_w), h(t)·F_b with the norm's own MLP h",
         "lora_trainable": ("adapters + embeddings" if lora.get("train_embeddings") else "adapters only")
-                          + f"; embeddings decayed per decay_mask {fidelity['decay_mask']}",
+                          + f"; decayed per fidelity.decay_mask {fidelity['decay_mask']}",
         "weight_sharing": weight_sharing(config),
         "clustering": "picture: independent W_Q, W_K, x0 ~ U(−1, 1), T = 1, seed {seed}; sweep: symmetric QK, no 1/√d, "
                       "x0 ~ U(−{x0_range:g}, {x0_range:g}), T ∈ {horizons}, {seeds} seeds, a(t) normalised and not"
