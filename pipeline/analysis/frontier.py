@@ -51,13 +51,14 @@ STAGE_OFFSETS = {"euler": (1.0,), "heun": (0.0, 1.0), "rk4": (0.0, 0.5, 1.0)}
 
 def solve(field, x: NamedArray, mask, solver: str, num_steps) -> NamedArray:
     """x(1) from x(0) = ``x`` by ``num_steps`` steps of ``solver``; the field's blocks x ↦ x + dt·f(t, x) of
-    each stage time are generated inside the step (``num_steps`` may be traced: one compilation for every N)."""
+    each stage time (on the field's time grid) are generated inside the step (``num_steps`` may be traced: one
+    compilation for every N)."""
     if solver not in SOLVER_STAGES:
         raise ValueError(f"analysis.frontier.solvers: unknown {solver!r}; expected one of {', '.join(SOLVER_STAGES)}.")
     steps = jnp.asarray(num_steps, dtype=jnp.float32)
 
     def step(k, y):
-        blocks = [field.at((k.astype(jnp.float32) + offset) / steps, scale=1.0 / steps)
+        blocks = [field.at(field.times(k.astype(jnp.float32) + offset, steps), scale=1.0 / steps)
                   for offset in STAGE_OFFSETS[solver]]
         return solver_step(solver, blocks, y, mask)
 

@@ -48,15 +48,19 @@ def attention_weights(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[i
     return np.asarray(c_attn), np.asarray(c_proj), times, list(range(num_layers))
 
 
+def oversampled_times(model, time_oversampling: int):
+    """The axis and times t_m = m/(kL), m = 1..kL (k = ``time_oversampling``) of a DiffEqFormer, on its Euler time
+    grid (``fidelity.time_grid``): at k = 1 the times its L steps are trained at."""
+    import haliax as hax
+
+    Time = hax.Axis("time", time_oversampling * model.config.num_layers)
+    return Time, model.transformer.field.times(hax.arange(Time) + 1, Time.size)
+
+
 def diffeq_attention_weights(model, time_oversampling: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
     """W(t) of a DiffEqFormer's attention on t_m = m/(kL), m = 1..kL (k = ``time_oversampling``), generated
     for all t at once; the layer of t is the trained Euler step whose interval ((l)/L, (l+1)/L] holds it."""
-    import haliax as hax
-    import jax.numpy as jnp
-
-    num_layers = model.config.num_layers
-    Time = hax.Axis("time", time_oversampling * num_layers)
-    times = (hax.arange(Time, dtype=jnp.float32) + 1.0) / Time.size
+    Time, times = oversampled_times(model, time_oversampling)
     field = model.transformer.field
     c_attn, _ = field.attn.c_attn.weights_at(times, field.shared_mlp)
     c_proj, _ = field.attn.c_proj.weights_at(times, field.shared_mlp)
@@ -83,11 +87,7 @@ def mlp_weights(model) -> tuple[np.ndarray, np.ndarray]:
 
 def diffeq_mlp_weights(model, time_oversampling: int) -> tuple[np.ndarray, np.ndarray]:
     """W(t) of a DiffEqFormer's feed-forward block on the grid of ``diffeq_attention_weights``."""
-    import haliax as hax
-    import jax.numpy as jnp
-
-    Time = hax.Axis("time", time_oversampling * model.config.num_layers)
-    times = (hax.arange(Time, dtype=jnp.float32) + 1.0) / Time.size
+    _, times = oversampled_times(model, time_oversampling)
     field = model.transformer.field
     c_fc, _ = field.mlp.c_fc.weights_at(times, field.shared_mlp)
     c_proj, _ = field.mlp.c_proj.weights_at(times, field.shared_mlp)

@@ -118,16 +118,27 @@ def _model_spec(config: dict[str, Any], group: dict[str, Any], family: str, diff
     if family not in LLAMA_FAMILIES:
         shape.pop("intermediate_dim", None)
     if family in DIFFEQ_FAMILIES:
-        shape.update(diffeq, time_precision=fidelity["time_precision"])
+        shape.update(diffeq, time_precision=fidelity["time_precision"], time_grid=fidelity["time_grid"])
     if family == "diffeq_llama":
         shape["llama_layer"] = fidelity["llama_layer"]
     return ModelSpec(family=family, init=fidelity["init"], **shape)
 
 
-def _train_spec(config: dict[str, Any], *layers: dict[str, Any]) -> TrainSpec:
-    """The merged ``train`` sections (later ones win) and the preset's ``fidelity.decay_mask``."""
+def _run_decay_mask(config: dict[str, Any], fine_tuning: bool) -> str:
+    """A run's ``train.decay_mask`` (``pipeline.train.decay``) from ``fidelity.decay_mask``: ``reference`` decays as
+    the authors' code that trained the run does, their pretraining code per family and their fine-tuning code (the
+    fine-tunes and the fine-tunes' sources, ``fine_tuning``) every parameter; ``family`` and ``levanter`` apply to
+    every run."""
+    preset = config["fidelity"]["decay_mask"]
+    if preset == "reference":
+        return "all" if fine_tuning else "family"
+    return preset
+
+
+def _train_spec(config: dict[str, Any], *layers: dict[str, Any], fine_tuning: bool = False) -> TrainSpec:
+    """The merged ``train`` sections (later ones win) and the run's ``decay_mask``."""
     merged = {key: value for layer in (config["defaults"]["train"], *layers) for key, value in layer.items()}
-    return TrainSpec(**merged, decay_mask=config["fidelity"]["decay_mask"])
+    return TrainSpec(**merged, decay_mask=_run_decay_mask(config, fine_tuning))
 
 
 def run_seeds(config: dict[str, Any]) -> dict[str, int | None]:
@@ -143,7 +154,8 @@ def _seeded(train: TrainSpec, seed: int | None) -> TrainSpec:
 
 def _group_runs(config: dict[str, Any], group_name: str, group: dict[str, Any], families: list[str],
                 ablation: str | None, variant: dict[str, Any]) -> dict[str, RunSpec]:
-    train = _train_spec(config, group["train"], variant.get("train", {}))
+    train = _train_spec(config, group["train"], variant.get("train", {}),
+                        fine_tuning=group.get("role") == "finetune_source")
     diffeq = {**config["defaults"]["diffeq"], **group.get("diffeq", {}), **variant.get("diffeq", {})}
     prefix = group_name if ablation is None else f"{group_name}-{ablation}"
     runs = {}
@@ -219,7 +231,7 @@ def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
     runs: dict[str, FinetuneSpec] = {}
     for (source_dataset, target_dataset), (suffix, seed) in itertools.product(finetune["directions"],
                                                                               run_seeds(config).items()):
-        train = _seeded(_train_spec(config, finetune["train"]), seed)
+        train = _seeded(_train_spec(config, finetune["train"], fine_tuning=True), seed)
         diffeq = _source_run(config, source_dataset, finetune["diffeq_source"], True, suffix)
         baseline = _source_run(config, source_dataset, finetune["baseline_source"], False, suffix)
         variants = [(diffeq, f"diffeq{diffeq.model.num_layers}-n{n}", n) for n in finetune["steps_grid"]]

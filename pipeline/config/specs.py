@@ -48,6 +48,7 @@ class ModelSpec:
     shared_time_mlp: bool | None = None
     init: str = "reference"
     time_precision: str | None = None
+    time_grid: str | None = None
     llama_layer: str | None = None
 
 

@@ -30,13 +30,15 @@ from .discretize import (
 from .init import INIT_SCHEMES, build_initialised, reference_init
 from .param_count import baseline_param_counts, count_params, table6_param_counts
 from .shared_gpt import SharedGptConfig, SharedGptLMHeadModel, SharedOdeGptConfig, SharedOdeGptLMHeadModel
+from .time_embedding import TIME_GRIDS
 
 LLAMA_LAYERS = {
-    "reference": dict(chained_norms=True, norm_shift=True, layer_norm_epsilon=1e-6),
-    "levanter": dict(chained_norms=False, norm_shift=False, layer_norm_epsilon=1e-5),
+    "reference": dict(chained_norms=True, norm_shift=True, layer_norm_epsilon=1e-6, final_norm_epsilon=1e-5),
+    "levanter": dict(chained_norms=False, norm_shift=False, layer_norm_epsilon=1e-5, final_norm_epsilon=1e-5),
 }
 """DiffEqFormer-Llama's layer (preset key ``fidelity.llama_layer``): the authors' (docs/paper.md#llama-layer: chained
-norms, RMSNorm with scale and shift, eps 1e-6) or Levanter's Llama layout (norms side by side, scale only, 1e-5)."""
+norms, RMSNorm with scale and shift, eps 1e-6 in the layer, 1e-5 in the final norm) or Levanter's Llama layout
+(norms side by side, scale only, eps 1e-5 everywhere)."""
 
 
 def build_model_config(
@@ -52,15 +54,16 @@ def build_model_config(
     sinusoidal_dim: int | None = None,
     shared_time_mlp: bool | None = None,
     time_precision: str | None = None,
+    time_grid: str | None = None,
     llama_layer: str | None = None,
 ) -> LmConfig:
     """The Levanter model config of one family and shape.
 
     ``dropout`` sets resid/embed/attn pdrop of the GPT families (Llama has none, so only 0 is accepted there);
     ``intermediate_dim`` is the SwiGLU width of the Llama families (default 4·hidden_dim); ``time_embed_dim``
-    (D), ``sinusoidal_dim`` (S), ``shared_time_mlp`` and ``time_precision`` belong to the DiffEqFormer families
-    (defaults: their configs'); ``llama_layer`` (``LLAMA_LAYERS``) to DiffEqFormer-Llama. Options a family does not
-    use are rejected.
+    (D), ``sinusoidal_dim`` (S), ``shared_time_mlp``, ``time_precision`` and ``time_grid`` belong to the
+    DiffEqFormer families (defaults: their configs'); ``llama_layer`` (``LLAMA_LAYERS``) to DiffEqFormer-Llama.
+    Options a family does not use are rejected.
     """
     if family not in FAMILIES:
         raise ValueError(f"Unknown model family {family!r}; valid names are: {', '.join(FAMILIES)}.")
@@ -69,11 +72,14 @@ def build_model_config(
         "sinusoidal_dim": sinusoidal_dim,
         "shared_time_mlp": shared_time_mlp,
         "time_precision": time_precision,
+        "time_grid": time_grid,
     }
     time_options = {name: value for name, value in time_options.items() if value is not None}
     if family not in DIFFEQ_FAMILIES and time_options:
         unused = ", ".join(sorted(time_options))
         raise ValueError(f"Model family {family!r} has no time embedding; drop {unused}.")
+    if time_grid is not None and time_grid not in TIME_GRIDS:
+        raise ValueError(f"fidelity.time_grid must be one of {TIME_GRIDS}, got {time_grid!r}.")
     if family in GPT_FAMILIES and intermediate_dim is not None:
         raise ValueError(f"Model family {family!r} sizes its MLP by mlp_scale, not intermediate_dim.")
     if llama_layer is not None and family != "diffeq_llama":
@@ -118,6 +124,7 @@ __all__ = [
     "SharedGptLMHeadModel",
     "SharedOdeGptConfig",
     "SharedOdeGptLMHeadModel",
+    "TIME_GRIDS",
     "baseline_param_counts",
     "build_initialised",
     "build_model_config",

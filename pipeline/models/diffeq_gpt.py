@@ -29,7 +29,8 @@ from .time_norm import TimeLayerNorm
 class DiffEqGptConfig(Gpt2Shape, LmConfig["DiffEqGptLMHeadModel"]):
     """GPT-2-shaped DiffEqFormer. ``num_layers`` is the number L of Euler steps; D = ``time_embed_dim``,
     S = ``sinusoidal_dim``; ``shared_time_mlp`` selects the App. D.2 design (one MLP for all weights);
-    ``time_precision`` the dtype of e(t) (``time_embedding.TIME_PRECISIONS``).
+    ``time_precision`` the dtype of e(t) (``time_embedding.TIME_PRECISIONS``); ``time_grid`` how the Euler times are
+    computed (``time_embedding.TIME_GRIDS``).
 
     ``attn_pdrop`` is kept for parity with Gpt2Config: Levanter's Gpt2Attention, reused here, does not apply
     attention dropout, so neither the GPT baseline nor DiffEqFormer does.
@@ -39,6 +40,7 @@ class DiffEqGptConfig(Gpt2Shape, LmConfig["DiffEqGptLMHeadModel"]):
     sinusoidal_dim: int = 128
     shared_time_mlp: bool = False
     time_precision: str = "compute"
+    time_grid: str = "reference"
 
     norm_shift = property(lambda self: self.use_bias)
     Heads = property(lambda self: Axis(name="heads", size=self.num_heads))

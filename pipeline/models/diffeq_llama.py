@@ -37,7 +37,9 @@ class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
 
     ``num_layers`` is the number L of Euler steps; embeddings are untied like LlamaConfig's default. The layer
     defaults are the authors' (docs/paper.md#llama-layer): ``chained_norms`` (the MLP reads RMSNorm2(RMSNorm1(x))),
-    ``norm_shift`` (the time-dependent RMSNorm has a shift h(t)·F_b) and eps 1e-6.
+    ``norm_shift`` (the time-dependent RMSNorm has a shift h(t)·F_b), eps 1e-6 in the layer and
+    ``final_norm_epsilon`` 1e-5 in the final RMSNorm (the authors' final norm takes LlamaConfig's default).
+    ``time_grid`` computes the Euler times (``time_embedding.TIME_GRIDS``).
     """
 
     seq_len: int = 2048
@@ -61,6 +63,8 @@ class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
     sinusoidal_dim: int = 256
     shared_time_mlp: bool = False
     time_precision: str = "compute"
+    time_grid: str = "reference"
+    final_norm_epsilon: float = 1e-5
     chained_norms: bool = True
     norm_shift: bool = True
 
@@ -102,6 +106,10 @@ class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
             use_bias=self.use_bias,
             rope=self.rope,
         )
+
+    def final_norm(self) -> hnn.RmsNorm:
+        """The final RMSNorm of the transformer, eps ``final_norm_epsilon``."""
+        return dataclasses.replace(self.llama(), layer_norm_epsilon=self.final_norm_epsilon).mk_LayerNorm(self.Embed)
 
     def flops_per_token(self, vocab_size: int) -> float:
         """A Llama forward of L layers: weight generation is once per batch, not per token."""
@@ -286,7 +294,7 @@ class DiffEqLlamaTransformer(eqx.Module):
     @staticmethod
     def init(config: DiffEqLlamaConfig, *, key) -> "DiffEqLlamaTransformer":
         field = DiffEqLlamaField.init(config, key=key)
-        return DiffEqLlamaTransformer(config, field, config.llama().mk_LayerNorm(config.Embed))
+        return DiffEqLlamaTransformer(config, field, config.final_norm())
 
     def __call__(
         self,

@@ -143,7 +143,7 @@ class DiscreteLlamaTransformer(eqx.Module):
             config.Layers, ParallelLlamaBlock, gradient_checkpointing=llama.gradient_checkpointing
         )(llama, key=shaped_rng_split(key, config.num_steps), chained_norms=config.source.chained_norms,
           norm_shift=config.source.norm_shift, step=config.block_step)
-        return DiscreteLlamaTransformer(config, blocks, llama.mk_LayerNorm(config.Embed))
+        return DiscreteLlamaTransformer(config, blocks, config.source.final_norm())
 
     def __call__(
         self,

@@ -3,18 +3,22 @@
 - ``reference``: the authors' code (Levanter 1.1 / haliax ≤ 1.3): every ``Linear`` weight ~ N(0, 0.02²), biases 0
   (in DiffEqFormer this includes each time MLP's lin1/lin2 and the projection h(t) → W(t), so W(t) starts tiny);
   GPT token embeddings N(0,1)·0.02, position embeddings N(0,1)·0.01; Llama token embeddings N(0,1). DiffEqFormer's
-  F_b ~ 1e-4·N(0,1) and the norms' F_w, F_b = 0 are the same in both schemes.
+  F_b ~ 1e-4·N(0,1) and the norms' F_w, F_b = 0 are the same in both schemes. DiffEqFormer-GPT's two norms start
+  identical (the authors' block gives both one key); DiffEqFormer-Llama's are drawn apart, as in their code.
 - ``levanter``: what the models' own ``init`` draws with this project's haliax/Levanter (fan-in truncated normals,
   embeddings ~ initializer_range/hidden, DiffEqFormer's projection calibrated so that W(t) has std 0.02).
 """
 
 import dataclasses
 
+import equinox as eqx
 import haliax as hax
 import haliax.nn as hnn
 import jax
 from levanter.models.gpt2 import Gpt2Embeddings
 from levanter.models.llama import LlamaEmbedding
+
+from .diffeq_gpt import DiffEqGptLMHeadModel
 
 INIT_SCHEMES = ("reference", "levanter")
 LINEAR_STD = 0.02
@@ -56,10 +60,19 @@ def reference_linears(tree, key):
     return jax.tree_util.tree_unflatten(treedef, nodes)
 
 
+def _shared_norm_init(model):
+    """DiffEqFormer-GPT with its second norm's time MLP set to its first's: the authors' ``Block.init`` draws both
+    time-dependent norms from one key, so they start identical (their F_w, F_b are zero either way)."""
+    field = model.transformer.field if isinstance(model, DiffEqGptLMHeadModel) else None
+    if field is None or field.ln_1.mlp is None:
+        return model
+    return eqx.tree_at(lambda tree: tree.transformer.field.ln_2.mlp, model, field.ln_1.mlp)
+
+
 def reference_init(model, key):
     """``model`` with the reference initialisation of docs/paper.md#initialisation (same structure, new values)."""
     k_embed, k_linears = jax.random.split(key)
-    model = reference_linears(model, k_linears)
+    model = _shared_norm_init(reference_linears(model, k_linears))
     return dataclasses.replace(model, embeddings=_reference_embeddings(model.embeddings, k_embed))
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import equinox as eqx
 import haliax as hax
 import haliax.nn as hnn
+import jax
 import jax.numpy as jnp
 import jax.random as jrandom
 from haliax import Axis, NamedArray
@@ -45,9 +46,23 @@ def time_features(t, Sinusoidal: Axis) -> NamedArray:
     return hax.named(raw, t.axes + (features_axis(Sinusoidal),))
 
 
-def euler_times(Steps: Axis) -> NamedArray:
-    """The Euler grid t_k = k·dt, dt = 1/N, k = 1..N over the N = Steps.size steps of (0, 1] (§4.1)."""
-    return (hax.arange(Steps, dtype=jnp.float32) + 1.0) / Steps.size
+TIME_GRIDS = ("reference", "exact")
+"""How the Euler times are computed (preset key ``fidelity.time_grid``): ``reference``, t_k = fl(fl(k)·fl(1/N)) in
+the dtype of the weights the times are used with (the authors' ``(arange(N) + 1) * dt``: the compute dtype in
+training and evaluation, bf16 in mixed precision, where it differs from bf16(k/N) by one ulp at some k; the
+parameters' dtype in resampling), or ``exact``, t_k = k/N in float32."""
+
+
+def grid_times(k, num_steps, grid: str, dtype):
+    """The times t = k·dt, dt = 1/N, N = ``num_steps``, of the step numbers ``k`` (an array or NamedArray, possibly
+    fractional, as a solver's stage times) on the Euler grid ``grid`` (one of ``TIME_GRIDS``); ``dtype`` is the
+    weights' (used by ``reference``). The Euler grid of §4.1 is t_k, k = 1..N."""
+    if grid == "exact":
+        return k.astype(jnp.float32) / num_steps
+    if grid != "reference":
+        raise ValueError(f"fidelity.time_grid must be one of {TIME_GRIDS}, got {grid!r}.")
+    dt = 1.0 / num_steps
+    return k.astype(dtype) * (dt if isinstance(dt, float) else dt.astype(dtype))
 
 
 TIME_PRECISIONS = ("compute", "float32")
@@ -104,16 +119,28 @@ class EulerField(eqx.Module):
         """The block x ↦ x + step·f_scale(t, x) with every weight materialised at time t and the output
         projections multiplied by ``scale``."""
 
+    @property
+    def weight_dtype(self):
+        """The dtype of the field's weights: the compute dtype under Levanter's mixed precision, else the
+        parameters'."""
+        return jax.tree_util.tree_leaves(eqx.filter(self, eqx.is_inexact_array))[0].dtype
+
+    def times(self, k, num_steps):
+        """The times t = k·dt, dt = 1/N, of step numbers ``k`` on the model's ``time_grid`` (``grid_times``): the
+        Euler grid t_k, k = 1..N, or a solver's stage times."""
+        return grid_times(k, num_steps, self.config.time_grid, self.weight_dtype)
+
     def euler_blocks(self, num_steps: int, step_scaling: str = "output") -> hnn.Stacked:
-        """The N Euler steps as stacked blocks: weights W(t_k), t_k = k/N, generated once (vmapped over k), with
-        dt = 1/N applied per ``step_scaling`` (one of ``STEP_SCALINGS``)."""
+        """The N Euler steps as stacked blocks: weights W(t_k), t_k = k/N on the config's ``time_grid``, generated
+        once (vmapped over k), with dt = 1/N applied per ``step_scaling`` (one of ``STEP_SCALINGS``)."""
         if step_scaling not in STEP_SCALINGS:
             raise ValueError(f"fidelity.resampling must be one of {STEP_SCALINGS}, got {step_scaling!r}.")
         Steps = self.config.Layers.resize(num_steps)
         dt = 1.0 / num_steps
+        times = self.times(hax.arange(Steps) + 1, num_steps)
         if step_scaling == "output":
-            blocks = hax.vmap(lambda t: self.at(t, step=dt), Steps)(euler_times(Steps))
+            blocks = hax.vmap(lambda t: self.at(t, step=dt), Steps)(times)
         else:
-            blocks = hax.vmap(lambda t: self.at(t, scale=dt), Steps)(euler_times(Steps))
+            blocks = hax.vmap(lambda t: self.at(t, scale=dt), Steps)(times)
         policy = hax.ScanCheckpointPolicy.from_bool_or_str(self.config.gradient_checkpointing)
         return hnn.Stacked(blocks, Steps, policy)

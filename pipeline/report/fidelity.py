@@ -25,13 +25,20 @@ PRESET_SECTIONS = ("preset", "datasets", "fidelity", "defaults", "pretrain", "fi
 """The parts of a resolved preset that ``pipeline_values`` reads."""
 LEDGER_COLUMNS = ["id", "choice", "paper", "reference_code", "pipeline", "key", "decision"]
 FIDELITY_MEANINGS = {
-    "init": {"reference": "every Linear N(0, 0.02²), biases 0; GPT embeddings ·0.02 / ·0.01, Llama std 1",
+    "init": {"reference": "every Linear N(0, 0.02²), biases 0; GPT embeddings ·0.02 / ·0.01, Llama std 1; "
+                          "DiffEqFormer-GPT's two block norms start identical",
              "levanter": "haliax fan-in Linear init, Levanter's embedding init, W(t) calibrated to std 0.02"},
-    "decay_mask": {"reference": "per family as the authors' code (docs/paper.md#weight-decay)",
+    "decay_mask": {"reference": "pretraining per family as the authors' code (docs/paper.md#weight-decay); every "
+                                "trained parameter in fine-tunes (LoRA: adapters and embeddings) and in their sources",
+                   "family": "per family (docs/paper.md#weight-decay) in every run, fine-tunes and their sources "
+                             "included",
                    "levanter": "Levanter's default mask (every weight but norms, embeddings, biases)"},
+    "time_grid": {"reference": "t_k = fl(fl(k)·fl(1/L)) in the weights' dtype ({compute} in training and "
+                               "evaluation, the parameters' in resampling and the analyses)",
+                  "exact": "t_k = k/L in float32, then cast to e(t)'s dtype"},
     "time_precision": {"compute": "e(t) in the compute dtype ({compute}) in training, the parameters' in resampling",
                        "float32": "e(t) always in float32"},
-    "llama_layer": {"reference": "chained norms, RMSNorm with scale and shift, eps 1e-6",
+    "llama_layer": {"reference": "chained norms, RMSNorm with scale and shift, eps 1e-6, final norm eps 1e-5",
                     "levanter": "norms side by side, RMSNorm scale only, eps 1e-5"},
     "resampling": {"output": "dt' multiplies each block's output, weights unscaled",
                    "folded": "dt' folded into the output projections"},
@@ -99,9 +106,9 @@ def pipeline_values(config: dict[str, Any]) -> dict[str, str]:
     values.update({
         "beta2_large": _resolved_train(config, "owt-large", "beta2"),
         "beta2_llama": _resolved_train(config, "owt-llama1b", "beta2"),
-        "time_grid": "t_k = k/L, k = 1..L, dt = 1/L",
+        "evaluate_at": "a resampled norm is its forward at t_k: (1 + h(t)·F_w), h(t)·F_b with the norm's own MLP h",
         "lora_trainable": ("adapters + embeddings" if lora.get("train_embeddings") else "adapters only")
-                          + f"; embeddings decayed per decay_mask {fidelity['decay_mask']}",
+                          + f"; decayed per fidelity.decay_mask {fidelity['decay_mask']}",
         "weight_sharing": weight_sharing(config),
         "clustering": "picture: independent W_Q, W_K, x0 ~ U(−1, 1), T = 1, seed {seed}; sweep: symmetric QK, no 1/√d, "
                       "x0 ~ U(−{x0_range:g}, {x0_range:g}), T ∈ {horizons}, {seeds} seeds, a(t) normalised and not"

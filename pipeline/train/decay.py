@@ -1,21 +1,26 @@
-"""Which parameters AdamW decays (preset key ``fidelity.decay_mask``; docs/paper.md#weight-decay).
+"""Which parameters AdamW decays (a run's ``train.decay_mask``, set from the preset key ``fidelity.decay_mask`` by
+``pipeline.config.grid``; docs/paper.md#weight-decay).
 
-- ``reference`` (the authors' code): GPT/Llama baselines and weight sharing decay the attention and MLP weight
-  matrices and the token and position embeddings (not norms, not biases); DiffEqFormer-GPT decays ONLY the token
-  and position embeddings (no hypernetwork parameter); DiffEqFormer-Llama decays every parameter (at its weight
-  decay 1e-5). A fine-tune decays as its source family does (a resampled DiffEqFormer-GPT: its embeddings; LoRA
-  adapters follow the module they wrap).
+- ``family`` (the authors' pretraining code): GPT/Llama baselines and weight sharing decay the attention and MLP
+  weight matrices and the token and position embeddings (not norms, not biases); DiffEqFormer-GPT decays ONLY the
+  token and position embeddings (no hypernetwork parameter); DiffEqFormer-Llama decays every parameter (at its
+  weight decay 1e-5). A resampled DiffEqFormer decays as its source family; LoRA adapters follow the module they
+  wrap.
+- ``all``: every trained parameter (the authors' fine-tuning code, whose optimizer has no mask: a LoRA fine-tune
+  decays its adapters and embeddings, a full fine-tune everything, and the fine-tunes' sources, pretrained by the
+  same code, every parameter).
 - ``levanter``: this Levanter's default mask (every weight except norms, embeddings and biases).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 from levanter.optim import AdamConfig
 
-DECAY_MASKS = ("reference", "levanter")
+DECAY_MASKS = ("family", "all", "levanter")
 EMBEDDINGS = re.compile(r"(.*\.)?embeddings\.(token|position)_embeddings\.weight")
 BASELINE_MATRICES = re.compile(r".*\.(attn|self_attn|mlp)\..*weight")
 """Attention and MLP weight matrices of the baselines (Levanter's module names; LoRA adapters under them too)."""
@@ -48,14 +53,15 @@ def is_decayed(rule: str, path: str) -> bool:
     return rule == "baseline" and BASELINE_MATRICES.fullmatch(path) is not None
 
 
-def reference_decay_mask(params):
-    """The reference mask of ``params`` (a model, or the trainable part of one): a tree of bools."""
+def decay_mask(params, mask: str = "family"):
+    """The mask ``mask`` (``family`` or ``all``) of ``params`` (a model, or the trainable part of one): a tree of
+    bools."""
     import equinox as eqx
     import haliax
     import jax
     from levanter.utils.jax_utils import leaf_key_paths
 
-    rule = decay_rule(params)
+    rule = "all" if mask == "all" else decay_rule(params)
 
     def is_leaf(node):
         return eqx.is_array(node) or haliax.is_named_array(node)
@@ -70,12 +76,14 @@ def reference_decay_mask(params):
 class MaskedAdamConfig(AdamConfig):
     """Levanter's AdamW whose weight-decay mask is ``decay_mask`` (one of ``DECAY_MASKS``)."""
 
-    decay_mask: str = "reference"
+    decay_mask: str = "family"
 
     def __post_init__(self):
         super().__post_init__()
         if self.decay_mask not in DECAY_MASKS:
-            raise ValueError(f"fidelity.decay_mask must be one of {DECAY_MASKS}, got {self.decay_mask!r}.")
+            raise ValueError(f"train.decay_mask must be one of {DECAY_MASKS}, got {self.decay_mask!r}.")
 
     def build_weight_decay_mask(self):
-        return reference_decay_mask if self.decay_mask == "reference" else super().build_weight_decay_mask()
+        if self.decay_mask == "levanter":
+            return super().build_weight_decay_mask()
+        return functools.partial(decay_mask, mask=self.decay_mask)

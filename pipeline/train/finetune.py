@@ -5,9 +5,10 @@ W(t_k) at t_k = k/N', dt' = 1/N' multiplying each block's output, or folded into
 ``resampling``), a GPT baseline keeps its depth. ``lora`` wraps the linear layers of every block with Levanter's
 LoRA (rank r, Levanter's default scale α/r with α = 8) and trains only the adapters (+ the token/position
 embeddings when ``train_embeddings``); the adapters start at A, B ~ 1e-6·N(0,1) (``lora_init`` reference) or
-B = 0, so step 0 is the resampled source model. ``full`` trains every parameter. Weight decay follows the source
-family's mask (``pipeline.train.decay``). Losses are measured on the target's ``eval_split`` (its test split where it
-has one, docs/paper.md#fine-tune-test-split).
+B = 0, so step 0 is the resampled source model. ``full`` trains every parameter. Weight decay follows the run's
+``train.decay_mask`` (``pipeline.train.decay``: every trained parameter under ``fidelity.decay_mask: reference``).
+Losses are measured on the target's ``eval_split`` (its test split where it has one,
+docs/paper.md#fine-tune-test-split).
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ def test_euler_with_trained_steps_reproduces_the_loss_of_packed_documents():
 
 
 class ScalarOde:
-    """dx/dt = a·cos(t)·x as a field with the model field's interface (``at(t, scale)`` → a block whose
-    ``increment`` is scale·f(t, ·)); exact x(1) = x(0)·exp(a·sin 1)."""
+    """dx/dt = a·cos(t)·x as a field with the model field's interface (``times(k, N)`` → k/N, ``at(t, scale)`` → a
+    block whose ``increment`` is scale·f(t, ·)); exact x(1) = x(0)·exp(a·sin 1)."""
 
     rate = 1.5
 
@@ -49,6 +49,9 @@ class ScalarOde:
 
         def increment(self, y, mask):
             return self.factor * y
+
+    def times(self, k, num_steps):
+        return k / num_steps
 
     def at(self, t, scale):
         return self.Block(scale * self.rate * jnp.cos(t))

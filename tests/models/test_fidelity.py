@@ -14,7 +14,7 @@ from models_testkit import VOCAB, init_prng, nodes_of, tiny_config, tiny_model
 import pipeline.models as pm
 from pipeline.models.init import reference_linears
 from pipeline.models.time_linear import CALIBRATION_TIMES, TimeLinear
-from pipeline.train.decay import reference_decay_mask
+from pipeline.train.decay import decay_mask
 
 
 @eqx.filter_jit
@@ -73,7 +73,7 @@ def test_reference_init_of_embeddings_and_linears(family, token_std, position_st
 
 
 def decayed_paths(model) -> set[str]:
-    mask = reference_decay_mask(model)
+    mask = decay_mask(model)
     paths = leaf_key_paths(model, is_leaf=eqx.is_array)
     return {path for path, decayed in zip(jax.tree_util.tree_leaves(paths), jax.tree_util.tree_leaves(mask),
                                           strict=True) if decayed}
@@ -92,15 +92,15 @@ EMBEDDINGS = {"embeddings.token_embeddings.weight", "embeddings.position_embeddi
         "mlp.down_proj")} | {"embeddings.token_embeddings.weight"}),
     ("diffeq", EMBEDDINGS),
 ])
-def test_reference_decay_mask_is_the_authors_set_of_parameters(family, expected):
-    """docs/paper.md#weight-decay: baselines decay attention/MLP matrices and embeddings; DiffEqFormer-GPT only
-    embeddings."""
+def test_family_decay_mask_is_the_authors_pretraining_set_of_parameters(family, expected):
+    """docs/paper.md#weight-decay: baselines decay attention/MLP weight matrices and embeddings; DiffEqFormer-GPT only
+    its embeddings."""
     assert decayed_paths(reference_model(family)) == expected
 
 
-def test_reference_decay_mask_decays_all_of_diffeq_llama_and_the_resampled_gpt_embeddings():
-    """docs/paper.md#weight-decay: DiffEqFormer-Llama decays everything; a resampled DiffEqFormer-GPT decays as its
-    source."""
+def test_family_decay_mask_decays_all_of_diffeq_llama_and_the_resampled_gpt_embeddings():
+    """docs/paper.md#weight-decay: DiffEqFormer-Llama decays every parameter; a resampled DiffEqFormer-GPT decays as
+    its source."""
     model = reference_model("diffeq_llama")
     assert decayed_paths(model) == set(jax.tree_util.tree_leaves(leaf_key_paths(model, is_leaf=eqx.is_array)))
     assert decayed_paths(pm.discretize(reference_model("diffeq"), 4)) == EMBEDDINGS
@@ -150,3 +150,25 @@ def test_reference_llama_layer_chains_its_norms():
     chained, side_by_side = (attended + block.mlp(block.mlp_norm(y)) for y in (a, x))
     assert np.abs(chained.array - side_by_side.array).max() > 1e-3
     np.testing.assert_allclose(block.increment(x, AttentionMask.causal()).array, chained.array, atol=1e-5)
+
+
+def test_reference_llama_final_norm_has_the_authors_eps():
+    """The authors' final RMSNorm takes LlamaConfig's eps 1e-5 (their layer norms 1e-6): the model's, its resampled
+    form's and the resampled template's (which loads resampled checkpoints)."""
+    model = tiny_model("diffeq_llama")
+    assert model.transformer.norm.eps == 1e-5
+    assert model.transformer.field.at(0.5).attn_norm.eps == 1e-6
+    resampled = eqx.filter_eval_shape(pm.discretize, model, 2)
+    assert resampled.transformer.norm.eps == 1e-5
+    template_config = pm.DiscreteDiffEqLlamaConfig(source=model.config, num_steps=2)
+    template = eqx.filter_eval_shape(template_config.build, VOCAB, key=jax.random.PRNGKey(0))
+    assert template.transformer.norm.eps == 1e-5
+
+
+def test_reference_init_starts_the_two_gpt_norms_alike():
+    """The authors' DiffEqFormer-GPT block draws both time-dependent norms from one key; their Llama layer from two."""
+    gpt = reference_model("diffeq").transformer.field
+    for first, second in zip(jax.tree_util.tree_leaves(gpt.ln_1), jax.tree_util.tree_leaves(gpt.ln_2), strict=True):
+        np.testing.assert_array_equal(first, second)
+    llama = reference_model("diffeq_llama").transformer.field
+    assert not np.array_equal(llama.attn_norm.mlp.lin1.weight.array, llama.mlp_norm.mlp.lin1.weight.array)

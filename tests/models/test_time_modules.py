@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pipeline.models.time_embedding import TimeMlp, euler_times, features_axis, time_features
+from pipeline.models.time_embedding import TimeMlp, features_axis, grid_times, time_features
 from pipeline.models.time_linear import TimeLinear
 from pipeline.models.time_norm import TimeLayerNorm, TimeRmsNorm
 
@@ -36,8 +36,9 @@ def test_time_features_keep_batch_axes():
     np.testing.assert_allclose(e.array[1], time_features(0.5, S).array, rtol=1e-6)
 
 
-def test_euler_times_are_k_over_n():
-    t = euler_times(hax.Axis("layers", 4))
+def test_exact_euler_times_are_k_over_n():
+    t = grid_times(hax.arange(hax.Axis("layers", 4)) + 1, 4, "exact", jnp.bfloat16)
+    assert t.dtype == jnp.float32
     np.testing.assert_allclose(t.array, [0.25, 0.5, 0.75, 1.0])
 
 

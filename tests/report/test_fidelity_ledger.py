@@ -16,7 +16,7 @@ def test_every_row_reads_what_the_preset_runs(preset):
     assert table.loc["beta2_large", "pipeline"] == str(runs["owt-large-gpt"].train.beta2)
     assert table.loc["beta2_llama", "pipeline"] == str(runs["owt-llama1b-diffeq_llama"].train.beta2)
     assert table.loc["init", "pipeline"].startswith(f"{runs['owt-large-gpt'].model.init}:")
-    assert table.loc["decay_mask", "pipeline"].startswith(f"{runs['owt-large-gpt'].train.decay_mask}:")
+    assert table.loc["decay_mask", "pipeline"].startswith(f"{config['fidelity']['decay_mask']}:")
     shared = sorted({(r.model.family, r.group) for r in runs.values() if r.model.family.startswith("shared")})
     groups = ("wt103-medium", "wt103-small")
     assert shared == [(family, group) for family in ("shared", "shared_ode") for group in groups]
@@ -46,6 +46,6 @@ def test_every_fidelity_key_has_a_row_and_switching_it_changes_the_row():
 
 def test_scorecard_sources_link_to_the_rows_that_move_them():
     assert linked_rows("Fig. 5").split(", ") == ["init", "decay_mask", "time_grid", "time_precision", "resampling",
-                                                 "lora_init", "lora_trainable", "eval_split"]
+                                                 "evaluate_at", "lora_init", "lora_trainable", "eval_split"]
     assert linked_rows("Table 3") == "param_count"
     assert linked_rows("Fig. 2c/d, 13") == "clustering"
