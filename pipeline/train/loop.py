@@ -28,6 +28,7 @@ from pipeline.artifacts import read_metrics, resume_metrics
 from pipeline.config import TrainSpec
 from pipeline.errors import RunStopped
 from pipeline.phases import mark_phase
+from pipeline.stop_signals import JOB_STOP_SIGNALS
 from pipeline.train.checkpoints import prune_checkpoints, resume_or_initialize, write_checksums
 from pipeline.train.identity import RunIdentity, claim_run_folder
 from pipeline.train.levanter_patches import after_each_save, held_out_evaluators, trainer_checkpointer
@@ -55,14 +56,16 @@ class TrainingEndedShortError(ValueError):
 
 
 class TrainingStoppedError(RunStopped):
-    """SIGTERM (or a cancelled Ray task) stopped the run; a checkpoint at the current step was saved first."""
+    """SIGTERM, SLURM's walltime warning or a cancelled Ray task stopped the run; a checkpoint at the current step
+    was saved first."""
 
 
 class StopRequest:
-    """SIGTERM/SIGINT while training → a flag read by a per-step hook (the handler itself must not touch JAX).
-    Ray delivers ``ray.cancel`` of a running task as SIGINT to its worker; SLURM sends SIGTERM before a kill."""
+    """A job stop signal while training (``pipeline.stop_signals``) → a flag, named after the first signal, read by a
+    per-step hook (the handler itself must not touch JAX). Ray delivers ``ray.cancel`` of a running task as SIGINT
+    to its worker; SLURM's walltime warning (SIGURG) reaches the worker directly, as every process of the job."""
 
-    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+    SIGNALS = JOB_STOP_SIGNALS
 
     def __init__(self):
         self.signal_name: str | None = None
@@ -75,7 +78,7 @@ class StopRequest:
         return self
 
     def _handle(self, number, frame) -> None:
-        self.signal_name = signal.Signals(number).name
+        self.signal_name = self.signal_name or signal.Signals(number).name
 
     def __exit__(self, *exc) -> None:
         for number, handler in self._previous.items():
@@ -94,6 +97,14 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
     ``trainable(model)`` gives Levanter's ``is_trainable`` filter tree (default: every parameter). A fresh run
     first evaluates the untrained model (``initial_val_loss``; the step-0 point of the curve).
     """
+    with StopRequest() as stop:  # from the start: a stop asked for during set-up is taken after the first step
+        return _train_run(run_id, train, seq_len, run_dir, cache_dir, tokenizer_dir, build_model, identity, stop,
+                          build_in_jit=build_in_jit, trainable=trainable, eval_split=eval_split)
+
+
+def _train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_dir: Path, tokenizer_dir: Path,
+               build_model: Callable[[Any, Any], Any], identity: RunIdentity, stop: StopRequest, *,
+               build_in_jit: bool, trainable: Callable[[Any], Any] | None, eval_split: str) -> TrainingResult:
     import equinox as eqx
     import jax
     import jax.random as jrandom
@@ -118,8 +129,7 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
     schedule = optimizer.lr_scheduler(train.steps)
     levanter.initialize(config)
 
-    with UndonatedTrainer(config, optimizer.build(train.steps), compute_next_token_loss) as trainer, \
-            StopRequest() as stop:
+    with UndonatedTrainer(config, optimizer.build(train.steps), compute_next_token_loss) as trainer:
         data_key, model_key, training_key = jrandom.split(jrandom.PRNGKey(train.seed), 3)
         vocab = round_axis_for_partitioning(Axis("vocab", len(tokenizer)), trainer.parameter_axis_mapping)
         if build_in_jit:
@@ -207,7 +217,8 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
             checkpointer.wait_until_finished()
             trainer.tracker.finish()
             raise TrainingStoppedError(
-                f"{run_id}: stopped on request ({stop.signal_name}: SIGTERM to the job, or its Ray task cancelled) "
+                f"{run_id}: stopped on request ({stop.signal_name}: SIGTERM to the job, SLURM's walltime warning, or "
+                f"its Ray task cancelled) "
                 f"after {info.step + 1} of {train.steps} updates; a checkpoint was saved in {checkpoints}, rerun "
                 f"the job to resume from it.")
 

@@ -216,7 +216,8 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step_and_a_rerun_resumes_from
     _, stderr = job.communicate(timeout=120)
     assert job.returncode == 1, stderr[-3000:]
     assert stderr.strip().splitlines()[-1].startswith("error: wt103-small-gpt: stopped on request (SIGINT: SIGTERM "
-                                                      "to the job, or its Ray task cancelled) after ")
+                                                      "to the job, SLURM's walltime warning, or its Ray task "
+                                                      "cancelled) after ")
     saved = [path for path in (run_dir / "checkpoints").glob("step-*") if (path / "metadata.json").is_file()]
     assert len(saved) == 1 and 20 <= int(saved[0].name.removeprefix("step-")) < 149
     assert not (run_dir / "summary.json").exists()
