@@ -10,9 +10,9 @@ GPUs than the Ray cluster has fails at once with a sentence (Ray would otherwise
 minutes before its own error.
 The task names its function as ``"module:function"``: the module is imported in the Ray worker only, so a job's
 driver process never imports JAX, Levanter or lm-eval (7–9 CPU-s per job, more on a loaded machine).
-SIGTERM or SIGURG to the job (``scancel``; SLURM's walltime warning, ``pipeline.stop_signals``) cancels the task
-gracefully: Ray raises SIGINT in the worker, whose training loop saves a checkpoint and stops; the job then exits
-non-zero.
+SIGTERM, SIGINT or SIGURG to the job (``scancel``, Ctrl-C, SLURM's walltime warning: ``pipeline.stop_signals``)
+cancels the task gracefully: Ray raises SIGINT in the worker, whose training loop saves a checkpoint and stops; the
+job then exits non-zero.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.phases import mark_phase
-from pipeline.stop_signals import WALLTIME_SIGNAL
+from pipeline.stop_signals import JOB_STOP_SIGNALS
 
 logger = logging.getLogger(__name__)
 
@@ -112,11 +112,12 @@ def require_ray_cluster_answers(address: str, timeout_s: float = RAY_CONNECT_TIM
 
 
 class cancel_on_stop_signals:
-    """While waiting for ``ref``: SIGTERM or SIGURG → ``ray.cancel(ref)`` once (non-forced: SIGINT in the worker,
-    which the training loop turns into a checkpoint and a clean stop), and the driver keeps waiting for the task's
-    end. Replaces Ray's own driver handler, which would exit at once and kill the worker mid-save."""
+    """While waiting for ``ref``: a job stop signal (``pipeline.stop_signals``) → ``ray.cancel(ref)`` once
+    (non-forced: SIGINT in the worker, which the training loop turns into a checkpoint and a clean stop), and the
+    driver keeps waiting for the task's end. Replaces Ray's own driver handler, which would exit at once and kill
+    the worker mid-save."""
 
-    SIGNALS = (signal.SIGTERM, WALLTIME_SIGNAL)
+    SIGNALS = JOB_STOP_SIGNALS
 
     def __init__(self, ref):
         self.ref = ref

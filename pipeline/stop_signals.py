@@ -11,4 +11,3 @@
 import signal
 
 JOB_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGURG)
-WALLTIME_SIGNAL = signal.SIGURG
