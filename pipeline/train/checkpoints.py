@@ -8,8 +8,8 @@ verified when its files still match those checksums.
 Retention: while a run trains, the two newest complete checkpoints are kept, plus every step that is a multiple of
 ``keep_checkpoints_every``; the older ones are deleted only once the newest is verified, so one torn or corrupted
 save (a node crash during the save, a torn write on a shared filesystem) still leaves a checkpoint to resume from.
-A finished run keeps its final checkpoint (and the permanent ones). On disk a running run holds at most three
-checkpoints (two complete, one being written), one more than when only the newest was kept.
+A finished run keeps its final checkpoint (and the permanent ones). On disk a running run holds two more than that
+at most: its two newest complete checkpoints and the one being written.
 
 Resume: before Levanter loads the newest complete checkpoint, one with unreadable metadata or files that no longer
 match their checksums is moved to ``<run>/unreadable-checkpoints/step-N`` (never deleted; one log line with its

@@ -120,7 +120,7 @@ def test_a_walltime_stop_saves_a_checkpoint_and_the_rerun_resumes_from_it(tmp_pa
     workdir = tmp_path / "walltime"
     shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    run, steps = "results/tiny/runs/wt103-small-gpt", 400
+    run, steps = "results/tiny/runs/wt103-small-gpt", 800
     train = f"steps: {steps}, eval_every: {steps}, eval_batches: 1, checkpoint_every: {steps}"
 
     def snakemake(*options: str, micro_batch: int | None, site: str | None = None) -> subprocess.CompletedProcess:
