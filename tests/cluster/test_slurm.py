@@ -117,6 +117,8 @@ def test_a_walltime_stop_saves_a_checkpoint_and_the_rerun_resumes_from_it(tmp_pa
     It trains at micro-batch 1 (eight forward/backward passes per update, not part of the run's fingerprint) so that
     it is still training when the warning comes; the rerun, at the whole batch and without a time limit, resumes
     from that checkpoint and trains exactly its steps."""
+    profile = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+    assert any(re.fullmatch(r"slurm_extra='--signal=URG@\d+'", item) for item in profile["default-resources"])
     workdir = tmp_path / "walltime"
     shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
