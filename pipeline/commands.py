@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 from pathlib import Path
 
+from pipeline.driver_stop import STOP_SIGNALS, child_processes, stop_jobs_on_signals
 from pipeline.job_env import RAY_PLACEMENT_ENV
 
 
@@ -14,11 +16,14 @@ def start_shared_local_ray(num_cpus: int) -> str:
     address handed to every job through ``PIPELINE_RAY_ADDRESS``: a job then joins it instead of starting an
     embedded Ray of its own (tiny pretraining jobs, side by side: 2.6–6.2 s against 15–25 s on a loaded 2-core
     machine, ``results/benchmarks/dag-subset-2026-11-23.md``). Each job stays its own Ray job (driver): its task,
-    log and provenance are its own. Returns the address."""
+    log and provenance are its own. SIGTERM or SIGINT to this process then stops the running jobs through their own
+    stop path before Ray (``pipeline.driver_stop``). Returns the address."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
+    before_ray = {number: signal.getsignal(number) for number in STOP_SIGNALS}
     context = ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    stop_jobs_on_signals(before_ray, spared=child_processes(os.getpid()), shutdown=ray.shutdown)
     address = context.address_info["gcs_address"]
     os.environ[RAY_PLACEMENT_ENV["address"]] = address
     os.environ.pop(RAY_PLACEMENT_ENV["num_cpus"], None)

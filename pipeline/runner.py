@@ -10,8 +10,9 @@ GPUs than the Ray cluster has fails at once with a sentence (Ray would otherwise
 minutes before its own error.
 The task names its function as ``"module:function"``: the module is imported in the Ray worker only, so a job's
 driver process never imports JAX, Levanter or lm-eval (7–9 CPU-s per job, more on a loaded machine).
-SIGTERM to the job (SLURM's warning before a time-limit kill, ``scancel``) cancels the task gracefully: Ray
-raises SIGINT in the worker, whose training loop saves a checkpoint and stops; the job then exits non-zero.
+SIGTERM, SIGINT or SIGURG to the job (``scancel``, Ctrl-C, SLURM's walltime warning: ``pipeline.stop_signals``)
+cancels the task gracefully: Ray raises SIGINT in the worker, whose training loop saves a checkpoint and stops; the
+job then exits non-zero.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.phases import mark_phase
+from pipeline.stop_signals import JOB_STOP_SIGNALS
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +68,7 @@ def run_on_ray(target: str, *args: Any, address: str | None, num_cpus: int | Non
         task = ray.remote(num_cpus=1, num_gpus=num_gpus, max_retries=0)(marked_task(target))
         logger.info("Submitting %s to Ray (%s)", task_name(target), address or "embedded local Ray")
         ref = task.remote(*args, **kwargs)
-        with cancel_on_sigterm(ref):
+        with cancel_on_stop_signals(ref):
             try:
                 return ray.get(ref)
             except ray.exceptions.RayTaskError as error:
@@ -105,30 +107,34 @@ def require_ray_cluster_answers(address: str, timeout_s: float = RAY_CONNECT_TIM
                               "embedded Ray in each job), or rerun the local snakemake whose Ray ended.") from None
 
 
-class cancel_on_sigterm:
-    """While waiting for ``ref``: SIGTERM → ``ray.cancel(ref)`` once (non-forced: SIGINT in the worker, which the
-    training loop turns into a checkpoint and a clean stop), and the driver keeps waiting for the task's end.
-    Replaces Ray's own driver handler, which would exit at once and kill the worker mid-save."""
+class cancel_on_stop_signals:
+    """While waiting for ``ref``: a job stop signal (``pipeline.stop_signals``) → ``ray.cancel(ref)`` once
+    (non-forced: SIGINT in the worker, which the training loop turns into a checkpoint and a clean stop), and the
+    driver keeps waiting for the task's end. Replaces Ray's own driver handler, which would exit at once and kill
+    the worker mid-save."""
+
+    SIGNALS = JOB_STOP_SIGNALS
 
     def __init__(self, ref):
         self.ref = ref
-        self.previous = None
+        self.previous: dict[int, Any] = {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGTERM, self._cancel)
+            self.previous = {number: signal.signal(number, self._cancel) for number in self.SIGNALS}
         return self
 
     def _cancel(self, number, frame) -> None:
         import ray
 
-        logger.warning("SIGTERM: asking the Ray task to save a checkpoint and stop")
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        logger.warning("%s: asking the Ray task to save a checkpoint and stop", signal.Signals(number).name)
+        for each in self.SIGNALS:
+            signal.signal(each, signal.SIG_IGN)
         ray.cancel(self.ref, force=False)
 
     def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
 
 
 def task_name(target: str) -> str:

@@ -94,7 +94,7 @@ def _measure_train_step(spec, tokenizer, steps: int):
 
     from pipeline.models.checkpoint import run_model_config
     from pipeline.step_plan import causal_examples
-    from pipeline.train.loop import optimizer_config, trainer_config
+    from pipeline.train.setup import optimizer_config, trainer_config
     from pipeline.train.trainer import UndonatedTrainer
 
     model_config = run_model_config(spec)

@@ -29,8 +29,15 @@ def iter_jsonl(path: str | Path, text_field: str = TEXT_FIELD) -> Iterator[dict]
     opener = gzip.open if path.name.endswith(".gz") else open
     lineno = 0
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for lineno, line in enumerate(f, start=1):
+        with opener(path, "rb") as f:
+            for lineno, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise ValueError(
+                        f"Corpus file {path}, line {lineno}: not UTF-8 ({e}); expected UTF-8 JSONL, "
+                        "optionally gzip-compressed."
+                    ) from None
                 try:
                     obj = json.loads(line)
                 except json.JSONDecodeError as e:
@@ -43,7 +50,7 @@ def iter_jsonl(path: str | Path, text_field: str = TEXT_FIELD) -> Iterator[dict]
                         f"expected {expected}."
                     )
                 yield obj
-    except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error) as e:
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise ValueError(
             f"Corpus file {path}, after line {lineno}: cannot be decoded ({e}); expected UTF-8 JSONL, "
             "optionally gzip-compressed."

@@ -28,7 +28,9 @@ def _cost(args: argparse.Namespace) -> None:
     print(format_stage_table(stages))
     print("Not counted: periodic validation during training. LoRA costed as full fine-tuning; lm-eval requests "
           "as full context windows (upper bounds). Checkpoint disk: what finished runs keep (12 bytes/parameter "
-          "each); a training run holds one more meanwhile.")
+          "each); a run holds two more while it trains (its two newest complete checkpoints, so that one bad save "
+          "leaves one to resume from, and the one being written), per running run: up to "
+          f"{max(row['running_checkpoint_bytes'] for row in runs) / 1e9:,.1f} GB for the largest.")
     print("\nPasses over the training data (built cache's token count, else the corpus's published size):")
     print(format_passes_table(runs))
     if args.csv:

@@ -17,8 +17,10 @@ Periodic validation during training is not counted (at most a few % of a run's t
 Each training run also shows its passes over its training data (tokens / the corpus's training tokens, read from
 the built token cache's ``stats.json`` when it exists, else the corpus's published size) and the disk its kept
 checkpoints take: 12 bytes per parameter (f32 weights + Adam's two moments; for LoRA an upper bound, Levanter saves
-the trainable parameters only) × the checkpoints it keeps (``kept_checkpoints``); while a run trains, one more
-(the newest) exists.
+the trainable parameters only) × the checkpoints it keeps (``kept_checkpoints``); while a run trains it holds
+``EXTRA_CHECKPOINTS_WHILE_TRAINING`` more (``running_checkpoint_bytes``): the two newest complete ones, so that one
+bad save leaves one to resume from (``pipeline.train.checkpoints``), and the one being written. That is per running
+run, not per run: a finished run keeps only ``kept_checkpoints``.
 
 Seconds per training token come from a measured table ``results/benchmarks/throughput-sizes-<device>.csv``
 (``python -m pipeline bench throughput-sizes``; matched on family, size and num_layers) or, for a model it lacks,
@@ -203,10 +205,16 @@ def kept_checkpoints(train: TrainSpec) -> int:
     return 1 + (train.steps - 2) // every
 
 
+EXTRA_CHECKPOINTS_WHILE_TRAINING = 2
+"""Checkpoints a training run holds beyond what it keeps when finished (its final one is not written yet): the two
+newest complete ones and the one being written."""
+
+
 def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, str, int], float],
               mfu: float, config: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per run: tokens, training tokens/s per GPU (measured, else estimated), GPU-hours
-    = tokens × passes / 3 / tokens_per_s / 3600, passes over the training data and kept checkpoint bytes."""
+    = tokens × passes / 3 / tokens_per_s / 3600, passes over the training data, kept checkpoint bytes and the most
+    checkpoint bytes it holds while it trains."""
     rows = []
     for workload in workloads:
         training = workload.passes == TRAIN_PASSES
@@ -226,7 +234,10 @@ def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, 
                      "gpu_hours": gpu_hours, "source": source,
                      "data_passes": tokens / corpus if corpus else None,
                      "checkpoint_bytes": (parameters * CHECKPOINT_BYTES_PER_PARAMETER * kept_checkpoints(workload.train)
-                                          if training else 0)})
+                                          if training else 0),
+                     "running_checkpoint_bytes": (
+                         parameters * CHECKPOINT_BYTES_PER_PARAMETER
+                         * (kept_checkpoints(workload.train) + EXTRA_CHECKPOINTS_WHILE_TRAINING) if training else 0)})
     return rows
 
 

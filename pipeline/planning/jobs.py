@@ -143,14 +143,14 @@ class JobSizing:
 
     def placement(self, kind: str) -> Placement:
         """Where jobs of ``kind`` (one of ``JOB_KINDS``) run: GPU jobs on the GPU partition (on the CPU partition at
-        a site without GPUs), with that partition's constraint; a training job is sent SIGTERM ``signal_lead_s``
-        before its walltime ends (SLURM signals the job step the executor runs it in), so that it saves a
-        checkpoint and stops."""
+        a site without GPUs), with that partition's constraint; a training job is sent SIGURG ``signal_lead_s``
+        before its walltime ends, so that it saves a checkpoint and stops (``pipeline.stop_signals``: SLURM signals
+        every process of the job, and the embedded Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
         site = self.site
         on_gpus = kind != "cpu" and site.gpus_per_node > 0
         flags = [f"--reservation={site.reservation}"] if site.reservation else []
         if kind == "training" and site.signal_lead_s:
-            flags.append(f"--signal=TERM@{site.signal_lead_s}")
+            flags.append(f"--signal=URG@{site.signal_lead_s}")
         if site.slurm_extra[kind]:
             flags.append(site.slurm_extra[kind])
         return Placement(site.gpu_partition if on_gpus else site.cpu_partition, site.account, site.qos,

@@ -63,7 +63,7 @@ def plan_train_step(workload: Workload, vocab_size: int, micro_batch: int) -> di
     from pipeline.models.param_count import count_leaves
     from pipeline.step_plan import abstract_train_step_plan, compiled_peak_bytes
     from pipeline.train.finetune import resample, trainable_filter
-    from pipeline.train.loop import optimizer_config, trainer_config
+    from pipeline.train.setup import optimizer_config, trainer_config
     from pipeline.train.trainer import UndonatedTrainer
 
     finetune = workload.finetune

@@ -23,7 +23,8 @@ from typing import Any
 from pipeline.artifacts import atomic_write_yaml
 from pipeline.config import DIFFEQ_FAMILIES, LLAMA_FAMILIES, FinetuneSpec
 from pipeline.train.identity import RunIdentity, source_fingerprint
-from pipeline.train.loop import train_run, write_run_record
+from pipeline.train.loop import train_run
+from pipeline.train.result import write_run_record
 
 
 def resampled_source(spec: FinetuneSpec, source_dir: Path, vocab_size: int, key):

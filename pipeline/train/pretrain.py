@@ -1,6 +1,7 @@
 """Pretraining (one function of one ``RunSpec``): a fresh model of the run's family and shape, initialised by its
-``init`` scheme (``pipeline.models.init``), trained on its dataset with Levanter (the loop, optimizer and
-checkpointing are in ``pipeline.train.loop``).
+``init`` scheme (``pipeline.models.init``), trained on its dataset with
+Levanter (the loop is ``pipeline.train.loop``, its configs ``pipeline.train.setup``, its checkpoints
+``pipeline.train.checkpoints``).
 
 JAX and Levanter are imported inside the function: the driver that submits it to Ray never loads them."""
 
@@ -15,7 +16,8 @@ from typing import Any
 from pipeline.artifacts import atomic_write_yaml
 from pipeline.config import RunSpec
 from pipeline.train.identity import RunIdentity
-from pipeline.train.loop import train_run, write_run_record
+from pipeline.train.loop import train_run
+from pipeline.train.result import write_run_record
 
 
 def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def trainer_for(run_id: str, train, scratch: Path):
     import levanter
     from levanter.models.lm_model import compute_next_token_loss
 
-    from pipeline.train.loop import optimizer_config, trainer_config
+    from pipeline.train.setup import optimizer_config, trainer_config
     from pipeline.train.trainer import UndonatedTrainer
 
     config = trainer_config(run_id, train, scratch)

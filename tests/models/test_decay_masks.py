@@ -15,7 +15,7 @@ from models_testkit import init_prng, tiny_model
 
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
 from pipeline.train.finetune import resample, trainable_filter
-from pipeline.train.loop import optimizer_config
+from pipeline.train.setup import optimizer_config
 
 TABLE = pd.read_csv(Path(__file__).with_name("reference_decay_masks.csv"), keep_default_na=False, dtype=str)
 TINY_RUNS = {

@@ -168,6 +168,7 @@ def test_passes_over_the_data_and_checkpoint_disk_per_run(paper, paper_workloads
     assert rows[0]["data_passes"] == pytest.approx(10_000 * 256 * 1024 / 0.12e9)
     assert rows[1]["data_passes"] == pytest.approx(40_000 * 256 * 1024 / 9.04e9)
     assert rows[1]["checkpoint_bytes"] == 774_030_080 * 12
+    assert rows[1]["running_checkpoint_bytes"] == 774_030_080 * 12 * 3, "two complete and one being written"
     assert rows[2]["checkpoint_bytes"] == 774_030_080 * 12 * 40  # steps 1000 ... 39000, and step-39999
     llama = paper_workloads[("pretrain", "owt-llama1b-llama")]
     assert cost.cost_rows([llama], "h100", {}, mfu=0.4, config=config)[0]["data_passes"] is None

@@ -225,7 +225,7 @@ def test_downstream_row_has_no_optimizer_state(tiny_rows):
 def test_a_runs_micro_batch_reaches_levanter(tmp_path, micro_batch, expected):
     """``train.micro_batch_size`` (the fit table's choice) is Levanter's ``per_device_parallelism``; the batch the
     paper reports stays ``train_batch_size``."""
-    from pipeline.train.loop import trainer_config
+    from pipeline.train.setup import trainer_config
 
     spec = pretrain_runs(load_preset({"preset": "paper"}))["owt-medium-gpt"]
     train = dataclasses.replace(spec.train, micro_batch_size=micro_batch)

@@ -94,7 +94,7 @@ def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_p
     """The untrained model's evaluation, the periodic ones (their first ``eval_batches`` batches) and the final one
     (the whole split) all call one jitted Levanter evaluation step, compiled once per run: Levanter 1.2 compiled it
     again for the final evaluator and again on each evaluator's second batch (0.8–1.3 s of CPU per trace and compile
-    on a tiny job; pipeline.train.loop.held_out_evaluators). The embedded Ray's worker inherits the driver's
+    on a tiny job; pipeline.train.levanter_patches.held_out_evaluators). The embedded Ray's worker inherits the driver's
     environment, so JAX logs each compile of the task."""
     spec = tiny_spec(steps=4, eval_every=2, checkpoint_every=4, eval_batches=2)
     run_dir = tmp_path / "evaluations"
@@ -176,7 +176,7 @@ def test_a_fine_tune_resamples_its_source_in_one_compiled_program(data, tmp_path
 
 
 def test_a_cache_without_the_test_split_a_fine_tune_is_scored_on_is_named(data, small_cache):
-    from pipeline.train.loop import evaluation_set
+    from pipeline.train.setup import evaluation_set
 
     with pytest.raises(FileNotFoundError, match=r"small-cache.*/cache/test: the token cache has no 'test' split; set "
                                                 r"test_split: true in its dataset's source"):
@@ -195,7 +195,7 @@ def test_gpus_the_machine_does_not_have_are_refused_before_training(data, tmp_pa
 
 def test_jax_without_the_accelerators_the_job_was_given_is_refused():
     """Ray may hand a task GPUs that a CPU-only jaxlib cannot use: the task refuses before training."""
-    from pipeline.train.loop import AcceleratorError, require_accelerators
+    from pipeline.train.setup import AcceleratorError, require_accelerators
 
     require_accelerators(0)
     with pytest.raises(AcceleratorError, match=r"given 2 GPU\(s\) but JAX .* sees 0 accelerator") as refusal:
@@ -219,7 +219,8 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step_and_a_rerun_resumes_from
     _, stderr = job.communicate(timeout=120)
     assert job.returncode == 1, stderr[-3000:]
     assert stderr.strip().splitlines()[-1].startswith("error: wt103-small-gpt: stopped on request (SIGINT: SIGTERM "
-                                                      "to the job, or its Ray task cancelled) after ")
+                                                      "to the job, SLURM's walltime warning, or its Ray task "
+                                                      "cancelled) after ")
     saved = [path for path in (run_dir / "checkpoints").glob("step-*") if (path / "metadata.json").is_file()]
     assert len(saved) == 1 and 20 <= int(saved[0].name.removeprefix("step-")) < 149
     assert not (run_dir / "summary.json").exists()
@@ -234,6 +235,33 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step_and_a_rerun_resumes_from
     assert summary["micro_batches"] == [{"from_step": 0, "micro_batch": 8, "gradient_accumulation": 1},
                                         {"from_step": resumed, "micro_batch": 4, "gradient_accumulation": 2}], \
         "a resume at another micro-batch (a re-planned fit table) is recorded from the update it started at"
+
+
+def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the_previous_one(data, tmp_path):
+    """A torn array file in the newest complete checkpoint (its checksums disagree) and one in the next (no checksums:
+    Levanter's load fails) are both moved aside; the run resumes from the one before and finishes exactly."""
+    spec = tiny_spec(steps=6, checkpoint_every=2, keep_checkpoints_every=2, eval_every=6, eval_batches=1)
+    run_dir = tmp_path / "corrupt"
+    assert run_verb(pretrain_args(spec, run_dir, data)).returncode == 0
+    checkpoints = run_dir / "checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("step-*")) == ["step-2", "step-4", "step-5"]
+    for step in (4, 5):
+        chunks = [
+            path
+            for path in (checkpoints / f"step-{step}").rglob("*")
+            if path.is_file() and not path.name.endswith((".json", "zarray", "zattrs"))
+        ]
+        max(chunks, key=lambda path: path.stat().st_size).write_bytes(b"\x00torn write")
+    (checkpoints / "step-4" / "checksums.json").unlink()
+    (run_dir / "summary.json").unlink()
+
+    result = run_verb(pretrain_args(spec, run_dir, data))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["resumed_from_step"] == 3 and summary["steps_done"] == 6
+    assert sorted(p.name for p in (run_dir / "unreadable-checkpoints").iterdir()) == ["step-4", "step-5"]
+    assert "step-5 (" in result.stderr and "no longer match the checksums written at its save" in result.stderr
+    assert "step-4 (" in result.stderr and "it failed to load" in result.stderr
 
 
 def test_checkpoints_of_another_fingerprint_are_moved_aside_and_the_same_one_resumes(data, tmp_path, caplog):
@@ -316,28 +344,78 @@ def test_a_torn_last_metrics_line_is_dropped_and_a_corrupt_one_is_named(tmp_path
     assert str(error.value).startswith(f"{path}: line 2 is not JSON; the metrics log is corrupt")
 
 
-def test_an_empty_checkpoint_metadata_is_named(tmp_path):
-    from pipeline.train.loop import check_checkpoint_metadata
+def complete_checkpoint(folder: Path, step: int, files: dict[str, bytes]) -> Path:
+    """A checkpoint folder as Levanter leaves it (array files, then metadata.json) and its checksums."""
+    from pipeline.train.checkpoints import write_checksums
 
-    (tmp_path / "step-19").mkdir()
-    (tmp_path / "step-19" / "metadata.json").write_text('{"step": 19}')
-    (tmp_path / "step-39").mkdir()
-    (tmp_path / "step-39" / "metadata.json").write_text("")
-    with pytest.raises(ValueError) as error:
-        check_checkpoint_metadata(tmp_path)
-    assert str(error.value) == (f"{tmp_path}/step-39/metadata.json: empty or corrupt checkpoint metadata (a save "
-                                f"was interrupted); delete {tmp_path}/step-39 and rerun to resume from the previous "
-                                f"checkpoint.")
+    checkpoint = folder / f"step-{step}"
+    for name, content in files.items():
+        (checkpoint / name).parent.mkdir(parents=True, exist_ok=True)
+        (checkpoint / name).write_bytes(content)
+    (checkpoint / "metadata.json").write_text(json.dumps({"step": step}))
+    write_checksums(checkpoint)
+    return checkpoint
 
 
-def test_pruning_keeps_the_newest_complete_checkpoint_and_the_permanent_ones(tmp_path):
-    from pipeline.train.loop import prune_checkpoints
+def test_damaged_checkpoints_are_moved_aside_newest_first_down_to_a_good_one(tmp_path, caplog):
+    from pipeline.train.checkpoints import set_aside_damaged
 
-    for step, complete in ((10, True), (20, True), (30, True), (40, False)):
-        (tmp_path / f"step-{step}").mkdir()
-        if complete:
-            (tmp_path / f"step-{step}" / "metadata.json").write_text("{}")
-    prune_checkpoints(tmp_path, keep_every=20)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-20", "step-30", "step-40"]
+    checkpoints = tmp_path / "run" / "checkpoints"
+    for step in (19, 39, 59):
+        complete_checkpoint(checkpoints, step, {"model/w/c/0": b"chunk" * 100})
+    (checkpoints / "step-19" / "metadata.json").write_text("")
+    (checkpoints / "step-59" / "model" / "w" / "c" / "0").write_bytes(b"torn")
+    set_aside_damaged(checkpoints)
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["step-39"]
+    aside = tmp_path / "run" / "unreadable-checkpoints"
+    assert sorted(p.name for p in aside.iterdir()) == ["step-19", "step-59"]
+    assert (
+        f"{checkpoints}/step-59 (0.0 MB) cannot be resumed: 1 of its 2 files no longer match the checksums "
+        f"written at its save (model/w/c/0); moved to {aside}/step-59"
+    ) in caplog.text
+    assert "step-19 (0.0 MB) cannot be resumed: its metadata.json is empty or corrupt" in caplog.text
+
+
+def test_a_checkpoint_without_checksums_that_fails_to_load_is_moved_aside_and_the_previous_one_loads(tmp_path):
+    from pipeline.train.checkpoints import CHECKSUMS_FILE, resume_or_initialize
+
+    checkpoints = tmp_path / "run" / "checkpoints"
+    for step in (19, 39):
+        complete_checkpoint(checkpoints, step, {"model/w/c/0": b"chunk"})
+    (checkpoints / "step-39" / CHECKSUMS_FILE).unlink()
+    loads = []
+
+    def load_newest():
+        newest = max(checkpoints.glob("step-*"), key=lambda path: int(path.name[5:]))
+        loads.append(newest.name)
+        if newest.name == "step-39":
+            raise ValueError("FAILED_PRECONDITION: Error reading local file: ZSTD_decompressStream() failed")
+        return newest.name
+
+    assert resume_or_initialize(load_newest, checkpoints) == "step-19" and loads == ["step-39", "step-19"]
+    assert (tmp_path / "run" / "unreadable-checkpoints" / "step-39").is_dir()
+
+    def fail():
+        raise ValueError("out of host memory")
+
+    with pytest.raises(ValueError, match="out of host memory"):
+        resume_or_initialize(fail, checkpoints)
+    assert (checkpoints / "step-19").is_dir(), "a checkpoint matching its checksums is not blamed for a failure"
+
+
+def test_pruning_keeps_the_two_newest_complete_checkpoints_once_the_newest_is_verified(tmp_path):
+    from pipeline.train.checkpoints import prune_checkpoints
+
+    for step in (10, 20, 30, 40):
+        complete_checkpoint(tmp_path, step, {"w": str(step).encode()})
+    (tmp_path / "step-50").mkdir()  # being written
+    (tmp_path / "step-40" / "w").write_bytes(b"torn")
     prune_checkpoints(tmp_path, keep_every=None)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-30", "step-40"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-10", "step-20", "step-30", "step-40", "step-50"], (
+        "nothing is deleted while the newest does not verify"
+    )
+    (tmp_path / "step-40" / "w").write_bytes(b"40")
+    prune_checkpoints(tmp_path, keep_every=20)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-20", "step-30", "step-40", "step-50"]
+    prune_checkpoints(tmp_path, keep_every=None, keep=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-40", "step-50"]

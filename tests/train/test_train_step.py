@@ -20,7 +20,7 @@ from levanter.utils.tree_utils import inference_mode
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.models import build_initialised
 from pipeline.models.checkpoint import run_model_config
-from pipeline.train.loop import optimizer_config, trainer_config
+from pipeline.train.setup import optimizer_config, trainer_config
 from pipeline.train.trainer import UndonatedTrainer
 
 STEPS = 5

@@ -1,0 +1,84 @@
+"""Patches to the pinned Levanter (1.2.dev1644, ``requirements.lock``), each changing one behaviour of it for a
+stated reason; none reaches into Levanter's modules, each wraps or replaces an attribute of one object it built.
+
+- ``held_out_evaluators``: Levanter's ``TaggedEvaluator`` compiles its evaluation step up to four times per run;
+  the patched evaluators share one step, compiled once.
+- ``trainer_checkpointer``: Levanter registers its ``Checkpointer`` through a callback that drops ``force``, so
+  the loop cannot ask for the checkpoint at the last step (or at a stop) through the hook; it gets the object.
+- ``after_each_save``: Levanter's ``Checkpointer`` offers no hook when a save is committed (``metadata.json``
+  written); the patch calls one, which writes the checkpoint's checksums (``pipeline.train.checkpoints``).
+
+The train step that donates no buffers (a jaxlib 0.7.2 fault) is ``pipeline.train.trainer.UndonatedTrainer``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+
+def held_out_evaluators(trainer, dataset, split: str, tokenizer, max_batches: int | None):
+    """Levanter ``TaggedEvaluator``s over one held-out split: the periodic one (its first ``max_batches`` batches;
+    all of it when None) and the final one (all of it), sharing one jitted evaluation step that every batch of every
+    evaluation hits.
+
+    Levanter 1.2 compiles that step up to four times per run otherwise: each ``TaggedEvaluator`` jits its own
+    ``accum_for_batch`` (the two close over the same tags, tokenizer bytes, precision and axis mapping, so the final
+    one can take the periodic one's), and ``evaluate`` starts its running means from bare scalars that the step
+    returns as axis-less ``NamedArray``s, a second pytree that traces and compiles the step again on the second
+    batch (``named_running_means``). Each trace and compile costs 0.8–1.3 s of a tiny job's CPU."""
+    from levanter.eval import TaggedEvaluator
+
+    eval_batch = trainer.config.EvalBatch
+    periodic, final = (TaggedEvaluator(eval_batch, [(dataset, [split])], tokenizer, trainer.device_mesh,
+                                       trainer.compute_axis_mapping, max_examples, mp=trainer.mp)
+                       for max_examples in (None if max_batches is None else max_batches * eval_batch.size, None))
+    accumulate = periodic.accum_for_batch
+
+    def accumulate_named(model, state, batch, tags):
+        return accumulate(model, named_running_means(state), batch, tags)
+
+    periodic.accum_for_batch = final.accum_for_batch = accumulate_named
+    return periodic, final
+
+
+def named_running_means(state):
+    """``state`` with every bare array leaf as an axis-less ``NamedArray`` (the form Levanter's step returns)."""
+    import haliax as hax
+    import jax
+
+    return jax.tree.map(lambda leaf: leaf if isinstance(leaf, hax.NamedArray) else hax.named(leaf, ()), state,
+                        is_leaf=lambda leaf: isinstance(leaf, hax.NamedArray))
+
+
+def trainer_checkpointer(trainer):
+    """The ``Checkpointer`` the Trainer registered as a hook: its final save must be forced by hand, because
+    Levanter wraps it in a ``LambdaCallback`` that drops ``force`` (no checkpoint at the last step otherwise)."""
+    from levanter.checkpoint import Checkpointer
+
+    for hook in trainer.hooks.hooks:
+        owner = getattr(getattr(hook.fn, "fn", None), "__self__", None)
+        if isinstance(owner, Checkpointer):
+            return owner
+    raise RuntimeError("Levanter's Trainer registered no Checkpointer hook; cannot save the final checkpoint.")
+
+
+def after_each_save(checkpointer, on_commit: Callable[[Path], None]) -> None:
+    """Make ``checkpointer`` call ``on_commit(<its step-N folder>)`` once each save is committed, after Levanter's
+    own commit (its ``metadata.json``) and on the same thread (its async save's), for every save it makes: by
+    steps, by time, forced."""
+    save = checkpointer.save_checkpoint
+
+    def save_checkpoint(
+        info, destination: str, commit_callback: Callable[[], None] | None = None, *, is_temporary: bool = False
+    ):
+        folder = Path(checkpointer.base_path) / destination
+
+        def committed() -> None:
+            on_commit(folder)
+            if commit_callback is not None:
+                commit_callback()
+
+        return save(info, destination, commit_callback=committed, is_temporary=is_temporary)
+
+    checkpointer.save_checkpoint = save_checkpoint

@@ -1,0 +1,117 @@
+"""The Levanter set-up of one run: its data, trainer and optimizer configs, its held-out split, and the devices it
+must see. Configs only: the training loop is ``pipeline.train.loop``; what it changes in Levanter's behaviour is
+``pipeline.train.levanter_patches`` and ``pipeline.train.trainer``."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+from pipeline.config import REPO_ROOT, TrainSpec
+from pipeline.train.identity import RunIdentity
+
+
+class AcceleratorError(ValueError):
+    """The job was given accelerators that JAX does not see (e.g. a CPU-only jaxlib on a GPU node)."""
+
+
+def require_accelerators(count: int) -> None:
+    """Fail before training when JAX sees fewer than ``count`` accelerators (GPU/TPU devices)."""
+    import jax
+
+    if count <= 0:
+        return
+    accelerators = [device for device in jax.devices() if device.platform != "cpu"]
+    if len(accelerators) < count:
+        raise AcceleratorError(
+            f"the job was given {count} GPU(s) but JAX (jaxlib {jax.__version__}, backend "
+            f"{jax.default_backend()}) sees {len(accelerators)} accelerator(s); if the venv is the CPU one, build the "
+            f"CUDA venv on the login node with PIPELINE_ACCELERATOR=cuda on the shared filesystem "
+            f"(`PIPELINE_ACCELERATOR=cuda bash workflow/scripts/setup_env.sh`), or run with --gpus 0.")
+
+
+def assigned_gpus() -> int:
+    """GPUs Ray assigned to the current task (0 outside a Ray task)."""
+    import ray
+
+    if not ray.is_initialized():
+        return 0
+    return len(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
+
+
+def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
+    """Levanter's single-dataset config over a prebuilt token cache (``<cache_dir>/{train,validation}``)."""
+    from levanter.data.text import UrlSingleDatasetLMConfig
+
+    return UrlSingleDatasetLMConfig(cache_dir=str(cache_dir), tokenizer=str(tokenizer_dir), train_urls=[],
+                                    validation_urls=[], shuffle=shuffle, permutation_type="feistel")
+
+
+def trainer_config(run_id: str, train: TrainSpec, run_dir: Path, *, require_accelerator: bool = False,
+                   identity: RunIdentity | None = None):
+    """Levanter ``TrainerConfig`` for one run: local checkpoints, the trackers of ``PIPELINE_TRACKERS`` for a run of
+    ``identity`` (``pipeline.train.tracking``; without one, ``metrics.jsonl`` only), no Ray/JAX auto-start, and no
+    gradient/parameter-norm watch (its jit hook compiles a second train step)."""
+    import jmp
+    from levanter.callbacks.watch import WatchConfig
+    from levanter.checkpoint import CheckpointerConfig
+    from levanter.distributed import DistributedConfig, RayConfig
+    from levanter.trainer import TrainerConfig
+
+    from pipeline.train.tracking import configured_trackers, tracker_configs
+
+    return TrainerConfig(
+        seed=train.seed,
+        mp=jmp.get_policy(train.mixed_precision),
+        tracker=tracker_configs(run_dir, configured_trackers(), identity),
+        log_dir=run_dir / "logs",
+        id=run_id,
+        train_batch_size=train.batch_size,
+        per_device_parallelism=-1 if train.micro_batch_size is None else train.micro_batch_size,
+        num_train_steps=train.steps,
+        steps_per_eval=train.eval_every,
+        max_eval_batches=train.eval_batches,
+        checkpointer=CheckpointerConfig(
+            base_path=str(run_dir / "checkpoints"),
+            append_run_id_to_base_path=False,
+            save_interval=timedelta(minutes=30),
+            keep=[{"every": train.checkpoint_every}],
+        ),
+        require_accelerator=require_accelerator,
+        ray=RayConfig(auto_start_cluster=False),
+        distributed=DistributedConfig(initialize_jax_distributed=False),
+        crash_on_nan=False,
+        crash_on_inf=False,
+        log_jaxprs=False,
+        log_xla_hlo=False,
+        watch=WatchConfig(watch_targets=[]),
+        jax_compilation_cache_dir=os.environ.get("JAX_COMPILATION_CACHE_DIR", str(REPO_ROOT / ".cache" / "jax")),
+    )
+
+
+def optimizer_config(train: TrainSpec):
+    from pipeline.train.decay import MaskedAdamConfig
+
+    return MaskedAdamConfig(learning_rate=train.lr, weight_decay=train.weight_decay, beta1=train.beta1,
+                            beta2=train.beta2, epsilon=train.epsilon, warmup=train.warmup_fraction,
+                            min_lr_ratio=train.min_lr_ratio, lr_schedule="cosine", decay_mask=train.decay_mask)
+
+
+def evaluation_set(data, Pos, cache_dir: Path, split: str):
+    """The token cache's ``split`` (validation, or a fine-tune's test split: docs/paper.md#fine-tune-test-split) as
+    examples."""
+    from levanter.data.text import dataset_for_format, load_lm_dataset_cache
+
+    if not (cache_dir / split / "shard_ledger.json").is_file():
+        raise FileNotFoundError(f"{cache_dir / split}: the token cache has no '{split}' split; set test_split: true "
+                                f"in its dataset's source (if the dataset has a test split) and rebuild the cache, "
+                                f"or set fidelity.eval_split: validation.")
+    cache = load_lm_dataset_cache(str(cache_dir / split), data.format, data.the_tokenizer, data.enforce_eos)
+    return dataset_for_format(data.format, Pos, cache, eos_id=data.the_tokenizer.eos_token_id,
+                              ignore_index=data.ignore_token_id)
+
+
+def count_examples(dataset) -> int:
+    """Number of seq_len examples in a (finite) Levanter training dataset."""
+    return len(dataset.as_sync_dataset())

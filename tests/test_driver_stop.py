@@ -1,0 +1,57 @@
+"""SIGTERM to a local `snakemake` driver that hosts the shared Ray (pipeline/driver_stop.py): its running training job
+stops through its own stop path (a checkpoint at the stop step), Ray after it, the lock is released, and a plain
+rerun resumes from that checkpoint."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = "results/tiny/runs/wt103-small-gpt"
+STEPS = 150
+
+
+def driver_args(workdir: Path) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory", str(workdir),
+            "--profile", str(ROOT / "profiles" / "ci"), f"{RUN}/summary.json", "--config", "preset=tiny",
+            f"pretrain={{wt103-small: {{train: {{steps: {STEPS}, eval_every: {STEPS}}}}}}}"]
+
+
+def trained_steps(run_dir: Path) -> int:
+    metrics = run_dir / "metrics.jsonl"
+    return sum('"loss"' in line for line in metrics.read_text().splitlines()) if metrics.exists() else 0
+
+
+def test_sigterm_to_the_local_driver_stops_its_training_job_with_a_checkpoint_and_a_rerun_resumes(
+        tiny_data_workdir, tmp_path):
+    workdir = tmp_path / "driver"
+    shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    driver = subprocess.Popen(driver_args(workdir), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, env=env)
+    deadline = time.time() + 300
+    while trained_steps(workdir / RUN) < 20 and time.time() < deadline and driver.poll() is None:
+        time.sleep(0.2)
+    driver.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    _, stderr = driver.communicate(timeout=300)
+    stopped_in = time.monotonic() - signalled
+    print(f"driver stopped {stopped_in:.1f} s after SIGTERM")
+    assert driver.returncode != 0 and stopped_in < 60, stderr[-3000:]
+    assert "SIGTERM: stopping 1 running job process(es)" in stderr, stderr[-3000:]
+    assert not list((workdir / ".snakemake").glob("locks/*")), "the driver left its lock"
+    log = (workdir / "results" / "tiny" / "logs" / "pretrain" / "wt103-small-gpt.log").read_text()
+    stop = re.search(rf"wt103-small-gpt: stopped on request \(SIGINT: .*\) after (\d+) of {STEPS} updates", log)
+    assert stop, log[-3000:]
+    assert (workdir / RUN / "checkpoints" / f"step-{int(stop[1]) - 1}" / "metadata.json").is_file()
+
+    rerun = subprocess.run(driver_args(workdir), cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    summary = json.loads((workdir / RUN / "summary.json").read_text())
+    assert summary["resumed_from_step"] == int(stop[1]) and summary["steps_done"] == STEPS
