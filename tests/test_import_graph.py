@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pipeline"
 
 FLOORS = [
-    # 0: leaves: names, digests, the environment a job reads, phase markers, failure sentences
+    # 0: leaves: names, digests, the environment a job reads, phase markers, failure sentences, stop signals
     ["pipeline.families", "pipeline.digests", "pipeline.job_env", "pipeline.phases", "pipeline.errors",
-     "pipeline.step_plan"],
+     "pipeline.step_plan", "pipeline.stop_signals", "pipeline.driver_stop"],
     # 1: presets and the site file, and the run-folder files every stage writes
     ["pipeline.config", "pipeline.site", "pipeline.artifacts"],
     # 2: running a verb's work as a Ray task

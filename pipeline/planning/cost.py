@@ -10,24 +10,19 @@ Per run, the tokens it processes times the seconds a GPU needs per token:
 - evaluate (lm-eval, App. C.7): forward tokens of each model of ``downstream.pairs``: per task and shot count,
   documents (the evaluation split, or ``limit``) × requests per document (answer choices) × ``seq_len``, an
   upper bound that charges every request a full context window;
-- analysis: forward passes over a few sentences or validation sets per run, negligible next to the above.
+- analysis: forward passes over a few sentences or validation sets per run, negligible next to the above;
+  periodic validation during training is not counted (at most a few % of a run's tokens).
 
-Periodic validation during training is not counted (at most a few % of a run's tokens).
-
-Each training run also shows its passes over its training data (tokens / the corpus's training tokens, read from
-the built token cache's ``stats.json`` when it exists, else the corpus's published size) and the disk its kept
-checkpoints take: 12 bytes per parameter (f32 weights + Adam's two moments; for LoRA an upper bound, Levanter saves
-the trainable parameters only) × the checkpoints it keeps (``kept_checkpoints``); while a run trains it holds
-``EXTRA_CHECKPOINTS_WHILE_TRAINING`` more (``running_checkpoint_bytes``): the two newest complete ones, so that one
-bad save leaves one to resume from (``pipeline.train.checkpoints``), and the one being written. That is per running
-run, not per run: a finished run keeps only ``kept_checkpoints``.
+Each training run also shows its passes over its training data (tokens / the training tokens of the built cache's
+``stats.json``, else the corpus's published size) and its checkpoint disk at 12 bytes per parameter (f32 weights +
+Adam's two moments): ``kept_checkpoints`` when finished, ``EXTRA_CHECKPOINTS_WHILE_TRAINING`` more while it trains
+(``running_checkpoint_bytes``; ``pipeline.train.checkpoints``), per running run.
 
 Seconds per training token come from a measured table ``results/benchmarks/throughput-sizes-<device>.csv``
 (``python -m pipeline bench throughput-sizes``; matched on family, size and num_layers) or, for a model it lacks,
-from an estimate: Levanter's forward FLOPs per token (``LmConfig.flops_per_token``: matmuls, the full
-attention map and the LM head) × 3 for forward + backward, as Levanter's own MFU accounting, divided by
-MFU × the device's dense peak. A forward-only token (evaluation) costs a third of a training token.
-GPU-hours assume linear data-parallel scaling: wall-clock hours = GPU-hours / GPUs.
+from an estimate: Levanter's forward FLOPs per token (``LmConfig.flops_per_token``: matmuls, the attention map,
+the LM head) × 3 (forward + backward), as Levanter's MFU accounting, / (MFU × the device's dense peak); a
+forward-only token costs a third. GPU-hours assume linear data-parallel scaling: wall-clock = GPU-hours / GPUs.
 """
 
 from __future__ import annotations
@@ -196,9 +191,8 @@ def corpus_train_tokens(config: dict[str, Any], dataset: str, tokenizer: str) ->
 
 
 def kept_checkpoints(train: TrainSpec) -> int:
-    """Checkpoints a finished run keeps: the final one (``step-<steps-1>``) plus the periodic ones (saved at the
-    steps 0 < s < steps-1 that are multiples of ``checkpoint_every``) whose step is a multiple of
-    ``keep_checkpoints_every``."""
+    """Checkpoints a finished run keeps: the final one plus the periodic ones (steps 0 < s < steps-1, multiples of
+    ``checkpoint_every``) whose step is a multiple of ``keep_checkpoints_every``."""
     if not train.keep_checkpoints_every:
         return 1
     every = math.lcm(train.checkpoint_every, train.keep_checkpoints_every)
@@ -206,15 +200,13 @@ def kept_checkpoints(train: TrainSpec) -> int:
 
 
 EXTRA_CHECKPOINTS_WHILE_TRAINING = 2
-"""Checkpoints a training run holds beyond what it keeps when finished (its final one is not written yet): the two
-newest complete ones and the one being written."""
+"""Checkpoints a running run holds beyond its finished ones: the two newest complete ones and the one being written."""
 
 
 def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, str, int], float],
               mfu: float, config: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per run: tokens, training tokens/s per GPU (measured, else estimated), GPU-hours
-    = tokens × passes / 3 / tokens_per_s / 3600, passes over the training data, kept checkpoint bytes and the most
-    checkpoint bytes it holds while it trains."""
+    """One row per run: tokens, training tokens/s per GPU (measured, else estimated), GPU-hours = tokens × passes /
+    3 / tokens_per_s / 3600, passes over the training data, checkpoint bytes kept, and held while it trains."""
     rows = []
     for workload in workloads:
         training = workload.passes == TRAIN_PASSES

@@ -31,7 +31,7 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
     small, biggest = jobs.training("wt103-small-gpt"), jobs.training("owt-llama1b-diffeq_llama")
     hours = jobs.cost("owt-llama1b-diffeq_llama")["gpu_hours"]
     assert small.gpus < biggest.gpus == 8 and small.minutes < biggest.minutes
-    training = Placement("gpu", sbatch_flags=("--signal=TERM@600",))
+    training = Placement("gpu", sbatch_flags=("--signal=URG@600",))
     assert biggest == JobShape(gpus=8, micro_batch=0, placement=training, cpus=64, mem_mb=512000,
                                minutes=training_minutes(hours, 8, SITE))
     capped = JobSizing(paper, dataclasses.replace(SITE, max_runtime_min=600, gpu_model="h100", account="proj"))
