@@ -25,7 +25,7 @@ from pipeline.artifacts import atomic_write_text
 from pipeline.families import DIFFEQ_FAMILIES, FAMILY_LABELS, SHARED_FAMILIES
 from pipeline.report.claim_rows import SCORECARD_COLUMNS, row
 from pipeline.report.intervals import INTERVAL_METHOD, VERDICT_RULE
-from pipeline.report.seeded_claims import CLUSTERED_MAX_FRACTION, TRAIN_COST_GOAL, seeded_claims
+from pipeline.report.seeded_claims import TRAIN_COST_GOAL, clustering_regimes, seeded_claims
 from pipeline.report.tables import (
     TableFiles,
     downstream_table,
@@ -272,13 +272,9 @@ def clustering_sweep_claims(path: Path | None) -> list[dict]:
     and the quartic a(t) = t⁴ does not; the claim holds in a regime when that is most seeds."""
     if path is None:
         return [row("claim", "weight sharing clusters, t⁴ does not (seed sweep)", "Fig. 2c/d", status=NOT_RUN)]
-    sweep = read_csv(path, ["horizon", "normalised", "seed", "magnitude", "tokens", "n_clusters"],
-                     "the clustering sweep of the analysis stage")
     rows = []
-    for (horizon, normalised), regime in sweep.groupby(["horizon", "normalised"]):
-        wide = regime.pivot(index="seed", columns="magnitude", values="n_clusters")
-        limit = CLUSTERED_MAX_FRACTION * regime["tokens"].iloc[0]
-        fraction = float(((wide["constant"] <= limit) & (wide["quartic"] > limit)).mean())
+    for horizon, normalised, regime, wide, holds in clustering_regimes(path):
+        fraction = float(holds.mean())
         fewer = float((wide["constant"] < wide["quartic"]).mean())
         scaling = "normalised to equal mean" if normalised else "unnormalised"
         rows.append(row("claim", f"weight sharing clusters, t⁴ does not: T = {horizon:g}, a(t) {scaling}", "Fig. 2c/d",

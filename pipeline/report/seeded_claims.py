@@ -121,8 +121,7 @@ def spectra_claims(trained: list[Path], untrained: list[Path]) -> list[dict]:
 def sharing_claims(runs: pd.DataFrame) -> list[dict]:
     """(5) weight sharing is worse: per seed, the shared model's val_loss − the best other model's, > 0."""
     rows = []
-    for group, runs_of_group in runs[runs["role"] == "table"].groupby("group", sort=False):
-        wide = runs_of_group.pivot(index="seed", columns="family", values="val_loss")
+    for group, runs_of_group, wide in _by_seed(runs, "val_loss"):
         others = wide[[family for family in wide.columns if family not in SHARED_FAMILIES]].min(axis=1)
         for family in [family for family in wide.columns if family in SHARED_FAMILIES]:
             rows.append(claim(f"(5) weight sharing is worse: {FAMILY_LABELS[family]}, {group}", "Table 1",
@@ -137,13 +136,8 @@ def clustering_claims(sweep_csv: Path | None) -> list[dict]:
     and t⁴ does not, else 0; the mean (fraction of seeds) > 0.5, per regime."""
     if sweep_csv is None:
         return []
-    sweep = read_csv(sweep_csv, ["horizon", "normalised", "seed", "magnitude", "tokens", "n_clusters"],
-                     "the clustering sweep of the analysis stage")
     rows = []
-    for (horizon, normalised), regime in sweep.groupby(["horizon", "normalised"]):
-        wide = regime.pivot(index="seed", columns="magnitude", values="n_clusters")
-        limit = CLUSTERED_MAX_FRACTION * regime["tokens"].iloc[0]
-        holds = ((wide["constant"] <= limit) & (wide["quartic"] > limit)).astype(float)
+    for horizon, normalised, _, wide, holds in clustering_regimes(sweep_csv):
         scaling = "normalised" if normalised else "unnormalised"
         rows.append(claim(f"(6) weight sharing clusters, t⁴ does not: T = {horizon:g}, a(t) {scaling}", "Fig. 2c/d",
                           t_interval(holds.tolist()), 0.5, "above", "fraction of seeds",
@@ -154,8 +148,7 @@ def clustering_claims(sweep_csv: Path | None) -> list[dict]:
 def throughput_claims(runs: pd.DataFrame) -> list[dict]:
     """(7) training throughput only slightly below GPT's: per seed DiffEqFormer / GPT tokens/s ≥ 1/1.15."""
     rows = []
-    for group, runs_of_group in runs[runs["role"] == "table"].groupby("group", sort=False):
-        wide = runs_of_group.pivot(index="seed", columns="family", values="mean_tokens_per_s")
+    for group, _, wide in _by_seed(runs, "mean_tokens_per_s"):
         if {"gpt", "diffeq"} <= set(wide.columns):
             rows.append(claim(f"(7) throughput only slightly below GPT, {group}", "Fig. 15",
                               t_interval((wide["diffeq"] / wide["gpt"]).tolist()), 1 / TRAIN_COST_GOAL, "above",
@@ -172,3 +165,21 @@ def seeded_claims(runs: pd.DataFrame, finetune_summaries: list[Path], spectra: l
     return (perplexity_claims(runs) + finetune_claims(finetunes) + overfit_claims(finetunes)
             + spectra_claims(spectra, untrained_spectra) + sharing_claims(runs) + clustering_claims(clustering_sweep)
             + throughput_claims(runs))
+
+
+def _by_seed(runs: pd.DataFrame, values: str):
+    """Per group of the perplexity tables: its runs and ``values`` as a seed × family table (pairs by seed)."""
+    for group, runs_of_group in runs[runs["role"] == "table"].groupby("group", sort=False):
+        yield group, runs_of_group, runs_of_group.pivot(index="seed", columns="family", values=values)
+
+
+def clustering_regimes(sweep_csv: Path):
+    """Per regime (horizon T, a(t) normalised or not) of the clustering sweep: its rows, clusters as a seed ×
+    magnitude table, and per seed whether the constant a(t) clusters (at most ``CLUSTERED_MAX_FRACTION`` of the
+    tokens as clusters) and t⁴ does not (1.0 or 0.0)."""
+    sweep = read_csv(sweep_csv, ["horizon", "normalised", "seed", "magnitude", "tokens", "n_clusters"],
+                     "the clustering sweep of the analysis stage")
+    for (horizon, normalised), regime in sweep.groupby(["horizon", "normalised"]):
+        wide = regime.pivot(index="seed", columns="magnitude", values="n_clusters")
+        limit = CLUSTERED_MAX_FRACTION * regime["tokens"].iloc[0]
+        yield horizon, normalised, regime, wide, ((wide["constant"] <= limit) & (wide["quartic"] > limit)).astype(float)
