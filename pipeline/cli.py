@@ -17,10 +17,12 @@ from pipeline.data import commands as data_commands
 from pipeline.errors import failure_sentence, subject
 from pipeline.evaluate import commands as evaluate_commands
 from pipeline.phases import LOG_FORMAT, mark_phase, process_start_time
+from pipeline.preflight import commands as preflight_commands
 from pipeline.report import commands as report_commands
 from pipeline.train import commands as train_commands
 
-STAGES = (data_commands, train_commands, evaluate_commands, analysis_commands, report_commands, bench_commands)
+STAGES = (data_commands, train_commands, evaluate_commands, analysis_commands, report_commands, bench_commands,
+          preflight_commands)
 
 
 def build_parser() -> argparse.ArgumentParser:

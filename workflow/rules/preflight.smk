@@ -1,0 +1,107 @@
+"""The preflight (`snakemake preflight`): one short job per distinct training job shape of the preset, on the GPUs,
+memory and micro-batch its runs get, measured and projected onto the grid (pipeline/preflight/). Its rows feed the
+cost preview and every training job's walltime; a red row stops the grid's dry run (pipeline/site.py)."""
+
+import functools
+import json
+
+from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, training_shapes
+
+PREFLIGHT = f"{RESULTS}/preflight"
+PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
+
+
+wildcard_constraints:
+    shape="[a-z0-9_.]+-[a-z0-9_.]+-g[0-9]+-mb[0-9]+",
+
+
+@functools.cache
+def preflight_shapes():
+    """The shapes, sized like the grid's runs (with a site: from the fit table, which must exist by now)."""
+    try:
+        return training_shapes(config, JOBS)
+    except ValueError as error:
+        raise WorkflowError(str(error)) from None
+
+
+def preflight_shape(wildcards):
+    return preflight_shapes()[wildcards.shape]
+
+
+def preflight_job_inputs(wildcards):
+    return run_inputs(type("Run", (), {"run": preflight_shape(wildcards).run_id}))
+
+
+def preflight_plan_option(wildcards):
+    """The fit row's plan of the shape's job (with a site), else none: the job plans itself."""
+    shape = preflight_shape(wildcards)
+    row = JOBS.fit_row(shape.run_id, shape.gpus) if SITE is not None and shape.gpus else None
+    return [] if row is None else ["--planned-bytes", row["total_bytes"], "--budget-bytes", row["usable_bytes"]]
+
+
+def preflight_job_resources():
+    def job(wildcards):
+        resources = JOBS.training("pretrain", preflight_shape(wildcards).run_id, check_preflight=False)
+        return {**resources, "runtime": PREFLIGHT_RUNTIME_MIN} if "runtime" in resources else resources
+
+    return JOBS.rule_resources(job, gpu=True, training=True)
+
+
+rule preflight_job:
+    input:
+        unpack(preflight_job_inputs),
+    output:
+        row=f"{PREFLIGHT}/{{shape}}/row.json",
+    params:
+        spec=lambda wildcards: RUNS[preflight_shape(wildcards).run_id].to_json(),
+        runs=lambda wildcards: len(preflight_shape(wildcards).runs),
+        job_dir=lambda wildcards: f"{PREFLIGHT}/{wildcards.shape}",
+        device=PREFLIGHT_DEVICE,
+        plan=preflight_plan_option,
+        options=[f"--{key}={value}" for key, value in sorted(config.get("preflight", {}).items())],
+    log:
+        f"{RESULTS}/logs/preflight/{{shape}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/preflight/{{shape}}.tsv"
+    resources:
+        **preflight_job_resources(),
+    shell:
+        "python -m pipeline preflight-job --spec {params.spec:q} --shape {wildcards.shape:q} --runs {params.runs}"
+        " --job-dir {params.job_dir:q} --cache {input.cache:q} --tokenizer {input.tokenizer:q}"
+        " --micro-batch {resources.micro_batch:q} --gpus {resources.gpu:q} --device-label {params.device:q}"
+        " {params.plan:q} {params.options:q} --row {output.row:q} > {log:q} 2>&1"
+
+
+rule preflight:
+    input:
+        rows=lambda wildcards: [f"{PREFLIGHT}/{shape}/row.json" for shape in preflight_shapes()],
+    output:
+        md=f"{RESULTS}/preflight.md",
+        csv=f"{RESULTS}/preflight.csv",
+        html=report(
+            f"{RESULTS}/preflight.html",
+            caption="../report/preflight.rst",
+            category="Preflight",
+            labels={"table": "Preflight"},
+        ),
+        projection=f"{RESULTS}/preflight-projection.csv",
+    params:
+        preset=PRESET,
+        shapes=lambda wildcards: json.dumps(
+            {shape_id: {"runs": list(shape.runs), "gpus": shape.gpus} for shape_id, shape in preflight_shapes().items()}
+        ),
+        device=PREFLIGHT_DEVICE,
+        mfu=SITE.mfu if SITE is not None else 0.4,
+        safety=SITE.safety_factor if SITE is not None else 1.0,
+    log:
+        f"{RESULTS}/logs/preflight/report.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/preflight/report.tsv"
+    resources:
+        **TIDY_FILE_RESOURCES,
+    localrule: True
+    shell:
+        "python -m pipeline preflight-report --preset {params.preset:q} --rows {input.rows:q}"
+        " --shapes {params.shapes:q} --device-label {params.device:q} --mfu {params.mfu} --safety-factor {params.safety}"
+        " --md {output.md:q} --csv {output.csv:q} --html {output.html:q} --projection {output.projection:q}"
+        " > {log:q} 2>&1"
