@@ -200,10 +200,12 @@ def export_site_environment(site: Site | None) -> None:
 class JobResources:
     """Each job's SLURM resources for one preset at one site; ``None`` as the site: local jobs on the CPU."""
 
-    def __init__(self, config: dict[str, Any], site: Site | None, fit_table: str | Path | None = None):
+    def __init__(self, config: dict[str, Any], site: Site | None, fit_table: str | Path | None = None,
+                 preflight_table: str | Path | None = None):
         self.config = config
         self.site = site
         self.fit_table = fit_table
+        self.preflight_table = preflight_table
         self._costs: dict[tuple[str, str], dict[str, Any]] = {}
 
     def resource_keys(self, gpu: bool, training: bool = False) -> list[str]:
@@ -231,10 +233,18 @@ class JobResources:
 
     @functools.cached_property
     def _measured(self) -> dict:
+        """Measured training tokens/s per GPU of the site's device: the throughput table's, and over it this
+        preset's preflight's (``pipeline.preflight.measured``)."""
         from pipeline.bench.cost import default_throughput_path, read_throughput
+        from pipeline.config import pretrain_runs
 
         path = default_throughput_path(self.site.device)
-        return read_throughput(path, self.site.device) if path.is_file() else {}
+        measured = read_throughput(path, self.site.device) if path.is_file() else {}
+        if self.preflight_table is None:
+            return measured
+        from pipeline.preflight.measured import measured_throughput
+
+        return {**measured, **measured_throughput(self.preflight_table, self.site.device, pretrain_runs(self.config))}
 
     def cost(self, stage: str, run_id: str) -> dict[str, Any]:
         """The cost preview's row of one run (``gpu_hours``, ``parameters``, ...) on the site's device."""
@@ -327,16 +337,25 @@ class JobResources:
                              "(gpu_memory_gb) in the site file, then rerun `fit`.")
         return int(row["micro_batch"])
 
-    def training(self, stage: str, run_id: str) -> dict[str, Any]:
+    def training(self, stage: str, run_id: str, check_preflight: bool = True) -> dict[str, Any]:
         """A pretraining run or fine-tune: GPUs, walltime and memory from its size, its micro-batch from the fit
-        table (module docstring)."""
+        table (module docstring); a pretraining run whose shape's preflight row is red stops the workflow
+        (``check_preflight``, ``pipeline.preflight.measured.require_green``)."""
         if self.site is None:
-            return {"gpu": 0, "micro_batch": self._workloads[stage, run_id].train.micro_batch_size or 0}
-        if self.site.gpus_per_node == 0:
-            return {**self._gpu_job(0, 0), "micro_batch": self._workloads[stage, run_id].train.micro_batch_size or 0}
-        gpus = self.training_gpu_count(stage, run_id)
-        minutes = training_minutes(self.cost(stage, run_id)["gpu_hours"], gpus, self.site)
-        return {**self._gpu_job(gpus, minutes), "micro_batch": self.micro_batch(stage, run_id, gpus)}
+            job = {"gpu": 0, "micro_batch": self._workloads[stage, run_id].train.micro_batch_size or 0}
+        elif self.site.gpus_per_node == 0:
+            job = {**self._gpu_job(0, 0), "micro_batch": self._workloads[stage, run_id].train.micro_batch_size or 0}
+        else:
+            gpus = self.training_gpu_count(stage, run_id)
+            minutes = training_minutes(self.cost(stage, run_id)["gpu_hours"], gpus, self.site)
+            job = {**self._gpu_job(gpus, minutes), "micro_batch": self.micro_batch(stage, run_id, gpus)}
+        if check_preflight and stage == "pretrain" and self.preflight_table is not None:
+            from pipeline.preflight.measured import require_green
+            from pipeline.preflight.shapes import run_shape_id
+
+            spec = self._workloads[stage, run_id].model.spec
+            require_green(self.preflight_table, run_shape_id(spec, job), run_id)
+        return job
 
     def memory_probe_gpu_count(self, probe_id: str) -> int:
         """A memory probe's GPUs at a site with GPUs: one node's, the most that divide its batch (module docstring)."""

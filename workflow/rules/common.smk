@@ -143,14 +143,14 @@ def report_figure(path, caption, subcategory, label):
     )
 
 
-JOBS = JobResources(config, SITE, fit_table=f"{RESULTS}/fit.csv")
+JOBS = JobResources(config, SITE, fit_table=f"{RESULTS}/fit.csv", preflight_table=f"{RESULTS}/preflight.csv")
 export_code_path(REPO_ROOT)
 export_ray_placement(config["ray"])
 export_xla_flags(config.get("xla_flags", ""))
 export_trackers(config.get("tracker", ["jsonl"]))
 export_site_environment(SITE)
 
-RAY_RULES = {"pretrain", "finetune", "downstream", "spectra", "lyapunov", "frontier", "memory_probe"}
+RAY_RULES = {"pretrain", "finetune", "downstream", "spectra", "lyapunov", "frontier", "memory_probe", "preflight_job"}
 
 
 onstart:
