@@ -404,17 +404,33 @@ def default_throughput_path(device: str) -> Path:
     return BENCHMARKS_DIR / f"throughput-sizes-{device}.csv"
 
 
-def preview(preset: str, device: str, throughput: Path | None = None,
-            mfu: float = DEFAULT_MFU) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def preview(preset: str, device: str, throughput: Path | None = None, mfu: float = DEFAULT_MFU,
+            preflight: Path | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(stage rows, run rows) of ``preset`` on ``device``; ``throughput`` defaults to the device's measured table
-    when it exists."""
+    when it exists; the preflight report (``preflight``, default the preset's), where it measured a model on ``device``,
+    wins (source ``preflight``)."""
     if not 0 < mfu <= 1:
         raise ValueError(f"--mfu must be in (0, 1] (got {mfu}).")
     config = load_preset({"preset": preset})
     path = throughput or default_throughput_path(device)
     measured = read_throughput(path, device) if throughput or path.is_file() else {}
-    run_rows = cost_rows(preset_workloads(config), device, measured, mfu, config)
+    preflight_measured = preflight_throughput(preflight or preflight_table(config), device, config)
+    run_rows = cost_rows(preset_workloads(config), device, {**measured, **preflight_measured}, mfu, config)
+    for row in run_rows:
+        if (row["family"], row["size"], row["num_layers"]) in preflight_measured:
+            row["source"] = "preflight"
     return stage_rows(run_rows, analysis_run_count(config)), run_rows
+
+
+def preflight_table(config: dict[str, Any]) -> Path:
+    return REPO_ROOT / "results" / config["preset"] / "preflight.csv"
+
+
+def preflight_throughput(path: Path, device: str, config: dict[str, Any]) -> dict[tuple[str, str, int], float]:
+    """Training tokens/s per GPU of ``device`` that the preflight report ``path`` measured (``pipeline.preflight``)."""
+    from pipeline.preflight.measured import measured_throughput
+
+    return measured_throughput(path, device, pretrain_runs(config))
 
 
 def format_stage_table(rows: list[dict[str, Any]]) -> str:
