@@ -1,5 +1,6 @@
 """Preset loading, the experiment grid as run ids, and target functions."""
 
+import functools
 import json
 import re
 
@@ -25,6 +26,7 @@ from pipeline.bench.fit import plans_digest
 from pipeline.data.prefetch import hub_items
 from pipeline.site import JobResources, export_site_environment, load_site
 from pipeline.analysis.tidy import FRONTIER_VERSION
+from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, training_shapes
 from pipeline.train.identity import TRAIN_STEP
 
 SITE_FILE = config.pop("site", None)
@@ -83,7 +85,12 @@ def tokenizer_corpora(wildcards):
 
 
 def run_inputs(wildcards):
-    spec = RUNS[wildcards.run]
+    return run_data(wildcards.run)
+
+
+def run_data(run_id):
+    """A pretraining run's token cache and tokenizer."""
+    spec = RUNS[run_id]
     return {
         "cache": f"{DATA}/caches/{spec.dataset}-{spec.tokenizer}",
         "tokenizer": f"{DATA}/tokenizers/{spec.tokenizer}",
@@ -149,6 +156,47 @@ export_ray_placement(config["ray"])
 export_xla_flags(config.get("xla_flags", ""))
 export_trackers(config.get("tracker", ["jsonl"]))
 export_site_environment(SITE)
+
+# The preflight (rules/preflight.smk): its job shapes, sized like the grid's runs, each job's inputs and resources.
+PREFLIGHT = f"{RESULTS}/preflight"
+PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
+
+
+wildcard_constraints:
+    shape="[a-z0-9_.]+-[a-z0-9_.]+-g[0-9]+-mb[0-9]+",
+
+
+@functools.cache
+def preflight_shapes():
+    """The shapes, sized like the grid's runs (with a site: from the fit table, which must exist by now)."""
+    try:
+        return training_shapes(config, JOBS)
+    except ValueError as error:
+        raise WorkflowError(str(error)) from None
+
+
+def preflight_shape(wildcards):
+    return preflight_shapes()[wildcards.shape]
+
+
+def preflight_job_inputs(wildcards):
+    return run_data(preflight_shape(wildcards).run_id)
+
+
+def preflight_plan_option(wildcards):
+    """The fit row's plan of the shape's job (with a site), else none: the job plans itself."""
+    shape = preflight_shape(wildcards)
+    row = JOBS.fit_row(shape.run_id, shape.gpus) if SITE is not None and shape.gpus else None
+    return [] if row is None else ["--planned-bytes", row["total_bytes"], "--budget-bytes", row["usable_bytes"]]
+
+
+def preflight_job_resources():
+    def job(wildcards):
+        resources = JOBS.training("pretrain", preflight_shape(wildcards).run_id, check_preflight=False)
+        return {**resources, "runtime": PREFLIGHT_RUNTIME_MIN} if "runtime" in resources else resources
+
+    return JOBS.rule_resources(job, gpu=True, training=True)
+
 
 RAY_RULES = {"pretrain", "finetune", "downstream", "spectra", "lyapunov", "frontier", "memory_probe", "preflight_job"}
 

@@ -2,50 +2,6 @@
 memory and micro-batch its runs get, measured and projected onto the grid (pipeline/preflight/). Its rows feed the
 cost preview and every training job's walltime; a red row stops the grid's dry run (pipeline/site.py)."""
 
-import functools
-import json
-
-from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, training_shapes
-
-PREFLIGHT = f"{RESULTS}/preflight"
-PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
-
-
-wildcard_constraints:
-    shape="[a-z0-9_.]+-[a-z0-9_.]+-g[0-9]+-mb[0-9]+",
-
-
-@functools.cache
-def preflight_shapes():
-    """The shapes, sized like the grid's runs (with a site: from the fit table, which must exist by now)."""
-    try:
-        return training_shapes(config, JOBS)
-    except ValueError as error:
-        raise WorkflowError(str(error)) from None
-
-
-def preflight_shape(wildcards):
-    return preflight_shapes()[wildcards.shape]
-
-
-def preflight_job_inputs(wildcards):
-    return run_inputs(type("Run", (), {"run": preflight_shape(wildcards).run_id}))
-
-
-def preflight_plan_option(wildcards):
-    """The fit row's plan of the shape's job (with a site), else none: the job plans itself."""
-    shape = preflight_shape(wildcards)
-    row = JOBS.fit_row(shape.run_id, shape.gpus) if SITE is not None and shape.gpus else None
-    return [] if row is None else ["--planned-bytes", row["total_bytes"], "--budget-bytes", row["usable_bytes"]]
-
-
-def preflight_job_resources():
-    def job(wildcards):
-        resources = JOBS.training("pretrain", preflight_shape(wildcards).run_id, check_preflight=False)
-        return {**resources, "runtime": PREFLIGHT_RUNTIME_MIN} if "runtime" in resources else resources
-
-    return JOBS.rule_resources(job, gpu=True, training=True)
-
 
 rule preflight_job:
     input:
@@ -88,7 +44,10 @@ rule preflight:
     params:
         preset=PRESET,
         shapes=lambda wildcards: json.dumps(
-            {shape_id: {"runs": list(shape.runs), "gpus": shape.gpus} for shape_id, shape in preflight_shapes().items()}
+            {
+                shape_id: {"runs": list(shape.runs), "gpus": shape.gpus}
+                for shape_id, shape in preflight_shapes().items()
+            }
         ),
         device=PREFLIGHT_DEVICE,
         mfu=SITE.mfu if SITE is not None else 0.4,
