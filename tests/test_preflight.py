@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,9 +43,10 @@ def test_the_tiny_preflight_runs_one_job_per_shape_not_per_run(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def preflight(tiny_data_workdir):
+def preflight(tiny_data_workdir, tmp_path_factory):
     """A real run folder of ``RUN`` (its summary and checkpoint identity, as a finished run leaves them), then the
-    preflight job of its shape on ``VIRTUAL_DEVICES`` virtual CPU devices and the report of that row."""
+    preflight job of its shape on ``VIRTUAL_DEVICES`` virtual CPU devices and the report of that row (beside the
+    shared data's working directory, which gets back only its data afterwards)."""
     results = tiny_data_workdir / "results" / "tiny"
     run_dir = results / "runs" / RUN
     (run_dir / "checkpoints").mkdir(parents=True)
@@ -56,14 +58,16 @@ def preflight(tiny_data_workdir):
     result = snakemake(tiny_data_workdir, str(row.relative_to(tiny_data_workdir)), env={"XLA_FLAGS": flags})
     assert result.returncode == 0, result.stderr[-3000:]
     shapes = json.dumps({SHAPE: {"runs": [RUN, "owt-small-gpt"], "gpus": 0}})
-    outputs = {name: results / f"preflight.{name}" for name in ("md", "csv", "html")}
+    reports = tmp_path_factory.mktemp("preflight-report")
+    outputs = {name: reports / f"preflight.{name}" for name in ("md", "csv", "html", "projection")}
     report = subprocess.run([sys.executable, "-m", "pipeline", "preflight-report", "--preset", "tiny", "--rows",
-                             str(row), "--shapes", shapes, "--device-label", "cpu", "--projection",
-                             str(results / "preflight-projection.csv"),
+                             str(row), "--shapes", shapes, "--device-label", "cpu",
                              *[arg for name, path in outputs.items() for arg in (f"--{name}", str(path))]],
                             cwd=tiny_data_workdir, capture_output=True, text=True, timeout=300)
     assert report.returncode == 0, report.stderr[-2000:]
-    return {"results": results, "run_dir": run_dir, "before": before, "outputs": outputs}
+    yield {"results": results, "run_dir": run_dir, "before": before, "outputs": outputs}
+    shutil.rmtree(run_dir)
+    shutil.rmtree(results / "preflight")
 
 
 def test_a_preflight_job_fills_every_column_of_the_report(preflight):
@@ -75,7 +79,7 @@ def test_a_preflight_job_fills_every_column_of_the_report(preflight):
     assert row["peak_source"].startswith("CPU peak measured in this job") and 0 < float(row["mfu"]) < 1
     assert float(row["median_step_s"]) > 0 and float(row["restore_s"]) > 0 and int(row["checkpoint_bytes"]) > 0
     assert SHAPE in preflight["outputs"]["md"].read_text() and "<table" in preflight["outputs"]["html"].read_text()
-    projection = list(csv.DictReader((preflight["results"] / "preflight-projection.csv").open()))
+    projection = list(csv.DictReader(preflight["outputs"]["projection"].open()))
     assert {item["run_id"] for item in projection} == {RUN, "owt-small-gpt"}
 
 
