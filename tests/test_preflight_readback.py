@@ -1,6 +1,7 @@
 """What the grid reads back from a preflight report (pipeline/preflight/measured.py): measured throughput in the cost
 preview and the training walltimes, and the stop of a red row in the grid's dry run."""
 
+import json
 import os
 import subprocess
 import sys
@@ -10,12 +11,13 @@ import pytest
 
 from pipeline.bench.cost import preview
 from pipeline.cli import main
-from pipeline.config import load_preset
+from pipeline.config import load_preset, pretrain_runs
 from pipeline.preflight.report import COLUMNS, csv_text, with_verdicts
 from pipeline.site import EXAMPLE, STARTUP_MIN, JobResources, load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = load_preset({"preset": "tiny"})
+TINY_RUNS = pretrain_runs(TINY)
 
 
 def write_report(path: Path, shape: str, run_id: str, device: str, **changes) -> Path:
@@ -76,3 +78,20 @@ def test_a_red_preflight_row_stops_the_grids_dry_run_with_one_sentence(tmp_path,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode != 0
     assert sentence in " ".join((result.stdout + result.stderr).split())
+
+
+def test_a_preflight_job_whose_verb_fails_writes_its_sentence_and_its_row_stops_the_run(tmp_path):
+    """A job given a GPU that its Ray cluster lacks fails; its row says so, and the report's red row stops the run."""
+    row = tmp_path / "row.json"
+    spec = TINY_RUNS["wt103-small-gpt"].to_json()
+    assert main(["preflight-job", "--spec", spec, "--shape", "gpt-small-g0-mb0", "--runs", "2", "--job-dir",
+                 str(tmp_path / "job"), "--cache", str(tmp_path / "cache"), "--tokenizer", str(tmp_path / "tok"),
+                 "--micro-batch", "0", "--device-label", "cpu", "--gpus", "1", "--ray-num-cpus", "1",
+                 "--row", str(row)]) == 0
+    failed = json.loads(row.read_text())
+    assert failed["status"] == "failed" and "asks for 1 GPU(s) but the Ray cluster" in failed["error"], failed
+    report = tmp_path / "preflight.csv"
+    report.write_text(csv_text(with_verdicts([failed]), COLUMNS))
+    with pytest.raises(ValueError, match=r"the preflight of shape gpt-small-g0-mb0 \(run wt103-small-gpt\) failed "
+                                         r"\(.*asks for 1 GPU\(s\)"):
+        JobResources(TINY, None, preflight_table=report).training("pretrain", "wt103-small-gpt")
