@@ -50,7 +50,8 @@ def _job(args: argparse.Namespace) -> None:
     spec = json.loads(args.spec)
     plan = None if args.planned_bytes is None else {"planned_bytes": args.planned_bytes,
                                                     "budget_bytes": args.budget_bytes}
-    row = {"shape": args.shape, "run_id": spec["run_id"], "runs": args.runs, "device_label": args.device_label}
+    row = {"shape": args.shape, "kind": "pretrain", "run_id": spec["run_id"], "runs": args.runs,
+           "device_label": args.device_label}
     try:
         measured = run_on_ray("pipeline.preflight.job:preflight_pretrain", args.spec, *absolute(args.job_dir),
                               *absolute(args.cache, args.tokenizer), args.warmup, args.timed, args.micro_batch, plan,
@@ -91,7 +92,7 @@ def _stage(args: argparse.Namespace) -> None:
 def _report(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text
     from pipeline.config import load_preset
-    from pipeline.planning.cost import cost_rows
+    from pipeline.planning.cost import cost_rows, workload_tokens
     from pipeline.planning.throughput import PEAK_TFLOPS
     from pipeline.planning.workloads import workloads as preset_workloads
     from pipeline.preflight.report import (
@@ -113,7 +114,8 @@ def _report(args: argparse.Namespace) -> None:
     if args.device_label in PEAK_TFLOPS:
         costs = cost_rows(workloads, args.device_label, {}, args.mfu, config)
     else:
-        costs = [{"stage": w.stage, "run_id": w.run_id, "tokens": w.tokens, "gpu_hours": math.nan} for w in workloads]
+        costs = [{"stage": w.stage, "run_id": w.run_id, "tokens": workload_tokens(w, config), "gpu_hours": math.nan}
+                 for w in workloads]
     projection = projection_rows(costs, run_shapes, rows, run_gpus, args.safety_factor)
     atomic_write_text(args.csv, csv_text(rows, COLUMNS))
     atomic_write_text(args.md, markdown(rows, projection))

@@ -69,9 +69,9 @@ def _cell(value: Any) -> str:
 def markdown(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> str:
     """The report: the shapes (red rows first named), then the projection of the grid."""
     red = [row for row in rows if row["verdict"] != "ok"]
-    lines = ["# Preflight", "", f"{len(rows)} job shape(s); {len(red)} red."
+    lines = ["# Preflight", "", f"{len(rows)} preflight job(s); {len(red)} red."
              + (" If a row is red, stop here: fix it (the row's error, or a smaller micro-batch: rerun `fit`) and "
-                "rerun the preflight." if red else " Every shape ran within its memory plan."), ""]
+                "rerun the preflight." if red else " Every job ran, every training shape within its memory plan."), ""]
     lines += [f"{NOT_APPLICABLE}: the column does not apply to the job's kind (lm-eval and the analyses train "
               "nothing; a fine-tune is neither planned against a fit row nor restarted).", ""]
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]

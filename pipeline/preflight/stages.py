@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import finetune_runs
+from pipeline.evaluate import BATCH_SIZE
 
 STAGE_KINDS = ("finetune-lora", "finetune-full", "downstream", "spectra", "lyapunov", "frontier")
 FINETUNE_UPDATES = 3
@@ -136,7 +137,7 @@ def stage_call(job: StageJob, settings: dict[str, Any], source_dir: str, job_dir
     if job.kind == "downstream":
         return ("pipeline.evaluate.harness:evaluate_downstream", [source_dir, tokenizer_dir, str(out / "lm_eval")],
                 {"pair": settings["pair"], "tasks": settings["tasks"], "shots": settings["shots"][:1],
-                 "task_dir": settings["task_dir"], "limit": LM_EVAL_LIMIT, "batch_size": settings["batch_size"],
+                 "task_dir": settings["task_dir"], "limit": LM_EVAL_LIMIT, "batch_size": BATCH_SIZE,
                  "prefetched": settings["prefetched"]})
     if job.kind == "spectra":
         return ("pipeline.analysis.spectra:run_spectra", [source_dir, tokenizer_dir, str(out / "spectra.csv"),
