@@ -18,11 +18,12 @@ from pipeline.errors import failure_sentence, subject
 from pipeline.evaluate import commands as evaluate_commands
 from pipeline.phases import LOG_FORMAT, mark_phase, process_start_time
 from pipeline.planning import commands as planning_commands
+from pipeline.preflight import commands as preflight_commands
 from pipeline.report import commands as report_commands
 from pipeline.train import commands as train_commands
 
 STAGES = (data_commands, train_commands, evaluate_commands, analysis_commands, report_commands, planning_commands,
-          bench_commands)
+          bench_commands, preflight_commands)
 
 
 def build_parser() -> argparse.ArgumentParser:

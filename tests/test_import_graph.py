@@ -25,8 +25,8 @@ FLOORS = [
     ["pipeline.train", "pipeline.evaluate"],
     # 5: what reads trained runs, and what plans them
     ["pipeline.analysis", "pipeline.planning"],
-    # 6: the report of everything, and the pipeline's own benchmarks
-    ["pipeline.report", "pipeline.bench"],
+    # 6: the report of everything, the pipeline's own benchmarks, and the preflight (which trains and plans)
+    ["pipeline.report", "pipeline.bench", "pipeline.preflight"],
     # 7: verbs: the command line
     ["pipeline.commands", "pipeline.cli", "pipeline.__main__", "*.commands"],
 ]

@@ -15,14 +15,18 @@ from pipeline.planning.throughput import DEFAULT_MFU
 def _cost(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text
     from pipeline.planning.cost import format_passes_table, format_stage_table, preview, run_csv
+    from pipeline.planning.preflight_rows import preflight_path
     from pipeline.planning.throughput import default_throughput_path
 
-    stages, runs = preview(args.preset, args.device, args.throughput, args.mfu)
+    stages, runs = preview(args.preset, args.device, args.throughput, args.mfu, args.preflight)
     measured = any(row["source"] == "measured" for row in runs)
     estimated = any(row["source"] == "estimate" for row in runs)
     print(f"Cost preview of preset {args.preset!r} on {args.device} (GPU-hours; wall-clock = GPU-hours / GPUs)")
     if measured:
         print(f"measured: training tokens/s per GPU from {args.throughput or default_throughput_path(args.device)}")
+    if any(row["source"] == "preflight" for row in runs):
+        table = args.preflight or preflight_path(load_preset({"preset": args.preset})["preset"])
+        print(f"measured by the preflight: training tokens/s per GPU from {table}")
     if estimated:
         print(f"estimate, not measured: Levanter FLOPs/token x 3 at MFU {args.mfu} of the {args.device} dense peak")
     print(format_stage_table(stages))
@@ -65,6 +69,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
     cost.add_argument("--throughput", type=Path, default=None,
                       help="measured table (default: results/benchmarks/throughput-sizes-<device>.csv if present)")
     cost.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="model FLOPs utilisation of the estimate")
+    cost.add_argument("--preflight", type=Path, default=None,
+                      help="the preset's preflight report, whose measured throughput wins over the table and the "
+                           "estimate (default: results/<preset>/preflight.csv if present)")
     cost.add_argument("--csv", type=Path, default=None, help="write the per-run costs to this CSV")
     cost.set_defaults(run=_cost)
 

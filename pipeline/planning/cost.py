@@ -36,7 +36,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import REPO_ROOT, TrainSpec, load_preset
+from pipeline.config import REPO_ROOT, TrainSpec, load_preset, pretrain_runs
+from pipeline.planning.preflight_rows import measured_throughput, preflight_path
 from pipeline.planning.throughput import (
     DEFAULT_MFU,
     PEAK_TFLOPS,
@@ -74,7 +75,6 @@ PUBLISHED_TRAIN_TOKENS = {
 CHECKPOINT_BYTES_PER_PARAMETER = 12
 """f32 parameters plus Adam's first and second moments, 4 bytes each."""
 STAGES = ("pretrain", "finetune", "evaluate", "analysis")
-
 
 MODEL_COST_CACHE = REPO_ROOT / ".cache" / "model-cost.json"
 """(parameters, forward FLOPs per token) per model recipe, computed once: counting them builds Levanter configs,
@@ -254,16 +254,19 @@ def stage_rows(run_rows: list[dict[str, Any]], analysis_runs: int) -> list[dict[
     return rows
 
 
-def preview(preset: str, device: str, throughput: Path | None = None,
-            mfu: float = DEFAULT_MFU) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(stage rows, run rows) of ``preset`` on ``device``; ``throughput`` defaults to the device's measured table
-    when it exists."""
+def preview(preset: str, device: str, throughput: Path | None = None, mfu: float = DEFAULT_MFU,
+            preflight: Path | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(stage rows, run rows) of ``preset`` on ``device``: tokens/s from the preflight report (``preflight``, default
+    the preset's), else the measured table (``throughput``, default the device's), else estimated."""
     if not 0 < mfu <= 1:
         raise ValueError(f"--mfu must be in (0, 1] (got {mfu}).")
     config = load_preset({"preset": preset})
     path = throughput or default_throughput_path(device)
     measured = read_throughput(path, device) if throughput or path.is_file() else {}
-    run_rows = cost_rows(cost_workloads(config), device, measured, mfu, config)
+    by_preflight = measured_throughput(preflight or preflight_path(config["preset"]), device, pretrain_runs(config))
+    run_rows = cost_rows(cost_workloads(config), device, {**measured, **by_preflight}, mfu, config)
+    for row in (row for row in run_rows if (row["family"], row["size"], row["num_layers"]) in by_preflight):
+        row["source"] = "preflight"
     return stage_rows(run_rows, analysis_run_count(config)), run_rows
 
 

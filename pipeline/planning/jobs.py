@@ -5,8 +5,9 @@ A training run (pretraining, fine-tune) gets the fewest GPUs of one node that
 - hold its optimizer state: 16 bytes per parameter (f32 parameters, gradients and AdamW's two moments), at most
   half of each GPU's memory (the other half for activations), sharded across the GPUs, and
 - finish within ``target_runtime_min``: wall-clock = GPU-hours × ``safety_factor`` / GPUs, with GPU-hours from
-  ``pipeline.planning.cost`` (measured throughput where ``results/benchmarks/throughput-sizes-<device>.csv`` has the
-  model, else FLOPs at ``mfu`` of the device's peak),
+  ``pipeline.planning.cost`` (measured throughput where the preset's preflight report measured the model on the site's
+  device, else where ``results/benchmarks/throughput-sizes-<device>.csv`` has it, else FLOPs at ``mfu`` of the
+  device's peak),
 
 and divide its batch size (data parallelism); its walltime is that wall-clock plus ``STARTUP_MIN``, capped at the
 site's ``max_runtime_min`` (a run that needs longer continues from its newest checkpoint when it is retried), its
@@ -17,7 +18,8 @@ That sizing counts no activations. Its ``micro_batch`` (examples per device per 
 (``pipeline.planning.fit``) where that table has the job's row: planned for the run as the preset defines it now
 (``plan_key``), at the job's GPU count, of the site's GPU memory and the share of it JAX reserves. A
 ``train.micro_batch_size`` the preset sets wins over the table. A job with neither, or whose row fits at no
-micro-batch or is stale, raises ``FitTableError`` before anything is submitted.
+micro-batch or is stale, raises ``FitTableError`` before anything is submitted; a pretraining run whose shape's
+preflight row is red raises ``PreflightError`` (``pipeline.planning.preflight_rows``).
 
 A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
 that divide its batch), and its fit row must say that batch fits there.
@@ -115,10 +117,12 @@ class JobSizing:
     """Each job's shape for one preset at one site; ``None`` as the site: local jobs on the CPU. Jobs are named by
     their workload id (``pipeline.planning.workloads``): a run, a fine-tune, a probe or ``downstream-<run>``."""
 
-    def __init__(self, config: dict[str, Any], site: Site | None, fit_table: str | Path | None = None):
+    def __init__(self, config: dict[str, Any], site: Site | None, fit_table: str | Path | None = None,
+                 preflight_table: str | Path | None = None):
         self.config = config
         self.site = site
         self.fit_table = fit_table
+        self.preflight_table = preflight_table
         self._costs: dict[str, dict[str, Any]] = {}
 
     @functools.cached_property
@@ -127,10 +131,16 @@ class JobSizing:
 
     @functools.cached_property
     def _measured(self) -> dict:
+        """Training tokens/s per GPU of the site's device: the throughput table's, and over it the preflight's."""
+        from pipeline.config import pretrain_runs
+        from pipeline.planning.preflight_rows import measured_throughput
         from pipeline.planning.throughput import default_throughput_path, read_throughput
 
         path = default_throughput_path(self.site.device)
-        return read_throughput(path, self.site.device) if path.is_file() else {}
+        measured = read_throughput(path, self.site.device) if path.is_file() else {}
+        if self.preflight_table is None:
+            return measured
+        return {**measured, **measured_throughput(self.preflight_table, self.site.device, pretrain_runs(self.config))}
 
     def cost(self, workload_id: str) -> dict[str, Any]:
         """The cost preview's row of one workload (``gpu_hours``, ``parameters``, ...) on the site's device."""
@@ -226,17 +236,25 @@ class JobSizing:
                                 "memory (gpu_memory_gb) in the site file, then plan it again.")
         return int(row["micro_batch"])
 
-    def training(self, workload_id: str) -> JobShape:
+    def training(self, workload_id: str, check_preflight: bool = True) -> JobShape:
         """A pretraining run or fine-tune: GPUs, walltime and memory from its size, its micro-batch from the fit
-        table (module docstring)."""
+        table; a pretraining run whose shape's preflight row is red raises (``check_preflight``; module docstring)."""
         preset_micro_batch = self._workloads[workload_id].train.micro_batch_size or 0
         if self.site is None:
-            return JobShape(0, preset_micro_batch)
-        if self.site.gpus_per_node == 0:
-            return self._gpu_job("training", 0, 0, preset_micro_batch)
-        gpus = self.training_gpu_count(workload_id)
-        minutes = training_minutes(self.cost(workload_id)["gpu_hours"], gpus, self.site)
-        return self._gpu_job("training", gpus, minutes, self.micro_batch(workload_id, gpus))
+            shape = JobShape(0, preset_micro_batch)
+        elif self.site.gpus_per_node == 0:
+            shape = self._gpu_job("training", 0, 0, preset_micro_batch)
+        else:
+            gpus = self.training_gpu_count(workload_id)
+            minutes = training_minutes(self.cost(workload_id)["gpu_hours"], gpus, self.site)
+            shape = self._gpu_job("training", gpus, minutes, self.micro_batch(workload_id, gpus))
+        workload = self._workloads[workload_id]
+        if check_preflight and self.preflight_table is not None and workload.kind == "pretrain":
+            from pipeline.planning.preflight_rows import require_green, shape_id
+
+            require_green(self.preflight_table, shape_id(workload.family, workload.run.size, shape.gpus,
+                                                         shape.micro_batch), workload_id)
+        return shape
 
     def memory_probe_gpu_count(self, probe_id: str) -> int:
         """A memory probe's GPUs at a site with GPUs: one node's, the most that divide its batch (module docstring)."""

@@ -26,8 +26,9 @@ from pipeline.job_env import TRACKERS_ENV, WANDB_ENV
 from pipeline.train.identity import RunIdentity
 
 RECORD_FIELDS = ("loss", "lr", "tokens_per_s", "step_s", "eval_loss", "eval_ppl", "micro_batch",
-                 "gradient_accumulation")
-"""What ``metrics.jsonl`` records: a training step's batch loss, learning rate, throughput and duration; an
+                 "gradient_accumulation", "throughput/loading_time")
+"""What ``metrics.jsonl`` records: a training step's batch loss, learning rate, throughput and duration, and the
+seconds it waited for its batch (Levanter's ``throughput/loading_time``, on a line of its own); an
 evaluation's validation loss and perplexity; at the first update an attempt trains, how it splits each batch
 (``pipeline.artifacts.resume_metrics`` states what ``step`` means)."""
 

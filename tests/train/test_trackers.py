@@ -96,7 +96,8 @@ def test_a_run_with_tensorboard_and_offline_wandb_writes_all_three(tiny_data_wor
         (step, ["eval_loss", "eval_ppl", "step"]) for step in (0, 2, 4)]
     assert [(r["step"], sorted(r)) for r in records if "eval_loss" not in r] == [
         (0, ["gradient_accumulation", "micro_batch", "step"])] + [
-        (step, ["loss", "lr", "step", "step_s", "tokens_per_s"]) for step in range(4)]
+        record for step in range(4) for record in ((step, ["loss", "lr", "step", "step_s", "tokens_per_s"]),
+                                                   (step, ["step", "throughput/loading_time"]))]
     events = b"".join(path.read_bytes() for path in (run_dir / "tensorboard" / spec.run_id).rglob("events.out.*"))
     assert all(tag in events for tag in (b"eval_ppl", b"tokens_per_s", b"train/loss"))
     wandb_logs = list((run_dir / "wandb").glob(f"offline-run-*-tiny-{spec.run_id}-*/run-tiny-{spec.run_id}-*.wandb"))

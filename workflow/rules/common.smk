@@ -1,6 +1,9 @@
 """Preset loading, the experiment grid as run ids, and target functions."""
 
+import dataclasses
+import functools
 import json
+import os
 import re
 
 from snakemake.exceptions import WorkflowError
@@ -19,8 +22,11 @@ from pipeline.data.prefetch import hub_items
 from pipeline.job_env import export_code_path, export_hub, export_ray_placement, export_trackers, export_xla_flags
 from pipeline.planning.fit import plans_digest
 from pipeline.planning.jobs import FitTableError, JobSizing
+from pipeline.planning.preflight_rows import PreflightError
 from pipeline.site import load_site
 from pipeline.analysis.tidy import FRONTIER_VERSION
+from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, run_shapes, training_shapes
+from pipeline.preflight.stages import STAGE_KINDS, stage_jobs
 from pipeline.train.identity import TRAIN_STEP
 
 SITE_FILE = config.pop("site", None)
@@ -97,7 +103,12 @@ def tokenizer_corpora(wildcards):
 
 
 def run_inputs(wildcards):
-    spec = RUNS[wildcards.run]
+    return run_data(wildcards.run)
+
+
+def run_data(run_id):
+    """A pretraining run's token cache and tokenizer."""
+    spec = RUNS[run_id]
     return {
         "cache": f"{DATA}/caches/{spec.dataset}-{spec.tokenizer}",
         "tokenizer": f"{DATA}/tokenizers/{spec.tokenizer}",
@@ -166,7 +177,8 @@ def resource_values(shape):
 
 def rule_resources(shape_of, kind):
     """A rule's ``resources:``: one callable of the job's wildcards per name, from the job's shape
-    ``shape_of(wildcards)``; a job the fit table cannot size stops the workflow with one sentence."""
+    ``shape_of(wildcards)``; a job the fit table cannot size, or whose shape's preflight row is red, stops the
+    workflow with one sentence."""
 
     def resource(name):
         def value(wildcards):
@@ -174,6 +186,8 @@ def rule_resources(shape_of, kind):
                 return resource_values(shape_of(wildcards))[name]
             except FitTableError as error:
                 raise WorkflowError(f"{str(error).rstrip('.')} ({PLAN_COMMAND}).") from None
+            except PreflightError as error:
+                raise WorkflowError(str(error)) from None
 
         return value
 
@@ -216,7 +230,7 @@ def report_figure(path, caption, subcategory, label):
     )
 
 
-JOBS = JobSizing(config, SITE, fit_table=f"{RESULTS}/fit.csv")
+JOBS = JobSizing(config, SITE, fit_table=f"{RESULTS}/fit.csv", preflight_table=f"{RESULTS}/preflight.csv")
 export_code_path(REPO_ROOT)
 export_ray_placement(config["ray"])
 export_xla_flags(config.get("xla_flags", ""))
@@ -224,7 +238,110 @@ export_trackers(config.get("tracker", ["jsonl"]), config.get("wandb", {}))
 if SITE is not None:
     export_hub(SITE.hf_home, SITE.offline_nodes, SITE.hf_endpoint)
 
-RAY_RULES = {"pretrain", "finetune", "downstream", "spectra", "lyapunov", "frontier", "memory_probe"}
+# The preflight (rules/preflight.smk): its job shapes, sized like the grid's runs, each job's inputs and resources.
+PREFLIGHT = f"{RESULTS}/preflight"
+PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
+
+
+wildcard_constraints:
+    shape="[a-z0-9_.]+-[a-z0-9_.]+-g[0-9]+-mb[0-9]+",
+    kind=one_of(STAGE_KINDS),
+
+
+@functools.cache
+def preflight_shapes():
+    """The shapes, sized like the grid's runs (with a site: from the fit table, which must exist by now)."""
+    try:
+        return training_shapes(config, JOBS)
+    except ValueError as error:
+        raise WorkflowError(str(error)) from None
+
+
+@functools.cache
+def preflight_stage_jobs():
+    """The fine-tune, lm-eval and analysis jobs, each on the preflight checkpoint of its source run's shape."""
+    return stage_jobs(config, run_shapes(preflight_shapes()))
+
+
+def preflight_shape(wildcards):
+    return preflight_shapes()[wildcards.shape]
+
+
+def preflight_job_inputs(wildcards):
+    return run_data(preflight_shape(wildcards).run_id)
+
+
+def preflight_plan_option(wildcards):
+    """The fit row's plan of the shape's job (with a site), else none: the job plans itself."""
+    shape = preflight_shape(wildcards)
+    row = JOBS.fit_row(shape.run_id, shape.gpus) if SITE is not None and shape.gpus else None
+    return [] if row is None else ["--planned-bytes", row["total_bytes"], "--budget-bytes", row["usable_bytes"]]
+
+
+def preflight_job_resources():
+    """A preflight job is sized as the run it trains, for ``PREFLIGHT_RUNTIME_MIN`` minutes."""
+
+    def shape_of(wildcards):
+        shape = JOBS.training(preflight_shape(wildcards).run_id, check_preflight=False)
+        return shape if shape.minutes is None else dataclasses.replace(shape, minutes=PREFLIGHT_RUNTIME_MIN)
+
+    return rule_resources(shape_of, "training")
+
+
+def preflight_stage_inputs(wildcards):
+    """The source shape's preflight row (its checkpoint beside it), the tokenizer, and the token cache: a fine-tune's
+    target's, else the source run's; lm-eval also its task files and prefetch records."""
+    job = preflight_stage_jobs()[wildcards.kind]
+    inputs = {"source": f"{PREFLIGHT}/{job.source_shape}/row.json"}
+    if job.kind.startswith("finetune-"):
+        spec = FINETUNE_RUNS[job.run_id]
+        inputs |= {
+            "cache": f"{DATA}/caches/{spec.target_dataset}-{spec.tokenizer}",
+            "tokenizer": f"{DATA}/tokenizers/{spec.tokenizer}",
+        }
+    else:
+        inputs |= run_data(job.run_id)
+    if job.kind == "downstream":
+        inputs |= {
+            "task_files": EVALUATE_TASK_FILES,
+            "prefetched": [f"{PREFETCH}/lm_eval/{task}.json" for task in HUB_ITEMS["lm_eval_tasks"]],
+        }
+    return inputs
+
+
+def preflight_stage_settings(wildcards, input):
+    """What the stage's verb is given besides paths, as JSON: the fine-tune's spec, or the preset's section."""
+    job = preflight_stage_jobs()[wildcards.kind]
+    if job.kind.startswith("finetune-"):
+        return FINETUNE_RUNS[job.run_id].to_json()
+    if job.kind == "downstream":
+        task_dir = None if EVALUATE_TASK_DIR is None else str(EVALUATE_TASK_DIR)
+        settings = {**config["downstream"], "task_dir": task_dir, "pair": EVALUATED_RUN_PAIR[job.run_id]}
+        return json.dumps({**settings, "prefetched": [os.path.abspath(path) for path in input.prefetched]})
+    return json.dumps(config["analysis"][job.kind])
+
+
+def preflight_stage_shape(wildcards):
+    """A stage job's shape: its fine-tune's or analysis's, for ``PREFLIGHT_RUNTIME_MIN`` minutes."""
+    job = preflight_stage_jobs()[wildcards.kind]
+    if job.kind.startswith("finetune-"):
+        shape = JOBS.training(job.run_id, check_preflight=False)
+    else:
+        shape = JOBS.gpu_analysis(job.kind, job.run_id)
+    return shape if shape.minutes is None else dataclasses.replace(shape, minutes=PREFLIGHT_RUNTIME_MIN)
+
+
+RAY_RULES = {
+    "pretrain",
+    "finetune",
+    "downstream",
+    "spectra",
+    "lyapunov",
+    "frontier",
+    "memory_probe",
+    "preflight_job",
+    "preflight_stage",
+}
 
 
 onstart:

@@ -1,0 +1,183 @@
+"""Verbs of the preflight: ``preflight`` (its job list and GPU-hour bound, before submitting), ``preflight-job`` (one
+shape, as a Ray task) and ``preflight-report``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+from pathlib import Path
+
+from pipeline.commands import absolute, add_ray_options, ray_placement
+
+DEFAULT_WARMUP, DEFAULT_TIMED = 3, 20
+
+
+def _plan(args: argparse.Namespace) -> None:
+    from pipeline.config import load_preset
+    from pipeline.planning.cost import preview
+    from pipeline.planning.jobs import JobSizing
+    from pipeline.preflight.shapes import bound_share, gpu_hour_bound, job_list, run_shapes, training_shapes
+    from pipeline.preflight.stages import stage_gpus, stage_jobs
+    from pipeline.site import load_site
+
+    config = load_preset({"preset": args.preset})
+    site = None if args.site is None else load_site(args.site)
+    results = Path(site.results_dir) if site is not None and site.results_dir else Path("results")
+    fit_table = args.fit_table or results / config["preset"] / "fit.csv"
+    sizing = JobSizing(config, site, fit_table=fit_table if site else None)
+    shapes = training_shapes(config, sizing)
+    stages = {kind: (job, stage_gpus(job, sizing)) for kind, job in stage_jobs(config, run_shapes(shapes)).items()}
+    bound = gpu_hour_bound([shape.gpus for shape in shapes.values()] + [gpus for _, gpus in stages.values()])
+    print(job_list(shapes, stages))
+    print(f"\n{len(shapes)} training shape job(s) for {sum(len(s.runs) for s in shapes.values())} pretraining "
+          f"run(s) and {len(stages)} fine-tune, lm-eval and analysis job(s); at most {bound:.1f} GPU-hours (every "
+          "job's GPUs x its walltime request).")
+    if site is not None:
+        stages, _ = preview(args.preset, site.device, mfu=site.mfu)
+        grid = stages[-1]["gpu_hours"]
+        print(f"The grid: {grid:,.1f} GPU-hours on {site.device}; the preflight is at most "
+              f"{100 * bound_share(bound, grid):.1f} % of it.")
+
+
+def _job(args: argparse.Namespace) -> None:
+    """A failed job is a measurement too: its row says ``failed`` and the one sentence, and the verb succeeds."""
+    from pipeline.artifacts import atomic_write_json
+    from pipeline.errors import failure_sentence
+    from pipeline.runner import run_on_ray
+
+    spec = json.loads(args.spec)
+    plan = None if args.planned_bytes is None else {"planned_bytes": args.planned_bytes,
+                                                    "budget_bytes": args.budget_bytes}
+    row = {"shape": args.shape, "kind": "pretrain", "run_id": spec["run_id"], "runs": args.runs,
+           "device_label": args.device_label}
+    try:
+        measured = run_on_ray("pipeline.preflight.job:preflight_pretrain", args.spec, *absolute(args.job_dir),
+                              *absolute(args.cache, args.tokenizer), args.warmup, args.timed, args.micro_batch, plan,
+                              **ray_placement(args))
+        row.update(status="ok", error="", **measured)
+    except Exception as error:  # noqa: BLE001  (the row records the failure's one sentence)
+        sentence, _ = failure_sentence(error, f"the preflight of shape {args.shape}")
+        logging.exception("preflight of %s failed", args.shape)
+        row.update(status="failed", error=sentence.removeprefix("error: "))
+    atomic_write_json(args.row, row)
+    logging.info("preflight %s: %s", args.shape, json.dumps(row))
+
+
+def _stage(args: argparse.Namespace) -> None:
+    """One stage job (``pipeline.preflight.stages``); like ``preflight-job``, a failure is its row's sentence."""
+    from pipeline.artifacts import atomic_write_json
+    from pipeline.errors import failure_sentence
+    from pipeline.preflight.stages import StageJob, stage_call
+    from pipeline.runner import run_on_ray
+
+    job = StageJob(args.kind, args.run_id, args.runs, args.source_shape)
+    row = {"shape": args.kind, "kind": args.kind, "run_id": args.run_id, "runs": args.runs,
+           "device_label": args.device_label}
+    try:
+        target, call_args, call_kwargs = stage_call(job, json.loads(args.settings), *absolute(
+            args.source_dir, args.job_dir, args.cache, args.tokenizer), args.micro_batch)
+        measured = run_on_ray("pipeline.preflight.stages:measured_call", target, *call_args, **call_kwargs,
+                              uses_torch=args.kind == "downstream", **ray_placement(args))
+        row.update(status="ok", error="", **measured)
+    except Exception as error:  # noqa: BLE001  (the row records the failure's one sentence)
+        sentence, _ = failure_sentence(error, f"the preflight of {args.kind}")
+        logging.exception("preflight of %s failed", args.kind)
+        row.update(status="failed", error=sentence.removeprefix("error: "))
+    atomic_write_json(args.row, row)
+    logging.info("preflight %s: %s", args.kind, json.dumps(row))
+
+
+def _report(args: argparse.Namespace) -> None:
+    from pipeline.artifacts import atomic_write_text
+    from pipeline.config import load_preset
+    from pipeline.planning.cost import cost_rows, workload_tokens
+    from pipeline.planning.throughput import PEAK_TFLOPS
+    from pipeline.planning.workloads import workloads as preset_workloads
+    from pipeline.preflight.report import (
+        COLUMNS,
+        PROJECTION_COLUMNS,
+        csv_text,
+        html_page,
+        markdown,
+        projection_rows,
+        with_verdicts,
+    )
+
+    config = load_preset({"preset": args.preset})
+    rows = with_verdicts([json.loads(Path(path).read_text()) for path in args.rows])
+    shapes = json.loads(args.shapes)
+    run_shapes = {run: shape for shape, item in shapes.items() for run in item["runs"]}
+    run_gpus = {run: item["gpus"] for item in shapes.values() for run in item["runs"]}
+    workloads = [workload for workload in preset_workloads(config).values() if workload.kind == "pretrain"]
+    if args.device_label in PEAK_TFLOPS:
+        costs = cost_rows(workloads, args.device_label, {}, args.mfu, config)
+    else:
+        costs = [{"stage": w.stage, "run_id": w.run_id, "tokens": workload_tokens(w, config), "gpu_hours": math.nan}
+                 for w in workloads]
+    projection = projection_rows(costs, run_shapes, rows, run_gpus, args.safety_factor)
+    atomic_write_text(args.csv, csv_text(rows, COLUMNS))
+    atomic_write_text(args.md, markdown(rows, projection))
+    atomic_write_text(args.html, html_page(rows, projection))
+    atomic_write_text(args.projection, csv_text(projection, PROJECTION_COLUMNS))
+    print(markdown(rows, projection))
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    plan = verbs.add_parser("preflight", help="the preflight's jobs (one per training job shape) and their GPU-hour "
+                                              "bound, before submitting")
+    plan.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
+    plan.add_argument("--site", default=None, help="SLURM site settings: each shape's GPUs and micro-batch as the "
+                                                    "site and the fit table size its runs")
+    plan.add_argument("--fit-table", type=Path, default=None,
+                      help="the site's fit table (default: <results>/<preset>/fit.csv, as `fit --site` writes it)")
+    plan.set_defaults(run=_plan)
+
+    job = verbs.add_parser("preflight-job", help="one shape's bounded training job, restarted from its checkpoint "
+                                                 "and measured, as a Ray task")
+    job.add_argument("--spec", required=True, help="the resolved RunSpec of the shape's first run, as JSON")
+    job.add_argument("--shape", required=True)
+    job.add_argument("--runs", type=int, required=True, help="runs of the grid this shape stands for")
+    job.add_argument("--job-dir", type=Path, required=True)
+    job.add_argument("--cache", type=Path, required=True)
+    job.add_argument("--tokenizer", type=Path, required=True)
+    job.add_argument("--micro-batch", type=int, required=True, help="0: the whole per-device batch at once")
+    job.add_argument("--device-label", required=True, help="the cost model's device (site.device, or cpu)")
+    job.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="untimed updates (compilation)")
+    job.add_argument("--timed", type=int, default=DEFAULT_TIMED, help="timed updates")
+    job.add_argument("--planned-bytes", type=int, default=None, help="the fit row's planned bytes per device")
+    job.add_argument("--budget-bytes", type=int, default=None, help="the fit row's usable bytes per device")
+    job.add_argument("--row", type=Path, required=True, help="the measurement row (JSON)")
+    add_ray_options(job, gpus=True)
+    job.set_defaults(run=_job)
+
+    stage = verbs.add_parser("preflight-stage", help="one bounded fine-tune, lm-eval or analysis job on a preflight "
+                                                     "pretraining's checkpoint, measured, as a Ray task")
+    stage.add_argument("--kind", required=True, help="finetune-lora, finetune-full, downstream, spectra, lyapunov, "
+                                                     "frontier")
+    stage.add_argument("--run-id", required=True, help="the first job of the grid this one stands for")
+    stage.add_argument("--runs", type=int, required=True, help="jobs of the grid of this kind")
+    stage.add_argument("--source-shape", required=True)
+    stage.add_argument("--source-dir", type=Path, required=True, help="<preflight>/<source shape>/train")
+    stage.add_argument("--settings", required=True, help="the fine-tune's spec, or the preset's downstream or "
+                                                         "analysis.<kind> section (+ pair, prefetched), as JSON")
+    stage.add_argument("--job-dir", type=Path, required=True)
+    stage.add_argument("--cache", type=Path, required=True, help="the token cache (fine-tune: its target's)")
+    stage.add_argument("--tokenizer", type=Path, required=True)
+    stage.add_argument("--micro-batch", type=int, default=0, help="fine-tune: 0, the whole per-device batch")
+    stage.add_argument("--device-label", required=True)
+    stage.add_argument("--row", type=Path, required=True)
+    add_ray_options(stage, gpus=True)
+    stage.set_defaults(run=_stage)
+
+    report = verbs.add_parser("preflight-report", help="the preflight's rows as md/csv/html, projected onto the grid")
+    report.add_argument("--preset", required=True)
+    report.add_argument("--rows", nargs="+", required=True, help="the jobs' measurement rows (JSON)")
+    report.add_argument("--shapes", required=True, help='{shape: {"runs": [...], "gpus": n}} as JSON')
+    report.add_argument("--device-label", required=True)
+    report.add_argument("--mfu", type=float, default=0.4, help="the estimate's MFU (site.mfu)")
+    report.add_argument("--safety-factor", type=float, default=1.0, help="walltime = GPU-hours x this / GPUs")
+    for name in ("md", "csv", "html", "projection"):
+        report.add_argument(f"--{name}", type=Path, required=True)
+    report.set_defaults(run=_report)

@@ -1,0 +1,232 @@
+"""One preflight job: the first run of a shape trained by the pretraining code for a bounded number of updates,
+then restarted from its checkpoint, and measured.
+
+The run's spec with ``steps = warmup + timed``, one evaluation and one checkpoint at the last update goes through
+``pipeline.train.loop.train_run`` (the real loop: Levanter's trainer, FSDP over the job's devices, the micro-batch
+and gradient accumulation the job was sized with); a second ``train_run`` of the same spec resumes from that
+checkpoint (the restore) and evaluates. The training folder is ``<job dir>/train``: its fingerprint is the bounded
+spec's marked ``preflight`` (never a real run's), and no run summary is written. The measurement row:
+
+- step time: median ``step_s`` of the timed updates; tokens/s = batch × seq_len / step time;
+- MFU = 3 × forward FLOPs per token (Levanter's ``flops_per_token``) × tokens/s / (peak FLOP/s × devices), the peak
+  from Levanter's table of devices (``device_hardware_flops``) in the compute dtype; on a CPU, the peak of this
+  job's devices measured here by a dense matmul (``MATMUL_SIZE``²), said so in ``peak_source``;
+- peak memory: the devices' ``peak_bytes_in_use`` (the most of any device), or on a backend without memory stats
+  (CPU) the process's peak resident memory, said so in ``memory_source``; against the fit table's plan of the job;
+- compile: from the train loop's ``compile`` phase to its first update logged; checkpoint save: its ``checkpoint``
+  phase; restore: the restart's set-up up to its evaluation (Levanter restores the state there).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import resource
+import shutil
+import statistics
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pipeline.artifacts import atomic_write_yaml, read_metrics
+from pipeline.config import RunSpec
+from pipeline.phases import MARKER
+from pipeline.train.identity import RunIdentity
+
+MATMUL_SIZE = 2048
+MATMUL_REPEATS = 5
+
+
+class PhaseClock(logging.Handler):
+    """Collects the train loop's phase markers (``pipeline.phases``) as (name, unix time), in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.phases: list[tuple[str, float]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if match := MARKER.search(record.getMessage()):
+            self.phases.append((match["name"], float(match["time"])))
+
+    def between(self, start: str, end: str, after: int = 0) -> float:
+        """Seconds from the first ``start`` marker (from index ``after`` on) to the next ``end`` marker."""
+        names = [name for name, _ in self.phases]
+        first = names.index(start, after)
+        last = names.index(end, first)
+        return self.phases[last][1] - self.phases[first][1]
+
+
+def bounded_spec(spec: RunSpec, warmup: int, timed: int, micro_batch: int) -> RunSpec:
+    """The run with ``warmup + timed`` updates, one evaluation and one checkpoint, both at the last update."""
+    steps = warmup + timed
+    train = dataclasses.replace(spec.train, steps=steps, eval_every=steps, checkpoint_every=steps,
+                                keep_checkpoints_every=None, micro_batch_size=micro_batch or None)
+    return dataclasses.replace(spec, train=train)
+
+
+def versions() -> dict[str, str]:
+    """jax, jaxlib, the CUDA plugin and the NVIDIA driver ("none" where absent), the backend's platform version."""
+    import jax
+    import jaxlib
+
+    cuda = next((metadata.version(name) for name in ("jax-cuda12-plugin", "jax-cuda13-plugin")
+                 if _installed(name)), "none")
+    driver_file = Path("/proc/driver/nvidia/version")
+    driver = driver_file.read_text().splitlines()[0].strip() if driver_file.is_file() else "none"
+    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "cuda_plugin": cuda, "driver": driver,
+            "platform_version": jax.devices()[0].client.platform_version}
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def measured_matmul_flops() -> float:
+    """FLOP/s of all this process's devices together: one ``MATMUL_SIZE``² f32 matmul per device, sharded, best of
+    ``MATMUL_REPEATS``."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    devices = jax.devices()
+    mesh = jax.sharding.Mesh(devices, ("device",))
+    sharding = NamedSharding(mesh, PartitionSpec("device"))
+    a = jax.device_put(jnp.ones((len(devices), MATMUL_SIZE, MATMUL_SIZE), jnp.float32), sharding)
+    matmul = jax.jit(lambda x: jnp.einsum("bij,bjk->bik", x, x))
+    matmul(a).block_until_ready()
+    best = float("inf")
+    for _ in range(MATMUL_REPEATS):
+        start = time.perf_counter()
+        matmul(a).block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return 2 * MATMUL_SIZE**3 * len(devices) / best
+
+
+def peak_flops(compute_dtype) -> tuple[float, str]:
+    """(peak FLOP/s of all devices, where it comes from): Levanter's device table, else a measured matmul on a CPU,
+    else ``nan`` and "unknown peak"."""
+    import jax
+    from levanter.utils.flop_utils import device_hardware_flops
+
+    devices = jax.devices()
+    per_device = device_hardware_flops(devices[0], compute_dtype)
+    if per_device:
+        return per_device * len(devices), f"Levanter's peak of {devices[0].device_kind}"
+    if devices[0].platform == "cpu":
+        return measured_matmul_flops(), f"CPU peak measured in this job (f32 matmul {MATMUL_SIZE}^2 per device)"
+    return float("nan"), "unknown peak"
+
+
+def device_columns() -> dict[str, Any]:
+    """The software versions, backend, device kind and device count of this process."""
+    import jax
+
+    devices = jax.devices()
+    return {**versions(), "backend": jax.default_backend(), "device_kind": devices[0].device_kind,
+            "devices": len(devices)}
+
+
+def peak_memory() -> tuple[int, str]:
+    """(peak bytes, what was measured): the most any device held, or the process's peak resident memory."""
+    import jax
+
+    stats = [device.memory_stats() for device in jax.devices()]
+    if all(stats):
+        return max(int(s.get("peak_bytes_in_use", 0)) for s in stats), "device peak_bytes_in_use"
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "host peak RSS (backend has no memory stats)"
+
+
+def memory_plan(spec: RunSpec, vocab_size: int, micro_batch: int) -> tuple[int, int]:
+    """(planned bytes per device, budget bytes) from XLA's plan of this job's train step, computed here as the fit
+    table does (``pipeline.planning.plans.plan_train_step``); the budget is the device's usable memory (its
+    ``bytes_limit``), or on a CPU the host's memory."""
+    import jax
+
+    from pipeline.planning.plans import plan_train_step
+    from pipeline.planning.workloads import Workload
+
+    per_device = spec.train.batch_size // len(jax.devices())
+    plan = plan_train_step(Workload("pretrain", spec), vocab_size, micro_batch or per_device)
+    stats = jax.devices()[0].memory_stats()
+    budget = int(stats["bytes_limit"]) if stats else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return int(plan["total_bytes"]), budget
+
+
+def directory_bytes(path: Path) -> int:
+    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
+
+
+def preflight_pretrain(spec_json: str, job_dir: str, cache_dir: str, tokenizer_dir: str, warmup: int, timed: int,
+                       micro_batch: int, plan: dict[str, int] | None) -> dict[str, Any]:
+    """Train, restart and measure one shape (module docstring); ``plan``: the fit row's ``planned_bytes`` and
+    ``budget_bytes`` of this job, or None to plan it here. Returns the measurement columns."""
+    import jax
+    import jmp
+
+    from pipeline.models import build_initialised
+    from pipeline.models.checkpoint import run_model_config
+    from pipeline.train.loop import train_run
+
+    started = time.perf_counter()
+    logging.getLogger("pipeline").setLevel(logging.INFO)
+    spec = bounded_spec(RunSpec.from_json(spec_json), warmup, timed, micro_batch)
+    train_dir = Path(job_dir) / "train"
+    shutil.rmtree(train_dir, ignore_errors=True)  # a rerun measures afresh: no resume from an earlier preflight
+    train_dir.mkdir(parents=True)
+    atomic_write_yaml(train_dir / "config.yaml", dataclasses.asdict(spec))  # what the later stages' loader reads
+    model_config = run_model_config(spec)
+    identity = RunIdentity.of({**dataclasses.asdict(spec), "preflight": True}, Path(tokenizer_dir), Path(cache_dir))
+    clock = PhaseClock()
+    logging.getLogger("pipeline.phases").addHandler(clock)
+
+    def train():
+        return train_run(spec.run_id, spec.train, spec.model.seq_len, train_dir, Path(cache_dir), Path(tokenizer_dir),
+                         lambda vocab, key: build_initialised(model_config, vocab, key=key, init=spec.model.init),
+                         identity)
+
+    try:
+        train()
+        restart_at = len(clock.phases)
+        train()
+    finally:
+        logging.getLogger("pipeline.phases").removeHandler(clock)
+    records = read_metrics(train_dir / "metrics.jsonl")
+    step_s = [r["step_s"] for r in records if "step_s" in r and r["step"] >= warmup]
+    waits = [r["throughput/loading_time"] for r in records if "throughput/loading_time" in r and r["step"] >= warmup]
+    split = next(r for r in records if "micro_batch" in r)
+    median_step = statistics.median(step_s)
+    tokens_per_s = spec.train.batch_size * spec.model.seq_len / median_step
+    vocab_size = len_vocab(tokenizer_dir)
+    flops_per_token = float(model_config.flops_per_token(vocab_size))
+    compute_dtype = jmp.get_policy(spec.train.mixed_precision).compute_dtype
+    peak, peak_source = peak_flops(compute_dtype)
+    peak_bytes, memory_source = peak_memory()
+    planned, budget = ((plan["planned_bytes"], plan["budget_bytes"]) if plan
+                       else memory_plan(spec, vocab_size, micro_batch))
+    devices = jax.devices()
+    return {
+        **device_columns(), "micro_batch": split["micro_batch"],
+        "gradient_accumulation": split["gradient_accumulation"], "warmup_updates": warmup, "timed_updates": timed,
+        "compile_s": clock.between("compile", "train"), "median_step_s": median_step, "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_device": tokens_per_s / len(devices), "flops_per_token": 3 * flops_per_token,
+        "peak_flops": peak, "peak_source": peak_source, "mfu": 3 * flops_per_token * tokens_per_s / peak,
+        "peak_memory_bytes": peak_bytes, "memory_source": memory_source, "planned_bytes": planned,
+        "budget_bytes": budget, "plan_source": "fit table" if plan else "XLA plan in this job",
+        "checkpoint_save_s": clock.between("checkpoint", "final-eval"),
+        "checkpoint_bytes": directory_bytes(train_dir / "checkpoints"),
+        "restore_s": clock.between("setup", "final-eval", after=restart_at),
+        "input_wait_s": statistics.median(waits) if waits else 0.0, "wall_s": time.perf_counter() - started,
+    }
+
+
+def len_vocab(tokenizer_dir: str) -> int:
+    """The tokenizer's vocabulary (the model's vocabulary axis before rounding for partitioning)."""
+    from transformers import AutoTokenizer
+
+    return len(AutoTokenizer.from_pretrained(tokenizer_dir))

@@ -1,0 +1,115 @@
+"""The preflight report: one row per job shape (``results/<preset>/preflight.{md,csv,html}``), and its projection
+onto every pretraining run of the grid.
+
+A row is red (``verdict``) when its job failed or its peak memory exceeded the memory its plan allows
+(``budget_bytes``: the fit row's usable bytes on a GPU); the grid's dry run stops on a red row
+(``pipeline.preflight.measured``). The projection charges each run its tokens at its shape's measured tokens/s:
+GPU-hours = tokens / (tokens/s per device × 3600), walltime = GPU-hours × the site's safety factor / GPUs, next to
+the cost model's estimate they replace.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import math
+from typing import Any
+
+IDENTITY_COLUMNS = ("shape", "kind", "run_id", "runs", "device_label", "status", "error")
+MEASURED_COLUMNS = ("jax", "jaxlib", "cuda_plugin", "driver", "platform_version", "backend", "device_kind", "devices",
+                    "micro_batch", "gradient_accumulation", "warmup_updates", "timed_updates", "compile_s",
+                    "median_step_s", "tokens_per_s", "tokens_per_s_per_device", "flops_per_token", "peak_flops",
+                    "peak_source", "mfu", "peak_memory_bytes", "memory_source", "planned_bytes", "budget_bytes",
+                    "plan_source", "checkpoint_save_s", "checkpoint_bytes", "restore_s", "input_wait_s", "wall_s")
+COLUMNS = (*IDENTITY_COLUMNS, *MEASURED_COLUMNS, "verdict")
+NOT_APPLICABLE = "n/a"
+"""What a measured column of a job that ran holds where it does not apply to the job's kind (the training columns of
+lm-eval and the analyses; the memory plan and the restore of a fine-tune)."""
+RED_ROW = '<tr style="background:#fbb">'
+PROJECTION_COLUMNS = ("run_id", "shape", "tokens", "estimated_gpu_hours", "measured_gpu_hours", "gpus",
+                      "measured_walltime_h")
+
+
+def verdict(row: dict[str, Any]) -> str:
+    """"ok", or why the row is red: its job failed, or its peak memory exceeded its budget."""
+    if row["status"] != "ok":
+        return "failed"
+    if row.get("budget_bytes", NOT_APPLICABLE) != NOT_APPLICABLE and (
+            float(row["peak_memory_bytes"]) > float(row["budget_bytes"])):
+        return "over plan"
+    return "ok"
+
+
+def with_verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every column of every row: a job that ran holds ``NOT_APPLICABLE`` in a column of no meaning for its kind, a
+    failed job nothing in what it did not measure."""
+    def filled(row: dict[str, Any]) -> dict[str, Any]:
+        missing = NOT_APPLICABLE if row["status"] == "ok" else ""
+        return {**{column: row.get(column, missing) for column in COLUMNS[:-1]}, "kind": row.get("kind", "pretrain"),
+                "error": row.get("error", "")}
+
+    return [{**filled(row), "verdict": verdict(row)} for row in rows]
+
+
+def csv_text(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    stream = io.StringIO()
+    writer = csv.DictWriter(stream, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return stream.getvalue()
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    return str(value).replace("|", "/")
+
+
+def markdown(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> str:
+    """The report: the shapes (red rows first named), then the projection of the grid."""
+    red = [row for row in rows if row["verdict"] != "ok"]
+    lines = ["# Preflight", "", f"{len(rows)} preflight job(s); {len(red)} red."
+             + (" If a row is red, stop here: fix it (the row's error, or a smaller micro-batch: rerun `fit`) and "
+                "rerun the preflight." if red else " Every job ran, every training shape within its memory plan."), ""]
+    lines += [f"{NOT_APPLICABLE}: the column does not apply to the job's kind (lm-eval and the analyses train "
+              "nothing; a fine-tune is neither planned against a fit row nor restarted).", ""]
+    lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_cell(row[column]) for column in COLUMNS) + " |" for row in rows]
+    lines += ["", "## Projection of the grid from the measured throughput", "",
+              "| " + " | ".join(PROJECTION_COLUMNS) + " |", "|" + "---|" * len(PROJECTION_COLUMNS)]
+    lines += ["| " + " | ".join(_cell(row[column]) for column in PROJECTION_COLUMNS) + " |" for row in projection]
+    return "\n".join(lines) + "\n"
+
+
+def html_page(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> str:
+    """The same two tables as HTML, red rows shaded (for the Snakemake report)."""
+    def table(items: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+        head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
+        body = "".join(
+            ("<tr>" if item.get("verdict", "ok") == "ok" else RED_ROW)
+            + "".join(f"<td>{html.escape(_cell(item[column]))}</td>" for column in columns) + "</tr>"
+            for item in items)
+        return f"<table border=1><tr>{head}</tr>{body}</table>"
+
+    return (f"<html><body><h1>Preflight</h1>{table(rows, COLUMNS)}<h2>Projection of the grid from the measured "
+            f"throughput</h2>{table(projection, PROJECTION_COLUMNS)}</body></html>\n")
+
+
+def projection_rows(cost_rows: list[dict[str, Any]], run_shapes: dict[str, str], rows: list[dict[str, Any]],
+                    run_gpus: dict[str, int], safety_factor: float) -> list[dict[str, Any]]:
+    """Per pretraining run with a measured shape: the estimate (``cost_rows``, estimated throughput) and the
+    measured GPU-hours and walltime (module docstring)."""
+    measured = {row["shape"]: float(row["tokens_per_s_per_device"]) for row in rows
+                if row["status"] == "ok" and row["kind"] == "pretrain"}
+    projected = []
+    for cost in cost_rows:
+        shape = run_shapes.get(cost["run_id"])
+        if cost["stage"] != "pretrain" or shape not in measured:
+            continue
+        hours = cost["tokens"] / measured[shape] / 3600
+        gpus = max(run_gpus[cost["run_id"]], 1)
+        projected.append({"run_id": cost["run_id"], "shape": shape, "tokens": cost["tokens"],
+                          "estimated_gpu_hours": cost["gpu_hours"], "measured_gpu_hours": hours, "gpus": gpus,
+                          "measured_walltime_h": hours * safety_factor / gpus})
+    return projected

@@ -1,0 +1,81 @@
+"""The distinct training job shapes of a preset: one preflight job stands for every run of its shape.
+
+A shape is what decides a training job's speed and memory: model family × size × GPUs × micro-batch (the GPUs and
+micro-batch the job sizing gives the run: ``pipeline.planning.jobs.JobSizing.training``). Its preflight trains the first
+run of the shape (in the preset's order) for a bounded number of updates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from pipeline.config import pretrain_runs
+from pipeline.planning.preflight_rows import shape_id
+from pipeline.preflight.stages import StageJob
+
+PREFLIGHT_RUNTIME_MIN = 20
+"""Walltime of one preflight job: start-up (JAX compilation, the token cache) plus a few minutes of updates, an
+evaluation, a checkpoint save and a restore."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """One training job shape and the runs it stands for (``runs[0]`` is the one its preflight trains)."""
+
+    family: str
+    size: str
+    gpus: int
+    micro_batch: int
+    runs: tuple[str, ...]
+
+    @property
+    def shape_id(self) -> str:
+        return shape_id(self.family, self.size, self.gpus, self.micro_batch)
+
+    @property
+    def run_id(self) -> str:
+        return self.runs[0]
+
+
+def training_shapes(config: dict[str, Any], jobs) -> dict[str, Shape]:
+    """Every pretraining run of ``config`` grouped by shape, sized by ``jobs`` (a ``JobSizing``), by shape id."""
+    grouped: dict[tuple[str, str, int, int], list[str]] = {}
+    for run_id, spec in pretrain_runs(config).items():
+        job = jobs.training(run_id, check_preflight=False)
+        key = (spec.model.family, spec.size, job.gpus, job.micro_batch or 0)
+        grouped.setdefault(key, []).append(run_id)
+    shapes = [Shape(*key, runs=tuple(runs)) for key, runs in grouped.items()]
+    return {shape.shape_id: shape for shape in shapes}
+
+
+def run_shapes(shapes: dict[str, Shape]) -> dict[str, str]:
+    """Each pretraining run's shape id."""
+    return {run: shape_id for shape_id, shape in shapes.items() for run in shape.runs}
+
+
+def gpu_hour_bound(gpu_counts: list[int], runtime_min: int = PREFLIGHT_RUNTIME_MIN) -> float:
+    """The preflight's GPU-hours at most: every job's GPUs (at least one) × its walltime request."""
+    return sum(max(gpus, 1) for gpus in gpu_counts) * runtime_min / 60
+
+
+def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]],
+             runtime_min: int = PREFLIGHT_RUNTIME_MIN) -> str:
+    """A fixed-width table of the preflight's jobs: shape (or stage kind), GPUs, micro-batch, GPU-hours requested,
+    jobs of the grid covered; ``stages``: each stage job and its GPUs."""
+    header = f"{'shape':<36} {'GPUs':>4} {'micro':>5} {'GPU-h':>6}  runs"
+    lines = [header, "-" * len(header)]
+    for shape in shapes.values():
+        hours = max(shape.gpus, 1) * runtime_min / 60
+        lines.append(f"{shape.shape_id:<36} {shape.gpus:>4} {shape.micro_batch:>5} {hours:>6.2f}  "
+                     f"{len(shape.runs)} ({', '.join(shape.runs)})")
+    for kind, (job, gpus) in stages.items():
+        lines.append(f"{kind:<36} {gpus:>4} {'-':>5} {max(gpus, 1) * runtime_min / 60:>6.2f}  {job.runs} (like "
+                     f"{job.run_id}, on the checkpoint of {job.source_shape})")
+    return "\n".join(lines)
+
+
+def bound_share(bound_hours: float, grid_hours: float) -> float:
+    """The preflight's GPU-hour bound as a share of the grid's (``nan`` for an empty grid)."""
+    return bound_hours / grid_hours if grid_hours > 0 else math.nan

@@ -1,0 +1,140 @@
+"""The tiny preset's preflight (`snakemake preflight`, pipeline/preflight/): one job per training job shape, not per
+run; a real job of one shape, sharded over 8 virtual CPU devices, fills every column of the report; and it leaves a
+real run of its shape as it was."""
+
+import csv
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.config import finetune_runs, load_preset, pretrain_runs
+from pipeline.planning.jobs import JobSizing
+from pipeline.preflight.report import COLUMNS, NOT_APPLICABLE
+from pipeline.preflight.shapes import training_shapes
+from pipeline.preflight.stages import STAGE_KINDS
+from pipeline.train.identity import RunIdentity, stored_fingerprint
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = load_preset({"preset": "tiny"})
+FINETUNE_SPECS = finetune_runs(TINY)
+SHAPE, RUN = "gpt-small-g0-mb0", "wt103-small-gpt"
+VIRTUAL_DEVICES = 8
+pytestmark = pytest.mark.e2e
+
+
+def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"),
+                           "--directory", str(workdir), "--profile", str(ROOT / "profiles" / "ci"), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+
+
+def test_the_tiny_preflight_runs_one_job_per_shape_not_per_run(tmp_path):
+    result = snakemake(tmp_path, "-n", "preflight")
+    assert result.returncode == 0, result.stderr[-2000:]
+    shapes = training_shapes(TINY, JobSizing(TINY, None))
+    jobs = re.findall(r"wildcards: shape=(\S+)", result.stdout)
+    assert sorted(jobs) == sorted(shapes) and len(jobs) < len(pretrain_runs(TINY)), jobs
+    assert shapes[SHAPE].runs == (RUN, "owt-small-gpt")
+    stages = re.findall(r"wildcards: kind=(\S+)", result.stdout)
+    assert sorted(stages) == sorted(STAGE_KINDS), stages
+    sources = re.findall(r"--source-dir (\S+)/train", result.stdout)
+    assert len(sources) == len(STAGE_KINDS) and {Path(source).name for source in sources} <= set(shapes), sources
+
+
+STAGE_JOBS = {"finetune-full": "ft-wt103-owt-gpt8-full", "downstream": RUN, "spectra": RUN}
+"""The stage jobs run on the checkpoint of this module's one preflight pretraining (``SHAPE``): those a GPT source
+serves (Lyapunov and the frontier take a DiffEqFormer, whose preflight would add a pretraining job)."""
+
+
+def stage_job(results: Path, kind: str, run_id: str) -> Path:
+    """``preflight-stage`` of ``kind`` on the preflight checkpoint of ``SHAPE``, as its rule calls it; its row."""
+    settings = (FINETUNE_SPECS[run_id].to_json() if kind.startswith("finetune-") else json.dumps(
+        {**TINY["downstream"], "task_dir": str(ROOT / TINY["downstream"]["task_dir"]), "pair": "gpt-large",
+         "prefetched": []} if kind == "downstream" else TINY["analysis"][kind]))
+    row = results / "preflight" / "stages" / kind / "row.json"
+    data = results / "data"
+    assert main(["preflight-stage", "--kind", kind, "--run-id", run_id, "--runs", "1", "--source-shape", SHAPE,
+                 "--source-dir", str(results / "preflight" / SHAPE / "train"), "--settings", settings,
+                 "--job-dir", str(row.parent), "--cache", str(data / "caches" / "wt103-bpe"),
+                 "--tokenizer", str(data / "tokenizers" / "bpe"), "--device-label", "cpu", "--ray-num-cpus", "1",
+                 "--row", str(row)]) == 0
+    return row
+
+
+@pytest.fixture(scope="module")
+def preflight(tiny_data_workdir, tmp_path_factory):
+    """A real run folder of ``RUN`` (its summary and checkpoint identity, as a finished run leaves them), then the
+    preflight job of its shape on ``VIRTUAL_DEVICES`` virtual CPU devices and the report of that row (beside the
+    shared data's working directory, which gets back only its data afterwards)."""
+    results = tiny_data_workdir / "results" / "tiny"
+    run_dir = results / "runs" / RUN
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "summary.json").write_text(json.dumps({"run_id": RUN, "fingerprint": "f" * 64}))
+    (run_dir / "checkpoints" / "identity.json").write_text(json.dumps({"fingerprint": "f" * 64}))
+    before = {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()}
+    row = results / "preflight" / SHAPE / "row.json"
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={VIRTUAL_DEVICES}"
+    result = snakemake(tiny_data_workdir, str(row.relative_to(tiny_data_workdir)), env={"XLA_FLAGS": flags})
+    assert result.returncode == 0, result.stderr[-3000:]
+    stage_rows = [stage_job(results, kind, run_id) for kind, run_id in STAGE_JOBS.items()]
+    shapes = json.dumps({SHAPE: {"runs": [RUN, "owt-small-gpt"], "gpus": 0}})
+    reports = tmp_path_factory.mktemp("preflight-report")
+    outputs = {name: reports / f"preflight.{name}" for name in ("md", "csv", "html", "projection")}
+    report = subprocess.run([sys.executable, "-m", "pipeline", "preflight-report", "--preset", "tiny", "--rows",
+                             str(row), *map(str, stage_rows), "--shapes", shapes, "--device-label", "cpu",
+                             *[arg for name, path in outputs.items() for arg in (f"--{name}", str(path))]],
+                            cwd=tiny_data_workdir, capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr[-2000:]
+    yield {"results": results, "run_dir": run_dir, "before": before, "outputs": outputs}
+    shutil.rmtree(run_dir)
+    shutil.rmtree(results / "preflight")
+
+
+def test_a_preflight_job_fills_every_column_of_the_report(preflight):
+    row, *stages = list(csv.DictReader(preflight["outputs"]["csv"].open()))
+    assert list(row) == list(COLUMNS)
+    assert row["status"] == "ok" and row["verdict"] == "ok" and row["error"] == "", row
+    assert all(row[column] != "" for column in COLUMNS if column != "error"), row
+    assert int(row["devices"]) == VIRTUAL_DEVICES and row["backend"] == "cpu"
+    assert row["peak_source"].startswith("CPU peak measured in this job") and 0 < float(row["mfu"]) < 1
+    assert float(row["median_step_s"]) > 0 and float(row["restore_s"]) > 0 and int(row["checkpoint_bytes"]) > 0
+    assert SHAPE in preflight["outputs"]["md"].read_text() and "<table" in preflight["outputs"]["html"].read_text()
+    projection = list(csv.DictReader(preflight["outputs"]["projection"].open()))
+    assert {item["run_id"] for item in projection} == {RUN, "owt-small-gpt"}
+
+
+def test_the_stage_jobs_on_the_preflight_checkpoint_fill_their_rows_and_say_na(preflight):
+    """A fine-tune, lm-eval and an analysis job each ran on the pretraining preflight's checkpoint: every column
+    filled, "n/a" where it does not apply (said so in the report)."""
+    _, *stages = list(csv.DictReader(preflight["outputs"]["csv"].open()))
+    assert [row["kind"] for row in stages] == list(STAGE_JOBS)
+    for row in stages:
+        assert row["status"] == "ok" and row["verdict"] == "ok", row
+        assert all(row[column] != "" for column in COLUMNS if column != "error"), row
+        assert float(row["wall_s"]) > 0 and int(row["peak_memory_bytes"]) > 0 and row["backend"] == "cpu", row
+        assert row["restore_s"] == NOT_APPLICABLE and row["budget_bytes"] == NOT_APPLICABLE, row
+    finetune, downstream, spectra = stages
+    assert float(finetune["median_step_s"]) > 0 and float(finetune["tokens_per_s"]) > 0, finetune
+    assert downstream["median_step_s"] == spectra["mfu"] == NOT_APPLICABLE
+    assert (preflight["results"] / "preflight" / "stages" / "spectra" / "spectra.csv").is_file()
+    assert not list((preflight["results"] / "preflight").rglob("summary.json"))
+    assert f"{NOT_APPLICABLE}: the column does not apply" in preflight["outputs"]["md"].read_text()
+
+
+def test_a_preflight_leaves_the_real_run_of_its_shape_unchanged_and_is_no_run(preflight):
+    run_dir, results = preflight["run_dir"], preflight["results"]
+    assert {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()} == preflight["before"]
+    assert not list((results / "preflight").rglob("summary.json"))
+    data = results / "data"
+    spec = pretrain_runs(TINY)[RUN]
+    real = RunIdentity.of(dataclasses.asdict(spec), data / "tokenizers" / "bpe", data / "caches" / "wt103-bpe")
+    preflight_fingerprint = stored_fingerprint(results / "preflight" / SHAPE / "train" / "checkpoints")
+    assert preflight_fingerprint is not None and preflight_fingerprint != real.fingerprint
