@@ -15,8 +15,7 @@ Per run, the tokens it processes times the seconds a GPU needs per token:
 
 Each training run also shows its passes over its training data (tokens / the training tokens of the built cache's
 ``stats.json``, else the corpus's published size) and its checkpoint disk at 12 bytes per parameter (f32 weights +
-Adam's two moments): ``kept_checkpoints`` when finished, ``EXTRA_CHECKPOINTS_WHILE_TRAINING`` more while it trains
-(``running_checkpoint_bytes``; ``pipeline.train.checkpoints``), per running run.
+Adam's two moments), kept when finished and held while it trains (``pipeline.planning.checkpoint_disk``).
 
 Seconds per training token come from a measured table ``results/benchmarks/throughput-sizes-<device>.csv``
 (``python -m pipeline bench throughput-sizes``; matched on family, size and num_layers) or, for a model it lacks,
@@ -32,11 +31,11 @@ import functools
 import hashlib
 import io
 import json
-import math
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import REPO_ROOT, TrainSpec, load_preset, pretrain_runs
+from pipeline.config import REPO_ROOT, load_preset, pretrain_runs
+from pipeline.planning.checkpoint_disk import checkpoint_disk
 from pipeline.planning.preflight_rows import measured_throughput, preflight_path
 from pipeline.planning.throughput import (
     DEFAULT_MFU,
@@ -72,8 +71,6 @@ PUBLISHED_TRAIN_TOKENS = {
 """Training tokens of the paper's corpora under a tokenizer, as published: WikiText-103 ≈ 0.12 B GPT-2 tokens
 (docs/paper.md#exact-steps), OpenWebText ≈ 9.04 B (nanoGPT's preparation of the same dataset); the fallback of
 ``data_passes`` before the caches are built. No published count for the Llama tokenizer: "?" until built."""
-CHECKPOINT_BYTES_PER_PARAMETER = 12
-"""f32 parameters plus Adam's first and second moments, 4 bytes each."""
 STAGES = ("pretrain", "finetune", "evaluate", "analysis")
 
 MODEL_COST_CACHE = REPO_ROOT / ".cache" / "model-cost.json"
@@ -190,19 +187,6 @@ def corpus_train_tokens(config: dict[str, Any], dataset: str, tokenizer: str) ->
     return PUBLISHED_TRAIN_TOKENS.get((source.get("id"), config["tokenizers"][tokenizer].get("name")))
 
 
-def kept_checkpoints(train: TrainSpec) -> int:
-    """Checkpoints a finished run keeps: the final one plus the periodic ones (steps 0 < s < steps-1, multiples of
-    ``checkpoint_every``) whose step is a multiple of ``keep_checkpoints_every``."""
-    if not train.keep_checkpoints_every:
-        return 1
-    every = math.lcm(train.checkpoint_every, train.keep_checkpoints_every)
-    return 1 + (train.steps - 2) // every
-
-
-EXTRA_CHECKPOINTS_WHILE_TRAINING = 2
-"""Checkpoints a running run holds beyond its finished ones: the two newest complete ones and the one being written."""
-
-
 def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, str, int], float],
               mfu: float, config: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per run: tokens, training tokens/s per GPU (measured, else estimated), GPU-hours = tokens × passes /
@@ -225,11 +209,7 @@ def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, 
                      "tokens": tokens, "passes": workload.passes, "tokens_per_s_per_gpu": tokens_per_s,
                      "gpu_hours": gpu_hours, "source": source,
                      "data_passes": tokens / corpus if corpus else None,
-                     "checkpoint_bytes": (parameters * CHECKPOINT_BYTES_PER_PARAMETER * kept_checkpoints(workload.train)
-                                          if training else 0),
-                     "running_checkpoint_bytes": (
-                         parameters * CHECKPOINT_BYTES_PER_PARAMETER
-                         * (kept_checkpoints(workload.train) + EXTRA_CHECKPOINTS_WHILE_TRAINING) if training else 0)})
+                     **checkpoint_disk(parameters, workload.train if training else None)})
     return rows
 
 

@@ -1,0 +1,36 @@
+"""Checkpoint disk of one training run (docs/runs.md#what-is-kept): 12 bytes per parameter per checkpoint (f32
+weights + Adam's two moments; for LoRA an upper bound, Levanter saves the trainable parameters only), times the
+checkpoints it keeps when finished (``checkpoint_bytes``) and, while it trains, ``EXTRA_CHECKPOINTS_WHILE_TRAINING``
+more (``running_checkpoint_bytes``: the two newest complete ones, ``pipeline.train.checkpoints``, and the one being
+written). The second is per running run, not per run."""
+
+from __future__ import annotations
+
+import math
+
+from pipeline.config import TrainSpec
+
+CHECKPOINT_BYTES_PER_PARAMETER = 12
+"""f32 parameters plus Adam's first and second moments, 4 bytes each."""
+EXTRA_CHECKPOINTS_WHILE_TRAINING = 2
+"""Checkpoints a running run holds beyond its finished ones: the two newest complete ones and the one being written."""
+
+
+def kept_checkpoints(train: TrainSpec) -> int:
+    """Checkpoints a finished run keeps: the final one plus the periodic ones (steps 0 < s < steps-1, multiples of
+    ``checkpoint_every``) whose step is a multiple of ``keep_checkpoints_every``."""
+    if not train.keep_checkpoints_every:
+        return 1
+    every = math.lcm(train.checkpoint_every, train.keep_checkpoints_every)
+    return 1 + (train.steps - 2) // every
+
+
+def checkpoint_disk(parameters: int, train: TrainSpec | None) -> dict[str, int]:
+    """``checkpoint_bytes`` and ``running_checkpoint_bytes`` of a run of ``parameters`` trained as ``train`` (both 0
+    for a workload that trains nothing, ``train`` None)."""
+    if train is None:
+        return {"checkpoint_bytes": 0, "running_checkpoint_bytes": 0}
+    kept = kept_checkpoints(train)
+    return {"checkpoint_bytes": parameters * CHECKPOINT_BYTES_PER_PARAMETER * kept,
+            "running_checkpoint_bytes": parameters * CHECKPOINT_BYTES_PER_PARAMETER
+            * (kept + EXTRA_CHECKPOINTS_WHILE_TRAINING)}
