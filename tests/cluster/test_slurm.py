@@ -46,11 +46,12 @@ def slurm_partition():
                                           "snakemake waits ~9 s for the SLURM plugin's `scontrol show config`")
 
 
-def localhost_site(tmp_path: Path, partition: str, max_runtime_min: int = 60) -> Path:
+def localhost_site(tmp_path: Path, partition: str, max_runtime_min: int = 60, signal_lead_s: int = 600) -> Path:
     """The example site with what this machine has: one partition, no GPUs, 1 CPU and 3 GB per job."""
     raw = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())
     raw["site"].update(gpu_partition=partition, cpu_partition=partition, gpus_per_node=0, cpu_max_cpus=1,
-                       cpu_max_mem_mb=3000, max_runtime_min=max_runtime_min, hf_home=str(tmp_path / "hf"))
+                       cpu_max_mem_mb=3000, max_runtime_min=max_runtime_min, hf_home=str(tmp_path / "hf"),
+                       signal_lead_s=signal_lead_s)
     path = tmp_path / "site.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -112,8 +113,9 @@ def test_ray_cluster_sbatch_runs_its_driver_inside_the_allocation_with_token_aut
 
 def test_a_walltime_stop_saves_a_checkpoint_and_the_rerun_resumes_from_it(tmp_path, slurm_partition,
                                                                            tiny_data_workdir):
-    """A training job with a 1-minute time limit gets the profile's walltime warning (SIGURG; a 2 s lead here, and
-    SLURM may send it up to 30 s early), saves a checkpoint at that step with its embedded Ray still up, and stops.
+    """A training job with a 1-minute time limit gets the site's walltime warning (SIGURG, ``signal_lead_s``: a 2 s
+    lead here, and SLURM may send it up to 30 s early), saves a checkpoint at that step with its embedded Ray still
+    up, and stops.
     It trains at micro-batch 1 (eight forward/backward passes per update, not part of the run's fingerprint) so that
     it is still training when the warning comes; the rerun, at the whole batch and without a time limit, resumes
     from that checkpoint and trains exactly its steps."""
@@ -134,10 +136,10 @@ def test_a_walltime_stop_saves_a_checkpoint_and_the_rerun_resumes_from_it(tmp_pa
             cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
 
     started = time.monotonic()
-    stopped = snakemake("--profile", str(ROOT / "profiles" / "slurm"), "--retries", "0", "--default-resources",
-                        "slurm_extra='--signal=URG@2'", "--slurm-status-command", "squeue",
-                        "--slurm-init-seconds-before-status-checks", "5", "--slurm-logdir", str(tmp_path / "logs"),
-                        micro_batch=1, site=localhost_site(tmp_path, slurm_partition, max_runtime_min=1))
+    site = localhost_site(tmp_path, slurm_partition, max_runtime_min=1, signal_lead_s=2)
+    stopped = snakemake("--profile", str(ROOT / "profiles" / "slurm"), "--retries", "0", "--slurm-status-command",
+                        "squeue", "--slurm-init-seconds-before-status-checks", "5", "--slurm-logdir",
+                        str(tmp_path / "logs"), micro_batch=1, site=site)
     print(f"stopped by the walltime warning: {time.monotonic() - started:.0f} s")
     assert stopped.returncode != 0 and "has been submitted with SLURM jobid" in stopped.stdout + stopped.stderr
     log = (workdir / "results" / "tiny" / "logs" / "pretrain" / "wt103-small-gpt.log").read_text()
