@@ -77,7 +77,7 @@ def test_ray_worker_killed_by_a_signal_ends_with_one_sentence(tmp_path):
         submit = pipeline.runner.run_on_ray
         pipeline.runner.run_on_ray = lambda target, *args, **kwargs: submit("os:abort", **kwargs)  # the worker dies
         sys.exit(main(["spectra", "--run-dir", "runs/x", "--tokenizer", "tok", "--time-oversampling", "1",
-                       "--out", "x.csv", "--ray-num-cpus", "1"]))
+                       "--out", "x.csv", "--untrained-out", "u.csv", "--ray-num-cpus", "1"]))
     """)
     result = pipeline_command("-c", script)
     assert result.returncode == 1
@@ -99,7 +99,8 @@ def test_a_ray_address_where_nothing_answers_ends_with_one_sentence_in_seconds()
     port = closed_local_port()
     started = time.monotonic()
     result = pipeline_command("-m", "pipeline", "spectra", "--run-dir", "runs/x", "--tokenizer", "tok",
-                              "--time-oversampling", "1", "--out", "x.csv", "--ray-address", f"127.0.0.1:{port}")
+                              "--time-oversampling", "1", "--out", "x.csv", "--untrained-out", "u.csv",
+                              "--ray-address", f"127.0.0.1:{port}")
     assert result.returncode == 1 and time.monotonic() - started < 60
     assert last_line(result) == (
         f"error: no Ray cluster answers at 127.0.0.1:{port} (--ray-address or $PIPELINE_RAY_ADDRESS: the preset's "
@@ -107,7 +108,8 @@ def test_a_ray_address_where_nothing_answers_ends_with_one_sentence_in_seconds()
         "cluster (profiles/slurm/ray-cluster.sbatch) or fix ray.address (null: an embedded Ray in each job), or rerun "
         "the local snakemake whose Ray ended.")
     result = pipeline_command("-m", "pipeline", "spectra", "--run-dir", "runs/x", "--tokenizer", "tok",
-                              "--time-oversampling", "1", "--out", "x.csv", "--ray-address", "head-node")
+                              "--time-oversampling", "1", "--out", "x.csv", "--untrained-out", "u.csv",
+                              "--ray-address", "head-node")
     assert last_line(result).startswith("error: Ray address 'head-node' (--ray-address or $PIPELINE_RAY_ADDRESS")
 
 

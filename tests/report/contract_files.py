@@ -94,8 +94,9 @@ def write_downstream(results: Path, run_id: str, *, family: str, pair: str, accu
 
 
 def write_spectra(results: Path, run_id: str, *, family: str, dataset: str, growth: float, layers: int = 6,
-                  heads: int = 2, rank: int = 4) -> Path:
-    """Eigenvalues whose magnitude scales as 1 + growth·t (growth 0: flat, random ordering)."""
+                  heads: int = 2, rank: int = 4, folder: str = "spectra") -> Path:
+    """Eigenvalues whose magnitude scales as 1 + growth·t (growth 0: flat, random ordering), in
+    ``analysis/<folder>/`` (``spectra_untrained``: the untrained control)."""
     rng = np.random.default_rng(0)
     rows = []
     for matrix in ("QK", "OV"):
@@ -106,7 +107,7 @@ def write_spectra(results: Path, run_id: str, *, family: str, dataset: str, grow
                 scale = 1 + growth * t if growth else rng.uniform(0.5, 1.5)
                 for index, value in enumerate(values * scale):
                     rows.append([run_id, family, dataset, matrix, t, layer, head, index, value.real, value.imag])
-    path = results / "analysis" / "spectra" / f"{run_id}.csv"
+    path = results / "analysis" / folder / f"{run_id}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows, columns=["run_id", "family", "dataset", "matrix", "t", "layer", "head", "index", "real",
                                 "imag"]).to_csv(path, index=False)
@@ -225,6 +226,8 @@ def populate_preset(results: Path, config: dict, runs: dict) -> None:
         spec = runs[run_id]
         write_spectra(results, run_id, family=spec.model.family, dataset=spec.dataset,
                       growth=2.0 if spec.model.family.startswith("diffeq") else 0.0)
+        write_spectra(results, run_id, family=spec.model.family, dataset=spec.dataset, growth=0.0,
+                      folder="spectra_untrained")
     for run_id in analysis["lyapunov"]["runs"]:
         write_lyapunov(results, run_id)
     for run_id in analysis["frontier"]["runs"]:
