@@ -43,8 +43,6 @@ def _plan(args: argparse.Namespace) -> None:
 
 def _job(args: argparse.Namespace) -> None:
     """A failed job is a measurement too: its row says ``failed`` and the one sentence, and the verb succeeds."""
-    from pipeline.artifacts import atomic_write_json
-    from pipeline.errors import failure_sentence
     from pipeline.runner import run_on_ray
 
     spec = json.loads(args.spec)
@@ -52,41 +50,43 @@ def _job(args: argparse.Namespace) -> None:
                                                     "budget_bytes": args.budget_bytes}
     row = {"shape": args.shape, "kind": "pretrain", "run_id": spec["run_id"], "runs": args.runs,
            "device_label": args.device_label}
+    _measured_row(args.row, row, f"shape {args.shape}", lambda: run_on_ray(
+        "pipeline.preflight.job:preflight_pretrain", args.spec, *absolute(args.job_dir),
+        *absolute(args.cache, args.tokenizer), args.warmup, args.timed, args.micro_batch, plan, **ray_placement(args)))
+
+
+def _measured_row(path: str, row: dict, what: str, measure) -> None:
+    """Write ``row`` to ``path`` with what ``measure()`` returns and status ok, or status failed and the failure's
+    one sentence: a preflight job always leaves its row, so the report can say what failed."""
+    from pipeline.artifacts import atomic_write_json
+    from pipeline.errors import failure_sentence
+
     try:
-        measured = run_on_ray("pipeline.preflight.job:preflight_pretrain", args.spec, *absolute(args.job_dir),
-                              *absolute(args.cache, args.tokenizer), args.warmup, args.timed, args.micro_batch, plan,
-                              **ray_placement(args))
-        row.update(status="ok", error="", **measured)
+        row.update(status="ok", error="", **measure())
     except Exception as error:  # noqa: BLE001  (the row records the failure's one sentence)
-        sentence, _ = failure_sentence(error, f"the preflight of shape {args.shape}")
-        logging.exception("preflight of %s failed", args.shape)
+        sentence, _ = failure_sentence(error, f"the preflight of {what}")
+        logging.exception("preflight of %s failed", what)
         row.update(status="failed", error=sentence.removeprefix("error: "))
-    atomic_write_json(args.row, row)
-    logging.info("preflight %s: %s", args.shape, json.dumps(row))
+    atomic_write_json(path, row)
+    logging.info("preflight %s: %s", what, json.dumps(row))
 
 
 def _stage(args: argparse.Namespace) -> None:
     """One stage job (``pipeline.preflight.stages``); like ``preflight-job``, a failure is its row's sentence."""
-    from pipeline.artifacts import atomic_write_json
-    from pipeline.errors import failure_sentence
     from pipeline.preflight.stages import StageJob, stage_call
     from pipeline.runner import run_on_ray
 
     job = StageJob(args.kind, args.run_id, args.runs, args.source_shape)
     row = {"shape": args.kind, "kind": args.kind, "run_id": args.run_id, "runs": args.runs,
            "device_label": args.device_label}
-    try:
+
+    def measure() -> dict:
         target, call_args, call_kwargs = stage_call(job, json.loads(args.settings), *absolute(
             args.source_dir, args.job_dir, args.cache, args.tokenizer), args.micro_batch)
-        measured = run_on_ray("pipeline.preflight.stages:measured_call", target, *call_args, **call_kwargs,
-                              uses_torch=args.kind == "downstream", **ray_placement(args))
-        row.update(status="ok", error="", **measured)
-    except Exception as error:  # noqa: BLE001  (the row records the failure's one sentence)
-        sentence, _ = failure_sentence(error, f"the preflight of {args.kind}")
-        logging.exception("preflight of %s failed", args.kind)
-        row.update(status="failed", error=sentence.removeprefix("error: "))
-    atomic_write_json(args.row, row)
-    logging.info("preflight %s: %s", args.kind, json.dumps(row))
+        return run_on_ray("pipeline.preflight.stages:measured_call", target, *call_args, **call_kwargs,
+                          uses_torch=args.kind == "downstream", **ray_placement(args))
+
+    _measured_row(args.row, row, args.kind, measure)
 
 
 def _report(args: argparse.Namespace) -> None:
