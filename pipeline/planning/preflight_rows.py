@@ -59,7 +59,7 @@ def require_green(path: str | Path, shape: str, run_id: str) -> None:
         return
     if row["verdict"] == "failed":
         raise PreflightError(f"{path}: the preflight of shape {shape} (run {run_id}) failed ({row['error']}); fix that "
-                         f"and rerun the preflight (snakemake --profile slurm preflight) before the grid.")
+                         f"and rerun the preflight before the grid.")
     raise PreflightError(f"{path}: the preflight of shape {shape} (run {run_id}) peaked at "
                      f"{float(row['peak_memory_bytes']) / 1e9:.3g} GB, over its plan's "
                      f"{float(row['budget_bytes']) / 1e9:.3g} GB; set a smaller micro-batch (train.micro_batch_size, "

@@ -135,6 +135,8 @@ def require_inside_results(*targets):
 
 PLAN_COMMAND = "snakemake --profile profiles/slurm fit, with this command's --config"
 """How the fit table is planned again, added to a job-sizing error (pipeline/planning/jobs.py)."""
+PREFLIGHT_COMMAND = "snakemake --profile profiles/slurm preflight, with this command's --config"
+"""How the preflight is run again, added to a red preflight row's sentence (pipeline/planning/preflight_rows.py)."""
 
 
 def resource_names(kind):
@@ -187,7 +189,7 @@ def rule_resources(shape_of, kind):
             except FitTableError as error:
                 raise WorkflowError(f"{str(error).rstrip('.')} ({PLAN_COMMAND}).") from None
             except PreflightError as error:
-                raise WorkflowError(str(error)) from None
+                raise WorkflowError(f"{str(error).rstrip('.')} ({PREFLIGHT_COMMAND}).") from None
 
         return value
 
