@@ -27,8 +27,6 @@ forward-only token costs a third. GPU-hours assume linear data-parallel scaling:
 from __future__ import annotations
 
 import csv
-import functools
-import hashlib
 import io
 import json
 from pathlib import Path
@@ -36,6 +34,7 @@ from typing import Any
 
 from pipeline.config import REPO_ROOT, load_preset, pretrain_runs
 from pipeline.planning.checkpoint_disk import checkpoint_disk
+from pipeline.planning.model_cost import model_cost
 from pipeline.planning.preflight_rows import measured_throughput, preflight_path
 from pipeline.planning.throughput import (
     DEFAULT_MFU,
@@ -44,7 +43,7 @@ from pipeline.planning.throughput import (
     default_throughput_path,
     read_throughput,
 )
-from pipeline.planning.workloads import TRAIN_PASSES, ModelRecipe, Workload, vocab_size, workloads
+from pipeline.planning.workloads import TRAIN_PASSES, Workload, workloads
 
 LM_EVAL_TASKS = {
     "arc_challenge": (1172, 4),
@@ -72,64 +71,6 @@ PUBLISHED_TRAIN_TOKENS = {
 (docs/paper.md#exact-steps), OpenWebText ≈ 9.04 B (nanoGPT's preparation of the same dataset); the fallback of
 ``data_passes`` before the caches are built. No published count for the Llama tokenizer: "?" until built."""
 STAGES = ("pretrain", "finetune", "evaluate", "analysis")
-
-MODEL_COST_CACHE = REPO_ROOT / ".cache" / "model-cost.json"
-"""(parameters, forward FLOPs per token) per model recipe, computed once: counting them builds Levanter configs,
-which imports JAX and Levanter (~9 s), and the SLURM profile sizes every job from them each time Snakemake reads
-the workflow (``pipeline.planning.jobs``: a dry run, and every submitted job on its node)."""
-
-
-def model_code_version() -> str:
-    """What the cached counts depend on besides the recipe: the model code, ``ModelRecipe.build``'s module and the
-    Levanter/Haliax versions."""
-    from importlib.metadata import version
-
-    digest = hashlib.sha256(f"levanter {version('levanter')} haliax {version('haliax')}".encode())
-    models = REPO_ROOT / "pipeline" / "models"
-    sources = [*models.glob("*.py"), REPO_ROOT / "pipeline" / "families.py", Path(__file__).with_name("workloads.py")]
-    for path in sorted(sources):
-        digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()
-
-
-def model_cost(workload: Workload, config: dict[str, Any]) -> tuple[int, float]:
-    """(parameters, forward FLOPs per token) of a workload's Levanter ``LmConfig`` with its tokenizer's vocabulary."""
-    return recipe_cost(workload.recipe, vocab_size(config, workload.tokenizer))
-
-
-@functools.cache
-def recipe_cost(recipe: ModelRecipe, vocab: int) -> tuple[int, float]:
-    """(parameters, forward FLOPs per token) of a model recipe, parameters from shapes only; read from
-    ``MODEL_COST_CACHE`` when it holds the recipe under the same model code, else computed and added."""
-    cache = read_model_costs()
-    key = recipe.key(vocab)
-    if key not in cache:
-        from pipeline.models import count_params
-
-        config = recipe.build()
-        cache[key] = [count_params(config, vocab), float(config.flops_per_token(vocab))]
-        write_model_costs(cache)
-    parameters, forward_flops = cache[key]
-    return int(parameters), float(forward_flops)
-
-
-@functools.cache
-def read_model_costs() -> dict[str, list]:
-    """The cached model costs of the current model code (a cache of other code, or none, reads as empty)."""
-    try:
-        cached = json.loads(MODEL_COST_CACHE.read_text())
-    except (FileNotFoundError, ValueError):
-        return {}
-    return cached["costs"] if cached.get("code") == model_code_version() else {}
-
-
-def write_model_costs(costs: dict[str, list]) -> None:
-    """Write the cache atomically (parallel jobs may race: the last writer wins, a lost entry is recomputed)."""
-    from pipeline.artifacts import atomic_write_json
-
-    MODEL_COST_CACHE.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(MODEL_COST_CACHE, {"code": model_code_version(), "costs": costs})
-
 
 def lm_eval_requests(downstream: dict[str, Any]) -> int:
     """Loglikelihood requests per model: Σ over tasks and shot counts of documents × requests per document."""

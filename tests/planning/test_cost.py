@@ -178,11 +178,12 @@ MODEL_COST_PROBE = r'''
 import json, sys
 from pathlib import Path
 import pipeline.planning.cost as cost
+import pipeline.planning.model_cost as model_cost
 from pipeline.config import load_preset
 
-cost.MODEL_COST_CACHE = Path(sys.argv[1])
+model_cost.MODEL_COST_CACHE = Path(sys.argv[1])
 config = load_preset({"preset": "paper"})
-costs = {f"{workload.stage}/{workload.model_id}": cost.model_cost(workload, config)
+costs = {f"{workload.stage}/{workload.model_id}": model_cost.model_cost(workload, config)
          for workload in cost.cost_workloads(config)}
 print(json.dumps({"costs": costs, "jax": "jax" in sys.modules}))
 '''
