@@ -1,5 +1,6 @@
 """What the grid reads back from a preflight report (pipeline/planning/preflight_rows.py): measured throughput in the
-cost preview and the training walltimes, and the stop of a red row in the grid's dry run."""
+cost preview and the training walltimes (a pretraining shape's; a fine-tune method's), and the stop of a red row (a
+training shape's; a stage job's) in the grid's dry run."""
 
 import json
 import os
@@ -13,6 +14,9 @@ from pipeline.cli import main
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.planning.cost import preview
 from pipeline.planning.jobs import STARTUP_MIN, JobSizing
+from pipeline.planning.model_cost import model_cost
+from pipeline.planning.preflight_rows import PreflightError
+from pipeline.planning.workloads import workloads as preset_workloads
 from pipeline.preflight.report import COLUMNS, csv_text, with_verdicts
 from pipeline.site import EXAMPLE, load_site
 
@@ -98,3 +102,90 @@ def test_a_preflight_job_whose_verb_fails_writes_its_sentence_and_its_row_stops_
     with pytest.raises(ValueError, match=r"the preflight of shape gpt-small-g0-mb0 \(run wt103-small-gpt\) failed "
                                          r"\(.*asks for 1 GPU\(s\)"):
         JobSizing(TINY, None, preflight_table=report).training("wt103-small-gpt")
+
+
+LORA_MEASURED, LORA_OTHER = "ft-wt103-owt-diffeq6-n3-lora", "ft-wt103-owt-diffeq6-n6-lora"
+"""The tiny preset's first LoRA fine-tune (what its preflight stage job ``finetune-lora`` trains) and another LoRA
+fine-tune, to N' = 6 steps rather than 3 (more FLOPs per token)."""
+
+
+def test_a_preflight_finetune_row_with_half_the_throughput_doubles_its_methods_walltimes_and_cost(tmp_path, capsys):
+    """The row's measured FLOP rate carries to every fine-tune of its method at that fine-tune's own FLOPs per token;
+    fine-tunes of the other method stay estimates."""
+    site = load_site(EXAMPLE)
+    report = tmp_path / "preflight.csv"
+    workloads = preset_workloads(TINY)
+    flops = {run: model_cost(workloads[run], TINY)[1] for run in (LORA_MEASURED, LORA_OTHER)}
+    minutes, hours = [], []
+    for tokens_per_s in (2.0, 1.0):
+        write_report(report, "finetune-lora", LORA_MEASURED, "h100", kind="finetune-lora",
+                     tokens_per_s_per_device=tokens_per_s)
+        job = JobSizing(TINY, site, preflight_table=report).training(LORA_OTHER)
+        assert job.gpus == 1
+        minutes.append(job.minutes - STARTUP_MIN)
+        _, runs = preview("tiny", "h100", preflight=report)
+        rows = {row["run_id"]: row for row in runs}
+        full = rows["ft-wt103-owt-diffeq6-n3-full"]
+        assert rows[LORA_OTHER]["source"] == "preflight" and full["source"] == "estimate"
+        assert rows[LORA_OTHER]["tokens_per_s_per_gpu"] == pytest.approx(
+            tokens_per_s * flops[LORA_MEASURED] / flops[LORA_OTHER])
+        hours.append(rows[LORA_OTHER]["gpu_hours"])
+    assert abs(minutes[1] - 2 * minutes[0]) <= 1, minutes
+    assert hours[1] == pytest.approx(2 * hours[0])
+    assert main(["cost", "--preset", "tiny", "--device", "h100", "--preflight", str(report)]) == 0
+    assert "(a fine-tune: the MFU measured for its method" in capsys.readouterr().out
+
+
+STAGE_GRID_JOBS = {
+    "finetune-lora": ("ft-wt103-owt-diffeq6-n3-lora", "fine-tune ft-owt-wt103-gpt8-lora"),
+    "finetune-full": ("ft-wt103-owt-diffeq6-n3-full", "fine-tune ft-wt103-owt-diffeq6-n8-full"),
+    "downstream": ("owt-large-gpt", "downstream of run owt-llama1b-llama"),
+    "spectra": ("owt-medium-diffeq", "spectra of run owt-medium-gpt"),
+    "lyapunov": ("owt-medium-diffeq", "lyapunov of run wt103-medium-diffeq"),
+    "frontier": ("owt-medium-diffeq", "frontier of run wt103-medium-diffeq"),
+}
+"""Per stage job of the tiny preset: the grid job it ran as, and a grid job of its kind (another one) it stands for."""
+
+
+def grid_job_shape(sizing: JobSizing, grid_job: str):
+    """Size the grid job named as in a red row's sentence (``fine-tune <id>`` or ``<rule> of run <id>``)."""
+    if grid_job.startswith("fine-tune "):
+        return sizing.training(grid_job.removeprefix("fine-tune "))
+    rule, run = grid_job.split(" of run ")
+    return sizing.gpu_analysis(rule, run)
+
+
+@pytest.mark.parametrize("kind", sorted(STAGE_GRID_JOBS))
+def test_a_failed_stage_row_stops_the_grid_jobs_of_its_kind_and_no_other(tmp_path, kind):
+    measured, grid_job = STAGE_GRID_JOBS[kind]
+    report = write_report(tmp_path / "preflight.csv", kind, measured, "cpu", kind=kind, status="failed",
+                          error="the job ran out of accelerator memory")
+    sizing = JobSizing(TINY, None, preflight_table=report)
+    sentence = (f"{report}: the preflight of stage job {kind} ({grid_job}) failed (the job ran out of accelerator "
+                "memory); fix that and rerun the preflight before the grid.")
+    with pytest.raises(PreflightError) as error:
+        grid_job_shape(sizing, grid_job)
+    assert str(error.value) == sentence
+    for other in set(STAGE_GRID_JOBS) - {kind}:
+        grid_job_shape(sizing, STAGE_GRID_JOBS[other][1])
+    sizing.training("owt-medium-diffeq")
+
+
+def test_a_failed_stage_row_stops_the_grids_dry_run_but_not_the_preflights(tmp_path):
+    write_report(tmp_path / "results" / "tiny" / "preflight.csv", "spectra", "owt-medium-diffeq", "cpu",
+                 kind="spectra", status="failed", error="the job ran out of accelerator memory")
+
+    def dry_run(target: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "snakemake", "-n", target, "--snakefile",
+                               str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path), "--cores", "1"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+    stopped = dry_run("results/tiny/analysis/spectra/owt-medium-gpt.csv")
+    output = " ".join((stopped.stdout + stopped.stderr).split())
+    assert stopped.returncode != 0
+    assert ("results/tiny/preflight.csv: the preflight of stage job spectra (spectra of run owt-medium-gpt) failed "
+            "(the job ran out of accelerator memory); fix that and rerun the preflight before the grid (snakemake "
+            "--profile profiles/slurm preflight, with this command's --config).") in output, output[-2000:]
+    preflight = dry_run("preflight")
+    assert preflight.returncode == 0, preflight.stderr[-2000:]

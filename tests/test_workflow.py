@@ -175,7 +175,7 @@ def test_the_sites_sbatch_options_reach_its_jobs_and_results_go_to_its_results_d
                        str(tmp_path / "work"), "--profile", "profiles/slurm", "--config", f"site={site}")
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = [job for job in dry_run_jobs(result.stdout) if job["rule"] not in SUBMIT_HOST_RULES]
-    extras = {"training": "--reservation=paper --signal=URG@900 --exclusive", "gpu": "--reservation=paper",
+    extras = {"training": "--reservation=paper --exclusive --signal=URG@900", "gpu": "--reservation=paper",
               "cpu": "--reservation=paper --comment=x"}
     for job in jobs:
         resources = job["resources"]

@@ -26,14 +26,15 @@ def _cost(args: argparse.Namespace) -> None:
         print(f"measured: training tokens/s per GPU from {args.throughput or default_throughput_path(args.device)}")
     if any(row["source"] == "preflight" for row in runs):
         table = args.preflight or preflight_path(load_preset({"preset": args.preset})["preset"])
-        print(f"measured by the preflight: training tokens/s per GPU from {table}")
+        print(f"measured by the preflight: training tokens/s per GPU from {table} (a fine-tune: the MFU measured for "
+              "its method, at its own FLOPs per token)")
     if estimated:
         print(f"estimate, not measured: Levanter FLOPs/token x 3 at MFU {args.mfu} of the {args.device} dense peak")
     print(format_stage_table(stages))
-    print("Not counted: periodic validation during training. LoRA costed as full fine-tuning; lm-eval requests "
-          "as full context windows (upper bounds). Checkpoint disk: what finished runs keep (12 bytes/parameter "
-          "each); a run holds two more while it trains (its two newest complete checkpoints, so that one bad save "
-          "leaves one to resume from, and the one being written), per running run: up to "
+    print("Not counted: periodic validation during training. LoRA, where estimated, costed as full fine-tuning; "
+          "lm-eval requests as full context windows (upper bounds). Checkpoint disk: what finished runs keep (12 "
+          "bytes/parameter each); a run holds two more while it trains (its two newest complete checkpoints, so that "
+          "one bad save leaves one to resume from, and the one being written), per running run: up to "
           f"{max(row['running_checkpoint_bytes'] for row in runs) / 1e9:,.1f} GB for the largest.")
     print("\nPasses over the training data (built cache's token count, else the corpus's published size):")
     print(format_passes_table(runs))

@@ -5,8 +5,8 @@ Per run, the tokens it processes times the seconds a GPU needs per token:
 - pretrain: ``steps × batch_size × seq_len`` training tokens (every run of ``pretrain_runs``);
 - finetune: ``steps × batch_size × seq_len`` training tokens of the fine-tuned model (``finetune_runs``): the
   DiffEqFormer source discretised to N' steps (``discrete_diffeq_*``, a vanilla transformer's cost, App. D.1) or
-  the GPT baseline. LoRA is costed as a full fine-tune: an upper bound (frozen weights skip their weight
-  gradients, about a third of the FLOPs);
+  the GPT baseline. Unless measured, LoRA is costed as a full fine-tune: an upper bound (frozen weights skip
+  their weight gradients, about a third of the FLOPs);
 - evaluate (lm-eval, App. C.7): forward tokens of each model of ``downstream.pairs``: per task and shot count,
   documents (the evaluation split, or ``limit``) × requests per document (answer choices) × ``seq_len``, an
   upper bound that charges every request a full context window;
@@ -17,11 +17,13 @@ Each training run also shows its passes over its training data (tokens / the tra
 ``stats.json``, else the corpus's published size) and its checkpoint disk at 12 bytes per parameter (f32 weights +
 Adam's two moments), kept when finished and held while it trains (``pipeline.planning.checkpoint_disk``).
 
-Seconds per training token come from a measured table ``results/benchmarks/throughput-sizes-<device>.csv``
-(``python -m pipeline bench throughput-sizes``; matched on family, size and num_layers) or, for a model it lacks,
-from an estimate: Levanter's forward FLOPs per token (``LmConfig.flops_per_token``: matmuls, the attention map,
-the LM head) × 3 (forward + backward), as Levanter's MFU accounting, / (MFU × the device's dense peak); a
-forward-only token costs a third. GPU-hours assume linear data-parallel scaling: wall-clock = GPU-hours / GPUs.
+Seconds per training token come from the preset's preflight report on the device (``results/<preset>/preflight.csv``:
+a pretraining shape's model, a fine-tune method's measured MFU; ``pipeline.planning.preflight_rows``), else from a
+measured table ``results/benchmarks/throughput-sizes-<device>.csv`` (``python -m pipeline bench throughput-sizes``;
+matched on family, size and num_layers) or, for a model neither has, from an estimate: Levanter's forward FLOPs per
+token (``LmConfig.flops_per_token``: matmuls, the attention map, the LM head) × 3 (forward + backward), as
+Levanter's MFU accounting, / (MFU × the device's dense peak); a forward-only token costs a third. GPU-hours
+assume linear data-parallel scaling: wall-clock = GPU-hours / GPUs.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import REPO_ROOT, load_preset, pretrain_runs
+from pipeline.config import REPO_ROOT, load_preset
 from pipeline.planning.checkpoint_disk import checkpoint_disk
 from pipeline.planning.model_cost import model_cost
-from pipeline.planning.preflight_rows import measured_throughput, preflight_path
+from pipeline.planning.preflight_rows import preflight_path, preflight_throughput
 from pipeline.planning.throughput import (
     DEFAULT_MFU,
     PEAK_TFLOPS,
@@ -129,16 +131,20 @@ def corpus_train_tokens(config: dict[str, Any], dataset: str, tokenizer: str) ->
 
 
 def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, str, int], float],
-              mfu: float, config: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per run: tokens, training tokens/s per GPU (measured, else estimated), GPU-hours = tokens × passes /
-    3 / tokens_per_s / 3600, passes over the training data, checkpoint bytes kept, and held while it trains."""
+              mfu: float, config: dict[str, Any], preflight: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """One row per run: tokens, training tokens/s per GPU (the preflight's by workload id, else ``measured`` by
+    model, else estimated), GPU-hours = tokens × passes / 3 / tokens_per_s / 3600, passes over the training data,
+    checkpoint bytes kept, and held while it trains."""
+    preflight = preflight or {}
     rows = []
     for workload in workloads:
         training = workload.passes == TRAIN_PASSES
         corpus = corpus_train_tokens(config, workload.dataset, workload.tokenizer) if training else None
         parameters, forward_flops = model_cost(workload, config)
         tokens = workload_tokens(workload, config)
-        if workload.throughput_key in measured:
+        if workload.run_id in preflight:
+            tokens_per_s, source = preflight[workload.run_id], "preflight"
+        elif workload.throughput_key in measured:
             tokens_per_s, source = measured[workload.throughput_key], "measured"
         else:
             tokens_per_s, source = estimated_tokens_per_s(workload, device, mfu, config), "estimate"
@@ -184,10 +190,8 @@ def preview(preset: str, device: str, throughput: Path | None = None, mfu: float
     config = load_preset({"preset": preset})
     path = throughput or default_throughput_path(device)
     measured = read_throughput(path, device) if throughput or path.is_file() else {}
-    by_preflight = measured_throughput(preflight or preflight_path(config["preset"]), device, pretrain_runs(config))
-    run_rows = cost_rows(cost_workloads(config), device, {**measured, **by_preflight}, mfu, config)
-    for row in (row for row in run_rows if (row["family"], row["size"], row["num_layers"]) in by_preflight):
-        row["source"] = "preflight"
+    by_preflight = preflight_throughput(preflight or preflight_path(config["preset"]), device, config)
+    run_rows = cost_rows(cost_workloads(config), device, measured, mfu, config, by_preflight)
     return stage_rows(run_rows, analysis_run_count(config)), run_rows
 
 

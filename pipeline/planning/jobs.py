@@ -6,8 +6,8 @@ A training run (pretraining, fine-tune) gets the fewest GPUs of one node that
   half of each GPU's memory (the other half for activations), sharded across the GPUs, and
 - finish within ``target_runtime_min``: wall-clock = GPU-hours × ``safety_factor`` / GPUs, with GPU-hours from
   ``pipeline.planning.cost`` (measured throughput where the preset's preflight report measured the model on the site's
-  device, else where ``results/benchmarks/throughput-sizes-<device>.csv`` has it, else FLOPs at ``mfu`` of the
-  device's peak),
+  device, or a fine-tune of its method there, else where ``results/benchmarks/throughput-sizes-<device>.csv`` has
+  it, else FLOPs at ``mfu`` of the device's peak),
 
 and divide its batch size (data parallelism); its walltime is that wall-clock plus ``STARTUP_MIN``, capped at the
 site's ``max_runtime_min`` (a run that needs longer continues from its newest checkpoint when it is retried), its
@@ -18,8 +18,9 @@ That sizing counts no activations. Its ``micro_batch`` (examples per device per 
 (``pipeline.planning.fit``) where that table has the job's row: planned for the run as the preset defines it now
 (``plan_key``), at the job's GPU count, of the site's GPU memory and the share of it JAX reserves. A
 ``train.micro_batch_size`` the preset sets wins over the table. A job with neither, or whose row fits at no
-micro-batch or is stale, raises ``FitTableError`` before anything is submitted; a pretraining run whose shape's
-preflight row is red raises ``PreflightError`` (``pipeline.planning.preflight_rows``).
+micro-batch or is stale, raises ``FitTableError`` before anything is submitted. A job whose preflight row is red
+raises ``PreflightError`` (``pipeline.planning.preflight_rows``): a pretraining run its shape's, a fine-tune its
+method's stage job's (``finetune-lora``, ``finetune-full``), lm-eval and each GPU analysis its stage job's.
 
 A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
 that divide its batch), and its fit row must say that batch fits there.
@@ -27,13 +28,14 @@ that divide its batch), and its fit row must say that batch fits there.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from pathlib import Path
 from typing import Any
 
 from pipeline.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
+from pipeline.planning.job_shape import JobShape, Placement
+from pipeline.planning.preflight_rows import preflight_throughput, require_green, shape_id, training_row
 from pipeline.planning.workloads import Workload, workload_vocab_size, workloads
 from pipeline.site import Site
 
@@ -63,32 +65,6 @@ memory probe (a few steps); ``downstream`` gets this plus its lm-eval GPU-hours 
 class FitTableError(ValueError):
     """A training job or memory probe has no usable fit row (missing, stale, or it fits at no micro-batch); the
     message says what to change, and the caller says how to plan the table again."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Placement:
-    """Where a kind of job runs at a site, as sbatch options: its partition, account, QoS, node constraint, and
-    further flags (the reservation, a training job's early SIGTERM, the site's extras for the kind)."""
-
-    partition: str
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    sbatch_flags: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class JobShape:
-    """What one job asks for. Without a site (``placement`` None) a local job on this machine's CPU: ``gpus`` 0 and
-    only ``micro_batch`` set; ``gpu_model`` only on a GPU partition that names one."""
-
-    gpus: int = 0
-    micro_batch: int | None = None
-    placement: Placement | None = None
-    gpu_model: str | None = None
-    cpus: int | None = None
-    mem_mb: int | None = None
-    minutes: int | None = None
 
 
 def node_gpu_counts(batch_size: int, site: Site) -> list[int]:
@@ -130,17 +106,20 @@ class JobSizing:
         return workloads(self.config)
 
     @functools.cached_property
-    def _measured(self) -> dict:
-        """Training tokens/s per GPU of the site's device: the throughput table's, and over it the preflight's."""
-        from pipeline.config import pretrain_runs
-        from pipeline.planning.preflight_rows import measured_throughput
+    def _measured(self) -> dict[tuple[str, str, int], float]:
+        """Training tokens/s per GPU of the site's device by model: the throughput table's."""
         from pipeline.planning.throughput import default_throughput_path, read_throughput
 
         path = default_throughput_path(self.site.device)
-        measured = read_throughput(path, self.site.device) if path.is_file() else {}
+        return read_throughput(path, self.site.device) if path.is_file() else {}
+
+    @functools.cached_property
+    def _preflight_throughput(self) -> dict[str, float]:
+        """Training tokens/s per GPU of the site's device by workload id, as the preflight measured them (wins over
+        ``_measured``)."""
         if self.preflight_table is None:
-            return measured
-        return {**measured, **measured_throughput(self.preflight_table, self.site.device, pretrain_runs(self.config))}
+            return {}
+        return preflight_throughput(self.preflight_table, self.site.device, self.config)
 
     def cost(self, workload_id: str) -> dict[str, Any]:
         """The cost preview's row of one workload (``gpu_hours``, ``parameters``, ...) on the site's device."""
@@ -148,23 +127,28 @@ class JobSizing:
 
         if workload_id not in self._costs:
             self._costs[workload_id] = cost_rows([self._workloads[workload_id]], self.site.device, self._measured,
-                                                 self.site.mfu, self.config)[0]
+                                                 self.site.mfu, self.config, self._preflight_throughput)[0]
         return self._costs[workload_id]
+
+    def require_green_preflight(self, row_key: str, grid_job: str) -> None:
+        """Stop (``PreflightError``) where the preflight row ``row_key`` that stands for ``grid_job`` is red."""
+        if self.preflight_table is not None:
+            require_green(self.preflight_table, row_key, grid_job)
 
     def placement(self, kind: str) -> Placement:
         """Where jobs of ``kind`` (one of ``JOB_KINDS``) run: GPU jobs on the GPU partition (on the CPU partition at
         a site without GPUs), with that partition's constraint; a training job is sent SIGURG ``signal_lead_s``
-        before its walltime ends, so that it saves a checkpoint and stops (``pipeline.stop_signals``: SLURM signals
-        every process of the job, and the embedded Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
+        before its walltime ends (at most half its walltime: ``pipeline.planning.job_shape``), so that it saves a
+        checkpoint and stops (``pipeline.stop_signals``: SLURM signals every process of the job, and the embedded
+        Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
         site = self.site
         on_gpus = kind != "cpu" and site.gpus_per_node > 0
         flags = [f"--reservation={site.reservation}"] if site.reservation else []
-        if kind == "training" and site.signal_lead_s:
-            flags.append(f"--signal=URG@{site.signal_lead_s}")
         if site.slurm_extra[kind]:
             flags.append(site.slurm_extra[kind])
         return Placement(site.gpu_partition if on_gpus else site.cpu_partition, site.account, site.qos,
-                         site.gpu_constraint if on_gpus else site.cpu_constraint, tuple(flags))
+                         site.gpu_constraint if on_gpus else site.cpu_constraint, tuple(flags),
+                         site.signal_lead_s if kind == "training" else 0)
 
     def _gpu_job(self, kind: str, gpus: int, minutes: int, micro_batch: int | None = None) -> JobShape:
         site = self.site
@@ -238,7 +222,8 @@ class JobSizing:
 
     def training(self, workload_id: str, check_preflight: bool = True) -> JobShape:
         """A pretraining run or fine-tune: GPUs, walltime and memory from its size, its micro-batch from the fit
-        table; a pretraining run whose shape's preflight row is red raises (``check_preflight``; module docstring)."""
+        table; a pretraining run whose shape's preflight row is red raises, as does a fine-tune whose method's stage
+        job's row is (``check_preflight``; module docstring)."""
         preset_micro_batch = self._workloads[workload_id].train.micro_batch_size or 0
         if self.site is None:
             shape = JobShape(0, preset_micro_batch)
@@ -249,11 +234,11 @@ class JobSizing:
             minutes = training_minutes(self.cost(workload_id)["gpu_hours"], gpus, self.site)
             shape = self._gpu_job("training", gpus, minutes, self.micro_batch(workload_id, gpus))
         workload = self._workloads[workload_id]
-        if check_preflight and self.preflight_table is not None and workload.kind == "pretrain":
-            from pipeline.planning.preflight_rows import require_green, shape_id
-
-            require_green(self.preflight_table, shape_id(workload.family, workload.run.size, shape.gpus,
-                                                         shape.micro_batch), workload_id)
+        if check_preflight and workload.kind == "pretrain":
+            shape_key = shape_id(workload.family, workload.run.size, shape.gpus, shape.micro_batch)
+            self.require_green_preflight(shape_key, f"run {workload_id}")
+        elif check_preflight:
+            self.require_green_preflight(training_row(workload), f"fine-tune {workload_id}")
         return shape
 
     def memory_probe_gpu_count(self, probe_id: str) -> int:
@@ -280,8 +265,12 @@ class JobSizing:
                                 "(gpu_memory_gb) or more per node (gpus_per_node), then plan it again.")
         return self._gpu_job("gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
 
-    def gpu_analysis(self, rule: str, run_id: str) -> JobShape:
-        """One GPU; ``downstream`` adds its lm-eval GPU-hours × safety factor to the walltime."""
+    def gpu_analysis(self, rule: str, run_id: str, check_preflight: bool = True) -> JobShape:
+        """One GPU; ``downstream`` adds its lm-eval GPU-hours × safety factor to the walltime. The preflight's stage
+        job of the same name (lm-eval, spectra, Lyapunov, frontier) stands for it: red, it raises
+        (``check_preflight``)."""
+        if check_preflight:
+            self.require_green_preflight(rule, f"{rule} of run {run_id}")
         if self.site is None:
             return JobShape()
         minutes = GPU_ANALYSIS_MINUTES[rule]

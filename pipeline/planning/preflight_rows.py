@@ -1,5 +1,5 @@
 """What planning reads back from a preflight (``pipeline.preflight`` writes it): ``results/<preset>/preflight.csv``'s
-rows by shape, the measured training tokens/s per device of each model, and the stop of a red row.
+rows by shape (or stage job), the measured training tokens/s per device of each workload, and the stop of a red row.
 
 Rows measured on another device than the one a reader costs for (the row's ``device_label``: the site's ``device``,
 or ``cpu`` without a site) are not read.
@@ -11,7 +11,9 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import REPO_ROOT, RunSpec
+from pipeline.config import REPO_ROOT
+from pipeline.planning.model_cost import model_cost
+from pipeline.planning.workloads import Workload, workloads
 
 
 class PreflightError(ValueError):
@@ -39,28 +41,67 @@ def read_rows(path: str | Path) -> dict[str, dict[str, Any]]:
         return {row["shape"]: row for row in csv.DictReader(stream)}
 
 
-def measured_throughput(path: str | Path, device: str, runs: dict[str, RunSpec]) -> dict[tuple[str, str, int], float]:
-    """Training tokens/s per device of every model a green row of ``device`` measured, keyed as the cost model's
-    measured table (family, size, num_layers)."""
-    throughput = {}
+FINETUNE_METHODS = ("lora", "full")
+
+
+def finetune_stage(method: str) -> str:
+    """The stage job (and row) that stands for the fine-tunes of ``method`` (one of ``FINETUNE_METHODS``)."""
+    return f"finetune-{method}"
+
+
+def training_row(workload: Workload) -> str | None:
+    """The kind of row that measures a ``Workload``'s training: ``pretrain``, its fine-tune method's stage job, or
+    None (lm-eval and the memory probes)."""
+    if workload.kind == "pretrain":
+        return "pretrain"
+    return finetune_stage(workload.finetune.method) if workload.kind == "finetune" else None
+
+
+def preflight_throughput(path: str | Path, device: str, config: dict[str, Any]) -> dict[str, float]:
+    """Training tokens/s per device of ``device`` of every workload of ``config`` a green row measured, by workload id:
+
+    - a fine-tune of a method whose stage job (``finetune_stage``) measured fine-tune m: m's model FLOP rate per
+      device carried over, i.e. the method's MFU on the device: tokens/s = tokens/s_m × F_m / F, F a model's forward
+      FLOPs per token (``pipeline.planning.model_cost``; tokens/s × 3F = MFU × peak), so a fine-tune to other N'
+      steps, or of another source, is charged its own FLOPs;
+    - else a workload whose model (family, size, num_layers) a pretraining row measured: that row's tokens/s.
+    """
+    jobs = workloads(config)
+    training_rows = {training_row(workload) for workload in jobs.values()} - {None}
+    by_model, flops_by_method = {}, {}
     for row in read_rows(path).values():
-        if row["device_label"] != device or row["verdict"] != "ok" or row.get("kind", "pretrain") != "pretrain":
+        if row["device_label"] != device or row["verdict"] != "ok" or row["kind"] not in training_rows:
             continue
-        spec = runs[row["run_id"]]
-        throughput[spec.model.family, spec.size, spec.model.num_layers] = float(row["tokens_per_s_per_device"])
+        measured = jobs.get(row["run_id"])
+        if measured is None or training_row(measured) != row["kind"]:
+            raise PreflightError(f"{path}: row {row['shape']} measured {row['run_id']}, which is no {row['kind']} "
+                                 f"job of preset {config['preset']!r}; rerun the preflight of this preset.")
+        tokens_per_s = float(row["tokens_per_s_per_device"])
+        if measured.kind == "pretrain":
+            by_model[measured.throughput_key] = tokens_per_s
+        else:
+            flops_by_method[measured.finetune.method] = tokens_per_s * model_cost(measured, config)[1]
+    throughput = {}
+    for workload_id, workload in jobs.items():
+        if workload.kind == "finetune" and workload.finetune.method in flops_by_method:
+            throughput[workload_id] = flops_by_method[workload.finetune.method] / model_cost(workload, config)[1]
+        elif workload.throughput_key in by_model:
+            throughput[workload_id] = by_model[workload.throughput_key]
     return throughput
 
 
-def require_green(path: str | Path, shape: str, run_id: str) -> None:
-    """Stop, in one sentence naming the shape and what to do, when the preflight row of ``run_id``'s ``shape`` is
-    red (its job failed, or its peak memory exceeded its plan)."""
-    row = read_rows(path).get(shape)
+def require_green(path: str | Path, row_key: str, grid_job: str) -> None:
+    """Stop, in one sentence naming the preflight job, the grid's job and what to do, when the row ``row_key`` (a
+    training shape, or a stage job's kind) that stands for ``grid_job`` is red (its job failed, or its peak memory
+    exceeded its plan)."""
+    row = read_rows(path).get(row_key)
     if row is None or row["verdict"] == "ok":
         return
+    subject = f"shape {row_key}" if row["kind"] == "pretrain" else f"stage job {row_key}"
     if row["verdict"] == "failed":
-        raise PreflightError(f"{path}: the preflight of shape {shape} (run {run_id}) failed ({row['error']}); fix that "
-                         f"and rerun the preflight before the grid.")
-    raise PreflightError(f"{path}: the preflight of shape {shape} (run {run_id}) peaked at "
-                     f"{float(row['peak_memory_bytes']) / 1e9:.3g} GB, over its plan's "
-                     f"{float(row['budget_bytes']) / 1e9:.3g} GB; set a smaller micro-batch (train.micro_batch_size, "
-                     f"or rerun `fit`), then rerun the preflight before the grid.")
+        raise PreflightError(f"{path}: the preflight of {subject} ({grid_job}) failed ({row['error']}); fix that "
+                             "and rerun the preflight before the grid.")
+    raise PreflightError(f"{path}: the preflight of {subject} ({grid_job}) peaked at "
+                         f"{float(row['peak_memory_bytes']) / 1e9:.3g} GB, over its plan's "
+                         f"{float(row['budget_bytes']) / 1e9:.3g} GB; set a smaller micro-batch "
+                         "(train.micro_batch_size, or rerun `fit`), then rerun the preflight before the grid.")

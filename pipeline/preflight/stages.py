@@ -25,8 +25,9 @@ from typing import Any
 
 from pipeline.config import finetune_runs
 from pipeline.evaluate import BATCH_SIZE
+from pipeline.planning.preflight_rows import FINETUNE_METHODS, finetune_stage
 
-STAGE_KINDS = ("finetune-lora", "finetune-full", "downstream", "spectra", "lyapunov", "frontier")
+STAGE_KINDS = (*map(finetune_stage, FINETUNE_METHODS), "downstream", "spectra", "lyapunov", "frontier")
 FINETUNE_UPDATES = 3
 LM_EVAL_LIMIT = 2
 FRONTIER_BATCHES = 1
@@ -47,11 +48,11 @@ def stage_jobs(config: dict[str, Any], run_shapes: dict[str, str]) -> dict[str, 
     """The preset's stage jobs by kind (a kind the preset has no job of is left out); ``run_shapes``: each
     pretraining run's shape id."""
     jobs = {}
-    for method in ("lora", "full"):
+    for method in FINETUNE_METHODS:
         specs = [spec for spec in finetune_runs(config).values() if spec.method == method]
         if specs:
-            jobs[f"finetune-{method}"] = StageJob(f"finetune-{method}", specs[0].run_id, len(specs),
-                                                  run_shapes[specs[0].source_run])
+            jobs[finetune_stage(method)] = StageJob(finetune_stage(method), specs[0].run_id, len(specs),
+                                                    run_shapes[specs[0].source_run])
     evaluated = [run for runs in config["downstream"]["pairs"].values() for run in runs if run in run_shapes]
     if evaluated:
         jobs["downstream"] = StageJob("downstream", evaluated[0], len(evaluated), run_shapes[evaluated[0]])
@@ -66,7 +67,7 @@ def stage_gpus(job: StageJob, sizing) -> int:
     """The GPUs ``sizing`` (a ``pipeline.planning.jobs.JobSizing``) gives the grid's jobs of ``job``'s kind."""
     if job.kind.startswith("finetune-"):
         return sizing.training(job.run_id, check_preflight=False).gpus
-    return sizing.gpu_analysis(job.kind, job.run_id).gpus
+    return sizing.gpu_analysis(job.kind, job.run_id, check_preflight=False).gpus
 
 
 def measured_call(target: str, *args: Any, **kwargs: Any) -> dict[str, Any]:

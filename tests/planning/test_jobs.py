@@ -6,7 +6,8 @@ import dataclasses
 import pytest
 
 from pipeline.config import load_preset
-from pipeline.planning.jobs import JobShape, JobSizing, Placement, training_gpus, training_minutes
+from pipeline.planning.job_shape import JobShape, Placement
+from pipeline.planning.jobs import JobSizing, training_gpus, training_minutes
 from pipeline.site import EXAMPLE, load_site
 
 SITE = load_site(EXAMPLE)
@@ -31,7 +32,7 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
     small, biggest = jobs.training("wt103-small-gpt"), jobs.training("owt-llama1b-diffeq_llama")
     hours = jobs.cost("owt-llama1b-diffeq_llama")["gpu_hours"]
     assert small.gpus < biggest.gpus == 8 and small.minutes < biggest.minutes
-    training = Placement("gpu", sbatch_flags=("--signal=URG@600",))
+    training = Placement("gpu", signal_lead_s=600)
     assert biggest == JobShape(gpus=8, micro_batch=0, placement=training, cpus=64, mem_mb=512000,
                                minutes=training_minutes(hours, 8, SITE))
     capped = JobSizing(paper, dataclasses.replace(SITE, max_runtime_min=600, gpu_model="h100", account="proj"))
@@ -40,6 +41,19 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
         mem_mb=512000, minutes=600)
     assert jobs.cpu("token_cache") == JobShape(placement=Placement("cpu"), cpus=32, mem_mb=128000, minutes=720)
     assert jobs.gpu_analysis("frontier", "owt-large-diffeq").gpus == 1
+
+
+def test_a_training_jobs_walltime_warning_comes_at_most_half_way_through_its_walltime():
+    """SLURM sends no warning whose lead reaches back to the job's start: the site's 40-minute lead stays for a long
+    run, but a job the site caps at 30 minutes, or a 20-minute preflight job of a run's shape, is warned half-way."""
+    paper = load_preset({"preset": "paper"})
+    site = dataclasses.replace(SITE, signal_lead_s=2400)
+    long_run = JobSizing(paper, site).training("owt-llama1b-diffeq_llama")
+    assert long_run.minutes > 80 and long_run.sbatch_flags == ("--signal=URG@2400",)
+    assert dataclasses.replace(long_run, minutes=20).sbatch_flags == ("--signal=URG@600",)
+    capped = JobSizing(paper, dataclasses.replace(site, max_runtime_min=30, reservation="paper"))
+    assert capped.training("wt103-small-gpt").sbatch_flags == ("--reservation=paper", "--signal=URG@900")
+    assert capped.gpu_analysis("spectra", "owt-large-diffeq").sbatch_flags == ("--reservation=paper",)
 
 
 def test_without_a_site_every_job_is_local_on_the_cpu():

@@ -151,7 +151,7 @@ def resource_names(kind):
         "slurm_account": placement.account,
         "qos": placement.qos,
         "constraint": placement.constraint,
-        "slurm_extra": placement.sbatch_flags,
+        "slurm_extra": placement.flags(),
         "gpu_model": kind != "cpu" and SITE.gpus_per_node and SITE.gpu_model,
     }
     names = ["slurm_partition", "nodes", "gpu", "cpus_per_task", "mem_mb", "runtime"]
@@ -167,7 +167,7 @@ def resource_values(shape):
             "slurm_account": shape.placement.account,
             "qos": shape.placement.qos,
             "constraint": shape.placement.constraint,
-            "slurm_extra": " ".join(shape.placement.sbatch_flags),
+            "slurm_extra": " ".join(shape.sbatch_flags),
             "nodes": 1,
             "gpu_model": shape.gpu_model,
             "cpus_per_task": shape.cpus,
@@ -179,7 +179,7 @@ def resource_values(shape):
 
 def rule_resources(shape_of, kind):
     """A rule's ``resources:``: one callable of the job's wildcards per name, from the job's shape
-    ``shape_of(wildcards)``; a job the fit table cannot size, or whose shape's preflight row is red, stops the
+    ``shape_of(wildcards)``; a job the fit table cannot size, or whose preflight row is red, stops the
     workflow with one sentence."""
 
     def resource(name):
@@ -329,7 +329,7 @@ def preflight_stage_shape(wildcards):
     if job.kind.startswith("finetune-"):
         shape = JOBS.training(job.run_id, check_preflight=False)
     else:
-        shape = JOBS.gpu_analysis(job.kind, job.run_id)
+        shape = JOBS.gpu_analysis(job.kind, job.run_id, check_preflight=False)
     return shape if shape.minutes is None else dataclasses.replace(shape, minutes=PREFLIGHT_RUNTIME_MIN)
 
 

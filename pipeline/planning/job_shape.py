@@ -1,0 +1,51 @@
+"""What one job asks of SLURM: where it runs (``Placement``) and how much (``JobShape``), as
+``pipeline.planning.jobs`` sizes it.
+
+A training job is warned ``signal_lead_s`` before its walltime ends (``--signal=URG@<lead>``), so that it saves a
+checkpoint and stops. SLURM sends no warning whose lead reaches back to the job's start, so a job's lead is capped at
+half its walltime: a job shorter than twice the site's lead (a preflight job, a short run) is warned half-way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where a kind of job runs at a site, as sbatch options: its partition, account, QoS, node constraint, further
+    flags (the reservation, the site's extras for the kind), and a training job's walltime warning lead (0: none)."""
+
+    partition: str
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    sbatch_flags: tuple[str, ...] = ()
+    signal_lead_s: int = 0
+
+    def flags(self, minutes: int | None = None) -> tuple[str, ...]:
+        """The sbatch flags of a job of ``minutes`` walltime (None: not yet known, the lead uncapped): ``sbatch_flags``
+        and the warning ``--signal=URG@<lead>``, the lead at most half the walltime (module docstring)."""
+        if not self.signal_lead_s:
+            return self.sbatch_flags
+        lead = self.signal_lead_s if minutes is None else min(self.signal_lead_s, minutes * 60 // 2)
+        return (*self.sbatch_flags, f"--signal=URG@{lead}")
+
+
+@dataclasses.dataclass(frozen=True)
+class JobShape:
+    """What one job asks for. Without a site (``placement`` None) a local job on this machine's CPU: ``gpus`` 0 and
+    only ``micro_batch`` set; ``gpu_model`` only on a GPU partition that names one."""
+
+    gpus: int = 0
+    micro_batch: int | None = None
+    placement: Placement | None = None
+    gpu_model: str | None = None
+    cpus: int | None = None
+    mem_mb: int | None = None
+    minutes: int | None = None
+
+    @property
+    def sbatch_flags(self) -> tuple[str, ...]:
+        """The job's further sbatch flags, its walltime warning capped by its ``minutes`` (``Placement.flags``)."""
+        return () if self.placement is None else self.placement.flags(self.minutes)
