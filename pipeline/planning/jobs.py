@@ -235,9 +235,9 @@ class JobSizing:
             shape = self._gpu_job("training", gpus, minutes, self.micro_batch(workload_id, gpus))
         workload = self._workloads[workload_id]
         if check_preflight and workload.kind == "pretrain":
-            shape_key = shape_id(workload.family, workload.run.size, shape.gpus, shape.micro_batch)
-            self.require_green_preflight(shape_key, f"run {workload_id}")
-        elif check_preflight:
+            self.require_green_preflight(shape_id(workload.family, workload.run.size, shape.gpus, shape.micro_batch),
+                                         f"run {workload_id}")
+        if check_preflight and workload.kind == "finetune":
             self.require_green_preflight(training_row(workload), f"fine-tune {workload_id}")
         return shape
 
