@@ -59,6 +59,15 @@ def test_a_preflight_row_of_another_device_is_not_read(tmp_path):
     assert {row["source"] for row in runs} == {"estimate"}
 
 
+def test_a_preflight_row_of_a_job_the_preset_no_longer_has_is_not_read(tmp_path):
+    """A report of an earlier version of the preset (a run since renamed) leaves the estimates, and the preflight's
+    own jobs, sizable: the preflight can be rerun."""
+    report = write_report(tmp_path / "preflight.csv", "gpt-small-g1-mb0", "wt103-renamed-gpt", "h100")
+    _, runs = preview("tiny", "h100", preflight=report)
+    assert {row["source"] for row in runs} == {"estimate"}
+    assert JobSizing(TINY, load_site(EXAMPLE), preflight_table=report).training("wt103-small-gpt").gpus == 1
+
+
 RED_ROWS = {
     "failed": ({"status": "failed", "error": "the job ran out of accelerator memory"},
                "preflight.csv: the preflight of shape gpt-small-g0-mb0 (run {run}) failed (the job ran out "
