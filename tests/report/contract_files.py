@@ -94,10 +94,10 @@ def write_downstream(results: Path, run_id: str, *, family: str, pair: str, accu
 
 
 def write_spectra(results: Path, run_id: str, *, family: str, dataset: str, growth: float, layers: int = 6,
-                  heads: int = 2, rank: int = 4, folder: str = "spectra") -> Path:
-    """Eigenvalues whose magnitude scales as 1 + growth·t (growth 0: flat, random ordering), in
-    ``analysis/<folder>/`` (``spectra_untrained``: the untrained control)."""
-    rng = np.random.default_rng(0)
+                  heads: int = 2, rank: int = 4, folder: str = "spectra", seed: int = 0) -> Path:
+    """Eigenvalues (random draws of ``seed``) whose magnitude scales as 1 + growth·t (growth 0: flat, random
+    ordering), in ``analysis/<folder>/`` (``spectra_untrained``: the untrained control)."""
+    rng = np.random.default_rng(seed)
     rows = []
     for matrix in ("QK", "OV"):
         for layer in range(layers):
