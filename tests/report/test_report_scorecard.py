@@ -126,6 +126,22 @@ def test_clustering_sweep_reports_each_regime_and_where_the_claim_holds(tmp_path
     assert weak["ledger"] == "clustering"
 
 
+def test_seeded_clustering_claim_names_which_half_of_the_conjunction_fails(tmp_path):
+    """Claim (6) is a conjunction per seed (the constant clusters and t⁴ does not): its evidence counts each half and
+    the ordering, so a low fraction says whether the constant failed to cluster or t⁴ clustered too."""
+    from pipeline.report.seeded_claims import clustering_claims
+
+    rows = [{"horizon": 10.0, "normalised": False, "seed": seed, "magnitude": m, "degree": d, "tokens": 40,
+             "n_clusters": n, "mean_pairwise_distance": 1.0}
+            for seed in range(6) for m, d, n in (("constant", 0, 2 if seed < 5 else 30), ("quartic", 4, 3))]
+    path = tmp_path / "sweep.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    (card,) = clustering_claims(path)
+    assert card["ours"] == 0
+    assert card["evidence"].startswith("6 sweep seeds: the constant clusters in 5, t⁴ does not in 0, t⁴ ends with "
+                                       "more clusters than the constant in 5")
+
+
 def test_with_seeds_each_claim_gets_its_interval_and_the_verdict_of_the_rule(tmp_path):
     """Three seeds, a per-seed effect shared by the runs of a seed: on owt DiffEqFormer wins clearly (supported), on
     wt103 it loses clearly (contradicted); its fine-tunes tie with GPT's inside the noise (inconclusive); the
