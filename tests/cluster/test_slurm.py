@@ -3,7 +3,7 @@ namespace with loopback only (no network, as a cluster's compute nodes): every j
 snakemake-executor-plugin-slurm and sized by pipeline/planning/jobs.py. Only the site settings are replaced (a
 partition, no GPUs, small CPU/memory limits, an HF cache), plus the status command (no accounting database here)
 and how soon the plugin first asks SLURM about a submitted job (5 s: its default of 40 s, meant to spare a busy
-cluster's controller, left this one idle for most of its 6 mostly sequential jobs).
+cluster's controller, left this one idle for most of its 7 mostly sequential jobs).
 
 These tests change the host (apt, /etc/slurm, munge, daemons): they run only with PIPELINE_HOST_TESTS=1 (`.ci/run`
 sets it) and as root, never touch an existing SLURM configuration, and stop the daemons they started."""
@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from pipeline.preflight.report import IDENTITY_COLUMNS, MEASURED_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
 NETNS = os.environ.get("SLURM_TEST_NETNS", "pipeline-slurm")
@@ -58,28 +60,36 @@ def localhost_site(tmp_path: Path, partition: str, max_runtime_min: int = 60, si
 
 
 def test_tiny_dag_runs_offline_through_the_slurm_profile(tmp_path, slurm_partition):
+    """A tiny run, its lm-eval, and the preflight job of the run's shape (on the same data jobs), each its own sbatch
+    job sized by the site; the preflight row fills every column."""
     links = subprocess.run(["ip", "-n", NETNS, "-o", "link"], capture_output=True, text=True, check=True).stdout
     assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     run = "results/tiny/runs/owt-large-gpt/summary.json"
     downstream = "results/tiny/downstream/owt-large-gpt/downstream.csv"
+    preflight = "results/tiny/preflight/gpt-large-g0-mb0/row.json"
     started = time.monotonic()
     result = subprocess.run(
         in_netns(sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
                  str(tmp_path), "--profile", str(ROOT / "profiles" / "slurm"), "--config", "preset=tiny",
                  f"site={localhost_site(tmp_path, slurm_partition)}", "--slurm-status-command", "squeue",
                  "--slurm-init-seconds-before-status-checks", "5",
-                 "--slurm-logdir", str(tmp_path / "slurm-logs"), run, downstream),
+                 "--slurm-logdir", str(tmp_path / "slurm-logs"), run, downstream, preflight),
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     print(f"offline SLURM run: {time.monotonic() - started:.0f} s")
     submitted = set(re.findall(r"has been submitted with SLURM jobid (\d+)", output))
-    assert len(submitted) == 6, output[-4000:]  # 2 corpora, tokenizer, cache, pretrain, downstream
+    assert len(submitted) == 7, output[-4000:]  # 2 corpora, tokenizer, cache, pretrain, downstream, preflight
     summary = json.loads((tmp_path / run).read_text())
     assert summary["family"] == "gpt" and summary["steps"] == 40
     assert json.loads((tmp_path / run.replace("summary", "provenance")).read_text())["slurm_job_id"] in submitted
     assert "tiny_choice" in (tmp_path / downstream).read_text()
+    row = json.loads((tmp_path / preflight).read_text())
+    assert row["status"] == "ok" and row["run_id"] == "owt-large-gpt", row
+    empty = [column for column in (*IDENTITY_COLUMNS, *MEASURED_COLUMNS) if row.get(column) in ("", None)]
+    assert empty == ["error"], row
+    assert row["backend"] == "cpu" and row["peak_source"].startswith("CPU peak measured in this job"), row
 
 
 def test_ray_cluster_sbatch_runs_its_driver_inside_the_allocation_with_token_auth(tmp_path, slurm_partition):
