@@ -104,14 +104,15 @@ def git_commit() -> dict[str, Any]:
 
 
 def ray_placement() -> dict[str, Any] | None:
-    """Where Ray ran this task (cluster GCS address, node, job), or None outside a Ray task."""
+    """Where Ray ran this task (cluster GCS address, node, job) and the CPUs its cluster counts (an embedded Ray in a
+    SLURM job: the job's, ``pipeline.job_env.slurm_allocation``), or None outside a Ray task."""
     import ray
 
     if not ray.is_initialized():
         return None
     context = ray.get_runtime_context()
     return {"gcs_address": context.gcs_address, "node_id": context.get_node_id(),
-            "job_id": context.get_job_id()}
+            "job_id": context.get_job_id(), "cluster_cpus": ray.cluster_resources().get("CPU")}
 
 
 def provenance(started: float, devices: list[str] | None = None) -> dict[str, Any]:

@@ -37,16 +37,23 @@ def hub_offline() -> bool:
     return any(os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"} for name in HUB_OFFLINE_ENV)
 
 
+SLURM_CPU_COUNTS = ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE")
+"""Where a SLURM job's CPUs are read, first found wins. Snakemake's SLURM job step (``srun`` inside the job) removes
+every ``SLURM_*`` variable but the job's identity and ``SLURM_CPUS_ON_NODE`` (the job's CPUs on this node), so a
+profile job sees only the latter."""
+
+
 def slurm_allocation(environ: dict[str, str] | None = None) -> dict[str, int]:
-    """The CPUs and GPUs of the SLURM job this process runs in (``SLURM_CPUS_PER_TASK``; ``CUDA_VISIBLE_DEVICES``,
+    """The CPUs and GPUs of the SLURM job this process runs in (``SLURM_CPU_COUNTS``; ``CUDA_VISIBLE_DEVICES``,
     which SLURM sets to the allocated GPUs), for an embedded Ray that must not count the whole node's; empty
     outside a SLURM job."""
     environ = os.environ if environ is None else environ
     if "SLURM_JOB_ID" not in environ:
         return {}
     allocation = {}
-    if environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
-        allocation["num_cpus"] = int(environ["SLURM_CPUS_PER_TASK"])
+    cpus = next((environ[name] for name in SLURM_CPU_COUNTS if environ.get(name, "").isdigit()), None)
+    if cpus is not None:
+        allocation["num_cpus"] = int(cpus)
     if "CUDA_VISIBLE_DEVICES" in environ:
         allocation["num_gpus"] = len([d for d in environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()])
     return allocation

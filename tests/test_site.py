@@ -66,6 +66,14 @@ def test_an_embedded_ray_inside_a_slurm_job_counts_the_jobs_cpus_and_gpus_not_th
     assert slurm_allocation({"SLURM_CPUS_PER_TASK": "16"}) == {}
 
 
+def test_a_job_step_of_snakemakes_slurm_plugin_counts_the_cpus_slurm_left_it():
+    """Snakemake's SLURM job step keeps only the job's identity and ``SLURM_CPUS_ON_NODE`` of the ``SLURM_*``
+    variables (seen on the localhost SLURM cluster): that count stands for the job's CPUs."""
+    step = {"SLURM_JOB_ID": "7", "SLURM_CPUS_ON_NODE": "4", "CUDA_VISIBLE_DEVICES": "0"}
+    assert slurm_allocation(step) == {"num_cpus": 4, "num_gpus": 1}
+    assert slurm_allocation({**step, "SLURM_CPUS_PER_TASK": "2"})["num_cpus"] == 2
+
+
 def test_run_on_ray_in_a_slurm_job_starts_ray_with_the_jobs_cpus_and_jax_reserves_the_planned_memory(monkeypatch):
     """The task sees the job's CPUs, and its JAX reserves the share of GPU memory the fit table plans against
     (JAX's own default, 75 %, would make a plan that fits in 90 % fail)."""

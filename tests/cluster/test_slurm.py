@@ -61,7 +61,8 @@ def localhost_site(tmp_path: Path, partition: str, max_runtime_min: int = 60, si
 
 def test_tiny_dag_runs_offline_through_the_slurm_profile(tmp_path, slurm_partition):
     """A tiny run, its lm-eval, and the preflight job of the run's shape (on the same data jobs), each its own sbatch
-    job sized by the site; the preflight row fills every column."""
+    job sized by the site; the preflight row fills every column. As in the paper preset (``ray.num_cpus: null``),
+    each job's embedded Ray counts the CPUs SLURM gave the job."""
     links = subprocess.run(["ip", "-n", NETNS, "-o", "link"], capture_output=True, text=True, check=True).stdout
     assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -72,8 +73,8 @@ def test_tiny_dag_runs_offline_through_the_slurm_profile(tmp_path, slurm_partiti
     result = subprocess.run(
         in_netns(sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
                  str(tmp_path), "--profile", str(ROOT / "profiles" / "slurm"), "--config", "preset=tiny",
-                 f"site={localhost_site(tmp_path, slurm_partition)}", "--slurm-status-command", "squeue",
-                 "--slurm-init-seconds-before-status-checks", "5",
+                 f"site={localhost_site(tmp_path, slurm_partition)}", "ray={address: null, num_cpus: null}",
+                 "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
                  "--slurm-logdir", str(tmp_path / "slurm-logs"), run, downstream, preflight),
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800)
     output = result.stdout + result.stderr
@@ -83,7 +84,9 @@ def test_tiny_dag_runs_offline_through_the_slurm_profile(tmp_path, slurm_partiti
     assert len(submitted) == 7, output[-4000:]  # 2 corpora, tokenizer, cache, pretrain, downstream, preflight
     summary = json.loads((tmp_path / run).read_text())
     assert summary["family"] == "gpt" and summary["steps"] == 40
-    assert json.loads((tmp_path / run.replace("summary", "provenance")).read_text())["slurm_job_id"] in submitted
+    provenance = json.loads((tmp_path / run.replace("summary", "provenance")).read_text())
+    assert provenance["slurm_job_id"] in submitted
+    assert provenance["ray"]["cluster_cpus"] == 1, "the job's embedded Ray counts the job's 1 CPU, not the node's 2"
     assert "tiny_choice" in (tmp_path / downstream).read_text()
     row = json.loads((tmp_path / preflight).read_text())
     assert row["status"] == "ok" and row["run_id"] == "owt-large-gpt", row
