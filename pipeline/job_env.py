@@ -38,9 +38,9 @@ def hub_offline() -> bool:
 
 
 SLURM_CPU_COUNTS = ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE")
-"""Where a SLURM job's CPUs are read, first found wins. Snakemake's SLURM job step (``srun`` inside the job) removes
-every ``SLURM_*`` variable but the job's identity and ``SLURM_CPUS_ON_NODE`` (the job's CPUs on this node), so a
-profile job sees only the latter."""
+"""Where a SLURM job's CPUs are read, first found wins: the task's (``SLURM_CPUS_PER_TASK``, set where the job or
+its step asked ``--cpus-per-task``, as the ``srun`` of Snakemake's SLURM job step does), else the job's CPUs on this
+node (``SLURM_CPUS_ON_NODE``, set in every job: e.g. an ``sbatch`` script of one's own without ``-c``)."""
 
 
 def slurm_allocation(environ: dict[str, str] | None = None) -> dict[str, int]:

@@ -66,9 +66,9 @@ def test_an_embedded_ray_inside_a_slurm_job_counts_the_jobs_cpus_and_gpus_not_th
     assert slurm_allocation({"SLURM_CPUS_PER_TASK": "16"}) == {}
 
 
-def test_a_job_step_of_snakemakes_slurm_plugin_counts_the_cpus_slurm_left_it():
-    """Snakemake's SLURM job step keeps only the job's identity and ``SLURM_CPUS_ON_NODE`` of the ``SLURM_*``
-    variables (seen on the localhost SLURM cluster): that count stands for the job's CPUs."""
+def test_a_slurm_job_without_cpus_per_task_counts_its_cpus_on_the_node():
+    """A job that did not ask ``--cpus-per-task`` (an ``sbatch`` script of one's own) has ``SLURM_CPUS_ON_NODE``
+    only: that count stands for the job's CPUs; ``SLURM_CPUS_PER_TASK`` wins where set."""
     step = {"SLURM_JOB_ID": "7", "SLURM_CPUS_ON_NODE": "4", "CUDA_VISIBLE_DEVICES": "0"}
     assert slurm_allocation(step) == {"num_cpus": 4, "num_gpus": 1}
     assert slurm_allocation({**step, "SLURM_CPUS_PER_TASK": "2"})["num_cpus"] == 2
