@@ -1,6 +1,6 @@
 """SIGTERM to a local `snakemake` driver that hosts the shared Ray (pipeline/driver_stop.py): its running training job
-stops through its own stop path (a checkpoint at the stop step), Ray after it, the lock is released, and a plain
-rerun resumes from that checkpoint."""
+stops through its own stop path (a checkpoint at the stop step), Ray after it, the lock is released, and a rerun
+resumes from that checkpoint, at another micro-batch (not part of the run's identity) which its summary records."""
 
 import json
 import os
@@ -17,10 +17,11 @@ RUN = "results/tiny/runs/wt103-small-gpt"
 STEPS = 150
 
 
-def driver_args(workdir: Path) -> list[str]:
+def driver_args(workdir: Path, micro_batch: int | None = None) -> list[str]:
+    train = f"steps: {STEPS}, eval_every: {STEPS}, micro_batch_size: {micro_batch or 'null'}"
     return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory", str(workdir),
             "--profile", str(ROOT / "profiles" / "ci"), f"{RUN}/summary.json", "--config", "preset=tiny",
-            f"pretrain={{wt103-small: {{train: {{steps: {STEPS}, eval_every: {STEPS}}}}}}}"]
+            f"pretrain={{wt103-small: {{train: {{{train}}}}}}}"]
 
 
 def trained_steps(run_dir: Path) -> int:
@@ -51,7 +52,17 @@ def test_sigterm_to_the_local_driver_stops_its_training_job_with_a_checkpoint_an
     assert stop, log[-3000:]
     assert (workdir / RUN / "checkpoints" / f"step-{int(stop[1]) - 1}" / "metadata.json").is_file()
 
-    rerun = subprocess.run(driver_args(workdir), cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    assert not (workdir / RUN / "summary.json").exists()
+
+    rerun = subprocess.run(driver_args(workdir, micro_batch=4), cwd=ROOT, capture_output=True, text=True, env=env,
+                           timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     summary = json.loads((workdir / RUN / "summary.json").read_text())
-    assert summary["resumed_from_step"] == int(stop[1]) and summary["steps_done"] == STEPS
+    resumed = int(stop[1])
+    assert summary["resumed_from_step"] == resumed and summary["steps_done"] == STEPS
+    steps = [json.loads(line)["step"] for line in (workdir / RUN / "metrics.jsonl").read_text().splitlines()
+             if '"loss"' in line]
+    assert steps == list(range(STEPS))
+    assert summary["micro_batches"] == [{"from_step": 0, "micro_batch": 8, "gradient_accumulation": 1},
+                                        {"from_step": resumed, "micro_batch": 4, "gradient_accumulation": 2}], \
+        "a resume at another micro-batch (a re-planned fit table) is recorded from the update it started at"

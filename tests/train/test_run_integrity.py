@@ -1,14 +1,13 @@
 """Every run trains exactly what its spec says (issue 12): exact steps over several passes, checkpoints that belong
-to one fingerprint, GPUs that JAX must see, SIGTERM → checkpoint, and the resume-path faults as sentences."""
+to one fingerprint, GPUs that JAX must see, and the resume-path faults as sentences (SIGTERM → checkpoint → resume:
+tests/test_driver_stop.py)."""
 
 import dataclasses
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -202,39 +201,6 @@ def test_jax_without_the_accelerators_the_job_was_given_is_refused():
         require_accelerators(2)
     assert "build the CUDA venv on the login node with PIPELINE_ACCELERATOR=cuda on the shared filesystem" \
         in str(refusal.value)
-
-
-def test_sigterm_saves_a_checkpoint_at_the_current_step_and_a_rerun_resumes_from_it(data, tmp_path):
-    spec = tiny_spec(steps=150, checkpoint_every=150, eval_every=150, eval_batches=1)
-    run_dir = tmp_path / "sigterm"
-    job = subprocess.Popen(pretrain_args(spec, run_dir, data), cwd=ROOT, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        if (run_dir / "metrics.jsonl").exists() and sum("loss" in line for line in
-                                                        (run_dir / "metrics.jsonl").read_text().splitlines()) > 20:
-            break
-        time.sleep(0.2)
-    job.send_signal(signal.SIGTERM)
-    _, stderr = job.communicate(timeout=120)
-    assert job.returncode == 1, stderr[-3000:]
-    assert stderr.strip().splitlines()[-1].startswith("error: wt103-small-gpt: stopped on request (SIGINT: SIGTERM "
-                                                      "to the job, SLURM's walltime warning, or its Ray task "
-                                                      "cancelled) after ")
-    saved = [path for path in (run_dir / "checkpoints").glob("step-*") if (path / "metadata.json").is_file()]
-    assert len(saved) == 1 and 20 <= int(saved[0].name.removeprefix("step-")) < 149
-    assert not (run_dir / "summary.json").exists()
-
-    result = run_verb(pretrain_args(spec, run_dir, data, "--micro-batch", "4"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    resumed = int(saved[0].name.removeprefix("step-")) + 1
-    assert summary["resumed_from_step"] == resumed
-    assert summary["steps_done"] == 150
-    assert [r["step"] for r in metric_records(run_dir) if "loss" in r] == list(range(150))
-    assert summary["micro_batches"] == [{"from_step": 0, "micro_batch": 8, "gradient_accumulation": 1},
-                                        {"from_step": resumed, "micro_batch": 4, "gradient_accumulation": 2}], \
-        "a resume at another micro-batch (a re-planned fit table) is recorded from the update it started at"
 
 
 def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the_previous_one(data, tmp_path):
