@@ -35,7 +35,13 @@ from typing import Any
 
 from pipeline.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
 from pipeline.planning.job_shape import JobShape, Placement
-from pipeline.planning.preflight_rows import preflight_throughput, require_green, shape_id, training_row
+from pipeline.planning.preflight_rows import (
+    preflight_throughput,
+    read_rows,
+    require_green,
+    shape_id,
+    training_row,
+)
 from pipeline.planning.workloads import Workload, workload_vocab_size, workloads
 from pipeline.site import Site
 
@@ -130,10 +136,14 @@ class JobSizing:
                                                  self.site.mfu, self.config, self._preflight_throughput)[0]
         return self._costs[workload_id]
 
+    @functools.cached_property
+    def _preflight_rows(self) -> dict[str, dict[str, Any]]:
+        """The preflight report's rows, read once for every job of the workflow (empty without a report)."""
+        return {} if self.preflight_table is None else read_rows(self.preflight_table)
+
     def require_green_preflight(self, row_key: str, grid_job: str) -> None:
         """Stop (``PreflightError``) where the preflight row ``row_key`` that stands for ``grid_job`` is red."""
-        if self.preflight_table is not None:
-            require_green(self.preflight_table, row_key, grid_job)
+        require_green(self.preflight_table, self._preflight_rows, row_key, grid_job)
 
     def placement(self, kind: str) -> Placement:
         """Where jobs of ``kind`` (one of ``JOB_KINDS``) run: GPU jobs on the GPU partition (on the CPU partition at

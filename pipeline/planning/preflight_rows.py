@@ -89,11 +89,11 @@ def preflight_throughput(path: str | Path, device: str, config: dict[str, Any]) 
     return throughput
 
 
-def require_green(path: str | Path, row_key: str, grid_job: str) -> None:
+def require_green(path: str | Path, rows: dict[str, dict[str, Any]], row_key: str, grid_job: str) -> None:
     """Stop, in one sentence naming the preflight job, the grid's job and what to do, when the row ``row_key`` (a
-    training shape, or a stage job's kind) that stands for ``grid_job`` is red (its job failed, or its peak memory
-    exceeded its plan)."""
-    row = read_rows(path).get(row_key)
+    training shape, or a stage job's kind) of the report ``path`` (its ``rows``, as ``read_rows`` reads them) that
+    stands for ``grid_job`` is red (its job failed, or its peak memory exceeded its plan)."""
+    row = rows.get(row_key)
     if row is None or row["verdict"] == "ok":
         return
     subject = f"shape {row_key}" if row["kind"] == "pretrain" else f"stage job {row_key}"
