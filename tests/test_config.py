@@ -135,6 +135,13 @@ def test_run_spec_round_trips_through_json():
          "key 'pretrain.wt103-small.train.batch_size' must be an integer (got 8.0;"),
         ({"xla_flags": "--xla_dump_to=/tmp/x; rm -rf ~"}, "key 'xla_flags' must match"),
         ({"xla_flags": "-O3"}, "key 'xla_flags' must match"),
+        ({"analysis": {"clustering": {"regimes": {"equal-mean": {"role": "claim"}}}}},
+         "key 'analysis.clustering.regimes' has 2 regimes with role 'claim' (['authors', 'equal-mean']); give exactly "
+         "one regime that role"),
+        ({"analysis": {"clustering": {"regimes": {"authors": {"dt": 30}}}}},
+         "key 'analysis.clustering.regimes.authors.dt' is 30, larger than its horizon 20; give a step dt <= horizon"),
+        ({"analysis": {"clustering": {"regimes": {"authors": {"magnitude": "cubic"}}}}},
+         "key 'analysis.clustering.regimes.authors.magnitude' must be one of"),
         ({"analysis": {"lyapunov": {"output_token": 999}}},
          "key 'analysis.lyapunov.output_token' is 999; run 'owt-medium-diffeq' reads at most seq_len=64 tokens, "
          "so expected -64 to 63"),

@@ -19,8 +19,10 @@ from pipeline.cli import main
 from pipeline.errors import failure_sentence
 
 ROOT = Path(__file__).resolve().parent.parent
-CLUSTERING = ('{{"tokens": {tokens}, "hidden_dim": 3, "steps": {steps}, "magnitudes": ["constant"], "seed": 0, '
-              '"sweep": {{"horizons": [1], "seeds": 1, "x0_range": 2.0}}}}')
+CLUSTERING = ('{{"tokens": {tokens}, "hidden_dim": 3, "x0_range": 2.0, "magnitudes": ["constant"], "seed": 0, '
+              '"seeds": 1, "regimes": {{"authors": {{"role": "claim", "horizon": {horizon}, "dt": 0.1, "scale": 0.5, '
+              '"magnitude": "notebook"}}, "equal-mean": {{"role": "control", "horizon": {horizon}, "dt": 0.1, '
+              '"scale": 0.5, "magnitude": "equal_mean"}}}}}}')
 
 
 def pipeline_command(*args: str, preexec_fn=None, wrapper: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -39,7 +41,8 @@ def one_gib_of_address_space() -> None:
 
 def test_host_out_of_memory_ends_with_one_sentence(tmp_path):
     out = tmp_path / "clustering"
-    result = pipeline_command("-m", "pipeline", "clustering", "--settings", CLUSTERING.format(tokens=40000, steps=2),
+    settings = CLUSTERING.format(tokens=40000, horizon=0.1)
+    result = pipeline_command("-m", "pipeline", "clustering", "--settings", settings,
                               "--out-dir", str(out), preexec_fn=one_gib_of_address_space)
     assert result.returncode == 1
     assert "MemoryError" in result.stderr  # the traceback stays in the log
@@ -58,7 +61,7 @@ def test_full_disk_ends_with_one_sentence(tmp_path):
         import subprocess, sys
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", {str(disk)!r}], check=True)
         from pipeline.cli import main
-        sys.exit(main(["clustering", "--settings", {CLUSTERING.format(tokens=40, steps=200)!r},
+        sys.exit(main(["clustering", "--settings", {CLUSTERING.format(tokens=40, horizon=20)!r},
                        "--out-dir", {str(disk / "out")!r}]))
     """)
     result = pipeline_command("-c", script, wrapper=unshare)

@@ -1,23 +1,21 @@
 """Clustering of tokens in an attention-only ODE with time-scaled weights (paper §5.1, Fig. 2c/d, App. C.8, Fig. 13).
 
-One head, hidden size d, n tokens drawn uniformly from [-1, 1]^d. The weights W_Q, W_K, W_V ~ N(0, 1) are drawn
-once at t = 0 and scaled by a magnitude a(t): constant a = 1 (weight sharing, Geshkovski et al.'s setting) or
-a(t) = t^k, k = 1..4 (growing magnitudes, as the trained DiffEqFormer's spectra do). Euler on t ∈ [0, 1] with
-``steps`` steps (dt = 1/steps; App. C.8 uses 200 layers):
+The dynamics are the authors' notebook's (``notebooks/dynamic_transformers.ipynb``, docs/paper.md#clustering-notebook):
+one head, hidden size d, n tokens x0 ~ U(−r, r)^d, one matrix A for query and key (a symmetric QK, no 1/√d) and a
+value matrix V, A_0, V_0 ~ N(0, 1) drawn once and both scaled by a magnitude a(t). Euler over the notebook's time
+grid t_n = n·T/(N−1), n = 0..N−1, N = int(T/dt) + 1, one update per grid time (so N updates, the last at t = T):
 
-    z = LN(x)  (per-token standardisation, no affine),  x ← z + dt · softmax((z W_Q a)(z W_K a)^T) (z W_V a)
+    z = LN(x)  (per-token standardisation, eps 1e-5),  x ← z + dt · softmax((z A_0 a)(z A_0 a)^T) (z V_0 a).
 
-(the normalised state carries the residual, as in the authors' simulation). The final state is summarised by
-the number of single-linkage clusters at distance ``CLUSTER_THRESHOLD`` and the mean pairwise distance.
+A regime (``analysis.clustering.regimes``) fixes T, dt, a scale s and the magnitude family of degree k
+(constant k = 0 … quartic k = 4):
 
-``sweep_clustering`` is the experiment behind the claim, with the authors' notebook dynamics
-(docs/paper.md#clustering-notebook): one matrix A for query and key (symmetric QK), no 1/√d, x0 ~ U(−r, r),
+    notebook:    a(t) = s·(t/T)^k           (the authors' cells: s = 0.5, T = 20, dt = 0.1)
+    equal_mean:  a(t) = s·(k+1)·(t/T)^k     (every degree has the constant's mean s over [0, T])
+    power:       a(t) = s·t^k               (our earlier, unnormalised regime)
 
-    z = LN(x),  x ← z + dt · softmax((z A a)(z A a)^T) (z V a),  A, V ~ N(0, 1),
-
-over horizons T (dt = T/steps) and seeds, with a(t) = t^k as is (``normalised`` False) or scaled to the constant's
-mean over [0, T], a(t) = (k+1)(t/T)^k (``normalised`` True), so that "no clusters" cannot merely mean "weaker
-dynamics".
+The final state is summarised by the number of single-linkage clusters at distance ``CLUSTER_THRESHOLD`` and the
+mean pairwise distance (docs/experiments.md#analyses).
 """
 
 from __future__ import annotations
@@ -28,39 +26,60 @@ import numpy as np
 import pandas as pd
 
 MAGNITUDE_DEGREES = {"constant": 0, "linear": 1, "quadratic": 2, "cubic": 3, "quartic": 4}
+MAGNITUDE_FAMILIES = ("notebook", "equal_mean", "power")
+ROLES = ("claim", "control", "sensitivity")
 CLUSTER_THRESHOLD = 0.1
-"""Single-linkage merge distance below which final tokens count as one cluster (states have unit variance)."""
-HORIZON = 1.0
-"""The integration interval [0, 1] of DiffEqFormer's depth."""
+"""Single-linkage merge distance below which final tokens count as one cluster (states have unit variance per
+token; the notebook judges clusters by eye, it has no criterion)."""
+CLUSTERED_MAX_FRACTION = 0.5
+"""A final state "clusters" when it has at most this fraction of its tokens as clusters."""
+NOTEBOOK_REGIME = {"horizon": 20.0, "dt": 0.1, "scale": 0.5, "magnitude": "notebook"}
+"""The time-dependent cells of ``dynamic_transformers.ipynb`` (docs/paper.md#clustering-notebook)."""
+NOTEBOOK_SHAPE = {"tokens": 40, "hidden_dim": 3, "x0_range": 2.0}
+"""Tokens, hidden size and x0 range of the notebook's cells (docs/paper.md#clustering-notebook)."""
 
 
-def magnitude(name: str, t: np.ndarray) -> np.ndarray:
-    """a(t): 1 for ``constant``, t^k for the polynomial of degree k."""
+def time_grid(horizon: float, dt: float) -> np.ndarray:
+    """The notebook's Euler times: N = int(T/dt) + 1 points from 0 to T inclusive, one update at each."""
+    return np.linspace(0.0, horizon, int(horizon / dt) + 1)
+
+
+def magnitude(family: str, name: str, t: np.ndarray, horizon: float, scale: float) -> np.ndarray:
+    """a(t) of degree k = ``MAGNITUDE_DEGREES[name]``: s·(t/T)^k (notebook), s·(k+1)·(t/T)^k (equal_mean) or
+    s·t^k (power)."""
     if name not in MAGNITUDE_DEGREES:
         raise ValueError(f"analysis.clustering.magnitudes: unknown {name!r}; expected one of "
                          f"{', '.join(MAGNITUDE_DEGREES)}.")
-    return np.ones_like(t) if name == "constant" else t ** MAGNITUDE_DEGREES[name]
+    degree = MAGNITUDE_DEGREES[name]
+    if family == "notebook":
+        return scale * (t / horizon) ** degree
+    if family == "equal_mean":
+        return scale * (degree + 1) * (t / horizon) ** degree
+    if family == "power":
+        return scale * t ** degree
+    raise ValueError(f"analysis.clustering.regimes: unknown magnitude {family!r}; expected one of "
+                     f"{', '.join(MAGNITUDE_FAMILIES)}.")
 
 
 def standardize(x: np.ndarray) -> np.ndarray:
-    """Per-token LayerNorm without affine: zero mean, unit variance over the hidden axis (eps 1e-5)."""
+    """Per-token standardisation over the last axis: (x − mean) / sqrt(var + 1e-5)."""
     centred = x - x.mean(axis=-1, keepdims=True)
     return centred / np.sqrt((centred ** 2).mean(axis=-1, keepdims=True) + 1e-5)
 
 
-def simulate(x0: np.ndarray, weights: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """Euler trajectory [steps + 1, tokens, d] of the attention-only ODE from ``x0`` [tokens, d]; ``weights``
-    [3, d, d] are W_Q, W_K, W_V at t = 0 and ``scales`` [steps] the magnitudes a(t_n), t_n = n·dt."""
-    dt = HORIZON / len(scales)
+def simulate(x0: np.ndarray, query_key: np.ndarray, value: np.ndarray, scales: np.ndarray, dt: float) -> np.ndarray:
+    """Trajectory [len(scales) + 1, seeds, tokens, d] of x ← z + dt·softmax((zAa)(zAa)^T)(zVa), z = LN(x), from
+    ``x0`` [seeds, tokens, d] with A, V [seeds, d, d] and a = ``scales`` [updates]."""
     states = [x0]
     x = x0
     for a in scales:
         z = standardize(x)
-        query, key, value = (a * z @ w for w in weights)
-        scores = query @ key.T
-        attention = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        projected = a * z @ query_key
+        attention = projected @ projected.transpose(0, 2, 1)
+        attention -= attention.max(axis=-1, keepdims=True)
+        np.exp(attention, out=attention)
         attention /= attention.sum(axis=-1, keepdims=True)
-        x = z + dt * attention @ value
+        x = z + dt * attention @ (a * z @ value)
         states.append(x)
     return np.stack(states)
 
@@ -76,20 +95,36 @@ def cluster_statistics(points: np.ndarray, threshold: float = CLUSTER_THRESHOLD)
             "mean_pairwise_distance": float(distances.mean()), "max_pairwise_distance": float(distances.max())}
 
 
-def run_clustering(tokens: int, hidden_dim: int, steps: int, magnitudes: list[str],
+def draw_initial(seeds: list[int], tokens: int, hidden_dim: int, x0_range: float) -> tuple[np.ndarray, ...]:
+    """Per seed (numpy ``default_rng(seed)``): x0 ~ U(−r, r) [tokens, d], then A_0, V_0 ~ N(0, 1) [d, d]; stacked
+    over seeds."""
+    draws = []
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        x0 = rng.uniform(-x0_range, x0_range, size=(tokens, hidden_dim))
+        draws.append((x0, *rng.standard_normal(size=(2, hidden_dim, hidden_dim))))
+    return tuple(np.stack(part) for part in zip(*draws, strict=True))
+
+
+def claim_regime(regimes: dict[str, dict]) -> tuple[str, dict]:
+    """The one regime whose role is ``claim``."""
+    (name,) = [name for name, regime in regimes.items() if regime["role"] == "claim"]
+    return name, regimes[name]
+
+
+def run_clustering(tokens: int, hidden_dim: int, x0_range: float, magnitudes: list[str], regime: dict,
                    seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Trajectories (magnitude, degree, step, t, token, x0..x{d-1}) and final-state statistics of every
-    magnitude, all from the same initial tokens and t = 0 weights (``seed``)."""
-    rng = np.random.default_rng(seed)
-    x0 = rng.uniform(-1.0, 1.0, size=(tokens, hidden_dim))
-    weights = rng.standard_normal(size=(3, hidden_dim, hidden_dim))
-    times = np.arange(steps + 1) * (HORIZON / steps)
+    """The single picture: trajectories (magnitude, degree, step, t = step·dt, token, x0..x{d-1}) and final-state
+    statistics of every magnitude in ``regime``, all from seed ``seed``'s x0, A_0 and V_0."""
+    x0, query_key, value = draw_initial([seed], tokens, hidden_dim, x0_range)
+    times = time_grid(regime["horizon"], regime["dt"])
     trajectories, statistics = [], []
     for name in magnitudes:
-        states = simulate(x0, weights, magnitude(name, times[:-1]))
-        step, token = np.meshgrid(np.arange(steps + 1), np.arange(tokens), indexing="ij")
+        scales = magnitude(regime["magnitude"], name, times, regime["horizon"], regime["scale"])
+        states = simulate(x0, query_key, value, scales, regime["dt"])[:, 0]
+        step, token = np.meshgrid(np.arange(len(states)), np.arange(tokens), indexing="ij")
         frame = pd.DataFrame({"magnitude": name, "degree": MAGNITUDE_DEGREES[name], "step": step.ravel(),
-                              "t": times[step.ravel()], "token": token.ravel()})
+                              "t": step.ravel() * regime["dt"], "token": token.ravel()})
         for dim in range(hidden_dim):
             frame[f"x{dim}"] = states[..., dim].ravel()
         trajectories.append(frame)
@@ -97,64 +132,64 @@ def run_clustering(tokens: int, hidden_dim: int, steps: int, magnitudes: list[st
     return pd.concat(trajectories, ignore_index=True), pd.DataFrame(statistics)
 
 
-def sweep_magnitude(name: str, t: np.ndarray, horizon: float, normalised: bool) -> np.ndarray:
-    """a(t) on [0, T]: ``magnitude`` as is, or (k+1)(t/T)^k, whose mean over [0, T] is the constant's 1."""
-    if not normalised:
-        return magnitude(name, t)
-    degree = MAGNITUDE_DEGREES[name]
-    return (degree + 1) * magnitude(name, t / horizon)
-
-
-def simulate_notebook(x0: np.ndarray, query_key: np.ndarray, value: np.ndarray, scales: np.ndarray,
-                      horizon: float) -> np.ndarray:
-    """Final state of the notebook's dynamics x ← z + dt·softmax((zAa)(zAa)^T)(zVa), z = LN(x), dt = T/steps."""
-    dt = horizon / len(scales)
-    x = x0
-    for a in scales:
-        z = standardize(x)
-        projected = a * z @ query_key
-        scores = projected @ projected.T
-        attention = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        attention /= attention.sum(axis=-1, keepdims=True)
-        x = z + dt * attention @ (a * z @ value)
-    return x
-
-
-SWEEP_COLUMNS = ["horizon", "normalised", "seed", "magnitude", "degree", "tokens", "n_clusters",
+SWEEP_COLUMNS = ["regime", "role", "horizon", "dt", "seed", "magnitude", "degree", "tokens", "n_clusters",
                  "mean_pairwise_distance"]
 
 
-def sweep_clustering(tokens: int, hidden_dim: int, steps: int, magnitudes: list[str], horizons: list[float],
-                     seeds: int, x0_range: float) -> pd.DataFrame:
-    """Final-state cluster statistics (``SWEEP_COLUMNS``) of every horizon, seed (0..seeds−1), normalisation and
-    magnitude; all magnitudes of one seed share x0, A and V."""
+def sweep_clustering(tokens: int, hidden_dim: int, x0_range: float, magnitudes: list[str], regimes: dict[str, dict],
+                     seeds: int) -> pd.DataFrame:
+    """Final-state cluster statistics (``SWEEP_COLUMNS``) of every regime, seed (0..seeds−1) and magnitude; every
+    regime and magnitude of one seed starts from the same x0, A_0 and V_0 (paired), all seeds integrated at once."""
+    x0, query_key, value = draw_initial(list(range(seeds)), tokens, hidden_dim, x0_range)
+    statistics: dict[bytes, list[dict]] = {}  # the same a(t_n) and dt (the constant across families) run once
     rows = []
-    for seed in range(seeds):
-        rng = np.random.default_rng(seed)
-        x0 = rng.uniform(-x0_range, x0_range, size=(tokens, hidden_dim))
-        query_key, value = rng.standard_normal(size=(2, hidden_dim, hidden_dim))
-        for horizon in horizons:
-            times = np.arange(steps) * (horizon / steps)
-            for normalised in (True, False):
-                for name in magnitudes:
-                    final = simulate_notebook(x0, query_key, value, sweep_magnitude(name, times, horizon, normalised),
-                                              horizon)
-                    stats = cluster_statistics(final)
-                    rows.append({"horizon": horizon, "normalised": normalised, "seed": seed, "magnitude": name,
-                                 "degree": MAGNITUDE_DEGREES[name], "tokens": tokens,
-                                 "n_clusters": stats["n_clusters"],
-                                 "mean_pairwise_distance": stats["mean_pairwise_distance"]})
+    for label, regime in regimes.items():
+        times = time_grid(regime["horizon"], regime["dt"])
+        for name in magnitudes:
+            scales = magnitude(regime["magnitude"], name, times, regime["horizon"], regime["scale"])
+            key = np.append(scales, regime["dt"]).tobytes()
+            if key not in statistics:
+                final = simulate(x0, query_key, value, scales, regime["dt"])[-1]
+                statistics[key] = [cluster_statistics(points) for points in final]
+            for seed, stats in enumerate(statistics[key]):
+                rows.append({"regime": label, "role": regime["role"], "horizon": regime["horizon"],
+                             "dt": regime["dt"], "seed": seed, "magnitude": name, "degree": MAGNITUDE_DEGREES[name],
+                             "tokens": tokens, "n_clusters": stats["n_clusters"],
+                             "mean_pairwise_distance": stats["mean_pairwise_distance"]})
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
 
 
+def seed_clusters(sweep: pd.DataFrame, regime: str) -> pd.DataFrame:
+    """Clusters of ``regime`` as a seed × magnitude table."""
+    rows = sweep[sweep["regime"] == regime]
+    if rows.empty:
+        raise ValueError(f"clustering sweep: no rows for regime {regime!r}; expected one of "
+                         f"{sorted(sweep['regime'].unique())}.")
+    return rows.pivot(index="seed", columns="magnitude", values="n_clusters")
+
+
+def paired_cluster_gap(sweep: pd.DataFrame, regime: str) -> pd.Series:
+    """Per seed of ``regime``: clusters(quartic) − clusters(constant) (positive: t⁴ disperses more)."""
+    table = seed_clusters(sweep, regime)
+    return (table["quartic"] - table["constant"]).rename("cluster_gap")
+
+
+def constant_clusters(sweep: pd.DataFrame, regime: str) -> pd.Series:
+    """Per seed of ``regime``: whether the constant a(t) clusters (at most ``CLUSTERED_MAX_FRACTION`` of the
+    tokens as clusters)."""
+    tokens = sweep.loc[sweep["regime"] == regime, "tokens"].iloc[0]
+    return (seed_clusters(sweep, regime)["constant"] <= CLUSTERED_MAX_FRACTION * tokens).rename("constant_clusters")
+
+
 def write_clustering(out_dir: str, settings: dict) -> dict:
-    """Write ``trajectories.csv``, ``stats.csv`` (the single picture, seed ``seed``) and ``sweep.csv`` (the
-    notebook-dynamics sweep of ``settings['sweep']``) into ``out_dir`` (atomically, each)."""
+    """Write ``trajectories.csv``, ``stats.csv`` (the single picture: the claim regime, seed ``seed``) and
+    ``sweep.csv`` (every regime over ``seeds`` seeds) into ``out_dir`` (atomically, each)."""
     from pipeline.artifacts import atomic_write_text
 
-    shape = {key: settings[key] for key in ("tokens", "hidden_dim", "steps", "magnitudes")}
-    trajectories, statistics = run_clustering(**shape, seed=settings["seed"])
-    sweep = sweep_clustering(**shape, **settings["sweep"])
+    shape = {key: settings[key] for key in ("tokens", "hidden_dim", "x0_range", "magnitudes")}
+    _, regime = claim_regime(settings["regimes"])
+    trajectories, statistics = run_clustering(**shape, regime=regime, seed=settings["seed"])
+    sweep = sweep_clustering(**shape, regimes=settings["regimes"], seeds=settings["seeds"])
     atomic_write_text(Path(out_dir) / "trajectories.csv", trajectories.to_csv(index=False))
     atomic_write_text(Path(out_dir) / "stats.csv", statistics.to_csv(index=False))
     atomic_write_text(Path(out_dir) / "sweep.csv", sweep.to_csv(index=False))

@@ -81,6 +81,16 @@ def cross_reference_problem(config: dict[str, Any]) -> str | None:
     if len(diffeq_families) != 1:
         return (f"key 'analysis.memory.families' is {memory['families']}; expected exactly one DiffEqFormer family "
                 f"(the one whose D varies) and optionally its baselines")
+    for role in ("claim", "control"):
+        labels = [label for label, regime in config["analysis"]["clustering"]["regimes"].items()
+                  if regime["role"] == role]
+        if len(labels) != 1:
+            return (f"key 'analysis.clustering.regimes' has {len(labels)} regimes with role {role!r} ({labels}); "
+                    f"give exactly one regime that role")
+    for label, regime in config["analysis"]["clustering"]["regimes"].items():
+        if regime["dt"] > regime["horizon"]:
+            return (f"key 'analysis.clustering.regimes.{label}.dt' is {regime['dt']}, larger than its horizon "
+                    f"{regime['horizon']}; give a step dt <= horizon")
     runs = pretrain_runs(config)
     references = [(f"downstream.pairs.{pair}", ids) for pair, ids in config["downstream"]["pairs"].items()]
     references += [(f"analysis.{name}.runs", section["runs"]) for name, section in config["analysis"].items()

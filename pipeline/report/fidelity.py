@@ -110,9 +110,11 @@ def pipeline_values(config: dict[str, Any]) -> dict[str, str]:
         "lora_trainable": ("adapters + embeddings" if lora.get("train_embeddings") else "adapters only")
                           + f"; decayed per fidelity.decay_mask {fidelity['decay_mask']}",
         "weight_sharing": weight_sharing(config),
-        "clustering": "picture: independent W_Q, W_K, x0 ~ U(−1, 1), T = 1, seed {seed}; sweep: symmetric QK, no 1/√d, "
-                      "x0 ~ U(−{x0_range:g}, {x0_range:g}), T ∈ {horizons}, {seeds} seeds, a(t) normalised and not"
-                      .format(seed=clustering["seed"], **clustering["sweep"]),
+        "clustering": "; ".join(f"{label} ({regime['role']}): T = {regime['horizon']:g}, dt = {regime['dt']:g}, "
+                                f"a(t) {regime['magnitude']} × {regime['scale']:g}"
+                                for label, regime in clustering["regimes"].items())
+                      + f"; symmetric QK, no 1/√d, x0 ~ U(−{clustering['x0_range']:g}, {clustering['x0_range']:g}), "
+                        f"{clustering['seeds']} seeds; the picture: the claim regime, seed {clustering['seed']}",
         "param_count": "Table 3 shows both: trainable parameters and Levanter 1.1's count (+ per-layer RoPE caches)",
     })
     return values

@@ -276,7 +276,8 @@ def lyapunov_figure(path: Path, out: FigureFiles, output_token: int = -1) -> Non
 def clustering_figures(trajectories_path: Path, stats_path: Path, out_trajectories: FigureFiles,
                        out_stats: FigureFiles) -> None:
     """Fig. 2c/d and 13: token trajectories of the attention-only ODE for each magnitude function a(t) (3-D, the
-    final positions marked), and the cluster count and mean pairwise distance at t = 1 per magnitude."""
+    final positions marked), and the final cluster count and mean pairwise distance per magnitude, in the
+    claim's regime (docs/experiments.md#analyses)."""
     apply_style()
     trajectories = read_csv(trajectories_path, TRAJECTORY_COLUMNS, "the trajectories written by the analysis stage")
     stats = read_csv(stats_path, CLUSTER_STATS_COLUMNS, "the clustering statistics written by the analysis stage")
@@ -294,9 +295,9 @@ def clustering_figures(trajectories_path: Path, stats_path: Path, out_trajectori
     ordered = stats.sort_values("degree")
     figure, axes = panels(1, 2)
     sns.barplot(ordered, x="magnitude", y="n_clusters", color="C0", ax=axes[0, 0])
-    axes[0, 0].set(xlabel="magnitude function a(t)", ylabel="clusters at t = 1 (count)")
+    axes[0, 0].set(xlabel="magnitude function a(t)", ylabel="final clusters (count)")
     sns.barplot(ordered, x="magnitude", y="mean_pairwise_distance", color="C1", ax=axes[0, 1])
-    axes[0, 1].set(xlabel="magnitude function a(t)", ylabel="mean pairwise distance at t = 1")
+    axes[0, 1].set(xlabel="magnitude function a(t)", ylabel="final mean pairwise distance")
     for axis in axes[0]:
         axis.tick_params(axis="x", rotation=30)
     save_figure(figure, out_stats)

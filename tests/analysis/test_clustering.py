@@ -1,70 +1,117 @@
-"""Clustering simulation (App. C.8): deterministic, and weight sharing clusters where a quartic a(t) does not."""
+"""Clustering simulation (App. C.8): the authors' notebook regime, its equal-mean control and the single picture."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from pipeline.analysis.clustering import (
     SWEEP_COLUMNS,
     cluster_statistics,
+    constant_clusters,
     magnitude,
-    run_clustering,
-    simulate_notebook,
+    paired_cluster_gap,
+    simulate,
     standardize,
-    sweep_clustering,
-    sweep_magnitude,
+    time_grid,
+    write_clustering,
 )
+from pipeline.config import load_preset
 
-PAPER_SETUP = dict(tokens=40, hidden_dim=3, steps=200, seed=0)
-
-
-@pytest.fixture(scope="module")
-def paper_run():
-    return run_clustering(magnitudes=["constant", "quartic"], **PAPER_SETUP)
-
-
-def test_weight_sharing_clusters_and_quartic_growth_disperses(paper_run):
-    _, stats = paper_run
-    constant, quartic = (stats.set_index("magnitude").loc[name] for name in ("constant", "quartic"))
-    assert constant["n_clusters"] < quartic["n_clusters"]
-    assert constant["mean_pairwise_distance"] < quartic["mean_pairwise_distance"]
-
-
-def test_simulation_is_deterministic_and_tidy(paper_run):
-    trajectories, _ = paper_run
-    again, _ = run_clustering(magnitudes=["constant", "quartic"], **PAPER_SETUP)
-    assert trajectories.equals(again)
-    assert len(trajectories) == 2 * (PAPER_SETUP["steps"] + 1) * PAPER_SETUP["tokens"]
-    assert list(trajectories.columns) == ["magnitude", "degree", "step", "t", "token", "x0", "x1", "x2"]
-    start = trajectories[trajectories["step"] == 0]
-    assert start[["x0", "x1", "x2"]].abs().to_numpy().max() <= 1.0
+# Each setting of the claim regime and where the authors' notebook (GitHub zaphrode/qkvflow,
+# notebooks/dynamic_transformers.ipynb) has it; docs/paper.md#clustering-notebook.
+NOTEBOOK_SETTINGS = {
+    "horizon": (20.0, "time-dependent cells ('## Fourth order' …): simulate(x0, T=20, dt=0.1)"),
+    "dt": (0.1, "time-dependent cells: simulate(x0, T=20, dt=0.1) — 200 layers"),
+    "scale": (0.5, "time-dependent cells: fn(t) = 0.5·(t/T)^k, the constant is 0.5"),
+    "magnitude": ("notebook", "time-dependent cells: fn(t) = 0.5·(t/T)^k for k = 0..4"),
+}
+NOTEBOOK_SHAPE = {
+    "tokens": (40, "seq_len = 40 of the simulation cells"),
+    "hidden_dim": (3, "d = 3 of the simulation cells"),
+    "x0_range": (2.0, "x0 = uniform(shape=(seq_len, d), minval=-2, maxval=2)"),
+}
 
 
-def test_magnitudes_and_cluster_count():
-    t = np.array([0.0, 0.5, 1.0])
-    np.testing.assert_allclose(magnitude("cubic", t), [0.0, 0.125, 1.0])
-    np.testing.assert_allclose(magnitude("constant", t), [1.0, 1.0, 1.0])
+@pytest.mark.parametrize("preset", ["tiny", "mini", "paper"])
+def test_the_claim_regime_is_the_notebooks_and_the_control_is_equal_mean(preset):
+    settings = load_preset({"preset": preset})["analysis"]["clustering"]
+    (claim,) = [regime for regime in settings["regimes"].values() if regime["role"] == "claim"]
+    for key, (value, source) in NOTEBOOK_SETTINGS.items():
+        assert claim[key] == value, f"{preset}: the claim's {key} is {claim[key]}, the notebook's {value} ({source})"
+    for key, (value, source) in NOTEBOOK_SHAPE.items():
+        assert settings[key] == value, f"{preset}: {key} is {settings[key]}, the notebook's is {value} ({source})"
+    (control,) = [regime for regime in settings["regimes"].values() if regime["role"] == "control"]
+    assert control == {**claim, "role": "control", "magnitude": "equal_mean"}
+    assert settings["seeds"] >= 200
+
+
+def test_time_grid_and_magnitudes_follow_the_notebook():
+    """int(T/dt) + 1 times from 0 to T, one Euler update at each; equal_mean has the constant's mean over [0, T]."""
+    times = time_grid(20.0, 0.1)
+    assert len(times) == 201 and times[0] == 0.0 and times[-1] == 20.0
+    np.testing.assert_allclose(magnitude("notebook", "quadratic", np.array([0.0, 10.0, 20.0]), 20.0, 0.5),
+                               [0.0, 0.125, 0.5])
+    np.testing.assert_allclose(magnitude("notebook", "constant", times, 20.0, 0.5), 0.5)
+    np.testing.assert_allclose(magnitude("power", "cubic", np.array([0.5, 2.0]), 10.0, 1.0), [0.125, 8.0])
+    fine = np.linspace(0.0, 20.0, 100001)
+    for name in ("constant", "linear", "quartic"):
+        mean = np.trapezoid(magnitude("equal_mean", name, fine, 20.0, 0.5), fine) / 20.0
+        assert mean == pytest.approx(0.5, rel=1e-4)
     with pytest.raises(ValueError, match="analysis.clustering.magnitudes"):
-        magnitude("quintic", t)
+        magnitude("notebook", "quintic", times, 20.0, 0.5)
     points = np.array([[0.0, 0, 0], [0.05, 0, 0], [1.0, 0, 0], [1.0, 1.0, 0]])
     assert cluster_statistics(points, threshold=0.1)["n_clusters"] == 3
 
 
-def test_normalised_magnitudes_have_the_constant_mean_over_the_horizon():
-    t = np.linspace(0.0, 10.0, 100001)
-    for name in ("constant", "linear", "quartic"):
-        assert np.trapezoid(sweep_magnitude(name, t, 10.0, True), t) / 10.0 == pytest.approx(1.0, rel=1e-4)
-    np.testing.assert_allclose(sweep_magnitude("quartic", t, 10.0, False), t ** 4)
+def test_without_attention_the_state_is_the_standardised_start():
+    x0 = np.random.default_rng(0).uniform(-2, 2, size=(1, 5, 3))
+    still = simulate(x0, np.eye(3)[None], np.zeros((1, 3, 3)), np.ones(10), 0.1)
+    assert still.shape == (11, 1, 5, 3)
+    np.testing.assert_allclose(still[-1], standardize(x0), atol=1e-3)
 
 
-def test_sweep_covers_every_regime_and_seed_with_the_notebook_dynamics():
-    """docs/paper.md#clustering-notebook: one run per horizon, normalisation, seed and magnitude; at T = 1 with the
-    unnormalised t⁴ (weaker than the constant everywhere) weight sharing ends with fewer clusters than t⁴ on most
-    seeds."""
-    sweep = sweep_clustering(tokens=40, hidden_dim=3, steps=100, magnitudes=["constant", "quartic"], horizons=[1.0],
-                             seeds=6, x0_range=2.0)
-    assert list(sweep.columns) == SWEEP_COLUMNS and len(sweep) == 6 * 2 * 2
-    weak = sweep[~sweep["normalised"]].pivot(index="seed", columns="magnitude", values="n_clusters")
-    assert (weak["constant"] < weak["quartic"]).mean() >= 0.5
-    x0 = np.random.default_rng(0).uniform(-2, 2, size=(5, 3))
-    still = simulate_notebook(x0, np.eye(3), np.zeros((3, 3)), np.ones(10), 1.0)
-    np.testing.assert_allclose(still, standardize(x0), atol=1e-3)
+@pytest.fixture(scope="module")
+def tiny_settings():
+    return {**load_preset({"preset": "tiny"})["analysis"]["clustering"], "seeds": 12}
+
+
+@pytest.fixture(scope="module")
+def tiny_outputs(tiny_settings, tmp_path_factory):
+    out = tmp_path_factory.mktemp("clustering")
+    write_clustering(str(out), tiny_settings)
+    return {name: pd.read_csv(out / f"{name}.csv") for name in ("trajectories", "stats", "sweep")}
+
+
+def test_sweep_reports_the_claim_and_the_equal_mean_control(tiny_outputs, tiny_settings):
+    sweep = tiny_outputs["sweep"]
+    assert list(sweep.columns) == SWEEP_COLUMNS
+    roles = sweep.groupby("regime")["role"].unique().map(list).to_dict()
+    assert roles == {"authors": ["claim"], "equal-mean": ["control"]}
+    assert len(sweep) == 2 * tiny_settings["seeds"] * len(tiny_settings["magnitudes"])
+    assert set(sweep["horizon"]) == {20.0} and set(sweep["dt"]) == {0.1}
+    # the notebook's regime: the constant clusters and t⁴ ends with more clusters than the constant on most seeds
+    assert constant_clusters(sweep, "authors").mean() >= 0.5
+    assert (paired_cluster_gap(sweep, "authors") > 0).mean() >= 0.75
+
+
+def test_single_picture_uses_the_claim_regimes_dynamics(tiny_outputs):
+    """The picture is seed 0 of the claim regime: the same final clusters as the sweep's seed 0, over the
+    notebook's 201 updates of size dt = 0.1."""
+    trajectories, stats, sweep = tiny_outputs["trajectories"], tiny_outputs["stats"], tiny_outputs["sweep"]
+    assert trajectories["step"].max() == 201
+    assert trajectories["t"].max() == pytest.approx(20.1)
+    assert trajectories[trajectories["step"] == 0][["x0", "x1", "x2"]].abs().to_numpy().max() <= 2.0
+    claim = sweep[(sweep["regime"] == "authors") & (sweep["seed"] == 0)].set_index("magnitude")
+    picture = stats.set_index("magnitude")
+    assert picture["n_clusters"].to_dict() == claim.loc[picture.index, "n_clusters"].to_dict()
+    np.testing.assert_allclose(picture["mean_pairwise_distance"], claim.loc[picture.index, "mean_pairwise_distance"])
+
+
+def test_paired_cluster_gap_is_quartic_minus_constant_per_seed():
+    sweep = pd.DataFrame({"regime": "authors", "role": "claim", "horizon": 20.0, "dt": 0.1,
+                          "seed": [0, 0, 1, 1], "magnitude": ["constant", "quartic"] * 2, "degree": [0, 4] * 2,
+                          "tokens": 40, "n_clusters": [3, 20, 25, 5], "mean_pairwise_distance": 1.0})
+    assert paired_cluster_gap(sweep, "authors").to_dict() == {0: 17, 1: -20}
+    assert constant_clusters(sweep, "authors").to_dict() == {0: True, 1: False}
+    with pytest.raises(ValueError, match="no rows for regime 'T1-unnormalised'"):
+        paired_cluster_gap(sweep, "T1-unnormalised")
