@@ -51,10 +51,11 @@ class Plan:
 
 
 def t_power(n: int, sd: float, effect: float, alpha: float) -> float:
-    """Two-sided one-sample (paired) t-test: noncentral-t power."""
+    """Two-sided one-sample (paired) t-test: noncentral-t power P(T > c) + P(T < −c), the lower tail written as
+    the upper tail of −T (scipy's nct.cdf far below a large noncentrality is NaN)."""
     df, noncentrality = n - 1, effect / sd * math.sqrt(n)
     critical = stats.t.ppf(1 - alpha / 2, df)
-    return float(stats.nct.sf(critical, df, noncentrality) + stats.nct.cdf(-critical, df, noncentrality))
+    return float(stats.nct.sf(critical, df, noncentrality) + stats.nct.sf(critical, df, -noncentrality))
 
 
 def tost_power(n: int, sd: float, margin: float, alpha: float) -> float:
