@@ -72,3 +72,15 @@ def test_ci_runs_the_tiny_dag_and_never_the_mini_study():
     assert hours["mini"] > 10 * hours["tiny"]
     tests = [path for path in (REPO_ROOT / "tests").rglob("*.py") if path.name != "test_mini_preset.py"]
     assert [path for path in tests if "preset=mini" in path.read_text()] == []
+
+
+def test_the_mini_preset_gives_its_decidable_primary_claims_the_seeds_power_asks(mini):
+    """Power before running (pipeline/report/power.py): at the Holm-corrected α, 80 % power for (1) better on the
+    OpenWebText stand-in, (2) LoRA at N′ = L and (5); the rest are not tested at this scale by design."""
+    from pipeline.report.power import design_table, preset_seeds
+
+    design = design_table({**preset_seeds(mini), "(6) no clustering without weight sharing": 200}).set_index("claim")
+    decided = set(design.index[design["verdict by design"] == "decided"])
+    assert {"(1) better, owt-small", "(2) lora N′=L", "(5) weight sharing is worse"} <= decided
+    assert (design.loc[sorted(decided), "seeds in design"] >= design.loc[sorted(decided), "seeds for 80 % power"]).all()
+    assert "(2) lora N′=L/2" not in decided and "(4) spectra grow with t" not in decided

@@ -127,11 +127,21 @@ def spectra_table(c_attn: np.ndarray, c_proj: np.ndarray, times: np.ndarray, lay
     return table[SPECTRA_COLUMNS]
 
 
+def trained_times(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a spectra table at the times the model was trained at: t = (layer + 1)/L, L = the number of
+    layers or Euler steps (a DiffEqFormer's oversampled times between them are kept for figures only). The authors'
+    spectra sample the same grid, one time per trained step (``qkvflow/analysis/spectral.py``, ``t * dt`` for
+    t in range(num_layers); docs/paper.md#spectra)."""
+    num_layers = table["layer"].max() + 1
+    return table[np.isclose(table["t"], (table["layer"] + 1) / num_layers)]
+
+
 def spectral_trend(table: pd.DataFrame) -> pd.DataFrame:
     """The trend statistic of claim "spectra grow with t": per attention matrix (QK, OV) and head, Spearman's ρ of
-    the head's largest |λ| against t (+1: grows monotonically with t, 0: no trend; NaN when either is constant).
-    ``table`` has the columns of ``spectra_table``; returns columns matrix, head, rho."""
-    attention = table[table["matrix"].isin(["QK", "OV"])]
+    the head's largest |λ| against t over the trained times (``trained_times``; +1: grows monotonically with t, 0: no
+    trend; NaN when either is constant). ``table`` has the columns of ``spectra_table``; returns columns matrix,
+    head, rho."""
+    attention = trained_times(table[table["matrix"].isin(["QK", "OV"])])
     magnitude = np.hypot(attention["real"], attention["imag"])
     largest = magnitude.groupby([attention["matrix"], attention["head"], attention["t"]]).max().reset_index(
         name="largest")

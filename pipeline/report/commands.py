@@ -80,9 +80,17 @@ def _scorecard(args: argparse.Namespace) -> None:
 
     write_scorecard(ScorecardInputs(preset=args.preset, runs_csv=args.runs_csv, finetune_summaries=args.finetune,
                                     downstream=args.downstream, spectra=args.spectra,
-                                    clustering_stats=args.clustering_stats, clustering_sweep=args.clustering_sweep,
+                                    clustering_sweep=args.clustering_sweep,
                                     memory=args.memory, untrained_spectra=args.untrained_spectra),
                     out=_table_files(args))
+
+
+def _power(args: argparse.Namespace) -> None:
+    from pipeline.config import load_preset
+    from pipeline.report.power import STUDY_CSV, design_table, preset_seeds
+
+    table = design_table(preset_seeds(load_preset({"preset": args.preset})), args.study_csv or STUDY_CSV)
+    print(table.to_markdown(index=False, floatfmt=".4g"))
 
 
 def _fidelity_table(args: argparse.Namespace) -> None:
@@ -149,7 +157,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
     card.add_argument("--spectra", type=Path, nargs="*", default=[], help="spectra CSVs")
     card.add_argument("--untrained-spectra", type=Path, nargs="*", default=[],
                       help="spectra CSVs of the untrained models of the same configs (the control)")
-    card.add_argument("--clustering-stats", type=Path, default=None)
     card.add_argument("--clustering-sweep", type=Path, default=None)
     card.add_argument("--memory", type=Path, nargs="*", default=[], help="memory-probe JSON records")
     card.set_defaults(run=_scorecard)
+
+    power = verbs.add_parser("power", help="seeds per primary claim for 80 % power at the Holm-corrected alpha, "
+                                           "beside the seeds a preset gives it (docs/experiments.md)")
+    power.add_argument("--preset", required=True)
+    power.add_argument("--study-csv", type=Path, default=None,
+                       help="the scorecard CSV of the study whose per-seed spreads plan this one (default: the "
+                            "recorded mini study, pipeline.report.power.STUDY_CSV)")
+    power.set_defaults(run=_power)

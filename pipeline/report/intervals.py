@@ -1,19 +1,15 @@
-"""Confidence intervals across seeds and the one rule that turns an interval into a claim's verdict.
+"""Intervals, tests and the verdict rule of a claim (docs/experiments.md, "Verdicts").
 
-A statistic measured once per seed (e.g. the per-seed difference of two families' validation losses, both runs
-of a seed sharing its data order) has mean x̄ and sample standard deviation s over n seeds; its 95 % Student
-t-interval is x̄ ± t₀.₉₇₅,ₙ₋₁ · s/√n. A paired comparison takes the interval of the per-seed differences, which
-removes the variation the two runs of a seed share.
-
-When every seed gives the same value (s = 0, as a rank statistic over a few points or a fraction of a few seeds
-can), the t-interval has zero width: it carries no spread to test against. The verdict then comes from the exact
-two-sided sign test instead: n values on one side of the threshold have p = 2 · 0.5ⁿ, below 1 − ``CONFIDENCE`` only
-from n = ``SIGN_TEST_MIN_SEEDS`` seeds on.
+A statistic measured once per seed has mean x̄ and sample sd s over n seeds; its 95 % Student t-interval is
+x̄ ± t₀.₉₇₅,ₙ₋₁ · s/√n and its two-sided p the one-sample t-test of x̄ against the claim's threshold. A paired
+comparison uses the per-seed differences. Correlations are averaged and tested on Fisher's z = artanh ρ, so their
+interval stays within [−1, 1]. A 0/1 outcome per seed gets the Clopper–Pearson interval and the exact binomial
+(sign) test. Equivalence within ±margin is the two one-sided t-tests (TOST): p = the larger of the two p-values.
+With n = 1 there is no interval and no test. P-values of one family are adjusted by Holm's step-down method.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,36 +18,48 @@ import numpy as np
 from scipy import stats
 
 CONFIDENCE = 0.95
-SIGN_TEST_MIN_SEEDS = next(n for n in itertools.count(1) if 2 * 0.5**n < 1 - CONFIDENCE)
-"""Fewest seeds whose identical values make the exact two-sided sign test significant (6: 2 · 0.5⁶ = 0.031)."""
+ALPHA = 1 - CONFIDENCE
+"""The family-wise error rate of the primary claims (Holm)."""
 FLOAT_TIE = 1e-12
-"""Values whose sample standard deviation is below this share of their mean's size are equal (float rounding of one
-number computed per seed), and their interval has zero width."""
-SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive at this scale"
-VERDICT_RULE = ("A claim states that a statistic lies above (or below) a threshold. Verdict from its 95 % "
-                "t-interval across seeds: supported when the whole interval lies on the claimed side of the "
-                "threshold, contradicted when the whole interval lies on the other side, inconclusive at this scale "
-                "when the interval contains the threshold (or fewer than 2 values exist). An interval of zero width "
-                "(every seed gave the same value) decides only with the exact sign test, from 6 seeds on.")
-INTERVAL_METHOD = "95 % Student t-interval across seeds (paired per seed where two families are compared)"
+"""Values whose sample standard deviation is below this share of their mean's size are equal (float rounding)."""
+CORRELATION_CLIP = 1 - 1e-9
+"""|ρ| = 1 is clipped to this before artanh (finite z)."""
+SUPPORTED, CONTRADICTED, EQUIVALENT = "supported", "contradicted", "equivalent"
+INCONCLUSIVE, NOT_TESTED = "inconclusive", "not tested at this scale"
+CONTROL, SENSITIVITY = "control (no verdict)", "sensitivity (no verdict)"
+VERDICT_RULE = ("Each primary claim is one test (p, two-sided, against the claim's threshold; TOST for an "
+                "equivalence); p-values of the primary claims are Holm-adjusted together (family-wise α = 0.05). "
+                "supported: adjusted p < α and the statistic on the claimed side; contradicted: adjusted p < α on "
+                "the other side; equivalent: the TOST's adjusted p < α; inconclusive: adjusted p ≥ α; not tested "
+                "at this scale: the design cannot decide it (too few seeds for 80 % power, n = 1, a statistic with "
+                "too few values, or a fine-tune whose curve did not plateau). Controls and sensitivity rows carry "
+                "no verdict.")
+INTERVAL_METHOD = ("95 % Student t-interval across seeds (paired per seed where two families are compared); "
+                   "correlations on Fisher's z; 0/1 outcomes Clopper–Pearson; n = 1: no interval")
 
 
 @dataclass(frozen=True)
 class Interval:
-    """Mean of ``n`` values and its two-sided ``CONFIDENCE`` t-interval [low, high] (NaN bounds when n < 2)."""
+    """Mean of ``n`` values, its two-sided ``CONFIDENCE`` interval [low, high] and the test's p (NaN when n < 2)."""
 
     mean: float
     low: float
     high: float
     n: int
+    p: float = math.nan
 
     def __str__(self) -> str:
-        return f"{self.mean:.4g} [{self.low:.4g}, {self.high:.4g}] (n={self.n})"
+        return f"{self.mean:.4g} [{self.low:.4g}, {self.high:.4g}] (n={self.n}, p={self.p:.3g})"
 
 
-def t_interval(values: Sequence[float]) -> Interval:
-    """x̄ ± t_{(1+CONFIDENCE)/2, n−1} · s/√n over the finite ``values``."""
-    finite = np.asarray([value for value in values if math.isfinite(value)], dtype=float)
+def _finite(values: Sequence[float]) -> np.ndarray:
+    return np.asarray([value for value in values if math.isfinite(value)], dtype=float)
+
+
+def t_interval(values: Sequence[float], threshold: float = 0.0) -> Interval:
+    """x̄ ± t_{(1+CONFIDENCE)/2, n−1} · s/√n over the finite ``values``; p of the t-test of x̄ = ``threshold``. Values
+    all equal (s = 0) have a zero-width interval and the exact sign test's p = 2 · 0.5ⁿ."""
+    finite = _finite(values)
     n = len(finite)
     if n == 0:
         return Interval(math.nan, math.nan, math.nan, 0)
@@ -60,26 +68,74 @@ def t_interval(values: Sequence[float]) -> Interval:
         return Interval(mean, math.nan, math.nan, n)
     spread = float(finite.std(ddof=1))
     if spread <= FLOAT_TIE * max(1.0, abs(mean)):
-        spread = 0.0
+        return Interval(mean, mean, mean, n, float(stats.binomtest(n, n).pvalue) if mean != threshold else 1.0)
     half = float(stats.t.ppf((1 + CONFIDENCE) / 2, n - 1) * spread / math.sqrt(n))
-    return Interval(mean, mean - half, mean + half, n)
+    p = float(stats.ttest_1samp(finite, threshold).pvalue)
+    return Interval(mean, mean - half, mean + half, n, p)
 
 
 def paired_interval(challenger: dict[int, float], baseline: dict[int, float]) -> Interval:
     """The t-interval of challenger − baseline over the seeds both have (a seed fixes init, data order, dropout)."""
-    seeds = sorted(set(challenger) & set(baseline))
-    return t_interval([challenger[seed] - baseline[seed] for seed in seeds])
+    return t_interval(paired_differences(challenger, baseline))
 
 
-def verdict(interval: Interval, threshold: float, claimed: str) -> str:
-    """``VERDICT_RULE``: ``claimed`` is ``"above"`` or ``"below"`` the threshold."""
+def paired_differences(challenger: dict[int, float], baseline: dict[int, float]) -> list[float]:
+    return [challenger[seed] - baseline[seed] for seed in sorted(set(challenger) & set(baseline))]
+
+
+def tost_p(values: Sequence[float], margin: float) -> float:
+    """Equivalence of the mean to 0 within ±``margin``: max of the one-sided t-tests of x̄ > −margin and
+    x̄ < +margin (NaN when n < 2)."""
+    finite = _finite(values)
+    if len(finite) < 2:
+        return math.nan
+    lower = stats.ttest_1samp(finite, -margin, alternative="greater").pvalue
+    upper = stats.ttest_1samp(finite, margin, alternative="less").pvalue
+    return float(max(lower, upper))
+
+
+def correlation_interval(rhos: Sequence[float]) -> Interval:
+    """Per-seed correlations averaged on Fisher's z = artanh ρ: the t-interval and p (against ρ = 0) of z, mapped
+    back by tanh, so the bounds stay within [−1, 1]."""
+    finite = _finite(rhos)
+    z = t_interval(np.arctanh(np.clip(finite, -CORRELATION_CLIP, CORRELATION_CLIP)).tolist())
+    return Interval(float(np.tanh(z.mean)), float(np.tanh(z.low)), float(np.tanh(z.high)), z.n, z.p)
+
+
+def binomial_interval(successes: int, trials: int, null: float = 0.5) -> Interval:
+    """A fraction of 0/1 outcomes: its Clopper–Pearson interval and the exact two-sided binomial test of ``null``."""
+    if trials == 0:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    test = stats.binomtest(int(successes), int(trials), null)
+    ci = test.proportion_ci(confidence_level=CONFIDENCE, method="exact")
+    return Interval(successes / trials, float(ci.low), float(ci.high), trials, float(test.pvalue))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of m p-values: the i-th smallest becomes max over j ≤ i of min(1, (m − j + 1)·p_(j));
+    NaN entries stay NaN and do not count in m."""
+    finite = [(p, index) for index, p in enumerate(p_values) if math.isfinite(p)]
+    adjusted = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, (p, index) in enumerate(sorted(finite)):
+        running = max(running, min(1.0, (len(finite) - rank) * p))
+        adjusted[index] = running
+    return adjusted
+
+
+def verdict(mean: float, adjusted_p: float, threshold: float, claimed: str) -> str:
+    """``VERDICT_RULE`` for a directional claim: ``claimed`` is ``"above"`` or ``"below"`` the threshold."""
     if claimed not in ("above", "below"):
         raise ValueError(f"claimed is {claimed!r}; expected 'above' or 'below'.")
-    if interval.n < 2 or math.isnan(interval.low):
+    if not math.isfinite(adjusted_p):
+        return NOT_TESTED
+    if adjusted_p >= ALPHA or mean == threshold:
         return INCONCLUSIVE
-    above, below = interval.low > threshold, interval.high < threshold
-    if interval.low == interval.high and interval.n < SIGN_TEST_MIN_SEEDS:
-        return INCONCLUSIVE
-    if above or below:
-        return SUPPORTED if above == (claimed == "above") else CONTRADICTED
-    return INCONCLUSIVE
+    return SUPPORTED if (mean > threshold) == (claimed == "above") else CONTRADICTED
+
+
+def equivalence_verdict(adjusted_p: float) -> str:
+    """``VERDICT_RULE`` for an equivalence claim tested by TOST."""
+    if not math.isfinite(adjusted_p):
+        return NOT_TESTED
+    return EQUIVALENT if adjusted_p < ALPHA else INCONCLUSIVE

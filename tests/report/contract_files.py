@@ -28,11 +28,13 @@ SIZES = {"small": (48, 4), "medium": (64, 6), "large": (80, 8), "llama1b": (64, 
          "ft24": (48, 8)}
 
 
-def write_curve(folder: Path, final_ppl: float, steps: int = 40) -> None:
-    """A metrics.jsonl whose evaluation perplexity falls from 2000 to ``final_ppl`` (3 evaluations)."""
+def write_curve(folder: Path, final_ppl: float, steps: int = 40, flat_tail: int = 0) -> None:
+    """A metrics.jsonl whose evaluation perplexity falls from 2000 to ``final_ppl`` (3 evaluations), then stays at
+    ``final_ppl`` for ``flat_tail`` more evaluations (a plateau)."""
     records = [{"step": s, "loss": 7.0 - s / steps, "lr": 1e-3, "tokens_per_s": 1e3, "step_s": 0.1}
-               for s in range(steps)]
-    for step, ppl in ((0, 2000.0), (steps // 2, (2000.0 + final_ppl) / 3), (steps - 1, final_ppl)):
+               for s in range(steps + flat_tail)]
+    for step, ppl in ((0, 2000.0), (steps // 2, (2000.0 + final_ppl) / 3), (steps - 1, final_ppl),
+                      *((steps + k, final_ppl) for k in range(flat_tail))):
         records.append({"step": step, "eval_loss": float(np.log(ppl)), "eval_ppl": ppl})
     (folder / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
 
@@ -64,10 +66,10 @@ def write_pretrain_run(results: Path, run_id: str, *, group: str, size: str, fam
 
 
 def write_finetune_run(results: Path, run_id: str, *, family: str, source: str, target: str, method: str,
-                       num_steps: int, source_steps: int, ppl: float, seed: int = 0) -> Path:
+                       num_steps: int, source_steps: int, ppl: float, seed: int = 0, flat_tail: int = 0) -> Path:
     folder = results / "runs" / run_id
     folder.mkdir(parents=True, exist_ok=True)
-    write_curve(folder, ppl, steps=30)
+    write_curve(folder, ppl, steps=30, flat_tail=flat_tail)
     summary = {"run_id": run_id, "preset": "tiny", "role": "finetune", "family": family, "source_run": "src",
                "source_dataset": source, "target_dataset": target, "method": method, "num_steps": num_steps,
                "source_steps": source_steps, "train_steps": 30, "seed": seed, "parameters": 1000,

@@ -1,4 +1,4 @@
-"""Intervals across seeds and the verdict rule, on synthetic numbers with known answers."""
+"""Intervals, tests and the verdict rule, on synthetic numbers with known answers."""
 
 import math
 
@@ -7,20 +7,28 @@ import pytest
 
 from pipeline.report.intervals import (
     CONTRADICTED,
+    EQUIVALENT,
     INCONCLUSIVE,
+    NOT_TESTED,
     SUPPORTED,
+    binomial_interval,
+    correlation_interval,
+    equivalence_verdict,
+    holm,
     paired_interval,
     t_interval,
+    tost_p,
     verdict,
 )
 
 
 def test_t_interval_of_known_values():
     interval = t_interval([1.0, 2.0, 3.0])
-    # mean 2, s = 1, t(0.975, 2) = 4.302653
+    # mean 2, s = 1, t(0.975, 2) = 4.302653; t = 2·√3 = 3.464 on 2 df: p = 0.0742
     assert interval.mean == 2.0 and interval.n == 3
     assert interval.low == pytest.approx(2 - 4.302653 / math.sqrt(3), rel=1e-6)
     assert interval.high == pytest.approx(2 + 4.302653 / math.sqrt(3), rel=1e-6)
+    assert interval.p == pytest.approx(0.0742, abs=1e-4)
 
 
 @pytest.mark.parametrize(("offset", "expected"), [(-0.5, SUPPORTED), (0.5, CONTRADICTED), (0.0, INCONCLUSIVE)])
@@ -31,7 +39,8 @@ def test_a_clear_win_a_clear_loss_and_a_tie_inside_the_noise(offset, expected):
     seed_effect = rng.normal(0, 1.0, size=5)
     baseline = {seed: 4.0 + effect + rng.normal(0, 0.02) for seed, effect in enumerate(seed_effect)}
     challenger = {seed: 4.0 + effect + offset + rng.normal(0, 0.02) for seed, effect in enumerate(seed_effect)}
-    assert verdict(paired_interval(challenger, baseline), 0.0, "below") == expected
+    interval = paired_interval(challenger, baseline)
+    assert verdict(interval.mean, interval.p, 0.0, "below") == expected
 
 
 def test_pairing_by_seed_removes_the_shared_seed_effect():
@@ -39,24 +48,54 @@ def test_pairing_by_seed_removes_the_shared_seed_effect():
     rng = np.random.default_rng(1)
     effect = rng.normal(0, 1.0, size=5)
     baseline, challenger = 4.0 + effect, 3.5 + effect + rng.normal(0, 0.05, size=5)
-    unpaired = t_interval(list(challenger)).mean - t_interval(list(baseline)).mean
-    assert unpaired == pytest.approx(-0.5, abs=0.05)
     assert t_interval(list(challenger)).high > t_interval(list(baseline)).low  # intervals overlap
-    assert verdict(paired_interval(dict(enumerate(challenger)), dict(enumerate(baseline))), 0.0, "below") == SUPPORTED
+    interval = paired_interval(dict(enumerate(challenger)), dict(enumerate(baseline)))
+    assert verdict(interval.mean, interval.p, 0.0, "below") == SUPPORTED
 
 
-def test_a_threshold_other_than_zero_and_too_few_seeds():
-    assert verdict(t_interval([0.95, 0.97, 0.96]), 1 / 1.15, "above") == SUPPORTED
-    assert verdict(t_interval([0.70, 0.72, 0.71]), 1 / 1.15, "above") == CONTRADICTED
-    assert verdict(t_interval([0.9]), 0.0, "above") == INCONCLUSIVE
-    assert verdict(paired_interval({0: 1.0, 1: 2.0}, {2: 1.0}), 0.0, "above") == INCONCLUSIVE
+def test_one_seed_has_no_interval_and_no_verdict():
+    single = t_interval([0.9])
+    assert single.n == 1 and math.isnan(single.low) and math.isnan(single.high) and math.isnan(single.p)
+    assert verdict(single.mean, single.p, 0.0, "above") == NOT_TESTED
 
 
-def test_a_zero_width_interval_decides_only_by_the_sign_test():
-    """Three seeds all at Spearman 0.5 (a rank statistic over three N') give a zero-width t-interval; the exact sign
-    test of 3 values (p = 0.25) decides nothing; 6 equal values (p = 0.031) do."""
-    assert t_interval([0.5, 0.5, 0.5]).low == t_interval([0.5, 0.5, 0.5]).high == 0.5
-    assert verdict(t_interval([0.5] * 3), 0.0, "above") == INCONCLUSIVE
-    assert verdict(t_interval([0.0] * 3), 0.5, "above") == INCONCLUSIVE
-    assert verdict(t_interval([0.5] * 6), 0.0, "above") == SUPPORTED
-    assert verdict(t_interval([0.0] * 6), 0.5, "above") == CONTRADICTED
+def test_holm_turns_a_lone_p_of_three_percent_among_five_claims_into_inconclusive():
+    """Alone, p = 0.03 < 0.05 supports; among five claims its Holm-adjusted p is 5 · 0.03 = 0.15."""
+    assert verdict(0.2, 0.03, 0.0, "above") == SUPPORTED
+    adjusted = holm([0.6, 0.03, 0.4, 0.9, 0.7])
+    assert adjusted[1] == pytest.approx(0.15)
+    assert verdict(0.2, adjusted[1], 0.0, "above") == INCONCLUSIVE
+    assert adjusted == pytest.approx([1.0, 0.15, 1.0, 1.0, 1.0])  # (m − rank)·p, capped at 1, monotone
+
+
+def test_equivalence_within_the_margin_is_equivalent_and_outside_it_is_not():
+    """Per-seed Δ log-ppl scattered around 0 (sd 0.01, 10 seeds) lie within ±0.05 nats: TOST decides
+    'equivalent'; the same spread around 0.08 does not."""
+    rng = np.random.default_rng(2)
+    near_zero = rng.normal(0.0, 0.01, size=10)
+    assert equivalence_verdict(tost_p(near_zero, 0.05)) == EQUIVALENT
+    assert equivalence_verdict(tost_p(near_zero + 0.08, 0.05)) == INCONCLUSIVE
+    assert equivalence_verdict(tost_p([0.0], 0.05)) == NOT_TESTED
+
+
+def test_a_zero_one_outcome_gets_a_binomial_interval_inside_zero_one():
+    """1 success in 20 seeds: Clopper–Pearson [0.0013, 0.2487] (a t-interval would go below 0)."""
+    interval = binomial_interval(1, 20)
+    assert interval.mean == 0.05
+    assert interval.low == pytest.approx(0.00127, abs=1e-4) and interval.high == pytest.approx(0.2487, abs=1e-4)
+    assert t_interval([1.0] + [0.0] * 19).low < 0 <= interval.low
+    assert binomial_interval(19, 20).p == pytest.approx(4.0e-5, rel=0.01)
+
+
+def test_a_correlation_interval_stays_within_minus_one_and_one():
+    """Per-seed ρ 0.9, 0.2, 0.95: the t-interval of ρ passes 1; Fisher's z keeps it inside."""
+    rhos = [0.9, 0.2, 0.95]
+    assert t_interval(rhos).high > 1
+    interval = correlation_interval(rhos)
+    assert -1 <= interval.low < interval.mean < interval.high <= 1
+
+
+def test_equal_values_decide_only_by_the_sign_test():
+    """Three seeds all at ρ = 0.5: zero width, sign-test p = 2 · 0.5³ = 0.25; six equal values: p = 0.031."""
+    assert t_interval([0.5] * 3).p == pytest.approx(0.25)
+    assert t_interval([0.5] * 6).p == pytest.approx(0.03125)

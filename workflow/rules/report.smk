@@ -11,7 +11,6 @@ rule scorecard:
         downstream=[path for pair in DOWNSTREAM_PAIRS for path in pair_downstream_csvs(pair)],
         spectra=SPECTRA_CSVS,
         untrained_spectra=UNTRAINED_SPECTRA_CSVS,
-        clustering=f"{CLUSTERING_DIR}/stats.csv",
         clustering_sweep=f"{CLUSTERING_DIR}/sweep.csv",
         memory=MEMORY_RECORDS,
     output:
@@ -36,5 +35,4 @@ rule scorecard:
         "python -m pipeline scorecard --md {output.md:q} --csv {output.csv:q} --html {output.html:q}"
         " --preset {params.preset:q} --runs-csv {input.runs:q} --finetune {input.finetune:q}"
         " --downstream {input.downstream:q} --spectra {input.spectra:q} --untrained-spectra {input.untrained_spectra:q}"
-        " --clustering-stats {input.clustering:q}"
         " --clustering-sweep {input.clustering_sweep:q} --memory {input.memory:q} > {log:q} 2>&1"
