@@ -157,7 +157,7 @@ def design_table(seeds: dict[str, int], study_csv: Path = STUDY_CSV) -> pd.DataF
 
 def preset_seeds(config: dict) -> dict[str, int]:
     """Seeds each primary claim gets in a resolved preset: its ``seeds`` for trained-model claims where the preset
-    trains their runs, ``analysis.clustering.sweep.seeds`` for claim (6)."""
+    trains their runs, ``analysis.clustering.seeds`` (the sweep's seeds) for claim (6)."""
     seeds = len(config.get("seeds", [0]))
     groups = config.get("pretrain", {})
     families = {name: set(group["families"]) for name, group in groups.items()}
@@ -177,5 +177,5 @@ def preset_seeds(config: dict) -> dict[str, int]:
         (sum(run.startswith(f"{group}-diffeq-") for run in spectra) for group in groups), default=0)
     design["(5) weight sharing is worse"] = seeds if any("shared" in f for f in families.values()) else 0
     design["(6) no clustering without weight sharing"] = int(
-        config.get("analysis", {}).get("clustering", {}).get("sweep", {}).get("seeds", 0))
+        config.get("analysis", {}).get("clustering", {}).get("seeds", 0))
     return design

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeline.analysis.clustering import constant_clusters, paired_cluster_gap
 from pipeline.analysis.spectra import spectral_trend
 from pipeline.families import DIFFEQ_FAMILIES, FAMILY_LABELS, SHARED_FAMILIES
 from pipeline.report.claim_rows import row
@@ -32,8 +33,6 @@ from pipeline.report.tables import eval_curve, read_csv, read_json, require_colu
 
 TRAIN_COST_GOAL = 1.15
 """Paper App. D.1: DiffEqFormer trains at most ~1.15× slower than GPT, i.e. throughput ratio ≥ 1/1.15."""
-CLUSTERED_MAX_FRACTION = 0.5
-"""A final state clusters when it has at most this fraction of its tokens' count of clusters."""
 PLATEAU_EVALUATIONS, PLATEAU_NATS = 3, 0.02
 """A fine-tune's curve has plateaued when its last 3 evaluations lower the best validation loss before them by
 less than 0.02 nats in total (docs/experiments.md, "The mini study")."""
@@ -209,13 +208,11 @@ def clustering_claims(sweep_csv: Path | None) -> list[dict]:
         if role not in status:
             raise ValueError(f"{sweep_csv}: role {role!r} of regime {regime!r}; expected claim, control or "
                              "sensitivity.")
-        wide = runs.pivot(index="seed", columns="magnitude", values="n_clusters")
-        gap = wide["quartic"] - wide["constant"]
+        gap = paired_cluster_gap(runs, regime)
         more, fewer = int((gap > 0).sum()), int((gap < 0).sum())
         sign = binomial_interval(more, more + fewer)
         fraction = binomial_interval(more, len(gap))
-        together = binomial_interval(int((wide["constant"] <= CLUSTERED_MAX_FRACTION * runs["tokens"].iloc[0]).sum()),
-                                     len(gap))
+        together = binomial_interval(int(constant_clusters(runs, regime).sum()), len(gap))
         rows.append(claim(f"(6) t⁴ ends with more clusters than the constant a(t): {regime} ({role})",
                           "Fig. 2c/d", Interval(fraction.mean, fraction.low, fraction.high, fraction.n, sign.p),
                           "fraction of seeds clusters(t⁴) > clusters(constant)",

@@ -150,9 +150,12 @@ def write_clustering(results: Path, *, clusters: dict[str, int] | None = None) -
         folder / "trajectories.csv", index=False)
     pd.DataFrame(stats, columns=["magnitude", "degree", "n_clusters", "threshold", "mean_pairwise_distance"]).to_csv(
         folder / "stats.csv", index=False)
-    sweep = [{"horizon": horizon, "normalised": normalised, "seed": seed, "magnitude": magnitude, "degree": degree,
-              "tokens": 40, "n_clusters": clusters[magnitude] * 4, "mean_pairwise_distance": 0.5 + degree}
-             for horizon in (1.0, 10.0) for normalised in (False, True) for seed in range(3)
+    regimes = {"authors": ("claim", 20.0, 0.1), "equal-mean": ("control", 20.0, 0.1),
+               "T1-unnormalised": ("sensitivity", 1.0, 0.005)}
+    sweep = [{"regime": regime, "role": role, "horizon": horizon, "dt": dt, "seed": seed, "magnitude": magnitude,
+              "degree": degree, "tokens": 40, "n_clusters": clusters[magnitude] * 4,
+              "mean_pairwise_distance": 0.5 + degree}
+             for regime, (role, horizon, dt) in regimes.items() for seed in range(3)
              for magnitude, degree in MAGNITUDES.items()]
     pd.DataFrame(sweep).to_csv(folder / "sweep.csv", index=False)
     return folder / "trajectories.csv", folder / "stats.csv"
