@@ -14,7 +14,7 @@ from contract_files import (
 )
 
 from pipeline.report.scorecard import ScorecardInputs, scorecard, write_scorecard
-from pipeline.report.tables import write_perplexity_tables
+from pipeline.report.tables import write_perplexity_tables, write_runs_csv
 
 
 @pytest.fixture
@@ -31,7 +31,8 @@ def runs_csv(tmp_path):
                                 ppl=120.0),
              write_pretrain_run(tmp_path, "wt103-small-shared_ode", group="wt103-small", size="small",
                                 family="shared_ode", ppl=105.0)]
-    write_perplexity_tables(paths, out=table_files(tmp_path / "perplexity"), runs_csv=tmp_path / "runs.csv")
+    write_perplexity_tables(paths, out=table_files(tmp_path / "perplexity"))
+    write_runs_csv(paths, tmp_path / "runs.csv")
     return tmp_path / "runs.csv"
 
 
@@ -156,7 +157,8 @@ def test_with_seeds_each_claim_gets_its_interval_and_the_verdict_of_the_rule(tmp
             spread = 1.0 if family == "gpt" else seed_spread[seed]
             summaries.append(write_pretrain_run(tmp_path, f"{group}-{family}-s{seed}", group=group, size="small",
                                                 family=family, ppl=ppl * effect * spread, seed=seed))
-    write_perplexity_tables(summaries, out=table_files(tmp_path / "perplexity"), runs_csv=tmp_path / "runs.csv")
+    write_perplexity_tables(summaries, out=table_files(tmp_path / "perplexity"))
+    write_runs_csv(summaries, tmp_path / "runs.csv")
     noise = {0: 1.01, 1: 0.99, 2: 1.0}
     finetune = [write_finetune_run(tmp_path, f"ft-owt-wt103-diffeq6-n{n}-lora-s{seed}", family="diffeq", source="owt",
                                    target="wt103", method="lora", num_steps=n, source_steps=6,
