@@ -27,6 +27,9 @@ method's stage job's (``finetune-lora``, ``finetune-full``), lm-eval and each GP
 
 A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
 that divide its batch), and its fit row must say that batch fits there.
+
+Longer than 300 lines because every kind of job is sized here, by one ``JobSizing`` that reads the cost preview, the
+fit table and the preflight report once for all of them.
 """
 
 from __future__ import annotations

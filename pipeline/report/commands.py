@@ -19,9 +19,11 @@ def _perplexity_table(args: argparse.Namespace) -> None:
 
 
 def _runs_csv(args: argparse.Namespace) -> None:
-    from pipeline.report.tables import write_runs_csv
+    """The list of every pretraining run, ablations included, one row per summary."""
+    from pipeline.artifacts import atomic_write_text
+    from pipeline.report.tables import load_summaries
 
-    write_runs_csv(args.summaries, args.out)
+    atomic_write_text(args.out, load_summaries(args.summaries).to_csv(index=False))
 
 
 def _spec_table(args: argparse.Namespace) -> None:

@@ -156,11 +156,6 @@ def write_perplexity_tables(summaries: list[Path], *, out: TableFiles) -> None:
                 tidy=table, sections=perplexity_sections(table))
 
 
-def write_runs_csv(summaries: list[Path], runs_csv: Path) -> None:
-    """The list of every pretraining run, ablations included, one row per summary."""
-    atomic_write_text(runs_csv, load_summaries(summaries).to_csv(index=False))
-
-
 def levanter_1_1_count(family: str, parameters: int, num_layers: int, hidden_dim: int, num_heads: int,
                        seq_len: int) -> int:
     """Parameters as Levanter 1.1 counted them for Table 3 (docs/paper.md#parameter-counts): its Llama layers stored

@@ -13,8 +13,9 @@ from contract_files import (
     write_spectra,
 )
 
+from pipeline.cli import main
 from pipeline.report.scorecard import ScorecardInputs, scorecard, write_scorecard
-from pipeline.report.tables import write_perplexity_tables, write_runs_csv
+from pipeline.report.tables import write_perplexity_tables
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def runs_csv(tmp_path):
              write_pretrain_run(tmp_path, "wt103-small-shared_ode", group="wt103-small", size="small",
                                 family="shared_ode", ppl=105.0)]
     write_perplexity_tables(paths, out=table_files(tmp_path / "perplexity"))
-    write_runs_csv(paths, tmp_path / "runs.csv")
+    assert main(["runs-csv", "--out", str(tmp_path / "runs.csv"), *map(str, paths)]) == 0
     return tmp_path / "runs.csv"
 
 
@@ -158,7 +159,7 @@ def test_with_seeds_each_claim_gets_its_interval_and_the_verdict_of_the_rule(tmp
             summaries.append(write_pretrain_run(tmp_path, f"{group}-{family}-s{seed}", group=group, size="small",
                                                 family=family, ppl=ppl * effect * spread, seed=seed))
     write_perplexity_tables(summaries, out=table_files(tmp_path / "perplexity"))
-    write_runs_csv(summaries, tmp_path / "runs.csv")
+    assert main(["runs-csv", "--out", str(tmp_path / "runs.csv"), *map(str, summaries)]) == 0
     noise = {0: 1.01, 1: 0.99, 2: 1.0}
     finetune = [write_finetune_run(tmp_path, f"ft-owt-wt103-diffeq6-n{n}-lora-s{seed}", family="diffeq", source="owt",
                                    target="wt103", method="lora", num_steps=n, source_steps=6,
