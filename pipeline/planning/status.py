@@ -24,16 +24,15 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pipeline.artifacts import read_metrics
+from pipeline.errors import STOPPED_AT
 from pipeline.planning.jobs import CHAIN_MARGIN_RETRIES, CPU_JOBS, JobSizing
 from pipeline.planning.workloads import workloads
 
-STOPPED = re.compile(r"stopped on request \((\w+):.*\) after (\d+) of (\d+) updates")
 RECENT_UPDATES = 50
 """Updates whose mean time gives a running run's ETA."""
 
@@ -89,7 +88,7 @@ def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chun
     updates, step_seconds = trained_updates(run_dir)
     spent = sum(step_seconds) * gpus / 3600
     ending = last_line(log) if log.is_file() else ""
-    stop = STOPPED.search(ending)
+    stop = STOPPED_AT.search(ending)
     if stop:
         return RunState(run_id, "stopped", f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}); "
                         f"checkpoint {newest_checkpoint(run_dir)}, the next chunk resumes it", spent,

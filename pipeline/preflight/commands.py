@@ -56,17 +56,23 @@ def _job(args: argparse.Namespace) -> None:
 
 
 def _measured_row(path: str, row: dict, what: str, measure) -> None:
-    """Write ``row`` to ``path`` with what ``measure()`` returns and status ok, or status failed and the failure's
-    one sentence: a preflight job always leaves its row, so the report can say what failed."""
+    """Write ``row`` to ``path`` with what ``measure()`` returns and status ok; status stopped and "stopped by walltime
+    at step k of n" where the job's walltime warning stopped it (no fault of the shape); else status failed and the
+    failure's one sentence: a preflight job always leaves its row, so the report can say what failed."""
     from pipeline.artifacts import atomic_write_json
-    from pipeline.errors import failure_sentence
+    from pipeline.errors import STOPPED_AT, failure_sentence
 
     try:
         row.update(status="ok", error="", **measure())
     except Exception as error:  # noqa: BLE001  (the row records the failure's one sentence)
         sentence, _ = failure_sentence(error, f"the preflight of {what}")
         logging.exception("preflight of %s failed", what)
-        row.update(status="failed", error=sentence.removeprefix("error: "))
+        stop = STOPPED_AT.search(sentence)
+        if stop:
+            row.update(status="stopped", error=f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}): "
+                                                "the job's walltime ended before its updates, save and restore did")
+        else:
+            row.update(status="failed", error=sentence.removeprefix("error: "))
     atomic_write_json(path, row)
     logging.info("preflight %s: %s", what, json.dumps(row))
 
