@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
+from pipeline.planning.checkpoint_disk import CHECKPOINT_BYTES_PER_PARAMETER
 from pipeline.planning.job_shape import JobShape, Placement
 from pipeline.planning.preflight_rows import (
     preflight_throughput,
@@ -55,6 +56,11 @@ from pipeline.site import Site
 STARTUP_MIN = 30
 """Minutes a training job spends before its first step and after its last: JAX compilation, opening the token
 cache, loading or writing a checkpoint."""
+PREFLIGHT_BASE_MIN = 15
+"""Minutes of a preflight training job besides its updates and checkpoint I/O: two start-ups (the job and its
+restart from the checkpoint: JAX compilation, opening the token cache) and two evaluations."""
+CHECKPOINT_GB_PER_MIN = 30
+"""Shared-filesystem bandwidth a preflight job's checkpoint save and restore are planned at (0.5 GB/s)."""
 CHAIN_MARGIN_RETRIES = 2
 """Attempts a chain of training jobs gets beyond its chunks: for preemption, node loss and other transient failures
 (the SLURM profile's ``retries`` for a job that fits one walltime)."""
@@ -319,6 +325,26 @@ class JobSizing:
         if check_preflight and workload.kind == "finetune":
             self.require_green_preflight(training_row(workload), f"fine-tune {workload_id}")
         return shape
+
+    def preflight_minutes(self, workload_id: str, updates: int) -> int | None:
+        """Walltime of the preflight job that trains ``updates`` updates of a pretraining run on the GPUs the site
+        gives it: ``PREFLIGHT_BASE_MIN`` + the updates at the run's estimated seconds per update (GPU-hours × safety
+        factor / GPUs / steps) + a save and a restore of one checkpoint at ``CHECKPOINT_GB_PER_MIN`` + the site's
+        walltime warning lead, so that the warning comes after the work; None without GPUs to estimate it on. Longer
+        than the GPU partition's limit: ``WalltimeError``."""
+        if self.site is None or self.site.gpus_per_node == 0:
+            return None
+        row, gpus = self.cost(workload_id), self.training_gpu_count(workload_id)
+        step_min = row["gpu_hours"] * self.site.safety_factor / gpus / self._workloads[workload_id].train.steps * 60
+        checkpoint_gb = row["parameters"] * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
+        minutes = math.ceil(PREFLIGHT_BASE_MIN + updates * step_min + 2 * checkpoint_gb / CHECKPOINT_GB_PER_MIN
+                            + self.site.signal_lead_s / 60)
+        limit = self.site.partition_limit_min(self.site.gpu_partition)
+        if minutes > limit:
+            raise WalltimeError(f"the preflight job of run {workload_id} needs an estimated {minutes} min but "
+                                f"partition {self.site.gpu_partition!r} allows {limit} min; lower the preset's "
+                                "preflight.timed updates or raise max_runtime_min in the site file.")
+        return minutes
 
     def memory_probe_gpu_count(self, probe_id: str) -> int:
         """A memory probe's GPUs at a site with GPUs: one node's, the most that divide its batch (module docstring)."""

@@ -10,15 +10,21 @@ import math
 from pathlib import Path
 
 from pipeline.commands import absolute, add_ray_options, ray_placement
-
-DEFAULT_WARMUP, DEFAULT_TIMED = 3, 20
+from pipeline.preflight.shapes import DEFAULT_TIMED, DEFAULT_WARMUP
 
 
 def _plan(args: argparse.Namespace) -> None:
     from pipeline.config import load_preset
     from pipeline.planning.cost import preview
     from pipeline.planning.jobs import JobSizing
-    from pipeline.preflight.shapes import bound_share, gpu_hour_bound, job_list, run_shapes, training_shapes
+    from pipeline.preflight.shapes import (
+        PREFLIGHT_RUNTIME_MIN,
+        bound_share,
+        gpu_hour_bound,
+        job_list,
+        run_shapes,
+        training_shapes,
+    )
     from pipeline.preflight.stages import stage_gpus, stage_jobs
     from pipeline.site import load_site
 
@@ -29,7 +35,8 @@ def _plan(args: argparse.Namespace) -> None:
     sizing = JobSizing(config, site, fit_table=fit_table if site else None)
     shapes = training_shapes(config, sizing)
     stages = {kind: (job, stage_gpus(job, sizing)) for kind, job in stage_jobs(config, run_shapes(shapes)).items()}
-    bound = gpu_hour_bound([shape.gpus for shape in shapes.values()] + [gpus for _, gpus in stages.values()])
+    bound = gpu_hour_bound([(shape.gpus, shape.minutes) for shape in shapes.values()]
+                           + [(gpus, PREFLIGHT_RUNTIME_MIN) for _, gpus in stages.values()])
     print(job_list(shapes, stages))
     print(f"\n{len(shapes)} training shape job(s) for {sum(len(s.runs) for s in shapes.values())} pretraining "
           f"run(s) and {len(stages)} fine-tune, lm-eval and analysis job(s); at most {bound:.1f} GPU-hours (every "

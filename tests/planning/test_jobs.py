@@ -8,6 +8,8 @@ import pytest
 from pipeline.config import load_preset
 from pipeline.planning.job_shape import JobShape, Placement
 from pipeline.planning.jobs import (
+    CHECKPOINT_GB_PER_MIN,
+    PREFLIGHT_BASE_MIN,
     STARTUP_MIN,
     JobSizing,
     WalltimeError,
@@ -99,6 +101,29 @@ def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
                                             "'gpu' allows 40 min, too few to train"):
         JobSizing(paper, dataclasses.replace(SHORT_SITE, max_runtime_min=40, target_runtime_min=40)).training(
             "wt103-small-gpt")
+
+
+def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its_work():
+    """Llama-1B's preflight job: two start-ups, 23 updates, and a save and a restore of its ~80 GB checkpoint, with
+    the site's 10-minute warning after them (a fixed 20 minutes warned it after 10)."""
+    from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, training_shapes
+
+    paper = load_preset({"preset": "paper"})
+    jobs = JobSizing(paper, SITE)
+    cost = jobs.cost("owt-llama1b-diffeq_llama")
+    work = (PREFLIGHT_BASE_MIN + 23 * cost["gpu_hours"] * 2 / 8 / 40000 * 60
+            + 2 * cost["parameters"] * 12 / 1e9 / CHECKPOINT_GB_PER_MIN)
+    minutes = jobs.preflight_minutes("owt-llama1b-diffeq_llama", 23)
+    assert work + 10 <= minutes < work + 11 and cost["parameters"] * 12 > 75e9
+    lead = dataclasses.replace(jobs.training("owt-llama1b-diffeq_llama"), minutes=minutes).sbatch_flags
+    assert lead == ("--signal=URG@600",) and minutes - 10 >= work
+    shapes = training_shapes(paper, jobs)
+    assert shapes["diffeq_llama-llama1b-g8-mb0"].minutes == minutes > PREFLIGHT_RUNTIME_MIN
+    assert min(shape.minutes for shape in shapes.values()) >= PREFLIGHT_RUNTIME_MIN
+    with pytest.raises(WalltimeError, match="the preflight job of run owt-llama1b-diffeq_llama needs an estimated "
+                                            rf"{minutes} min but partition 'gpu' allows 30 min"):
+        JobSizing(paper, dataclasses.replace(SITE, max_runtime_min=30, target_runtime_min=30)).preflight_minutes(
+            "owt-llama1b-diffeq_llama", 23)
 
 
 def test_without_a_site_every_job_is_local_on_the_cpu():

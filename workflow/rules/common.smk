@@ -294,11 +294,12 @@ def preflight_plan_option(wildcards):
 
 
 def preflight_job_resources():
-    """A preflight job is sized as the run it trains, for ``PREFLIGHT_RUNTIME_MIN`` minutes."""
+    """A preflight job is sized as the run it trains, for its shape's own walltime (pipeline/preflight/shapes.py)."""
 
     def shape_of(wildcards):
-        shape = JOBS.training(preflight_shape(wildcards).run_id, check_preflight=False)
-        return shape if shape.minutes is None else preflight_walltime(shape)
+        preflight = preflight_shape(wildcards)
+        shape = JOBS.training(preflight.run_id, check_preflight=False)
+        return shape if shape.minutes is None else preflight_walltime(shape, preflight.minutes)
 
     return rule_resources(shape_of, "training")
 
@@ -343,12 +344,12 @@ def preflight_stage_shape(wildcards):
         shape = JOBS.training(job.run_id, check_preflight=False)
     else:
         shape = JOBS.gpu_analysis(job.kind, job.run_id, check_preflight=False)
-    return shape if shape.minutes is None else preflight_walltime(shape)
+    return shape if shape.minutes is None else preflight_walltime(shape, PREFLIGHT_RUNTIME_MIN)
 
 
-def preflight_walltime(shape):
-    """A preflight job's shape: the job it stands for, for ``PREFLIGHT_RUNTIME_MIN`` minutes in one chunk."""
-    return dataclasses.replace(shape, minutes=PREFLIGHT_RUNTIME_MIN, needed_minutes=PREFLIGHT_RUNTIME_MIN, chunks=1)
+def preflight_walltime(shape, minutes):
+    """A preflight job's shape: the job it stands for, for ``minutes`` in one chunk."""
+    return dataclasses.replace(shape, minutes=minutes, needed_minutes=minutes, chunks=1)
 
 
 RAY_RULES = {
