@@ -75,6 +75,11 @@ def benchmark_seconds(path: Path) -> float | None:
     return float(rows[-1]["s"]) if rows else None
 
 
+def duration(seconds: float) -> str:
+    """``seconds`` as minutes below an hour, else hours."""
+    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
+
+
 def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chunks: int) -> RunState:
     """The state of run ``run_id`` (``kind``: pretrain or finetune) of ``steps`` updates, planned on ``gpus`` GPUs in
     ``chunks`` jobs (module docstring)."""
@@ -99,7 +104,7 @@ def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chun
         return RunState(run_id, "missing", "not started", 0.0, 0.0)
     chunk = min(chunks, updates * chunks // steps + 1)
     recent = step_seconds[-RECENT_UPDATES:]
-    eta = f", ETA {sum(recent) / len(recent) * (steps - updates) / 3600:.1f} h" if recent else ""
+    eta = f", ETA {duration(sum(recent) / len(recent) * (steps - updates))}" if recent else ""
     return RunState(run_id, "running", f"step {updates} of {steps}, chunk {chunk} of {chunks}, checkpoint "
                     f"{newest_checkpoint(run_dir)}{eta}", spent, updates / steps)
 

@@ -38,7 +38,7 @@ def test_status_prints_done_running_stopped_failed_and_missing_runs(tmp_path, ca
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
     assert rows[done.run_id].split()[1] == "done"
     assert rows[running.run_id].split(None, 2)[1:] == ["running", f"step 3 of {steps}, chunk 1 of 1, checkpoint "
-                                                       f"step-2, ETA {36 * (steps - 3) / 3600:.1f} h"]
+                                                       f"step-2, ETA {36 * (steps - 3) / 60:.0f} min"]
     assert rows[stopped.run_id].split(None, 2)[1:] == [
         "stopped", f"stopped by walltime at step 4 of {stopped.train.steps} (SIGURG); checkpoint none, the next "
         "chunk resumes it"]
