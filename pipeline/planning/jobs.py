@@ -73,7 +73,7 @@ CPU_JOBS = {
     "fit": {"cpus": 8, "mem_mb": 64000, "minutes": 720},
 }
 """CPU jobs at paper scale (OpenWebText: ~40 GB of text, ~9 B tokens; the fit table: XLA compiles every run's train
-step, 1–3 CPU-minutes each for the largest), capped by the site's CPU limits."""
+step, 1–3 CPU-minutes each for the largest); CPUs and memory capped by the site's CPU limits, minutes never."""
 SMALL_CPU_JOB = {"cpus": 2, "mem_mb": 8000, "minutes": 60}
 """Any CPU job of a preset that reads no hub corpus (its corpora are the shipped ones of a few MB, e.g. ``tiny``):
 seconds to minutes, so ``minutes`` is a ceiling, not an estimate (a shorter partition limit grants that limit)."""
@@ -202,12 +202,12 @@ class JobSizing:
         limit = self.site.partition_limit_min(placement.partition)
         if needed <= limit:
             return needed, 1
-        chunks = chunk_count(needed, limit, placement.signal_lead_s) if kind == "training" else 0
         if kind != "training":
             key = ("cpu_partition", "cpu_max_runtime_min") if kind == "cpu" else ("gpu_partition", "max_runtime_min")
             raise WalltimeError(f"{job} needs an estimated {needed} min but partition {placement.partition!r} allows "
                                 f"{limit} min and the job cannot resume; set {key[0]} in the site file to a partition "
                                 f"that allows at least {needed} min and {key[1]} to its limit.")
+        chunks = chunk_count(needed, limit, placement.signal_lead_s)
         if chunks == 0:
             raise WalltimeError(f"{job} needs an estimated {needed} min but partition {placement.partition!r} allows "
                                 f"{limit} min, too few to train after each job's {STARTUP_MIN}-min start-up and "
@@ -215,10 +215,9 @@ class JobSizing:
                                 "file.")
         return limit, chunks
 
-    def _gpu_job(self, kind: str, gpus: int, minutes: int, micro_batch: int | None = None,
-                 job: str = "") -> JobShape:
-        """A job of ``kind`` on ``gpus`` GPUs that needs ``minutes`` (``walltime``; at a site without GPUs, on the CPU
-        partition for its whole limit, its need not estimated)."""
+    def _gpu_job(self, job: str, kind: str, gpus: int, minutes: int, micro_batch: int | None = None) -> JobShape:
+        """``job`` (named so in a ``WalltimeError``), of ``kind``, on ``gpus`` GPUs, needing ``minutes``
+        (``walltime``; at a site without GPUs, on the CPU partition for its whole limit, its need not estimated)."""
         site = self.site
         if site.gpus_per_node == 0:
             return JobShape(0, micro_batch, self.placement(kind), None, site.cpu_max_cpus, site.cpu_max_mem_mb,
@@ -312,12 +311,12 @@ class JobSizing:
         if self.site is None:
             shape = JobShape(0, preset_micro_batch)
         elif self.site.gpus_per_node == 0:
-            shape = self._gpu_job("training", 0, 0, preset_micro_batch)
+            shape = self._gpu_job(f"run {workload_id}", "training", 0, 0, preset_micro_batch)
         else:
             gpus = self.training_gpu_count(workload_id)
             minutes = training_minutes(self.cost(workload_id)["gpu_hours"], gpus, self.site)
-            shape = self._gpu_job("training", gpus, minutes, self.micro_batch(workload_id, gpus),
-                                  f"run {workload_id}")
+            shape = self._gpu_job(f"run {workload_id}", "training", gpus, minutes,
+                                  self.micro_batch(workload_id, gpus))
         workload = self._workloads[workload_id]
         if check_preflight and workload.kind == "pretrain":
             self.require_green_preflight(shape_id(workload.family, workload.run.size, shape.gpus, shape.micro_batch),
@@ -357,7 +356,7 @@ class JobSizing:
             return JobShape()
         gpus = self.memory_probe_gpu_count(probe_id) if self.site.gpus_per_node else 0
         if gpus == 0 or self.fit_table is None:
-            return self._gpu_job("gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"], job=f"memory probe {probe_id}")
+            return self._gpu_job(f"memory probe {probe_id}", "gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
         row = self.fit_row(probe_id, gpus)
         if row is None:
             raise FitTableError(f"{self.fit_table}: no row for memory probe {probe_id} on {gpus} GPU(s) of "
@@ -368,7 +367,7 @@ class JobSizing:
                                 f"{row['batch_size']} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB, and a probe "
                                 "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
                                 "(gpu_memory_gb) or more per node (gpus_per_node), then plan it again.")
-        return self._gpu_job("gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"], job=f"memory probe {probe_id}")
+        return self._gpu_job(f"memory probe {probe_id}", "gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
 
     def gpu_analysis(self, rule: str, run_id: str, check_preflight: bool = True) -> JobShape:
         """One GPU; ``downstream`` adds its lm-eval GPU-hours × safety factor to the walltime. The preflight's stage
@@ -381,7 +380,7 @@ class JobSizing:
         minutes = GPU_ANALYSIS_MINUTES[rule]
         if rule == "downstream" and self.site.gpus_per_node:
             minutes += math.ceil(self.cost(f"downstream-{run_id}")["gpu_hours"] * self.site.safety_factor * 60)
-        return self._gpu_job("gpu", 1, minutes, job=f"{rule} of run {run_id}")
+        return self._gpu_job(f"{rule} of run {run_id}", "gpu", 1, minutes)
 
     def cpu(self, rule: str) -> JobShape:
         """A CPU job on the CPU partition: its paper-scale need (``CPU_JOBS``) where the preset reads a hub corpus,
