@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,10 @@ PACKAGE_DIR = str(Path(__file__).resolve().parent)
 
 class RunStopped(Exception):
     """A run stopped because it was asked to (SIGTERM, a cancelled Ray task), after saving a checkpoint."""
+
+
+STOPPED_AT = re.compile(r"stopped on request \((\w+):.*\) after (\d+) of (\d+) updates")
+"""A stopped run's sentence (``pipeline.train.loop``): the signal, the updates done and the run's updates."""
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:

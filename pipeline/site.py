@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -38,6 +39,7 @@ class Site:
     cpu_max_cpus: int
     cpu_max_mem_mb: int
     max_runtime_min: int
+    cpu_max_runtime_min: int | None
     target_runtime_min: int
     device: str
     mfu: float
@@ -57,7 +59,27 @@ class Site:
     def gpu_memory_bytes(self) -> int:
         return round(self.gpu_memory_gb * 1e9)
 
+    def partition_limit_min(self, partition: str) -> int:
+        """The walltime limit of ``partition``: ``cpu_max_runtime_min`` on the CPU partition where the site sets it
+        (and the partitions differ), else ``max_runtime_min``."""
+        if partition == self.cpu_partition and self.cpu_max_runtime_min is not None:
+            return self.cpu_max_runtime_min
+        return self.max_runtime_min
 
+
+FORBIDDEN_SBATCH_FLAGS = {
+    "--job-name": r"--job-name[=\s]|-J\s?", "--output": r"--output[=\s]|-o\s", "--error": r"--error[=\s]|-e\s",
+    "--parsable": r"--parsable", "--export": r"--export[=\s]", "--comment": r"--comment[=\s]",
+    "--workdir": r"--workdir[=\s]|-D\s", "--account": r"--account[=\s]|-A\s",
+    "--partition": r"--partition[=\s]|-p\s", "--mem": r"--mem[=\s]", "--mem-per-cpu": r"--mem-per-cpu[=\s]",
+    "--ntasks": r"--ntasks[=\s]|-n\s", "--ntasks-per-gpu": r"--ntasks-per-gpu[=\s]",
+    "--cpus-per-task": r"--cpus-per-task[=\s]|-c\s", "--cpus-per-gpu": r"--cpus-per-gpu[=\s]",
+    "--time": r"--time[=\s]|-t\s", "--constraint": r"--constraint[=\s]|-C\s", "--qos": r"--qos[=\s]",
+    "--nodes": r"--nodes[=\s]|-N\s", "--clusters": r"--clusters[=\s]", "--gres": r"--gres[=\s]",
+    "--gpus": r"--gpus[=\s]",
+}
+"""sbatch flags snakemake-executor-plugin-slurm sets itself and refuses in ``slurm_extra`` at the first submission
+(its ``validation.get_forbidden_slurm_options``), refused here when the site is loaded."""
 EXPANDED = ("hf_home", "results_dir")
 """Paths whose ``~`` and ``$VARIABLES`` are expanded when the site is loaded."""
 
@@ -84,5 +106,14 @@ def load_site(path: str | Path) -> Site:
         raise ValueError(f"{path}: key 'site.hf_home' is null but 'site.offline_nodes' is true; set hf_home to a "
                          "Hugging Face cache on a filesystem every node sees (the prefetch fills it on the login "
                          "node, offline jobs read it), or set offline_nodes to false if compute nodes reach the hub.")
+    if site["target_runtime_min"] > site["max_runtime_min"]:
+        raise ValueError(f"{path}: key 'site.target_runtime_min' ({site['target_runtime_min']}) exceeds "
+                         f"'site.max_runtime_min' ({site['max_runtime_min']}), so no run could be sized to finish "
+                         "within it; set target_runtime_min to at most the GPU partition's MaxTime.")
+    for kind, flags in site["slurm_extra"].items():
+        for flag, pattern in FORBIDDEN_SBATCH_FLAGS.items():
+            if flags is not None and re.search(pattern, flags):
+                raise ValueError(f"{path}: key 'site.slurm_extra.{kind}' sets {flag}, which the SLURM executor "
+                                 "plugin sets itself from the other site keys and the job's resources; remove it.")
     expanded = {key: os.path.expanduser(os.path.expandvars(site[key])) for key in EXPANDED if site[key] is not None}
     return Site(**{**site, **expanded})

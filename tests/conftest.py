@@ -113,14 +113,15 @@ def paper_fit_table(planned_fit_row):
     """A function writing ``results/paper/fit.csv`` into a working directory: a fitting row for every training job
     and memory probe of the paper preset at the GPUs the example site gives it, at micro-batch
     ``micro_batches[run]`` or else the whole per-GPU batch (a SLURM-profile DAG of the paper preset needs the table:
-    ``pipeline/planning/jobs.py``)."""
+    ``pipeline/planning/jobs.py``); at the GPUs ``site_file`` gives it where one is given."""
     from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
     from pipeline.planning.fit_table import fit_table
     from pipeline.planning.jobs import JobSizing
     from pipeline.site import load_site
 
-    def write(workdir: Path, micro_batches: dict[str, int]) -> Path:
-        config, site = load_preset({"preset": "paper"}), load_site(ROOT / "profiles" / "slurm" / "site.example.yaml")
+    def write(workdir: Path, micro_batches: dict[str, int], site_file: Path | None = None) -> Path:
+        config = load_preset({"preset": "paper"})
+        site = load_site(site_file or ROOT / "profiles" / "slurm" / "site.example.yaml")
         jobs = JobSizing(config, site)
         rows = []
         for runs in (pretrain_runs(config), finetune_runs(config)):

@@ -15,7 +15,7 @@ from pipeline.planning.throughput import BENCHMARKS_DIR
 from pipeline.train.identity import RunIdentity
 
 STUDY_BUDGET_S = 90 * 60
-"""The whole mini study on 2 CPU cores (the study's budget is at most 2 hours; docs/experiments.md, "The mini study")."""
+"""The whole mini study on 2 CPU cores (its budget is at most 2 hours; docs/experiments.md, "The mini study")."""
 JOB_OVERHEAD_S = 30
 """Wall seconds a training job spends outside its train steps on 2 CPU cores (Ray task start, model set-up, the
 first step's compile, the final evaluation): the cost preview counts train steps only."""

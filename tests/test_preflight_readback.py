@@ -17,7 +17,7 @@ from pipeline.planning.jobs import STARTUP_MIN, JobSizing
 from pipeline.planning.model_cost import model_cost
 from pipeline.planning.preflight_rows import PreflightError
 from pipeline.planning.workloads import workloads as preset_workloads
-from pipeline.preflight.report import COLUMNS, csv_text, with_verdicts
+from pipeline.preflight.report import COLUMNS, csv_text, markdown, with_verdicts
 from pipeline.site import EXAMPLE, load_site
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +71,7 @@ def test_a_preflight_row_of_a_job_the_preset_no_longer_has_is_not_read(tmp_path)
 RED_ROWS = {
     "failed": ({"status": "failed", "error": "the job ran out of accelerator memory"},
                "preflight.csv: the preflight of shape gpt-small-g0-mb0 (run {run}) failed (the job ran out "
-               "of accelerator memory); fix that and rerun the preflight"),
+               "of accelerator memory); fix that, delete "),
     "over plan": ({"peak_memory_bytes": 3 * 10**9},
                   "preflight.csv: the preflight of shape gpt-small-g0-mb0 (run {run}) peaked at 3 GB, over "
                   "its plan's 2 GB; set a smaller micro-batch"),
@@ -111,6 +111,29 @@ def test_a_preflight_job_whose_verb_fails_writes_its_sentence_and_its_row_stops_
     with pytest.raises(ValueError, match=r"the preflight of shape gpt-small-g0-mb0 \(run wt103-small-gpt\) failed "
                                          r"\(.*asks for 1 GPU\(s\)"):
         JobSizing(TINY, None, preflight_table=report).training("wt103-small-gpt")
+
+
+def test_a_walltime_stop_is_a_stopped_row_that_says_its_step_and_stops_no_run(tmp_path):
+    """A preflight job its walltime warning stopped records where it got to, is not red and blocks nothing."""
+    from pipeline.preflight.commands import _measured_row
+    from pipeline.train.loop import TrainingStoppedError
+
+    def stopped():
+        raise TrainingStoppedError("wt103-small-gpt: stopped on request (SIGURG: SIGTERM to the job, SLURM's walltime "
+                                   "warning, or its Ray task cancelled) after 7 of 20 updates; a checkpoint was saved")
+
+    row = tmp_path / "row.json"
+    _measured_row(row, {"shape": "gpt-small-g0-mb0", "kind": "pretrain", "run_id": "wt103-small-gpt",
+                             "runs": 2, "device_label": "cpu"}, "shape gpt-small-g0-mb0", stopped)
+    written = json.loads(row.read_text())
+    assert written["status"] == "stopped"
+    assert written["error"].startswith("stopped by walltime at step 7 of 20 (SIGURG)")
+    [verdicted] = with_verdicts([written])
+    assert verdicted["verdict"] == "stopped"
+    report = tmp_path / "preflight.csv"
+    report.write_text(csv_text([verdicted], COLUMNS))
+    JobSizing(TINY, None, preflight_table=report).training("wt103-small-gpt")
+    assert "Stopped by walltime before they measured (not red): gpt-small-g0-mb0." in markdown([verdicted], [])
 
 
 LORA_MEASURED, LORA_OTHER = "ft-wt103-owt-diffeq6-n3-lora", "ft-wt103-owt-diffeq6-n6-lora"
@@ -171,7 +194,8 @@ def test_a_failed_stage_row_stops_the_grid_jobs_of_its_kind_and_no_other(tmp_pat
                           error="the job ran out of accelerator memory")
     sizing = JobSizing(TINY, None, preflight_table=report)
     sentence = (f"{report}: the preflight of stage job {kind} ({grid_job}) failed (the job ran out of accelerator "
-                "memory); fix that and rerun the preflight before the grid.")
+                f"memory); fix that, delete {tmp_path}/preflight/stages/{kind}/row.json and rerun the preflight before "
+                "the grid.")
     with pytest.raises(PreflightError) as error:
         grid_job_shape(sizing, grid_job)
     assert str(error.value) == sentence
@@ -194,7 +218,8 @@ def test_a_failed_stage_row_stops_the_grids_dry_run_but_not_the_preflights(tmp_p
     output = " ".join((stopped.stdout + stopped.stderr).split())
     assert stopped.returncode != 0
     assert ("results/tiny/preflight.csv: the preflight of stage job spectra (spectra of run owt-medium-gpt) failed "
-            "(the job ran out of accelerator memory); fix that and rerun the preflight before the grid (snakemake "
-            "--profile profiles/slurm preflight, with this command's --config).") in output, output[-2000:]
+            "(the job ran out of accelerator memory); fix that, delete results/tiny/preflight/stages/spectra/row.json "
+            "and rerun the preflight before the grid (snakemake --profile profiles/slurm preflight, with this "
+            "command's --config).") in output, output[-2000:]
     preflight = dry_run("preflight")
     assert preflight.returncode == 0, preflight.stderr[-2000:]

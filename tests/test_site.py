@@ -33,10 +33,32 @@ def test_the_example_site_loads_with_its_documented_values():
     ({"qos": ""}, "key 'site.qos' violates minLength=1"),
     ({"slurm_extra": {"training": "--exclusive"}}, "key 'site.slurm_extra' is missing required key 'gpu'"),
     ({"signal_lead_s": -1}, "key 'site.signal_lead_s' must be ≥ 0 (got -1)"),
+    ({"max_runtime_min": 240, "target_runtime_min": 1440},
+     "key 'site.target_runtime_min' (1440) exceeds 'site.max_runtime_min' (240), so no run could be sized"),
+    ({"slurm_extra": {"training": "--exclusive --time=10:00", "gpu": None, "cpu": None}},
+     "key 'site.slurm_extra.training' sets --time, which the SLURM executor plugin sets itself"),
+    ({"slurm_extra": {"training": None, "gpu": "--gres=gpu:1", "cpu": None}},
+     "key 'site.slurm_extra.gpu' sets --gres, which the SLURM executor plugin sets itself"),
+    ({"cpu_max_runtime_min": 0}, "key 'site.cpu_max_runtime_min' must be ≥ 1 (got 0)"),
 ])
 def test_a_bad_site_key_fails_with_one_sentence(tmp_path, changes, sentence):
     with pytest.raises(ValueError, match=sentence.replace("(", r"\(").replace(")", r"\)")):
         load_site(write_site(tmp_path, **changes))
+
+
+def test_the_site_refuses_every_sbatch_flag_the_slurm_plugin_refuses():
+    """The plugin refuses these in ``slurm_extra`` only at the first sbatch; the site refuses them at load."""
+    from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
+
+    from pipeline.site import FORBIDDEN_SBATCH_FLAGS
+
+    assert set(FORBIDDEN_SBATCH_FLAGS.values()) == set(get_forbidden_slurm_options())
+
+
+def test_each_partition_has_its_own_walltime_limit(tmp_path):
+    site = load_site(write_site(tmp_path, max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=1440))
+    assert (site.partition_limit_min("gpu"), site.partition_limit_min("cpu")) == (240, 1440)
+    assert (SITE.partition_limit_min("gpu"), SITE.partition_limit_min("cpu")) == (2880, 2880)
 
 
 def test_a_missing_site_key_names_it_and_the_example(tmp_path):

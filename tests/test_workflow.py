@@ -169,14 +169,14 @@ def test_the_sites_sbatch_options_reach_its_jobs_and_results_go_to_its_results_d
     scratch = tmp_path / "scratch"
     paper_fit_table(scratch, {})
     site = write_site(tmp_path / "site.yaml", qos="long", gpu_constraint="h100", cpu_constraint="icelake",
-                      reservation="paper", slurm_extra={"training": "--exclusive", "gpu": None, "cpu": "--comment=x"},
+                      reservation="paper", slurm_extra={"training": "--exclusive", "gpu": None, "cpu": "--nice=10"},
                       signal_lead_s=900, results_dir=str(scratch / "results"))
     result = snakemake("all", "fit", "-n", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory",
                        str(tmp_path / "work"), "--profile", "profiles/slurm", "--config", f"site={site}")
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = [job for job in dry_run_jobs(result.stdout) if job["rule"] not in SUBMIT_HOST_RULES]
     extras = {"training": "--reservation=paper --exclusive --signal=URG@900", "gpu": "--reservation=paper",
-              "cpu": "--reservation=paper --comment=x"}
+              "cpu": "--reservation=paper --nice=10"}
     for job in jobs:
         resources = job["resources"]
         kind = ("training" if job["rule"] in {"pretrain", "finetune"}

@@ -1,5 +1,5 @@
-"""Verbs of planning: ``cost`` (GPU-hours of a preset) and ``fit`` (per-device memory of every run's train step,
-fine-tune and lm-eval forward pass, planned on CPU by XLA)."""
+"""Verbs of planning: ``cost`` (GPU-hours of a preset), ``fit`` (per-device memory of every run's train step,
+fine-tune and lm-eval forward pass, planned on CPU by XLA) and ``status`` (where a grid stands, or its plan)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,43 @@ def _cost(args: argparse.Namespace) -> None:
     if args.csv:
         atomic_write_text(args.csv, run_csv(runs))
         print(f"per-run costs: {args.csv}")
+
+
+def _status(args: argparse.Namespace) -> None:
+    from pipeline.planning.cost import cost_rows
+    from pipeline.planning.jobs import JobSizing
+    from pipeline.planning.status import format_plan, format_status, grid_status, plan_rows
+    from pipeline.planning.workloads import workloads
+    from pipeline.site import load_site
+
+    config = load_preset({"preset": args.preset, **json.loads(args.overrides)})
+    site = None if args.site is None else load_site(args.site)
+    results = args.results or Path(site.results_dir if site is not None and site.results_dir
+                                   else REPO_ROOT / "results") / config["preset"]
+    fit_table = results / "fit.csv"
+    sizing = JobSizing(config, site, fit_table if fit_table.is_file() else None)
+    if args.plan:
+        if site is None:
+            raise ValueError("`status --plan` sizes the jobs at a site; give --site <site file>.")
+        print(f"Plan of preset {config['preset']!r} at {args.site} (minutes; attempts: Snakemake's retries + 1)")
+        print(format_plan(plan_rows(config, sizing)))
+        return
+    training = {workload_id: workload for workload_id, workload in workloads(config).items()
+                if workload.kind in ("pretrain", "finetune")}
+    device = site.device if site is not None else args.device
+    rows = cost_rows(list(training.values()), device, {}, args.mfu, config)
+    preview_hours = {workload_id: row["gpu_hours"] for workload_id, row in zip(training, rows, strict=True)}
+
+    def plan(workload_id: str) -> tuple[int, int]:
+        if site is None or site.gpus_per_node == 0:
+            return 1, 1
+        return sizing.training_gpu_count(workload_id), sizing.training_chunks(workload_id)
+
+    runs = {workload_id: (workload.kind, (workload.finetune or workload.run).train.steps)
+            for workload_id, workload in training.items()}
+    states, hours = grid_status(results, runs, preview_hours, plan)
+    print(f"Status of {results} (preview on {device})")
+    print(format_status(states, hours))
 
 
 def _fit(args: argparse.Namespace) -> None:
@@ -95,4 +132,20 @@ def register(verbs: argparse._SubParsersAction) -> None:
                           "read; else results/<preset>/fit-<device>x<gpus>.md)")
     fit.add_argument("--csv", type=Path, default=None, help="CSV table (default: as --md, .csv)")
     fit.set_defaults(run=_fit)
+
+    status = verbs.add_parser("status", help="each training run's state (done, running, stopped, failed, missing) "
+                                             "and GPU-hours spent and left; --plan: each job's plan at a site")
+    status.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
+    status.add_argument("--site", default=None,
+                        help="SLURM site settings: its results_dir, each run's GPUs and chunks, the preview's device")
+    status.add_argument("--results", type=Path, default=None,
+                        help="the grid's results/<preset> folder, e.g. a copy (default: the site's or results/)")
+    status.add_argument("--device", default="h100", help="device of the preview without --site (default: h100)")
+    status.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="model FLOPs utilisation of the preview")
+    status.add_argument("--overrides", default="{}",
+                        help="JSON of config keys merged over the preset, as snakemake's --config (default: none)")
+    status.add_argument("--plan", action="store_true",
+                        help="print the plan instead: per job GPUs, micro-batch, needed and granted minutes, chunks, "
+                             "attempts, partition")
+    status.set_defaults(run=_status)
 

@@ -35,7 +35,9 @@ class Placement:
 @dataclasses.dataclass(frozen=True)
 class JobShape:
     """What one job asks for. Without a site (``placement`` None) a local job on this machine's CPU: ``gpus`` 0 and
-    only ``micro_batch`` set; ``gpu_model`` only on a GPU partition that names one."""
+    only ``micro_batch`` set; ``gpu_model`` only on a GPU partition that names one. ``minutes`` is the walltime
+    granted to each SLURM job, ``needed_minutes`` the job's own estimate (None: not estimated) and ``chunks`` how
+    many jobs of ``minutes`` a resumable training run takes, each resuming the previous one's checkpoint."""
 
     gpus: int = 0
     micro_batch: int | None = None
@@ -44,6 +46,8 @@ class JobShape:
     cpus: int | None = None
     mem_mb: int | None = None
     minutes: int | None = None
+    needed_minutes: int | None = None
+    chunks: int = 1
 
     @property
     def sbatch_flags(self) -> tuple[str, ...]:

@@ -9,9 +9,12 @@ A training run (pretraining, fine-tune) gets the fewest GPUs of one node that
   device, or a fine-tune of its method there, else where ``results/benchmarks/throughput-sizes-<device>.csv`` has
   it, else FLOPs at ``mfu`` of the device's peak),
 
-and divide its batch size (data parallelism); its walltime is that wall-clock plus ``STARTUP_MIN``, capped at the
-site's ``max_runtime_min`` (a run that needs longer continues from its newest checkpoint when it is retried), its
-host memory and CPUs ``mem_mb_per_gpu`` and ``cpus_per_gpu`` per GPU, always on one node.
+and divide its batch size (data parallelism); it needs that wall-clock plus ``STARTUP_MIN``, its host memory and
+CPUs ``mem_mb_per_gpu`` and ``cpus_per_gpu`` per GPU, always on one node. A run that needs longer than its
+partition's limit (``Site.partition_limit_min``) is a planned chain of ``chunks`` jobs of that limit, each resuming
+the previous one's checkpoint (``chunk_count``); Snakemake's attempts of its rule cover the longest chain
+(``workflow/rules/common.smk``). A job that cannot resume (data, fit, lm-eval, GPU analyses) and needs longer than
+its partition's limit raises ``WalltimeError`` naming the job, its estimate and the limit: nothing is clipped.
 
 That sizing counts no activations. Its ``micro_batch`` (examples per device per forward/backward, Levanter's
 ``per_device_parallelism``; 0: the whole per-device batch at once) comes from the fit table
@@ -24,16 +27,21 @@ method's stage job's (``finetune-lora``, ``finetune-full``), lm-eval and each GP
 
 A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
 that divide its batch), and its fit row must say that batch fits there.
+
+Longer than 300 lines because every kind of job is sized here, by one ``JobSizing`` that reads the cost preview, the
+fit table and the preflight report once for all of them.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pipeline.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
+from pipeline.planning.checkpoint_disk import CHECKPOINT_BYTES_PER_PARAMETER
 from pipeline.planning.job_shape import JobShape, Placement
 from pipeline.planning.preflight_rows import (
     preflight_throughput,
@@ -48,6 +56,14 @@ from pipeline.site import Site
 STARTUP_MIN = 30
 """Minutes a training job spends before its first step and after its last: JAX compilation, opening the token
 cache, loading or writing a checkpoint."""
+PREFLIGHT_BASE_MIN = 15
+"""Minutes of a preflight training job besides its updates and checkpoint I/O: two start-ups (the job and its
+restart from the checkpoint: JAX compilation, opening the token cache) and two evaluations."""
+CHECKPOINT_GB_PER_MIN = 30
+"""Shared-filesystem bandwidth a preflight job's checkpoint save and restore are planned at (0.5 GB/s)."""
+CHAIN_MARGIN_RETRIES = 2
+"""Attempts a chain of training jobs gets beyond its chunks: for preemption, node loss and other transient failures
+(the SLURM profile's ``retries`` for a job that fits one walltime)."""
 ADAM_STATE_BYTES_PER_PARAMETER = 16
 GPU_MEMORY_FOR_STATE = 0.5
 CPU_JOBS = {
@@ -57,15 +73,32 @@ CPU_JOBS = {
     "fit": {"cpus": 8, "mem_mb": 64000, "minutes": 720},
 }
 """CPU jobs at paper scale (OpenWebText: ~40 GB of text, ~9 B tokens; the fit table: XLA compiles every run's train
-step, 1–3 CPU-minutes each for the largest), capped by the site's CPU limits."""
+step, 1–3 CPU-minutes each for the largest); CPUs and memory capped by the site's CPU limits, minutes never."""
 SMALL_CPU_JOB = {"cpus": 2, "mem_mb": 8000, "minutes": 60}
-"""Any CPU job of a preset that reads no hub corpus (its corpora are the shipped ones of a few MB, e.g. ``tiny``)."""
+"""Any CPU job of a preset that reads no hub corpus (its corpora are the shipped ones of a few MB, e.g. ``tiny``):
+seconds to minutes, so ``minutes`` is a ceiling, not an estimate (a shorter partition limit grants that limit)."""
 JOB_KINDS = ("training", "gpu", "cpu")
 """Kinds of jobs a site gives their own sbatch extras: pretraining and fine-tunes; lm-eval, the GPU analyses and
 memory probes; corpus, tokenizer, token cache and fit."""
 GPU_ANALYSIS_MINUTES = {"spectra": 60, "lyapunov": 60, "frontier": 240, "downstream": 60, "memory_probe": 60}
 """Walltime of the one-GPU analyses (the frontier: 2 solvers × 5 step counts over a validation split) and of a
 memory probe (a few steps); ``downstream`` gets this plus its lm-eval GPU-hours × ``safety_factor``."""
+
+
+class WalltimeError(ValueError):
+    """A job cannot finish within its partition's walltime limit: it cannot resume, or its chunks would train for
+    no time after their start-up; the message names the job, its estimate and the limit."""
+
+
+def chunk_count(needed: int, granted: int, signal_lead_s: int) -> int:
+    """Jobs of ``granted`` minutes a resumable run of ``needed`` minutes takes: each spends ``STARTUP_MIN`` starting
+    and stops its walltime warning's lead (at most half its walltime) early, so it trains
+    ``granted - STARTUP_MIN - lead`` of the run's ``needed - STARTUP_MIN`` minutes; 0 where a chunk trains no
+    minute at all."""
+    if needed <= granted:
+        return 1
+    trains = granted - STARTUP_MIN - min(signal_lead_s, granted * 60 // 2) / 60
+    return math.ceil((needed - STARTUP_MIN) / trains) if trains > 0 else 0
 
 
 class FitTableError(ValueError):
@@ -160,13 +193,53 @@ class JobSizing:
                          site.gpu_constraint if on_gpus else site.cpu_constraint, tuple(flags),
                          site.signal_lead_s if kind == "training" else 0)
 
-    def _gpu_job(self, kind: str, gpus: int, minutes: int, micro_batch: int | None = None) -> JobShape:
+    def walltime(self, job: str, kind: str, needed: int) -> tuple[int, int]:
+        """The minutes granted to each SLURM job of ``job`` (of ``kind``) that needs ``needed`` minutes, and its
+        chunks: a training job longer than its partition's limit is a chain of jobs of that limit (``chunk_count``);
+        any other job longer than the limit, or a chain whose jobs would train no minute, raises
+        ``WalltimeError``."""
+        placement = self.placement(kind)
+        limit = self.site.partition_limit_min(placement.partition)
+        if needed <= limit:
+            return needed, 1
+        if kind != "training":
+            key = ("cpu_partition", "cpu_max_runtime_min") if kind == "cpu" else ("gpu_partition", "max_runtime_min")
+            raise WalltimeError(f"{job} needs an estimated {needed} min but partition {placement.partition!r} allows "
+                                f"{limit} min and the job cannot resume; set {key[0]} in the site file to a partition "
+                                f"that allows at least {needed} min and {key[1]} to its limit.")
+        chunks = chunk_count(needed, limit, placement.signal_lead_s)
+        if chunks == 0:
+            raise WalltimeError(f"{job} needs an estimated {needed} min but partition {placement.partition!r} allows "
+                                f"{limit} min, too few to train after each job's {STARTUP_MIN}-min start-up and "
+                                f"{placement.signal_lead_s}-s walltime warning; raise max_runtime_min in the site "
+                                "file.")
+        return limit, chunks
+
+    def _gpu_job(self, job: str, kind: str, gpus: int, minutes: int, micro_batch: int | None = None) -> JobShape:
+        """``job`` (named so in a ``WalltimeError``), of ``kind``, on ``gpus`` GPUs, needing ``minutes``
+        (``walltime``; at a site without GPUs, on the CPU partition for its whole limit, its need not estimated)."""
         site = self.site
         if site.gpus_per_node == 0:
             return JobShape(0, micro_batch, self.placement(kind), None, site.cpu_max_cpus, site.cpu_max_mem_mb,
-                            site.max_runtime_min)
+                            site.partition_limit_min(site.cpu_partition))
+        granted, chunks = self.walltime(job, kind, minutes)
         return JobShape(gpus, micro_batch, self.placement(kind), site.gpu_model, site.cpus_per_gpu * gpus,
-                        site.mem_mb_per_gpu * gpus, min(minutes, site.max_runtime_min))
+                        site.mem_mb_per_gpu * gpus, granted, minutes, chunks)
+
+    def chain_retries(self, workload_ids: Iterable[str]) -> int | None:
+        """Snakemake's retries of the rule that trains ``workload_ids``: where one of them needs a chain of jobs,
+        the longest chain's chunks after the first plus ``CHAIN_MARGIN_RETRIES``, so that one ``snakemake`` call
+        trains every run to its end; else None (the command's ``--retries``: the SLURM profile's 2)."""
+        chunks = max((self.training_chunks(workload_id) for workload_id in workload_ids), default=1)
+        return chunks - 1 + CHAIN_MARGIN_RETRIES if chunks > 1 else None
+
+    def training_chunks(self, workload_id: str) -> int:
+        """The SLURM jobs a pretraining run or fine-tune takes at the site (1 without GPUs to estimate it on)."""
+        if self.site is None or self.site.gpus_per_node == 0:
+            return 1
+        gpus = self.training_gpu_count(workload_id)
+        needed = training_minutes(self.cost(workload_id)["gpu_hours"], gpus, self.site)
+        return self.walltime(f"run {workload_id}", "training", needed)[1]
 
     def training_gpu_count(self, workload_id: str) -> int:
         """The GPUs of a pretraining run or fine-tune at a site with GPUs (module docstring)."""
@@ -238,11 +311,12 @@ class JobSizing:
         if self.site is None:
             shape = JobShape(0, preset_micro_batch)
         elif self.site.gpus_per_node == 0:
-            shape = self._gpu_job("training", 0, 0, preset_micro_batch)
+            shape = self._gpu_job(f"run {workload_id}", "training", 0, 0, preset_micro_batch)
         else:
             gpus = self.training_gpu_count(workload_id)
             minutes = training_minutes(self.cost(workload_id)["gpu_hours"], gpus, self.site)
-            shape = self._gpu_job("training", gpus, minutes, self.micro_batch(workload_id, gpus))
+            shape = self._gpu_job(f"run {workload_id}", "training", gpus, minutes,
+                                  self.micro_batch(workload_id, gpus))
         workload = self._workloads[workload_id]
         if check_preflight and workload.kind == "pretrain":
             self.require_green_preflight(shape_id(workload.family, workload.run.size, shape.gpus, shape.micro_batch),
@@ -250,6 +324,26 @@ class JobSizing:
         if check_preflight and workload.kind == "finetune":
             self.require_green_preflight(training_row(workload), f"fine-tune {workload_id}")
         return shape
+
+    def preflight_minutes(self, workload_id: str, updates: int) -> int | None:
+        """Walltime of the preflight job that trains ``updates`` updates of a pretraining run on the GPUs the site
+        gives it: ``PREFLIGHT_BASE_MIN`` + the updates at the run's estimated seconds per update (GPU-hours × safety
+        factor / GPUs / steps) + a save and a restore of one checkpoint at ``CHECKPOINT_GB_PER_MIN`` + the site's
+        walltime warning lead, so that the warning comes after the work; None without GPUs to estimate it on. Longer
+        than the GPU partition's limit: ``WalltimeError``."""
+        if self.site is None or self.site.gpus_per_node == 0:
+            return None
+        row, gpus = self.cost(workload_id), self.training_gpu_count(workload_id)
+        step_min = row["gpu_hours"] * self.site.safety_factor / gpus / self._workloads[workload_id].train.steps * 60
+        checkpoint_gb = row["parameters"] * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
+        minutes = math.ceil(PREFLIGHT_BASE_MIN + updates * step_min + 2 * checkpoint_gb / CHECKPOINT_GB_PER_MIN
+                            + self.site.signal_lead_s / 60)
+        limit = self.site.partition_limit_min(self.site.gpu_partition)
+        if minutes > limit:
+            raise WalltimeError(f"the preflight job of run {workload_id} needs an estimated {minutes} min but "
+                                f"partition {self.site.gpu_partition!r} allows {limit} min; lower the preset's "
+                                "preflight.timed updates or raise max_runtime_min in the site file.")
+        return minutes
 
     def memory_probe_gpu_count(self, probe_id: str) -> int:
         """A memory probe's GPUs at a site with GPUs: one node's, the most that divide its batch (module docstring)."""
@@ -262,7 +356,7 @@ class JobSizing:
             return JobShape()
         gpus = self.memory_probe_gpu_count(probe_id) if self.site.gpus_per_node else 0
         if gpus == 0 or self.fit_table is None:
-            return self._gpu_job("gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
+            return self._gpu_job(f"memory probe {probe_id}", "gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
         row = self.fit_row(probe_id, gpus)
         if row is None:
             raise FitTableError(f"{self.fit_table}: no row for memory probe {probe_id} on {gpus} GPU(s) of "
@@ -273,7 +367,7 @@ class JobSizing:
                                 f"{row['batch_size']} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB, and a probe "
                                 "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
                                 "(gpu_memory_gb) or more per node (gpus_per_node), then plan it again.")
-        return self._gpu_job("gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
+        return self._gpu_job(f"memory probe {probe_id}", "gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
 
     def gpu_analysis(self, rule: str, run_id: str, check_preflight: bool = True) -> JobShape:
         """One GPU; ``downstream`` adds its lm-eval GPU-hours × safety factor to the walltime. The preflight's stage
@@ -286,14 +380,19 @@ class JobSizing:
         minutes = GPU_ANALYSIS_MINUTES[rule]
         if rule == "downstream" and self.site.gpus_per_node:
             minutes += math.ceil(self.cost(f"downstream-{run_id}")["gpu_hours"] * self.site.safety_factor * 60)
-        return self._gpu_job("gpu", 1, minutes)
+        return self._gpu_job(f"{rule} of run {run_id}", "gpu", 1, minutes)
 
     def cpu(self, rule: str) -> JobShape:
         """A CPU job on the CPU partition: its paper-scale need (``CPU_JOBS``) where the preset reads a hub corpus,
-        else ``SMALL_CPU_JOB``; capped by the site's CPU limits."""
+        else ``SMALL_CPU_JOB``; CPUs and memory capped by the site's CPU limits, its minutes never
+        (``WalltimeError`` beyond the CPU partition's limit: these jobs cannot resume)."""
         if self.site is None:
             return JobShape()
         hub_corpora = any(spec["source"]["kind"] == "hf" for spec in self.config["datasets"].values())
         need = CPU_JOBS[rule] if hub_corpora else SMALL_CPU_JOB
-        return JobShape(0, None, self.placement("cpu"), None, min(need["cpus"], self.site.cpu_max_cpus),
-                        min(need["mem_mb"], self.site.cpu_max_mem_mb), min(need["minutes"], self.site.max_runtime_min))
+        cpus, mem_mb = min(need["cpus"], self.site.cpu_max_cpus), min(need["mem_mb"], self.site.cpu_max_mem_mb)
+        if not hub_corpora:
+            minutes = min(SMALL_CPU_JOB["minutes"], self.site.partition_limit_min(self.site.cpu_partition))
+            return JobShape(0, None, self.placement("cpu"), None, cpus, mem_mb, minutes)
+        minutes, _ = self.walltime(f"{rule} job", "cpu", need["minutes"])
+        return JobShape(0, None, self.placement("cpu"), None, cpus, mem_mb, minutes, need["minutes"])

@@ -94,13 +94,15 @@ def require_green(path: str | Path, rows: dict[str, dict[str, Any]], row_key: st
     training shape, or a stage job's kind) of the report ``path`` (its ``rows``, as ``read_rows`` reads them) that
     stands for ``grid_job`` is red (its job failed, or its peak memory exceeded its plan)."""
     row = rows.get(row_key)
-    if row is None or row["verdict"] == "ok":
+    if row is None or row["verdict"] in ("ok", "stopped"):
         return
     subject = f"shape {row_key}" if row["kind"] == "pretrain" else f"stage job {row_key}"
+    row_file = Path(path).parent / "preflight" / ("" if row["kind"] == "pretrain" else "stages") / row_key / "row.json"
+    rerun = f"delete {row_file} and rerun the preflight before the grid"
     if row["verdict"] == "failed":
-        raise PreflightError(f"{path}: the preflight of {subject} ({grid_job}) failed ({row['error']}); fix that "
-                             "and rerun the preflight before the grid.")
+        raise PreflightError(f"{path}: the preflight of {subject} ({grid_job}) failed ({row['error']}); fix that, "
+                             f"{rerun}.")
     raise PreflightError(f"{path}: the preflight of {subject} ({grid_job}) peaked at "
                          f"{float(row['peak_memory_bytes']) / 1e9:.3g} GB, over its plan's "
                          f"{float(row['budget_bytes']) / 1e9:.3g} GB; set a smaller micro-batch "
-                         "(train.micro_batch_size, or rerun `fit`), then rerun the preflight before the grid.")
+                         f"(train.micro_batch_size, or rerun `fit`), then {rerun}.")

@@ -10,15 +10,21 @@ import math
 from pathlib import Path
 
 from pipeline.commands import absolute, add_ray_options, ray_placement
-
-DEFAULT_WARMUP, DEFAULT_TIMED = 3, 20
+from pipeline.preflight.shapes import DEFAULT_TIMED, DEFAULT_WARMUP
 
 
 def _plan(args: argparse.Namespace) -> None:
     from pipeline.config import load_preset
     from pipeline.planning.cost import preview
     from pipeline.planning.jobs import JobSizing
-    from pipeline.preflight.shapes import bound_share, gpu_hour_bound, job_list, run_shapes, training_shapes
+    from pipeline.preflight.shapes import (
+        PREFLIGHT_RUNTIME_MIN,
+        bound_share,
+        gpu_hour_bound,
+        job_list,
+        run_shapes,
+        training_shapes,
+    )
     from pipeline.preflight.stages import stage_gpus, stage_jobs
     from pipeline.site import load_site
 
@@ -29,7 +35,8 @@ def _plan(args: argparse.Namespace) -> None:
     sizing = JobSizing(config, site, fit_table=fit_table if site else None)
     shapes = training_shapes(config, sizing)
     stages = {kind: (job, stage_gpus(job, sizing)) for kind, job in stage_jobs(config, run_shapes(shapes)).items()}
-    bound = gpu_hour_bound([shape.gpus for shape in shapes.values()] + [gpus for _, gpus in stages.values()])
+    bound = gpu_hour_bound([(shape.gpus, shape.minutes) for shape in shapes.values()]
+                           + [(gpus, PREFLIGHT_RUNTIME_MIN) for _, gpus in stages.values()])
     print(job_list(shapes, stages))
     print(f"\n{len(shapes)} training shape job(s) for {sum(len(s.runs) for s in shapes.values())} pretraining "
           f"run(s) and {len(stages)} fine-tune, lm-eval and analysis job(s); at most {bound:.1f} GPU-hours (every "
@@ -56,17 +63,23 @@ def _job(args: argparse.Namespace) -> None:
 
 
 def _measured_row(path: str, row: dict, what: str, measure) -> None:
-    """Write ``row`` to ``path`` with what ``measure()`` returns and status ok, or status failed and the failure's
-    one sentence: a preflight job always leaves its row, so the report can say what failed."""
+    """Write ``row`` to ``path`` with what ``measure()`` returns and status ok; status stopped and "stopped by walltime
+    at step k of n" where the job's walltime warning stopped it (no fault of the shape); else status failed and the
+    failure's one sentence: a preflight job always leaves its row, so the report can say what failed."""
     from pipeline.artifacts import atomic_write_json
-    from pipeline.errors import failure_sentence
+    from pipeline.errors import STOPPED_AT, failure_sentence
 
     try:
         row.update(status="ok", error="", **measure())
     except Exception as error:  # noqa: BLE001  (the row records the failure's one sentence)
         sentence, _ = failure_sentence(error, f"the preflight of {what}")
         logging.exception("preflight of %s failed", what)
-        row.update(status="failed", error=sentence.removeprefix("error: "))
+        stop = STOPPED_AT.search(sentence)
+        if stop:
+            row.update(status="stopped", error=f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}): "
+                                                "the job's walltime ended before its updates, save and restore did")
+        else:
+            row.update(status="failed", error=sentence.removeprefix("error: "))
     atomic_write_json(path, row)
     logging.info("preflight %s: %s", what, json.dumps(row))
 

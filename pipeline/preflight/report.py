@@ -27,12 +27,17 @@ NOT_APPLICABLE = "n/a"
 """What a measured column of a job that ran holds where it does not apply to the job's kind (the training columns of
 lm-eval and the analyses; the memory plan and the restore of a fine-tune)."""
 RED_ROW = '<tr style="background:#fbb">'
+RED_VERDICTS = ("failed", "over plan")
+"""Verdicts that stop the grid's runs of the row's shape (or stage kind)."""
 PROJECTION_COLUMNS = ("run_id", "shape", "tokens", "estimated_gpu_hours", "measured_gpu_hours", "gpus",
                       "measured_walltime_h")
 
 
 def verdict(row: dict[str, Any]) -> str:
-    """"ok", or why the row is red: its job failed, or its peak memory exceeded its budget."""
+    """"ok"; "stopped" where the job's walltime stopped it before it measured (not red: nothing says the shape
+    fails); or why the row is red: its job failed, or its peak memory exceeded its budget."""
+    if row["status"] == "stopped":
+        return "stopped"
     if row["status"] != "ok":
         return "failed"
     if row.get("budget_bytes", NOT_APPLICABLE) != NOT_APPLICABLE and (
@@ -68,10 +73,13 @@ def _cell(value: Any) -> str:
 
 def markdown(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> str:
     """The report: the shapes (red rows first named), then the projection of the grid."""
-    red = [row for row in rows if row["verdict"] != "ok"]
+    red = [row for row in rows if row["verdict"] in RED_VERDICTS]
+    stopped = [row["shape"] for row in rows if row["verdict"] == "stopped"]
     lines = ["# Preflight", "", f"{len(rows)} preflight job(s); {len(red)} red."
-             + (" If a row is red, stop here: fix it (the row's error, or a smaller micro-batch: rerun `fit`) and "
-                "rerun the preflight." if red else " Every job ran, every training shape within its memory plan."), ""]
+             + (" If a row is red, stop here: fix it (the row's error, or a smaller micro-batch: rerun `fit`), delete "
+                "its `preflight/<shape>/row.json` and rerun the preflight." if red
+                else " Every job ran, every training shape within its memory plan." if not stopped else "")
+             + (f" Stopped by walltime before they measured (not red): {', '.join(stopped)}." if stopped else ""), ""]
     lines += [f"{NOT_APPLICABLE}: the column does not apply to the job's kind (lm-eval and the analyses train "
               "nothing; a fine-tune is neither planned against a fit row nor restarted).", ""]
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
@@ -87,7 +95,7 @@ def html_page(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> s
     def table(items: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
         head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
         body = "".join(
-            ("<tr>" if item.get("verdict", "ok") == "ok" else RED_ROW)
+            (RED_ROW if item.get("verdict", "ok") in RED_VERDICTS else "<tr>")
             + "".join(f"<td>{html.escape(_cell(item[column]))}</td>" for column in columns) + "</tr>"
             for item in items)
         return f"<table border=1><tr>{head}</tr>{body}</table>"

@@ -16,8 +16,11 @@ from pipeline.planning.preflight_rows import shape_id
 from pipeline.preflight.stages import StageJob
 
 PREFLIGHT_RUNTIME_MIN = 20
-"""Walltime of one preflight job: start-up (JAX compilation, the token cache) plus a few minutes of updates, an
-evaluation, a checkpoint save and a restore."""
+"""Walltime of a preflight stage job, and the least of a training shape's (whose own is estimated from its run:
+``pipeline.planning.jobs.JobSizing.preflight_minutes``): start-up (JAX compilation, the token cache) plus a few
+minutes of updates, an evaluation, a checkpoint save and a restore."""
+DEFAULT_WARMUP, DEFAULT_TIMED = 3, 20
+"""Untimed (compilation) and timed updates of a preflight training job; the preset's ``preflight`` key sets them."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Shape:
     gpus: int
     micro_batch: int
     runs: tuple[str, ...]
+    minutes: int = PREFLIGHT_RUNTIME_MIN
 
     @property
     def shape_id(self) -> str:
@@ -39,14 +43,23 @@ class Shape:
         return self.runs[0]
 
 
+def preflight_updates(config: dict[str, Any]) -> int:
+    """Updates of one preflight training job: the preset's ``preflight.warmup`` + ``preflight.timed``."""
+    settings = config.get("preflight", {})
+    return settings.get("warmup", DEFAULT_WARMUP) + settings.get("timed", DEFAULT_TIMED)
+
+
 def training_shapes(config: dict[str, Any], jobs) -> dict[str, Shape]:
-    """Every pretraining run of ``config`` grouped by shape, sized by ``jobs`` (a ``JobSizing``), by shape id."""
+    """Every pretraining run of ``config`` grouped by shape, sized by ``jobs`` (a ``JobSizing``), by shape id; each
+    shape's walltime that of its first run's preflight job, at least ``PREFLIGHT_RUNTIME_MIN``."""
     grouped: dict[tuple[str, str, int, int], list[str]] = {}
     for run_id, spec in pretrain_runs(config).items():
         job = jobs.training(run_id, check_preflight=False)
         key = (spec.model.family, spec.size, job.gpus, job.micro_batch or 0)
         grouped.setdefault(key, []).append(run_id)
-    shapes = [Shape(*key, runs=tuple(runs)) for key, runs in grouped.items()]
+    shapes = [Shape(*key, runs=tuple(runs),
+                    minutes=max(PREFLIGHT_RUNTIME_MIN, jobs.preflight_minutes(runs[0], preflight_updates(config)) or 0))
+              for key, runs in grouped.items()]
     return {shape.shape_id: shape for shape in shapes}
 
 
@@ -55,24 +68,25 @@ def run_shapes(shapes: dict[str, Shape]) -> dict[str, str]:
     return {run: shape_id for shape_id, shape in shapes.items() for run in shape.runs}
 
 
-def gpu_hour_bound(gpu_counts: list[int], runtime_min: int = PREFLIGHT_RUNTIME_MIN) -> float:
-    """The preflight's GPU-hours at most: every job's GPUs (at least one) × its walltime request."""
-    return sum(max(gpus, 1) for gpus in gpu_counts) * runtime_min / 60
+def gpu_hour_bound(jobs: list[tuple[int, int]]) -> float:
+    """The preflight's GPU-hours at most: every job's GPUs (at least one) × its walltime request (``jobs``: GPUs and
+    minutes of each)."""
+    return sum(max(gpus, 1) * minutes for gpus, minutes in jobs) / 60
 
 
-def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]],
-             runtime_min: int = PREFLIGHT_RUNTIME_MIN) -> str:
-    """A fixed-width table of the preflight's jobs: shape (or stage kind), GPUs, micro-batch, GPU-hours requested,
-    jobs of the grid covered; ``stages``: each stage job and its GPUs."""
-    header = f"{'shape':<36} {'GPUs':>4} {'micro':>5} {'GPU-h':>6}  runs"
+def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]]) -> str:
+    """A fixed-width table of the preflight's jobs: shape (or stage kind), GPUs, micro-batch, walltime, GPU-hours
+    requested, jobs of the grid covered; ``stages``: each stage job and its GPUs (``PREFLIGHT_RUNTIME_MIN`` each)."""
+    header = f"{'shape':<36} {'GPUs':>4} {'micro':>5} {'min':>4} {'GPU-h':>6}  runs"
     lines = [header, "-" * len(header)]
     for shape in shapes.values():
-        hours = max(shape.gpus, 1) * runtime_min / 60
-        lines.append(f"{shape.shape_id:<36} {shape.gpus:>4} {shape.micro_batch:>5} {hours:>6.2f}  "
+        hours = max(shape.gpus, 1) * shape.minutes / 60
+        lines.append(f"{shape.shape_id:<36} {shape.gpus:>4} {shape.micro_batch:>5} {shape.minutes:>4} {hours:>6.2f}  "
                      f"{len(shape.runs)} ({', '.join(shape.runs)})")
     for kind, (job, gpus) in stages.items():
-        lines.append(f"{kind:<36} {gpus:>4} {'-':>5} {max(gpus, 1) * runtime_min / 60:>6.2f}  {job.runs} (like "
-                     f"{job.run_id}, on the checkpoint of {job.source_shape})")
+        lines.append(f"{kind:<36} {gpus:>4} {'-':>5} {PREFLIGHT_RUNTIME_MIN:>4} "
+                     f"{max(gpus, 1) * PREFLIGHT_RUNTIME_MIN / 60:>6.2f}  {job.runs} (like {job.run_id}, on the "
+                     f"checkpoint of {job.source_shape})")
     return "\n".join(lines)
 
 

@@ -15,7 +15,15 @@ def _table_files(args: argparse.Namespace):
 def _perplexity_table(args: argparse.Namespace) -> None:
     from pipeline.report.tables import write_perplexity_tables
 
-    write_perplexity_tables(args.summaries, out=_table_files(args), runs_csv=args.runs_csv)
+    write_perplexity_tables(args.summaries, out=_table_files(args))
+
+
+def _runs_csv(args: argparse.Namespace) -> None:
+    """The list of every pretraining run, ablations included, one row per summary."""
+    from pipeline.artifacts import atomic_write_text
+    from pipeline.report.tables import load_summaries
+
+    atomic_write_text(args.out, load_summaries(args.summaries).to_csv(index=False))
 
 
 def _spec_table(args: argparse.Namespace) -> None:
@@ -112,9 +120,13 @@ def _table_arguments(parser: argparse.ArgumentParser, *, tex: bool) -> None:
 def register(verbs: argparse._SubParsersAction) -> None:
     table = verbs.add_parser("perplexity-table", help="Tables 1-2 from run summaries")
     _table_arguments(table, tex=True)
-    table.add_argument("--runs-csv", type=Path, required=True, help="CSV of every pretraining run")
     table.add_argument("summaries", nargs="+", type=Path)
     table.set_defaults(run=_perplexity_table)
+
+    table = verbs.add_parser("runs-csv", help="CSV of every pretraining run from their summaries")
+    table.add_argument("--out", type=Path, required=True)
+    table.add_argument("summaries", nargs="+", type=Path)
+    table.set_defaults(run=_runs_csv)
 
     table = verbs.add_parser("fidelity-table", help="the fidelity ledger for a resolved preset (.md, .csv, .html)")
     _table_arguments(table, tex=False)

@@ -146,15 +146,14 @@ def perplexity_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return sections
 
 
-def write_perplexity_tables(summaries: list[Path], *, out: TableFiles, runs_csv: Path) -> None:
-    """Tables 1-2 (``out``) and the list of every pretraining run, ablations included (``runs_csv``)."""
+def write_perplexity_tables(summaries: list[Path], *, out: TableFiles) -> None:
+    """Tables 1-2 (``out``) from the summaries of their runs."""
     runs = load_summaries(summaries)
     table = perplexity_table(runs)
     write_table(out, heading=f"Validation perplexity (preset `{runs['preset'].iloc[0]}`)",
                 note="Cells: validation perplexity over the whole validation split (parameters); over several seeds "
                      "the mean ± half-width of its 95 % t-interval. Lower is better.",
                 tidy=table, sections=perplexity_sections(table))
-    atomic_write_text(runs_csv, runs.to_csv(index=False))
 
 
 def levanter_1_1_count(family: str, parameters: int, num_layers: int, hidden_dim: int, num_heads: int,

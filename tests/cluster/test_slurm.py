@@ -52,8 +52,9 @@ def localhost_site(tmp_path: Path, partition: str, max_runtime_min: int = 60, si
     """The example site with what this machine has: one partition, no GPUs, 1 CPU and 3 GB per job."""
     raw = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())
     raw["site"].update(gpu_partition=partition, cpu_partition=partition, gpus_per_node=0, cpu_max_cpus=1,
-                       cpu_max_mem_mb=3000, max_runtime_min=max_runtime_min, hf_home=str(tmp_path / "hf"),
-                       signal_lead_s=signal_lead_s)
+                       cpu_max_mem_mb=3000, max_runtime_min=max_runtime_min,
+                       target_runtime_min=min(max_runtime_min, raw["site"]["target_runtime_min"]),
+                       hf_home=str(tmp_path / "hf"), signal_lead_s=signal_lead_s)
     path = tmp_path / "site.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path

@@ -7,7 +7,16 @@ import pytest
 
 from pipeline.config import load_preset
 from pipeline.planning.job_shape import JobShape, Placement
-from pipeline.planning.jobs import JobSizing, training_gpus, training_minutes
+from pipeline.planning.jobs import (
+    CHECKPOINT_GB_PER_MIN,
+    PREFLIGHT_BASE_MIN,
+    STARTUP_MIN,
+    JobSizing,
+    WalltimeError,
+    chunk_count,
+    training_gpus,
+    training_minutes,
+)
 from pipeline.site import EXAMPLE, load_site
 
 SITE = load_site(EXAMPLE)
@@ -32,14 +41,15 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
     small, biggest = jobs.training("wt103-small-gpt"), jobs.training("owt-llama1b-diffeq_llama")
     hours = jobs.cost("owt-llama1b-diffeq_llama")["gpu_hours"]
     assert small.gpus < biggest.gpus == 8 and small.minutes < biggest.minutes
-    training = Placement("gpu", signal_lead_s=600)
-    assert biggest == JobShape(gpus=8, micro_batch=0, placement=training, cpus=64, mem_mb=512000,
-                               minutes=training_minutes(hours, 8, SITE))
+    training, needed = Placement("gpu", signal_lead_s=600), training_minutes(hours, 8, SITE)
+    assert biggest == JobShape(gpus=8, micro_batch=0, placement=training, cpus=64, mem_mb=512000, minutes=needed,
+                               needed_minutes=needed)
     capped = JobSizing(paper, dataclasses.replace(SITE, max_runtime_min=600, gpu_model="h100", account="proj"))
     assert capped.training("owt-llama1b-diffeq_llama") == JobShape(
         gpus=8, micro_batch=0, placement=dataclasses.replace(training, account="proj"), gpu_model="h100", cpus=64,
-        mem_mb=512000, minutes=600)
-    assert jobs.cpu("token_cache") == JobShape(placement=Placement("cpu"), cpus=32, mem_mb=128000, minutes=720)
+        mem_mb=512000, minutes=600, needed_minutes=needed, chunks=chunk_count(needed, 600, 600))
+    assert jobs.cpu("token_cache") == JobShape(placement=Placement("cpu"), cpus=32, mem_mb=128000, minutes=720,
+                                               needed_minutes=720)
     assert jobs.gpu_analysis("frontier", "owt-large-diffeq").gpus == 1
 
 
@@ -51,9 +61,69 @@ def test_a_training_jobs_walltime_warning_comes_at_most_half_way_through_its_wal
     long_run = JobSizing(paper, site).training("owt-llama1b-diffeq_llama")
     assert long_run.minutes > 80 and long_run.sbatch_flags == ("--signal=URG@2400",)
     assert dataclasses.replace(long_run, minutes=20).sbatch_flags == ("--signal=URG@600",)
-    capped = JobSizing(paper, dataclasses.replace(site, max_runtime_min=30, reservation="paper"))
-    assert capped.training("wt103-small-gpt").sbatch_flags == ("--reservation=paper", "--signal=URG@900")
+    capped = JobSizing(paper, dataclasses.replace(site, max_runtime_min=70, reservation="paper"))
+    assert capped.training("wt103-small-gpt").sbatch_flags == ("--reservation=paper", "--signal=URG@2100")
     assert capped.gpu_analysis("spectra", "owt-large-diffeq").sbatch_flags == ("--reservation=paper",)
+
+
+SHORT_SITE = dataclasses.replace(SITE, max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=1440)
+"""A cluster whose GPU partition allows 4 hours, its CPU partition a day."""
+
+
+def test_a_run_longer_than_its_partitions_limit_is_a_chain_of_chunks_that_covers_its_estimate():
+    """Each chunk trains its walltime less the start-up and the warning's lead; the chain covers the run's
+    estimated training minutes, and one chunk fewer would not."""
+    paper = load_preset({"preset": "paper"})
+    jobs = JobSizing(paper, SHORT_SITE)
+    llama = jobs.training("owt-llama1b-diffeq_llama")
+    assert (llama.gpus, llama.minutes) == (8, 240) and llama.needed_minutes > 240
+    trains = 240 - STARTUP_MIN - SHORT_SITE.signal_lead_s / 60
+    assert (llama.chunks - 1) * trains < llama.needed_minutes - STARTUP_MIN <= llama.chunks * trains
+    assert llama.chunks == jobs.training_chunks("owt-llama1b-diffeq_llama") >= 5
+    small = jobs.training("wt103-small-gpt")
+    assert small.chunks == 1 and small.minutes == small.needed_minutes <= 240
+    assert chunk_count(100, 240, 600) == 1 and chunk_count(500, 240, 600) == 3 and chunk_count(500, 40, 600) == 0
+
+
+def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
+    paper = load_preset({"preset": "paper"})
+    assert JobSizing(paper, SHORT_SITE).cpu("token_cache").minutes == 720
+    assert JobSizing(paper, SHORT_SITE).gpu_analysis("frontier", "owt-large-diffeq").minutes == 240
+    everywhere = JobSizing(paper, dataclasses.replace(SHORT_SITE, cpu_max_runtime_min=None))
+    with pytest.raises(WalltimeError, match="token_cache job needs an estimated 720 min but partition 'cpu' allows "
+                                            "240 min and the job cannot resume"):
+        everywhere.cpu("token_cache")
+    with pytest.raises(WalltimeError, match="frontier of run owt-large-diffeq needs an estimated 240 min but "
+                                            "partition 'gpu' allows 200 min"):
+        JobSizing(paper, dataclasses.replace(SHORT_SITE, max_runtime_min=200, target_runtime_min=200)).gpu_analysis(
+            "frontier", "owt-large-diffeq")
+    with pytest.raises(WalltimeError, match=r"run wt103-small-gpt needs an estimated \d+ min but partition "
+                                            "'gpu' allows 40 min, too few to train"):
+        JobSizing(paper, dataclasses.replace(SHORT_SITE, max_runtime_min=40, target_runtime_min=40)).training(
+            "wt103-small-gpt")
+
+
+def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its_work():
+    """Llama-1B's preflight job: two start-ups, 23 updates, and a save and a restore of its ~80 GB checkpoint, with
+    the site's 10-minute warning after them (a fixed 20 minutes warned it after 10)."""
+    from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, training_shapes
+
+    paper = load_preset({"preset": "paper"})
+    jobs = JobSizing(paper, SITE)
+    cost = jobs.cost("owt-llama1b-diffeq_llama")
+    work = (PREFLIGHT_BASE_MIN + 23 * cost["gpu_hours"] * 2 / 8 / 40000 * 60
+            + 2 * cost["parameters"] * 12 / 1e9 / CHECKPOINT_GB_PER_MIN)
+    minutes = jobs.preflight_minutes("owt-llama1b-diffeq_llama", 23)
+    assert work + 10 <= minutes < work + 11 and cost["parameters"] * 12 > 75e9
+    lead = dataclasses.replace(jobs.training("owt-llama1b-diffeq_llama"), minutes=minutes).sbatch_flags
+    assert lead == ("--signal=URG@600",) and minutes - 10 >= work
+    shapes = training_shapes(paper, jobs)
+    assert shapes["diffeq_llama-llama1b-g8-mb0"].minutes == minutes > PREFLIGHT_RUNTIME_MIN
+    assert min(shape.minutes for shape in shapes.values()) >= PREFLIGHT_RUNTIME_MIN
+    with pytest.raises(WalltimeError, match="the preflight job of run owt-llama1b-diffeq_llama needs an estimated "
+                                            rf"{minutes} min but partition 'gpu' allows 30 min"):
+        JobSizing(paper, dataclasses.replace(SITE, max_runtime_min=30, target_runtime_min=30)).preflight_minutes(
+            "owt-llama1b-diffeq_llama", 23)
 
 
 def test_without_a_site_every_job_is_local_on_the_cpu():

@@ -15,6 +15,7 @@ from contract_files import (
     write_spectra,
 )
 
+from pipeline.cli import main
 from pipeline.report.intervals import CONTROL, EQUIVALENT, INCONCLUSIVE, NOT_TESTED, SENSITIVITY, SUPPORTED
 from pipeline.report.scorecard import ScorecardInputs, decide, scorecard, write_scorecard
 from pipeline.report.seeded_claims import clustering_claims, finetune_claims, load_finetunes, overfit_claims
@@ -32,7 +33,8 @@ def runs_csv(tmp_path):
                                 ppl=100.0, tokens_per_s=1000.0),
              write_pretrain_run(tmp_path, "wt103-small-shared", group="wt103-small", size="small", family="shared",
                                 ppl=120.0)]
-    write_perplexity_tables(paths, out=table_files(tmp_path / "perplexity"), runs_csv=tmp_path / "runs.csv")
+    write_perplexity_tables(paths, out=table_files(tmp_path / "perplexity"))
+    assert main(["runs-csv", "--out", str(tmp_path / "runs.csv"), *map(str, paths)]) == 0
     return tmp_path / "runs.csv"
 
 
@@ -48,7 +50,8 @@ def seeded_runs(tmp_path, seeds: int, diffeq_effect: float, shared_effect: float
             summaries.append(write_pretrain_run(tmp_path, f"owt-small-{family}-s{seed}", group="owt-small",
                                                 size="small", family=family, ppl=float(np.exp(base + shift)),
                                                 seed=seed))
-    write_perplexity_tables(summaries, out=table_files(tmp_path / "perplexity"), runs_csv=tmp_path / "runs.csv")
+    write_perplexity_tables(summaries, out=table_files(tmp_path / "perplexity"))
+    assert main(["runs-csv", "--out", str(tmp_path / "runs.csv"), *map(str, summaries)]) == 0
     return tmp_path / "runs.csv"
 
 

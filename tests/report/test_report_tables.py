@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from contract_files import table_files, write_downstream, write_param_counts, write_pretrain_run
 
+from pipeline.cli import main
 from pipeline.report.tables import (
     load_summaries,
     write_downstream_table,
@@ -28,8 +29,8 @@ def test_perplexity_tables_hold_every_table_run_and_only_ablations_in_the_run_li
                                 parameters=1_500_000),
              write_pretrain_run(tmp_path, "owt-large-beta2_0.999-gpt", group="owt-large", size="large", family="gpt",
                                 ppl=98.0, role="ablation", ablation="beta2_0.999")]
-    write_perplexity_tables(paths, out=table_files(tmp_path / "t" / "perplexity"),
-                            runs_csv=tmp_path / "t" / "runs.csv")
+    write_perplexity_tables(paths, out=table_files(tmp_path / "t" / "perplexity"))
+    assert main(["runs-csv", "--out", str(tmp_path / "t" / "runs.csv"), *map(str, paths)]) == 0
     markdown = (tmp_path / "t" / "perplexity.md").read_text()
     assert "## Table 1: WikiText-103" in markdown and "## Table 2: OpenWebText" in markdown
     assert "110.25 (1.50M)" in markdown and "120.50 (1.50M)" in markdown and "99.00 (1.50M)" in markdown

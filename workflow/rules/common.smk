@@ -21,7 +21,7 @@ from pipeline.config import (
 from pipeline.data.prefetch import hub_items
 from pipeline.job_env import export_code_path, export_hub, export_ray_placement, export_trackers, export_xla_flags
 from pipeline.planning.fit import plans_digest
-from pipeline.planning.jobs import FitTableError, JobSizing
+from pipeline.planning.jobs import FitTableError, JobSizing, WalltimeError
 from pipeline.planning.preflight_rows import PreflightError
 from pipeline.site import load_site
 from pipeline.analysis.tidy import FRONTIER_VERSION
@@ -154,8 +154,9 @@ def resource_names(kind):
         "slurm_extra": placement.flags(),
         "gpu_model": kind != "cpu" and SITE.gpus_per_node and SITE.gpu_model,
     }
-    names = ["slurm_partition", "nodes", "gpu", "cpus_per_task", "mem_mb", "runtime"]
-    return names + [name for name, value in optional.items() if value] + micro_batch
+    names = ["slurm_partition", "nodes", "gpu", "cpus_per_task", "mem_mb", "runtime", "needed_min"]
+    chunks = ["chunks"] if kind == "training" else []
+    return names + [name for name, value in optional.items() if value] + micro_batch + chunks
 
 
 def resource_values(shape):
@@ -173,6 +174,8 @@ def resource_values(shape):
             "cpus_per_task": shape.cpus,
             "mem_mb": shape.mem_mb,
             "runtime": shape.minutes,
+            "needed_min": shape.minutes if shape.needed_minutes is None else shape.needed_minutes,
+            "chunks": shape.chunks,
         }
     return values
 
@@ -190,6 +193,8 @@ def rule_resources(shape_of, kind):
                 raise WorkflowError(f"{str(error).rstrip('.')} ({PLAN_COMMAND}).") from None
             except PreflightError as error:
                 raise WorkflowError(f"{str(error).rstrip('.')} ({PREFLIGHT_COMMAND}).") from None
+            except WalltimeError as error:
+                raise WorkflowError(str(error)) from None
 
         return value
 
@@ -199,6 +204,14 @@ def rule_resources(shape_of, kind):
 def training_resources(wildcard):
     """A training rule's resources: per run (its ``wildcard``) from its size, the site and the fit table."""
     return rule_resources(lambda wildcards: JOBS.training(getattr(wildcards, wildcard)), "training")
+
+
+def chain_retries(workload_ids):
+    """A training rule's retries (pipeline.planning.jobs.JobSizing.chain_retries); None: this command's --retries."""
+    try:
+        return JOBS.chain_retries(workload_ids)
+    except WalltimeError as error:
+        raise WorkflowError(str(error)) from None
 
 
 def memory_probe_resources():
@@ -281,11 +294,12 @@ def preflight_plan_option(wildcards):
 
 
 def preflight_job_resources():
-    """A preflight job is sized as the run it trains, for ``PREFLIGHT_RUNTIME_MIN`` minutes."""
+    """A preflight job is sized as the run it trains, for its shape's own walltime (pipeline/preflight/shapes.py)."""
 
     def shape_of(wildcards):
-        shape = JOBS.training(preflight_shape(wildcards).run_id, check_preflight=False)
-        return shape if shape.minutes is None else dataclasses.replace(shape, minutes=PREFLIGHT_RUNTIME_MIN)
+        preflight = preflight_shape(wildcards)
+        shape = JOBS.training(preflight.run_id, check_preflight=False)
+        return shape if shape.minutes is None else preflight_walltime(shape, preflight.minutes)
 
     return rule_resources(shape_of, "training")
 
@@ -330,7 +344,12 @@ def preflight_stage_shape(wildcards):
         shape = JOBS.training(job.run_id, check_preflight=False)
     else:
         shape = JOBS.gpu_analysis(job.kind, job.run_id, check_preflight=False)
-    return shape if shape.minutes is None else dataclasses.replace(shape, minutes=PREFLIGHT_RUNTIME_MIN)
+    return shape if shape.minutes is None else preflight_walltime(shape, PREFLIGHT_RUNTIME_MIN)
+
+
+def preflight_walltime(shape, minutes):
+    """A preflight job's shape: the job it stands for, for ``minutes`` in one chunk."""
+    return dataclasses.replace(shape, minutes=minutes, needed_minutes=minutes, chunks=1)
 
 
 RAY_RULES = {

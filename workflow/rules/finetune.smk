@@ -17,6 +17,7 @@ rule finetune:
         f"{RESULTS}/benchmarks/finetune/{{finetune}}.tsv"
     resources:
         **training_resources("finetune"),
+    retries: chain_retries(FINETUNE_RUNS)
     shell:
         "python -m pipeline finetune --spec {params.spec:q} --run-dir {params.run_dir:q}"
         " --source {params.source_dir:q} --cache {input.cache:q} --tokenizer {input.tokenizer:q}"

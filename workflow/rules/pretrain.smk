@@ -16,6 +16,7 @@ rule pretrain:
         f"{RESULTS}/benchmarks/pretrain/{{run}}.tsv"
     resources:
         **training_resources("run"),
+    retries: chain_retries(RUNS)
     shell:
         "python -m pipeline pretrain --spec {params.spec:q} --run-dir {params.run_dir:q}"
         " --cache {input.cache:q} --tokenizer {input.tokenizer:q} --gpus {resources.gpu:q}"

@@ -10,13 +10,12 @@ from pipeline.report.fidelity import PRESET_SECTIONS
 
 rule perplexity_table:
     input:
-        [run_summary(run_id) for run_id in RUNS],
+        [run_summary(run_id) for run_id in TABLE_RUNS],
     output:
         md=f"{TABLES}/perplexity.md",
         csv=f"{TABLES}/perplexity.csv",
         tex=f"{TABLES}/perplexity.tex",
         html=report_table(f"{TABLES}/perplexity.html", "perplexity", "Pretraining", "Tables 1-2: perplexity"),
-        runs=f"{TABLES}/pretrain_runs.csv",
     log:
         f"{RESULTS}/logs/report/perplexity_table.log",
     benchmark:
@@ -26,7 +25,23 @@ rule perplexity_table:
     localrule: True
     shell:
         "python -m pipeline perplexity-table --md {output.md:q} --csv {output.csv:q} --tex {output.tex:q}"
-        " --html {output.html:q} --runs-csv {output.runs:q} {input:q} > {log:q} 2>&1"
+        " --html {output.html:q} {input:q} > {log:q} 2>&1"
+
+
+rule pretrain_runs_csv:
+    input:
+        [run_summary(run_id) for run_id in RUNS],
+    output:
+        f"{TABLES}/pretrain_runs.csv",
+    log:
+        f"{RESULTS}/logs/report/pretrain_runs_csv.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/report/pretrain_runs_csv.tsv"
+    resources:
+        **TIDY_FILE_RESOURCES,
+    localrule: True
+    shell:
+        "python -m pipeline runs-csv --out {output:q} {input:q} > {log:q} 2>&1"
 
 
 rule fidelity_table:

@@ -9,6 +9,7 @@
 # On a cluster whose compute nodes have no network: build the CUDA venv on the login node with
 # PIPELINE_ACCELERATOR=cuda on the shared filesystem; GPU jobs refuse a CPU venv.
 #
+# Python: $PYTHON (default python3.11, else python3), which must be 3.11.
 # torch (lm-eval's dependency, run on CPU only) is the CPU build the lock pins (2.13.0+cpu) in both venvs, never a
 # CUDA torch: it comes from PIPELINE_TORCH_INDEX (default PyTorch's CPU index; empty: only the indexes and
 # find-links pip is configured with, e.g. a site mirror or a local wheel).
@@ -17,7 +18,11 @@ cd "$(dirname "$0")/../.."
 step() { echo "setup_env.sh: $*"; }
 PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null || PYTHON=python3
-"$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 required, found {sys.version}"'
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null || {
+  step "Python 3.11 is required but $PYTHON is $("$PYTHON" --version 2>&1 | head -1); load one (e.g." \
+    "\`module load python/3.11\`, or conda: environment.yml) and rerun, or name it: PYTHON=/path/to/python3.11" >&2
+  exit 1
+}
 
 stamp=.venv/.installed-lock
 accelerator="${PIPELINE_ACCELERATOR:-auto}"

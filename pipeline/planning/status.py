@@ -1,0 +1,165 @@
+"""Where a grid stands, read from its results folder alone (a running grid's, or a copy): each training run's state,
+the GPU-hours it spent and what the cost preview says is left; and the plan of its jobs at a site.
+
+A run (pretraining or fine-tune, ``results/<preset>/runs/<id>``) is
+
+- ``done``: its ``summary.json`` exists (written last);
+- ``failed``: its job log (``logs/<pretrain|finetune>/<id>.log``) ends in the pipeline's one-sentence error
+  (``pipeline.errors``), that sentence;
+- ``stopped``: its log ends in a stop on request (SLURM's walltime warning at the end of a chunk, a cancel): "stopped by
+  walltime at step k of n"; the next chunk resumes from its checkpoint;
+- ``running``: a log that ends in neither, or trained steps without a log: update x of y from ``metrics.jsonl``, its
+  newest checkpoint, chunk k of n (by updates, each chunk ``n_steps / chunks``) where a site plans chunks, and an
+  ETA from its recent update times;
+- ``missing``: nothing of it yet.
+
+GPU-hours spent: a done run's Snakemake benchmark seconds (``benchmarks/<pretrain|finetune>/<id>.tsv``, else its
+``provenance.json`` wall time) × its GPUs (``provenance.json`` devices); a run still training, its update times so far
+× its planned GPUs (start-up and earlier chunks' saves not counted: a lower bound). Left: the preview's GPU-hours of
+every run not done, less the share of updates a running run has done.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pipeline.artifacts import read_metrics
+from pipeline.errors import STOPPED_AT
+from pipeline.planning.jobs import CHAIN_MARGIN_RETRIES, CPU_JOBS, JobSizing
+from pipeline.planning.workloads import workloads
+
+RECENT_UPDATES = 50
+"""Updates whose mean time gives a running run's ETA."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunState:
+    """One run's state (module docstring) and what it says about it."""
+
+    run_id: str
+    state: str
+    detail: str
+    gpu_hours: float
+    done_fraction: float
+
+
+def last_line(path: Path) -> str:
+    """The last non-empty line of a text file ('' without one)."""
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def trained_updates(run_dir: Path) -> tuple[int, list[float]]:
+    """Updates done by a run (its newest logged update + 1, 0 without one) and each logged update's seconds."""
+    path = run_dir / "metrics.jsonl"
+    records = [record for record in read_metrics(path) if "loss" in record] if path.is_file() else []
+    return (records[-1]["step"] + 1 if records else 0), [record["step_s"] for record in records if "step_s" in record]
+
+
+def newest_checkpoint(run_dir: Path) -> str:
+    steps = [int(path.name.removeprefix("step-")) for path in (run_dir / "checkpoints").glob("step-*")
+             if (path / "metadata.json").is_file()]
+    return f"step-{max(steps)}" if steps else "none"
+
+
+def benchmark_seconds(path: Path) -> float | None:
+    """Seconds of a Snakemake benchmark file's last row (column ``s``); None without the file."""
+    if not path.is_file():
+        return None
+    rows = list(csv.DictReader(path.open(), delimiter="\t"))
+    return float(rows[-1]["s"]) if rows else None
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as minutes below an hour, else hours."""
+    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
+
+
+def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chunks: int) -> RunState:
+    """The state of run ``run_id`` (``kind``: pretrain or finetune) of ``steps`` updates, planned on ``gpus`` GPUs in
+    ``chunks`` jobs (module docstring)."""
+    run_dir, log = results / "runs" / run_id, results / "logs" / kind / f"{run_id}.log"
+    if (run_dir / "summary.json").is_file():
+        provenance = json.loads((run_dir / "provenance.json").read_text()) if (run_dir / "provenance.json").is_file() \
+            else {}
+        used = len(provenance.get("devices") or []) or gpus
+        seconds = benchmark_seconds(results / "benchmarks" / kind / f"{run_id}.tsv") or provenance.get("wall_s", 0)
+        return RunState(run_id, "done", f"{steps} updates", seconds * used / 3600, 1.0)
+    updates, step_seconds = trained_updates(run_dir)
+    spent = sum(step_seconds) * gpus / 3600
+    ending = last_line(log) if log.is_file() else ""
+    stop = STOPPED_AT.search(ending)
+    if stop:
+        return RunState(run_id, "stopped", f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}); "
+                        f"checkpoint {newest_checkpoint(run_dir)}, the next chunk resumes it", spent,
+                        int(stop[2]) / steps)
+    if ending.startswith("error:"):
+        return RunState(run_id, "failed", ending, spent, updates / steps)
+    if not log.is_file() and not updates:
+        return RunState(run_id, "missing", "not started", 0.0, 0.0)
+    chunk = min(chunks, updates * chunks // steps + 1)
+    recent = step_seconds[-RECENT_UPDATES:]
+    eta = f", ETA {duration(sum(recent) / len(recent) * (steps - updates))}" if recent else ""
+    return RunState(run_id, "running", f"step {updates} of {steps}, chunk {chunk} of {chunks}, checkpoint "
+                    f"{newest_checkpoint(run_dir)}{eta}", spent, updates / steps)
+
+
+def grid_status(results: Path, runs: dict[str, tuple[str, int]], preview_hours: dict[str, float],
+                plan: Callable[[str], tuple[int, int]]) -> tuple[list[RunState], dict[str, float]]:
+    """Every training run's state (``runs``: id → (kind, steps)) and the grid's GPU-hours: spent, the preview's total
+    and what is left of it; ``plan(run_id)`` gives a run's (GPUs, chunks)."""
+    states = [run_state(results, kind, run_id, steps, *plan(run_id)) for run_id, (kind, steps) in runs.items()]
+    left = sum(preview_hours[state.run_id] * (1 - state.done_fraction) for state in states)
+    return states, {"spent": sum(state.gpu_hours for state in states),
+                    "preview": sum(preview_hours[run_id] for run_id in runs), "left": left}
+
+
+def format_status(states: list[RunState], hours: dict[str, float]) -> str:
+    """A table of run, state and detail, the count per state, and the GPU-hours line."""
+    width = max(len(state.run_id) for state in states)
+    lines = [f"{'run':<{width}}  {'state':<8} detail"]
+    lines += [f"{state.run_id:<{width}}  {state.state:<8} {state.detail}" for state in states]
+    counts = {name: sum(state.state == name for state in states)
+              for name in ("done", "running", "stopped", "failed", "missing")}
+    lines.append(", ".join(f"{count} {name}" for name, count in counts.items()) + f" of {len(states)} runs")
+    lines.append(f"GPU-hours: {hours['spent']:,.1f} spent (a lower bound), {hours['left']:,.1f} left of the "
+                 f"preview's {hours['preview']:,.1f}")
+    return "\n".join(lines)
+
+
+def plan_rows(config: dict[str, Any], sizing: JobSizing) -> list[dict[str, Any]]:
+    """One row per training job of a preset at ``sizing``'s site (its attempts: its rule's retries + 1, the SLURM
+    profile's 2 retries where no run of the rule needs a chain) and one per data job."""
+    training = {kind: [workload_id for workload_id, workload in workloads(config).items() if workload.kind == kind]
+                for kind in ("pretrain", "finetune")}
+    rows = []
+    for kind, workload_ids in training.items():
+        retries = sizing.chain_retries(workload_ids)
+        attempts = (CHAIN_MARGIN_RETRIES if retries is None else retries) + 1
+        for workload_id in workload_ids:
+            shape = sizing.training(workload_id, check_preflight=False)
+            rows.append({"job": f"{kind} {workload_id}", "gpus": shape.gpus, "micro_batch": shape.micro_batch,
+                         "needed_min": shape.needed_minutes, "granted_min": shape.minutes, "chunks": shape.chunks,
+                         "attempts": attempts, "partition": shape.placement.partition})
+    for rule in CPU_JOBS:
+        shape = sizing.cpu(rule)
+        rows.append({"job": rule, "gpus": 0, "micro_batch": None, "needed_min": shape.needed_minutes,
+                     "granted_min": shape.minutes, "chunks": 1, "attempts": CHAIN_MARGIN_RETRIES + 1,
+                     "partition": shape.placement.partition})
+    return rows
+
+
+def format_plan(rows: list[dict[str, Any]]) -> str:
+    """The plan table: one row per job with its GPUs, micro-batch, needed and granted minutes, chunks, attempts and
+    partition."""
+    columns = ["job", "gpus", "micro_batch", "needed_min", "granted_min", "chunks", "attempts", "partition"]
+    cells = [[("-" if row[column] is None else str(row[column])) for column in columns] for row in rows]
+    widths = [max(len(column), *(len(cell[i]) for cell in cells)) for i, column in enumerate(columns)]
+    return "\n".join("  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip()
+                     for line in [columns, *cells])
+
