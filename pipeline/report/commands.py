@@ -173,7 +173,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     card.add_argument("--memory", type=Path, nargs="*", default=[], help="memory-probe JSON records")
     card.set_defaults(run=_scorecard)
 
-    power = verbs.add_parser("power", help="seeds per primary claim for 80 % power at the Holm-corrected alpha, "
+    power = verbs.add_parser("power", help="seeds per primary claim for 80 %% power at the Holm-corrected alpha, "
                                            "beside the seeds a preset gives it (docs/experiments.md)")
     power.add_argument("--preset", required=True)
     power.add_argument("--study-csv", type=Path, default=None,
