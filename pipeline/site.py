@@ -22,6 +22,9 @@ from pipeline.config.paths import PACKAGE_DIR
 
 EXAMPLE = REPO_ROOT / "profiles" / "slurm" / "site.example.yaml"
 SITE_SCHEMA = PACKAGE_DIR / "site_schema.yaml"
+DEFAULT_CHUNK_STARTUP_MIN = 30
+"""``chunk_startup_min`` of a site file that omits it (the one optional key): a GPU job's JAX compilation, token
+cache opening and checkpoint load and save at paper scale."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +57,7 @@ class Site:
     slurm_extra: dict[str, str | None]
     signal_lead_s: int
     results_dir: str | None
+    chunk_startup_min: float = DEFAULT_CHUNK_STARTUP_MIN
 
     @property
     def gpu_memory_bytes(self) -> int:
@@ -110,6 +114,11 @@ def load_site(path: str | Path) -> Site:
         raise ValueError(f"{path}: key 'site.target_runtime_min' ({site['target_runtime_min']}) exceeds "
                          f"'site.max_runtime_min' ({site['max_runtime_min']}), so no run could be sized to finish "
                          "within it; set target_runtime_min to at most the GPU partition's MaxTime.")
+    startup = site.get("chunk_startup_min", DEFAULT_CHUNK_STARTUP_MIN)
+    if startup >= site["max_runtime_min"]:
+        raise ValueError(f"{path}: key 'site.chunk_startup_min' ({startup:g}) is not below 'site.max_runtime_min' "
+                         f"({site['max_runtime_min']}), so a training job would never reach its first step; set it "
+                         "to the minutes a training job takes before its first step and after its last.")
     for kind, flags in site["slurm_extra"].items():
         for flag, pattern in FORBIDDEN_SBATCH_FLAGS.items():
             if flags is not None and re.search(pattern, flags):

@@ -9,8 +9,10 @@ A training run (pretraining, fine-tune) gets the fewest GPUs of one node that
   device, or a fine-tune of its method there, else where ``results/benchmarks/throughput-sizes-<device>.csv`` has
   it, else FLOPs at ``mfu`` of the device's peak),
 
-and divide its batch size (data parallelism); it needs that wall-clock plus ``STARTUP_MIN``, its host memory and
-CPUs ``mem_mb_per_gpu`` and ``cpus_per_gpu`` per GPU, always on one node. A run that needs longer than its
+and divide its batch size (data parallelism); it needs that wall-clock plus the site's ``chunk_startup_min``, its
+host memory and CPUs ``mem_mb_per_gpu`` and ``cpus_per_gpu`` per GPU, always on one node. At a site without GPUs
+a run is one CPU job, estimated only where the site's ``device`` was measured (its preflight rows, its throughput
+table); unmeasured, it is granted its partition's limit, its need unknown. A run that needs longer than its
 partition's limit (``Site.partition_limit_min``) is a planned chain of ``chunks`` jobs of that limit, each resuming
 the previous one's checkpoint (``chunk_count``); Snakemake's attempts of its rule cover the longest chain
 (``workflow/rules/common.smk``). A job that cannot resume (data, fit, lm-eval, GPU analyses) and needs longer than
@@ -51,11 +53,11 @@ from pipeline.planning.preflight_rows import (
     training_row,
 )
 from pipeline.planning.workloads import Workload, workload_vocab_size, workloads
-from pipeline.site import Site
+from pipeline.site import DEFAULT_CHUNK_STARTUP_MIN, Site
 
-STARTUP_MIN = 30
-"""Minutes a training job spends before its first step and after its last: JAX compilation, opening the token
-cache, loading or writing a checkpoint."""
+STARTUP_MIN = DEFAULT_CHUNK_STARTUP_MIN
+"""The default of the site's ``chunk_startup_min``: minutes a training job spends before its first step and after
+its last (JAX compilation, opening the token cache, loading or writing a checkpoint)."""
 PREFLIGHT_BASE_MIN = 15
 """Minutes of a preflight training job besides its updates and checkpoint I/O: two start-ups (the job and its
 restart from the checkpoint: JAX compilation, opening the token cache) and two evaluations."""
@@ -90,15 +92,15 @@ class WalltimeError(ValueError):
     no time after their start-up; the message names the job, its estimate and the limit."""
 
 
-def chunk_count(needed: int, granted: int, signal_lead_s: int) -> int:
-    """Jobs of ``granted`` minutes a resumable run of ``needed`` minutes takes: each spends ``STARTUP_MIN`` starting
+def chunk_count(needed: int, granted: int, signal_lead_s: int, startup_min: float = STARTUP_MIN) -> int:
+    """Jobs of ``granted`` minutes a resumable run of ``needed`` minutes takes: each spends ``startup_min`` starting
     and stops its walltime warning's lead (at most half its walltime) early, so it trains
-    ``granted - STARTUP_MIN - lead`` of the run's ``needed - STARTUP_MIN`` minutes; 0 where a chunk trains no
+    ``granted - startup_min - lead`` of the run's ``needed - startup_min`` minutes; 0 where a chunk trains no
     minute at all."""
     if needed <= granted:
         return 1
-    trains = granted - STARTUP_MIN - min(signal_lead_s, granted * 60 // 2) / 60
-    return math.ceil((needed - STARTUP_MIN) / trains) if trains > 0 else 0
+    trains = granted - startup_min - min(signal_lead_s, granted * 60 // 2) / 60
+    return math.ceil((needed - startup_min) / trains) if trains > 0 else 0
 
 
 class FitTableError(ValueError):
@@ -124,8 +126,9 @@ def training_gpus(gpu_hours: float, parameters: int, batch_size: int, site: Site
 
 
 def training_minutes(gpu_hours: float, gpus: int, site: Site) -> int:
-    """Walltime in minutes: GPU-hours × safety factor / GPUs, plus ``STARTUP_MIN``."""
-    return math.ceil(gpu_hours * site.safety_factor / gpus * 60) + STARTUP_MIN
+    """Walltime in minutes: GPU-hours × safety factor / GPUs (a site without GPUs: one CPU job, ``gpus`` 1), plus the
+    site's ``chunk_startup_min``."""
+    return math.ceil(gpu_hours * site.safety_factor / gpus * 60 + site.chunk_startup_min)
 
 
 class JobSizing:
@@ -207,21 +210,30 @@ class JobSizing:
             raise WalltimeError(f"{job} needs an estimated {needed} min but partition {placement.partition!r} allows "
                                 f"{limit} min and the job cannot resume; set {key[0]} in the site file to a partition "
                                 f"that allows at least {needed} min and {key[1]} to its limit.")
-        chunks = chunk_count(needed, limit, placement.signal_lead_s)
+        startup = self.site.chunk_startup_min
+        chunks = chunk_count(needed, limit, placement.signal_lead_s, startup)
         if chunks == 0:
             raise WalltimeError(f"{job} needs an estimated {needed} min but partition {placement.partition!r} allows "
-                                f"{limit} min, too few to train after each job's {STARTUP_MIN}-min start-up and "
-                                f"{placement.signal_lead_s}-s walltime warning; raise max_runtime_min in the site "
-                                "file.")
+                                f"{limit} min, too few to train after each job's {startup:g}-min start-up "
+                                f"(chunk_startup_min) and {placement.signal_lead_s}-s walltime warning; raise the "
+                                "partition's limit or lower chunk_startup_min or signal_lead_s in the site file.")
         return limit, chunks
 
-    def _gpu_job(self, job: str, kind: str, gpus: int, minutes: int, micro_batch: int | None = None) -> JobShape:
+    def _gpu_job(self, job: str, kind: str, gpus: int, minutes: int | None,
+                 micro_batch: int | None = None) -> JobShape:
         """``job`` (named so in a ``WalltimeError``), of ``kind``, on ``gpus`` GPUs, needing ``minutes``
-        (``walltime``; at a site without GPUs, on the CPU partition for its whole limit, its need not estimated)."""
+        (``walltime``). At a site without GPUs it runs on the CPU partition with the CPU job limits: a training run
+        whose ``minutes`` were estimated (``training_need``) as planned, any other job for the whole limit, its
+        need not estimated."""
         site = self.site
         if site.gpus_per_node == 0:
-            return JobShape(0, micro_batch, self.placement(kind), None, site.cpu_max_cpus, site.cpu_max_mem_mb,
-                            site.partition_limit_min(site.cpu_partition))
+            placement = self.placement(kind)
+            if kind != "training" or minutes is None:
+                return JobShape(0, micro_batch, placement, None, site.cpu_max_cpus, site.cpu_max_mem_mb,
+                                site.partition_limit_min(placement.partition))
+            granted, chunks = self.walltime(job, kind, minutes)
+            return JobShape(0, micro_batch, placement, None, site.cpu_max_cpus, site.cpu_max_mem_mb, granted,
+                            minutes, chunks)
         granted, chunks = self.walltime(job, kind, minutes)
         return JobShape(gpus, micro_batch, self.placement(kind), site.gpu_model, site.cpus_per_gpu * gpus,
                         site.mem_mb_per_gpu * gpus, granted, minutes, chunks)
@@ -234,12 +246,22 @@ class JobSizing:
         return chunks - 1 + CHAIN_MARGIN_RETRIES if chunks > 1 else None
 
     def training_chunks(self, workload_id: str) -> int:
-        """The SLURM jobs a pretraining run or fine-tune takes at the site (1 without GPUs to estimate it on)."""
-        if self.site is None or self.site.gpus_per_node == 0:
+        """The SLURM jobs a pretraining run or fine-tune takes at the site (1 where its need is not estimated)."""
+        if self.site is None:
             return 1
+        needed = self.training_need(workload_id)[1]
+        return 1 if needed is None else self.walltime(f"run {workload_id}", "training", needed)[1]
+
+    def training_need(self, workload_id: str) -> tuple[int, int | None]:
+        """(GPUs, minutes needed) of a pretraining run or fine-tune at the site (``training_minutes``). Without GPUs:
+        0 GPUs and, where the site's ``device`` was measured on the run (its preflight or throughput table: one CPU
+        job's tokens/s), its minutes, else None (a GPU's FLOPs estimate says nothing of a CPU)."""
+        if self.site.gpus_per_node == 0:
+            workload = self._workloads[workload_id]
+            measured = workload.run_id in self._preflight_throughput or workload.throughput_key in self._measured
+            return 0, training_minutes(self.cost(workload_id)["gpu_hours"], 1, self.site) if measured else None
         gpus = self.training_gpu_count(workload_id)
-        needed = training_minutes(self.cost(workload_id)["gpu_hours"], gpus, self.site)
-        return self.walltime(f"run {workload_id}", "training", needed)[1]
+        return gpus, training_minutes(self.cost(workload_id)["gpu_hours"], gpus, self.site)
 
     def training_gpu_count(self, workload_id: str) -> int:
         """The GPUs of a pretraining run or fine-tune at a site with GPUs (module docstring)."""
@@ -310,13 +332,10 @@ class JobSizing:
         preset_micro_batch = self._workloads[workload_id].train.micro_batch_size or 0
         if self.site is None:
             shape = JobShape(0, preset_micro_batch)
-        elif self.site.gpus_per_node == 0:
-            shape = self._gpu_job(f"run {workload_id}", "training", 0, 0, preset_micro_batch)
         else:
-            gpus = self.training_gpu_count(workload_id)
-            minutes = training_minutes(self.cost(workload_id)["gpu_hours"], gpus, self.site)
-            shape = self._gpu_job(f"run {workload_id}", "training", gpus, minutes,
-                                  self.micro_batch(workload_id, gpus))
+            gpus, minutes = self.training_need(workload_id)
+            micro_batch = self.micro_batch(workload_id, gpus) if gpus else preset_micro_batch
+            shape = self._gpu_job(f"run {workload_id}", "training", gpus, minutes, micro_batch)
         workload = self._workloads[workload_id]
         if check_preflight and workload.kind == "pretrain":
             self.require_green_preflight(shape_id(workload.family, workload.run.size, shape.gpus, shape.micro_batch),

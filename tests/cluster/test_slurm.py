@@ -48,13 +48,15 @@ def slurm_partition():
                                           "snakemake waits ~9 s for the SLURM plugin's `scontrol show config`")
 
 
-def localhost_site(tmp_path: Path, partition: str, max_runtime_min: int = 60, signal_lead_s: int = 600) -> Path:
-    """The example site with what this machine has: one partition, no GPUs, 1 CPU and 3 GB per job."""
+def localhost_site(tmp_path: Path, partition: str, max_runtime_min: int = 60, signal_lead_s: int = 600,
+                   **changes) -> Path:
+    """The example site with what this machine has: one partition, no GPUs, 1 CPU and 3 GB per job (``changes``:
+    further keys)."""
     raw = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())
     raw["site"].update(gpu_partition=partition, cpu_partition=partition, gpus_per_node=0, cpu_max_cpus=1,
                        cpu_max_mem_mb=3000, max_runtime_min=max_runtime_min,
                        target_runtime_min=min(max_runtime_min, raw["site"]["target_runtime_min"]),
-                       hf_home=str(tmp_path / "hf"), signal_lead_s=signal_lead_s)
+                       hf_home=str(tmp_path / "hf"), signal_lead_s=signal_lead_s, **changes)
     path = tmp_path / "site.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -125,46 +127,46 @@ def test_ray_cluster_sbatch_runs_its_driver_inside_the_allocation_with_token_aut
         subprocess.run(in_netns("scancel", job_id), timeout=30)
 
 
-def test_a_walltime_stop_saves_a_checkpoint_and_the_rerun_resumes_from_it(tmp_path, slurm_partition,
-                                                                           tiny_data_workdir):
-    """A training job with a 1-minute time limit gets the site's walltime warning (SIGURG, ``signal_lead_s``: a 2 s
-    lead here, and SLURM may send it up to 30 s early), saves a checkpoint at that step with its embedded Ray still
-    up, and stops.
-    It trains at micro-batch 1 (eight forward/backward passes per update, not part of the run's fingerprint) so that
-    it is still training when the warning comes; the rerun, at the whole batch and without a time limit, resumes
-    from that checkpoint and trains exactly its steps."""
+def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_planned_chunks(
+        tmp_path, slurm_partition, tiny_data_workdir):
+    """On a partition with a 1-minute limit, a tiny run whose training takes longer than that finishes in one
+    ``snakemake --profile profiles/slurm`` call: the site's CPU device was measured
+    (``results/benchmarks/throughput-sizes-cpu2.csv``), so the dry run plans the run as a chain of 1-minute jobs
+    (a 0.5-minute start-up each, ``chunk_startup_min``) and gives its rule that chain's attempts. Each job is warned
+    (SIGURG, ``signal_lead_s``: 2 s here, and SLURM may send it up to 30 s early), saves a checkpoint with its
+    embedded Ray still up and stops; the next one resumes from it, until the run has trained exactly its steps."""
     profile = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
     assert any(re.fullmatch(r"slurm_extra='--signal=URG@\d+'", item) for item in profile["default-resources"])
     workdir = tmp_path / "walltime"
     shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    run, steps = "results/tiny/runs/wt103-small-gpt", 800
+    run, steps = "results/tiny/runs/wt103-small-gpt", 240
     train = f"steps: {steps}, eval_every: {steps}, eval_batches: 1, checkpoint_every: {steps}"
-
-    def snakemake(*options: str, micro_batch: int | None, site: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            in_netns(sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
-                     str(workdir), f"{run}/summary.json", *options, "--config", "preset=tiny",
-                     f"pretrain={{wt103-small: {{train: {{{train}, micro_batch_size: {micro_batch or 'null'}}}}}}}",
-                     *([f"site={site}"] if site else [])),
-            cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
-
+    site = localhost_site(tmp_path, slurm_partition, max_runtime_min=1, signal_lead_s=2, device="cpu2",
+                          chunk_startup_min=0.5)
     started = time.monotonic()
-    site = localhost_site(tmp_path, slurm_partition, max_runtime_min=1, signal_lead_s=2)
-    stopped = snakemake("--profile", str(ROOT / "profiles" / "slurm"), "--retries", "0", "--slurm-status-command",
-                        "squeue", "--slurm-init-seconds-before-status-checks", "5", "--slurm-logdir",
-                        str(tmp_path / "logs"), micro_batch=1, site=site)
-    print(f"stopped by the walltime warning: {time.monotonic() - started:.0f} s")
-    assert stopped.returncode != 0 and "has been submitted with SLURM jobid" in stopped.stdout + stopped.stderr
+    result = subprocess.run(
+        in_netns(sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
+                 str(workdir), f"{run}/summary.json", "--profile", str(ROOT / "profiles" / "slurm"),
+                 "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
+                 "--slurm-logdir", str(tmp_path / "logs"), "--config", "preset=tiny",
+                 f"pretrain={{wt103-small: {{train: {{{train}}}}}}}", f"site={site}"),
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=1200)
+    output = result.stdout + result.stderr
+    print(f"one call through chunks: {time.monotonic() - started:.0f} s")
+    assert result.returncode == 0, output[-4000:]
+    planned = int(re.search(r"chunks=(\d+)", output)[1])
+    jobs = list(dict.fromkeys(re.findall(r"has been submitted with SLURM jobid (\d+)", output)))
+    assert planned >= 2 and 2 <= len(jobs) <= planned + 2, (planned, jobs, output[-4000:])
+    # Every failed job's log is printed (show-failed-logs): each stopped at the walltime warning after k updates,
+    # and the next job resumed from step k; the last job's log is the run's log.
     log = (workdir / "results" / "tiny" / "logs" / "pretrain" / "wt103-small-gpt.log").read_text()
-    stop = re.search(rf"stopped on request \((SIG\w+): .*\) after (\d+) of {steps} updates", log)
-    assert stop and stop[1] in ("SIGURG", "SIGINT"), log[-3000:]
-    assert "NodeDiedError" not in log and "raylet" not in log.lower(), log[-3000:]
-    assert (workdir / run / "checkpoints" / f"step-{int(stop[2]) - 1}" / "checksums.json").is_file()
-
-    started = time.monotonic()
-    rerun = snakemake("--profile", str(ROOT / "profiles" / "ci"), micro_batch=None)
-    print(f"rerun: {time.monotonic() - started:.0f} s")
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    stops = list(dict.fromkeys(int(k) for name, k in re.findall(
+        rf"stopped on request \((SIG\w+): .*?\) after (\d+) of {steps} updates", output)
+        if name in ("SIGURG", "SIGINT") and int(k) > 0))
+    resumes = list(dict.fromkeys(int(k) for k in re.findall(r"Resuming wt103-small-gpt from checkpoint at step (\d+)",
+                                                            output + log)))
+    assert stops and resumes == stops, (stops, resumes, output[-4000:])
+    assert "NodeDiedError" not in output + log and "raylet" not in log.lower(), log[-3000:]
     summary = json.loads((workdir / run / "summary.json").read_text())
-    assert summary["resumed_from_step"] == int(stop[2]) and summary["steps_done"] == steps
+    assert summary["resumed_from_step"] == stops[-1] > 0 and summary["steps_done"] == steps
