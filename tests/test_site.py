@@ -40,6 +40,9 @@ def test_the_example_site_loads_with_its_documented_values():
     ({"slurm_extra": {"training": None, "gpu": "--gres=gpu:1", "cpu": None}},
      "key 'site.slurm_extra.gpu' sets --gres, which the SLURM executor plugin sets itself"),
     ({"cpu_max_runtime_min": 0}, "key 'site.cpu_max_runtime_min' must be ≥ 1 (got 0)"),
+    ({"chunk_startup_min": -1}, "key 'site.chunk_startup_min' must be ≥ 0 (got -1)"),
+    ({"max_runtime_min": 30, "target_runtime_min": 30, "chunk_startup_min": 30},
+     "key 'site.chunk_startup_min' (30) is not below 'site.max_runtime_min' (30)"),
 ])
 def test_a_bad_site_key_fails_with_one_sentence(tmp_path, changes, sentence):
     with pytest.raises(ValueError, match=sentence.replace("(", r"\(").replace(")", r"\)")):
@@ -53,6 +56,14 @@ def test_the_site_refuses_every_sbatch_flag_the_slurm_plugin_refuses():
     from pipeline.site import FORBIDDEN_SBATCH_FLAGS
 
     assert set(FORBIDDEN_SBATCH_FLAGS.values()) == set(get_forbidden_slurm_options())
+
+
+def test_a_site_file_without_chunk_startup_min_plans_30_minutes_per_chunk(tmp_path):
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    del raw["site"]["chunk_startup_min"]
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert load_site(path).chunk_startup_min == SITE.chunk_startup_min == 30
 
 
 def test_each_partition_has_its_own_walltime_limit(tmp_path):

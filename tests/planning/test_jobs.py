@@ -8,6 +8,7 @@ import pytest
 from pipeline.config import load_preset
 from pipeline.planning.job_shape import JobShape, Placement
 from pipeline.planning.jobs import (
+    CHAIN_MARGIN_RETRIES,
     CHECKPOINT_GB_PER_MIN,
     PREFLIGHT_BASE_MIN,
     STARTUP_MIN,
@@ -83,6 +84,33 @@ def test_a_run_longer_than_its_partitions_limit_is_a_chain_of_chunks_that_covers
     small = jobs.training("wt103-small-gpt")
     assert small.chunks == 1 and small.minutes == small.needed_minutes <= 240
     assert chunk_count(100, 240, 600) == 1 and chunk_count(500, 240, 600) == 3 and chunk_count(500, 40, 600) == 0
+
+
+def test_each_chunks_start_up_is_the_sites_and_a_run_without_gpus_is_chunked_where_its_device_was_measured():
+    """A site's ``chunk_startup_min`` sets what each chunk spends starting. At a site without GPUs a run is one CPU
+    job: estimated from the site device's measured throughput (``throughput-sizes-cpu2.csv``), a run longer than a
+    1-minute limit is a chain with that chain's attempts; on a device nobody measured, its need is unknown and it
+    gets the whole limit."""
+    paper = load_preset({"preset": "paper"})
+    slow_start = JobSizing(paper, dataclasses.replace(SHORT_SITE, chunk_startup_min=60)).training(
+        "owt-llama1b-diffeq_llama")
+    default = JobSizing(paper, SHORT_SITE).training("owt-llama1b-diffeq_llama")
+    assert slow_start.needed_minutes == default.needed_minutes + 30
+    assert slow_start.chunks == chunk_count(slow_start.needed_minutes, 240, 600, 60) > default.chunks
+    tiny = load_preset({"preset": "tiny", "pretrain": {"wt103-small": {"train": {"steps": 240}}}})
+    cpu_site = dataclasses.replace(SITE, gpus_per_node=0, gpu_model=None, device="cpu2", max_runtime_min=1,
+                                   target_runtime_min=1, signal_lead_s=2, chunk_startup_min=0.5)
+    jobs = JobSizing(tiny, cpu_site)
+    run = jobs.training("wt103-small-gpt")
+    assert jobs.cost("wt103-small-gpt")["source"] == "measured"
+    assert run.needed_minutes == training_minutes(jobs.cost("wt103-small-gpt")["gpu_hours"], 1, cpu_site) > 1
+    assert (run.gpus, run.minutes) == (0, 1) and run.chunks == chunk_count(run.needed_minutes, 1, 2, 0.5) >= 2
+    assert jobs.chain_retries(["wt103-small-gpt"]) == run.chunks - 1 + CHAIN_MARGIN_RETRIES
+    unmeasured = JobSizing(tiny, dataclasses.replace(cpu_site, device="h100"))
+    assert unmeasured.training("wt103-small-gpt") == dataclasses.replace(run, needed_minutes=None, chunks=1)
+    with pytest.raises(WalltimeError, match="after each job's 50-min start-up .chunk_startup_min."):
+        JobSizing(paper, dataclasses.replace(SHORT_SITE, max_runtime_min=60, target_runtime_min=60,
+                                             chunk_startup_min=50)).training("owt-llama1b-diffeq_llama")
 
 
 def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
