@@ -223,3 +223,26 @@ def test_a_failed_stage_row_stops_the_grids_dry_run_but_not_the_preflights(tmp_p
             "command's --config).") in output, output[-2000:]
     preflight = dry_run("preflight")
     assert preflight.returncode == 0, preflight.stderr[-2000:]
+
+
+def test_a_red_shapes_row_still_stops_its_runs_after_a_green_row_of_the_same_model_lowers_their_gpus(tmp_path):
+    """Paper preset, example site: owt-medium-gpt is shape gpt-medium-g2-mb0 as sized before the preflight. A green
+    row of wt103-medium-gpt (the same model, shape gpt-medium-g1-mb0) measuring it 10× faster than estimated gives
+    owt-medium-gpt 1 GPU; its own red row still stops it, and the preflight's shapes stay the ones it ran."""
+    from pipeline.preflight.shapes import training_shapes
+
+    paper, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
+    estimated = JobSizing(paper, site).cost("wt103-medium-gpt")["tokens_per_s_per_gpu"]
+    shapes_before = set(training_shapes(paper, JobSizing(paper, site)))
+    common = {"runs": 1, "device_label": "h100", "peak_memory_bytes": 10**9, "budget_bytes": 2 * 10**9}
+    rows = [{"shape": "gpt-medium-g1-mb0", "run_id": "wt103-medium-gpt", "status": "ok", "error": "",
+             "tokens_per_s_per_device": 10 * estimated, **common},
+            {"shape": "gpt-medium-g2-mb0", "run_id": "owt-medium-gpt", "status": "failed",
+             "error": "the job ran out of accelerator memory", "tokens_per_s_per_device": "", **common}]
+    report = tmp_path / "preflight.csv"
+    report.write_text(csv_text(with_verdicts(rows), COLUMNS))
+    jobs = JobSizing(paper, site, preflight_table=report)
+    assert jobs.training("owt-medium-gpt", check_preflight=False).gpus == 1
+    with pytest.raises(PreflightError, match="the preflight of shape gpt-medium-g2-mb0 .run owt-medium-gpt. failed"):
+        jobs.training("owt-medium-gpt")
+    assert set(training_shapes(paper, jobs)) == shapes_before

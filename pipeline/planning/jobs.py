@@ -25,7 +25,9 @@ That sizing counts no activations. Its ``micro_batch`` (examples per device per 
 ``train.micro_batch_size`` the preset sets wins over the table. A job with neither, or whose row fits at no
 micro-batch or is stale, raises ``FitTableError`` before anything is submitted. A job whose preflight row is red
 raises ``PreflightError`` (``pipeline.planning.preflight_rows``): a pretraining run its shape's, a fine-tune its
-method's stage job's (``finetune-lora``, ``finetune-full``), lm-eval and each GPU analysis its stage job's.
+method's stage job's (``finetune-lora``, ``finetune-full``), lm-eval and each GPU analysis its stage job's. A run's
+shape is the one it had before the preflight measured anything (``preflight_shape``), so a row goes on governing
+its runs after a measured throughput changes their GPUs.
 
 A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
 that divide its batch), and its fit row must say that batch fits there.
@@ -338,11 +340,22 @@ class JobSizing:
             shape = self._gpu_job(f"run {workload_id}", "training", gpus, minutes, micro_batch)
         workload = self._workloads[workload_id]
         if check_preflight and workload.kind == "pretrain":
-            self.require_green_preflight(shape_id(workload.family, workload.run.size, shape.gpus, shape.micro_batch),
-                                         f"run {workload_id}")
+            self.require_green_preflight(self.preflight_shape(workload_id), f"run {workload_id}")
         if check_preflight and workload.kind == "finetune":
             self.require_green_preflight(training_row(workload), f"fine-tune {workload_id}")
         return shape
+
+    @functools.cached_property
+    def before_preflight(self) -> JobSizing:
+        """This sizing without the preflight report: how the preflight sized the shapes it measured."""
+        return self if self.preflight_table is None else JobSizing(self.config, self.site, self.fit_table)
+
+    def preflight_shape(self, workload_id: str) -> str:
+        """The shape id of pretraining run ``workload_id``: family, size, GPUs and micro-batch as sized before the
+        preflight (``before_preflight``), which its measurement may change; the id of the row that stands for it."""
+        shape = self.before_preflight.training(workload_id, check_preflight=False)
+        workload = self._workloads[workload_id]
+        return shape_id(workload.family, workload.run.size, shape.gpus, shape.micro_batch or 0)
 
     def preflight_minutes(self, workload_id: str, updates: int) -> int | None:
         """Walltime of the preflight job that trains ``updates`` updates of a pretraining run on the GPUs the site

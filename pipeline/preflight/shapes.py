@@ -1,8 +1,9 @@
 """The distinct training job shapes of a preset: one preflight job stands for every run of its shape.
 
 A shape is what decides a training job's speed and memory: model family × size × GPUs × micro-batch (the GPUs and
-micro-batch the job sizing gives the run: ``pipeline.planning.jobs.JobSizing.training``). Its preflight trains the first
-run of the shape (in the preset's order) for a bounded number of updates.
+micro-batch the job sizing gives the run before any preflight measured it: ``JobSizing.before_preflight``, so the
+shapes, and the row each run reads, stay the same after the preflight's throughput resizes the runs). Its preflight
+trains the first run of the shape (in the preset's order) for a bounded number of updates.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def preflight_updates(config: dict[str, Any]) -> int:
 
 def training_shapes(config: dict[str, Any], jobs) -> dict[str, Shape]:
     """Every pretraining run of ``config`` grouped by shape, sized by ``jobs`` (a ``JobSizing``), by shape id; each
-    shape's walltime that of its first run's preflight job, at least ``PREFLIGHT_RUNTIME_MIN``."""
+    shape's walltime that of its first run's preflight job, at least ``PREFLIGHT_RUNTIME_MIN`` (both as sized before
+    the preflight: ``jobs.before_preflight``)."""
+    jobs = jobs.before_preflight
     grouped: dict[tuple[str, str, int, int], list[str]] = {}
     for run_id, spec in pretrain_runs(config).items():
         job = jobs.training(run_id, check_preflight=False)
