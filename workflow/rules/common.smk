@@ -207,7 +207,11 @@ def training_resources(wildcard):
 
 
 def chain_retries(workload_ids):
-    """A training rule's retries (pipeline.planning.jobs.JobSizing.chain_retries); None: this command's --retries."""
+    """A training rule's retries (pipeline.planning.jobs.JobSizing.chain_retries); None: this command's --retries.
+    Only the submitting Snakemake retries: inside a SLURM job (its jobstep's Snakemake) a chunk stopped by its
+    walltime warning is not restarted in the seconds left of its allocation."""
+    if not workflow.is_main_process:
+        return None
     try:
         return JOBS.chain_retries(workload_ids)
     except WalltimeError as error:
