@@ -246,3 +246,18 @@ def test_the_fit_cli_without_a_site_leaves_the_site_planned_table_alone(tmp_path
     assert main(["fit", "--preset", "tiny", "--device", "h100", "--gpus", "1", "--runs", "wt103-small-gpt"]) == 0
     assert table.read_text() == "site-planned\n"
     assert (tmp_path / "results" / "tiny" / "fit-h100x1.csv").read_text().count("wt103-small-gpt") == 1
+
+
+def test_the_report_shows_the_grids_status_as_one_more_captioned_item(tmp_path):
+    """`snakemake` (rule all) runs `python -m pipeline status` once every training run is done, into a file marked
+    for `snakemake --report` under Status with its caption (workflow/report/status.rst)."""
+    result = snakemake("-n", "-p", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path),
+                       "--config", "preset=tiny")
+    assert result.returncode == 0, result.stderr[-2000:]
+    [status] = [job for job in dry_run_jobs(result.stdout) if job["rule"] == "status"]
+    assert re.search(r"python -m pipeline status --preset tiny --overrides '?\{\}'? --results results/tiny +> "
+                     r"results/tiny/status.txt", status["shell"]), status
+    rules = (ROOT / "workflow" / "rules" / "report.smk").read_text()
+    assert re.search(r'report\(\s*f"\{RESULTS\}/status.txt",\s*caption="../report/status.rst",\s*category="Status"',
+                     rules)
+    assert "pipeline status" in (ROOT / "workflow" / "report" / "status.rst").read_text()

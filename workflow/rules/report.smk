@@ -1,6 +1,7 @@
-"""The scorecard: our numbers and evidence beside the paper's, from the stages' tidy files only.
+"""The scorecard: our numbers and evidence beside the paper's, from the stages' tidy files only; and the grid's
+status (``python -m pipeline status``) once its training runs are done.
 
-Seconds of CPU: it runs on the submit host (``localrule``). Caption: workflow/report/scorecard.rst.
+Seconds of CPU: both run on the submit host (``localrule``). Captions: workflow/report/scorecard.rst, status.rst.
 """
 
 
@@ -36,3 +37,29 @@ rule scorecard:
         " --preset {params.preset:q} --runs-csv {input.runs:q} --finetune {input.finetune:q}"
         " --downstream {input.downstream:q} --spectra {input.spectra:q} --untrained-spectra {input.untrained_spectra:q}"
         " --clustering-sweep {input.clustering_sweep:q} --memory {input.memory:q} > {log:q} 2>&1"
+
+
+rule status:
+    input:
+        runs=PRETRAIN_TARGETS,
+        finetunes=FINETUNE_TARGETS,
+    output:
+        report(
+            f"{RESULTS}/status.txt",
+            caption="../report/status.rst",
+            category="Status",
+            labels={"table": "Status"},
+        ),
+    params:
+        preset=GIVEN_CONFIG.get("preset", "tiny"),
+        overrides=json.dumps({key: value for key, value in GIVEN_CONFIG.items() if key != "preset"}, sort_keys=True),
+        results=RESULTS,
+        site=["--site", SITE_FILE] if SITE_FILE is not None else [],
+    log:
+        f"{RESULTS}/logs/report/status.log",
+    resources:
+        **TIDY_FILE_RESOURCES,
+    localrule: True
+    shell:
+        "python -m pipeline status --preset {params.preset:q} --overrides {params.overrides:q}"
+        " --results {params.results:q} {params.site:q} > {output:q} 2> {log:q}"

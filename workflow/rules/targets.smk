@@ -98,4 +98,5 @@ REPORT_TARGETS = [
     *(figure_files(f"{FIGURES}/time_mlp_design") if TIME_MLP_DESIGN_SUMMARIES else []),
     *figure_files(f"{FIGURES}/memory"),
     *table_files(f"{RESULTS}/scorecard", formats=("md", "csv", "html")),
+    f"{RESULTS}/status.txt",
 ]
