@@ -53,7 +53,7 @@ rule status:
     params:
         preset=GIVEN_CONFIG.get("preset", "tiny"),
         overrides=json.dumps({key: value for key, value in GIVEN_CONFIG.items() if key != "preset"}, sort_keys=True),
-        results=RESULTS,
+        results=lambda wildcards, output: os.path.dirname(output[0]),
         site=["--site", SITE_FILE] if SITE_FILE is not None else [],
     log:
         f"{RESULTS}/logs/report/status.log",
