@@ -246,3 +246,20 @@ def test_a_red_shapes_row_still_stops_its_runs_after_a_green_row_of_the_same_mod
     with pytest.raises(PreflightError, match="the preflight of shape gpt-medium-g2-mb0 .run owt-medium-gpt. failed"):
         jobs.training("owt-medium-gpt")
     assert set(training_shapes(paper, jobs)) == shapes_before
+
+
+def test_the_fit_table_plans_a_run_at_the_gpu_count_a_preflight_gives_it_and_at_the_one_before(tmp_path):
+    """A green row measuring wt103-medium-gpt 10× faster than estimated gives owt-medium-gpt (the same model) 1 GPU
+    instead of 2: the fit table plans it on both counts, so its job finds its row whichever sizing it reads, and the
+    fit rule's digest changes, so that Snakemake plans the table again."""
+    from pipeline.planning.fit import planned_jobs, plans_digest
+
+    paper, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
+    estimated = JobSizing(paper, site).cost("wt103-medium-gpt")["tokens_per_s_per_gpu"]
+    report = write_report(tmp_path / "preflight.csv", "gpt-medium-g1-mb0", "wt103-medium-gpt", "h100",
+                          tokens_per_s_per_device=10 * estimated)
+    before = [count for _, count, _ in planned_jobs(paper, None, None, site, ["owt-medium-gpt"])]
+    after = [count for _, count, _ in planned_jobs(paper, None, None, site, ["owt-medium-gpt"], report)]
+    assert before == [2] and after == [2, 1]
+    assert plans_digest(paper, None, None, site, report) != plans_digest(paper, None, None, site)
+    assert plans_digest(paper, None, None, site, tmp_path / "absent.csv") == plans_digest(paper, None, None, site)

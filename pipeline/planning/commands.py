@@ -95,7 +95,9 @@ def _fit(args: argparse.Namespace) -> None:
     name = "fit" if site is not None else f"fit-{device}x{gpus}"
     md = args.md or results / config["preset"] / f"{name}.md"
     table = args.csv or results / config["preset"] / f"{name}.csv"
-    rows = write_fit(config, device, gpus, args.runs.split(",") if args.runs else None, md, table, site)
+    preflight = args.preflight or results / config["preset"] / "preflight.csv"
+    rows = write_fit(config, device, gpus, args.runs.split(",") if args.runs else None, md, table, site,
+                     preflight if site is not None else None)
     logging.info("fit finished: %d workloads, %d fit at the paper batch, %d with gradient accumulation, %d do not fit",
                  len(rows), sum(r["fits_at_paper_batch"] for r in rows),
                  sum(r["fits"] and not r["fits_at_paper_batch"] for r in rows), sum(not r["fits"] for r in rows))
@@ -132,6 +134,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
                      help="markdown table (default: <results>/<preset>/fit.md with --site, the table the SLURM jobs "
                           "read; else results/<preset>/fit-<device>x<gpus>.md)")
     fit.add_argument("--csv", type=Path, default=None, help="CSV table (default: as --md, .csv)")
+    fit.add_argument("--preflight", type=Path, default=None,
+                     help="with --site: the preflight report whose measured throughput resizes jobs; their rows are "
+                          "planned at both GPU counts (default: <results>/<preset>/preflight.csv, where it exists)")
     fit.set_defaults(run=_fit)
 
     status = verbs.add_parser("status", help="each training run's state (done, running, stopped, failed, missing) "

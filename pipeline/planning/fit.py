@@ -121,29 +121,36 @@ def fit_rows(chosen: list[Workload], vocab_sizes: list[int], gpus: list[int],
     return rows
 
 
-def site_gpus(config: dict[str, Any], site: Site, chosen: list[Workload]) -> list[int]:
-    """The GPUs each workload's job gets at ``site`` (``pipeline.planning.jobs``): a pretraining run's and a
-    fine-tune's from its size, a memory probe's one node's; a downstream job's one."""
+def site_gpus(config: dict[str, Any], site: Site, chosen: list[Workload],
+              preflight_table: Path | None = None) -> list[tuple[int, ...]]:
+    """The GPU counts each workload's job may get at ``site`` (``pipeline.planning.jobs``): a pretraining run's and a
+    fine-tune's from its size, as sized before the preflight and, where ``preflight_table`` exists, after its measured
+    throughput resized it (both, so that the table has the row its job reads either way); a memory probe's one
+    node's; a downstream job's one."""
     from pipeline.planning.jobs import JobSizing
 
     if site.gpus_per_node == 0:
         raise ValueError("--site: the site has no GPUs (gpus_per_node 0); there is no GPU memory to plan for.")
-    jobs = JobSizing(config, site)
+    sizings = [JobSizing(config, site)]
+    if preflight_table is not None and Path(preflight_table).is_file():
+        sizings.append(JobSizing(config, site, preflight_table=preflight_table))
 
-    def gpus(workload: Workload) -> int:
+    def gpus(workload: Workload, jobs: JobSizing) -> int:
         if workload.kind == "downstream":
             return 1
         if workload.kind == "probe":
             return jobs.memory_probe_gpu_count(workload.run_id)
         return jobs.training_gpu_count(workload.run_id)
 
-    return [gpus(workload) for workload in chosen]
+    return [tuple(dict.fromkeys(gpus(workload, jobs) for jobs in sizings)) for workload in chosen]
 
 
 def planned_jobs(config: dict[str, Any], device: str | None, gpus: int | None, site: Site | None,
-                 run_ids: list[str] | None = None) -> list[tuple[Workload, int, int]]:
+                 run_ids: list[str] | None = None,
+                 preflight_table: Path | None = None) -> list[tuple[Workload, int, int]]:
     """``(workload, GPUs, device bytes)`` of every workload of ``config`` (or of ``run_ids``): on ``gpus`` GPUs of
-    ``device``, or, given a ``site``, on the GPUs the site gives each job, of the site's memory."""
+    ``device``, or, given a ``site``, on each GPU count the site may give its job (``site_gpus``), of the site's
+    memory."""
     if site is None and device not in DEVICE_MEMORY_BYTES:
         raise ValueError(f"--device {device!r}: unknown GPU; expected one of {sorted(DEVICE_MEMORY_BYTES)}.")
     known = workloads(config)
@@ -154,29 +161,34 @@ def planned_jobs(config: dict[str, Any], device: str | None, gpus: int | None, s
     chosen = [known[run_id] for run_id in run_ids or known]
     if site is None:
         return [(workload, gpus, DEVICE_MEMORY_BYTES[device]) for workload in chosen]
-    return [(workload, count, site.gpu_memory_bytes) for workload, count in zip(chosen, site_gpus(config, site, chosen),
-                                                                              strict=True)]
+    return [(workload, count, site.gpu_memory_bytes)
+            for workload, counts in zip(chosen, site_gpus(config, site, chosen, preflight_table), strict=True)
+            for count in counts]
 
 
-def plans_digest(config: dict[str, Any], device: str | None, gpus: int | None, site: Site | None) -> str:
+def plans_digest(config: dict[str, Any], device: str | None, gpus: int | None, site: Site | None,
+                 preflight_table: Path | None = None) -> str:
     """A hash of every row the fit table of ``config`` would hold (run, ``plan_key``, GPUs, memory and the share
     JAX may use): the ``fit`` rule's parameter, so that Snakemake plans again when the preset or the site changes
-    what a row means, and not when only learning rates or step counts change."""
+    what a row means (a preflight report that resizes a job included), and not when only learning rates or step
+    counts change."""
     rows = sorted((workload.run_id, plan_key(workload, workload_vocab_size(config, workload)), count, device_bytes,
                    int(device_bytes * gpu_memory_fraction()))
-                  for workload, count, device_bytes in planned_jobs(config, device, gpus, site))
+                  for workload, count, device_bytes in planned_jobs(config, device, gpus, site,
+                                                                    preflight_table=preflight_table))
     return json_digest(rows, length=16)
 
 
 def write_fit(config: dict[str, Any], device: str | None, gpus: int | None, run_ids: list[str] | None, out_md: Path,
-              out_csv: Path, site: Site | None = None) -> list[dict[str, Any]]:
+              out_csv: Path, site: Site | None = None, preflight_table: Path | None = None) -> list[dict[str, Any]]:
     """Plan every workload of ``config`` (or those of ``run_ids``) and write the fit table: on ``gpus`` GPUs per
-    training job of ``device``, or, given a ``site``, on the GPUs the site gives each job, of the site's memory.
+    training job of ``device``, or, given a ``site``, on each GPU count the site may give each job (before and, where
+    the preflight report ``preflight_table`` exists, after the preflight resized it), of the site's memory.
     With ``run_ids``, the new rows replace the rows of the same jobs in an existing ``out_csv`` and the others are
     kept; without, the table holds the new rows only. Returns the new rows."""
     from pipeline.artifacts import atomic_write_text
 
-    jobs = planned_jobs(config, device, gpus, site, run_ids)
+    jobs = planned_jobs(config, device, gpus, site, run_ids, preflight_table)
     device_bytes = jobs[0][2]
     chosen = [workload for workload, _, _ in jobs]
     rows = fit_rows(chosen, [workload_vocab_size(config, workload) for workload in chosen],

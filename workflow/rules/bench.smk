@@ -14,9 +14,10 @@ rule fit:
         # The preset file and the --config overrides this run resolved, so the table has the rows its jobs ask for.
         preset=GIVEN_CONFIG.get("preset", "tiny"),
         overrides=json.dumps({key: value for key, value in GIVEN_CONFIG.items() if key != "preset"}, sort_keys=True),
-        target=FIT_TARGET,
-        # What every row means (runs as the preset defines them, GPUs, memory): a change plans the table again.
-        plans=lambda wildcards: plans_digest(config, FIT_DEVICE, FIT_GPUS, SITE),
+        target=FIT_TARGET + (["--preflight", f"{RESULTS}/preflight.csv"] if SITE_FILE is not None else []),
+        # What every row means (runs as the preset defines them, GPUs, memory, GPU counts a preflight report gives):
+        # a change plans the table again.
+        plans=lambda wildcards: plans_digest(config, FIT_DEVICE, FIT_GPUS, SITE, f"{RESULTS}/preflight.csv"),
     log:
         f"{RESULTS}/logs/bench/fit.log",
     benchmark:
