@@ -11,7 +11,7 @@ from contract_files import populate_preset
 from pipeline.config import load_preset, pretrain_runs
 
 ROOT = Path(__file__).resolve().parents[2]
-REPORT_RULES = ["perplexity_table", "figure_curves", "figure_clustering", "scorecard"]
+REPORT_RULES = ["perplexity_table", "pretrain_runs_csv", "figure_curves", "figure_clustering", "scorecard"]
 TARGETS = ["results/tiny/tables/perplexity.html", "results/tiny/figures/curves/owt-small.png",
            "results/tiny/figures/clustering_trajectories.png", "results/tiny/figures/clustering_stats.png",
            "results/tiny/scorecard.html"]

@@ -52,11 +52,16 @@ rule status:
         ),
     params:
         preset=GIVEN_CONFIG.get("preset", "tiny"),
-        overrides=json.dumps({key: value for key, value in GIVEN_CONFIG.items() if key != "preset"}, sort_keys=True),
+        # Where Ray runs changes no run's state: an override of `ray` alone does not write the status again.
+        overrides=json.dumps(
+            {key: value for key, value in GIVEN_CONFIG.items() if key not in ("preset", "ray")}, sort_keys=True
+        ),
         results=lambda wildcards, output: os.path.dirname(output[0]),
         site=["--site", SITE_FILE] if SITE_FILE is not None else [],
     log:
         f"{RESULTS}/logs/report/status.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/report/status.tsv"
     resources:
         **TIDY_FILE_RESOURCES,
     localrule: True
