@@ -216,7 +216,7 @@ def test_changing_one_run_recomputes_only_what_depends_on_it(tiny_dag, ray_head)
     counts = job_counts(result.stdout + result.stderr)
     assert counts.pop("pretrain") == 1 and counts.pop("all") == 1
     assert counts.pop("figure_curves") == 1
-    assert set(counts) <= {"perplexity_table", "model_spec_table", "scorecard"}, counts
+    assert set(counts) <= {"perplexity_table", "model_spec_table", "pretrain_runs_csv", "scorecard", "status"}, counts
     summary = json.loads((workdir / target).read_text())
     assert summary["resumed_from_step"] == summary["steps"], "the same fingerprint resumes its final checkpoint"
     assert {key: summary[key] for key in ("val_loss", "steps_done", "fingerprint", "final_train_loss")} == {
