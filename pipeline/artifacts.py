@@ -25,8 +25,24 @@ import yaml
 
 from pipeline.config import REPO_ROOT, RunSpec
 
-TRACKED_PACKAGES = ("levanter", "haliax", "jax", "jaxlib", "equinox", "optax", "ray", "lm_eval", "snakemake",
-                    "torch", "transformers", "tokenizers", "datasets", "pandas", "seaborn", "numpy")
+TRACKED_PACKAGES = (
+    "levanter",
+    "haliax",
+    "jax",
+    "jaxlib",
+    "equinox",
+    "optax",
+    "ray",
+    "lm_eval",
+    "snakemake",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "datasets",
+    "pandas",
+    "seaborn",
+    "numpy",
+)
 
 
 def publish(tmp: str | Path, path: Path) -> None:
@@ -69,11 +85,14 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
             records.append(json.loads(line))
         except json.JSONDecodeError:
             if number == lines[-1][0]:
-                logging.getLogger(__name__).warning("%s: line %d is torn (the job was killed while writing it); "
-                                                    "dropped.", path, number)
+                logging.getLogger(__name__).warning(
+                    "%s: line %d is torn (the job was killed while writing it); dropped.", path, number
+                )
                 continue
-            raise ValueError(f"{path}: line {number} is not JSON; the metrics log is corrupt (move the run folder "
-                             f"aside to retrain the run).") from None
+            raise ValueError(
+                f"{path}: line {number} is not JSON; the metrics log is corrupt (move the run folder "
+                f"aside to retrain the run)."
+            ) from None
     return records
 
 
@@ -85,17 +104,22 @@ def resume_metrics(path: Path, resume_step: int) -> None:
     dropped (all of them when it is 0: the run evaluates its start again), so a resumed run's log reads as one
     uninterrupted run."""
     records = read_metrics(path) if path.exists() else []
-    kept = [record for record in records if record["step"] < resume_step
-            or (record["step"] == resume_step > 0 and "eval_loss" in record)]
+    kept = [
+        record
+        for record in records
+        if record["step"] < resume_step or (record["step"] == resume_step > 0 and "eval_loss" in record)
+    ]
     atomic_write_text(path, "".join(json.dumps(record) + "\n" for record in kept))
 
 
 def git_commit() -> dict[str, Any]:
     """The checkout's commit and whether it has uncommitted changes (None outside a git checkout)."""
+
     def git(*args: str) -> str | None:
         try:
-            return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                                  check=True).stdout.strip()
+            return subprocess.run(
+                ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+            ).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             return None
 
@@ -111,8 +135,12 @@ def ray_placement() -> dict[str, Any] | None:
     if not ray.is_initialized():
         return None
     context = ray.get_runtime_context()
-    return {"gcs_address": context.gcs_address, "node_id": context.get_node_id(),
-            "job_id": context.get_job_id(), "cluster_cpus": ray.cluster_resources().get("CPU")}
+    return {
+        "gcs_address": context.gcs_address,
+        "node_id": context.get_node_id(),
+        "job_id": context.get_job_id(),
+        "cluster_cpus": ray.cluster_resources().get("CPU"),
+    }
 
 
 def provenance(started: float, devices: list[str] | None = None) -> dict[str, Any]:
@@ -157,5 +185,6 @@ def require_complete_checkpoint(run_dir: str | Path) -> None:
 
 def missing_checkpoint(run_dir: str | Path) -> FileNotFoundError:
     """The error of a run folder without a complete checkpoint (a fine-tune's or analysis's source not trained)."""
-    return FileNotFoundError(f"{run_dir}/checkpoints: no complete checkpoint (step-N/metadata.json); "
-                             f"train the run first.")
+    return FileNotFoundError(
+        f"{run_dir}/checkpoints: no complete checkpoint (step-N/metadata.json); train the run first."
+    )

@@ -22,8 +22,16 @@ from pipeline.preflight import commands as preflight_commands
 from pipeline.report import commands as report_commands
 from pipeline.train import commands as train_commands
 
-STAGES = (data_commands, train_commands, evaluate_commands, analysis_commands, report_commands, planning_commands,
-          bench_commands, preflight_commands)
+STAGES = (
+    data_commands,
+    train_commands,
+    evaluate_commands,
+    analysis_commands,
+    report_commands,
+    planning_commands,
+    bench_commands,
+    preflight_commands,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

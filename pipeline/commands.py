@@ -35,10 +35,17 @@ def add_ray_options(parser: argparse.ArgumentParser, *, gpus: bool = False) -> N
     come from ``PIPELINE_RAY_ADDRESS``/``PIPELINE_RAY_NUM_CPUS``, which the workflow sets from the preset's ``ray``
     section for every job."""
     num_cpus = os.environ.get(RAY_PLACEMENT_ENV["num_cpus"])
-    parser.add_argument("--ray-address", default=os.environ.get(RAY_PLACEMENT_ENV["address"]),
-                        help="existing Ray cluster ('auto' or host:port; default: $PIPELINE_RAY_ADDRESS)")
-    parser.add_argument("--ray-num-cpus", type=int, default=int(num_cpus) if num_cpus else None,
-                        help="CPUs of the embedded local Ray (default: $PIPELINE_RAY_NUM_CPUS)")
+    parser.add_argument(
+        "--ray-address",
+        default=os.environ.get(RAY_PLACEMENT_ENV["address"]),
+        help="existing Ray cluster ('auto' or host:port; default: $PIPELINE_RAY_ADDRESS)",
+    )
+    parser.add_argument(
+        "--ray-num-cpus",
+        type=int,
+        default=int(num_cpus) if num_cpus else None,
+        help="CPUs of the embedded local Ray (default: $PIPELINE_RAY_NUM_CPUS)",
+    )
     if gpus:
         parser.add_argument("--gpus", type=float, default=0, help="GPUs the Ray task asks for")
 

@@ -83,8 +83,12 @@ def stop_jobs_on_signals(previous: dict[int, Any], spared: set[int], shutdown: C
         for each in STOP_SIGNALS:
             signal.signal(each, signal.SIG_IGN)
         jobs = job_processes(driver, spared)
-        logger.warning("%s: stopping %d running job process(es), each through its own stop path (a training job saves "
-                       "a checkpoint first), then the shared Ray", signal.Signals(number).name, len(jobs))
+        logger.warning(
+            "%s: stopping %d running job process(es), each through its own stop path (a training job saves "
+            "a checkpoint first), then the shared Ray",
+            signal.Signals(number).name,
+            len(jobs),
+        )
         for pid in jobs:
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -92,8 +96,9 @@ def stop_jobs_on_signals(previous: dict[int, Any], spared: set[int], shutdown: C
                 pass
         left = wait_for_exit(jobs, JOB_STOP_WAIT_S)
         if left:
-            logger.warning("%d job process(es) still ran after %.0f s: Ray stops under them", len(left),
-                           JOB_STOP_WAIT_S)
+            logger.warning(
+                "%d job process(es) still ran after %.0f s: Ray stops under them", len(left), JOB_STOP_WAIT_S
+            )
         shutdown()
         for each, handler in previous.items():
             signal.signal(each, handler)

@@ -78,26 +78,36 @@ def failure_sentence(error: BaseException, what: str) -> tuple[str, bool]:
     chain = list(_chain(error))
     for cause in chain:
         if isinstance(cause, MemoryError) or _ray_error(cause, ("OutOfMemoryError",)):
-            return (f"error: {what} ran out of host memory ({type(cause).__name__}); give the job more memory "
-                    f"(the rule's mem_mb resource or a larger node) or lower the batch or problem size, then rerun; "
-                    f"the traceback is in the job log."), True
+            return (
+                f"error: {what} ran out of host memory ({type(cause).__name__}); give the job more memory "
+                f"(the rule's mem_mb resource or a larger node) or lower the batch or problem size, then rerun; "
+                f"the traceback is in the job log."
+            ), True
         if "RESOURCE_EXHAUSTED" in str(cause):
-            return (f"error: {what} ran out of accelerator memory (XLA RESOURCE_EXHAUSTED); lower batch_size or give "
-                    f"it more or larger GPUs (the rule's gpu resource), then rerun; the traceback is in the job "
-                    f"log."), True
+            return (
+                f"error: {what} ran out of accelerator memory (XLA RESOURCE_EXHAUSTED); lower batch_size or give "
+                f"it more or larger GPUs (the rule's gpu resource), then rerun; the traceback is in the job "
+                f"log."
+            ), True
         if _ray_error(cause, RAY_CRASHES):
-            return (f"error: the Ray worker running {what} died ({type(cause).__name__}: its process was killed, "
-                    f"e.g. by the kernel's out-of-memory killer, or its node went away); see the job log and Ray's "
-                    f"logs (/tmp/ray/session_latest/logs on the worker's node), then rerun: training resumes from "
-                    f"its newest checkpoint."), True
+            return (
+                f"error: the Ray worker running {what} died ({type(cause).__name__}: its process was killed, "
+                f"e.g. by the kernel's out-of-memory killer, or its node went away); see the job log and Ray's "
+                f"logs (/tmp/ray/session_latest/logs on the worker's node), then rerun: training resumes from "
+                f"its newest checkpoint."
+            ), True
         if (isinstance(cause, OSError) and cause.errno in DISK_FULL) or "No space left on device" in str(cause):
             where = getattr(cause, "filename", None) or "its output"
-            return (f"error: the disk is full: {what} could not write {where}; free space (or quota) on that file "
-                    f"system or move results/ to a larger one, then rerun."), True
+            return (
+                f"error: the disk is full: {what} could not write {where}; free space (or quota) on that file "
+                f"system or move results/ to a larger one, then rerun."
+            ), True
     if isinstance(error, RunStopped):
         return f"error: {error}", False
     if isinstance(error, (ValueError, FileNotFoundError)):
         return f"error: {error}", not _raised_by_pipeline(error)
     first_line = (str(error).strip().splitlines() or [""])[0][:300]
-    return (f"error: {what} failed unexpectedly ({type(error).__name__}: {first_line}); the traceback above in the "
-            f"job log shows where; this is a bug in the pipeline, please report it."), True
+    return (
+        f"error: {what} failed unexpectedly ({type(error).__name__}: {first_line}); the traceback above in the "
+        f"job log shows where; this is a bug in the pipeline, please report it."
+    ), True

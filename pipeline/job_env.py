@@ -21,9 +21,19 @@ leave 20 GB of an 80 GB GPU unused. Every Ray task runs with this value (``pipel
 against it. A value already set in the environment wins in both places."""
 HUB_OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 """The Hugging Face hub and ``datasets`` read the local cache only."""
-FORWARDED_ENV = ("HF_HUB_OFFLINE", "RAY_AUTH_MODE", "HF_DATASETS_OFFLINE", "HF_HOME", "JAX_PLATFORMS", "XLA_FLAGS",
-                 "JAX_COMPILATION_CACHE_DIR", "PYTHONHASHSEED", TRACKERS_ENV, WANDB_ENV,
-                 "WANDB_MODE")
+FORWARDED_ENV = (
+    "HF_HUB_OFFLINE",
+    "RAY_AUTH_MODE",
+    "HF_DATASETS_OFFLINE",
+    "HF_HOME",
+    "JAX_PLATFORMS",
+    "XLA_FLAGS",
+    "JAX_COMPILATION_CACHE_DIR",
+    "PYTHONHASHSEED",
+    TRACKERS_ENV,
+    WANDB_ENV,
+    "WANDB_MODE",
+)
 """What a job hands on to its Ray task (a worker of an existing cluster does not inherit the job's environment)."""
 
 

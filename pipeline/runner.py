@@ -31,8 +31,16 @@ from pipeline.stop_signals import JOB_STOP_SIGNALS
 
 logger = logging.getLogger(__name__)
 
-def run_on_ray(target: str, *args: Any, address: str | None, num_cpus: int | None = None,
-               num_gpus: float = 0, uses_torch: bool = False, **kwargs: Any) -> Any:
+
+def run_on_ray(
+    target: str,
+    *args: Any,
+    address: str | None,
+    num_cpus: int | None = None,
+    num_gpus: float = 0,
+    uses_torch: bool = False,
+    **kwargs: Any,
+) -> Any:
     """Execute ``target(*args, **kwargs)`` as one Ray task and return its result; errors re-raise here. ``target``
     names the function as ``"module:function"``; its module is imported in the worker (``task_function``). Ray's log
     de-duplication is off: it drops task log lines that differ only in numbers (e.g. per-shot summaries).
@@ -49,8 +57,11 @@ def run_on_ray(target: str, *args: Any, address: str | None, num_cpus: int | Non
     env_vars[GPU_MEMORY_FRACTION_ENV] = str(gpu_memory_fraction())
     if not uses_torch:
         env_vars["USE_TORCH"] = "0"
-    init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True,
-                                 "runtime_env": {"env_vars": env_vars}}
+    init_args: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": True,
+        "runtime_env": {"env_vars": env_vars},
+    }
     if address is None:
         # Inside a SLURM job: the job's CPUs and GPUs, not the node's (an explicit num_cpus still wins).
         init_args.update({"address": "local", **slurm_allocation(), **({"num_cpus": num_cpus} if num_cpus else {})})
@@ -62,9 +73,11 @@ def run_on_ray(target: str, *args: Any, address: str | None, num_cpus: int | Non
     try:
         available = ray.cluster_resources().get("GPU", 0)
         if num_gpus > available:
-            raise GpuRequestError(f"{task_name(target)}: the job asks for {num_gpus:g} GPU(s) but the Ray cluster "
-                                  f"({address or 'embedded local Ray'}) has {available:g}; run on a GPU node "
-                                  f"or with --gpus 0.")
+            raise GpuRequestError(
+                f"{task_name(target)}: the job asks for {num_gpus:g} GPU(s) but the Ray cluster "
+                f"({address or 'embedded local Ray'}) has {available:g}; run on a GPU node "
+                f"or with --gpus 0."
+            )
         task = ray.remote(num_cpus=1, num_gpus=num_gpus, max_retries=0)(marked_task(target))
         logger.info("Submitting %s to Ray (%s)", task_name(target), address or "embedded local Ray")
         ref = task.remote(*args, **kwargs)
@@ -87,8 +100,10 @@ class RayAddressError(ValueError):
 
 
 RAY_CONNECT_TIMEOUT_S = 10.0
-ADDRESS_SOURCE = ("--ray-address or $PIPELINE_RAY_ADDRESS: the preset's ray.address, or in a local run the Ray that "
-                  "Snakemake started for its jobs")
+ADDRESS_SOURCE = (
+    "--ray-address or $PIPELINE_RAY_ADDRESS: the preset's ray.address, or in a local run the Ray that "
+    "Snakemake started for its jobs"
+)
 
 
 def require_ray_cluster_answers(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
@@ -102,9 +117,11 @@ def require_ray_cluster_answers(address: str, timeout_s: float = RAY_CONNECT_TIM
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as error:
-        raise RayAddressError(f"no Ray cluster answers at {address} ({ADDRESS_SOURCE}): {error.strerror or error}; "
-                              "start that cluster (profiles/slurm/ray-cluster.sbatch) or fix ray.address (null: an "
-                              "embedded Ray in each job), or rerun the local snakemake whose Ray ended.") from None
+        raise RayAddressError(
+            f"no Ray cluster answers at {address} ({ADDRESS_SOURCE}): {error.strerror or error}; "
+            "start that cluster (profiles/slurm/ray-cluster.sbatch) or fix ray.address (null: an "
+            "embedded Ray in each job), or rerun the local snakemake whose Ray ended."
+        ) from None
 
 
 class cancel_on_stop_signals:

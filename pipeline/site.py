@@ -72,14 +72,27 @@ class Site:
 
 
 FORBIDDEN_SBATCH_FLAGS = {
-    "--job-name": r"--job-name[=\s]|-J\s?", "--output": r"--output[=\s]|-o\s", "--error": r"--error[=\s]|-e\s",
-    "--parsable": r"--parsable", "--export": r"--export[=\s]", "--comment": r"--comment[=\s]",
-    "--workdir": r"--workdir[=\s]|-D\s", "--account": r"--account[=\s]|-A\s",
-    "--partition": r"--partition[=\s]|-p\s", "--mem": r"--mem[=\s]", "--mem-per-cpu": r"--mem-per-cpu[=\s]",
-    "--ntasks": r"--ntasks[=\s]|-n\s", "--ntasks-per-gpu": r"--ntasks-per-gpu[=\s]",
-    "--cpus-per-task": r"--cpus-per-task[=\s]|-c\s", "--cpus-per-gpu": r"--cpus-per-gpu[=\s]",
-    "--time": r"--time[=\s]|-t\s", "--constraint": r"--constraint[=\s]|-C\s", "--qos": r"--qos[=\s]",
-    "--nodes": r"--nodes[=\s]|-N\s", "--clusters": r"--clusters[=\s]", "--gres": r"--gres[=\s]",
+    "--job-name": r"--job-name[=\s]|-J\s?",
+    "--output": r"--output[=\s]|-o\s",
+    "--error": r"--error[=\s]|-e\s",
+    "--parsable": r"--parsable",
+    "--export": r"--export[=\s]",
+    "--comment": r"--comment[=\s]",
+    "--workdir": r"--workdir[=\s]|-D\s",
+    "--account": r"--account[=\s]|-A\s",
+    "--partition": r"--partition[=\s]|-p\s",
+    "--mem": r"--mem[=\s]",
+    "--mem-per-cpu": r"--mem-per-cpu[=\s]",
+    "--ntasks": r"--ntasks[=\s]|-n\s",
+    "--ntasks-per-gpu": r"--ntasks-per-gpu[=\s]",
+    "--cpus-per-task": r"--cpus-per-task[=\s]|-c\s",
+    "--cpus-per-gpu": r"--cpus-per-gpu[=\s]",
+    "--time": r"--time[=\s]|-t\s",
+    "--constraint": r"--constraint[=\s]|-C\s",
+    "--qos": r"--qos[=\s]",
+    "--nodes": r"--nodes[=\s]|-N\s",
+    "--clusters": r"--clusters[=\s]",
+    "--gres": r"--gres[=\s]",
     "--gpus": r"--gpus[=\s]",
 }
 """sbatch flags snakemake-executor-plugin-slurm sets itself and refuses in ``slurm_extra`` at the first submission
@@ -95,8 +108,10 @@ def load_site(path: str | Path) -> Site:
     if not path.is_absolute():
         path = REPO_ROOT / path
     if not path.is_file():
-        raise FileNotFoundError(f"site settings {path} do not exist; copy {EXAMPLE} to it and set your cluster's "
-                                "partitions, account, GPUs, walltime limit and shared Hugging Face cache.")
+        raise FileNotFoundError(
+            f"site settings {path} do not exist; copy {EXAMPLE} to it and set your cluster's "
+            "partitions, account, GPUs, walltime limit and shared Hugging Face cache."
+        )
     document = yaml.safe_load(path.read_text()) or {}
     try:
         check_schema(document, SITE_SCHEMA, str(path))
@@ -104,25 +119,35 @@ def load_site(path: str | Path) -> Site:
         raise ConfigError(f"{str(error).rstrip('.')} (every key is described in {EXAMPLE}).") from None
     site = document["site"]
     if site["gpu_model"] is not None and site["gpus_per_node"] == 0:
-        raise ValueError(f"{path}: key 'site.gpu_model' is {site['gpu_model']!r} but 'site.gpus_per_node' is 0; "
-                         "set gpu_model to null on a cluster without GPUs.")
+        raise ValueError(
+            f"{path}: key 'site.gpu_model' is {site['gpu_model']!r} but 'site.gpus_per_node' is 0; "
+            "set gpu_model to null on a cluster without GPUs."
+        )
     if site["offline_nodes"] and site["hf_home"] is None:
-        raise ValueError(f"{path}: key 'site.hf_home' is null but 'site.offline_nodes' is true; set hf_home to a "
-                         "Hugging Face cache on a filesystem every node sees (the prefetch fills it on the login "
-                         "node, offline jobs read it), or set offline_nodes to false if compute nodes reach the hub.")
+        raise ValueError(
+            f"{path}: key 'site.hf_home' is null but 'site.offline_nodes' is true; set hf_home to a "
+            "Hugging Face cache on a filesystem every node sees (the prefetch fills it on the login "
+            "node, offline jobs read it), or set offline_nodes to false if compute nodes reach the hub."
+        )
     if site["target_runtime_min"] > site["max_runtime_min"]:
-        raise ValueError(f"{path}: key 'site.target_runtime_min' ({site['target_runtime_min']}) exceeds "
-                         f"'site.max_runtime_min' ({site['max_runtime_min']}), so no run could be sized to finish "
-                         "within it; set target_runtime_min to at most the GPU partition's MaxTime.")
+        raise ValueError(
+            f"{path}: key 'site.target_runtime_min' ({site['target_runtime_min']}) exceeds "
+            f"'site.max_runtime_min' ({site['max_runtime_min']}), so no run could be sized to finish "
+            "within it; set target_runtime_min to at most the GPU partition's MaxTime."
+        )
     startup = site.get("chunk_startup_min", DEFAULT_CHUNK_STARTUP_MIN)
     if startup >= site["max_runtime_min"]:
-        raise ValueError(f"{path}: key 'site.chunk_startup_min' ({startup:g}) is not below 'site.max_runtime_min' "
-                         f"({site['max_runtime_min']}), so a training job would never reach its first step; set it "
-                         "to the minutes a training job takes before its first step and after its last.")
+        raise ValueError(
+            f"{path}: key 'site.chunk_startup_min' ({startup:g}) is not below 'site.max_runtime_min' "
+            f"({site['max_runtime_min']}), so a training job would never reach its first step; set it "
+            "to the minutes a training job takes before its first step and after its last."
+        )
     for kind, flags in site["slurm_extra"].items():
         for flag, pattern in FORBIDDEN_SBATCH_FLAGS.items():
             if flags is not None and re.search(pattern, flags):
-                raise ValueError(f"{path}: key 'site.slurm_extra.{kind}' sets {flag}, which the SLURM executor "
-                                 "plugin sets itself from the other site keys and the job's resources; remove it.")
+                raise ValueError(
+                    f"{path}: key 'site.slurm_extra.{kind}' sets {flag}, which the SLURM executor "
+                    "plugin sets itself from the other site keys and the job's resources; remove it."
+                )
     expanded = {key: os.path.expanduser(os.path.expandvars(site[key])) for key in EXPANDED if site[key] is not None}
     return Site(**{**site, **expanded})

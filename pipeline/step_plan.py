@@ -11,8 +11,12 @@ from typing import Any
 
 def compiled_peak_bytes(memory_analysis) -> int:
     """XLA's per-device plan of a compiled computation: arguments + outputs + temporaries − aliased (donated)."""
-    return int(memory_analysis.argument_size_in_bytes + memory_analysis.output_size_in_bytes
-               + memory_analysis.temp_size_in_bytes - memory_analysis.alias_size_in_bytes)
+    return int(
+        memory_analysis.argument_size_in_bytes
+        + memory_analysis.output_size_in_bytes
+        + memory_analysis.temp_size_in_bytes
+        - memory_analysis.alias_size_in_bytes
+    )
 
 
 def causal_examples(tokens, eos_id: int, batch_axis):
@@ -49,16 +53,19 @@ def lay_out_abstract(tree, mapping) -> Any:
         if sharding is None:  # no array here (e.g. the optimizer state of a frozen parameter)
             return leaf
         if isinstance(leaf, hax.NamedArray):
-            return hax.NamedArray(jax.ShapeDtypeStruct(leaf.array.shape, leaf.array.dtype, sharding=sharding),
-                                  leaf.axes)
+            return hax.NamedArray(
+                jax.ShapeDtypeStruct(leaf.array.shape, leaf.array.dtype, sharding=sharding), leaf.axes
+            )
         return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
 
-    return jax.tree_util.tree_map(attach, shardings, tree,
-                                  is_leaf=lambda x: x is None or isinstance(x, jax.sharding.Sharding))
+    return jax.tree_util.tree_map(
+        attach, shardings, tree, is_leaf=lambda x: x is None or isinstance(x, jax.sharding.Sharding)
+    )
 
 
-def abstract_train_step_plan(trainer, model_init, vocab_size: int, seq_len: int, eos_id: int, key, *,
-                             is_trainable=True):
+def abstract_train_step_plan(
+    trainer, model_init, vocab_size: int, seq_len: int, eos_id: int, key, *, is_trainable=True
+):
     """``(state, memory_analysis)``: the Levanter ``trainer``'s train step (the function ``Trainer.train_step``
     runs when no jit hook is due) compiled for a state built by ``model_init`` and a batch of random tokens, all
     abstract: the state is ``Trainer.initial_state`` evaluated for shapes only (``is_trainable``: Levanter's filter
@@ -73,8 +80,9 @@ def abstract_train_step_plan(trainer, model_init, vocab_size: int, seq_len: int,
     from haliax.partitioning import named_jit
 
     state_key, data_key = jrandom.split(key)
-    state_shape = eqx.filter_eval_shape(trainer.initial_state, state_key, model_init=model_init,
-                                         is_trainable=is_trainable)
+    state_shape = eqx.filter_eval_shape(
+        trainer.initial_state, state_key, model_init=model_init, is_trainable=is_trainable
+    )
     Pos = Axis("position", seq_len)
 
     def random_batch(key):

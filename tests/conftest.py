@@ -21,10 +21,18 @@ ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")
 
 
-LONGEST_FIRST = ("tests/e2e/test_tiny_dag.py", "tests/cluster/test_slurm.py", "tests/bench/test_paper_shapes.py",
-                 "tests/train/test_run_integrity.py", "tests/evaluate/test_run_interfaces.py",
-                 "tests/train/test_resume.py", "tests/planning/test_fit.py", "tests/models/test_discretize.py",
-                 "tests/data/test_data_cache.py", "tests/planning/test_cost.py")
+LONGEST_FIRST = (
+    "tests/e2e/test_tiny_dag.py",
+    "tests/cluster/test_slurm.py",
+    "tests/bench/test_paper_shapes.py",
+    "tests/train/test_run_integrity.py",
+    "tests/evaluate/test_run_interfaces.py",
+    "tests/train/test_resume.py",
+    "tests/planning/test_fit.py",
+    "tests/models/test_discretize.py",
+    "tests/data/test_data_cache.py",
+    "tests/planning/test_cost.py",
+)
 """The longest test modules, longest first (their wall time in CI from a fresh clone of 466f9a9, 2026-11-24: the
 tiny DAG ~24 min; the SLURM cluster and the paper-shape smoke ~5 min each; run integrity ~4.5; the lm-eval CLI ~3.5;
 resume ~2; the rest 1–1.5), then the others. ``-n 2 --dist loadfile`` hands modules to the workers in this order:
@@ -43,10 +51,25 @@ def tiny_data_workdir(tmp_path_factory):
     (corpus, BPE tokenizer, Levanter cache)."""
     workdir = tmp_path_factory.mktemp("tiny-data")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"),
-                             "--directory", str(workdir), "--profile", str(ROOT / "profiles" / "ci"),
-                             "results/tiny/data/caches/wt103-bpe"], cwd=ROOT, capture_output=True, text=True,
-                            env=env, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--profile",
+            str(ROOT / "profiles" / "ci"),
+            "results/tiny/data/caches/wt103-bpe",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return workdir
 
@@ -66,10 +89,23 @@ def ray_head():
     port = free_port()
     temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     env = {**os.environ, "RAY_TMPDIR": temp_dir, "RAY_AUTH_MODE": "disabled"}
-    started = subprocess.Popen([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-                                "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               start_new_session=True)
+    started = subprocess.Popen(
+        [
+            RAY,
+            "start",
+            "--head",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     stdout, stderr = started.communicate(timeout=120)
     assert started.returncode == 0, stdout[-2000:] + stderr[-2000:]
     yield f"127.0.0.1:{port}"
@@ -91,19 +127,37 @@ def planned_fit_row():
     from pipeline.planning.fit_table import FIT_COLUMNS, plan_key
     from pipeline.planning.workloads import workload_vocab_size, workloads
 
-    def row(config: dict, run_id: str, gpus: int, micro_batch: int, *, device_bytes: int = 80 * 10**9,
-            fits: bool = True, fits_at_paper_batch: bool | None = None) -> dict:
+    def row(
+        config: dict,
+        run_id: str,
+        gpus: int,
+        micro_batch: int,
+        *,
+        device_bytes: int = 80 * 10**9,
+        fits: bool = True,
+        fits_at_paper_batch: bool | None = None,
+    ) -> dict:
         workload = workloads(config)[run_id]
         per_device = workload.batch_size // gpus
-        return {**dict.fromkeys(FIT_COLUMNS, 0), "run_id": run_id,
-                "plan_key": plan_key(workload, workload_vocab_size(config, workload)),
-                "role": workload.kind, "family": workload.run.model.family, "size": workload.run.size,
-                "time_embed_dim": workload.run.model.time_embed_dim, "seq_len": workload.run.model.seq_len,
-                "batch_size": workload.batch_size, "gpus": gpus, "per_device_batch": per_device,
-                "micro_batch": micro_batch, "accumulation": per_device // micro_batch, "device_bytes": device_bytes,
-                "usable_bytes": int(device_bytes * gpu_memory_fraction()), "fits": fits,
-                "fits_at_paper_batch": micro_batch == per_device if fits_at_paper_batch is None
-                else fits_at_paper_batch}
+        return {
+            **dict.fromkeys(FIT_COLUMNS, 0),
+            "run_id": run_id,
+            "plan_key": plan_key(workload, workload_vocab_size(config, workload)),
+            "role": workload.kind,
+            "family": workload.run.model.family,
+            "size": workload.run.size,
+            "time_embed_dim": workload.run.model.time_embed_dim,
+            "seq_len": workload.run.model.seq_len,
+            "batch_size": workload.batch_size,
+            "gpus": gpus,
+            "per_device_batch": per_device,
+            "micro_batch": micro_batch,
+            "accumulation": per_device // micro_batch,
+            "device_bytes": device_bytes,
+            "usable_bytes": int(device_bytes * gpu_memory_fraction()),
+            "fits": fits,
+            "fits_at_paper_batch": micro_batch == per_device if fits_at_paper_batch is None else fits_at_paper_batch,
+        }
 
     return row
 
@@ -131,8 +185,11 @@ def paper_fit_table(planned_fit_row):
                 rows.append(planned_fit_row(config, run_id, gpus, micro_batch, device_bytes=site.gpu_memory_bytes))
         for probe_id, spec in memory_probes(config).items():
             gpus = jobs.memory_probe_gpu_count(probe_id)
-            rows.append(planned_fit_row(config, probe_id, gpus, spec.train.batch_size // gpus,
-                                        device_bytes=site.gpu_memory_bytes))
+            rows.append(
+                planned_fit_row(
+                    config, probe_id, gpus, spec.train.batch_size // gpus, device_bytes=site.gpu_memory_bytes
+                )
+            )
         table = workdir / "results" / "paper" / "fit.csv"
         table.parent.mkdir(parents=True, exist_ok=True)
         table.write_text(fit_table(rows)[1])

@@ -10,23 +10,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SUBPROCESS_WORKERS = {"pipeline/planning/plans.py"}
 """Modules a verb starts as a child process (``fit``: one XLA plan per process), not commands for a person."""
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-             *sorted((ROOT / "pipeline").rglob("*.py")), *sorted((ROOT / "pipeline").rglob("*.md")),
-             *sorted((ROOT / "workflow").rglob("*.smk")), ROOT / "workflow" / "Snakefile"]
+DOCUMENTS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "pipeline").rglob("*.py")),
+    *sorted((ROOT / "pipeline").rglob("*.md")),
+    *sorted((ROOT / "workflow").rglob("*.smk")),
+    ROOT / "workflow" / "Snakefile",
+]
 COMMAND = re.compile(r"python -m pipeline(\.[\w.]+)?(?: ([a-z][\w-]*))?(?: ([a-z][\w-]*))?")
 
 
 def listed_choices(*args: str) -> set[str]:
     """The subcommands ``python -m pipeline <args> --help`` lists."""
-    result = subprocess.run([sys.executable, "-m", "pipeline", *args, "--help"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", *args, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     return set(re.search(r"\{([\w,-]+)\}", result.stdout).group(1).split(","))
 
 
 def test_no_module_but_the_cli_runs_as_a_script():
-    scripts = {str(path.relative_to(ROOT)) for path in (ROOT / "pipeline").rglob("*.py")
-               if path.name != "__main__.py" and 'if __name__ == "__main__"' in path.read_text()}
+    scripts = {
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "pipeline").rglob("*.py")
+        if path.name != "__main__.py" and 'if __name__ == "__main__"' in path.read_text()
+    }
     assert scripts <= SUBPROCESS_WORKERS, f"not verbs of `python -m pipeline`: {sorted(scripts - SUBPROCESS_WORKERS)}"
 
 
@@ -46,7 +55,7 @@ def test_every_documented_command_is_a_verb_listed_by_help():
     assert not unlisted, unlisted
 
 
-DRIVER_PROBE = r'''
+DRIVER_PROBE = r"""
 import json, sys
 from pathlib import Path
 import pipeline.runner
@@ -74,7 +83,7 @@ verbs = [["pretrain", "--spec", spec.to_json(), "--run-dir", "run", "--cache", "
 codes = [main(argv) for argv in verbs]
 heavy = sorted(name for name in ("jax", "levanter", "haliax", "equinox", "torch", "lm_eval") if name in sys.modules)
 print(json.dumps({"codes": codes, "submitted": submitted, "heavy": heavy}))
-'''
+"""
 
 
 def test_a_jobs_driver_submits_its_work_by_name_and_imports_no_jax(tmp_path):
@@ -82,14 +91,26 @@ def test_a_jobs_driver_submits_its_work_by_name_and_imports_no_jax(tmp_path):
     JAX, Levanter, torch and lm-eval are imported only in the Ray worker, which resolves each name to its function."""
     from pipeline.runner import task_function
 
-    result = subprocess.run([sys.executable, "-c", DRIVER_PROBE, str(tmp_path / "source")], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", DRIVER_PROBE, str(tmp_path / "source")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     probe = __import__("json").loads(result.stdout.strip().splitlines()[-1])
     assert probe["codes"] == [0] * 7, result.stderr[-3000:]
     assert probe["heavy"] == []
     assert [name.rpartition(":")[2] for name in probe["submitted"]] == [
-        "pretrain", "finetune", "evaluate_downstream", "run_spectra", "run_lyapunov", "run_frontier", "probe_memory"]
+        "pretrain",
+        "finetune",
+        "evaluate_downstream",
+        "run_spectra",
+        "run_lyapunov",
+        "run_frontier",
+        "probe_memory",
+    ]
     assert all(callable(task_function(name)) for name in probe["submitted"])
 
 
@@ -102,15 +123,19 @@ def test_a_training_verbs_micro_batch_reaches_the_spec_its_task_trains(monkeypat
     from pipeline.train.commands import with_micro_batch
 
     submitted = []
-    monkeypatch.setattr(pipeline.runner, "run_on_ray", lambda target, spec, *args, **kwargs: submitted.append(spec)
-                        or {})
+    monkeypatch.setattr(
+        pipeline.runner, "run_on_ray", lambda target, spec, *args, **kwargs: submitted.append(spec) or {}
+    )
     preset = load_preset({"preset": "paper"})
     spec = pretrain_runs(preset)["owt-small-gpt"]
     common = ["--run-dir", "run", "--cache", "c", "--tokenizer", "tok"]
     for micro_batch in ("16", "0"):
         assert main(["pretrain", "--spec", spec.to_json(), *common, "--micro-batch", micro_batch]) == 0
     assert [RunSpec.from_json(raw).train for raw in submitted] == [
-        dataclasses.replace(spec.train, micro_batch_size=16), dataclasses.replace(spec.train, micro_batch_size=None)]
+        dataclasses.replace(spec.train, micro_batch_size=16),
+        dataclasses.replace(spec.train, micro_batch_size=None),
+    ]
     finetune = finetune_runs(preset)["ft-wt103-owt-diffeq18-n9-lora"]
     assert FinetuneSpec.from_json(with_micro_batch(finetune.to_json(), 8)).train == dataclasses.replace(
-        finetune.train, micro_batch_size=8)
+        finetune.train, micro_batch_size=8
+    )

@@ -22,11 +22,21 @@ from pipeline.config import (
 from pipeline.families import FAMILIES
 
 TABLE_ROWS = {  # Tables 1 and 2 of the paper: (dataset, size, family)
-    ("wt103", "small", "gpt"), ("wt103", "small", "shared"), ("wt103", "small", "shared_ode"),
-    ("wt103", "small", "diffeq"), ("wt103", "medium", "gpt"), ("wt103", "medium", "shared"),
-    ("wt103", "medium", "shared_ode"), ("wt103", "medium", "diffeq"),
-    ("owt", "small", "gpt"), ("owt", "small", "diffeq"), ("owt", "medium", "gpt"), ("owt", "medium", "diffeq"),
-    ("owt", "large", "gpt"), ("owt", "large", "diffeq"), ("owt", "llama1b", "llama"),
+    ("wt103", "small", "gpt"),
+    ("wt103", "small", "shared"),
+    ("wt103", "small", "shared_ode"),
+    ("wt103", "small", "diffeq"),
+    ("wt103", "medium", "gpt"),
+    ("wt103", "medium", "shared"),
+    ("wt103", "medium", "shared_ode"),
+    ("wt103", "medium", "diffeq"),
+    ("owt", "small", "gpt"),
+    ("owt", "small", "diffeq"),
+    ("owt", "medium", "gpt"),
+    ("owt", "medium", "diffeq"),
+    ("owt", "large", "gpt"),
+    ("owt", "large", "diffeq"),
+    ("owt", "llama1b", "llama"),
     ("owt", "llama1b", "diffeq_llama"),
 }
 
@@ -37,7 +47,11 @@ def test_grid_has_every_row_of_tables_1_and_2_and_the_ablations(preset):
     table = {(r.dataset, r.size, r.model.family) for r in runs.values() if r.role == "table"}
     assert table == TABLE_ROWS
     assert {r.run_id for r in runs.values() if r.role == "finetune_source"} == {
-        "wt103-ft18-diffeq", "owt-ft18-diffeq", "wt103-gpt24-gpt", "owt-gpt24-gpt"}
+        "wt103-ft18-diffeq",
+        "owt-ft18-diffeq",
+        "wt103-gpt24-gpt",
+        "owt-gpt24-gpt",
+    }
     ablations = [r for r in runs.values() if r.role == "ablation"]
     assert {r.ablation.split("_")[0] for r in ablations} == {"beta2", "time"}
     assert len([r for r in ablations if r.ablation.startswith("time_embed_dim")]) == (5 if preset == "paper" else 3)
@@ -58,8 +72,11 @@ def test_paper_preset_matches_experiment_facts():
     llama = runs["owt-llama1b-diffeq_llama"]
     assert (llama.model.intermediate_dim, llama.model.sinusoidal_dim, llama.train.weight_decay) == (8192, 256, 1e-5)
     assert runs["wt103-ft18-diffeq"].model.num_layers == 18 and runs["wt103-ft18-diffeq"].model.time_embed_dim == 100
-    d_sweep = sorted(r.model.time_embed_dim for r in runs.values() if r.group == "owt-large"
-                     and r.model.family == "diffeq" and not (r.ablation or "").startswith("beta2"))
+    d_sweep = sorted(
+        r.model.time_embed_dim
+        for r in runs.values()
+        if r.group == "owt-large" and r.model.family == "diffeq" and not (r.ablation or "").startswith("beta2")
+    )
     assert d_sweep == [20, 48, 72, 96, 120, 144]
     assert runs["owt-small-gpt"].model.time_embed_dim is None
 
@@ -90,61 +107,97 @@ def test_run_spec_round_trips_through_json():
         ({"pretrain": {"wt103-small": {"train": {"lr": "fast"}}}}, "must be of type number (got 'fast')"),
         ({"pretrain": {"wt103-small": {"families": ["gpt", "rnn"]}}}, "must be one of ['gpt', 'shared', 'shared_ode'"),
         ({"pretrain": {"wt103-small": {"size": "huge"}}}, "key 'pretrain.wt103-small.size' is 'huge'"),
-        ({"datasets": {"wt103": {"source": {"kind": "s3"}}}},
-         "'datasets.wt103.source.kind' must be one of ['hf', 'tiny']"),
+        (
+            {"datasets": {"wt103": {"source": {"kind": "s3"}}}},
+            "'datasets.wt103.source.kind' must be one of ['hf', 'tiny']",
+        ),
         ({"ray": {"num_cpus": 0}}, "key 'ray.num_cpus' must be ≥ 1 (got 0)"),
         ({"tracker": ["wandb"]}, "key 'tracker' must contain 'jsonl' (got ['wandb'])"),
         ({"tracker": ["jsonl", "mlflow"]}, "key 'tracker.1' must be one of ['jsonl', 'tensorboard', 'wandb']"),
         ({"downstream": {"pairs": {"x": ["owt-large-gpt", "nope-gpt"]}}}, "names unknown run 'nope-gpt'"),
         ({"ablations": {"beta2": {"base": "owt-huge"}}}, "key 'ablations.beta2.base' is 'owt-huge'"),
-        ({"sizes": {"llama1b": {"intermediate_dim": None}}},
-         "key 'sizes.llama1b.intermediate_dim' must be of type integer"),
+        (
+            {"sizes": {"llama1b": {"intermediate_dim": None}}},
+            "key 'sizes.llama1b.intermediate_dim' must be of type integer",
+        ),
         ({"analysis": {"memory": {"base": "owt-huge"}}}, "key 'analysis.memory.base' is 'owt-huge'"),
-        ({"analysis": {"memory": {"families": ["gpt", "llama"]}}},
-         "key 'analysis.memory.families' names 'llama', which group 'owt-medium' does not train"),
+        (
+            {"analysis": {"memory": {"families": ["gpt", "llama"]}}},
+            "key 'analysis.memory.families' names 'llama', which group 'owt-medium' does not train",
+        ),
         ({"analysis": {"memory": {"time_embed_dims": []}}}, "key 'analysis.memory.time_embed_dims'"),
-        ({"analysis": {"memory": {"families": ["gpt"]}}},
-         "key 'analysis.memory.families' is ['gpt']; expected exactly one DiffEqFormer family"),
+        (
+            {"analysis": {"memory": {"families": ["gpt"]}}},
+            "key 'analysis.memory.families' is ['gpt']; expected exactly one DiffEqFormer family",
+        ),
         # hostile or careless input: shell, paths and regexes only ever see safe identifiers
-        ({"downstream": {"tasks": ["tiny_choice;touch /tmp/x;#"]}},
-         "key 'downstream.tasks.0' must match '^[A-Za-z0-9][A-Za-z0-9_.-]*$' (got 'tiny_choice;touch /tmp/x;#')"),
-        ({"downstream": {"pairs": {"../../../../tmp/evil": ["owt-large-gpt", "owt-large-diffeq"]}}},
-         "key 'downstream.pairs' has an entry named '../../../../tmp/evil'; names must match"),
-        ({"downstream": {"pairs": {"x(": ["owt-large-gpt", "owt-large-diffeq"]}}},
-         "key 'downstream.pairs' has an entry named 'x('"),
-        ({"datasets": {"owt": {"source": {"kind": "tiny", "corpus": "../../secrets"}}}},
-         "key 'datasets.owt.source.corpus' must match"),
+        (
+            {"downstream": {"tasks": ["tiny_choice;touch /tmp/x;#"]}},
+            "key 'downstream.tasks.0' must match '^[A-Za-z0-9][A-Za-z0-9_.-]*$' (got 'tiny_choice;touch /tmp/x;#')",
+        ),
+        (
+            {"downstream": {"pairs": {"../../../../tmp/evil": ["owt-large-gpt", "owt-large-diffeq"]}}},
+            "key 'downstream.pairs' has an entry named '../../../../tmp/evil'; names must match",
+        ),
+        (
+            {"downstream": {"pairs": {"x(": ["owt-large-gpt", "owt-large-diffeq"]}}},
+            "key 'downstream.pairs' has an entry named 'x('",
+        ),
+        (
+            {"datasets": {"owt": {"source": {"kind": "tiny", "corpus": "../../secrets"}}}},
+            "key 'datasets.owt.source.corpus' must match",
+        ),
         ({"analysis": {"memory": {"base": "owt-medium;rm -rf ~"}}}, "key 'analysis.memory.base' must match"),
-        ({"downstream": {"task_dir": "no/such/folder"}},
-         "key 'downstream.task_dir' is 'no/such/folder', but /"),
-        ({"downstream": {"task_dir": "../../elsewhere"}},
-         "key 'downstream.task_dir' is '../../elsewhere', which leaves the repository"),
+        ({"downstream": {"task_dir": "no/such/folder"}}, "key 'downstream.task_dir' is 'no/such/folder', but /"),
+        (
+            {"downstream": {"task_dir": "../../elsewhere"}},
+            "key 'downstream.task_dir' is '../../elsewhere', which leaves the repository",
+        ),
         # numbers that are not numbers, and integers that are floats
-        ({"pretrain": {"wt103-small": {"train": {"lr": "nan"}}}},
-         "key 'pretrain.wt103-small.train.lr' must be a finite number (got nan)"),
+        (
+            {"pretrain": {"wt103-small": {"train": {"lr": "nan"}}}},
+            "key 'pretrain.wt103-small.train.lr' must be a finite number (got nan)",
+        ),
         ({"pretrain": {"wt103-small": {"train": {"beta2": ".nan"}}}}, "train.beta2' must be a finite number (got nan)"),
-        ({"pretrain": {"wt103-small": {"train": {"epsilon": "inf"}}}},
-         "train.epsilon' must be a finite number (got inf)"),
+        (
+            {"pretrain": {"wt103-small": {"train": {"epsilon": "inf"}}}},
+            "train.epsilon' must be a finite number (got inf)",
+        ),
         ({"pretrain": {"wt103-small": {"train": {"lr": "1e400"}}}}, "train.lr' must be a finite number (got inf)"),
-        ({"analysis": {"frontier": {"step_factors": ["inf", "nan"]}}},
-         "key 'analysis.frontier.step_factors.0' must be a finite number (got inf)"),
-        ({"pretrain": {"wt103-small": {"train": {"steps": "1e3"}}}},
-         "key 'pretrain.wt103-small.train.steps' must be an integer (got 1000.0; an integral float such as 8.0 or "
-         "1e3 is refused, not rounded: write 1000)"),
-        ({"pretrain": {"wt103-small": {"train": {"batch_size": 8.0}}}},
-         "key 'pretrain.wt103-small.train.batch_size' must be an integer (got 8.0;"),
+        (
+            {"analysis": {"frontier": {"step_factors": ["inf", "nan"]}}},
+            "key 'analysis.frontier.step_factors.0' must be a finite number (got inf)",
+        ),
+        (
+            {"pretrain": {"wt103-small": {"train": {"steps": "1e3"}}}},
+            "key 'pretrain.wt103-small.train.steps' must be an integer (got 1000.0; an integral float such as 8.0 or "
+            "1e3 is refused, not rounded: write 1000)",
+        ),
+        (
+            {"pretrain": {"wt103-small": {"train": {"batch_size": 8.0}}}},
+            "key 'pretrain.wt103-small.train.batch_size' must be an integer (got 8.0;",
+        ),
         ({"xla_flags": "--xla_dump_to=/tmp/x; rm -rf ~"}, "key 'xla_flags' must match"),
         ({"xla_flags": "-O3"}, "key 'xla_flags' must match"),
-        ({"analysis": {"clustering": {"regimes": {"equal-mean": {"role": "claim"}}}}},
-         "key 'analysis.clustering.regimes' has 2 regimes with role 'claim' (['authors', 'equal-mean']); give exactly "
-         "one regime that role"),
-        ({"analysis": {"clustering": {"regimes": {"authors": {"dt": 30}}}}},
-         "key 'analysis.clustering.regimes.authors.dt' is 30, larger than its horizon 20; give a step dt <= horizon"),
-        ({"analysis": {"clustering": {"regimes": {"authors": {"magnitude": "cubic"}}}}},
-         "key 'analysis.clustering.regimes.authors.magnitude' must be one of"),
-        ({"analysis": {"lyapunov": {"output_token": 999}}},
-         "key 'analysis.lyapunov.output_token' is 999; run 'owt-medium-diffeq' reads at most seq_len=64 tokens, "
-         "so expected -64 to 63"),
+        (
+            {"analysis": {"clustering": {"regimes": {"equal-mean": {"role": "claim"}}}}},
+            "key 'analysis.clustering.regimes' has 2 regimes with role 'claim' (['authors', 'equal-mean']); "
+            "give exactly "
+            "one regime that role",
+        ),
+        (
+            {"analysis": {"clustering": {"regimes": {"authors": {"dt": 30}}}}},
+            "key 'analysis.clustering.regimes.authors.dt' is 30, larger than its horizon 20; give a step dt <= horizon",
+        ),
+        (
+            {"analysis": {"clustering": {"regimes": {"authors": {"magnitude": "cubic"}}}}},
+            "key 'analysis.clustering.regimes.authors.magnitude' must be one of",
+        ),
+        (
+            {"analysis": {"lyapunov": {"output_token": 999}}},
+            "key 'analysis.lyapunov.output_token' is 999; run 'owt-medium-diffeq' reads at most seq_len=64 tokens, "
+            "so expected -64 to 63",
+        ),
     ],
 )
 def test_bad_preset_fails_with_one_sentence(override, expected):
@@ -166,7 +219,8 @@ def test_a_preset_file_must_not_take_a_builtin_presets_name_and_results_folder(t
     assert str(error.value) == (
         f"{copy}: key 'preset' is 'tiny', the built-in preset whose results are in results/tiny/, but key "
         f"'pretrain.wt103-small.train.lr' differs from {PRESET_DIR / 'tiny.yaml'}; give this file its own preset name "
-        f"(e.g. preset: my_tiny) so that its results get their own folder.")
+        f"(e.g. preset: my_tiny) so that its results get their own folder."
+    )
     copy.write_text(tiny)
     assert load_preset({"preset": str(copy)})["preset"] == "tiny"
     copy.write_text(tiny.replace("preset: tiny", "preset: my_tiny").replace("lr: 6.0e-3", "lr: .nan", 1))
@@ -176,8 +230,11 @@ def test_a_preset_file_must_not_take_a_builtin_presets_name_and_results_folder(t
 
 def test_outputs_outside_the_results_folder_are_refused():
     check_inside_results("results/tiny", ["results/tiny/tables/downstream_x.md", "results/tiny/./a/../b.csv"])
-    with pytest.raises(ConfigError, match=r"^results/tiny/tables/\.\./\.\./\.\./tmp/evil\.md: this output of preset "
-                                          r"'tiny' lies outside results/tiny/"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^results/tiny/tables/\.\./\.\./\.\./tmp/evil\.md: this output of preset "
+        r"'tiny' lies outside results/tiny/",
+    ):
         check_inside_results("results/tiny", ["results/tiny/tables/../../../tmp/evil.md"])
     with pytest.raises(ConfigError):
         check_inside_results("results/tiny", ["results/tiny-other/x.csv"])
@@ -197,8 +254,13 @@ def test_llama_run_without_intermediate_dim_is_refused(tmp_path):
 def test_nested_command_line_overrides_get_their_yaml_types():
     """`snakemake --config 'pretrain={wt103-small: {train: {steps: 6}}}'` hands every nested leaf over as a
     string; the preset must still validate and take the number."""
-    config = load_preset({"preset": "tiny", "pretrain": {"wt103-small": {"train": {"steps": "6", "lr": "1e-3"}}},
-                          "ray": {"address": "127.0.0.1:6379", "num_cpus": "null"}})
+    config = load_preset(
+        {
+            "preset": "tiny",
+            "pretrain": {"wt103-small": {"train": {"steps": "6", "lr": "1e-3"}}},
+            "ray": {"address": "127.0.0.1:6379", "num_cpus": "null"},
+        }
+    )
     run = pretrain_runs(config)["wt103-small-gpt"]
     assert (run.train.steps, run.train.lr) == (6, 1e-3)
     assert config["ray"] == {"address": "127.0.0.1:6379", "num_cpus": None}
@@ -227,8 +289,9 @@ def test_xla_flags_reach_every_job_before_the_users_own(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
     export_xla_flags("--xla_backend_optimization_level=1 --xla_cpu_enable_fast_math=false")
     export_xla_flags("--xla_backend_optimization_level=1 --xla_cpu_enable_fast_math=false")  # a SLURM job re-reads
-    assert os.environ["XLA_FLAGS"] == ("--xla_backend_optimization_level=1 --xla_cpu_enable_fast_math=false "
-                                       "--xla_backend_optimization_level=3")
+    assert os.environ["XLA_FLAGS"] == (
+        "--xla_backend_optimization_level=1 --xla_cpu_enable_fast_math=false --xla_backend_optimization_level=3"
+    )
     monkeypatch.delenv("XLA_FLAGS")
     export_xla_flags("")
     assert "XLA_FLAGS" not in os.environ

@@ -25,11 +25,23 @@ def marker(name: str, at: float, prefix: str = "2026-11-23 10:00:00,000 INFO pip
 def training_log(t0: float) -> str:
     """A pretraining job's log: driver markers, then the worker's (Ray's prefix), one forwarded late."""
     worker = "(pretrain pid=4242) 2026-11-23 10:00:09,000 INFO pipeline.phases: "
-    return (marker("interpreter", t0) + "some output\n" + marker("ray", t0 + 2) + marker("task", t0 + 10, worker)
-            + marker("setup", t0 + 20, worker) + marker("eval", t0 + 25, worker) + marker("train", t0 + 29, worker)
-            + marker("compile", t0 + 30, worker) + marker("train", t0 + 50, worker) + marker("eval", t0 + 58, worker)
-            + marker("checkpoint", t0 + 62, worker) + marker("final-eval", t0 + 63, worker)
-            + marker("shutdown", t0 + 71, worker) + marker("write", t0 + 70, worker) + marker("exit", t0 + 74))
+    return (
+        marker("interpreter", t0)
+        + "some output\n"
+        + marker("ray", t0 + 2)
+        + marker("task", t0 + 10, worker)
+        + marker("setup", t0 + 20, worker)
+        + marker("eval", t0 + 25, worker)
+        + marker("train", t0 + 29, worker)
+        + marker("compile", t0 + 30, worker)
+        + marker("train", t0 + 50, worker)
+        + marker("eval", t0 + 58, worker)
+        + marker("checkpoint", t0 + 62, worker)
+        + marker("final-eval", t0 + 63, worker)
+        + marker("shutdown", t0 + 71, worker)
+        + marker("write", t0 + 70, worker)
+        + marker("exit", t0 + 74)
+    )
 
 
 @pytest.fixture
@@ -51,8 +63,19 @@ def dag(tmp_path):
 
 def test_phase_seconds_sum_each_phase_from_its_marker_to_the_next_in_time_order():
     seconds = phase_seconds(training_log(0.0))
-    assert seconds == {"interpreter": 2, "ray": 8, "task": 10, "setup": 5, "eval": 8, "train": 9, "compile": 20,
-                       "checkpoint": 1, "final-eval": 7, "write": 1, "shutdown": 3}
+    assert seconds == {
+        "interpreter": 2,
+        "ray": 8,
+        "task": 10,
+        "setup": 5,
+        "eval": 8,
+        "train": 9,
+        "compile": 20,
+        "checkpoint": 1,
+        "final-eval": 7,
+        "write": 1,
+        "shutdown": 3,
+    }
 
 
 def test_kind_table_means_per_job_and_the_time_outside_the_markers(dag):
@@ -103,8 +126,12 @@ def test_bench_dag_names_the_missing_logs_folder(tmp_path, capsys):
 
 def test_a_pipeline_job_logs_its_process_start_and_exit(dag, tmp_path):
     started = time.time()
-    result = subprocess.run([sys.executable, "-m", "pipeline", "bench", "dag", str(dag), "--label", "x",
-                             "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", "bench", "dag", str(dag), "--label", "x", "--out-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     seconds = phase_seconds(result.stderr)
     assert list(seconds) == ["interpreter"] and 0 < seconds["interpreter"] < time.time() - started + 1

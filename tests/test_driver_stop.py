@@ -19,9 +19,21 @@ STEPS = 150
 
 def driver_args(workdir: Path, micro_batch: int | None = None) -> list[str]:
     train = f"steps: {STEPS}, eval_every: {STEPS}, micro_batch_size: {micro_batch or 'null'}"
-    return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory", str(workdir),
-            "--profile", str(ROOT / "profiles" / "ci"), f"{RUN}/summary.json", "--config", "preset=tiny",
-            f"pretrain={{wt103-small: {{train: {{{train}}}}}}}"]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "workflow" / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--profile",
+        str(ROOT / "profiles" / "ci"),
+        f"{RUN}/summary.json",
+        "--config",
+        "preset=tiny",
+        f"pretrain={{wt103-small: {{train: {{{train}}}}}}}",
+    ]
 
 
 def trained_steps(run_dir: Path) -> int:
@@ -30,12 +42,14 @@ def trained_steps(run_dir: Path) -> int:
 
 
 def test_sigterm_to_the_local_driver_stops_its_training_job_with_a_checkpoint_and_a_rerun_resumes(
-        tiny_data_workdir, tmp_path):
+    tiny_data_workdir, tmp_path
+):
     workdir = tmp_path / "driver"
     shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    driver = subprocess.Popen(driver_args(workdir), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, env=env)
+    driver = subprocess.Popen(
+        driver_args(workdir), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
     deadline = time.time() + 300
     while trained_steps(workdir / RUN) < 20 and time.time() < deadline and driver.poll() is None:
         time.sleep(0.2)
@@ -54,15 +68,20 @@ def test_sigterm_to_the_local_driver_stops_its_training_job_with_a_checkpoint_an
 
     assert not (workdir / RUN / "summary.json").exists()
 
-    rerun = subprocess.run(driver_args(workdir, micro_batch=4), cwd=ROOT, capture_output=True, text=True, env=env,
-                           timeout=600)
+    rerun = subprocess.run(
+        driver_args(workdir, micro_batch=4), cwd=ROOT, capture_output=True, text=True, env=env, timeout=600
+    )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     summary = json.loads((workdir / RUN / "summary.json").read_text())
     resumed = int(stop[1])
     assert summary["resumed_from_step"] == resumed and summary["steps_done"] == STEPS
-    steps = [json.loads(line)["step"] for line in (workdir / RUN / "metrics.jsonl").read_text().splitlines()
-             if '"loss"' in line]
+    steps = [
+        json.loads(line)["step"]
+        for line in (workdir / RUN / "metrics.jsonl").read_text().splitlines()
+        if '"loss"' in line
+    ]
     assert steps == list(range(STEPS))
-    assert summary["micro_batches"] == [{"from_step": 0, "micro_batch": 8, "gradient_accumulation": 1},
-                                        {"from_step": resumed, "micro_batch": 4, "gradient_accumulation": 2}], \
-        "a resume at another micro-batch (a re-planned fit table) is recorded from the update it started at"
+    assert summary["micro_batches"] == [
+        {"from_step": 0, "micro_batch": 8, "gradient_accumulation": 1},
+        {"from_step": resumed, "micro_batch": 4, "gradient_accumulation": 2},
+    ], "a resume at another micro-batch (a re-planned fit table) is recorded from the update it started at"

@@ -21,8 +21,15 @@ def lock_pins() -> dict[str, str]:
 
 def test_lock_pins_the_verified_stack():
     pins = {name.lower().replace("_", "-"): version for name, version in lock_pins().items()}
-    expected = {"levanter": "1.2.dev1644", "haliax": "1.4.dev453", "jax": "0.7.2", "jaxlib": "0.7.2",
-                "lm-eval": "0.4.13", "snakemake": "9.27.1", "torch": "2.13.0+cpu"}
+    expected = {
+        "levanter": "1.2.dev1644",
+        "haliax": "1.4.dev453",
+        "jax": "0.7.2",
+        "jaxlib": "0.7.2",
+        "lm-eval": "0.4.13",
+        "snakemake": "9.27.1",
+        "torch": "2.13.0+cpu",
+    }
     assert {name: pins.get(name) for name in expected} == expected
     for name in ("chex", "equinox", "optax", "ray", "snakemake-executor-plugin-slurm", "pandas", "seaborn", "pytest"):
         assert name in pins, name
@@ -36,7 +43,7 @@ def test_environment_yml_installs_python_and_the_locks_and_nothing_else():
     assert conda == ["python=3.11", "pip"]
     assert re.search(r'requires-python = ">=3.11,<3.12"', (ROOT / "pyproject.toml").read_text())
     setup = (ROOT / "workflow" / "scripts" / "setup_env.sh").read_text()
-    torch_index = re.search(r'PIPELINE_TORCH_INDEX-(https://[^}]+)}', setup).group(1)
+    torch_index = re.search(r"PIPELINE_TORCH_INDEX-(https://[^}]+)}", setup).group(1)
     assert [line for line in pip if line.startswith("--")] == [f"--extra-index-url {torch_index}"]
     assert [line for line in pip if line.startswith("-r ")] == ["-r requirements.lock"]
     pins = lock_pins()
@@ -62,9 +69,13 @@ def test_setup_never_writes_outside_the_clone_and_a_rerun_is_a_no_op(tmp_path):
     locks = b"".join((ROOT / name).read_bytes() for name in ("requirements.lock", "pyproject.toml"))
     (clone / ".venv" / ".installed-lock").write_text(f"cpu {hashlib.sha256(locks).hexdigest()}\n")
     env = {key: value for key, value in os.environ.items() if key != "XDG_CONFIG_HOME"}
-    result = subprocess.run(["bash", str(clone / "workflow" / "scripts" / "setup_env.sh")], capture_output=True,
-                            text=True, timeout=120, env={**env, "HOME": str(home), "PIPELINE_ACCELERATOR": "cpu",
-                                                         "PYTHON": sys.executable})
+    result = subprocess.run(
+        ["bash", str(clone / "workflow" / "scripts" / "setup_env.sh")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "HOME": str(home), "PIPELINE_ACCELERATOR": "cpu", "PYTHON": sys.executable},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert list(home.rglob("*")) == []
     assert "setup_env.sh: .venv already holds the cpu stack of these locks" in result.stdout

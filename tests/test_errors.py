@@ -19,16 +19,25 @@ from pipeline.cli import main
 from pipeline.errors import failure_sentence
 
 ROOT = Path(__file__).resolve().parent.parent
-CLUSTERING = ('{{"tokens": {tokens}, "hidden_dim": 3, "x0_range": 2.0, "magnitudes": ["constant"], "seed": 0, '
-              '"seeds": 1, "regimes": {{"authors": {{"role": "claim", "horizon": {horizon}, "dt": 0.1, "scale": 0.5, '
-              '"magnitude": "notebook"}}, "equal-mean": {{"role": "control", "horizon": {horizon}, "dt": 0.1, '
-              '"scale": 0.5, "magnitude": "equal_mean"}}}}}}')
+CLUSTERING = (
+    '{{"tokens": {tokens}, "hidden_dim": 3, "x0_range": 2.0, "magnitudes": ["constant"], "seed": 0, '
+    '"seeds": 1, "regimes": {{"authors": {{"role": "claim", "horizon": {horizon}, "dt": 0.1, "scale": 0.5, '
+    '"magnitude": "notebook"}}, "equal-mean": {{"role": "control", "horizon": {horizon}, "dt": 0.1, '
+    '"scale": 0.5, "magnitude": "equal_mean"}}}}}}'
+)
 
 
 def pipeline_command(*args: str, preexec_fn=None, wrapper: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu"}
-    return subprocess.run([*wrapper, sys.executable, *args], cwd=ROOT, capture_output=True, text=True, env=env,
-                          preexec_fn=preexec_fn, timeout=180)
+    return subprocess.run(
+        [*wrapper, sys.executable, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=preexec_fn,
+        timeout=180,
+    )
 
 
 def last_line(result: subprocess.CompletedProcess) -> str:
@@ -42,8 +51,16 @@ def one_gib_of_address_space() -> None:
 def test_host_out_of_memory_ends_with_one_sentence(tmp_path):
     out = tmp_path / "clustering"
     settings = CLUSTERING.format(tokens=40000, horizon=0.1)
-    result = pipeline_command("-m", "pipeline", "clustering", "--settings", settings,
-                              "--out-dir", str(out), preexec_fn=one_gib_of_address_space)
+    result = pipeline_command(
+        "-m",
+        "pipeline",
+        "clustering",
+        "--settings",
+        settings,
+        "--out-dir",
+        str(out),
+        preexec_fn=one_gib_of_address_space,
+    )
     assert result.returncode == 1
     assert "MemoryError" in result.stderr  # the traceback stays in the log
     assert last_line(result).startswith(f"error: `clustering` for {out} ran out of host memory")
@@ -101,18 +118,47 @@ def test_a_ray_address_where_nothing_answers_ends_with_one_sentence_in_seconds()
     checks the address first and names it, where it came from and what to do."""
     port = closed_local_port()
     started = time.monotonic()
-    result = pipeline_command("-m", "pipeline", "spectra", "--run-dir", "runs/x", "--tokenizer", "tok",
-                              "--time-oversampling", "1", "--out", "x.csv", "--untrained-out", "u.csv",
-                              "--ray-address", f"127.0.0.1:{port}")
+    result = pipeline_command(
+        "-m",
+        "pipeline",
+        "spectra",
+        "--run-dir",
+        "runs/x",
+        "--tokenizer",
+        "tok",
+        "--time-oversampling",
+        "1",
+        "--out",
+        "x.csv",
+        "--untrained-out",
+        "u.csv",
+        "--ray-address",
+        f"127.0.0.1:{port}",
+    )
     assert result.returncode == 1 and time.monotonic() - started < 60
     assert last_line(result) == (
         f"error: no Ray cluster answers at 127.0.0.1:{port} (--ray-address or $PIPELINE_RAY_ADDRESS: the preset's "
         "ray.address, or in a local run the Ray that Snakemake started for its jobs): Connection refused; start that "
         "cluster (profiles/slurm/ray-cluster.sbatch) or fix ray.address (null: an embedded Ray in each job), or rerun "
-        "the local snakemake whose Ray ended.")
-    result = pipeline_command("-m", "pipeline", "spectra", "--run-dir", "runs/x", "--tokenizer", "tok",
-                              "--time-oversampling", "1", "--out", "x.csv", "--untrained-out", "u.csv",
-                              "--ray-address", "head-node")
+        "the local snakemake whose Ray ended."
+    )
+    result = pipeline_command(
+        "-m",
+        "pipeline",
+        "spectra",
+        "--run-dir",
+        "runs/x",
+        "--tokenizer",
+        "tok",
+        "--time-oversampling",
+        "1",
+        "--out",
+        "x.csv",
+        "--untrained-out",
+        "u.csv",
+        "--ray-address",
+        "head-node",
+    )
     assert last_line(result).startswith("error: Ray address 'head-node' (--ray-address or $PIPELINE_RAY_ADDRESS")
 
 
@@ -143,6 +189,10 @@ def test_an_unexpected_error_is_one_sentence_after_its_traceback(tmp_path, capsy
     assert main(["clustering", "--settings", '{"tokens": 4}', "--out-dir", str(tmp_path)]) == 1
     stderr = capsys.readouterr().err
     assert "Traceback (most recent call last)" in stderr
-    assert stderr.strip().splitlines()[-1].startswith(
-        f"error: `clustering` for {tmp_path} failed unexpectedly (KeyError: 'hidden_dim'); the traceback above")
-
+    assert (
+        stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"error: `clustering` for {tmp_path} failed unexpectedly (KeyError: 'hidden_dim'); the traceback above"
+        )
+    )

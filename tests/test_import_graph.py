@@ -13,8 +13,16 @@ PACKAGE = ROOT / "pipeline"
 
 FLOORS = [
     # 0: leaves: names, digests, the environment a job reads, phase markers, failure sentences, stop signals
-    ["pipeline.families", "pipeline.digests", "pipeline.job_env", "pipeline.phases", "pipeline.errors",
-     "pipeline.step_plan", "pipeline.stop_signals", "pipeline.driver_stop"],
+    [
+        "pipeline.families",
+        "pipeline.digests",
+        "pipeline.job_env",
+        "pipeline.phases",
+        "pipeline.errors",
+        "pipeline.step_plan",
+        "pipeline.stop_signals",
+        "pipeline.driver_stop",
+    ],
     # 1: presets and the site file, and the run-folder files every stage writes
     ["pipeline.config", "pipeline.site", "pipeline.artifacts"],
     # 2: running a verb's work as a Ray task
@@ -112,9 +120,12 @@ def test_no_import_circle():
 
 
 def test_no_module_imports_from_a_floor_above_its_own():
-    upward = [f"{name} (floor {floor_of(name)}) imports {target} (floor {floor_of(target)})"
-              for name, targets in sorted(GRAPH.items()) for target in sorted(targets)
-              if target != "pipeline" and floor_of(target) > floor_of(name)]
+    upward = [
+        f"{name} (floor {floor_of(name)}) imports {target} (floor {floor_of(target)})"
+        for name, targets in sorted(GRAPH.items())
+        for target in sorted(targets)
+        if target != "pipeline" and floor_of(target) > floor_of(name)
+    ]
     assert not upward, "imports from a lower floor up:\n" + "\n".join(upward)
 
 
@@ -126,4 +137,5 @@ def test_a_module_over_300_lines_says_why_at_its_top():
         if lines > MAX_LINES and REASON not in docstring:
             long.append(f"{name}: {lines} lines")
     assert not long, f"modules over {MAX_LINES} lines whose docstring does not say why ({REASON} ...):\n" + (
-        "\n".join(long))
+        "\n".join(long)
+    )

@@ -67,8 +67,10 @@ def test_ci_runs_the_tiny_dag_and_never_the_mini_study():
     preview's estimate on any one device), is run by hand. No test starts Snakemake on the mini preset."""
     ci = yaml.safe_load((REPO_ROOT / "profiles" / "ci" / "config.yaml").read_text())
     assert ci["config"] == ["preset=tiny"]
-    hours = {preset: next(row for row in preview(preset, "h100")[0] if row["stage"] == "total")["gpu_hours"]
-             for preset in ("tiny", "mini")}
+    hours = {
+        preset: next(row for row in preview(preset, "h100")[0] if row["stage"] == "total")["gpu_hours"]
+        for preset in ("tiny", "mini")
+    }
     assert hours["mini"] > 10 * hours["tiny"]
     tests = [path for path in (REPO_ROOT / "tests").rglob("*.py") if path.name != "test_mini_preset.py"]
     assert [path for path in tests if "preset=mini" in path.read_text()] == []
@@ -93,10 +95,27 @@ def test_the_mini_study_plans_in_a_dry_run_with_the_designed_grid(tmp_path):
     import subprocess
     import sys
 
-    planned = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--config", "preset=mini", "--snakefile",
-                              str(REPO_ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path), "--cores", "1"],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    planned = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--config",
+            "preset=mini",
+            "--snakefile",
+            str(REPO_ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--cores",
+            "1",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
     assert planned.returncode == 0, planned.stderr[-2000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", planned.stdout, flags=re.M))
     assert counts["pretrain"] == "18" and counts["finetune"] == "18", planned.stdout[-3000:]

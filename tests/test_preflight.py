@@ -31,9 +31,25 @@ pytestmark = pytest.mark.e2e
 
 
 def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"),
-                           "--directory", str(workdir), "--profile", str(ROOT / "profiles" / "ci"), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--profile",
+            str(ROOT / "profiles" / "ci"),
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_the_tiny_preflight_runs_one_job_per_shape_not_per_run(tmp_path):
@@ -56,16 +72,54 @@ serves (Lyapunov and the frontier take a DiffEqFormer, whose preflight would add
 
 def stage_job(results: Path, kind: str, run_id: str) -> Path:
     """``preflight-stage`` of ``kind`` on the preflight checkpoint of ``SHAPE``, as its rule calls it; its row."""
-    settings = (FINETUNE_SPECS[run_id].to_json() if kind.startswith("finetune-") else json.dumps(
-        {**TINY["downstream"], "task_dir": str(ROOT / TINY["downstream"]["task_dir"]), "pair": "gpt-large",
-         "prefetched": []} if kind == "downstream" else TINY["analysis"][kind]))
+    settings = (
+        FINETUNE_SPECS[run_id].to_json()
+        if kind.startswith("finetune-")
+        else json.dumps(
+            {
+                **TINY["downstream"],
+                "task_dir": str(ROOT / TINY["downstream"]["task_dir"]),
+                "pair": "gpt-large",
+                "prefetched": [],
+            }
+            if kind == "downstream"
+            else TINY["analysis"][kind]
+        )
+    )
     row = results / "preflight" / "stages" / kind / "row.json"
     data = results / "data"
-    assert main(["preflight-stage", "--kind", kind, "--run-id", run_id, "--runs", "1", "--source-shape", SHAPE,
-                 "--source-dir", str(results / "preflight" / SHAPE / "train"), "--settings", settings,
-                 "--job-dir", str(row.parent), "--cache", str(data / "caches" / "wt103-bpe"),
-                 "--tokenizer", str(data / "tokenizers" / "bpe"), "--device-label", "cpu", "--ray-num-cpus", "1",
-                 "--row", str(row)]) == 0
+    assert (
+        main(
+            [
+                "preflight-stage",
+                "--kind",
+                kind,
+                "--run-id",
+                run_id,
+                "--runs",
+                "1",
+                "--source-shape",
+                SHAPE,
+                "--source-dir",
+                str(results / "preflight" / SHAPE / "train"),
+                "--settings",
+                settings,
+                "--job-dir",
+                str(row.parent),
+                "--cache",
+                str(data / "caches" / "wt103-bpe"),
+                "--tokenizer",
+                str(data / "tokenizers" / "bpe"),
+                "--device-label",
+                "cpu",
+                "--ray-num-cpus",
+                "1",
+                "--row",
+                str(row),
+            ]
+        )
+        == 0
+    )
     return row
 
 
@@ -88,10 +142,28 @@ def preflight(tiny_data_workdir, tmp_path_factory):
     shapes = json.dumps({SHAPE: {"runs": [RUN, "owt-small-gpt"], "gpus": 0}})
     reports = tmp_path_factory.mktemp("preflight-report")
     outputs = {name: reports / f"preflight.{name}" for name in ("md", "csv", "html", "projection")}
-    report = subprocess.run([sys.executable, "-m", "pipeline", "preflight-report", "--preset", "tiny", "--rows",
-                             str(row), *map(str, stage_rows), "--shapes", shapes, "--device-label", "cpu",
-                             *[arg for name, path in outputs.items() for arg in (f"--{name}", str(path))]],
-                            cwd=tiny_data_workdir, capture_output=True, text=True, timeout=300)
+    report = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "preflight-report",
+            "--preset",
+            "tiny",
+            "--rows",
+            str(row),
+            *map(str, stage_rows),
+            "--shapes",
+            shapes,
+            "--device-label",
+            "cpu",
+            *[arg for name, path in outputs.items() for arg in (f"--{name}", str(path))],
+        ],
+        cwd=tiny_data_workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert report.returncode == 0, report.stderr[-2000:]
     yield {"results": results, "run_dir": run_dir, "before": before, "outputs": outputs}
     shutil.rmtree(run_dir)

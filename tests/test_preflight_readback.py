@@ -27,8 +27,18 @@ TINY_RUNS = pretrain_runs(TINY)
 
 def write_report(path: Path, shape: str, run_id: str, device: str, **changes) -> Path:
     """A preflight report with one row, green unless ``changes`` make it red."""
-    row = {"shape": shape, "run_id": run_id, "runs": 2, "device_label": device, "status": "ok", "error": "",
-           "tokens_per_s_per_device": 100.0, "peak_memory_bytes": 10**9, "budget_bytes": 2 * 10**9, **changes}
+    row = {
+        "shape": shape,
+        "run_id": run_id,
+        "runs": 2,
+        "device_label": device,
+        "status": "ok",
+        "error": "",
+        "tokens_per_s_per_device": 100.0,
+        "peak_memory_bytes": 10**9,
+        "budget_bytes": 2 * 10**9,
+        **changes,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(csv_text(with_verdicts([row]), COLUMNS))
     return path
@@ -69,28 +79,48 @@ def test_a_preflight_row_of_a_job_the_preset_no_longer_has_is_not_read(tmp_path)
 
 
 RED_ROWS = {
-    "failed": ({"status": "failed", "error": "the job ran out of accelerator memory"},
-               "preflight.csv: the preflight of shape gpt-small-g0-mb0 (run {run}) failed (the job ran out "
-               "of accelerator memory); fix that, delete "),
-    "over plan": ({"peak_memory_bytes": 3 * 10**9},
-                  "preflight.csv: the preflight of shape gpt-small-g0-mb0 (run {run}) peaked at 3 GB, over "
-                  "its plan's 2 GB; set a smaller micro-batch"),
+    "failed": (
+        {"status": "failed", "error": "the job ran out of accelerator memory"},
+        "preflight.csv: the preflight of shape gpt-small-g0-mb0 (run {run}) failed (the job ran out "
+        "of accelerator memory); fix that, delete ",
+    ),
+    "over plan": (
+        {"peak_memory_bytes": 3 * 10**9},
+        "preflight.csv: the preflight of shape gpt-small-g0-mb0 (run {run}) peaked at 3 GB, over "
+        "its plan's 2 GB; set a smaller micro-batch",
+    ),
 }
 
 
 @pytest.mark.parametrize("red", sorted(RED_ROWS))
 def test_a_red_preflight_row_stops_the_grids_dry_run_with_one_sentence(tmp_path, red):
     changes, sentence = RED_ROWS[red]
-    report = write_report(tmp_path / "results" / "tiny" / "preflight.csv", "gpt-small-g0-mb0", "wt103-small-gpt",
-                          "cpu", **changes)
+    report = write_report(
+        tmp_path / "results" / "tiny" / "preflight.csv", "gpt-small-g0-mb0", "wt103-small-gpt", "cpu", **changes
+    )
     expected = sentence.format(run="wt103-small-gpt")
     with pytest.raises(ValueError, match=expected.replace("(", r"\(").replace(")", r"\)")):
         JobSizing(TINY, None, preflight_table=report).training("wt103-small-gpt")
     JobSizing(TINY, None, preflight_table=report).training("wt103-medium-gpt")
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--snakefile",
-                             str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path), "--cores", "1"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--snakefile",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--cores",
+            "1",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.returncode != 0
     output = " ".join((result.stdout + result.stderr).split())
     assert any(sentence.format(run=run) in output for run in ("wt103-small-gpt", "owt-small-gpt")), output[-2000:]
@@ -100,16 +130,45 @@ def test_a_preflight_job_whose_verb_fails_writes_its_sentence_and_its_row_stops_
     """A job given a GPU that its Ray cluster lacks fails; its row says so, and the report's red row stops the run."""
     row = tmp_path / "row.json"
     spec = TINY_RUNS["wt103-small-gpt"].to_json()
-    assert main(["preflight-job", "--spec", spec, "--shape", "gpt-small-g0-mb0", "--runs", "2", "--job-dir",
-                 str(tmp_path / "job"), "--cache", str(tmp_path / "cache"), "--tokenizer", str(tmp_path / "tok"),
-                 "--micro-batch", "0", "--device-label", "cpu", "--gpus", "1", "--ray-num-cpus", "1",
-                 "--row", str(row)]) == 0
+    assert (
+        main(
+            [
+                "preflight-job",
+                "--spec",
+                spec,
+                "--shape",
+                "gpt-small-g0-mb0",
+                "--runs",
+                "2",
+                "--job-dir",
+                str(tmp_path / "job"),
+                "--cache",
+                str(tmp_path / "cache"),
+                "--tokenizer",
+                str(tmp_path / "tok"),
+                "--micro-batch",
+                "0",
+                "--device-label",
+                "cpu",
+                "--gpus",
+                "1",
+                "--ray-num-cpus",
+                "1",
+                "--row",
+                str(row),
+            ]
+        )
+        == 0
+    )
     failed = json.loads(row.read_text())
     assert failed["status"] == "failed" and "asks for 1 GPU(s) but the Ray cluster" in failed["error"], failed
     report = tmp_path / "preflight.csv"
     report.write_text(csv_text(with_verdicts([failed]), COLUMNS))
-    with pytest.raises(ValueError, match=r"the preflight of shape gpt-small-g0-mb0 \(run wt103-small-gpt\) failed "
-                                         r"\(.*asks for 1 GPU\(s\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"the preflight of shape gpt-small-g0-mb0 \(run wt103-small-gpt\) failed "
+        r"\(.*asks for 1 GPU\(s\)",
+    ):
         JobSizing(TINY, None, preflight_table=report).training("wt103-small-gpt")
 
 
@@ -119,12 +178,24 @@ def test_a_walltime_stop_is_a_stopped_row_that_says_its_step_and_stops_no_run(tm
     from pipeline.train.loop import TrainingStoppedError
 
     def stopped():
-        raise TrainingStoppedError("wt103-small-gpt: stopped on request (SIGURG: SIGTERM to the job, SLURM's walltime "
-                                   "warning, or its Ray task cancelled) after 7 of 20 updates; a checkpoint was saved")
+        raise TrainingStoppedError(
+            "wt103-small-gpt: stopped on request (SIGURG: SIGTERM to the job, SLURM's walltime "
+            "warning, or its Ray task cancelled) after 7 of 20 updates; a checkpoint was saved"
+        )
 
     row = tmp_path / "row.json"
-    _measured_row(row, {"shape": "gpt-small-g0-mb0", "kind": "pretrain", "run_id": "wt103-small-gpt",
-                             "runs": 2, "device_label": "cpu"}, "shape gpt-small-g0-mb0", stopped)
+    _measured_row(
+        row,
+        {
+            "shape": "gpt-small-g0-mb0",
+            "kind": "pretrain",
+            "run_id": "wt103-small-gpt",
+            "runs": 2,
+            "device_label": "cpu",
+        },
+        "shape gpt-small-g0-mb0",
+        stopped,
+    )
     written = json.loads(row.read_text())
     assert written["status"] == "stopped"
     assert written["error"].startswith("stopped by walltime at step 7 of 20 (SIGURG)")
@@ -150,8 +221,9 @@ def test_a_preflight_finetune_row_with_half_the_throughput_doubles_its_methods_w
     flops = {run: model_cost(workloads[run], TINY)[1] for run in (LORA_MEASURED, LORA_OTHER)}
     minutes, hours = [], []
     for tokens_per_s in (2.0, 1.0):
-        write_report(report, "finetune-lora", LORA_MEASURED, "h100", kind="finetune-lora",
-                     tokens_per_s_per_device=tokens_per_s)
+        write_report(
+            report, "finetune-lora", LORA_MEASURED, "h100", kind="finetune-lora", tokens_per_s_per_device=tokens_per_s
+        )
         job = JobSizing(TINY, site, preflight_table=report).training(LORA_OTHER)
         assert job.gpus == 1
         minutes.append(job.minutes - STARTUP_MIN)
@@ -160,7 +232,8 @@ def test_a_preflight_finetune_row_with_half_the_throughput_doubles_its_methods_w
         full = rows["ft-wt103-owt-diffeq6-n3-full"]
         assert rows[LORA_OTHER]["source"] == "preflight" and full["source"] == "estimate"
         assert rows[LORA_OTHER]["tokens_per_s_per_gpu"] == pytest.approx(
-            tokens_per_s * flops[LORA_MEASURED] / flops[LORA_OTHER])
+            tokens_per_s * flops[LORA_MEASURED] / flops[LORA_OTHER]
+        )
         hours.append(rows[LORA_OTHER]["gpu_hours"])
     assert abs(minutes[1] - 2 * minutes[0]) <= 1, minutes
     assert hours[1] == pytest.approx(2 * hours[0])
@@ -190,12 +263,21 @@ def grid_job_shape(sizing: JobSizing, grid_job: str):
 @pytest.mark.parametrize("kind", sorted(STAGE_GRID_JOBS))
 def test_a_failed_stage_row_stops_the_grid_jobs_of_its_kind_and_no_other(tmp_path, kind):
     measured, grid_job = STAGE_GRID_JOBS[kind]
-    report = write_report(tmp_path / "preflight.csv", kind, measured, "cpu", kind=kind, status="failed",
-                          error="the job ran out of accelerator memory")
+    report = write_report(
+        tmp_path / "preflight.csv",
+        kind,
+        measured,
+        "cpu",
+        kind=kind,
+        status="failed",
+        error="the job ran out of accelerator memory",
+    )
     sizing = JobSizing(TINY, None, preflight_table=report)
-    sentence = (f"{report}: the preflight of stage job {kind} ({grid_job}) failed (the job ran out of accelerator "
-                f"memory); fix that, delete {tmp_path}/preflight/stages/{kind}/row.json and rerun the preflight before "
-                "the grid.")
+    sentence = (
+        f"{report}: the preflight of stage job {kind} ({grid_job}) failed (the job ran out of accelerator "
+        f"memory); fix that, delete {tmp_path}/preflight/stages/{kind}/row.json and rerun the preflight before "
+        "the grid."
+    )
     with pytest.raises(PreflightError) as error:
         grid_job_shape(sizing, grid_job)
     assert str(error.value) == sentence
@@ -205,22 +287,47 @@ def test_a_failed_stage_row_stops_the_grid_jobs_of_its_kind_and_no_other(tmp_pat
 
 
 def test_a_failed_stage_row_stops_the_grids_dry_run_but_not_the_preflights(tmp_path):
-    write_report(tmp_path / "results" / "tiny" / "preflight.csv", "spectra", "owt-medium-diffeq", "cpu",
-                 kind="spectra", status="failed", error="the job ran out of accelerator memory")
+    write_report(
+        tmp_path / "results" / "tiny" / "preflight.csv",
+        "spectra",
+        "owt-medium-diffeq",
+        "cpu",
+        kind="spectra",
+        status="failed",
+        error="the job ran out of accelerator memory",
+    )
 
     def dry_run(target: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "snakemake", "-n", target, "--snakefile",
-                               str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path), "--cores", "1"],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "-n",
+                target,
+                "--snakefile",
+                str(ROOT / "workflow" / "Snakefile"),
+                "--directory",
+                str(tmp_path),
+                "--cores",
+                "1",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
 
     stopped = dry_run("results/tiny/analysis/spectra/owt-medium-gpt.csv")
     output = " ".join((stopped.stdout + stopped.stderr).split())
     assert stopped.returncode != 0
-    assert ("results/tiny/preflight.csv: the preflight of stage job spectra (spectra of run owt-medium-gpt) failed "
-            "(the job ran out of accelerator memory); fix that, delete results/tiny/preflight/stages/spectra/row.json "
-            "and rerun the preflight before the grid (snakemake --profile profiles/slurm preflight, with this "
-            "command's --config).") in output, output[-2000:]
+    assert (
+        "results/tiny/preflight.csv: the preflight of stage job spectra (spectra of run owt-medium-gpt) failed "
+        "(the job ran out of accelerator memory); fix that, delete results/tiny/preflight/stages/spectra/row.json "
+        "and rerun the preflight before the grid (snakemake --profile profiles/slurm preflight, with this "
+        "command's --config)."
+    ) in output, output[-2000:]
     preflight = dry_run("preflight")
     assert preflight.returncode == 0, preflight.stderr[-2000:]
 
@@ -235,10 +342,24 @@ def test_a_red_shapes_row_still_stops_its_runs_after_a_green_row_of_the_same_mod
     estimated = JobSizing(paper, site).cost("wt103-medium-gpt")["tokens_per_s_per_gpu"]
     shapes_before = set(training_shapes(paper, JobSizing(paper, site)))
     common = {"runs": 1, "device_label": "h100", "peak_memory_bytes": 10**9, "budget_bytes": 2 * 10**9}
-    rows = [{"shape": "gpt-medium-g1-mb0", "run_id": "wt103-medium-gpt", "status": "ok", "error": "",
-             "tokens_per_s_per_device": 10 * estimated, **common},
-            {"shape": "gpt-medium-g2-mb0", "run_id": "owt-medium-gpt", "status": "failed",
-             "error": "the job ran out of accelerator memory", "tokens_per_s_per_device": "", **common}]
+    rows = [
+        {
+            "shape": "gpt-medium-g1-mb0",
+            "run_id": "wt103-medium-gpt",
+            "status": "ok",
+            "error": "",
+            "tokens_per_s_per_device": 10 * estimated,
+            **common,
+        },
+        {
+            "shape": "gpt-medium-g2-mb0",
+            "run_id": "owt-medium-gpt",
+            "status": "failed",
+            "error": "the job ran out of accelerator memory",
+            "tokens_per_s_per_device": "",
+            **common,
+        },
+    ]
     report = tmp_path / "preflight.csv"
     report.write_text(csv_text(with_verdicts(rows), COLUMNS))
     jobs = JobSizing(paper, site, preflight_table=report)
@@ -256,8 +377,13 @@ def test_the_fit_table_plans_a_run_at_the_gpu_count_a_preflight_gives_it_and_at_
 
     paper, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
     estimated = JobSizing(paper, site).cost("wt103-medium-gpt")["tokens_per_s_per_gpu"]
-    report = write_report(tmp_path / "preflight.csv", "gpt-medium-g1-mb0", "wt103-medium-gpt", "h100",
-                          tokens_per_s_per_device=10 * estimated)
+    report = write_report(
+        tmp_path / "preflight.csv",
+        "gpt-medium-g1-mb0",
+        "wt103-medium-gpt",
+        "h100",
+        tokens_per_s_per_device=10 * estimated,
+    )
     before = [count for _, count, _ in planned_jobs(paper, None, None, site, ["owt-medium-gpt"])]
     after = [count for _, count, _ in planned_jobs(paper, None, None, site, ["owt-medium-gpt"], report)]
     assert before == [2] and after == [2, 1]

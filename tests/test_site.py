@@ -22,28 +22,39 @@ def test_the_example_site_loads_with_its_documented_values():
     assert (SITE.gpu_partition, SITE.cpu_partition, SITE.gpus_per_node, SITE.max_runtime_min) == ("gpu", "cpu", 8, 2880)
 
 
-@pytest.mark.parametrize(("changes", "sentence"), [
-    ({"partition": "gpu"}, "unknown key 'partition' under 'site'"),
-    ({"gpus_per_node": -1}, "key 'site.gpus_per_node' must be ≥ 0 (got -1)"),
-    ({"gpus_per_node": 2.0}, "key 'site.gpus_per_node' must be an integer (got 2.0"),
-    ({"safety_factor": float("nan")}, "key 'site.safety_factor' must be a finite number (got nan)"),
-    ({"cpu_partition": ""}, "key 'site.cpu_partition' violates minLength=1 (got '')"),
-    ({"gpus_per_node": 0, "gpu_model": "h100"}, "key 'site.gpu_model' is 'h100' but 'site.gpus_per_node' is 0"),
-    ({"offline_nodes": True, "hf_home": None}, "key 'site.hf_home' is null but 'site.offline_nodes' is true"),
-    ({"qos": ""}, "key 'site.qos' violates minLength=1"),
-    ({"slurm_extra": {"training": "--exclusive"}}, "key 'site.slurm_extra' is missing required key 'gpu'"),
-    ({"signal_lead_s": -1}, "key 'site.signal_lead_s' must be ≥ 0 (got -1)"),
-    ({"max_runtime_min": 240, "target_runtime_min": 1440},
-     "key 'site.target_runtime_min' (1440) exceeds 'site.max_runtime_min' (240), so no run could be sized"),
-    ({"slurm_extra": {"training": "--exclusive --time=10:00", "gpu": None, "cpu": None}},
-     "key 'site.slurm_extra.training' sets --time, which the SLURM executor plugin sets itself"),
-    ({"slurm_extra": {"training": None, "gpu": "--gres=gpu:1", "cpu": None}},
-     "key 'site.slurm_extra.gpu' sets --gres, which the SLURM executor plugin sets itself"),
-    ({"cpu_max_runtime_min": 0}, "key 'site.cpu_max_runtime_min' must be ≥ 1 (got 0)"),
-    ({"chunk_startup_min": -1}, "key 'site.chunk_startup_min' must be ≥ 0 (got -1)"),
-    ({"max_runtime_min": 30, "target_runtime_min": 30, "chunk_startup_min": 30},
-     "key 'site.chunk_startup_min' (30) is not below 'site.max_runtime_min' (30)"),
-])
+@pytest.mark.parametrize(
+    ("changes", "sentence"),
+    [
+        ({"partition": "gpu"}, "unknown key 'partition' under 'site'"),
+        ({"gpus_per_node": -1}, "key 'site.gpus_per_node' must be ≥ 0 (got -1)"),
+        ({"gpus_per_node": 2.0}, "key 'site.gpus_per_node' must be an integer (got 2.0"),
+        ({"safety_factor": float("nan")}, "key 'site.safety_factor' must be a finite number (got nan)"),
+        ({"cpu_partition": ""}, "key 'site.cpu_partition' violates minLength=1 (got '')"),
+        ({"gpus_per_node": 0, "gpu_model": "h100"}, "key 'site.gpu_model' is 'h100' but 'site.gpus_per_node' is 0"),
+        ({"offline_nodes": True, "hf_home": None}, "key 'site.hf_home' is null but 'site.offline_nodes' is true"),
+        ({"qos": ""}, "key 'site.qos' violates minLength=1"),
+        ({"slurm_extra": {"training": "--exclusive"}}, "key 'site.slurm_extra' is missing required key 'gpu'"),
+        ({"signal_lead_s": -1}, "key 'site.signal_lead_s' must be ≥ 0 (got -1)"),
+        (
+            {"max_runtime_min": 240, "target_runtime_min": 1440},
+            "key 'site.target_runtime_min' (1440) exceeds 'site.max_runtime_min' (240), so no run could be sized",
+        ),
+        (
+            {"slurm_extra": {"training": "--exclusive --time=10:00", "gpu": None, "cpu": None}},
+            "key 'site.slurm_extra.training' sets --time, which the SLURM executor plugin sets itself",
+        ),
+        (
+            {"slurm_extra": {"training": None, "gpu": "--gres=gpu:1", "cpu": None}},
+            "key 'site.slurm_extra.gpu' sets --gres, which the SLURM executor plugin sets itself",
+        ),
+        ({"cpu_max_runtime_min": 0}, "key 'site.cpu_max_runtime_min' must be ≥ 1 (got 0)"),
+        ({"chunk_startup_min": -1}, "key 'site.chunk_startup_min' must be ≥ 0 (got -1)"),
+        (
+            {"max_runtime_min": 30, "target_runtime_min": 30, "chunk_startup_min": 30},
+            "key 'site.chunk_startup_min' (30) is not below 'site.max_runtime_min' (30)",
+        ),
+    ],
+)
 def test_a_bad_site_key_fails_with_one_sentence(tmp_path, changes, sentence):
     with pytest.raises(ValueError, match=sentence.replace("(", r"\(").replace(")", r"\)")):
         load_site(write_site(tmp_path, **changes))
@@ -77,8 +88,9 @@ def test_a_missing_site_key_names_it_and_the_example(tmp_path):
     del raw["site"]["account"]
     path = tmp_path / "site.yaml"
     path.write_text(yaml.safe_dump(raw))
-    with pytest.raises(ValueError, match=f"key 'site' is missing required key 'account' .every key is described in "
-                                         f"{EXAMPLE}.."):
+    with pytest.raises(
+        ValueError, match=f"key 'site' is missing required key 'account' .every key is described in {EXAMPLE}.."
+    ):
         load_site(path)
 
 
@@ -111,13 +123,14 @@ def test_run_on_ray_in_a_slurm_job_starts_ray_with_the_jobs_cpus_and_jax_reserve
     """The task sees the job's CPUs, and its JAX reserves the share of GPU memory the fit table plans against
     (JAX's own default, 75 %, would make a plan that fits in 90 % fail)."""
 
-
     from pipeline.runner import run_on_ray
 
     monkeypatch.setenv("SLURM_JOB_ID", "7")
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION", raising=False)
-    cpus, fraction = (run_on_ray("ray:cluster_resources", address=None)["CPU"],
-                      run_on_ray("os:getenv", "XLA_PYTHON_CLIENT_MEM_FRACTION", address=None))
+    cpus, fraction = (
+        run_on_ray("ray:cluster_resources", address=None)["CPU"],
+        run_on_ray("os:getenv", "XLA_PYTHON_CLIENT_MEM_FRACTION", address=None),
+    )
     assert (cpus, fraction) == (1, "0.9")

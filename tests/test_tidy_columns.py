@@ -15,8 +15,11 @@ def module_level_column_lists() -> dict[str, list[str]]:
     lists = {}
     for path in PACKAGE.rglob("*.py"):
         for node in ast.parse(path.read_text()).body:
-            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.List | ast.Tuple)
-                    and all(isinstance(item, ast.Constant) for item in node.value.elts)):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.List | ast.Tuple)
+                and all(isinstance(item, ast.Constant) for item in node.value.elts)
+            ):
                 for target in node.targets:
                     if isinstance(target, ast.Name) and target.id.endswith("COLUMNS"):
                         lists[f"{path.relative_to(PACKAGE)}:{target.id}"] = [item.value for item in node.value.elts]
@@ -25,8 +28,9 @@ def module_level_column_lists() -> dict[str, list[str]]:
 
 def test_no_column_list_is_spelled_out_twice():
     lists = module_level_column_lists()
-    copies = {name: [other for other, columns in lists.items() if other != name and columns == lists[name]]
-              for name in lists}
+    copies = {
+        name: [other for other, columns in lists.items() if other != name and columns == lists[name]] for name in lists
+    }
     assert {name: others for name, others in copies.items() if others} == {}
 
 

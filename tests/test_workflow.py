@@ -18,16 +18,27 @@ from pipeline.site import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-SUBMIT_HOST_RULES = {"all", "prefetch", "prefetch_dataset", "prefetch_tokenizer", "prefetch_task", "clustering",
-                     "param_counts",
-                     *(rule for name in ("tables.smk", "figures.smk", "report.smk")
-                       for rule in re.findall(r"^rule (\w+):", (ROOT / "workflow" / "rules" / name).read_text(), re.M))}
+SUBMIT_HOST_RULES = {
+    "all",
+    "prefetch",
+    "prefetch_dataset",
+    "prefetch_tokenizer",
+    "prefetch_task",
+    "clustering",
+    "param_counts",
+    *(
+        rule
+        for name in ("tables.smk", "figures.smk", "report.smk")
+        for rule in re.findall(r"^rule (\w+):", (ROOT / "workflow" / "rules" / name).read_text(), re.M)
+    ),
+}
 """Rules that run on the submit host (``localrules``: the prefetch, which needs the network, and jobs of seconds)."""
 
 
 def snakemake(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*SNAKEMAKE, *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120)
+    return subprocess.run(
+        [*SNAKEMAKE, *args], cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=120
+    )
 
 
 MISSING_SOFTWARE_LINT = "Specify a conda environment or container for each rule."
@@ -59,15 +70,25 @@ def dry_run_jobs(output: str) -> list[dict]:
     return jobs
 
 
-def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_and_fit_table(tmp_path,
-                                                                                             paper_fit_table):
+def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_and_fit_table(tmp_path, paper_fit_table):
     """In a working directory whose ``results/paper/fit.csv`` planned every training job on its GPUs (owt-small-gpt
     at micro-batch 16 on its 1 GPU): each job trains at its row's micro-batch; ``fit`` itself (its markdown
     missing) plans at the site."""
     table = paper_fit_table(tmp_path, {"owt-small-gpt": 16})
-    result = snakemake("all", "fit", "-n", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory",
-                       str(tmp_path), "--profile", "profiles/slurm", "--printshellcmds", "--config",
-                       "site=profiles/slurm/site.example.yaml")
+    result = snakemake(
+        "all",
+        "fit",
+        "-n",
+        "--snakefile",
+        str(ROOT / "workflow" / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--profile",
+        "profiles/slurm",
+        "--printshellcmds",
+        "--config",
+        "site=profiles/slurm/site.example.yaml",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     config = load_preset({"preset": "paper"})
     sizing = JobSizing(config, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
@@ -83,8 +104,14 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
     for runs in (pretrain, finetunes):
         for run_id, job in runs.items():
             shape = sizing.training(run_id)
-            expected = {"slurm_partition": shape.placement.partition, "gpu": shape.gpus, "cpus_per_task": shape.cpus,
-                        "mem_mb": shape.mem_mb, "runtime": shape.minutes, "micro_batch": shape.micro_batch}
+            expected = {
+                "slurm_partition": shape.placement.partition,
+                "gpu": shape.gpus,
+                "cpus_per_task": shape.cpus,
+                "mem_mb": shape.mem_mb,
+                "runtime": shape.minutes,
+                "micro_batch": shape.micro_batch,
+            }
             assert {key: job["resources"][key] for key in expected} == {k: str(v) for k, v in expected.items()}, run_id
             assert f"--gpus {shape.gpus} --micro-batch {shape.micro_batch}" in job["shell"], run_id
     gpus = {run_id: int(job["resources"]["gpu"]) for run_id, job in pretrain.items()}
@@ -126,8 +153,11 @@ def test_every_value_reaching_a_shell_is_quoted():
     rule_files = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
     commands = {f"{path.name}:{name}": command for path in rule_files for name, command in shell_commands(path).items()}
     assert len(commands) == sum(path.read_text().count("\n    shell:\n") for path in rule_files)
-    unquoted = {where: fields for where, command in commands.items()
-                if (fields := [f for f in re.findall(r"(?<!{){([^{}]+)}(?!})", command) if not f.endswith(":q")])}
+    unquoted = {
+        where: fields
+        for where, command in commands.items()
+        if (fields := [f for f in re.findall(r"(?<!{){([^{}]+)}(?!})", command) if not f.endswith(":q")])
+    }
     assert not unquoted
 
 
@@ -135,23 +165,36 @@ def test_a_shell_injection_in_a_task_name_is_refused_before_anything_runs():
     result = snakemake("-n", "--config", 'downstream={tasks: ["tiny_choice;touch /tmp/x;#"]}')
     assert result.returncode != 0
     sentences = [line for line in (result.stdout + result.stderr).splitlines() if "downstream.tasks" in line]
-    assert sentences == [f"{ROOT}/pipeline/config/presets/tiny.yaml (with --config overrides ['downstream']): "
-                         "key 'downstream.tasks.0' must match '^[A-Za-z0-9][A-Za-z0-9_.-]*$' "
-                         "(got 'tiny_choice;touch /tmp/x;#')."]
+    assert sentences == [
+        f"{ROOT}/pipeline/config/presets/tiny.yaml (with --config overrides ['downstream']): "
+        "key 'downstream.tasks.0' must match '^[A-Za-z0-9][A-Za-z0-9_.-]*$' "
+        "(got 'tiny_choice;touch /tmp/x;#')."
+    ]
 
 
 def test_slurm_profile_dry_run_without_the_fit_table_stops_and_says_to_plan_first(tmp_path):
     """Without a planned micro-batch a 1-GPU paper run would hold its whole batch (512 × 1024 tokens) on its GPU;
     without a row, nothing says a memory probe's whole batch fits its node."""
     plan = "(snakemake --profile profiles/slurm fit, with this command's --config)."
-    targets = {"results/paper/runs/owt-small-gpt/summary.json": "so it would train its whole per-GPU batch at once; "
-               f"plan the runs first or set its train.micro_batch_size in the preset {plan}",
-               "results/paper/analysis/memory/owt-medium-memory-gpt.json": "so nothing says its whole batch fits "
-               f"there; plan it first {plan}"}
+    targets = {
+        "results/paper/runs/owt-small-gpt/summary.json": "so it would train its whole per-GPU batch at once; "
+        f"plan the runs first or set its train.micro_batch_size in the preset {plan}",
+        "results/paper/analysis/memory/owt-medium-memory-gpt.json": "so nothing says its whole batch fits "
+        f"there; plan it first {plan}",
+    }
     for target, sentence in targets.items():
-        result = snakemake(target, "-n", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory",
-                           str(tmp_path), "--profile", "profiles/slurm", "--config",
-                           "site=profiles/slurm/site.example.yaml")
+        result = snakemake(
+            target,
+            "-n",
+            "--snakefile",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--profile",
+            "profiles/slurm",
+            "--config",
+            "site=profiles/slurm/site.example.yaml",
+        )
         assert result.returncode != 0 and sentence in result.stdout + result.stderr, target
 
 
@@ -168,37 +211,77 @@ def test_the_sites_sbatch_options_reach_its_jobs_and_results_go_to_its_results_d
     extras as slurm_extra; every output under results_dir (where the fit table is read too)."""
     scratch = tmp_path / "scratch"
     paper_fit_table(scratch, {})
-    site = write_site(tmp_path / "site.yaml", qos="long", gpu_constraint="h100", cpu_constraint="icelake",
-                      reservation="paper", slurm_extra={"training": "--exclusive", "gpu": None, "cpu": "--nice=10"},
-                      signal_lead_s=900, results_dir=str(scratch / "results"))
-    result = snakemake("all", "fit", "-n", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory",
-                       str(tmp_path / "work"), "--profile", "profiles/slurm", "--config", f"site={site}")
+    site = write_site(
+        tmp_path / "site.yaml",
+        qos="long",
+        gpu_constraint="h100",
+        cpu_constraint="icelake",
+        reservation="paper",
+        slurm_extra={"training": "--exclusive", "gpu": None, "cpu": "--nice=10"},
+        signal_lead_s=900,
+        results_dir=str(scratch / "results"),
+    )
+    result = snakemake(
+        "all",
+        "fit",
+        "-n",
+        "--snakefile",
+        str(ROOT / "workflow" / "Snakefile"),
+        "--directory",
+        str(tmp_path / "work"),
+        "--profile",
+        "profiles/slurm",
+        "--config",
+        f"site={site}",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = [job for job in dry_run_jobs(result.stdout) if job["rule"] not in SUBMIT_HOST_RULES]
-    extras = {"training": "--reservation=paper --exclusive --signal=URG@900", "gpu": "--reservation=paper",
-              "cpu": "--reservation=paper --nice=10"}
+    extras = {
+        "training": "--reservation=paper --exclusive --signal=URG@900",
+        "gpu": "--reservation=paper",
+        "cpu": "--reservation=paper --nice=10",
+    }
     for job in jobs:
         resources = job["resources"]
-        kind = ("training" if job["rule"] in {"pretrain", "finetune"}
-                else "gpu" if resources["slurm_partition"] == "gpu" else "cpu")
+        kind = (
+            "training"
+            if job["rule"] in {"pretrain", "finetune"}
+            else "gpu"
+            if resources["slurm_partition"] == "gpu"
+            else "cpu"
+        )
         assert resources["qos"] == "long" and resources["slurm_extra"] == extras[kind], job
         assert resources["constraint"] == ("icelake" if kind == "cpu" else "h100"), job
     assert {job["rule"] for job in jobs} >= {"pretrain", "finetune", "downstream", "corpus", "fit"}
     outputs = re.findall(r"^    output: (.*)$", result.stdout, re.M)
-    assert outputs and all(path.startswith(str(scratch / "results" / "paper")) for line in outputs
-                           for path in line.split(", ")), outputs[:3]
+    assert outputs and all(
+        path.startswith(str(scratch / "results" / "paper")) for line in outputs for path in line.split(", ")
+    ), outputs[:3]
 
 
 def test_the_tiny_preset_on_the_slurm_profile_asks_for_tiny_cpu_jobs(tmp_path):
-    result = snakemake("results/tiny/data/caches/wt103-bpe", "-n", "--snakefile", str(ROOT / "workflow" / "Snakefile"),
-                       "--directory", str(tmp_path), "--profile", "profiles/slurm", "--config", "preset=tiny",
-                       "site=profiles/slurm/site.example.yaml")
+    result = snakemake(
+        "results/tiny/data/caches/wt103-bpe",
+        "-n",
+        "--snakefile",
+        str(ROOT / "workflow" / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--profile",
+        "profiles/slurm",
+        "--config",
+        "preset=tiny",
+        "site=profiles/slurm/site.example.yaml",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = dry_run_jobs(result.stdout)
     assert {job["rule"] for job in jobs} == {"corpus", "tokenizer", "token_cache"}
     for job in jobs:
         assert {key: job["resources"][key] for key in ("cpus_per_task", "mem_mb", "runtime")} == {
-            "cpus_per_task": "2", "mem_mb": "8000", "runtime": "60"}, job
+            "cpus_per_task": "2",
+            "mem_mb": "8000",
+            "runtime": "60",
+        }, job
 
 
 @pytest.mark.parametrize("ablation", [False, True])
@@ -210,22 +293,42 @@ def test_fit_plans_the_rows_of_the_config_the_dry_run_resolved(tmp_path, monkeyp
     from pipeline.planning import fit
 
     preset = tmp_path / "my_tiny.yaml"
-    preset.write_text((ROOT / "pipeline" / "config" / "presets" / "tiny.yaml").read_text().replace(
-        "preset: tiny", "preset: my_tiny"))
-    overrides = (["pretrain={wt103-extra: {dataset: wt103, size: small, tokenizer: bpe, families: [gpt], "
-                  "train: {batch_size: 8, steps: 4, lr: 0.006, eval_every: 2}}}"] if ablation else [])
+    preset.write_text(
+        (ROOT / "pipeline" / "config" / "presets" / "tiny.yaml").read_text().replace("preset: tiny", "preset: my_tiny")
+    )
+    overrides = (
+        [
+            "pretrain={wt103-extra: {dataset: wt103, size: small, tokenizer: bpe, families: [gpt], "
+            "train: {batch_size: 8, steps: 4, lr: 0.006, eval_every: 2}}}"
+        ]
+        if ablation
+        else []
+    )
     config = ["--config", f"preset={preset}", "site=profiles/slurm/site.example.yaml", *overrides]
     workflow = ["--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path)]
     planned = snakemake("fit", "-n", *workflow, "--profile", "profiles/slurm", "--printshellcmds", *config)
     assert planned.returncode == 0, planned.stderr[-2000:]
     [command] = [job["shell"] for job in dry_run_jobs(planned.stdout) if job["rule"] == "fit"]
-    monkeypatch.setattr(fit, "plans_in_subprocess", lambda requests, gpus: [
-        {"parameters": 1, "trainable_parameters": 1, "param_bytes": 1, "replicated_param_bytes": 0,
-         "optimizer_bytes": 0, "temp_bytes": micro_batch, "total_bytes": 1 + micro_batch, "gpus": gpus}
-        for _, _, micro_batch in requests])
+    monkeypatch.setattr(
+        fit,
+        "plans_in_subprocess",
+        lambda requests, gpus: [
+            {
+                "parameters": 1,
+                "trainable_parameters": 1,
+                "param_bytes": 1,
+                "replicated_param_bytes": 0,
+                "optimizer_bytes": 0,
+                "temp_bytes": micro_batch,
+                "total_bytes": 1 + micro_batch,
+                "gpus": gpus,
+            }
+            for _, _, micro_batch in requests
+        ],
+    )
     monkeypatch.chdir(tmp_path)
     words = shlex.split(command.split(">")[0])
-    assert main(words[words.index("pipeline") + 1:]) == 0
+    assert main(words[words.index("pipeline") + 1 :]) == 0
     result = snakemake("all", "-n", *workflow, "--profile", "profiles/slurm", *config)
     assert result.returncode == 0, result.stderr[-2000:]
     pretrain = {job["wildcards"]["run"] for job in dry_run_jobs(result.stdout) if job["rule"] == "pretrain"}
@@ -237,9 +340,23 @@ def test_the_fit_cli_without_a_site_leaves_the_site_planned_table_alone(tmp_path
     from pipeline.planning import commands, fit
 
     monkeypatch.setattr(commands, "REPO_ROOT", tmp_path)
-    monkeypatch.setattr(fit, "plans_in_subprocess", lambda requests, gpus: [
-        {"parameters": 1, "trainable_parameters": 1, "param_bytes": 1, "replicated_param_bytes": 0,
-         "optimizer_bytes": 0, "temp_bytes": 1, "total_bytes": 2, "gpus": gpus} for _ in requests])
+    monkeypatch.setattr(
+        fit,
+        "plans_in_subprocess",
+        lambda requests, gpus: [
+            {
+                "parameters": 1,
+                "trainable_parameters": 1,
+                "param_bytes": 1,
+                "replicated_param_bytes": 0,
+                "optimizer_bytes": 0,
+                "temp_bytes": 1,
+                "total_bytes": 2,
+                "gpus": gpus,
+            }
+            for _ in requests
+        ],
+    )
     table = tmp_path / "results" / "tiny" / "fit.csv"
     table.parent.mkdir(parents=True)
     table.write_text("site-planned\n")
@@ -251,13 +368,25 @@ def test_the_fit_cli_without_a_site_leaves_the_site_planned_table_alone(tmp_path
 def test_the_report_shows_the_grids_status_as_one_more_captioned_item(tmp_path):
     """`snakemake` (rule all) runs `python -m pipeline status` once every training run is done, into a file marked
     for `snakemake --report` under Status with its caption (workflow/report/status.rst)."""
-    result = snakemake("-n", "-p", "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path),
-                       "--config", "preset=tiny")
+    result = snakemake(
+        "-n",
+        "-p",
+        "--snakefile",
+        str(ROOT / "workflow" / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--config",
+        "preset=tiny",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     [status] = [job for job in dry_run_jobs(result.stdout) if job["rule"] == "status"]
-    assert re.search(r"python -m pipeline status --preset tiny --overrides '?\{\}'? --results results/tiny +> "
-                     r"results/tiny/status.txt", status["shell"]), status
+    assert re.search(
+        r"python -m pipeline status --preset tiny --overrides '?\{\}'? --results results/tiny +> "
+        r"results/tiny/status.txt",
+        status["shell"],
+    ), status
     rules = (ROOT / "workflow" / "rules" / "report.smk").read_text()
-    assert re.search(r'report\(\s*f"\{RESULTS\}/status.txt",\s*caption="../report/status.rst",\s*category="Status"',
-                     rules)
+    assert re.search(
+        r'report\(\s*f"\{RESULTS\}/status.txt",\s*caption="../report/status.rst",\s*category="Status"', rules
+    )
     assert "pipeline status" in (ROOT / "workflow" / "report" / "status.rst").read_text()

@@ -35,8 +35,9 @@ def used_names(text: str) -> set[str]:
 
 
 def test_no_include_reads_a_name_another_stage_defines():
-    stages = {path.name: path.read_text() for path in sorted((WORKFLOW / "rules").glob("*.smk"))
-              if path.name not in SHARED}
+    stages = {
+        path.name: path.read_text() for path in sorted((WORKFLOW / "rules").glob("*.smk")) if path.name not in SHARED
+    }
     shared = set().union(*(defined_names((WORKFLOW / "rules" / name).read_text()) for name in SHARED))
     defined = {name: defined_names(text) - shared for name, text in stages.items()}
     borrowed = []
@@ -49,6 +50,11 @@ def test_no_include_reads_a_name_another_stage_defines():
 
 
 def test_snakefmt_is_clean():
-    result = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "--diff", "workflow"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "snakefmt", "--check", "--diff", "workflow"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]

@@ -48,23 +48,25 @@ def magnitude(family: str, name: str, t: np.ndarray, horizon: float, scale: floa
     """a(t) of degree k = ``MAGNITUDE_DEGREES[name]``: s·(t/T)^k (notebook), s·(k+1)·(t/T)^k (equal_mean) or
     s·t^k (power)."""
     if name not in MAGNITUDE_DEGREES:
-        raise ValueError(f"analysis.clustering.magnitudes: unknown {name!r}; expected one of "
-                         f"{', '.join(MAGNITUDE_DEGREES)}.")
+        raise ValueError(
+            f"analysis.clustering.magnitudes: unknown {name!r}; expected one of {', '.join(MAGNITUDE_DEGREES)}."
+        )
     degree = MAGNITUDE_DEGREES[name]
     if family == "notebook":
         return scale * (t / horizon) ** degree
     if family == "equal_mean":
         return scale * (degree + 1) * (t / horizon) ** degree
     if family == "power":
-        return scale * t ** degree
-    raise ValueError(f"analysis.clustering.regimes: unknown magnitude {family!r}; expected one of "
-                     f"{', '.join(MAGNITUDE_FAMILIES)}.")
+        return scale * t**degree
+    raise ValueError(
+        f"analysis.clustering.regimes: unknown magnitude {family!r}; expected one of {', '.join(MAGNITUDE_FAMILIES)}."
+    )
 
 
 def standardize(x: np.ndarray) -> np.ndarray:
     """Per-token standardisation over the last axis: (x − mean) / sqrt(var + 1e-5)."""
     centred = x - x.mean(axis=-1, keepdims=True)
-    return centred / np.sqrt((centred ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+    return centred / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + 1e-5)
 
 
 def simulate(x0: np.ndarray, query_key: np.ndarray, value: np.ndarray, scales: np.ndarray, dt: float) -> np.ndarray:
@@ -91,8 +93,12 @@ def cluster_statistics(points: np.ndarray, threshold: float = CLUSTER_THRESHOLD)
 
     distances = pdist(points)
     labels = fcluster(linkage(points, method="single"), threshold, criterion="distance")
-    return {"n_clusters": int(labels.max()), "threshold": threshold,
-            "mean_pairwise_distance": float(distances.mean()), "max_pairwise_distance": float(distances.max())}
+    return {
+        "n_clusters": int(labels.max()),
+        "threshold": threshold,
+        "mean_pairwise_distance": float(distances.mean()),
+        "max_pairwise_distance": float(distances.max()),
+    }
 
 
 def draw_initial(seeds: list[int], tokens: int, hidden_dim: int, x0_range: float) -> tuple[np.ndarray, ...]:
@@ -112,8 +118,9 @@ def claim_regime(regimes: dict[str, dict]) -> tuple[str, dict]:
     return name, regimes[name]
 
 
-def run_clustering(tokens: int, hidden_dim: int, x0_range: float, magnitudes: list[str], regime: dict,
-                   seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def run_clustering(
+    tokens: int, hidden_dim: int, x0_range: float, magnitudes: list[str], regime: dict, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The single picture: trajectories (magnitude, degree, step, t = step·dt, token, x0..x{d-1}) and final-state
     statistics of every magnitude in ``regime``, all from seed ``seed``'s x0, A_0 and V_0."""
     x0, query_key, value = draw_initial([seed], tokens, hidden_dim, x0_range)
@@ -123,8 +130,15 @@ def run_clustering(tokens: int, hidden_dim: int, x0_range: float, magnitudes: li
         scales = magnitude(regime["magnitude"], name, times, regime["horizon"], regime["scale"])
         states = simulate(x0, query_key, value, scales, regime["dt"])[:, 0]
         step, token = np.meshgrid(np.arange(len(states)), np.arange(tokens), indexing="ij")
-        frame = pd.DataFrame({"magnitude": name, "degree": MAGNITUDE_DEGREES[name], "step": step.ravel(),
-                              "t": step.ravel() * regime["dt"], "token": token.ravel()})
+        frame = pd.DataFrame(
+            {
+                "magnitude": name,
+                "degree": MAGNITUDE_DEGREES[name],
+                "step": step.ravel(),
+                "t": step.ravel() * regime["dt"],
+                "token": token.ravel(),
+            }
+        )
         for dim in range(hidden_dim):
             frame[f"x{dim}"] = states[..., dim].ravel()
         trajectories.append(frame)
@@ -132,12 +146,23 @@ def run_clustering(tokens: int, hidden_dim: int, x0_range: float, magnitudes: li
     return pd.concat(trajectories, ignore_index=True), pd.DataFrame(statistics)
 
 
-SWEEP_COLUMNS = ["regime", "role", "horizon", "dt", "seed", "magnitude", "degree", "tokens", "n_clusters",
-                 "mean_pairwise_distance"]
+SWEEP_COLUMNS = [
+    "regime",
+    "role",
+    "horizon",
+    "dt",
+    "seed",
+    "magnitude",
+    "degree",
+    "tokens",
+    "n_clusters",
+    "mean_pairwise_distance",
+]
 
 
-def sweep_clustering(tokens: int, hidden_dim: int, x0_range: float, magnitudes: list[str], regimes: dict[str, dict],
-                     seeds: int) -> pd.DataFrame:
+def sweep_clustering(
+    tokens: int, hidden_dim: int, x0_range: float, magnitudes: list[str], regimes: dict[str, dict], seeds: int
+) -> pd.DataFrame:
     """Final-state cluster statistics (``SWEEP_COLUMNS``) of every regime, seed (0..seeds−1) and magnitude; every
     regime and magnitude of one seed starts from the same x0, A_0 and V_0 (paired), all seeds integrated at once."""
     x0, query_key, value = draw_initial(list(range(seeds)), tokens, hidden_dim, x0_range)
@@ -152,10 +177,20 @@ def sweep_clustering(tokens: int, hidden_dim: int, x0_range: float, magnitudes: 
                 final = simulate(x0, query_key, value, scales, regime["dt"])[-1]
                 statistics[key] = [cluster_statistics(points) for points in final]
             for seed, stats in enumerate(statistics[key]):
-                rows.append({"regime": label, "role": regime["role"], "horizon": regime["horizon"],
-                             "dt": regime["dt"], "seed": seed, "magnitude": name, "degree": MAGNITUDE_DEGREES[name],
-                             "tokens": tokens, "n_clusters": stats["n_clusters"],
-                             "mean_pairwise_distance": stats["mean_pairwise_distance"]})
+                rows.append(
+                    {
+                        "regime": label,
+                        "role": regime["role"],
+                        "horizon": regime["horizon"],
+                        "dt": regime["dt"],
+                        "seed": seed,
+                        "magnitude": name,
+                        "degree": MAGNITUDE_DEGREES[name],
+                        "tokens": tokens,
+                        "n_clusters": stats["n_clusters"],
+                        "mean_pairwise_distance": stats["mean_pairwise_distance"],
+                    }
+                )
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
 
 
@@ -163,8 +198,9 @@ def seed_clusters(sweep: pd.DataFrame, regime: str) -> pd.DataFrame:
     """Clusters of ``regime`` as a seed × magnitude table."""
     rows = sweep[sweep["regime"] == regime]
     if rows.empty:
-        raise ValueError(f"clustering sweep: no rows for regime {regime!r}; expected one of "
-                         f"{sorted(sweep['regime'].unique())}.")
+        raise ValueError(
+            f"clustering sweep: no rows for regime {regime!r}; expected one of {sorted(sweep['regime'].unique())}."
+        )
     return rows.pivot(index="seed", columns="magnitude", values="n_clusters")
 
 

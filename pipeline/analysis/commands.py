@@ -15,35 +15,54 @@ from pipeline.commands import absolute, add_ray_options, ray_placement
 def _spectra(args: argparse.Namespace) -> None:
     from pipeline.runner import run_on_ray
 
-    summary = run_on_ray("pipeline.analysis.spectra:run_spectra", *absolute(args.run_dir, args.tokenizer, args.out),
-                         args.time_oversampling, *absolute(args.untrained_out), **ray_placement(args))
+    summary = run_on_ray(
+        "pipeline.analysis.spectra:run_spectra",
+        *absolute(args.run_dir, args.tokenizer, args.out),
+        args.time_oversampling,
+        *absolute(args.untrained_out),
+        **ray_placement(args),
+    )
     logging.info("spectra finished: %s", json.dumps(summary))
 
 
 def _lyapunov(args: argparse.Namespace) -> None:
     from pipeline.runner import run_on_ray
 
-    summary = run_on_ray("pipeline.analysis.lyapunov:run_lyapunov",
-                         *absolute(args.run_dir, args.tokenizer, args.out, args.html), json.loads(args.sentences),
-                         args.output_token, **ray_placement(args))
+    summary = run_on_ray(
+        "pipeline.analysis.lyapunov:run_lyapunov",
+        *absolute(args.run_dir, args.tokenizer, args.out, args.html),
+        json.loads(args.sentences),
+        args.output_token,
+        **ray_placement(args),
+    )
     logging.info("lyapunov finished: %s", json.dumps(summary))
 
 
 def _frontier(args: argparse.Namespace) -> None:
     from pipeline.runner import run_on_ray
 
-    summary = run_on_ray("pipeline.analysis.frontier:run_frontier",
-                         *absolute(args.run_dir, args.cache, args.tokenizer, args.out), json.loads(args.step_factors),
-                         json.loads(args.solvers), args.batch_size, args.max_batches,
-                         **ray_placement(args))
+    summary = run_on_ray(
+        "pipeline.analysis.frontier:run_frontier",
+        *absolute(args.run_dir, args.cache, args.tokenizer, args.out),
+        json.loads(args.step_factors),
+        json.loads(args.solvers),
+        args.batch_size,
+        args.max_batches,
+        **ray_placement(args),
+    )
     logging.info("frontier finished: %s", json.dumps(summary))
 
 
 def _memory_probe(args: argparse.Namespace) -> None:
     from pipeline.runner import run_on_ray
 
-    record = run_on_ray("pipeline.analysis.memory:probe_memory", args.spec, *absolute(args.tokenizer, args.out),
-                        args.steps, **ray_placement(args))
+    record = run_on_ray(
+        "pipeline.analysis.memory:probe_memory",
+        args.spec,
+        *absolute(args.tokenizer, args.out),
+        args.steps,
+        **ray_placement(args),
+    )
     logging.info("memory-probe finished: %s", json.dumps(record))
 
 
@@ -62,8 +81,9 @@ def _param_counts(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text
     from pipeline.models import baseline_param_counts, table6_param_counts
 
-    rows = [{"model": "diffeq-gpt-large", "time_embed_dim": d, "parameters": n}
-            for d, n in table6_param_counts().items()]
+    rows = [
+        {"model": "diffeq-gpt-large", "time_embed_dim": d, "parameters": n} for d, n in table6_param_counts().items()
+    ]
     rows += [{"model": name, "time_embed_dim": None, "parameters": n} for name, n in baseline_param_counts().items()]
     table = pd.DataFrame(rows, columns=PARAM_COUNT_COLUMNS).astype({"time_embed_dim": "Int64"})
     atomic_write_text(args.out, table.to_csv(index=False))
@@ -83,8 +103,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     _run_options(spectra)
     spectra.add_argument("--time-oversampling", type=int, required=True, help="DiffEqFormer: t grid k·L fine")
     spectra.add_argument("--out", type=Path, required=True, help="the tidy CSV")
-    spectra.add_argument("--untrained-out", type=Path, required=True,
-                         help="the tidy CSV of an untrained model of the run's config (the control)")
+    spectra.add_argument(
+        "--untrained-out",
+        type=Path,
+        required=True,
+        help="the tidy CSV of an untrained model of the run's config (the control)",
+    )
     spectra.set_defaults(run=_spectra)
 
     lyapunov = verbs.add_parser("lyapunov", help="Lyapunov token sensitivity of sentences (§5.2, App. B)")

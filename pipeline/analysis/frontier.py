@@ -29,6 +29,7 @@ SOLVER_STAGES = {"euler": 1, "heun": 2, "rk4": 4}
 
 def solver_step(solver: str, blocks: list, x: NamedArray, mask) -> NamedArray:
     """One step of ``solver`` from x with the step's stage blocks (their increments are dt·f)."""
+
     def increment(block, y):
         return block.increment(y, mask)
 
@@ -58,8 +59,10 @@ def solve(field, x: NamedArray, mask, solver: str, num_steps) -> NamedArray:
     steps = jnp.asarray(num_steps, dtype=jnp.float32)
 
     def step(k, y):
-        blocks = [field.at(field.times(k.astype(jnp.float32) + offset, steps), scale=1.0 / steps)
-                  for offset in STAGE_OFFSETS[solver]]
+        blocks = [
+            field.at(field.times(k.astype(jnp.float32) + offset, steps), scale=1.0 / steps)
+            for offset in STAGE_OFFSETS[solver]
+        ]
         return solver_step(solver, blocks, y, mask)
 
     return jax.lax.fori_loop(0, jnp.asarray(num_steps, dtype=jnp.int32), step, x)
@@ -96,15 +99,17 @@ def step_counts(trained_steps: int, step_factors: list[float]) -> list[tuple[flo
     return [(factor, max(1, round(factor * trained_steps))) for factor in step_factors]
 
 
-def validation_batches(cache_dir: str, tokenizer_dir: str, seq_len: int, batch_size: int,
-                       max_batches: int | None) -> list:
+def validation_batches(
+    cache_dir: str, tokenizer_dir: str, seq_len: int, batch_size: int, max_batches: int | None
+) -> list:
     """The validation split of a run's token cache as (batched ``LmExample``s, per-example weights), all of
     it when ``max_batches`` is None, read through Levanter's dataset of the pretrain stage (same examples, same
     loss mask). The last batch is padded to ``batch_size`` with weight-0 copies (one compiled shape)."""
     from levanter.data.text import UrlSingleDatasetLMConfig
 
-    data = UrlSingleDatasetLMConfig(cache_dir=cache_dir, tokenizer=tokenizer_dir, train_urls=[], validation_urls=[],
-                                    shuffle=False)
+    data = UrlSingleDatasetLMConfig(
+        cache_dir=cache_dir, tokenizer=tokenizer_dir, train_urls=[], validation_urls=[], shuffle=False
+    )
     dataset = data.validation_sets(hax.Axis("position", seq_len), monitors=False)[""].as_sync_dataset()
     n_examples = len(dataset) if max_batches is None else min(len(dataset), max_batches * batch_size)
     if n_examples == 0:
@@ -119,8 +124,16 @@ def validation_batches(cache_dir: str, tokenizer_dir: str, seq_len: int, batch_s
     return batches
 
 
-def run_frontier(run_dir: str, cache_dir: str, tokenizer_dir: str, out_csv: str, step_factors: list[float],
-                 solvers: list[str], batch_size: int, max_batches: int | None) -> dict:
+def run_frontier(
+    run_dir: str,
+    cache_dir: str,
+    tokenizer_dir: str,
+    out_csv: str,
+    step_factors: list[float],
+    solvers: list[str],
+    batch_size: int,
+    max_batches: int | None,
+) -> dict:
     """Validation loss of one trained DiffEqFormer for every (solver, N); writes the tidy table to ``out_csv``."""
     import logging
 
@@ -132,8 +145,10 @@ def run_frontier(run_dir: str, cache_dir: str, tokenizer_dir: str, out_csv: str,
 
     spec, model = load_run_model(run_dir, len(load_tokenizer(tokenizer_dir)))
     if spec.model.family != "diffeq":
-        raise ValueError(f"{run_dir}/config.yaml: model.family is {spec.model.family!r}; the frontier needs a "
-                         f"GPT-style DiffEqFormer (diffeq).")
+        raise ValueError(
+            f"{run_dir}/config.yaml: model.family is {spec.model.family!r}; the frontier needs a "
+            f"GPT-style DiffEqFormer (diffeq)."
+        )
     model = inference_mode(model, True)
     batches = validation_batches(cache_dir, tokenizer_dir, spec.model.seq_len, batch_size, max_batches)
     trained_steps = spec.model.num_layers
@@ -142,9 +157,19 @@ def run_frontier(run_dir: str, cache_dir: str, tokenizer_dir: str, out_csv: str,
         for factor, num_steps in step_counts(trained_steps, step_factors):
             loss = validation_loss(model, batches, solver, num_steps)
             logging.info("%s %s N=%d: validation loss %.4f", spec.run_id, solver, num_steps, loss)
-            rows.append({"run_id": spec.run_id, "family": spec.model.family, "dataset": spec.dataset,
-                         "trained_steps": trained_steps, "solver": solver, "num_steps": num_steps,
-                         "step_factor": factor, "field_evaluations": SOLVER_STAGES[solver] * num_steps,
-                         "val_loss": loss, "val_ppl": math.exp(loss)})
+            rows.append(
+                {
+                    "run_id": spec.run_id,
+                    "family": spec.model.family,
+                    "dataset": spec.dataset,
+                    "trained_steps": trained_steps,
+                    "solver": solver,
+                    "num_steps": num_steps,
+                    "step_factor": factor,
+                    "field_evaluations": SOLVER_STAGES[solver] * num_steps,
+                    "val_loss": loss,
+                    "val_ppl": math.exp(loss),
+                }
+            )
     atomic_write_text(Path(out_csv), pd.DataFrame(rows, columns=FRONTIER_COLUMNS).to_csv(index=False))
     return {"run_id": spec.run_id, "rows": len(rows)}

@@ -114,22 +114,26 @@ def sentence_tokens(tokenizer, sentence: str, output_token: int, seq_len: int) -
     ids = tokenizer(sentence, add_special_tokens=False)["input_ids"]
     position = output_token if output_token >= 0 else len(ids) + output_token
     if not 0 <= position < min(len(ids), seq_len):
-        raise ValueError(f"analysis.lyapunov.output_token: {output_token} is outside the {len(ids)} tokens of "
-                         f"{sentence!r} (model seq_len {seq_len}).")
+        raise ValueError(
+            f"analysis.lyapunov.output_token: {output_token} is outside the {len(ids)} tokens of "
+            f"{sentence!r} (model seq_len {seq_len})."
+        )
     return ids[: position + 1]
 
 
 def exponents_table(run_id: str, sentence_id: int, tokens: list[str], exponents: np.ndarray) -> pd.DataFrame:
     """Tidy rows (``LYAPUNOV_COLUMNS``) of one sentence's spectra [tokens, hidden]."""
     positions, index = np.meshgrid(np.arange(exponents.shape[0]), np.arange(exponents.shape[1]), indexing="ij")
-    return pd.DataFrame({
-        "run_id": run_id,
-        "sentence_id": sentence_id,
-        "position": positions.ravel(),
-        "token": np.asarray(tokens, dtype=object)[positions.ravel()],
-        "exponent_index": index.ravel(),
-        "exponent": exponents.ravel(),
-    })[LYAPUNOV_COLUMNS]
+    return pd.DataFrame(
+        {
+            "run_id": run_id,
+            "sentence_id": sentence_id,
+            "position": positions.ravel(),
+            "token": np.asarray(tokens, dtype=object)[positions.ravel()],
+            "exponent_index": index.ravel(),
+            "exponent": exponents.ravel(),
+        }
+    )[LYAPUNOV_COLUMNS]
 
 
 def heatmap_html(run_id: str, sentences: list[tuple[list[str], np.ndarray]]) -> str:
@@ -144,16 +148,21 @@ def heatmap_html(run_id: str, sentences: list[tuple[list[str], np.ndarray]]) -> 
             level = 0.0 if high == low else min(1.0, (value - low) / (high - low))
             shade = round(255 * (1.0 - level))
             outline = "outline: 2px solid black;" if position == len(tokens) - 1 else ""
-            spans.append(f"<span title='{value:.4f}' style='background-color: rgb(255,{shade},{shade});"
-                         f"{outline}'>{html.escape(token)}</span>")
+            spans.append(
+                f"<span title='{value:.4f}' style='background-color: rgb(255,{shade},{shade});"
+                f"{outline}'>{html.escape(token)}</span>"
+            )
         rows.append(f"<p><b>{sentence_id}</b> [{low:.3f}, {high:.3f}]: {''.join(spans)}</p>")
-    return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>Lyapunov sensitivity: {html.escape(run_id)}"
-            f"</title></head><body style='font-family: monospace'>\n<h3>{html.escape(run_id)}: largest Lyapunov "
-            f"exponent of the last token w.r.t. each input token</h3>\n" + "\n".join(rows) + "\n</body></html>\n")
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>Lyapunov sensitivity: {html.escape(run_id)}"
+        f"</title></head><body style='font-family: monospace'>\n<h3>{html.escape(run_id)}: largest Lyapunov "
+        f"exponent of the last token w.r.t. each input token</h3>\n" + "\n".join(rows) + "\n</body></html>\n"
+    )
 
 
-def run_lyapunov(run_dir: str, tokenizer_dir: str, out_csv: str, out_html: str, sentences: list[str],
-                 output_token: int) -> dict:
+def run_lyapunov(
+    run_dir: str, tokenizer_dir: str, out_csv: str, out_html: str, sentences: list[str], output_token: int
+) -> dict:
     """Exponents of every configured sentence for one trained DiffEqFormer: the CSV table and the heat-map."""
     from levanter.compat.hf_checkpoints import load_tokenizer
     from levanter.utils.tree_utils import inference_mode
@@ -164,8 +173,10 @@ def run_lyapunov(run_dir: str, tokenizer_dir: str, out_csv: str, out_html: str, 
     tokenizer = load_tokenizer(tokenizer_dir)
     spec, model = load_run_model(run_dir, len(tokenizer))
     if spec.model.family != "diffeq":
-        raise ValueError(f"{run_dir}/config.yaml: model.family is {spec.model.family!r}; the Lyapunov analysis "
-                         f"needs a GPT-style DiffEqFormer (diffeq).")
+        raise ValueError(
+            f"{run_dir}/config.yaml: model.family is {spec.model.family!r}; the Lyapunov analysis "
+            f"needs a GPT-style DiffEqFormer (diffeq)."
+        )
     model = inference_mode(model, True)
     frames, shaded = [], []
     for sentence_id, sentence in enumerate(sentences):

@@ -22,8 +22,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-MEMORY_COLUMNS = ["probe_id", "family", "time_embed_dim", "batch_size", "seq_len", "parameters", "num_devices",
-                  "backend", "device_peak_bytes", "compiled_peak_bytes", "host_peak_rss_bytes"]
+MEMORY_COLUMNS = [
+    "probe_id",
+    "family",
+    "time_embed_dim",
+    "batch_size",
+    "seq_len",
+    "parameters",
+    "num_devices",
+    "backend",
+    "device_peak_bytes",
+    "compiled_peak_bytes",
+    "host_peak_rss_bytes",
+]
 
 
 def device_peak_bytes(devices) -> int | None:
@@ -74,9 +85,13 @@ def probe_memory(spec_json: str, tokenizer_dir: str, out_json: str, steps: int) 
         "host_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
     atomic_write_json(Path(out_json), record)
-    logging.getLogger(__name__).info("%s: %d parameters, compiled plan %.3f GiB per device, device peak %s",
-                                     spec.run_id, parameters, record["compiled_peak_bytes"] / 2**30,
-                                     "n/a" if measured is None else f"{measured / 2**30:.3f} GiB")
+    logging.getLogger(__name__).info(
+        "%s: %d parameters, compiled plan %.3f GiB per device, device peak %s",
+        spec.run_id,
+        parameters,
+        record["compiled_peak_bytes"] / 2**30,
+        "n/a" if measured is None else f"{measured / 2**30:.3f} GiB",
+    )
     return {key: record[key] for key in MEMORY_COLUMNS}
 
 
@@ -109,8 +124,9 @@ def _measure_train_step(spec, tokenizer, steps: int):
             state = trainer.initial_state(training_key, model_init=lambda: model_config.build(Vocab, key=model_key))
             Pos = Axis("position", spec.model.seq_len)
             tokens = hax.random.randint(data_key, (trainer.TrainBatch, Pos), 0, vocab_size)
-            batch = hax.shard(causal_examples(tokens, tokenizer.eos_token_id, trainer.TrainBatch),
-                              trainer.compute_axis_mapping)
+            batch = hax.shard(
+                causal_examples(tokens, tokenizer.eos_token_id, trainer.TrainBatch), trainer.compute_axis_mapping
+            )
             # The function Trainer.train_step runs when no jit hook is due (the loop registers none), without the
             # host-side hooks (checkpointer, trackers), which a probe must not trigger.
             train_step = trainer._jit_train_step_fn_no_hook

@@ -81,8 +81,10 @@ def feedforward_spectra(w_fc: np.ndarray, w_proj: np.ndarray) -> np.ndarray:
 def mlp_weights(model) -> tuple[np.ndarray, np.ndarray]:
     """Per-layer feed-forward weights of a GPT: (c_fc [t, embed, mlp], c_proj [t, mlp, embed])."""
     mlp = model.transformer.blocks.stacked.mlp
-    return (np.asarray(mlp.c_fc.weight.rearrange(("layers", "embed", "mlp")).array),
-            np.asarray(mlp.c_proj.weight.rearrange(("layers", "mlp", "embed")).array))
+    return (
+        np.asarray(mlp.c_fc.weight.rearrange(("layers", "embed", "mlp")).array),
+        np.asarray(mlp.c_proj.weight.rearrange(("layers", "mlp", "embed")).array),
+    )
 
 
 def diffeq_mlp_weights(model, time_oversampling: int) -> tuple[np.ndarray, np.ndarray]:
@@ -91,12 +93,20 @@ def diffeq_mlp_weights(model, time_oversampling: int) -> tuple[np.ndarray, np.nd
     field = model.transformer.field
     c_fc, _ = field.mlp.c_fc.weights_at(times, field.shared_mlp)
     c_proj, _ = field.mlp.c_proj.weights_at(times, field.shared_mlp)
-    return (np.asarray(c_fc.rearrange(("time", "embed", "mlp")).array),
-            np.asarray(c_proj.rearrange(("time", "mlp", "embed")).array))
+    return (
+        np.asarray(c_fc.rearrange(("time", "embed", "mlp")).array),
+        np.asarray(c_proj.rearrange(("time", "mlp", "embed")).array),
+    )
 
 
-def spectra_table(c_attn: np.ndarray, c_proj: np.ndarray, times: np.ndarray, layers: list[int],
-                  labels: dict[str, str], feedforward: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
+def spectra_table(
+    c_attn: np.ndarray,
+    c_proj: np.ndarray,
+    times: np.ndarray,
+    layers: list[int],
+    labels: dict[str, str],
+    feedforward: tuple[np.ndarray, np.ndarray] | None = None,
+) -> pd.DataFrame:
     """The tidy table (``SPECTRA_COLUMNS``) of QK and OV eigenvalues of every head at every time, and of FF at every
     time when ``feedforward`` = (W_fc, W_proj) is given."""
     w_q, w_k, w_v = (np.moveaxis(c_attn[:, :, i], 1, -2) for i in range(3))
@@ -105,23 +115,40 @@ def spectra_table(c_attn: np.ndarray, c_proj: np.ndarray, times: np.ndarray, lay
     for matrix, eigenvalues in spectra.items():
         n_times, n_heads, n_eig = eigenvalues.shape
         t_idx, head, index = np.meshgrid(np.arange(n_times), np.arange(n_heads), np.arange(n_eig), indexing="ij")
-        frames.append(pd.DataFrame({
-            "matrix": matrix,
-            "t": np.asarray(times)[t_idx.ravel()],
-            "layer": np.asarray(layers)[t_idx.ravel()],
-            "head": head.ravel(),
-            "index": index.ravel(),
-            "real": eigenvalues.real.ravel(),
-            "imag": eigenvalues.imag.ravel(),
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "matrix": matrix,
+                    "t": np.asarray(times)[t_idx.ravel()],
+                    "layer": np.asarray(layers)[t_idx.ravel()],
+                    "head": head.ravel(),
+                    "index": index.ravel(),
+                    "real": eigenvalues.real.ravel(),
+                    "imag": eigenvalues.imag.ravel(),
+                }
+            )
+        )
     table = pd.concat(frames, ignore_index=True)
     if feedforward is not None:
         eigenvalues = feedforward_spectra(*feedforward)
         t_idx, index = np.meshgrid(np.arange(eigenvalues.shape[0]), np.arange(eigenvalues.shape[1]), indexing="ij")
-        table = pd.concat([table, pd.DataFrame({
-            "matrix": "FF", "t": np.asarray(times)[t_idx.ravel()], "layer": np.asarray(layers)[t_idx.ravel()],
-            "head": 0, "index": index.ravel(), "real": eigenvalues.real.ravel(), "imag": eigenvalues.imag.ravel(),
-        })], ignore_index=True)
+        table = pd.concat(
+            [
+                table,
+                pd.DataFrame(
+                    {
+                        "matrix": "FF",
+                        "t": np.asarray(times)[t_idx.ravel()],
+                        "layer": np.asarray(layers)[t_idx.ravel()],
+                        "head": 0,
+                        "index": index.ravel(),
+                        "real": eigenvalues.real.ravel(),
+                        "imag": eigenvalues.imag.ravel(),
+                    }
+                ),
+            ],
+            ignore_index=True,
+        )
     for column, value in labels.items():
         table[column] = value
     return table[SPECTRA_COLUMNS]
@@ -143,11 +170,17 @@ def spectral_trend(table: pd.DataFrame) -> pd.DataFrame:
     head, rho."""
     attention = trained_times(table[table["matrix"].isin(["QK", "OV"])])
     magnitude = np.hypot(attention["real"], attention["imag"])
-    largest = magnitude.groupby([attention["matrix"], attention["head"], attention["t"]]).max().reset_index(
-        name="largest")
-    rows = [{"matrix": matrix, "head": head,
-             "rho": float(rows_of_head["t"].corr(rows_of_head["largest"], method="spearman"))}
-            for (matrix, head), rows_of_head in largest.groupby(["matrix", "head"])]
+    largest = (
+        magnitude.groupby([attention["matrix"], attention["head"], attention["t"]]).max().reset_index(name="largest")
+    )
+    rows = [
+        {
+            "matrix": matrix,
+            "head": head,
+            "rho": float(rows_of_head["t"].corr(rows_of_head["largest"], method="spearman")),
+        }
+        for (matrix, head), rows_of_head in largest.groupby(["matrix", "head"])
+    ]
     return pd.DataFrame(rows, columns=["matrix", "head", "rho"])
 
 
@@ -161,14 +194,15 @@ def model_spectra(spec, model, time_oversampling: int) -> pd.DataFrame:
         weights = attention_weights(model)
         feedforward = mlp_weights(model)
     else:
-        raise ValueError(f"run {spec.run_id}: model.family is {family!r}; spectra need a GPT-style model "
-                         f"(diffeq or gpt).")
-    return spectra_table(*weights, labels={"run_id": spec.run_id, "family": family, "dataset": spec.dataset},
-                         feedforward=feedforward)
+        raise ValueError(
+            f"run {spec.run_id}: model.family is {family!r}; spectra need a GPT-style model (diffeq or gpt)."
+        )
+    return spectra_table(
+        *weights, labels={"run_id": spec.run_id, "family": family, "dataset": spec.dataset}, feedforward=feedforward
+    )
 
 
-def run_spectra(run_dir: str, tokenizer_dir: str, out_csv: str, time_oversampling: int,
-                untrained_csv: str) -> dict:
+def run_spectra(run_dir: str, tokenizer_dir: str, out_csv: str, time_oversampling: int, untrained_csv: str) -> dict:
     """Load a trained run and write its spectra table to ``out_csv``, and that of an untrained model of the same
     config (initialised from the run's seed by its init scheme: the control) to ``untrained_csv``; returns a short
     summary."""
@@ -184,7 +218,8 @@ def run_spectra(run_dir: str, tokenizer_dir: str, out_csv: str, time_oversamplin
     spec, model = load_run_model(run_dir, vocab_size)
     table = model_spectra(spec, model, time_oversampling)
     atomic_write_text(Path(out_csv), table.to_csv(index=False))
-    untrained = build_initialised(run_model_config(spec), Axis("vocab", vocab_size),
-                                  key=jax.random.PRNGKey(spec.train.seed), init=spec.model.init)
+    untrained = build_initialised(
+        run_model_config(spec), Axis("vocab", vocab_size), key=jax.random.PRNGKey(spec.train.seed), init=spec.model.init
+    )
     atomic_write_text(Path(untrained_csv), model_spectra(spec, untrained, time_oversampling).to_csv(index=False))
     return {"run_id": spec.run_id, "rows": len(table), "times": int(table["t"].nunique())}

@@ -16,8 +16,9 @@ from pipeline.planning.throughput import BENCHMARKS_DIR
 def _throughput_sizes(args: argparse.Namespace) -> None:
     from pipeline.bench.throughput_sizes import measure
 
-    out = measure(args.preset, args.device, args.micro_batch, args.repeats, args.warmup, args.families, args.sizes,
-                  args.out)
+    out = measure(
+        args.preset, args.device, args.micro_batch, args.repeats, args.warmup, args.families, args.sizes, args.out
+    )
     print(out.read_text(), end="")
 
 
@@ -43,12 +44,17 @@ def _jacobian(args: argparse.Namespace) -> None:
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    bench = verbs.add_parser("bench", help="measured tables and benchmarks (throughput-sizes, throughput, jacobian, "
-                                           "dag), written to results/benchmarks/")
+    bench = verbs.add_parser(
+        "bench",
+        help="measured tables and benchmarks (throughput-sizes, throughput, jacobian, "
+        "dag), written to results/benchmarks/",
+    )
     benchmarks = bench.add_subparsers(dest="benchmark", required=True)
 
-    sizes = benchmarks.add_parser("throughput-sizes", help="training tokens/s per GPU of every model a preset "
-                                                           "trains: the table `cost` reads (on a GPU node)")
+    sizes = benchmarks.add_parser(
+        "throughput-sizes",
+        help="training tokens/s per GPU of every model a preset trains: the table `cost` reads (on a GPU node)",
+    )
     sizes.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
     sizes.add_argument("--device", default=None, help="device label of the table (default: from JAX, e.g. h100)")
     sizes.add_argument("--micro-batch", type=int, default=8, help="sequences per timed step (default 8)")
@@ -56,31 +62,52 @@ def register(verbs: argparse._SubParsersAction) -> None:
     sizes.add_argument("--warmup", type=int, default=2, help="untimed (compiling) steps per model (default 2)")
     sizes.add_argument("--families", nargs="+", default=None, help="only these families")
     sizes.add_argument("--sizes", nargs="+", default=None, help="only these sizes")
-    sizes.add_argument("--out", type=Path, default=None,
-                       help="table to write (default: results/benchmarks/throughput-sizes-<device>.csv)")
+    sizes.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="table to write (default: results/benchmarks/throughput-sizes-<device>.csv)",
+    )
     sizes.set_defaults(run=_throughput_sizes)
 
-    throughput = benchmarks.add_parser("throughput", help="train step and inference of GPT vs DiffEqFormer at one "
-                                                          "matched shape, side by side (App. D.1)")
+    throughput = benchmarks.add_parser(
+        "throughput",
+        help="train step and inference of GPT vs DiffEqFormer at one matched shape, side by side (App. D.1)",
+    )
     for field in dataclasses.fields(BenchConfig):
-        throughput.add_argument(f"--{field.name.replace('_', '-')}", type=field.type, default=field.default,
-                                help=f"default: {field.default}")
-    throughput.add_argument("--out", type=Path, default=BENCHMARKS_DIR / "throughput-cpu.json",
-                            help="JSON report, Markdown summary beside it (default: results/benchmarks/"
-                                 "throughput-cpu.json)")
-    throughput.add_argument("--wait-idle-minutes", type=float, default=0.0,
-                            help=f"first wait up to this long for the 1-min load average to drop below {IDLE_LOAD}")
+        throughput.add_argument(
+            f"--{field.name.replace('_', '-')}",
+            type=field.type,
+            default=field.default,
+            help=f"default: {field.default}",
+        )
+    throughput.add_argument(
+        "--out",
+        type=Path,
+        default=BENCHMARKS_DIR / "throughput-cpu.json",
+        help="JSON report, Markdown summary beside it (default: results/benchmarks/throughput-cpu.json)",
+    )
+    throughput.add_argument(
+        "--wait-idle-minutes",
+        type=float,
+        default=0.0,
+        help=f"first wait up to this long for the 1-min load average to drop below {IDLE_LOAD}",
+    )
     throughput.set_defaults(run=_throughput)
 
-    jacobian = benchmarks.add_parser("jacobian", help="the Lyapunov analysis' single-query Jacobian vs the full "
-                                                      "sequence (App. B)")
+    jacobian = benchmarks.add_parser(
+        "jacobian", help="the Lyapunov analysis' single-query Jacobian vs the full sequence (App. B)"
+    )
     jacobian.add_argument("--tokens", type=int, default=256, help="sequence length N (default: 256)")
     jacobian.add_argument("--hidden-dim", type=int, default=256, help="default: 256")
     jacobian.add_argument("--num-heads", type=int, default=4, help="default: 4")
     jacobian.add_argument("--repeats", type=int, default=5, help="timed calls of each (default: 5)")
-    jacobian.add_argument("--out", type=Path, default=BENCHMARKS_DIR / "lyapunov-jacobian-cpu.json",
-                          help="JSON report, Markdown summary beside it (default: results/benchmarks/"
-                               "lyapunov-jacobian-cpu.json)")
+    jacobian.add_argument(
+        "--out",
+        type=Path,
+        default=BENCHMARKS_DIR / "lyapunov-jacobian-cpu.json",
+        help="JSON report, Markdown summary beside it (default: results/benchmarks/lyapunov-jacobian-cpu.json)",
+    )
     jacobian.set_defaults(run=_jacobian)
 
     dag.register(benchmarks)

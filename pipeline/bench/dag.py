@@ -25,8 +25,20 @@ from pathlib import Path
 
 from pipeline.phases import MARKER
 
-PHASES = ("interpreter", "ray", "task", "setup", "eval", "compile", "train", "checkpoint", "final-eval", "write",
-          "shutdown", "exit")
+PHASES = (
+    "interpreter",
+    "ray",
+    "task",
+    "setup",
+    "eval",
+    "compile",
+    "train",
+    "checkpoint",
+    "final-eval",
+    "write",
+    "shutdown",
+    "exit",
+)
 """Markers in the order a training job logs them: the interpreter starts (and imports the CLI); the driver starts
 or joins Ray; the task starts in its worker (and imports JAX, Levanter, the models); the trainer, data and model
 are set up; evaluations (the untrained model's, then periodic ones); the first training step with its compile;
@@ -61,16 +73,19 @@ def benchmark_seconds(tsv: Path) -> tuple[float, float]:
     """Wall and CPU seconds (``s``, ``cpu_time``) of a Snakemake benchmark file; means over its rows (``repeat``)."""
     rows = list(csv.DictReader(io.StringIO(tsv.read_text()), delimiter="\t"))
     if not rows or not {"s", "cpu_time"} <= rows[0].keys():
-        raise ValueError(f"{tsv} is not a Snakemake benchmark file (no 's' or 'cpu_time' column); delete it and "
-                         f"rerun the job.")
+        raise ValueError(
+            f"{tsv} is not a Snakemake benchmark file (no 's' or 'cpu_time' column); delete it and rerun the job."
+        )
     return tuple(sum(float(row[column]) for row in rows) / len(rows) for column in ("s", "cpu_time"))
 
 
 def dag_results(workdir: Path, preset: str) -> Path:
     results = workdir / "results" / preset
     if not (results / "logs").is_dir():
-        raise FileNotFoundError(f"{results / 'logs'} does not exist; run the DAG (snakemake --directory {workdir}) "
-                                f"first or pass the workdir and --preset it used.")
+        raise FileNotFoundError(
+            f"{results / 'logs'} does not exist; run the DAG (snakemake --directory {workdir}) "
+            f"first or pass the workdir and --preset it used."
+        )
     return results
 
 
@@ -83,8 +98,15 @@ def job_timings(workdir: Path, preset: str) -> list[JobTiming]:
         relative = log.relative_to(logs).with_suffix("")
         tsv = benchmarks / relative.with_suffix(".tsv")
         wall_s, cpu_s = benchmark_seconds(tsv) if tsv.is_file() else (None, None)
-        timings.append(JobTiming(kind=relative.parent.as_posix(), job=relative.as_posix(), wall_s=wall_s, cpu_s=cpu_s,
-                                 phases=phase_seconds(log.read_text(errors="replace"))))
+        timings.append(
+            JobTiming(
+                kind=relative.parent.as_posix(),
+                job=relative.as_posix(),
+                wall_s=wall_s,
+                cpu_s=cpu_s,
+                phases=phase_seconds(log.read_text(errors="replace")),
+            )
+        )
     return timings
 
 
@@ -103,8 +125,13 @@ def _wall(jobs: list[JobTiming]) -> float:
 
 
 def _row(kind: str, jobs: list[JobTiming]) -> dict:
-    row: dict = {"kind": kind, "jobs": len(jobs), "wall_s": _wall(jobs), "mean_wall_s": _wall(jobs) / len(jobs),
-                 "mean_cpu_s": sum(job.cpu_s or 0.0 for job in jobs) / len(jobs)}
+    row: dict = {
+        "kind": kind,
+        "jobs": len(jobs),
+        "wall_s": _wall(jobs),
+        "mean_wall_s": _wall(jobs) / len(jobs),
+        "mean_cpu_s": sum(job.cpu_s or 0.0 for job in jobs) / len(jobs),
+    }
     for phase in PHASES:
         row[phase] = sum(job.phases.get(phase, 0.0) for job in jobs) / len(jobs)
     outside = [job.wall_s - sum(job.phases.values()) for job in jobs if job.wall_s is not None]
@@ -115,9 +142,15 @@ def _row(kind: str, jobs: list[JobTiming]) -> dict:
 def markdown(rows: list[dict], title: str) -> str:
     """The table as Markdown: seconds with one decimal, phases no job logged left out."""
     used = [c for c in COLUMNS if c not in PHASES or any(row[c] for row in rows)]
-    lines = [f"# {title}", "", "Per job kind: jobs, summed wall s, and per job the mean wall s, CPU s and s per phase "
-             "(`python -m pipeline bench dag`).", "", "| " + " | ".join(used) + " |",
-             "|" + "|".join("---" for _ in used) + "|"]
+    lines = [
+        f"# {title}",
+        "",
+        "Per job kind: jobs, summed wall s, and per job the mean wall s, CPU s and s per phase "
+        "(`python -m pipeline bench dag`).",
+        "",
+        "| " + " | ".join(used) + " |",
+        "|" + "|".join("---" for _ in used) + "|",
+    ]
     for row in rows:
         lines.append("| " + " | ".join(_cell(row[c]) for c in used) + " |")
     return "\n".join(lines) + "\n"
@@ -136,9 +169,15 @@ def comparison_markdown(baseline: list[dict], rows: list[dict], title: str) -> s
     kinds += [kind for kind in before if kind not in after and kind != "total"] + ["total"]
     phases = [p for p in (*PHASES, OUTSIDE) if any(row[p] for row in (*baseline, *rows))]
     header = ["kind", "jobs", "baseline wall_s", "wall_s", "ratio", *phases]
-    lines = [f"# {title}", "", "Per job kind: jobs (baseline → this), summed wall s of each DAG, their ratio, and per "
-             "job the mean s of each phase, baseline → this (`python -m pipeline bench dag --baseline`).", "",
-             "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines = [
+        f"# {title}",
+        "",
+        "Per job kind: jobs (baseline → this), summed wall s of each DAG, their ratio, and per "
+        "job the mean s of each phase, baseline → this (`python -m pipeline bench dag --baseline`).",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
     for kind in kinds:
         old, new = before.get(kind), after.get(kind)
         jobs = f"{old['jobs'] if old else 0} → {new['jobs'] if new else 0}"
@@ -183,6 +222,10 @@ def register(benchmarks: argparse._SubParsersAction) -> None:
     dag.add_argument("--label", required=True, help="names the tables: results/benchmarks/dag-<label>.{md,csv}")
     dag.add_argument("--preset", default="tiny", help="the preset the DAG ran (default: tiny)")
     dag.add_argument("--out-dir", type=Path, default=BENCHMARKS_DIR, help="default: results/benchmarks")
-    dag.add_argument("--baseline", type=Path, help="the same DAG's working directory as run by other code (same "
-                     "machine): also writes dag-<label>-vs-baseline.md, both side by side with their ratio")
+    dag.add_argument(
+        "--baseline",
+        type=Path,
+        help="the same DAG's working directory as run by other code (same "
+        "machine): also writes dag-<label>-vs-baseline.md, both side by side with their ratio",
+    )
     dag.set_defaults(run=_bench_dag)

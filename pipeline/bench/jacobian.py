@@ -37,7 +37,9 @@ def run_benchmark(tokens: int, hidden_dim: int, num_heads: int, repeats: int, se
     full = eqx.filter_jit(full_sequence_jacobian)
     samples, outputs = time_interleaved(
         {"single_query": lambda: single(block, x), "full_sequence": lambda: full(block, x, tokens - 1)},
-        repeats, warmup=1)
+        repeats,
+        warmup=1,
+    )
     a, b = np.asarray(outputs["single_query"]), np.asarray(outputs["full_sequence"])
     single_median, full_median = statistics.median(samples["single_query"]), statistics.median(samples["full_sequence"])
     return {
@@ -59,14 +61,16 @@ def run_benchmark(tokens: int, hidden_dim: int, num_heads: int, repeats: int, se
 
 def summary_markdown(result: dict) -> str:
     sizes = result["sizes"]
-    return (f"# Lyapunov Jacobian benchmark ({result['date']}, {result['device']})\n\n"
-            f"N = {sizes['tokens']} tokens, hidden {sizes['hidden_dim']}, {sizes['num_heads']} heads, "
-            f"{sizes['dtype']}; median of {result['repeats']} interleaved runs after a warm-up.\n\n"
-            f"| method | median s |\n|---|---|\n"
-            f"| full sequence (reference) | {result['full_sequence_median_s']:.4f} |\n"
-            f"| single query | {result['single_query_median_s']:.4f} |\n\n"
-            f"Speed-up: **{result['speedup']:.1f}×** (goal ≥ {result['goal_speedup']:.0f}×); "
-            f"max relative difference {result['max_relative_difference']:.2e}.\n")
+    return (
+        f"# Lyapunov Jacobian benchmark ({result['date']}, {result['device']})\n\n"
+        f"N = {sizes['tokens']} tokens, hidden {sizes['hidden_dim']}, {sizes['num_heads']} heads, "
+        f"{sizes['dtype']}; median of {result['repeats']} interleaved runs after a warm-up.\n\n"
+        f"| method | median s |\n|---|---|\n"
+        f"| full sequence (reference) | {result['full_sequence_median_s']:.4f} |\n"
+        f"| single query | {result['single_query_median_s']:.4f} |\n\n"
+        f"Speed-up: **{result['speedup']:.1f}×** (goal ≥ {result['goal_speedup']:.0f}×); "
+        f"max relative difference {result['max_relative_difference']:.2e}.\n"
+    )
 
 
 def write_report(result: dict, out: Path, out_md: Path) -> None:

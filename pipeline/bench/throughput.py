@@ -252,4 +252,3 @@ def wait_for_idle(max_load: float, timeout_s: float, poll_s: float = 30.0) -> fl
     while os.getloadavg()[0] >= max_load and time.monotonic() - start < timeout_s:
         time.sleep(poll_s)
     return time.monotonic() - start
-

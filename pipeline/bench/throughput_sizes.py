@@ -67,9 +67,16 @@ def measure_workload(workload: Workload, vocab: int, micro_batch: int, repeats: 
     model_key, data_key, dropout_key = jax.random.split(jax.random.PRNGKey(train.seed), 3)
     config = workload.recipe.build()
     model = eqx.filter_jit(config.build)(hax.Axis("vocab", vocab), key=model_key)
-    optimizer = AdamConfig(learning_rate=train.lr, weight_decay=train.weight_decay, beta1=train.beta1,
-                           beta2=train.beta2, epsilon=train.epsilon, warmup=train.warmup_fraction,
-                           min_lr_ratio=train.min_lr_ratio, lr_schedule="cosine").build(train.steps)
+    optimizer = AdamConfig(
+        learning_rate=train.lr,
+        weight_decay=train.weight_decay,
+        beta1=train.beta1,
+        beta2=train.beta2,
+        epsilon=train.epsilon,
+        warmup=train.warmup_fraction,
+        min_lr_ratio=train.min_lr_ratio,
+        lr_schedule="cosine",
+    ).build(train.steps)
     Batch = hax.Axis("batch", batch_size)
     tokens = hax.random.randint(data_key, (Batch, config.Pos), 0, vocab)
     example = hax.vmap(LmExample.causal, Batch)(tokens)
@@ -80,8 +87,16 @@ def measure_workload(workload: Workload, vocab: int, micro_batch: int, repeats: 
     return result
 
 
-def measure(preset: str, device: str | None, micro_batch: int, repeats: int, warmup: int,
-            families: list[str] | None = None, sizes: list[str] | None = None, out: Path | None = None) -> Path:
+def measure(
+    preset: str,
+    device: str | None,
+    micro_batch: int,
+    repeats: int,
+    warmup: int,
+    families: list[str] | None = None,
+    sizes: list[str] | None = None,
+    out: Path | None = None,
+) -> Path:
     """Measure the preset's models on this host's first device and write (merge into) the throughput table."""
     import jax
 
@@ -100,19 +115,35 @@ def measure(preset: str, device: str | None, micro_batch: int, repeats: int, war
         except jax.errors.JaxRuntimeError as error:
             if "RESOURCE_EXHAUSTED" not in str(error):
                 raise
-            logger.warning("%s (%s): does not fit %s at micro-batch %d; not measured", workload.run_id,
-                           "/".join(map(str, workload.throughput_key)), device, micro_batch)
+            logger.warning(
+                "%s (%s): does not fit %s at micro-batch %d; not measured",
+                workload.run_id,
+                "/".join(map(str, workload.throughput_key)),
+                device,
+                micro_batch,
+            )
             continue
-        logger.info("%s: %.0f tokens/s (step %.1f ms)", "/".join(map(str, workload.throughput_key)),
-                    result["tokens_per_s"], result["median_ms"])
+        logger.info(
+            "%s: %.0f tokens/s (step %.1f ms)",
+            "/".join(map(str, workload.throughput_key)),
+            result["tokens_per_s"],
+            result["median_ms"],
+        )
         rows[workload.throughput_key] = {
-            "device": device, "family": workload.family, "size": workload.run.size,
-            "hidden_dim": workload.run.model.hidden_dim, "num_layers": workload.num_layers,
-            "seq_len": workload.run.model.seq_len, "params": result["params"],
-            "tokens_per_s_per_gpu": round(result["tokens_per_s"], 1), "measured_on": today,
-            "notes": (f"{workload.run_id}; micro-batch {result['micro_batch']}; {workload.train.mixed_precision}; "
-                      f"median of {repeats} steps (IQR {result['iqr_ms']:.1f} ms); {first.device_kind}; "
-                      f"jax {jax.__version__}"),
+            "device": device,
+            "family": workload.family,
+            "size": workload.run.size,
+            "hidden_dim": workload.run.model.hidden_dim,
+            "num_layers": workload.num_layers,
+            "seq_len": workload.run.model.seq_len,
+            "params": result["params"],
+            "tokens_per_s_per_gpu": round(result["tokens_per_s"], 1),
+            "measured_on": today,
+            "notes": (
+                f"{workload.run_id}; micro-batch {result['micro_batch']}; {workload.train.mixed_precision}; "
+                f"median of {repeats} steps (IQR {result['iqr_ms']:.1f} ms); {first.device_kind}; "
+                f"jax {jax.__version__}"
+            ),
         }
     measured = {(device, family, size, str(layers)) for family, size, layers in rows}
     previous = list(csv.DictReader(io.StringIO(out.read_text()))) if out.is_file() else []
@@ -123,4 +154,3 @@ def measure(preset: str, device: str | None, micro_batch: int, repeats: int, war
     writer.writerows(kept + list(rows.values()))
     atomic_write_text(out, stream.getvalue())
     return out
-

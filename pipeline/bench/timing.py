@@ -63,6 +63,7 @@ class TrainLoop:
         self.opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
 
     def __call__(self):
-        loss, self.model, self.opt_state = train_step(self.batch, self.model, self.opt_state, self.optimizer,
-                                                      self.policy)
+        loss, self.model, self.opt_state = train_step(
+            self.batch, self.model, self.opt_state, self.optimizer, self.policy
+        )
         return loss, self.model, self.opt_state

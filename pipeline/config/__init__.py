@@ -20,7 +20,21 @@ from pipeline.config.specs import FinetuneSpec, ModelSpec, RunSpec, TrainSpec
 from pipeline.families import DIFFEQ_FAMILIES, LLAMA_FAMILIES
 
 __all__ = [
-    "DIFFEQ_FAMILIES", "LLAMA_FAMILIES", "PRESET_DIR", "REPO_ROOT", "SCHEMA_PATH", "ConfigError", "FinetuneSpec",
-    "ModelSpec", "RunSpec", "TrainSpec", "check_inside_results", "downstream_task_dir", "finetune_eval_split",
-    "finetune_runs", "load_preset", "memory_probes", "pretrain_runs",
+    "DIFFEQ_FAMILIES",
+    "LLAMA_FAMILIES",
+    "PRESET_DIR",
+    "REPO_ROOT",
+    "SCHEMA_PATH",
+    "ConfigError",
+    "FinetuneSpec",
+    "ModelSpec",
+    "RunSpec",
+    "TrainSpec",
+    "check_inside_results",
+    "downstream_task_dir",
+    "finetune_eval_split",
+    "finetune_runs",
+    "load_preset",
+    "memory_probes",
+    "pretrain_runs",
 ]

@@ -27,8 +27,10 @@ def check_inside_results(results_dir: str, paths: Iterable[str]) -> None:
     root = os.path.normpath(results_dir)
     for path in paths:
         if os.path.commonpath([root, os.path.normpath(path)]) != root:
-            raise ConfigError(f"{path}: this output of preset {os.path.basename(root)!r} lies outside {root}/; "
-                              f"rename the preset key that names it (ids may use a-z, 0-9, '_', '.', '-').")
+            raise ConfigError(
+                f"{path}: this output of preset {os.path.basename(root)!r} lies outside {root}/; "
+                f"rename the preset key that names it (ids may use a-z, 0-9, '_', '.', '-')."
+            )
 
 
 def downstream_task_dir(config: dict[str, Any]) -> Path | None:
@@ -44,8 +46,10 @@ def cross_reference_problem(config: dict[str, Any]) -> str | None:
     for name, tokenizer in tokenizers.items():
         for dataset in tokenizer.get("train_on", []):
             if dataset not in datasets:
-                return (f"key 'tokenizers.{name}.train_on' names unknown dataset {dataset!r}; "
-                        f"expected one of {sorted(datasets)}")
+                return (
+                    f"key 'tokenizers.{name}.train_on' names unknown dataset {dataset!r}; "
+                    f"expected one of {sorted(datasets)}"
+                )
     for group, spec in config["pretrain"].items():
         for key, table in (("dataset", datasets), ("size", sizes), ("tokenizer", tokenizers)):
             if spec[key] not in table:
@@ -60,8 +64,9 @@ def cross_reference_problem(config: dict[str, Any]) -> str | None:
     for direction in finetune["directions"]:
         for dataset in direction:
             if dataset not in datasets:
-                return (f"key 'finetune.directions' names unknown dataset {dataset!r}; "
-                        f"expected one of {sorted(datasets)}")
+                return (
+                    f"key 'finetune.directions' names unknown dataset {dataset!r}; expected one of {sorted(datasets)}"
+                )
         for key, wanted in (("diffeq_source", "a DiffEqFormer"), ("baseline_source", "a non-DiffEqFormer")):
             group = f"{direction[0]}-{finetune[key]}"
             if group not in config["pretrain"]:
@@ -75,26 +80,36 @@ def cross_reference_problem(config: dict[str, Any]) -> str | None:
         return f"key 'analysis.memory.base' is {memory['base']!r}; expected a pretrain group"
     for family in memory["families"]:
         if family not in base_families:
-            return (f"key 'analysis.memory.families' names {family!r}, which group {memory['base']!r} does not "
-                    f"train; expected some of {base_families}")
+            return (
+                f"key 'analysis.memory.families' names {family!r}, which group {memory['base']!r} does not "
+                f"train; expected some of {base_families}"
+            )
     diffeq_families = [family for family in memory["families"] if family in DIFFEQ_FAMILIES]
     if len(diffeq_families) != 1:
-        return (f"key 'analysis.memory.families' is {memory['families']}; expected exactly one DiffEqFormer family "
-                f"(the one whose D varies) and optionally its baselines")
+        return (
+            f"key 'analysis.memory.families' is {memory['families']}; expected exactly one DiffEqFormer family "
+            f"(the one whose D varies) and optionally its baselines"
+        )
     for role in ("claim", "control"):
-        labels = [label for label, regime in config["analysis"]["clustering"]["regimes"].items()
-                  if regime["role"] == role]
+        labels = [
+            label for label, regime in config["analysis"]["clustering"]["regimes"].items() if regime["role"] == role
+        ]
         if len(labels) != 1:
-            return (f"key 'analysis.clustering.regimes' has {len(labels)} regimes with role {role!r} ({labels}); "
-                    f"give exactly one regime that role")
+            return (
+                f"key 'analysis.clustering.regimes' has {len(labels)} regimes with role {role!r} ({labels}); "
+                f"give exactly one regime that role"
+            )
     for label, regime in config["analysis"]["clustering"]["regimes"].items():
         if regime["dt"] > regime["horizon"]:
-            return (f"key 'analysis.clustering.regimes.{label}.dt' is {regime['dt']}, larger than its horizon "
-                    f"{regime['horizon']}; give a step dt <= horizon")
+            return (
+                f"key 'analysis.clustering.regimes.{label}.dt' is {regime['dt']}, larger than its horizon "
+                f"{regime['horizon']}; give a step dt <= horizon"
+            )
     runs = pretrain_runs(config)
     references = [(f"downstream.pairs.{pair}", ids) for pair, ids in config["downstream"]["pairs"].items()]
-    references += [(f"analysis.{name}.runs", section["runs"]) for name, section in config["analysis"].items()
-                   if "runs" in section]
+    references += [
+        (f"analysis.{name}.runs", section["runs"]) for name, section in config["analysis"].items() if "runs" in section
+    ]
     for key, ids in references:
         for run_id in ids:
             if run_id not in runs:
@@ -103,8 +118,10 @@ def cross_reference_problem(config: dict[str, Any]) -> str | None:
     for run_id in lyapunov["runs"]:
         seq_len, token = runs[run_id].model.seq_len, lyapunov["output_token"]
         if not -seq_len <= token < seq_len:
-            return (f"key 'analysis.lyapunov.output_token' is {token}; run {run_id!r} reads at most seq_len={seq_len} "
-                    f"tokens, so expected {-seq_len} to {seq_len - 1} (negative: from the sentence's end)")
+            return (
+                f"key 'analysis.lyapunov.output_token' is {token}; run {run_id!r} reads at most seq_len={seq_len} "
+                f"tokens, so expected {-seq_len} to {seq_len - 1} (negative: from the sentence's end)"
+            )
     return _task_dir_problem(config)
 
 
@@ -115,8 +132,10 @@ def _task_dir_problem(config: dict[str, Any]) -> str | None:
     if folder is None:
         return None
     if not Path(task_dir).is_absolute() and os.path.commonpath([REPO_ROOT, folder]) != str(REPO_ROOT):
-        return (f"key 'downstream.task_dir' is {task_dir!r}, which leaves the repository; give a path inside it or "
-                f"an absolute path")
+        return (
+            f"key 'downstream.task_dir' is {task_dir!r}, which leaves the repository; give a path inside it or "
+            f"an absolute path"
+        )
     if not folder.is_dir():
         return f"key 'downstream.task_dir' is {task_dir!r}, but {folder} is not a folder; expected lm-eval task YAMLs"
     return None
@@ -162,10 +181,17 @@ def _seeded(train: TrainSpec, seed: int | None) -> TrainSpec:
     return train if seed is None else dataclasses.replace(train, seed=seed)
 
 
-def _group_runs(config: dict[str, Any], group_name: str, group: dict[str, Any], families: list[str],
-                ablation: str | None, variant: dict[str, Any]) -> dict[str, RunSpec]:
-    train = _train_spec(config, group["train"], variant.get("train", {}),
-                        fine_tuning=group.get("role") == "finetune_source")
+def _group_runs(
+    config: dict[str, Any],
+    group_name: str,
+    group: dict[str, Any],
+    families: list[str],
+    ablation: str | None,
+    variant: dict[str, Any],
+) -> dict[str, RunSpec]:
+    train = _train_spec(
+        config, group["train"], variant.get("train", {}), fine_tuning=group.get("role") == "finetune_source"
+    )
     diffeq = {**config["defaults"]["diffeq"], **group.get("diffeq", {}), **variant.get("diffeq", {})}
     prefix = group_name if ablation is None else f"{group_name}-{ablation}"
     runs = {}
@@ -195,8 +221,9 @@ def pretrain_runs(config: dict[str, Any]) -> dict[str, RunSpec]:
     for name, ablation in config["ablations"].items():
         base = config["pretrain"][ablation["base"]]
         for variant_name, variant in ablation["variants"].items():
-            runs.update(_group_runs(config, ablation["base"], base, ablation["families"],
-                                    f"{name}_{variant_name}", variant))
+            runs.update(
+                _group_runs(config, ablation["base"], base, ablation["families"], f"{name}_{variant_name}", variant)
+            )
     return runs
 
 
@@ -211,8 +238,11 @@ def memory_probes(config: dict[str, Any]) -> dict[str, RunSpec]:
     batch = {"train": {"batch_size": probe["batch_size"]}}
     runs: dict[str, RunSpec] = {}
     for family in probe["families"]:
-        variants = ({f"memory_d{d}": {**batch, "diffeq": {"time_embed_dim": d}} for d in probe["time_embed_dims"]}
-                    if family in DIFFEQ_FAMILIES else {"memory": batch})
+        variants = (
+            {f"memory_d{d}": {**batch, "diffeq": {"time_embed_dim": d}} for d in probe["time_embed_dims"]}
+            if family in DIFFEQ_FAMILIES
+            else {"memory": batch}
+        )
         for name, variant in variants.items():
             runs.update(_group_runs(config, probe["base"], group, [family], name, variant))
     return {run_id: dataclasses.replace(spec, role="memory_probe") for run_id, spec in runs.items()}
@@ -239,8 +269,9 @@ def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
     preset lists ``seeds``."""
     finetune = config["finetune"]
     runs: dict[str, FinetuneSpec] = {}
-    for (source_dataset, target_dataset), (suffix, seed) in itertools.product(finetune["directions"],
-                                                                              run_seeds(config).items()):
+    for (source_dataset, target_dataset), (suffix, seed) in itertools.product(
+        finetune["directions"], run_seeds(config).items()
+    ):
         train = _seeded(_train_spec(config, finetune["train"], fine_tuning=True), seed)
         diffeq = _source_run(config, source_dataset, finetune["diffeq_source"], True, suffix)
         baseline = _source_run(config, source_dataset, finetune["baseline_source"], False, suffix)

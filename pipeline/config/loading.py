@@ -24,7 +24,8 @@ from pipeline.config.paths import PRESET_DIR, SCHEMA_PATH
 STRICT_VALIDATOR = jsonschema.validators.extend(
     jsonschema.Draft202012Validator,
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-        "integer", lambda _, instance: isinstance(instance, int) and not isinstance(instance, bool)),
+        "integer", lambda _, instance: isinstance(instance, int) and not isinstance(instance, bool)
+    ),
 )
 
 
@@ -112,9 +113,11 @@ def _builtin_name_problem(path: Path, loaded: dict[str, Any]) -> str | None:
     difference = _first_difference(yaml.safe_load(builtin.read_text()), loaded)
     if difference is None:
         return None
-    return (f"key 'preset' is {name!r}, the built-in preset whose results are in results/{name}/, but key "
-            f"{difference!r} differs from {builtin}; give this file its own preset name (e.g. preset: my_{name}) "
-            f"so that its results get their own folder")
+    return (
+        f"key 'preset' is {name!r}, the built-in preset whose results are in results/{name}/, but key "
+        f"{difference!r} differs from {builtin}; give this file its own preset name (e.g. preset: my_{name}) "
+        f"so that its results get their own folder"
+    )
 
 
 def check_schema(document: dict[str, Any], schema_path: Path, source: str) -> None:

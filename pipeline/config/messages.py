@@ -31,8 +31,10 @@ def _describe(error: jsonschema.ValidationError) -> str:
         missing = [name for name in expected if name not in error.instance]
         return f"key {key!r} is missing required key {missing[0]!r}"
     if kind == "type" and isinstance(error.instance, float) and error.instance.is_integer() and "integer" in expected:
-        return (f"key {key!r} must be an integer (got {error.instance!r}; an integral float such as 8.0 or 1e3 is "
-                f"refused, not rounded: write {int(error.instance)})")
+        return (
+            f"key {key!r} must be an integer (got {error.instance!r}; an integral float such as 8.0 or 1e3 is "
+            f"refused, not rounded: write {int(error.instance)})"
+        )
     if kind == "type":
         return f"key {key!r} must be of type {expected} (got {error.instance!r})"
     if kind == "enum":
@@ -61,8 +63,12 @@ def _best_error(error: jsonschema.ValidationError) -> jsonschema.ValidationError
         meant = [e for e in error.context if e.schema_path[0] not in {c.schema_path[0] for c in consts}]
         if not meant and consts:
             kinds = sorted(c.validator_value for c in consts)
-            return jsonschema.ValidationError(f"must be one of {kinds} (got {consts[0].instance!r})",
-                                              validator="enum", validator_value=kinds, instance=consts[0].instance,
-                                              path=consts[0].absolute_path)
+            return jsonschema.ValidationError(
+                f"must be one of {kinds} (got {consts[0].instance!r})",
+                validator="enum",
+                validator_value=kinds,
+                instance=consts[0].instance,
+                path=consts[0].absolute_path,
+            )
         error = jsonschema.exceptions.best_match(meant or list(error.context))
     return error

@@ -371,9 +371,7 @@ def provenance_markdown(stats: dict[str, dict[str, dict]]) -> str:
 def build_all(out_dir: Path, deb_dir: Path) -> dict[str, dict[str, dict]]:
     """Build every tiny corpus and PROVENANCE.md into `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    stats = {
-        name: build_corpus(name, fetch_deb(source, deb_dir), out_dir) for name, source in SOURCES.items()
-    }
+    stats = {name: build_corpus(name, fetch_deb(source, deb_dir), out_dir) for name, source in SOURCES.items()}
     (out_dir / "PROVENANCE.md").write_text(provenance_markdown(stats), encoding="utf-8")
     return stats
 
@@ -393,9 +391,14 @@ def rebuild(out: Path, deb_dir: Path | None, check: bool) -> dict[str, dict[str,
         target = Path(scratch) / "built" if check else out
         stats = build_all(target, deb_dir)
         if check:
-            differing = [name for name in _corpus_files()
-                         if _decompressed_sha256(target / name) != _decompressed_sha256(out / name)]
+            differing = [
+                name
+                for name in _corpus_files()
+                if _decompressed_sha256(target / name) != _decompressed_sha256(out / name)
+            ]
             if differing:
-                raise ValueError(f"{out}: {', '.join(differing)} differ from a rebuild; run build-corpora without "
-                                 "--check to rewrite them.")
+                raise ValueError(
+                    f"{out}: {', '.join(differing)} differ from a rebuild; run build-corpora without "
+                    "--check to rewrite them."
+                )
     return stats

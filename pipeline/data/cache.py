@@ -71,9 +71,7 @@ def build_token_cache(
             documents = _build_ray(jsonl_files, processor, tmp, text_field)
         stats = cache_stats(tmp)
         if stats["documents"] != documents:
-            raise RuntimeError(
-                f"Token cache {out_dir} holds {stats['documents']} documents; expected {documents}."
-            )
+            raise RuntimeError(f"Token cache {out_dir} holds {stats['documents']} documents; expected {documents}.")
     return {**stats, "seconds": round(time.perf_counter() - start, 3)}
 
 
@@ -91,9 +89,7 @@ def _build_serial(
     return documents
 
 
-def _build_ray(
-    jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cache_dir: Path, text_field: str
-) -> int:
+def _build_ray(jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cache_dir: Path, text_field: str) -> int:
     """Validate the files here (clear errors), then run Levanter's Ray cache builder and wait for it."""
     documents = sum(1 for path in jsonl_files for _ in iter_jsonl(path, text_field))
     source = UrlDataSource([str(Path(path).resolve()) for path in jsonl_files])

@@ -27,13 +27,21 @@ def _corpus(args: argparse.Namespace) -> None:
 
     source = json.loads(args.source)
     if source["kind"] == "tiny":
-        stats = export_tiny_corpus(source["corpus"], args.out, test_split=source.get("test_split", False),
-                                   overwrite=True)
+        stats = export_tiny_corpus(
+            source["corpus"], args.out, test_split=source.get("test_split", False), overwrite=True
+        )
     else:
         revision = _revision(args.prefetched, source["id"], source.get("revision"))
-        stats = export_hf_corpus(source["id"], args.out, source=source["id"],
-                                 validation_fraction=source.get("validation_fraction"), seed=source.get("seed", 0),
-                                 test_split=source.get("test_split", False), revision=revision, overwrite=True)
+        stats = export_hf_corpus(
+            source["id"],
+            args.out,
+            source=source["id"],
+            validation_fraction=source.get("validation_fraction"),
+            seed=source.get("seed", 0),
+            test_split=source.get("test_split", False),
+            revision=revision,
+            overwrite=True,
+        )
     logging.info("corpus %s: %s", args.out, json.dumps(stats))
 
 
@@ -47,8 +55,10 @@ def _tokenizer(args: argparse.Namespace) -> None:
         stats = train_bpe_tokenizer(files, spec["vocab_size"], args.out, overwrite=True)
     else:
         revision = _revision(args.prefetched, spec["name"], spec.get("revision"))
-        stats = {**save_pretrained_tokenizer(spec["name"], args.out, revision=revision, overwrite=True),
-                 "revision": revision}
+        stats = {
+            **save_pretrained_tokenizer(spec["name"], args.out, revision=revision, overwrite=True),
+            "revision": revision,
+        }
     logging.info("tokenizer %s: %s", args.out, json.dumps(stats))
 
 
@@ -78,9 +88,12 @@ def _cache(args: argparse.Namespace) -> None:
         allocation = {**slurm_allocation(), **({"num_cpus": args.ray_num_cpus} if args.ray_num_cpus else {})}
         ray.init(address="local", include_dashboard=False, **allocation)
     with atomic_directory(args.out, overwrite=True) as staging:
-        stats = {split: build_token_cache(corpus_split_files(args.corpus, split), args.tokenizer, staging / split,
-                                          builder=args.builder)
-                 for split in corpus_splits(args.corpus)}
+        stats = {
+            split: build_token_cache(
+                corpus_split_files(args.corpus, split), args.tokenizer, staging / split, builder=args.builder
+            )
+            for split in corpus_splits(args.corpus)
+        }
         atomic_write_json(staging / "stats.json", stats)
     logging.info("token cache %s: %s", args.out, json.dumps(stats))
 
@@ -110,8 +123,10 @@ def register(verbs: argparse._SubParsersAction) -> None:
     tokenizer.add_argument("corpora", nargs="*", type=Path, help="corpus folders to train a BPE on")
     tokenizer.set_defaults(run=_tokenizer)
 
-    prefetch = verbs.add_parser("prefetch", help="download one hub dataset or tokenizer of a preset into the Hugging "
-                                "Face cache (on a host with network)")
+    prefetch = verbs.add_parser(
+        "prefetch",
+        help="download one hub dataset or tokenizer of a preset into the Hugging Face cache (on a host with network)",
+    )
     item = prefetch.add_mutually_exclusive_group(required=True)
     item.add_argument("--dataset", help="{name, id, revision} of a hub dataset (pipeline.data.prefetch.hub_items)")
     item.add_argument("--tokenizer", help="{name, id, revision} of a pretrained tokenizer on the hub")
@@ -126,11 +141,22 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_ray_options(cache)
     cache.set_defaults(run=_cache)
 
-    build = verbs.add_parser("build-corpora", help="rebuild the shipped tiny corpora from version-pinned Debian "
-                                                   "packages (maintainers; byte-identical output)")
-    build.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "corpora",
-                       help="output folder (default: pipeline/data/corpora)")
-    build.add_argument("--deb-dir", type=Path, default=None,
-                       help="folder holding (or receiving) the pinned .deb files (default: a temporary one)")
+    build = verbs.add_parser(
+        "build-corpora",
+        help="rebuild the shipped tiny corpora from version-pinned Debian "
+        "packages (maintainers; byte-identical output)",
+    )
+    build.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).resolve().parent / "corpora",
+        help="output folder (default: pipeline/data/corpora)",
+    )
+    build.add_argument(
+        "--deb-dir",
+        type=Path,
+        default=None,
+        help="folder holding (or receiving) the pinned .deb files (default: a temporary one)",
+    )
     build.add_argument("--check", action="store_true", help="rebuild in a temporary folder and compare with --out")
     build.set_defaults(run=_build_corpora)

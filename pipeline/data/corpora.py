@@ -29,8 +29,9 @@ def tiny_corpus_splits(name: str) -> tuple[str, ...]:
 def tiny_corpus_file(name: str, split: str) -> Path:
     """Path of the shipped `.jsonl.gz` file of one split of a tiny corpus."""
     if split not in tiny_corpus_splits(name):
-        raise ValueError(f"Unknown split {split!r} of tiny corpus {name!r}; expected one of "
-                         f"{list(tiny_corpus_splits(name))}.")
+        raise ValueError(
+            f"Unknown split {split!r} of tiny corpus {name!r}; expected one of {list(tiny_corpus_splits(name))}."
+        )
     return CORPORA_DIR / corpus_filename(name, split)
 
 
@@ -42,8 +43,10 @@ def export_tiny_corpus(name: str, out_dir: Path, *, test_split: bool = False, ov
     {"corpus", "train": {"documents", "characters", "files"}, "validation": {...}[, "test": {...}]}.
     """
     if test_split and "test" not in tiny_corpus_splits(name):
-        raise ValueError(f"Tiny corpus {name!r} ships no test split; set test_split: false in its dataset source "
-                         f"or use one of {[n for n in TINY_CORPORA if 'test' in tiny_corpus_splits(n)]}.")
+        raise ValueError(
+            f"Tiny corpus {name!r} ships no test split; set test_split: false in its dataset source "
+            f"or use one of {[n for n in TINY_CORPORA if 'test' in tiny_corpus_splits(n)]}."
+        )
     sources = {split: tiny_corpus_file(name, split) for split in (SPLITS if test_split else SPLITS[:2])}
     out_dir = Path(out_dir)
     stats: dict = {"corpus": name}

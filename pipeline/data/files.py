@@ -46,8 +46,7 @@ def iter_jsonl(path: str | Path, text_field: str = TEXT_FIELD) -> Iterator[dict]
                     ) from None
                 if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
                     raise ValueError(
-                        f"Corpus file {path}, line {lineno}: has no string field {text_field!r}; "
-                        f"expected {expected}."
+                        f"Corpus file {path}, line {lineno}: has no string field {text_field!r}; expected {expected}."
                     )
                 yield obj
     except (EOFError, gzip.BadGzipFile, zlib.error) as e:

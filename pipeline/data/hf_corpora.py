@@ -106,9 +106,7 @@ def _splits(
     if validation_fraction is None:
         return {split: loaded[split] for split in wanted}
     if not 0 < validation_fraction < 1:
-        raise ValueError(
-            f"Dataset {dataset!r}: validation_fraction={validation_fraction}; expected 0 < f < 1."
-        )
+        raise ValueError(f"Dataset {dataset!r}: validation_fraction={validation_fraction}; expected 0 < f < 1.")
     if len(loaded["train"]) < 2:
         raise ValueError(
             f"Dataset {dataset!r} split 'train' has {len(loaded['train'])} documents; expected at least 2 "
@@ -120,9 +118,7 @@ def _splits(
 
 def _texts(dataset: str, split: str, ds: datasets.Dataset, text_field: str) -> Iterator[str]:
     """Yield the non-blank texts of one split, in order."""
-    for row, text in enumerate(
-        t for batch in ds.select_columns([text_field]).iter(1000) for t in batch[text_field]
-    ):
+    for row, text in enumerate(t for batch in ds.select_columns([text_field]).iter(1000) for t in batch[text_field]):
         if not isinstance(text, str):
             raise ValueError(
                 f"Dataset {dataset!r} split {split!r}, row {row}: field {text_field!r} is "

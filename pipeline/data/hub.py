@@ -21,8 +21,10 @@ PREFETCH_COMMAND = "snakemake --profile profiles/slurm prefetch"
 def missing_from_cache(item: str) -> str:
     """The sentence for a hub item that an offline job did not find in the cache."""
     cache = os.environ.get("HF_HOME", "~/.cache/huggingface")
-    return (f"{item} is not in the Hugging Face cache {cache} and this job runs with the hub offline; prefetch it on "
-            f"a host with network (`{PREFETCH_COMMAND}`, with the same site settings).")
+    return (
+        f"{item} is not in the Hugging Face cache {cache} and this job runs with the hub offline; prefetch it on "
+        f"a host with network (`{PREFETCH_COMMAND}`, with the same site settings)."
+    )
 
 
 def is_local(name: str) -> bool:
@@ -42,8 +44,10 @@ def recorded_commit(record_path: Path, item_id: str, revision: str | None) -> st
     """The commit the prefetch record ``record_path`` holds for hub item ``item_id`` at ``revision``."""
     record = json.loads(Path(record_path).read_text())
     if record["id"] != item_id or record["revision"] != revision:
-        raise ValueError(f"{item_id}@{revision or 'main'} is not the item of the prefetch record {record_path} "
-                         f"({record['id']}@{record['revision'] or 'main'}); rerun the prefetch (`{PREFETCH_COMMAND}`).")
+        raise ValueError(
+            f"{item_id}@{revision or 'main'} is not the item of the prefetch record {record_path} "
+            f"({record['id']}@{record['revision'] or 'main'}); rerun the prefetch (`{PREFETCH_COMMAND}`)."
+        )
     return record["commit"]
 
 

@@ -23,16 +23,23 @@ def hub_items(config: dict[str, Any]) -> dict[str, list]:
     """What a preset reads from the hub: hub datasets and pretrained tokenizers (local paths excluded) with their
     revisions, and the lm-eval tasks whose datasets come from the hub: lm-eval's built-in tasks, or those of
     ``downstream.task_dir`` when one of its YAMLs names a hub ``dataset_path``."""
-    datasets_ = [{"name": name, "id": spec["source"]["id"], "revision": spec["source"].get("revision")}
-                 for name, spec in config["datasets"].items()
-                 if spec["source"]["kind"] == "hf" and not is_local(spec["source"]["id"])]
-    tokenizers = [{"name": name, "id": spec["name"], "revision": spec.get("revision")}
-                  for name, spec in config["tokenizers"].items()
-                  if spec["kind"] == "pretrained" and not is_local(spec["name"])]
+    datasets_ = [
+        {"name": name, "id": spec["source"]["id"], "revision": spec["source"].get("revision")}
+        for name, spec in config["datasets"].items()
+        if spec["source"]["kind"] == "hf" and not is_local(spec["source"]["id"])
+    ]
+    tokenizers = [
+        {"name": name, "id": spec["name"], "revision": spec.get("revision")}
+        for name, spec in config["tokenizers"].items()
+        if spec["kind"] == "pretrained" and not is_local(spec["name"])
+    ]
     task_dir = downstream_task_dir(config)
     reads_hub = task_dir is None or any(is_hub_dataset(path) for path in task_dataset_paths(task_dir))
-    return {"datasets": datasets_, "tokenizers": tokenizers,
-            "lm_eval_tasks": list(config["downstream"]["tasks"]) if reads_hub else []}
+    return {
+        "datasets": datasets_,
+        "tokenizers": tokenizers,
+        "lm_eval_tasks": list(config["downstream"]["tasks"]) if reads_hub else [],
+    }
 
 
 def task_dataset_paths(task_dir: Path) -> list[str]:
@@ -75,8 +82,10 @@ def run_prefetch(kind: str, item: dict[str, Any], out: Path) -> dict[str, Any]:
     try:
         record = fetch(item)
     except Exception as error:  # noqa: BLE001 - any failure is reported with the item's name
-        raise ValueError(f"prefetch: {kind} {item['name']} ({item['id']}@{item['revision'] or 'main'}) failed "
-                         f"({type(error).__name__}: {error}); fix its revision or remove it in the preset, then rerun "
-                         "the prefetch.") from error
+        raise ValueError(
+            f"prefetch: {kind} {item['name']} ({item['id']}@{item['revision'] or 'main'}) failed "
+            f"({type(error).__name__}: {error}); fix its revision or remove it in the preset, then rerun "
+            "the prefetch."
+        ) from error
     atomic_write_text(out, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return record

@@ -71,8 +71,9 @@ def train_bpe_tokenizer(
     return {"vocab_size": len(fast), "documents": documents}
 
 
-def save_pretrained_tokenizer(name_or_path: str, out_dir: Path, *, revision: str | None = None,
-                              overwrite: bool = False) -> dict:
+def save_pretrained_tokenizer(
+    name_or_path: str, out_dir: Path, *, revision: str | None = None, overwrite: bool = False
+) -> dict:
     """Load a tokenizer with `AutoTokenizer.from_pretrained` (hub id such as "gpt2" at `revision`, or a local
     directory) and save it to `out_dir`, so later stages never need the hub. Returns {"vocab_size", "bos", "eos"}.
     With the hub offline, a tokenizer missing from the cache fails with one sentence naming it and the prefetch."""

@@ -57,7 +57,7 @@ def sentences(corpus: str) -> list[str]:
 def choice_items(corpus: str, count: int, rng: random.Random) -> list[dict]:
     """``count`` sentence-completion items: {context, choices, label, source}; distractors are the endings of the
     other sentences closest in word count to the true one (ties broken at random)."""
-    cut = [(words[: len(words) // 2], words[len(words) // 2:]) for words in (s.split() for s in sentences(corpus))]
+    cut = [(words[: len(words) // 2], words[len(words) // 2 :]) for words in (s.split() for s in sentences(corpus))]
     chosen = rng.sample(range(len(cut)), count)
     items = []
     for index in chosen:
@@ -78,9 +78,9 @@ def last_passage(paragraph: str) -> str | None:
     parts = SENTENCE_END.split(paragraph)
     for end in reversed(range(len(parts))):
         start = end
-        while start > 0 and len(" ".join(parts[start - 1: end + 1]).split()) <= hi:
+        while start > 0 and len(" ".join(parts[start - 1 : end + 1]).split()) <= hi:
             start -= 1
-        passage = " ".join(parts[start: end + 1])
+        passage = " ".join(parts[start : end + 1])
         if lo <= len(passage.split()) <= hi and LAST_WORD.match(passage):
             return passage
     return None
@@ -92,16 +92,19 @@ def lambada_items(corpus: str, count: int, rng: random.Random) -> list[dict]:
     passages = [passage for passage in map(last_passage, paragraphs(corpus)) if passage]
     passages = list(dict.fromkeys(passages))
     if len(passages) < count:
-        raise ValueError(f"{tiny_corpus_file(corpus, 'validation')}: {len(passages)} LAMBADA-style passages, "
-                         f"expected at least {count}.")
-    return [{"text": " ".join(LAST_WORD.match(text).groups()), "source": corpus}
-            for text in rng.sample(passages, count)]
+        raise ValueError(
+            f"{tiny_corpus_file(corpus, 'validation')}: {len(passages)} LAMBADA-style passages, "
+            f"expected at least {count}."
+        )
+    return [
+        {"text": " ".join(LAST_WORD.match(text).groups()), "source": corpus} for text in rng.sample(passages, count)
+    ]
 
 
 def split_items(items: list[dict], rng: random.Random) -> dict[str, list[dict]]:
     """Shuffle and cut into ``SPLIT_SIZES``."""
     rng.shuffle(items)
-    return {"train": items[: SPLIT_SIZES["train"]], "test": items[SPLIT_SIZES["train"]:]}
+    return {"train": items[: SPLIT_SIZES["train"]], "test": items[SPLIT_SIZES["train"] :]}
 
 
 def build_task_data(out_dir: Path = TASKS_DIR) -> dict[str, dict[str, int]]:
@@ -111,10 +114,12 @@ def build_task_data(out_dir: Path = TASKS_DIR) -> dict[str, dict[str, int]]:
     rng = random.Random(SEED)
     half = total // len(TINY_CORPORA)
     tasks = {
-        "tiny_choice": split_items([item for corpus in sorted(TINY_CORPORA)
-                                    for item in choice_items(corpus, half, rng)], rng),
-        "tiny_lambada": split_items([item for corpus in sorted(TINY_CORPORA)
-                                     for item in lambada_items(corpus, half, rng)], rng),
+        "tiny_choice": split_items(
+            [item for corpus in sorted(TINY_CORPORA) for item in choice_items(corpus, half, rng)], rng
+        ),
+        "tiny_lambada": split_items(
+            [item for corpus in sorted(TINY_CORPORA) for item in lambada_items(corpus, half, rng)], rng
+        ),
     }
     counts = {}
     for task, splits in tasks.items():
@@ -124,4 +129,3 @@ def build_task_data(out_dir: Path = TASKS_DIR) -> dict[str, dict[str, int]]:
             atomic_write_text(Path(out_dir) / f"{task}.{split}.jsonl", lines)
             counts[task][split] = len(items)
     return counts
-

@@ -102,16 +102,19 @@ class LevanterLM(TemplateLM):
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
         """(log p(continuation | context), greedy) of each request ``(strings, context_ids, continuation_ids)``."""
-        windows = [(list(context) + list(continuation))[-(self.max_length + 1):]
-                   for _, context, continuation in requests]
-        scored_counts = [min(len(continuation), len(window) - 1)
-                         for (_, _, continuation), window in zip(requests, windows, strict=True)]
+        windows = [
+            (list(context) + list(continuation))[-(self.max_length + 1) :] for _, context, continuation in requests
+        ]
+        scored_counts = [
+            min(len(continuation), len(window) - 1)
+            for (_, _, continuation), window in zip(requests, windows, strict=True)
+        ]
         order = sorted(range(len(requests)), key=lambda i: -len(windows[i]))
         results: list[tuple[float, bool]] = [(math.nan, False)] * len(requests)
         Batch = hax.Axis("batch", self.batch_size)
         started = time.perf_counter()
         for first in range(0, len(order), self.batch_size):
-            rows = order[first: first + self.batch_size]
+            rows = order[first : first + self.batch_size]
             Pos = self.model.Pos.resize(self._padded_length(len(windows[rows[0]]) - 1))
             tokens = np.full((Batch.size, Pos.size), self.eot_token_id, dtype=np.int32)
             targets = np.zeros_like(tokens)
@@ -121,13 +124,14 @@ class LevanterLM(TemplateLM):
                 length = len(window) - 1
                 tokens[row, :length] = window[:-1]
                 targets[row, :length] = window[1:]
-                scored[row, length - count: length] = True
+                scored[row, length - count : length] = True
             sums, greedy = jax.device_get(self._scores(self.model, hax.named(tokens, (Batch, Pos)), targets, scored))
             for row, index in enumerate(rows):
                 results[index] = (float(sums[row]), bool(greedy[row]))
             if not disable_tqdm and (first // self.batch_size) % 50 == 0:
-                logger.info("scored %d/%d requests (%.1f s)", first + len(rows), len(order),
-                            time.perf_counter() - started)
+                logger.info(
+                    "scored %d/%d requests (%.1f s)", first + len(rows), len(order), time.perf_counter() - started
+                )
         return results
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
@@ -135,15 +139,21 @@ class LevanterLM(TemplateLM):
         windows; the first token is conditioned on the end-of-text token)."""
         totals = []
         for (text,) in (request.args for request in requests):
-            windows = get_rolling_token_windows(token_list=self.tok_encode(text), prefix_token=self.prefix_token_id,
-                                                max_seq_len=self.max_length, context_len=1)
+            windows = get_rolling_token_windows(
+                token_list=self.tok_encode(text),
+                prefix_token=self.prefix_token_id,
+                max_seq_len=self.max_length,
+                context_len=1,
+            )
             pieces = [(None, *make_disjoint_window(window)) for window in windows]
             totals.append(sum(score for score, _ in self._loglikelihood_tokens(pieces, disable_tqdm=True)))
         return totals
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        raise NotImplementedError("LevanterLM scores log-likelihoods only; generation tasks are refused by "
-                                  "check_scored_output_types before any model is loaded.")
+        raise NotImplementedError(
+            "LevanterLM scores log-likelihoods only; generation tasks are refused by "
+            "check_scored_output_types before any model is loaded."
+        )
 
 
 @register_model("diffeqformer-run")
@@ -154,17 +164,32 @@ class RunLM(LevanterLM):
 
     def __init__(self, run_dir: str, tokenizer: str, batch_size: int | str = 32, **_lm_eval_options):
         if not str(batch_size).isdigit():
-            raise ValueError(f"--batch_size {batch_size}: the diffeqformer-run model takes a number of requests per "
-                             f"forward pass (e.g. 32), not lm-eval's 'auto'.")
+            raise ValueError(
+                f"--batch_size {batch_size}: the diffeqformer-run model takes a number of requests per "
+                f"forward pass (e.g. 32), not lm-eval's 'auto'."
+            )
         hf_tokenizer = load_tokenizer(tokenizer)
         self.spec, model = load_run_model(run_dir, len(hf_tokenizer))
-        super().__init__(jmp.get_policy(self.spec.train.mixed_precision).cast_to_compute(model), hf_tokenizer,
-                         batch_size=int(batch_size))
+        super().__init__(
+            jmp.get_policy(self.spec.train.mixed_precision).cast_to_compute(model),
+            hf_tokenizer,
+            batch_size=int(batch_size),
+        )
 
 
-def evaluate_downstream(run_dir: str, tokenizer_dir: str, out_dir: str, *, pair: str, tasks: list[str],
-                        shots: list[int], task_dir: str | None, limit: int | None, batch_size: int,
-                        prefetched: list[str] = ()) -> dict:
+def evaluate_downstream(
+    run_dir: str,
+    tokenizer_dir: str,
+    out_dir: str,
+    *,
+    pair: str,
+    tasks: list[str],
+    shots: list[int],
+    task_dir: str | None,
+    limit: int | None,
+    batch_size: int,
+    prefetched: list[str] = (),
+) -> dict:
     """Evaluate one trained run on lm-eval ``tasks`` for every few-shot count in ``shots``, their hub datasets at the
     commits the prefetch records ``prefetched`` hold (``pipeline.evaluate.task_sources``).
 
@@ -185,16 +210,32 @@ def evaluate_downstream(run_dir: str, tokenizer_dir: str, out_dir: str, *, pair:
     rows = []
     for k in shots:
         shot_started = time.perf_counter()
-        results = simple_evaluate(model=lm, tasks=tasks, num_fewshot=k, limit=limit, task_manager=manager,
-                                  log_samples=False, bootstrap_iters=BOOTSTRAP_ITERS, random_seed=RANDOM_SEED,
-                                  numpy_random_seed=RANDOM_SEED, torch_random_seed=RANDOM_SEED,
-                                  fewshot_random_seed=RANDOM_SEED)
+        results = simple_evaluate(
+            model=lm,
+            tasks=tasks,
+            num_fewshot=k,
+            limit=limit,
+            task_manager=manager,
+            log_samples=False,
+            bootstrap_iters=BOOTSTRAP_ITERS,
+            random_seed=RANDOM_SEED,
+            numpy_random_seed=RANDOM_SEED,
+            torch_random_seed=RANDOM_SEED,
+            fewshot_random_seed=RANDOM_SEED,
+        )
         results["config"]["model"] = spec.run_id
-        atomic_write_text(Path(out_dir) / f"lm_eval_{k}shot.json",
-                          json.dumps(results, indent=2, default=handle_non_serializable) + "\n")
+        atomic_write_text(
+            Path(out_dir) / f"lm_eval_{k}shot.json",
+            json.dumps(results, indent=2, default=handle_non_serializable) + "\n",
+        )
         shot_rows = tidy_rows(results, run_id=spec.run_id, family=spec.model.family, pair=pair, shots=k)
         rows += shot_rows
-        logger.info("%s %d-shot (%.1f s): %s", spec.run_id, k, time.perf_counter() - shot_started,
-                    ", ".join(f"{r['task']} {r['metric']}={r['value']:.4f}±{r['stderr']:.4f}" for r in shot_rows))
+        logger.info(
+            "%s %d-shot (%.1f s): %s",
+            spec.run_id,
+            k,
+            time.perf_counter() - shot_started,
+            ", ".join(f"{r['task']} {r['metric']}={r['value']:.4f}±{r['stderr']:.4f}" for r in shot_rows),
+        )
     atomic_write_text(Path(out_dir) / "downstream.csv", rows_to_csv(rows))
     return {"run_id": spec.run_id, "rows": len(rows), "seconds": round(time.perf_counter() - started, 1)}

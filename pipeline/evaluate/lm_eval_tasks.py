@@ -42,8 +42,7 @@ def resolve_tasks(task_names: list[str], task_dir: str | Path | None):
         if name not in known:
             where = f"task folder {task_dir}" if task_dir is not None else "lm-eval's built-in tasks"
             nearest = difflib.get_close_matches(name, sorted(known), n=5)
-            expected = (f"one of {sorted(known)}" if len(known) <= 20
-                        else f"an lm-eval task name (nearest: {nearest})")
+            expected = f"one of {sorted(known)}" if len(known) <= 20 else f"an lm-eval task name (nearest: {nearest})"
             raise ValueError(f"downstream.tasks: unknown lm-eval task {name!r} in {where}; expected {expected}.")
     return manager
 
@@ -66,14 +65,19 @@ def check_scored_output_types(manager, task_names: list[str]) -> None:
     load one by one, so a task whose dataset fails to load (e.g. not prefetched on an offline node) is named."""
     tasks, failed = load_lm_eval_tasks(manager, task_names)
     if failed:
-        hint = (f"prefetch them on a host with network (`{PREFETCH_COMMAND}`)" if hub_offline()
-                else "see the job log for each traceback")
+        hint = (
+            f"prefetch them on a host with network (`{PREFETCH_COMMAND}`)"
+            if hub_offline()
+            else "see the job log for each traceback"
+        )
         reasons = "; ".join(failed.values())
         raise ValueError(f"downstream.tasks: lm-eval task(s) {sorted(failed)} failed to load ({reasons}); {hint}.")
     for name, task in tasks.items():
         if task.OUTPUT_TYPE not in SCORED_OUTPUT_TYPES:
-            raise ValueError(f"downstream.tasks: lm-eval task {name!r} has output_type {task.OUTPUT_TYPE!r}; "
-                             f"expected one of {list(SCORED_OUTPUT_TYPES)}.")
+            raise ValueError(
+                f"downstream.tasks: lm-eval task {name!r} has output_type {task.OUTPUT_TYPE!r}; "
+                f"expected one of {list(SCORED_OUTPUT_TYPES)}."
+            )
 
 
 def _metric_value(value: Any) -> float:
@@ -96,10 +100,19 @@ def tidy_rows(results: dict, *, run_id: str, family: str, pair: str, shots: int)
             metric, _, filter_name = key.partition(",")
             if metric == "alias" or metric.endswith("_stderr") or not filter_name:
                 continue
-            rows.append({"run_id": run_id, "family": family, "pair": pair, "task": task, "shots": shots,
-                         "metric": metric, "value": _metric_value(value),
-                         "stderr": _metric_value(metrics.get(f"{metric}_stderr,{filter_name}")),
-                         "n_samples": sample_count(results, task)})
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "family": family,
+                    "pair": pair,
+                    "task": task,
+                    "shots": shots,
+                    "metric": metric,
+                    "value": _metric_value(value),
+                    "stderr": _metric_value(metrics.get(f"{metric}_stderr,{filter_name}")),
+                    "n_samples": sample_count(results, task),
+                }
+            )
     return rows
 
 

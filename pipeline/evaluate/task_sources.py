@@ -45,8 +45,9 @@ class TaskDataset:
         pinned = {**config, "dataset_path": str(snapshot)}
         if self.converted:
             kwargs = dict(config.get("dataset_kwargs") or {})
-            pinned.update(dataset_name=None, dataset_kwargs={**kwargs, "data_dir": config.get("dataset_name")
-                                                                                    or "default"})
+            pinned.update(
+                dataset_name=None, dataset_kwargs={**kwargs, "data_dir": config.get("dataset_name") or "default"}
+            )
         return pinned
 
 
@@ -74,13 +75,16 @@ def pin_task_datasets(manager, source: Callable[[str], TaskDataset]):
 
 def recorded_source(records: list[Path]) -> Callable[[str], TaskDataset]:
     """The task datasets the prefetch records ``records`` hold, by id; an id none holds fails with one sentence."""
-    recorded = {item["id"]: TaskDataset(**item) for path in records
-                for item in json.loads(Path(path).read_text())["datasets"]}
+    recorded = {
+        item["id"]: TaskDataset(**item) for path in records for item in json.loads(Path(path).read_text())["datasets"]
+    }
 
     def source(dataset_id: str) -> TaskDataset:
         if dataset_id not in recorded:
-            raise ValueError(f"lm-eval dataset {dataset_id} is in none of the prefetch records "
-                             f"{[str(path) for path in records]}; rerun the prefetch (`{PREFETCH_COMMAND}`).")
+            raise ValueError(
+                f"lm-eval dataset {dataset_id} is in none of the prefetch records "
+                f"{[str(path) for path in records]}; rerun the prefetch (`{PREFETCH_COMMAND}`)."
+            )
         return recorded[dataset_id]
 
     return source
@@ -104,9 +108,11 @@ def resolve_on_hub(dataset_id: str, revision: str | None) -> TaskDataset:
     try:
         converted = api.dataset_info(dataset_id, revision=PARQUET_BRANCH)
     except RevisionNotFoundError as error:
-        raise ValueError(f"lm-eval dataset {dataset_id}@{revision or 'main'} is a loading script, which datasets 4 "
-                         f"refuses, and has no parquet conversion ({PARQUET_BRANCH}); remove its task from "
-                         "downstream.tasks.") from error
+        raise ValueError(
+            f"lm-eval dataset {dataset_id}@{revision or 'main'} is a loading script, which datasets 4 "
+            f"refuses, and has no parquet conversion ({PARQUET_BRANCH}); remove its task from "
+            "downstream.tasks."
+        ) from error
     return TaskDataset(dataset_id, revision, converted.sha, converted=True)
 
 
@@ -123,6 +129,8 @@ def prefetch_task(task: str, task_dir: str | None, revisions: dict[str, str]) ->
 
     _, failed = load_lm_eval_tasks(pin_task_datasets(task_manager(task_dir), source), [task])
     if failed:
-        raise ValueError(f"prefetch: lm-eval task {task} failed ({failed[task]}); fix or remove it in the preset "
-                         "(downstream.tasks, downstream.revisions), then rerun the prefetch.")
+        raise ValueError(
+            f"prefetch: lm-eval task {task} failed ({failed[task]}); fix or remove it in the preset "
+            "(downstream.tasks, downstream.revisions), then rerun the prefetch."
+        )
     return {"task": task, "datasets": [dataclasses.asdict(item) for _, item in sorted(resolved.items())]}

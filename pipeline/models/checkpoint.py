@@ -62,8 +62,10 @@ def load_run_model(run_dir: str | Path, vocab_size: int):
     checkpoint = final_checkpoint(run_dir)
     stored = checkpoint_vocab_size(checkpoint)
     if stored != vocab_size:
-        raise ValueError(f"{checkpoint}: the checkpoint's vocabulary has {stored} tokens but the tokenizer has "
-                         f"{vocab_size}; use the tokenizer the run was trained with.")
+        raise ValueError(
+            f"{checkpoint}: the checkpoint's vocabulary has {stored} tokens but the tokenizer has "
+            f"{vocab_size}; use the tokenizer the run was trained with."
+        )
 
     import equinox as eqx
     import jax
@@ -74,6 +76,5 @@ def load_run_model(run_dir: str | Path, vocab_size: int):
     config = run_model_config(spec)
     template = eqx.filter_eval_shape(config.build, Axis("vocab", vocab_size), key=jax.random.PRNGKey(0))
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
-    model = load_checkpoint(template, checkpoint, subpath="model", discover_latest=False, mesh=mesh,
-                            axis_mapping={})
+    model = load_checkpoint(template, checkpoint, subpath="model", discover_latest=False, mesh=mesh, axis_mapping={})
     return spec, model

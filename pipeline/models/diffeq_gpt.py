@@ -75,9 +75,7 @@ class ParallelGptBlock(eqx.Module):
         ln_1 = hnn.LayerNorm.init(config.Embed, eps=config.layer_norm_epsilon, use_bias=config.use_bias)
         attn = Gpt2Attention.init(config, key=k_attn)
         ln_2 = hnn.LayerNorm.init(config.Embed, eps=config.layer_norm_epsilon, use_bias=config.use_bias)
-        mlp = Gpt2Mlp.init(
-            config.Embed, config.Mlp, config.activation_function, key=k_mlp, use_bias=config.use_bias
-        )
+        mlp = Gpt2Mlp.init(config.Embed, config.Mlp, config.activation_function, key=k_mlp, use_bias=config.use_bias)
         return ParallelGptBlock(ln_1, attn, ln_2, mlp, hnn.Dropout(pdrop=config.resid_pdrop), step)
 
     def increment(self, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None) -> NamedArray:

@@ -78,9 +78,7 @@ class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
 
     def __post_init__(self):
         if self.num_heads % self.num_kv_heads != 0:
-            raise ValueError(
-                f"num_heads={self.num_heads} is not divisible by num_kv_heads={self.num_kv_heads}."
-            )
+            raise ValueError(f"num_heads={self.num_heads} is not divisible by num_kv_heads={self.num_kv_heads}.")
 
     @property
     def model_type(self) -> type["DiffEqLlamaLMHeadModel"]:
@@ -145,9 +143,7 @@ class ParallelLlamaBlock(eqx.Module):
         """Random init with Levanter's Llama initialisers (a template for loading discretised checkpoints)."""
         k_attn, k_mlp = jrandom.split(key)
         attn = Attention.init(config.attention_config(), key=k_attn)
-        mlp = LlamaMlp.init(
-            config.Embed, config.Mlp, config.activation_function, key=k_mlp, use_bias=config.use_bias
-        )
+        mlp = LlamaMlp.init(config.Embed, config.Mlp, config.activation_function, key=k_mlp, use_bias=config.use_bias)
 
         def norm():
             return hnn.RmsNorm.init(config.Embed, eps=config.layer_norm_epsilon, use_bias=norm_shift)

@@ -105,9 +105,9 @@ class DiscreteGptTransformer(eqx.Module):
     @staticmethod
     def init(config: DiscreteDiffEqGptConfig, *, key) -> "DiscreteGptTransformer":
         gpt2 = config.gpt2()
-        blocks = hnn.Stacked.init(
-            config.Layers, ParallelGptBlock, gradient_checkpointing=gpt2.gradient_checkpointing
-        )(gpt2, key=shaped_rng_split(key, config.num_steps), step=config.block_step)
+        blocks = hnn.Stacked.init(config.Layers, ParallelGptBlock, gradient_checkpointing=gpt2.gradient_checkpointing)(
+            gpt2, key=shaped_rng_split(key, config.num_steps), step=config.block_step
+        )
         ln_f = hnn.LayerNorm.init(config.Embed, eps=gpt2.layer_norm_epsilon, use_bias=gpt2.use_bias)
         return DiscreteGptTransformer(config, blocks, ln_f)
 
@@ -141,8 +141,13 @@ class DiscreteLlamaTransformer(eqx.Module):
         llama = config.llama()
         blocks = hnn.Stacked.init(
             config.Layers, ParallelLlamaBlock, gradient_checkpointing=llama.gradient_checkpointing
-        )(llama, key=shaped_rng_split(key, config.num_steps), chained_norms=config.source.chained_norms,
-          norm_shift=config.source.norm_shift, step=config.block_step)
+        )(
+            llama,
+            key=shaped_rng_split(key, config.num_steps),
+            chained_norms=config.source.chained_norms,
+            norm_shift=config.source.norm_shift,
+            step=config.block_step,
+        )
         return DiscreteLlamaTransformer(config, blocks, config.source.final_norm())
 
     def __call__(
@@ -218,7 +223,8 @@ def init_lora(model, scheme: str, key):
             b = (hax.random.normal(k_b, b.axes) * REFERENCE_LORA_STD).astype(b.dtype)
         else:
             b = hax.zeros_like(b)
-        return dataclasses.replace(node, lora_A=dataclasses.replace(node.lora_A, weight=a),
-                                   lora_B=dataclasses.replace(node.lora_B, weight=b))
+        return dataclasses.replace(
+            node, lora_A=dataclasses.replace(node.lora_A, weight=a), lora_B=dataclasses.replace(node.lora_B, weight=b)
+        )
 
     return jax.tree_util.tree_unflatten(treedef, [reinit(node, k) for node, k in zip(nodes, keys, strict=True)])

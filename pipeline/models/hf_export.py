@@ -32,8 +32,9 @@ def export_hf(model, tokenizer, out_dir: str | Path) -> Path:
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
     try:
         hf_config = model.config.to_hf_config(model.Vocab.size)
-        converter = HFCheckpointConverter(type(model.config), reference_checkpoint=str(tmp),
-                                          HfConfigClass=type(hf_config), tokenizer=tokenizer)
+        converter = HFCheckpointConverter(
+            type(model.config), reference_checkpoint=str(tmp), HfConfigClass=type(hf_config), tokenizer=tokenizer
+        )
         hf_config.architectures = [converter.HFAutoModelClass().__name__]
         hf_config.save_pretrained(tmp)
         with jax.set_mesh(jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))):
@@ -60,8 +61,10 @@ def export_run_hf(run_dir: str | Path, tokenizer_dir: str | Path, out_dir: str |
 
     spec = read_run_spec(run_dir)
     if spec.model.family not in EXPORTABLE_FAMILIES:
-        raise ValueError(f"{run_dir}: {spec.run_id} is a '{spec.model.family}' run, which has no Hugging Face "
-                         f"architecture; only the {' and '.join(EXPORTABLE_FAMILIES)} baselines can be exported.")
+        raise ValueError(
+            f"{run_dir}: {spec.run_id} is a '{spec.model.family}' run, which has no Hugging Face "
+            f"architecture; only the {' and '.join(EXPORTABLE_FAMILIES)} baselines can be exported."
+        )
     tokenizer = load_tokenizer(str(tokenizer_dir))
     _, model = load_run_model(run_dir, len(tokenizer))
     export_hf(model, tokenizer, out_dir)

@@ -83,4 +83,3 @@ def build_initialised(config, Vocab, *, key, init: str):
     k_build, k_init = jax.random.split(key)
     model = config.build(Vocab, key=k_build)
     return reference_init(model, k_init) if init == "reference" else model
-

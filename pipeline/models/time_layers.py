@@ -30,16 +30,41 @@ class TimeLayers:
         shared = None
         if config.shared_time_mlp:
             shared = TimeMlp.init(config.Sinusoidal, config.TimeEmbed, key=key, time_precision=config.time_precision)
-        return TimeLayers(config.Sinusoidal, config.TimeEmbed, config.initializer_range, config.use_bias,
-                          config.layer_norm_epsilon, config.norm_shift, config.time_precision, out_first, shared)
+        return TimeLayers(
+            config.Sinusoidal,
+            config.TimeEmbed,
+            config.initializer_range,
+            config.use_bias,
+            config.layer_norm_epsilon,
+            config.norm_shift,
+            config.time_precision,
+            out_first,
+            shared,
+        )
 
     def linear(self, In: AxisSpec, Out: AxisSpec, key) -> TimeLinear:
-        return TimeLinear.init(In, Out, self.Sinusoidal, self.TimeEmbed, key=key,
-                               initializer_range=self.initializer_range, use_bias=self.use_bias,
-                               out_first=self.out_first, shared_mlp=self.shared_mlp,
-                               time_precision=self.time_precision)
+        return TimeLinear.init(
+            In,
+            Out,
+            self.Sinusoidal,
+            self.TimeEmbed,
+            key=key,
+            initializer_range=self.initializer_range,
+            use_bias=self.use_bias,
+            out_first=self.out_first,
+            shared_mlp=self.shared_mlp,
+            time_precision=self.time_precision,
+        )
 
     def norm(self, kind: type, axis: AxisSpec, key):
         """``kind`` is TimeLayerNorm or TimeRmsNorm."""
-        return kind.init(axis, self.Sinusoidal, self.TimeEmbed, key=key, eps=self.eps, use_bias=self.norm_shift,
-                         shared_mlp=self.shared_mlp, time_precision=self.time_precision)
+        return kind.init(
+            axis,
+            self.Sinusoidal,
+            self.TimeEmbed,
+            key=key,
+            eps=self.eps,
+            use_bias=self.norm_shift,
+            shared_mlp=self.shared_mlp,
+            time_precision=self.time_precision,
+        )

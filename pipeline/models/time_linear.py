@@ -67,12 +67,8 @@ class TimeLinear(eqx.Module):
             mlp = TimeMlp.init(Sinusoidal, TimeEmbed, key=k_mlp, time_precision=time_precision)
         std = calibrated_projection_std(mlp if mlp is not None else shared_mlp, initializer_range)
         weight_axes = hax.concat_axis_specs(Out, In) if out_first else hax.concat_axis_specs(In, Out)
-        proj_weight = hax.random.truncated_normal(
-            k_proj, hax.concat_axis_specs(weight_axes, TimeEmbed), -3, 3
-        )
-        proj = hnn.Linear(
-            weight=proj_weight * std, bias=hax.zeros(weight_axes), In=TimeEmbed, Out=weight_axes
-        )
+        proj_weight = hax.random.truncated_normal(k_proj, hax.concat_axis_specs(weight_axes, TimeEmbed), -3, 3)
+        proj = hnn.Linear(weight=proj_weight * std, bias=hax.zeros(weight_axes), In=TimeEmbed, Out=weight_axes)
         bias_proj = None
         if use_bias:
             bias_proj = hax.random.normal(k_bias, hax.concat_axis_specs(TimeEmbed, Out)) * BIAS_INIT_STD

@@ -31,6 +31,9 @@ def checkpoint_disk(parameters: int, train: TrainSpec | None) -> dict[str, int]:
     if train is None:
         return {"checkpoint_bytes": 0, "running_checkpoint_bytes": 0}
     kept = kept_checkpoints(train)
-    return {"checkpoint_bytes": parameters * CHECKPOINT_BYTES_PER_PARAMETER * kept,
-            "running_checkpoint_bytes": parameters * CHECKPOINT_BYTES_PER_PARAMETER
-            * (kept + EXTRA_CHECKPOINTS_WHILE_TRAINING)}
+    return {
+        "checkpoint_bytes": parameters * CHECKPOINT_BYTES_PER_PARAMETER * kept,
+        "running_checkpoint_bytes": parameters
+        * CHECKPOINT_BYTES_PER_PARAMETER
+        * (kept + EXTRA_CHECKPOINTS_WHILE_TRAINING),
+    }

@@ -26,16 +26,20 @@ def _cost(args: argparse.Namespace) -> None:
         print(f"measured: training tokens/s per GPU from {args.throughput or default_throughput_path(args.device)}")
     if any(row["source"] == "preflight" for row in runs):
         table = args.preflight or preflight_path(load_preset({"preset": args.preset})["preset"])
-        print(f"measured by the preflight: training tokens/s per GPU from {table} (a fine-tune: the MFU measured for "
-              "its method, at its own FLOPs per token)")
+        print(
+            f"measured by the preflight: training tokens/s per GPU from {table} (a fine-tune: the MFU measured for "
+            "its method, at its own FLOPs per token)"
+        )
     if estimated:
         print(f"estimate, not measured: Levanter FLOPs/token x 3 at MFU {args.mfu} of the {args.device} dense peak")
     print(format_stage_table(stages))
-    print("Not counted: periodic validation during training. LoRA, where estimated, costed as full fine-tuning; "
-          "lm-eval requests as full context windows (upper bounds). Checkpoint disk: what finished runs keep (12 "
-          "bytes/parameter each); a run holds two more while it trains (its two newest complete checkpoints, so that "
-          "one bad save leaves one to resume from, and the one being written), per running run: up to "
-          f"{max(row['running_checkpoint_bytes'] for row in runs) / 1e9:,.1f} GB for the largest.")
+    print(
+        "Not counted: periodic validation during training. LoRA, where estimated, costed as full fine-tuning; "
+        "lm-eval requests as full context windows (upper bounds). Checkpoint disk: what finished runs keep (12 "
+        "bytes/parameter each); a run holds two more while it trains (its two newest complete checkpoints, so that "
+        "one bad save leaves one to resume from, and the one being written), per running run: up to "
+        f"{max(row['running_checkpoint_bytes'] for row in runs) / 1e9:,.1f} GB for the largest."
+    )
     print("\nPasses over the training data (built cache's token count, else the corpus's published size):")
     print(format_passes_table(runs))
     if args.csv:
@@ -52,8 +56,10 @@ def _status(args: argparse.Namespace) -> None:
 
     config = load_preset({"preset": args.preset, **json.loads(args.overrides)})
     site = None if args.site is None else load_site(args.site)
-    results = args.results or Path(site.results_dir if site is not None and site.results_dir
-                                   else REPO_ROOT / "results") / config["preset"]
+    results = (
+        args.results
+        or Path(site.results_dir if site is not None and site.results_dir else REPO_ROOT / "results") / config["preset"]
+    )
     fit_table = results / "fit.csv"
     sizing = JobSizing(config, site, fit_table if fit_table.is_file() else None)
     if args.plan:
@@ -62,8 +68,11 @@ def _status(args: argparse.Namespace) -> None:
         print(f"Plan of preset {config['preset']!r} at {args.site} (minutes; attempts: Snakemake's retries + 1)")
         print(format_plan(plan_rows(config, sizing)))
         return
-    training = {workload_id: workload for workload_id, workload in workloads(config).items()
-                if workload.kind in ("pretrain", "finetune")}
+    training = {
+        workload_id: workload
+        for workload_id, workload in workloads(config).items()
+        if workload.kind in ("pretrain", "finetune")
+    }
     device = site.device if site is not None else args.device
     rows = cost_rows(list(training.values()), device, {}, args.mfu, config)
     preview_hours = {workload_id: row["gpu_hours"] for workload_id, row in zip(training, rows, strict=True)}
@@ -74,8 +83,10 @@ def _status(args: argparse.Namespace) -> None:
         gpus = sizing.training_gpu_count(workload_id) if site.gpus_per_node else 1
         return gpus, sizing.training_chunks(workload_id)
 
-    runs = {workload_id: (workload.kind, (workload.finetune or workload.run).train.steps)
-            for workload_id, workload in training.items()}
+    runs = {
+        workload_id: (workload.kind, (workload.finetune or workload.run).train.steps)
+        for workload_id, workload in training.items()
+    }
     states, hours = grid_status(results, runs, preview_hours, plan)
     print(f"Status of {results} (preview on {device})")
     print(format_status(states, hours))
@@ -96,62 +107,116 @@ def _fit(args: argparse.Namespace) -> None:
     md = args.md or results / config["preset"] / f"{name}.md"
     table = args.csv or results / config["preset"] / f"{name}.csv"
     preflight = args.preflight or results / config["preset"] / "preflight.csv"
-    rows = write_fit(config, device, gpus, args.runs.split(",") if args.runs else None, md, table, site,
-                     preflight if site is not None else None)
-    logging.info("fit finished: %d workloads, %d fit at the paper batch, %d with gradient accumulation, %d do not fit",
-                 len(rows), sum(r["fits_at_paper_batch"] for r in rows),
-                 sum(r["fits"] and not r["fits_at_paper_batch"] for r in rows), sum(not r["fits"] for r in rows))
+    rows = write_fit(
+        config,
+        device,
+        gpus,
+        args.runs.split(",") if args.runs else None,
+        md,
+        table,
+        site,
+        preflight if site is not None else None,
+    )
+    logging.info(
+        "fit finished: %d workloads, %d fit at the paper batch, %d with gradient accumulation, %d do not fit",
+        len(rows),
+        sum(r["fits_at_paper_batch"] for r in rows),
+        sum(r["fits"] and not r["fits_at_paper_batch"] for r in rows),
+        sum(not r["fits"] for r in rows),
+    )
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
     cost = verbs.add_parser("cost", help="GPU-hours per stage of a preset, from measured or estimated throughput")
     cost.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
     cost.add_argument("--device", default="h100", help="GPU the throughput refers to (default: h100)")
-    cost.add_argument("--throughput", type=Path, default=None,
-                      help="measured table (default: results/benchmarks/throughput-sizes-<device>.csv if present)")
+    cost.add_argument(
+        "--throughput",
+        type=Path,
+        default=None,
+        help="measured table (default: results/benchmarks/throughput-sizes-<device>.csv if present)",
+    )
     cost.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="model FLOPs utilisation of the estimate")
-    cost.add_argument("--preflight", type=Path, default=None,
-                      help="the preset's preflight report, whose measured throughput wins over the table and the "
-                           "estimate (default: results/<preset>/preflight.csv if present)")
+    cost.add_argument(
+        "--preflight",
+        type=Path,
+        default=None,
+        help="the preset's preflight report, whose measured throughput wins over the table and the "
+        "estimate (default: results/<preset>/preflight.csv if present)",
+    )
     cost.add_argument("--csv", type=Path, default=None, help="write the per-run costs to this CSV")
     cost.set_defaults(run=_cost)
 
-    fit = verbs.add_parser("fit", help="per-device memory of every run, fine-tune and lm-eval pass on a GPU, "
-                                       "planned on CPU by XLA")
+    fit = verbs.add_parser(
+        "fit", help="per-device memory of every run, fine-tune and lm-eval pass on a GPU, planned on CPU by XLA"
+    )
     fit.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
     fit.add_argument("--device", default=None, help="GPU whose memory the plan is checked against (default: h100)")
-    fit.add_argument("--gpus", type=int, default=None,
-                     help="GPUs of every training job, the FSDP mesh size (default: 8)")
-    fit.add_argument("--site", default=None,
-                     help="SLURM site settings (e.g. profiles/slurm/site.yaml): each job planned on the GPUs the "
-                          "site gives it (pipeline/planning/jobs.py), of the site's memory; training jobs read their "
-                          "micro-batch from the table")
-    fit.add_argument("--runs", default=None,
-                     help="comma-separated ids to plan: runs, probes, fine-tunes, downstream-<run> (default: all)")
-    fit.add_argument("--overrides", default="{}",
-                     help="JSON of config keys merged over the preset, as snakemake's --config (default: none)")
-    fit.add_argument("--md", type=Path, default=None,
-                     help="markdown table (default: <results>/<preset>/fit.md with --site, the table the SLURM jobs "
-                          "read; else results/<preset>/fit-<device>x<gpus>.md)")
+    fit.add_argument(
+        "--gpus", type=int, default=None, help="GPUs of every training job, the FSDP mesh size (default: 8)"
+    )
+    fit.add_argument(
+        "--site",
+        default=None,
+        help="SLURM site settings (e.g. profiles/slurm/site.yaml): each job planned on the GPUs the "
+        "site gives it (pipeline/planning/jobs.py), of the site's memory; training jobs read their "
+        "micro-batch from the table",
+    )
+    fit.add_argument(
+        "--runs",
+        default=None,
+        help="comma-separated ids to plan: runs, probes, fine-tunes, downstream-<run> (default: all)",
+    )
+    fit.add_argument(
+        "--overrides",
+        default="{}",
+        help="JSON of config keys merged over the preset, as snakemake's --config (default: none)",
+    )
+    fit.add_argument(
+        "--md",
+        type=Path,
+        default=None,
+        help="markdown table (default: <results>/<preset>/fit.md with --site, the table the SLURM jobs "
+        "read; else results/<preset>/fit-<device>x<gpus>.md)",
+    )
     fit.add_argument("--csv", type=Path, default=None, help="CSV table (default: as --md, .csv)")
-    fit.add_argument("--preflight", type=Path, default=None,
-                     help="with --site: the preflight report whose measured throughput resizes jobs; their rows are "
-                          "planned at both GPU counts (default: <results>/<preset>/preflight.csv, where it exists)")
+    fit.add_argument(
+        "--preflight",
+        type=Path,
+        default=None,
+        help="with --site: the preflight report whose measured throughput resizes jobs; their rows are "
+        "planned at both GPU counts (default: <results>/<preset>/preflight.csv, where it exists)",
+    )
     fit.set_defaults(run=_fit)
 
-    status = verbs.add_parser("status", help="each training run's state (done, running, stopped, failed, missing) "
-                                             "and GPU-hours spent and left; --plan: each job's plan at a site")
+    status = verbs.add_parser(
+        "status",
+        help="each training run's state (done, running, stopped, failed, missing) "
+        "and GPU-hours spent and left; --plan: each job's plan at a site",
+    )
     status.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
-    status.add_argument("--site", default=None,
-                        help="SLURM site settings: its results_dir, each run's GPUs and chunks, the preview's device")
-    status.add_argument("--results", type=Path, default=None,
-                        help="the grid's results/<preset> folder, e.g. a copy (default: the site's or results/)")
+    status.add_argument(
+        "--site",
+        default=None,
+        help="SLURM site settings: its results_dir, each run's GPUs and chunks, the preview's device",
+    )
+    status.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="the grid's results/<preset> folder, e.g. a copy (default: the site's or results/)",
+    )
     status.add_argument("--device", default="h100", help="device of the preview without --site (default: h100)")
     status.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="model FLOPs utilisation of the preview")
-    status.add_argument("--overrides", default="{}",
-                        help="JSON of config keys merged over the preset, as snakemake's --config (default: none)")
-    status.add_argument("--plan", action="store_true",
-                        help="print the plan instead: per job GPUs, micro-batch, needed and granted minutes, chunks, "
-                             "attempts, partition")
+    status.add_argument(
+        "--overrides",
+        default="{}",
+        help="JSON of config keys merged over the preset, as snakemake's --config (default: none)",
+    )
+    status.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the plan instead: per job GPUs, micro-batch, needed and granted minutes, chunks, "
+        "attempts, partition",
+    )
     status.set_defaults(run=_status)
-

@@ -74,6 +74,7 @@ PUBLISHED_TRAIN_TOKENS = {
 ``data_passes`` before the caches are built. No published count for the Llama tokenizer: "?" until built."""
 STAGES = ("pretrain", "finetune", "evaluate", "analysis")
 
+
 def lm_eval_requests(downstream: dict[str, Any]) -> int:
     """Loglikelihood requests per model: Σ over tasks and shot counts of documents × requests per document."""
     limit = downstream["limit"]
@@ -82,8 +83,10 @@ def lm_eval_requests(downstream: dict[str, Any]) -> int:
         if task in LM_EVAL_TASKS:
             documents, per_document = LM_EVAL_TASKS[task]
         elif limit is None:
-            raise ValueError(f"key 'downstream.tasks' names {task!r}, whose size the cost preview does not know; "
-                             f"set 'downstream.limit' or use one of {sorted(LM_EVAL_TASKS)}.")
+            raise ValueError(
+                f"key 'downstream.tasks' names {task!r}, whose size the cost preview does not know; "
+                f"set 'downstream.limit' or use one of {sorted(LM_EVAL_TASKS)}."
+            )
         else:
             documents, per_document = limit, MAX_REQUESTS_PER_DOCUMENT
         requests += min(documents, limit or documents) * per_document * len(downstream["shots"])
@@ -113,9 +116,11 @@ def estimated_tokens_per_s(workload: Workload, device: str, mfu: float, config: 
     """Training tokens/s per GPU = MFU × peak FLOP/s / (3 × forward FLOPs per token)."""
     if device not in PEAK_TFLOPS:
         family, size, layers = workload.throughput_key
-        raise ValueError(f"--device {device!r} has no measured throughput for {workload.model_id} (family {family!r}, "
-                         f"size {size!r}, num_layers {layers}) and no peak FLOP/s to estimate from; expected a "
-                         f"device in {sorted(PEAK_TFLOPS)} or a measured row.")
+        raise ValueError(
+            f"--device {device!r} has no measured throughput for {workload.model_id} (family {family!r}, "
+            f"size {size!r}, num_layers {layers}) and no peak FLOP/s to estimate from; expected a "
+            f"device in {sorted(PEAK_TFLOPS)} or a measured row."
+        )
     _, forward_flops = model_cost(workload, config)
     peak = PEAK_TFLOPS[device][compute_precision(workload.train.mixed_precision)] * 1e12
     return mfu * peak / (TRAIN_PASSES * forward_flops)
@@ -130,8 +135,14 @@ def corpus_train_tokens(config: dict[str, Any], dataset: str, tokenizer: str) ->
     return PUBLISHED_TRAIN_TOKENS.get((source.get("id"), config["tokenizers"][tokenizer].get("name")))
 
 
-def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, str, int], float],
-              mfu: float, config: dict[str, Any], preflight: dict[str, float] | None = None) -> list[dict[str, Any]]:
+def cost_rows(
+    workloads: list[Workload],
+    device: str,
+    measured: dict[tuple[str, str, int], float],
+    mfu: float,
+    config: dict[str, Any],
+    preflight: dict[str, float] | None = None,
+) -> list[dict[str, Any]]:
     """One row per run: tokens, training tokens/s per GPU (the preflight's by workload id, else ``measured`` by
     model, else estimated), GPU-hours = tokens × passes / 3 / tokens_per_s / 3600, passes over the training data,
     checkpoint bytes kept, and held while it trains."""
@@ -149,14 +160,26 @@ def cost_rows(workloads: list[Workload], device: str, measured: dict[tuple[str, 
         else:
             tokens_per_s, source = estimated_tokens_per_s(workload, device, mfu, config), "estimate"
         gpu_hours = tokens * workload.passes / TRAIN_PASSES / tokens_per_s / 3600
-        rows.append({"stage": workload.stage, "run_id": workload.model_id, "family": workload.family,
-                     "size": workload.run.size, "hidden_dim": workload.run.model.hidden_dim,
-                     "num_layers": workload.num_layers, "seq_len": workload.run.model.seq_len,
-                     "parameters": parameters, "forward_flops_per_token": forward_flops,
-                     "tokens": tokens, "passes": workload.passes, "tokens_per_s_per_gpu": tokens_per_s,
-                     "gpu_hours": gpu_hours, "source": source,
-                     "data_passes": tokens / corpus if corpus else None,
-                     **checkpoint_disk(parameters, workload.train if training else None)})
+        rows.append(
+            {
+                "stage": workload.stage,
+                "run_id": workload.model_id,
+                "family": workload.family,
+                "size": workload.run.size,
+                "hidden_dim": workload.run.model.hidden_dim,
+                "num_layers": workload.num_layers,
+                "seq_len": workload.run.model.seq_len,
+                "parameters": parameters,
+                "forward_flops_per_token": forward_flops,
+                "tokens": tokens,
+                "passes": workload.passes,
+                "tokens_per_s_per_gpu": tokens_per_s,
+                "gpu_hours": gpu_hours,
+                "source": source,
+                "data_passes": tokens / corpus if corpus else None,
+                **checkpoint_disk(parameters, workload.train if training else None),
+            }
+        )
     return rows
 
 
@@ -167,22 +190,45 @@ def stage_rows(run_rows: list[dict[str, Any]], analysis_runs: int) -> list[dict[
         runs = [row for row in run_rows if row["stage"] == stage]
         sources = sorted({row["source"] for row in runs})
         passes = [row["data_passes"] for row in runs if row["data_passes"] is not None]
-        rows.append({"stage": stage, "runs": len(runs), "tokens": sum(row["tokens"] for row in runs),
-                     "gpu_hours": sum(row["gpu_hours"] for row in runs), "source": "+".join(sources) or "-",
-                     "max_data_passes": max(passes) if passes else None,
-                     "checkpoint_bytes": sum(row["checkpoint_bytes"] for row in runs)})
-    rows.append({"stage": "analysis", "runs": analysis_runs, "tokens": None, "gpu_hours": None,
-                 "source": "negligible", "max_data_passes": None, "checkpoint_bytes": 0})
-    rows.append({"stage": "total", "runs": sum(row["runs"] for row in rows),
-                 "tokens": sum(row["tokens"] or 0 for row in rows),
-                 "gpu_hours": sum(row["gpu_hours"] or 0 for row in rows),
-                 "source": "+".join(sorted({row["source"] for row in run_rows})), "max_data_passes": None,
-                 "checkpoint_bytes": sum(row["checkpoint_bytes"] for row in rows)})
+        rows.append(
+            {
+                "stage": stage,
+                "runs": len(runs),
+                "tokens": sum(row["tokens"] for row in runs),
+                "gpu_hours": sum(row["gpu_hours"] for row in runs),
+                "source": "+".join(sources) or "-",
+                "max_data_passes": max(passes) if passes else None,
+                "checkpoint_bytes": sum(row["checkpoint_bytes"] for row in runs),
+            }
+        )
+    rows.append(
+        {
+            "stage": "analysis",
+            "runs": analysis_runs,
+            "tokens": None,
+            "gpu_hours": None,
+            "source": "negligible",
+            "max_data_passes": None,
+            "checkpoint_bytes": 0,
+        }
+    )
+    rows.append(
+        {
+            "stage": "total",
+            "runs": sum(row["runs"] for row in rows),
+            "tokens": sum(row["tokens"] or 0 for row in rows),
+            "gpu_hours": sum(row["gpu_hours"] or 0 for row in rows),
+            "source": "+".join(sorted({row["source"] for row in run_rows})),
+            "max_data_passes": None,
+            "checkpoint_bytes": sum(row["checkpoint_bytes"] for row in rows),
+        }
+    )
     return rows
 
 
-def preview(preset: str, device: str, throughput: Path | None = None, mfu: float = DEFAULT_MFU,
-            preflight: Path | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def preview(
+    preset: str, device: str, throughput: Path | None = None, mfu: float = DEFAULT_MFU, preflight: Path | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(stage rows, run rows) of ``preset`` on ``device``: tokens/s from the preflight report (``preflight``, default
     the preset's), else the measured table (``throughput``, default the device's), else estimated."""
     if not 0 < mfu <= 1:
@@ -204,8 +250,10 @@ def format_stage_table(rows: list[dict[str, Any]]) -> str:
         tokens = "negligible" if row["tokens"] is None else f"{row['tokens'] / 1e9:,.3f} B"
         hours = "~0" if row["gpu_hours"] is None else f"{row['gpu_hours']:,.1f}"
         passes = "-" if row["max_data_passes"] is None else f"{row['max_data_passes']:,.1f}"
-        lines.append(f"{row['stage']:<10} {row['runs']:>5} {tokens:>12} {hours:>11} {passes:>10} "
-                     f"{row['checkpoint_bytes'] / 1e9:>9,.1f}  {row['source']}")
+        lines.append(
+            f"{row['stage']:<10} {row['runs']:>5} {tokens:>12} {hours:>11} {passes:>10} "
+            f"{row['checkpoint_bytes'] / 1e9:>9,.1f}  {row['source']}"
+        )
     return "\n".join(lines)
 
 
@@ -225,4 +273,3 @@ def run_csv(rows: list[dict[str, Any]]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return stream.getvalue()
-

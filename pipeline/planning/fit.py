@@ -58,8 +58,7 @@ DEVICE_MEMORY_BYTES = {"a100": 80 * 10**9, "h100": 80 * 10**9, "h200": 141 * 10*
 logger = logging.getLogger(__name__)
 
 
-def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int,
-            plan: dict[str, Any]) -> dict[str, Any]:
+def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int, plan: dict[str, Any]) -> dict[str, Any]:
     """The workload's row from its ``plan`` at the whole batch per device; a train step that does not fit is
     planned again at the largest micro-batch (a divisor of the per-device batch) that the plan's temporaries,
     scaled linearly with the micro-batch, predict to fit, halved further until XLA's plan fits (or one example per
@@ -74,8 +73,9 @@ def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int,
         predicted = max(1, int(micro_batch * (usable - fixed) / plan["temp_bytes"]))
         micro_batch = max(d for d in range(1, micro_batch) if per_device % d == 0 and d <= predicted)
         plan = plans_in_subprocess([(workload, vocab_size, micro_batch)], devices)[0]
-        logger.info("%s: micro-batch %d plans %.1f GB per device", workload.run_id, micro_batch,
-                    plan["total_bytes"] / 1e9)
+        logger.info(
+            "%s: micro-batch %d plans %.1f GB per device", workload.run_id, micro_batch, plan["total_bytes"] / 1e9
+        )
     return {
         "run_id": workload.run_id,
         "plan_key": plan_key(workload, vocab_size),
@@ -89,8 +89,18 @@ def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int,
         "per_device_batch": per_device,
         "micro_batch": micro_batch,
         "accumulation": per_device // micro_batch,
-        **{key: plan[key] for key in ("parameters", "trainable_parameters", "param_bytes", "replicated_param_bytes",
-                                      "optimizer_bytes", "temp_bytes", "total_bytes")},
+        **{
+            key: plan[key]
+            for key in (
+                "parameters",
+                "trainable_parameters",
+                "param_bytes",
+                "replicated_param_bytes",
+                "optimizer_bytes",
+                "temp_bytes",
+                "total_bytes",
+            )
+        },
         "device_bytes": device_bytes,
         "usable_bytes": usable,
         "fits": plan["total_bytes"] <= usable,
@@ -98,21 +108,29 @@ def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int,
     }
 
 
-def fit_rows(chosen: list[Workload], vocab_sizes: list[int], gpus: list[int],
-             device_bytes: int) -> list[dict[str, Any]]:
+def fit_rows(
+    chosen: list[Workload], vocab_sizes: list[int], gpus: list[int], device_bytes: int
+) -> list[dict[str, Any]]:
     """The rows of ``chosen`` (vocabulary sizes ``vocab_sizes``, training jobs of ``gpus`` GPUs): every first plan,
     at the whole batch per device, in one process per device count, then each row's micro-batch search."""
     for workload, count in zip(chosen, gpus, strict=True):
         devices = workload.devices(count)
         if workload.batch_size % devices:
-            raise ValueError(f"{workload.run_id}: batch_size {workload.batch_size} is not divisible by {devices} "
-                             f"GPUs; choose a GPU count that divides it.")
-    requests = [(workload, vocab_size, workload.batch_size // workload.devices(count))
-                for workload, vocab_size, count in zip(chosen, vocab_sizes, gpus, strict=True)]
+            raise ValueError(
+                f"{workload.run_id}: batch_size {workload.batch_size} is not divisible by {devices} "
+                f"GPUs; choose a GPU count that divides it."
+            )
+    requests = [
+        (workload, vocab_size, workload.batch_size // workload.devices(count))
+        for workload, vocab_size, count in zip(chosen, vocab_sizes, gpus, strict=True)
+    ]
     plans: dict[int, dict[str, Any]] = {}
     for devices in sorted({workload.devices(count) for workload, count in zip(chosen, gpus, strict=True)}):
-        same = [i for i, (workload, count) in enumerate(zip(chosen, gpus, strict=True))
-                if workload.devices(count) == devices]
+        same = [
+            i
+            for i, (workload, count) in enumerate(zip(chosen, gpus, strict=True))
+            if workload.devices(count) == devices
+        ]
         plans.update(zip(same, plans_in_subprocess([requests[i] for i in same], devices), strict=True))
     rows = []
     for i, (workload, vocab_size, _) in enumerate(requests):
@@ -121,8 +139,9 @@ def fit_rows(chosen: list[Workload], vocab_sizes: list[int], gpus: list[int],
     return rows
 
 
-def site_gpus(config: dict[str, Any], site: Site, chosen: list[Workload],
-              preflight_table: Path | None = None) -> list[tuple[int, ...]]:
+def site_gpus(
+    config: dict[str, Any], site: Site, chosen: list[Workload], preflight_table: Path | None = None
+) -> list[tuple[int, ...]]:
     """The GPU counts each workload's job may get at ``site`` (``pipeline.planning.jobs``): a pretraining run's and a
     fine-tune's from its size, as sized before the preflight and, where ``preflight_table`` exists, after its measured
     throughput resized it (both, so that the table has the row its job reads either way); a memory probe's one
@@ -145,9 +164,14 @@ def site_gpus(config: dict[str, Any], site: Site, chosen: list[Workload],
     return [tuple(dict.fromkeys(gpus(workload, jobs) for jobs in sizings)) for workload in chosen]
 
 
-def planned_jobs(config: dict[str, Any], device: str | None, gpus: int | None, site: Site | None,
-                 run_ids: list[str] | None = None,
-                 preflight_table: Path | None = None) -> list[tuple[Workload, int, int]]:
+def planned_jobs(
+    config: dict[str, Any],
+    device: str | None,
+    gpus: int | None,
+    site: Site | None,
+    run_ids: list[str] | None = None,
+    preflight_table: Path | None = None,
+) -> list[tuple[Workload, int, int]]:
     """``(workload, GPUs, device bytes)`` of every workload of ``config`` (or of ``run_ids``): on ``gpus`` GPUs of
     ``device``, or, given a ``site``, on each GPU count the site may give its job (``site_gpus``), of the site's
     memory."""
@@ -156,31 +180,50 @@ def planned_jobs(config: dict[str, Any], device: str | None, gpus: int | None, s
     known = workloads(config)
     unknown = sorted(set(run_ids or []) - set(known))
     if unknown:
-        raise ValueError(f"--runs {', '.join(unknown)}: not a pretraining run, memory probe, fine-tune or "
-                         f"downstream-<run> of preset {config['preset']!r}; expected some of {', '.join(known)}.")
+        raise ValueError(
+            f"--runs {', '.join(unknown)}: not a pretraining run, memory probe, fine-tune or "
+            f"downstream-<run> of preset {config['preset']!r}; expected some of {', '.join(known)}."
+        )
     chosen = [known[run_id] for run_id in run_ids or known]
     if site is None:
         return [(workload, gpus, DEVICE_MEMORY_BYTES[device]) for workload in chosen]
-    return [(workload, count, site.gpu_memory_bytes)
-            for workload, counts in zip(chosen, site_gpus(config, site, chosen, preflight_table), strict=True)
-            for count in counts]
+    return [
+        (workload, count, site.gpu_memory_bytes)
+        for workload, counts in zip(chosen, site_gpus(config, site, chosen, preflight_table), strict=True)
+        for count in counts
+    ]
 
 
-def plans_digest(config: dict[str, Any], device: str | None, gpus: int | None, site: Site | None,
-                 preflight_table: Path | None = None) -> str:
+def plans_digest(
+    config: dict[str, Any], device: str | None, gpus: int | None, site: Site | None, preflight_table: Path | None = None
+) -> str:
     """A hash of every row the fit table of ``config`` would hold (run, ``plan_key``, GPUs, memory and the share
     JAX may use): the ``fit`` rule's parameter, so that Snakemake plans again when the preset or the site changes
     what a row means (a preflight report that resizes a job included), and not when only learning rates or step
     counts change."""
-    rows = sorted((workload.run_id, plan_key(workload, workload_vocab_size(config, workload)), count, device_bytes,
-                   int(device_bytes * gpu_memory_fraction()))
-                  for workload, count, device_bytes in planned_jobs(config, device, gpus, site,
-                                                                    preflight_table=preflight_table))
+    rows = sorted(
+        (
+            workload.run_id,
+            plan_key(workload, workload_vocab_size(config, workload)),
+            count,
+            device_bytes,
+            int(device_bytes * gpu_memory_fraction()),
+        )
+        for workload, count, device_bytes in planned_jobs(config, device, gpus, site, preflight_table=preflight_table)
+    )
     return json_digest(rows, length=16)
 
 
-def write_fit(config: dict[str, Any], device: str | None, gpus: int | None, run_ids: list[str] | None, out_md: Path,
-              out_csv: Path, site: Site | None = None, preflight_table: Path | None = None) -> list[dict[str, Any]]:
+def write_fit(
+    config: dict[str, Any],
+    device: str | None,
+    gpus: int | None,
+    run_ids: list[str] | None,
+    out_md: Path,
+    out_csv: Path,
+    site: Site | None = None,
+    preflight_table: Path | None = None,
+) -> list[dict[str, Any]]:
     """Plan every workload of ``config`` (or those of ``run_ids``) and write the fit table: on ``gpus`` GPUs per
     training job of ``device``, or, given a ``site``, on each GPU count the site may give each job (before and, where
     the preflight report ``preflight_table`` exists, after the preflight resized it), of the site's memory.
@@ -191,8 +234,12 @@ def write_fit(config: dict[str, Any], device: str | None, gpus: int | None, run_
     jobs = planned_jobs(config, device, gpus, site, run_ids, preflight_table)
     device_bytes = jobs[0][2]
     chosen = [workload for workload, _, _ in jobs]
-    rows = fit_rows(chosen, [workload_vocab_size(config, workload) for workload in chosen],
-                    [count for _, count, _ in jobs], device_bytes)
+    rows = fit_rows(
+        chosen,
+        [workload_vocab_size(config, workload) for workload in chosen],
+        [count for _, count, _ in jobs],
+        device_bytes,
+    )
     kept = []
     if run_ids and Path(out_csv).is_file():
         replaced = {job_key(row) for row in rows}

@@ -137,8 +137,13 @@ class JobSizing:
     """Each job's shape for one preset at one site; ``None`` as the site: local jobs on the CPU. Jobs are named by
     their workload id (``pipeline.planning.workloads``): a run, a fine-tune, a probe or ``downstream-<run>``."""
 
-    def __init__(self, config: dict[str, Any], site: Site | None, fit_table: str | Path | None = None,
-                 preflight_table: str | Path | None = None):
+    def __init__(
+        self,
+        config: dict[str, Any],
+        site: Site | None,
+        fit_table: str | Path | None = None,
+        preflight_table: str | Path | None = None,
+    ):
         self.config = config
         self.site = site
         self.fit_table = fit_table
@@ -170,8 +175,14 @@ class JobSizing:
         from pipeline.planning.cost import cost_rows
 
         if workload_id not in self._costs:
-            self._costs[workload_id] = cost_rows([self._workloads[workload_id]], self.site.device, self._measured,
-                                                 self.site.mfu, self.config, self._preflight_throughput)[0]
+            self._costs[workload_id] = cost_rows(
+                [self._workloads[workload_id]],
+                self.site.device,
+                self._measured,
+                self.site.mfu,
+                self.config,
+                self._preflight_throughput,
+            )[0]
         return self._costs[workload_id]
 
     @functools.cached_property
@@ -194,9 +205,14 @@ class JobSizing:
         flags = [f"--reservation={site.reservation}"] if site.reservation else []
         if site.slurm_extra[kind]:
             flags.append(site.slurm_extra[kind])
-        return Placement(site.gpu_partition if on_gpus else site.cpu_partition, site.account, site.qos,
-                         site.gpu_constraint if on_gpus else site.cpu_constraint, tuple(flags),
-                         site.signal_lead_s if kind == "training" else 0)
+        return Placement(
+            site.gpu_partition if on_gpus else site.cpu_partition,
+            site.account,
+            site.qos,
+            site.gpu_constraint if on_gpus else site.cpu_constraint,
+            tuple(flags),
+            site.signal_lead_s if kind == "training" else 0,
+        )
 
     def walltime(self, job: str, kind: str, needed: int) -> tuple[int, int]:
         """The minutes granted to each SLURM job of ``job`` (of ``kind``) that needs ``needed`` minutes, and its
@@ -209,20 +225,23 @@ class JobSizing:
             return needed, 1
         if kind != "training":
             key = ("cpu_partition", "cpu_max_runtime_min") if kind == "cpu" else ("gpu_partition", "max_runtime_min")
-            raise WalltimeError(f"{job} needs an estimated {needed} min but partition {placement.partition!r} allows "
-                                f"{limit} min and the job cannot resume; set {key[0]} in the site file to a partition "
-                                f"that allows at least {needed} min and {key[1]} to its limit.")
+            raise WalltimeError(
+                f"{job} needs an estimated {needed} min but partition {placement.partition!r} allows "
+                f"{limit} min and the job cannot resume; set {key[0]} in the site file to a partition "
+                f"that allows at least {needed} min and {key[1]} to its limit."
+            )
         startup = self.site.chunk_startup_min
         chunks = chunk_count(needed, limit, placement.signal_lead_s, startup)
         if chunks == 0:
-            raise WalltimeError(f"{job} needs an estimated {needed} min but partition {placement.partition!r} allows "
-                                f"{limit} min, too few to train after each job's {startup:g}-min start-up "
-                                f"(chunk_startup_min) and {placement.signal_lead_s}-s walltime warning; raise the "
-                                "partition's limit or lower chunk_startup_min or signal_lead_s in the site file.")
+            raise WalltimeError(
+                f"{job} needs an estimated {needed} min but partition {placement.partition!r} allows "
+                f"{limit} min, too few to train after each job's {startup:g}-min start-up "
+                f"(chunk_startup_min) and {placement.signal_lead_s}-s walltime warning; raise the "
+                "partition's limit or lower chunk_startup_min or signal_lead_s in the site file."
+            )
         return limit, chunks
 
-    def _gpu_job(self, job: str, kind: str, gpus: int, minutes: int | None,
-                 micro_batch: int | None = None) -> JobShape:
+    def _gpu_job(self, job: str, kind: str, gpus: int, minutes: int | None, micro_batch: int | None = None) -> JobShape:
         """``job`` (named so in a ``WalltimeError``), of ``kind``, on ``gpus`` GPUs, needing ``minutes``
         (``walltime``). At a site without GPUs it runs on the CPU partition with the CPU job limits: a training run
         whose ``minutes`` were estimated (``training_need``) as planned, any other job for the whole limit, its
@@ -231,14 +250,31 @@ class JobSizing:
         if site.gpus_per_node == 0:
             placement = self.placement(kind)
             if kind != "training" or minutes is None:
-                return JobShape(0, micro_batch, placement, None, site.cpu_max_cpus, site.cpu_max_mem_mb,
-                                site.partition_limit_min(placement.partition))
+                return JobShape(
+                    0,
+                    micro_batch,
+                    placement,
+                    None,
+                    site.cpu_max_cpus,
+                    site.cpu_max_mem_mb,
+                    site.partition_limit_min(placement.partition),
+                )
             granted, chunks = self.walltime(job, kind, minutes)
-            return JobShape(0, micro_batch, placement, None, site.cpu_max_cpus, site.cpu_max_mem_mb, granted,
-                            minutes, chunks)
+            return JobShape(
+                0, micro_batch, placement, None, site.cpu_max_cpus, site.cpu_max_mem_mb, granted, minutes, chunks
+            )
         granted, chunks = self.walltime(job, kind, minutes)
-        return JobShape(gpus, micro_batch, self.placement(kind), site.gpu_model, site.cpus_per_gpu * gpus,
-                        site.mem_mb_per_gpu * gpus, granted, minutes, chunks)
+        return JobShape(
+            gpus,
+            micro_batch,
+            self.placement(kind),
+            site.gpu_model,
+            site.cpus_per_gpu * gpus,
+            site.mem_mb_per_gpu * gpus,
+            granted,
+            minutes,
+            chunks,
+        )
 
     def chain_retries(self, workload_ids: Iterable[str]) -> int | None:
         """Snakemake's retries of the rule that trains ``workload_ids``: where one of them needs a chain of jobs,
@@ -268,8 +304,9 @@ class JobSizing:
     def training_gpu_count(self, workload_id: str) -> int:
         """The GPUs of a pretraining run or fine-tune at a site with GPUs (module docstring)."""
         row = self.cost(workload_id)
-        return training_gpus(row["gpu_hours"], row["parameters"], self._workloads[workload_id].train.batch_size,
-                             self.site)
+        return training_gpus(
+            row["gpu_hours"], row["parameters"], self._workloads[workload_id].train.batch_size, self.site
+        )
 
     @functools.cached_property
     def _fit_rows(self) -> dict[tuple[str, int, int], dict[str, Any]]:
@@ -291,13 +328,17 @@ class JobSizing:
         workload = self._workloads[workload_id]
         changed = stale_field(row, workload, workload_vocab_size(self.config, workload))
         if changed is not None:
-            raise FitTableError(f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) is stale: {changed} "
-                                "changed since it was planned; plan it again.")
+            raise FitTableError(
+                f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) is stale: {changed} "
+                "changed since it was planned; plan it again."
+            )
         usable = int(self.site.gpu_memory_bytes * gpu_memory_fraction())
         if row["usable_bytes"] != usable:
-            raise FitTableError(f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) was planned for "
-                                f"{row['usable_bytes'] / 1e9:g} GB usable per GPU, but JAX now reserves "
-                                f"{usable / 1e9:g} GB ({GPU_MEMORY_FRACTION_ENV}); plan it again.")
+            raise FitTableError(
+                f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) was planned for "
+                f"{row['usable_bytes'] / 1e9:g} GB usable per GPU, but JAX now reserves "
+                f"{usable / 1e9:g} GB ({GPU_MEMORY_FRACTION_ENV}); plan it again."
+            )
         return row
 
     def micro_batch(self, workload_id: str, gpus: int) -> int:
@@ -308,23 +349,32 @@ class JobSizing:
         if train.micro_batch_size is not None:
             per_gpu = train.batch_size // gpus
             if train.micro_batch_size > per_gpu or per_gpu % train.micro_batch_size:
-                raise FitTableError(f"run {workload_id}: the preset's train.micro_batch_size {train.micro_batch_size} "
-                                    f"does not divide its batch of {per_gpu} per GPU on the {gpus} GPU(s) the site "
-                                    f"gives it; set a divisor of {per_gpu} (the fit table plans one).")
+                raise FitTableError(
+                    f"run {workload_id}: the preset's train.micro_batch_size {train.micro_batch_size} "
+                    f"does not divide its batch of {per_gpu} per GPU on the {gpus} GPU(s) the site "
+                    f"gives it; set a divisor of {per_gpu} (the fit table plans one)."
+                )
             return train.micro_batch_size
         row = self.fit_row(workload_id, gpus)
         if row is None:
             if self.fit_table is None:
                 return 0
-            raise FitTableError(f"{self.fit_table}: no row for {workload_id} on {gpus} GPU(s) of "
-                                f"{self.site.gpu_memory_gb:g} GB, so it would train its whole per-GPU batch at once; "
-                                "plan the runs first or set its train.micro_batch_size in the preset.")
+            raise FitTableError(
+                f"{self.fit_table}: no row for {workload_id} on {gpus} GPU(s) of "
+                f"{self.site.gpu_memory_gb:g} GB, so it would train its whole per-GPU batch at once; "
+                "plan the runs first or set its train.micro_batch_size in the preset."
+            )
         if not row["fits"]:
-            more = ("a node with more GPUs (gpus_per_node)" if gpus == self.site.gpus_per_node
-                    else "more GPUs (a lower target_runtime_min)")
-            raise FitTableError(f"{self.fit_table}: run {workload_id} does not fit in {self.site.gpu_memory_gb:g} GB "
-                                f"per GPU on {gpus} GPU(s) even at micro-batch 1; give it {more} or GPUs with more "
-                                "memory (gpu_memory_gb) in the site file, then plan it again.")
+            more = (
+                "a node with more GPUs (gpus_per_node)"
+                if gpus == self.site.gpus_per_node
+                else "more GPUs (a lower target_runtime_min)"
+            )
+            raise FitTableError(
+                f"{self.fit_table}: run {workload_id} does not fit in {self.site.gpu_memory_gb:g} GB "
+                f"per GPU on {gpus} GPU(s) even at micro-batch 1; give it {more} or GPUs with more "
+                "memory (gpu_memory_gb) in the site file, then plan it again."
+            )
         return int(row["micro_batch"])
 
     def training(self, workload_id: str, check_preflight: bool = True) -> JobShape:
@@ -368,13 +418,19 @@ class JobSizing:
         row, gpus = self.cost(workload_id), self.training_gpu_count(workload_id)
         step_min = row["gpu_hours"] * self.site.safety_factor / gpus / self._workloads[workload_id].train.steps * 60
         checkpoint_gb = row["parameters"] * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
-        minutes = math.ceil(PREFLIGHT_BASE_MIN + updates * step_min + 2 * checkpoint_gb / CHECKPOINT_GB_PER_MIN
-                            + self.site.signal_lead_s / 60)
+        minutes = math.ceil(
+            PREFLIGHT_BASE_MIN
+            + updates * step_min
+            + 2 * checkpoint_gb / CHECKPOINT_GB_PER_MIN
+            + self.site.signal_lead_s / 60
+        )
         limit = self.site.partition_limit_min(self.site.gpu_partition)
         if minutes > limit:
-            raise WalltimeError(f"the preflight job of run {workload_id} needs an estimated {minutes} min but "
-                                f"partition {self.site.gpu_partition!r} allows {limit} min; lower the preset's "
-                                "preflight.timed updates or raise max_runtime_min in the site file.")
+            raise WalltimeError(
+                f"the preflight job of run {workload_id} needs an estimated {minutes} min but "
+                f"partition {self.site.gpu_partition!r} allows {limit} min; lower the preset's "
+                "preflight.timed updates or raise max_runtime_min in the site file."
+            )
         return minutes
 
     def memory_probe_gpu_count(self, probe_id: str) -> int:
@@ -391,14 +447,18 @@ class JobSizing:
             return self._gpu_job(f"memory probe {probe_id}", "gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
         row = self.fit_row(probe_id, gpus)
         if row is None:
-            raise FitTableError(f"{self.fit_table}: no row for memory probe {probe_id} on {gpus} GPU(s) of "
-                                f"{self.site.gpu_memory_gb:g} GB, so nothing says its whole batch fits there; plan "
-                                "it first.")
+            raise FitTableError(
+                f"{self.fit_table}: no row for memory probe {probe_id} on {gpus} GPU(s) of "
+                f"{self.site.gpu_memory_gb:g} GB, so nothing says its whole batch fits there; plan "
+                "it first."
+            )
         if not row["fits_at_paper_batch"]:
-            raise FitTableError(f"{self.fit_table}: memory probe {probe_id} does not fit its whole batch of "
-                                f"{row['batch_size']} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB, and a probe "
-                                "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
-                                "(gpu_memory_gb) or more per node (gpus_per_node), then plan it again.")
+            raise FitTableError(
+                f"{self.fit_table}: memory probe {probe_id} does not fit its whole batch of "
+                f"{row['batch_size']} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB, and a probe "
+                "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
+                "(gpu_memory_gb) or more per node (gpus_per_node), then plan it again."
+            )
         return self._gpu_job(f"memory probe {probe_id}", "gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
 
     def gpu_analysis(self, rule: str, run_id: str, check_preflight: bool = True) -> JobShape:

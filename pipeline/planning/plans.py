@@ -82,8 +82,15 @@ def plan_train_step(workload: Workload, vocab_size: int, micro_batch: int) -> di
 
             trainable = None if finetune is None else trainable_filter(finetune)
             is_trainable = True if trainable is None else trainable(eqx.filter_eval_shape(model_init))
-            state, plan = abstract_train_step_plan(trainer, model_init, vocab_size, workload.run.model.seq_len,
-                                                   vocab_size - 1, training_key, is_trainable=is_trainable)
+            state, plan = abstract_train_step_plan(
+                trainer,
+                model_init,
+                vocab_size,
+                workload.run.model.seq_len,
+                vocab_size - 1,
+                training_key,
+                is_trainable=is_trainable,
+            )
     return {
         "parameters": count_leaves(state.model),
         "trainable_parameters": count_leaves(state.trainable_model),
@@ -121,11 +128,11 @@ def plan_downstream(workload: Workload, vocab_size: int, batch_size: int) -> dic
     model = eqx.filter_eval_shape(jmp.get_policy(spec.train.mixed_precision).cast_to_compute, model)
     lm = LevanterLM(model, None, batch_size=batch_size)
     arrays, static = eqx.partition(lm.model, is_abstract, is_leaf=is_abstract)
-    arrays = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=device),
-                                    arrays)
+    arrays = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=device), arrays)
     rows = (batch_size, spec.model.seq_len)
-    tokens = hax.NamedArray(jax.ShapeDtypeStruct(rows, jnp.int32, sharding=device),
-                            (Axis("batch", batch_size), lm.model.Pos))
+    tokens = hax.NamedArray(
+        jax.ShapeDtypeStruct(rows, jnp.int32, sharding=device), (Axis("batch", batch_size), lm.model.Pos)
+    )
     targets = jax.ShapeDtypeStruct(rows, jnp.int32, sharding=device)
     scored = jax.ShapeDtypeStruct(rows, jnp.bool_, sharding=device)
 
@@ -157,14 +164,21 @@ def plan_workload(workload: Workload, vocab_size: int, micro_batch: int) -> dict
 def plans_in_subprocess(requests: list[tuple[Workload, int, int]], gpus: int) -> list[dict[str, Any]]:
     """``plan_workload(workload, vocab_size, micro_batch)`` of each request, in order, in one fresh Python process
     whose JAX sees ``gpus`` virtual CPU devices."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu",
-           "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={gpus}".strip()}
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={gpus}".strip(),
+    }
     payload = [[workload.to_dict(), vocab_size, micro_batch] for workload, vocab_size, micro_batch in requests]
     with tempfile.TemporaryDirectory(prefix="fit-") as scratch:
         todo, out = Path(scratch) / "requests.json", Path(scratch) / "plans.json"
         todo.write_text(json.dumps(payload))
-        finished = subprocess.run([sys.executable, "-m", "pipeline.planning.plans", str(todo), str(out)], env=env,
-                                  capture_output=True, text=True)
+        finished = subprocess.run(
+            [sys.executable, "-m", "pipeline.planning.plans", str(todo), str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if finished.returncode != 0:
             lines = finished.stderr.strip().splitlines() or ["no error message"]
             raise RuntimeError(f"planning on {gpus} virtual devices failed: {lines[-1]}")
@@ -184,8 +198,9 @@ def plan_main(argv: list[str]) -> None:
         try:
             plans.append(plan_workload(workload, vocab_size, micro_batch))
         except Exception as error:
-            raise RuntimeError(f"{workload.run_id} at micro-batch {micro_batch}: {type(error).__name__}: "
-                               f"{error}".replace("\n", " ")) from error
+            raise RuntimeError(
+                f"{workload.run_id} at micro-batch {micro_batch}: {type(error).__name__}: {error}".replace("\n", " ")
+            ) from error
         jax.clear_caches()
     Path(out).write_text(json.dumps(plans))
 

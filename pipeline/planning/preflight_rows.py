@@ -72,8 +72,12 @@ def preflight_throughput(path: str | Path, device: str, config: dict[str, Any]) 
     by_model, flops_by_method = {}, {}
     for row in read_rows(path).values():
         measured = jobs.get(row["run_id"])
-        if row["device_label"] != device or row["verdict"] != "ok" or measured is None or (
-                training_row(measured) != row["kind"]):
+        if (
+            row["device_label"] != device
+            or row["verdict"] != "ok"
+            or measured is None
+            or (training_row(measured) != row["kind"])
+        ):
             continue
         tokens_per_s = float(row["tokens_per_s_per_device"])
         if measured.kind == "pretrain":
@@ -100,9 +104,12 @@ def require_green(path: str | Path, rows: dict[str, dict[str, Any]], row_key: st
     row_file = Path(path).parent / "preflight" / ("" if row["kind"] == "pretrain" else "stages") / row_key / "row.json"
     rerun = f"delete {row_file} and rerun the preflight before the grid"
     if row["verdict"] == "failed":
-        raise PreflightError(f"{path}: the preflight of {subject} ({grid_job}) failed ({row['error']}); fix that, "
-                             f"{rerun}.")
-    raise PreflightError(f"{path}: the preflight of {subject} ({grid_job}) peaked at "
-                         f"{float(row['peak_memory_bytes']) / 1e9:.3g} GB, over its plan's "
-                         f"{float(row['budget_bytes']) / 1e9:.3g} GB; set a smaller micro-batch "
-                         f"(train.micro_batch_size, or rerun `fit`), then {rerun}.")
+        raise PreflightError(
+            f"{path}: the preflight of {subject} ({grid_job}) failed ({row['error']}); fix that, {rerun}."
+        )
+    raise PreflightError(
+        f"{path}: the preflight of {subject} ({grid_job}) peaked at "
+        f"{float(row['peak_memory_bytes']) / 1e9:.3g} GB, over its plan's "
+        f"{float(row['budget_bytes']) / 1e9:.3g} GB; set a smaller micro-batch "
+        f"(train.micro_batch_size, or rerun `fit`), then {rerun}."
+    )

@@ -62,8 +62,11 @@ def trained_updates(run_dir: Path) -> tuple[int, list[float]]:
 
 
 def newest_checkpoint(run_dir: Path) -> str:
-    steps = [int(path.name.removeprefix("step-")) for path in (run_dir / "checkpoints").glob("step-*")
-             if (path / "metadata.json").is_file()]
+    steps = [
+        int(path.name.removeprefix("step-"))
+        for path in (run_dir / "checkpoints").glob("step-*")
+        if (path / "metadata.json").is_file()
+    ]
     return f"step-{max(steps)}" if steps else "none"
 
 
@@ -85,8 +88,9 @@ def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chun
     ``chunks`` jobs (module docstring)."""
     run_dir, log = results / "runs" / run_id, results / "logs" / kind / f"{run_id}.log"
     if (run_dir / "summary.json").is_file():
-        provenance = json.loads((run_dir / "provenance.json").read_text()) if (run_dir / "provenance.json").is_file() \
-            else {}
+        provenance = (
+            json.loads((run_dir / "provenance.json").read_text()) if (run_dir / "provenance.json").is_file() else {}
+        )
         used = len(provenance.get("devices") or []) or gpus
         seconds = benchmark_seconds(results / "benchmarks" / kind / f"{run_id}.tsv") or provenance.get("wall_s", 0)
         return RunState(run_id, "done", f"{steps} updates", seconds * used / 3600, 1.0)
@@ -95,9 +99,14 @@ def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chun
     ending = last_line(log) if log.is_file() else ""
     stop = STOPPED_AT.search(ending)
     if stop:
-        return RunState(run_id, "stopped", f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}); "
-                        f"checkpoint {newest_checkpoint(run_dir)}, the next chunk resumes it", spent,
-                        int(stop[2]) / steps)
+        return RunState(
+            run_id,
+            "stopped",
+            f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}); "
+            f"checkpoint {newest_checkpoint(run_dir)}, the next chunk resumes it",
+            spent,
+            int(stop[2]) / steps,
+        )
     if ending.startswith("error:"):
         return RunState(run_id, "failed", ending, spent, updates / steps)
     if not log.is_file() and not updates:
@@ -105,18 +114,30 @@ def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chun
     chunk = min(chunks, updates * chunks // steps + 1)
     recent = step_seconds[-RECENT_UPDATES:]
     eta = f", ETA {duration(sum(recent) / len(recent) * (steps - updates))}" if recent else ""
-    return RunState(run_id, "running", f"step {updates} of {steps}, chunk {chunk} of {chunks}, checkpoint "
-                    f"{newest_checkpoint(run_dir)}{eta}", spent, updates / steps)
+    return RunState(
+        run_id,
+        "running",
+        f"step {updates} of {steps}, chunk {chunk} of {chunks}, checkpoint {newest_checkpoint(run_dir)}{eta}",
+        spent,
+        updates / steps,
+    )
 
 
-def grid_status(results: Path, runs: dict[str, tuple[str, int]], preview_hours: dict[str, float],
-                plan: Callable[[str], tuple[int, int]]) -> tuple[list[RunState], dict[str, float]]:
+def grid_status(
+    results: Path,
+    runs: dict[str, tuple[str, int]],
+    preview_hours: dict[str, float],
+    plan: Callable[[str], tuple[int, int]],
+) -> tuple[list[RunState], dict[str, float]]:
     """Every training run's state (``runs``: id → (kind, steps)) and the grid's GPU-hours: spent, the preview's total
     and what is left of it; ``plan(run_id)`` gives a run's (GPUs, chunks)."""
     states = [run_state(results, kind, run_id, steps, *plan(run_id)) for run_id, (kind, steps) in runs.items()]
     left = sum(preview_hours[state.run_id] * (1 - state.done_fraction) for state in states)
-    return states, {"spent": sum(state.gpu_hours for state in states),
-                    "preview": sum(preview_hours[run_id] for run_id in runs), "left": left}
+    return states, {
+        "spent": sum(state.gpu_hours for state in states),
+        "preview": sum(preview_hours[run_id] for run_id in runs),
+        "left": left,
+    }
 
 
 def format_status(states: list[RunState], hours: dict[str, float]) -> str:
@@ -124,33 +145,57 @@ def format_status(states: list[RunState], hours: dict[str, float]) -> str:
     width = max(len(state.run_id) for state in states)
     lines = [f"{'run':<{width}}  {'state':<8} detail"]
     lines += [f"{state.run_id:<{width}}  {state.state:<8} {state.detail}" for state in states]
-    counts = {name: sum(state.state == name for state in states)
-              for name in ("done", "running", "stopped", "failed", "missing")}
+    counts = {
+        name: sum(state.state == name for state in states)
+        for name in ("done", "running", "stopped", "failed", "missing")
+    }
     lines.append(", ".join(f"{count} {name}" for name, count in counts.items()) + f" of {len(states)} runs")
-    lines.append(f"GPU-hours: {hours['spent']:,.1f} spent (a lower bound), {hours['left']:,.1f} left of the "
-                 f"preview's {hours['preview']:,.1f}")
+    lines.append(
+        f"GPU-hours: {hours['spent']:,.1f} spent (a lower bound), {hours['left']:,.1f} left of the "
+        f"preview's {hours['preview']:,.1f}"
+    )
     return "\n".join(lines)
 
 
 def plan_rows(config: dict[str, Any], sizing: JobSizing) -> list[dict[str, Any]]:
     """One row per training job of a preset at ``sizing``'s site (its attempts: its rule's retries + 1, the SLURM
     profile's 2 retries where no run of the rule needs a chain) and one per data job."""
-    training = {kind: [workload_id for workload_id, workload in workloads(config).items() if workload.kind == kind]
-                for kind in ("pretrain", "finetune")}
+    training = {
+        kind: [workload_id for workload_id, workload in workloads(config).items() if workload.kind == kind]
+        for kind in ("pretrain", "finetune")
+    }
     rows = []
     for kind, workload_ids in training.items():
         retries = sizing.chain_retries(workload_ids)
         attempts = (CHAIN_MARGIN_RETRIES if retries is None else retries) + 1
         for workload_id in workload_ids:
             shape = sizing.training(workload_id, check_preflight=False)
-            rows.append({"job": f"{kind} {workload_id}", "gpus": shape.gpus, "micro_batch": shape.micro_batch,
-                         "needed_min": shape.needed_minutes, "granted_min": shape.minutes, "chunks": shape.chunks,
-                         "attempts": attempts, "partition": shape.placement.partition})
+            rows.append(
+                {
+                    "job": f"{kind} {workload_id}",
+                    "gpus": shape.gpus,
+                    "micro_batch": shape.micro_batch,
+                    "needed_min": shape.needed_minutes,
+                    "granted_min": shape.minutes,
+                    "chunks": shape.chunks,
+                    "attempts": attempts,
+                    "partition": shape.placement.partition,
+                }
+            )
     for rule in CPU_JOBS:
         shape = sizing.cpu(rule)
-        rows.append({"job": rule, "gpus": 0, "micro_batch": None, "needed_min": shape.needed_minutes,
-                     "granted_min": shape.minutes, "chunks": 1, "attempts": CHAIN_MARGIN_RETRIES + 1,
-                     "partition": shape.placement.partition})
+        rows.append(
+            {
+                "job": rule,
+                "gpus": 0,
+                "micro_batch": None,
+                "needed_min": shape.needed_minutes,
+                "granted_min": shape.minutes,
+                "chunks": 1,
+                "attempts": CHAIN_MARGIN_RETRIES + 1,
+                "partition": shape.placement.partition,
+            }
+        )
     return rows
 
 
@@ -160,6 +205,7 @@ def format_plan(rows: list[dict[str, Any]]) -> str:
     columns = ["job", "gpus", "micro_batch", "needed_min", "granted_min", "chunks", "attempts", "partition"]
     cells = [[("-" if row[column] is None else str(row[column])) for column in columns] for row in rows]
     widths = [max(len(column), *(len(cell[i]) for cell in cells)) for i, column in enumerate(columns)]
-    return "\n".join("  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip()
-                     for line in [columns, *cells])
-
+    return "\n".join(
+        "  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip()
+        for line in [columns, *cells]
+    )

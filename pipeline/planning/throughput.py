@@ -11,8 +11,18 @@ from pathlib import Path
 from pipeline.config import REPO_ROOT
 
 BENCHMARKS_DIR = REPO_ROOT / "results" / "benchmarks"
-THROUGHPUT_COLUMNS = ("device", "family", "size", "hidden_dim", "num_layers", "seq_len", "params",
-                      "tokens_per_s_per_gpu", "measured_on", "notes")
+THROUGHPUT_COLUMNS = (
+    "device",
+    "family",
+    "size",
+    "hidden_dim",
+    "num_layers",
+    "seq_len",
+    "params",
+    "tokens_per_s_per_gpu",
+    "measured_on",
+    "notes",
+)
 """Columns of a measured throughput table (one row per device, family and size; tokens/s of training)."""
 PEAK_TFLOPS = {
     "a100": {"bf16": 312.0, "f32": 156.0},
@@ -34,8 +44,9 @@ def _fail(path: Path, message: str) -> ValueError:
 def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float]:
     """Measured training tokens/s per GPU of ``device``, keyed by (family, size, num_layers)."""
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no throughput table; measure one with "
-                                "`python -m pipeline bench throughput-sizes`.")
+        raise FileNotFoundError(
+            f"{path}: no throughput table; measure one with `python -m pipeline bench throughput-sizes`."
+        )
     reader = csv.DictReader(io.StringIO(path.read_text()))
     missing = [column for column in THROUGHPUT_COLUMNS if column not in (reader.fieldnames or [])]
     if missing:
@@ -50,12 +61,16 @@ def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float
             except (TypeError, ValueError):
                 value = math.nan
             if not value > 0 or (column == "num_layers" and not value.is_integer()):
-                raise _fail(path, f"column {column!r} must hold a positive number on line {line} "
-                                  f"(got {row[column]!r}).")
+                raise _fail(
+                    path, f"column {column!r} must hold a positive number on line {line} (got {row[column]!r})."
+                )
         key = (row["family"], row["size"], int(row["num_layers"]))
         if key in table:
-            raise _fail(path, f"line {line} repeats family {key[0]!r}, size {key[1]!r}, num_layers {key[2]} "
-                              f"for device {device!r}; expected one row each.")
+            raise _fail(
+                path,
+                f"line {line} repeats family {key[0]!r}, size {key[1]!r}, num_layers {key[2]} "
+                f"for device {device!r}; expected one row each.",
+            )
         table[key] = float(row["tokens_per_s_per_gpu"])
     if not table:
         raise _fail(path, f"column 'device' has no row for device {device!r}.")

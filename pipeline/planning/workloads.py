@@ -40,8 +40,15 @@ class ModelRecipe:
 
     def key(self, vocab: int) -> str:
         """The recipe's identity for the model-cost cache: every field ``build`` reads, and the vocabulary."""
-        return json.dumps({"model": dataclasses.asdict(self.spec.model), "dropout": self.spec.train.dropout,
-                           "num_steps": self.num_steps, "vocab": vocab}, sort_keys=True)
+        return json.dumps(
+            {
+                "model": dataclasses.asdict(self.spec.model),
+                "dropout": self.spec.train.dropout,
+                "num_steps": self.num_steps,
+                "vocab": vocab,
+            },
+            sort_keys=True,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,8 +62,10 @@ class Workload:
 
     def __post_init__(self):
         if self.kind not in KINDS or (self.kind == "finetune") != (self.finetune is not None):
-            raise ValueError(f"{self.run.run_id}: a workload's kind must be one of {KINDS} (a fine-tune's with its "
-                             f"FinetuneSpec), got {self.kind!r}.")
+            raise ValueError(
+                f"{self.run.run_id}: a workload's kind must be one of {KINDS} (a fine-tune's with its "
+                f"FinetuneSpec), got {self.kind!r}."
+            )
 
     @property
     def run_id(self) -> str:
@@ -123,8 +132,11 @@ class Workload:
         return self.family, self.run.size, self.num_layers
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "run": dataclasses.asdict(self.run),
-                "finetune": None if self.finetune is None else dataclasses.asdict(self.finetune)}
+        return {
+            "kind": self.kind,
+            "run": dataclasses.asdict(self.run),
+            "finetune": None if self.finetune is None else dataclasses.asdict(self.finetune),
+        }
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Workload:
@@ -139,8 +151,7 @@ def workloads(config: dict[str, Any]) -> dict[str, Workload]:
     rows = [Workload("pretrain", spec) for spec in runs.values()]
     rows += [Workload("probe", spec) for spec in memory_probes(config).values()]
     rows += [Workload("finetune", runs[spec.source_run], spec) for spec in finetune_runs(config).values()]
-    rows += [Workload("downstream", runs[run_id]) for pair in config["downstream"]["pairs"].values()
-             for run_id in pair]
+    rows += [Workload("downstream", runs[run_id]) for pair in config["downstream"]["pairs"].values() for run_id in pair]
     return {workload.run_id: workload for workload in rows}
 
 
@@ -153,8 +164,10 @@ def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
     if spec["kind"] == "bpe":
         return spec["vocab_size"]
     if spec["name"] not in pretrained:
-        raise ValueError(f"key 'tokenizers.{tokenizer}.name' is {spec['name']!r}, whose vocabulary size the cost "
-                         f"preview does not know; expected one of {sorted(pretrained)}.")
+        raise ValueError(
+            f"key 'tokenizers.{tokenizer}.name' is {spec['name']!r}, whose vocabulary size the cost "
+            f"preview does not know; expected one of {sorted(pretrained)}."
+        )
     return pretrained[spec["name"]]
 
 

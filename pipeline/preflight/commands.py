@@ -35,17 +35,23 @@ def _plan(args: argparse.Namespace) -> None:
     sizing = JobSizing(config, site, fit_table=fit_table if site else None)
     shapes = training_shapes(config, sizing)
     stages = {kind: (job, stage_gpus(job, sizing)) for kind, job in stage_jobs(config, run_shapes(shapes)).items()}
-    bound = gpu_hour_bound([(shape.gpus, shape.minutes) for shape in shapes.values()]
-                           + [(gpus, PREFLIGHT_RUNTIME_MIN) for _, gpus in stages.values()])
+    bound = gpu_hour_bound(
+        [(shape.gpus, shape.minutes) for shape in shapes.values()]
+        + [(gpus, PREFLIGHT_RUNTIME_MIN) for _, gpus in stages.values()]
+    )
     print(job_list(shapes, stages))
-    print(f"\n{len(shapes)} training shape job(s) for {sum(len(s.runs) for s in shapes.values())} pretraining "
-          f"run(s) and {len(stages)} fine-tune, lm-eval and analysis job(s); at most {bound:.1f} GPU-hours (every "
-          "job's GPUs x its walltime request).")
+    print(
+        f"\n{len(shapes)} training shape job(s) for {sum(len(s.runs) for s in shapes.values())} pretraining "
+        f"run(s) and {len(stages)} fine-tune, lm-eval and analysis job(s); at most {bound:.1f} GPU-hours (every "
+        "job's GPUs x its walltime request)."
+    )
     if site is not None:
         stages, _ = preview(args.preset, site.device, mfu=site.mfu)
         grid = stages[-1]["gpu_hours"]
-        print(f"The grid: {grid:,.1f} GPU-hours on {site.device}; the preflight is at most "
-              f"{100 * bound_share(bound, grid):.1f} % of it.")
+        print(
+            f"The grid: {grid:,.1f} GPU-hours on {site.device}; the preflight is at most "
+            f"{100 * bound_share(bound, grid):.1f} % of it."
+        )
 
 
 def _job(args: argparse.Namespace) -> None:
@@ -53,13 +59,32 @@ def _job(args: argparse.Namespace) -> None:
     from pipeline.runner import run_on_ray
 
     spec = json.loads(args.spec)
-    plan = None if args.planned_bytes is None else {"planned_bytes": args.planned_bytes,
-                                                    "budget_bytes": args.budget_bytes}
-    row = {"shape": args.shape, "kind": "pretrain", "run_id": spec["run_id"], "runs": args.runs,
-           "device_label": args.device_label}
-    _measured_row(args.row, row, f"shape {args.shape}", lambda: run_on_ray(
-        "pipeline.preflight.job:preflight_pretrain", args.spec, *absolute(args.job_dir),
-        *absolute(args.cache, args.tokenizer), args.warmup, args.timed, args.micro_batch, plan, **ray_placement(args)))
+    plan = (
+        None if args.planned_bytes is None else {"planned_bytes": args.planned_bytes, "budget_bytes": args.budget_bytes}
+    )
+    row = {
+        "shape": args.shape,
+        "kind": "pretrain",
+        "run_id": spec["run_id"],
+        "runs": args.runs,
+        "device_label": args.device_label,
+    }
+    _measured_row(
+        args.row,
+        row,
+        f"shape {args.shape}",
+        lambda: run_on_ray(
+            "pipeline.preflight.job:preflight_pretrain",
+            args.spec,
+            *absolute(args.job_dir),
+            *absolute(args.cache, args.tokenizer),
+            args.warmup,
+            args.timed,
+            args.micro_batch,
+            plan,
+            **ray_placement(args),
+        ),
+    )
 
 
 def _measured_row(path: str, row: dict, what: str, measure) -> None:
@@ -76,8 +101,11 @@ def _measured_row(path: str, row: dict, what: str, measure) -> None:
         logging.exception("preflight of %s failed", what)
         stop = STOPPED_AT.search(sentence)
         if stop:
-            row.update(status="stopped", error=f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}): "
-                                                "the job's walltime ended before its updates, save and restore did")
+            row.update(
+                status="stopped",
+                error=f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}): "
+                "the job's walltime ended before its updates, save and restore did",
+            )
         else:
             row.update(status="failed", error=sentence.removeprefix("error: "))
     atomic_write_json(path, row)
@@ -90,14 +118,29 @@ def _stage(args: argparse.Namespace) -> None:
     from pipeline.runner import run_on_ray
 
     job = StageJob(args.kind, args.run_id, args.runs, args.source_shape)
-    row = {"shape": args.kind, "kind": args.kind, "run_id": args.run_id, "runs": args.runs,
-           "device_label": args.device_label}
+    row = {
+        "shape": args.kind,
+        "kind": args.kind,
+        "run_id": args.run_id,
+        "runs": args.runs,
+        "device_label": args.device_label,
+    }
 
     def measure() -> dict:
-        target, call_args, call_kwargs = stage_call(job, json.loads(args.settings), *absolute(
-            args.source_dir, args.job_dir, args.cache, args.tokenizer), args.micro_batch)
-        return run_on_ray("pipeline.preflight.stages:measured_call", target, *call_args, **call_kwargs,
-                          uses_torch=args.kind == "downstream", **ray_placement(args))
+        target, call_args, call_kwargs = stage_call(
+            job,
+            json.loads(args.settings),
+            *absolute(args.source_dir, args.job_dir, args.cache, args.tokenizer),
+            args.micro_batch,
+        )
+        return run_on_ray(
+            "pipeline.preflight.stages:measured_call",
+            target,
+            *call_args,
+            **call_kwargs,
+            uses_torch=args.kind == "downstream",
+            **ray_placement(args),
+        )
 
     _measured_row(args.row, row, args.kind, measure)
 
@@ -127,8 +170,10 @@ def _report(args: argparse.Namespace) -> None:
     if args.device_label in PEAK_TFLOPS:
         costs = cost_rows(workloads, args.device_label, {}, args.mfu, config)
     else:
-        costs = [{"stage": w.stage, "run_id": w.run_id, "tokens": workload_tokens(w, config), "gpu_hours": math.nan}
-                 for w in workloads]
+        costs = [
+            {"stage": w.stage, "run_id": w.run_id, "tokens": workload_tokens(w, config), "gpu_hours": math.nan}
+            for w in workloads
+        ]
     projection = projection_rows(costs, run_shapes, rows, run_gpus, args.safety_factor)
     atomic_write_text(args.csv, csv_text(rows, COLUMNS))
     atomic_write_text(args.md, markdown(rows, projection))
@@ -138,17 +183,28 @@ def _report(args: argparse.Namespace) -> None:
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    plan = verbs.add_parser("preflight", help="the preflight's jobs (one per training job shape) and their GPU-hour "
-                                              "bound, before submitting")
+    plan = verbs.add_parser(
+        "preflight",
+        help="the preflight's jobs (one per training job shape) and their GPU-hour bound, before submitting",
+    )
     plan.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
-    plan.add_argument("--site", default=None, help="SLURM site settings: each shape's GPUs and micro-batch as the "
-                                                    "site and the fit table size its runs")
-    plan.add_argument("--fit-table", type=Path, default=None,
-                      help="the site's fit table (default: <results>/<preset>/fit.csv, as `fit --site` writes it)")
+    plan.add_argument(
+        "--site",
+        default=None,
+        help="SLURM site settings: each shape's GPUs and micro-batch as the site and the fit table size its runs",
+    )
+    plan.add_argument(
+        "--fit-table",
+        type=Path,
+        default=None,
+        help="the site's fit table (default: <results>/<preset>/fit.csv, as `fit --site` writes it)",
+    )
     plan.set_defaults(run=_plan)
 
-    job = verbs.add_parser("preflight-job", help="one shape's bounded training job, restarted from its checkpoint "
-                                                 "and measured, as a Ray task")
+    job = verbs.add_parser(
+        "preflight-job",
+        help="one shape's bounded training job, restarted from its checkpoint and measured, as a Ray task",
+    )
     job.add_argument("--spec", required=True, help="the resolved RunSpec of the shape's first run, as JSON")
     job.add_argument("--shape", required=True)
     job.add_argument("--runs", type=int, required=True, help="runs of the grid this shape stands for")
@@ -165,16 +221,24 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_ray_options(job, gpus=True)
     job.set_defaults(run=_job)
 
-    stage = verbs.add_parser("preflight-stage", help="one bounded fine-tune, lm-eval or analysis job on a preflight "
-                                                     "pretraining's checkpoint, measured, as a Ray task")
-    stage.add_argument("--kind", required=True, help="finetune-lora, finetune-full, downstream, spectra, lyapunov, "
-                                                     "frontier")
+    stage = verbs.add_parser(
+        "preflight-stage",
+        help="one bounded fine-tune, lm-eval or analysis job on a preflight "
+        "pretraining's checkpoint, measured, as a Ray task",
+    )
+    stage.add_argument(
+        "--kind", required=True, help="finetune-lora, finetune-full, downstream, spectra, lyapunov, frontier"
+    )
     stage.add_argument("--run-id", required=True, help="the first job of the grid this one stands for")
     stage.add_argument("--runs", type=int, required=True, help="jobs of the grid of this kind")
     stage.add_argument("--source-shape", required=True)
     stage.add_argument("--source-dir", type=Path, required=True, help="<preflight>/<source shape>/train")
-    stage.add_argument("--settings", required=True, help="the fine-tune's spec, or the preset's downstream or "
-                                                         "analysis.<kind> section (+ pair, prefetched), as JSON")
+    stage.add_argument(
+        "--settings",
+        required=True,
+        help="the fine-tune's spec, or the preset's downstream or "
+        "analysis.<kind> section (+ pair, prefetched), as JSON",
+    )
     stage.add_argument("--job-dir", type=Path, required=True)
     stage.add_argument("--cache", type=Path, required=True, help="the token cache (fine-tune: its target's)")
     stage.add_argument("--tokenizer", type=Path, required=True)

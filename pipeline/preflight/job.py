@@ -61,8 +61,14 @@ class PhaseClock(logging.Handler):
 def bounded_spec(spec: RunSpec, warmup: int, timed: int, micro_batch: int) -> RunSpec:
     """The run with ``warmup + timed`` updates, one evaluation and one checkpoint, both at the last update."""
     steps = warmup + timed
-    train = dataclasses.replace(spec.train, steps=steps, eval_every=steps, checkpoint_every=steps,
-                                keep_checkpoints_every=None, micro_batch_size=micro_batch or None)
+    train = dataclasses.replace(
+        spec.train,
+        steps=steps,
+        eval_every=steps,
+        checkpoint_every=steps,
+        keep_checkpoints_every=None,
+        micro_batch_size=micro_batch or None,
+    )
     return dataclasses.replace(spec, train=train)
 
 
@@ -71,12 +77,18 @@ def versions() -> dict[str, str]:
     import jax
     import jaxlib
 
-    cuda = next((metadata.version(name) for name in ("jax-cuda12-plugin", "jax-cuda13-plugin")
-                 if _installed(name)), "none")
+    cuda = next(
+        (metadata.version(name) for name in ("jax-cuda12-plugin", "jax-cuda13-plugin") if _installed(name)), "none"
+    )
     driver_file = Path("/proc/driver/nvidia/version")
     driver = driver_file.read_text().splitlines()[0].strip() if driver_file.is_file() else "none"
-    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "cuda_plugin": cuda, "driver": driver,
-            "platform_version": jax.devices()[0].client.platform_version}
+    return {
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "cuda_plugin": cuda,
+        "driver": driver,
+        "platform_version": jax.devices()[0].client.platform_version,
+    }
 
 
 def _installed(name: str) -> bool:
@@ -128,8 +140,12 @@ def device_columns() -> dict[str, Any]:
     import jax
 
     devices = jax.devices()
-    return {**versions(), "backend": jax.default_backend(), "device_kind": devices[0].device_kind,
-            "devices": len(devices)}
+    return {
+        **versions(),
+        "backend": jax.default_backend(),
+        "device_kind": devices[0].device_kind,
+        "devices": len(devices),
+    }
 
 
 def peak_memory() -> tuple[int, str]:
@@ -162,8 +178,16 @@ def directory_bytes(path: Path) -> int:
     return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
 
 
-def preflight_pretrain(spec_json: str, job_dir: str, cache_dir: str, tokenizer_dir: str, warmup: int, timed: int,
-                       micro_batch: int, plan: dict[str, int] | None) -> dict[str, Any]:
+def preflight_pretrain(
+    spec_json: str,
+    job_dir: str,
+    cache_dir: str,
+    tokenizer_dir: str,
+    warmup: int,
+    timed: int,
+    micro_batch: int,
+    plan: dict[str, int] | None,
+) -> dict[str, Any]:
     """Train, restart and measure one shape (module docstring); ``plan``: the fit row's ``planned_bytes`` and
     ``budget_bytes`` of this job, or None to plan it here. Returns the measurement columns."""
     import jax
@@ -186,9 +210,16 @@ def preflight_pretrain(spec_json: str, job_dir: str, cache_dir: str, tokenizer_d
     logging.getLogger("pipeline.phases").addHandler(clock)
 
     def train():
-        return train_run(spec.run_id, spec.train, spec.model.seq_len, train_dir, Path(cache_dir), Path(tokenizer_dir),
-                         lambda vocab, key: build_initialised(model_config, vocab, key=key, init=spec.model.init),
-                         identity)
+        return train_run(
+            spec.run_id,
+            spec.train,
+            spec.model.seq_len,
+            train_dir,
+            Path(cache_dir),
+            Path(tokenizer_dir),
+            lambda vocab, key: build_initialised(model_config, vocab, key=key, init=spec.model.init),
+            identity,
+        )
 
     try:
         train()
@@ -207,21 +238,34 @@ def preflight_pretrain(spec_json: str, job_dir: str, cache_dir: str, tokenizer_d
     compute_dtype = jmp.get_policy(spec.train.mixed_precision).compute_dtype
     peak, peak_source = peak_flops(compute_dtype)
     peak_bytes, memory_source = peak_memory()
-    planned, budget = ((plan["planned_bytes"], plan["budget_bytes"]) if plan
-                       else memory_plan(spec, vocab_size, micro_batch))
+    planned, budget = (
+        (plan["planned_bytes"], plan["budget_bytes"]) if plan else memory_plan(spec, vocab_size, micro_batch)
+    )
     devices = jax.devices()
     return {
-        **device_columns(), "micro_batch": split["micro_batch"],
-        "gradient_accumulation": split["gradient_accumulation"], "warmup_updates": warmup, "timed_updates": timed,
-        "compile_s": clock.between("compile", "train"), "median_step_s": median_step, "tokens_per_s": tokens_per_s,
-        "tokens_per_s_per_device": tokens_per_s / len(devices), "flops_per_token": 3 * flops_per_token,
-        "peak_flops": peak, "peak_source": peak_source, "mfu": 3 * flops_per_token * tokens_per_s / peak,
-        "peak_memory_bytes": peak_bytes, "memory_source": memory_source, "planned_bytes": planned,
-        "budget_bytes": budget, "plan_source": "fit table" if plan else "XLA plan in this job",
+        **device_columns(),
+        "micro_batch": split["micro_batch"],
+        "gradient_accumulation": split["gradient_accumulation"],
+        "warmup_updates": warmup,
+        "timed_updates": timed,
+        "compile_s": clock.between("compile", "train"),
+        "median_step_s": median_step,
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_device": tokens_per_s / len(devices),
+        "flops_per_token": 3 * flops_per_token,
+        "peak_flops": peak,
+        "peak_source": peak_source,
+        "mfu": 3 * flops_per_token * tokens_per_s / peak,
+        "peak_memory_bytes": peak_bytes,
+        "memory_source": memory_source,
+        "planned_bytes": planned,
+        "budget_bytes": budget,
+        "plan_source": "fit table" if plan else "XLA plan in this job",
         "checkpoint_save_s": clock.between("checkpoint", "final-eval"),
         "checkpoint_bytes": directory_bytes(train_dir / "checkpoints"),
         "restore_s": clock.between("setup", "final-eval", after=restart_at),
-        "input_wait_s": statistics.median(waits) if waits else 0.0, "wall_s": time.perf_counter() - started,
+        "input_wait_s": statistics.median(waits) if waits else 0.0,
+        "wall_s": time.perf_counter() - started,
     }
 
 

@@ -17,11 +17,38 @@ import math
 from typing import Any
 
 IDENTITY_COLUMNS = ("shape", "kind", "run_id", "runs", "device_label", "status", "error")
-MEASURED_COLUMNS = ("jax", "jaxlib", "cuda_plugin", "driver", "platform_version", "backend", "device_kind", "devices",
-                    "micro_batch", "gradient_accumulation", "warmup_updates", "timed_updates", "compile_s",
-                    "median_step_s", "tokens_per_s", "tokens_per_s_per_device", "flops_per_token", "peak_flops",
-                    "peak_source", "mfu", "peak_memory_bytes", "memory_source", "planned_bytes", "budget_bytes",
-                    "plan_source", "checkpoint_save_s", "checkpoint_bytes", "restore_s", "input_wait_s", "wall_s")
+MEASURED_COLUMNS = (
+    "jax",
+    "jaxlib",
+    "cuda_plugin",
+    "driver",
+    "platform_version",
+    "backend",
+    "device_kind",
+    "devices",
+    "micro_batch",
+    "gradient_accumulation",
+    "warmup_updates",
+    "timed_updates",
+    "compile_s",
+    "median_step_s",
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "flops_per_token",
+    "peak_flops",
+    "peak_source",
+    "mfu",
+    "peak_memory_bytes",
+    "memory_source",
+    "planned_bytes",
+    "budget_bytes",
+    "plan_source",
+    "checkpoint_save_s",
+    "checkpoint_bytes",
+    "restore_s",
+    "input_wait_s",
+    "wall_s",
+)
 COLUMNS = (*IDENTITY_COLUMNS, *MEASURED_COLUMNS, "verdict")
 NOT_APPLICABLE = "n/a"
 """What a measured column of a job that ran holds where it does not apply to the job's kind (the training columns of
@@ -29,19 +56,27 @@ lm-eval and the analyses; the memory plan and the restore of a fine-tune)."""
 RED_ROW = '<tr style="background:#fbb">'
 RED_VERDICTS = ("failed", "over plan")
 """Verdicts that stop the grid's runs of the row's shape (or stage kind)."""
-PROJECTION_COLUMNS = ("run_id", "shape", "tokens", "estimated_gpu_hours", "measured_gpu_hours", "gpus",
-                      "measured_walltime_h")
+PROJECTION_COLUMNS = (
+    "run_id",
+    "shape",
+    "tokens",
+    "estimated_gpu_hours",
+    "measured_gpu_hours",
+    "gpus",
+    "measured_walltime_h",
+)
 
 
 def verdict(row: dict[str, Any]) -> str:
-    """"ok"; "stopped" where the job's walltime stopped it before it measured (not red: nothing says the shape
+    """ "ok"; "stopped" where the job's walltime stopped it before it measured (not red: nothing says the shape
     fails); or why the row is red: its job failed, or its peak memory exceeded its budget."""
     if row["status"] == "stopped":
         return "stopped"
     if row["status"] != "ok":
         return "failed"
     if row.get("budget_bytes", NOT_APPLICABLE) != NOT_APPLICABLE and (
-            float(row["peak_memory_bytes"]) > float(row["budget_bytes"])):
+        float(row["peak_memory_bytes"]) > float(row["budget_bytes"])
+    ):
         return "over plan"
     return "ok"
 
@@ -49,10 +84,14 @@ def verdict(row: dict[str, Any]) -> str:
 def with_verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every column of every row: a job that ran holds ``NOT_APPLICABLE`` in a column of no meaning for its kind, a
     failed job nothing in what it did not measure."""
+
     def filled(row: dict[str, Any]) -> dict[str, Any]:
         missing = NOT_APPLICABLE if row["status"] == "ok" else ""
-        return {**{column: row.get(column, missing) for column in COLUMNS[:-1]}, "kind": row.get("kind", "pretrain"),
-                "error": row.get("error", "")}
+        return {
+            **{column: row.get(column, missing) for column in COLUMNS[:-1]},
+            "kind": row.get("kind", "pretrain"),
+            "error": row.get("error", ""),
+        }
 
     return [{**filled(row), "verdict": verdict(row)} for row in rows]
 
@@ -75,41 +114,72 @@ def markdown(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> st
     """The report: the shapes (red rows first named), then the projection of the grid."""
     red = [row for row in rows if row["verdict"] in RED_VERDICTS]
     stopped = [row["shape"] for row in rows if row["verdict"] == "stopped"]
-    lines = ["# Preflight", "", f"{len(rows)} preflight job(s); {len(red)} red."
-             + (" If a row is red, stop here: fix it (the row's error, or a smaller micro-batch: rerun `fit`), delete "
-                "its `preflight/<shape>/row.json` and rerun the preflight." if red
-                else " Every job ran, every training shape within its memory plan." if not stopped else "")
-             + (f" Stopped by walltime before they measured (not red): {', '.join(stopped)}." if stopped else ""), ""]
-    lines += [f"{NOT_APPLICABLE}: the column does not apply to the job's kind (lm-eval and the analyses train "
-              "nothing; a fine-tune is neither planned against a fit row nor restarted).", ""]
+    lines = [
+        "# Preflight",
+        "",
+        f"{len(rows)} preflight job(s); {len(red)} red."
+        + (
+            " If a row is red, stop here: fix it (the row's error, or a smaller micro-batch: rerun `fit`), delete "
+            "its `preflight/<shape>/row.json` and rerun the preflight."
+            if red
+            else " Every job ran, every training shape within its memory plan."
+            if not stopped
+            else ""
+        )
+        + (f" Stopped by walltime before they measured (not red): {', '.join(stopped)}." if stopped else ""),
+        "",
+    ]
+    lines += [
+        f"{NOT_APPLICABLE}: the column does not apply to the job's kind (lm-eval and the analyses train "
+        "nothing; a fine-tune is neither planned against a fit row nor restarted).",
+        "",
+    ]
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_cell(row[column]) for column in COLUMNS) + " |" for row in rows]
-    lines += ["", "## Projection of the grid from the measured throughput", "",
-              "| " + " | ".join(PROJECTION_COLUMNS) + " |", "|" + "---|" * len(PROJECTION_COLUMNS)]
+    lines += [
+        "",
+        "## Projection of the grid from the measured throughput",
+        "",
+        "| " + " | ".join(PROJECTION_COLUMNS) + " |",
+        "|" + "---|" * len(PROJECTION_COLUMNS),
+    ]
     lines += ["| " + " | ".join(_cell(row[column]) for column in PROJECTION_COLUMNS) + " |" for row in projection]
     return "\n".join(lines) + "\n"
 
 
 def html_page(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> str:
     """The same two tables as HTML, red rows shaded (for the Snakemake report)."""
+
     def table(items: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
         head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
         body = "".join(
             (RED_ROW if item.get("verdict", "ok") in RED_VERDICTS else "<tr>")
-            + "".join(f"<td>{html.escape(_cell(item[column]))}</td>" for column in columns) + "</tr>"
-            for item in items)
+            + "".join(f"<td>{html.escape(_cell(item[column]))}</td>" for column in columns)
+            + "</tr>"
+            for item in items
+        )
         return f"<table border=1><tr>{head}</tr>{body}</table>"
 
-    return (f"<html><body><h1>Preflight</h1>{table(rows, COLUMNS)}<h2>Projection of the grid from the measured "
-            f"throughput</h2>{table(projection, PROJECTION_COLUMNS)}</body></html>\n")
+    return (
+        f"<html><body><h1>Preflight</h1>{table(rows, COLUMNS)}<h2>Projection of the grid from the measured "
+        f"throughput</h2>{table(projection, PROJECTION_COLUMNS)}</body></html>\n"
+    )
 
 
-def projection_rows(cost_rows: list[dict[str, Any]], run_shapes: dict[str, str], rows: list[dict[str, Any]],
-                    run_gpus: dict[str, int], safety_factor: float) -> list[dict[str, Any]]:
+def projection_rows(
+    cost_rows: list[dict[str, Any]],
+    run_shapes: dict[str, str],
+    rows: list[dict[str, Any]],
+    run_gpus: dict[str, int],
+    safety_factor: float,
+) -> list[dict[str, Any]]:
     """Per pretraining run with a measured shape: the estimate (``cost_rows``, estimated throughput) and the
     measured GPU-hours and walltime (module docstring)."""
-    measured = {row["shape"]: float(row["tokens_per_s_per_device"]) for row in rows
-                if row["status"] == "ok" and row["kind"] == "pretrain"}
+    measured = {
+        row["shape"]: float(row["tokens_per_s_per_device"])
+        for row in rows
+        if row["status"] == "ok" and row["kind"] == "pretrain"
+    }
     projected = []
     for cost in cost_rows:
         shape = run_shapes.get(cost["run_id"])
@@ -117,7 +187,15 @@ def projection_rows(cost_rows: list[dict[str, Any]], run_shapes: dict[str, str],
             continue
         hours = cost["tokens"] / measured[shape] / 3600
         gpus = max(run_gpus[cost["run_id"]], 1)
-        projected.append({"run_id": cost["run_id"], "shape": shape, "tokens": cost["tokens"],
-                          "estimated_gpu_hours": cost["gpu_hours"], "measured_gpu_hours": hours, "gpus": gpus,
-                          "measured_walltime_h": hours * safety_factor / gpus})
+        projected.append(
+            {
+                "run_id": cost["run_id"],
+                "shape": shape,
+                "tokens": cost["tokens"],
+                "estimated_gpu_hours": cost["gpu_hours"],
+                "measured_gpu_hours": hours,
+                "gpus": gpus,
+                "measured_walltime_h": hours * safety_factor / gpus,
+            }
+        )
     return projected

@@ -60,9 +60,14 @@ def training_shapes(config: dict[str, Any], jobs) -> dict[str, Shape]:
         job = jobs.training(run_id, check_preflight=False)
         key = (spec.model.family, spec.size, job.gpus, job.micro_batch or 0)
         grouped.setdefault(key, []).append(run_id)
-    shapes = [Shape(*key, runs=tuple(runs),
-                    minutes=max(PREFLIGHT_RUNTIME_MIN, jobs.preflight_minutes(runs[0], preflight_updates(config)) or 0))
-              for key, runs in grouped.items()]
+    shapes = [
+        Shape(
+            *key,
+            runs=tuple(runs),
+            minutes=max(PREFLIGHT_RUNTIME_MIN, jobs.preflight_minutes(runs[0], preflight_updates(config)) or 0),
+        )
+        for key, runs in grouped.items()
+    ]
     return {shape.shape_id: shape for shape in shapes}
 
 
@@ -84,12 +89,16 @@ def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]]) 
     lines = [header, "-" * len(header)]
     for shape in shapes.values():
         hours = max(shape.gpus, 1) * shape.minutes / 60
-        lines.append(f"{shape.shape_id:<36} {shape.gpus:>4} {shape.micro_batch:>5} {shape.minutes:>4} {hours:>6.2f}  "
-                     f"{len(shape.runs)} ({', '.join(shape.runs)})")
+        lines.append(
+            f"{shape.shape_id:<36} {shape.gpus:>4} {shape.micro_batch:>5} {shape.minutes:>4} {hours:>6.2f}  "
+            f"{len(shape.runs)} ({', '.join(shape.runs)})"
+        )
     for kind, (job, gpus) in stages.items():
-        lines.append(f"{kind:<36} {gpus:>4} {'-':>5} {PREFLIGHT_RUNTIME_MIN:>4} "
-                     f"{max(gpus, 1) * PREFLIGHT_RUNTIME_MIN / 60:>6.2f}  {job.runs} (like {job.run_id}, on the "
-                     f"checkpoint of {job.source_shape})")
+        lines.append(
+            f"{kind:<36} {gpus:>4} {'-':>5} {PREFLIGHT_RUNTIME_MIN:>4} "
+            f"{max(gpus, 1) * PREFLIGHT_RUNTIME_MIN / 60:>6.2f}  {job.runs} (like {job.run_id}, on the "
+            f"checkpoint of {job.source_shape})"
+        )
     return "\n".join(lines)
 
 

@@ -51,8 +51,9 @@ def stage_jobs(config: dict[str, Any], run_shapes: dict[str, str]) -> dict[str, 
     for method in FINETUNE_METHODS:
         specs = [spec for spec in finetune_runs(config).values() if spec.method == method]
         if specs:
-            jobs[finetune_stage(method)] = StageJob(finetune_stage(method), specs[0].run_id, len(specs),
-                                                    run_shapes[specs[0].source_run])
+            jobs[finetune_stage(method)] = StageJob(
+                finetune_stage(method), specs[0].run_id, len(specs), run_shapes[specs[0].source_run]
+            )
     evaluated = [run for runs in config["downstream"]["pairs"].values() for run in runs if run in run_shapes]
     if evaluated:
         jobs["downstream"] = StageJob("downstream", evaluated[0], len(evaluated), run_shapes[evaluated[0]])
@@ -80,12 +81,18 @@ def measured_call(target: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
     wall_s = time.perf_counter() - started
     peak_bytes, memory_source = peak_memory()
     measured = result if isinstance(result, dict) and "median_step_s" in result else {}
-    return {**device_columns(), **measured, "wall_s": wall_s, "peak_memory_bytes": peak_bytes,
-            "memory_source": memory_source}
+    return {
+        **device_columns(),
+        **measured,
+        "wall_s": wall_s,
+        "peak_memory_bytes": peak_bytes,
+        "memory_source": memory_source,
+    }
 
 
-def preflight_finetune(spec_json: str, job_dir: str, source_dir: str, cache_dir: str, tokenizer_dir: str,
-                       micro_batch: int) -> dict[str, Any]:
+def preflight_finetune(
+    spec_json: str, job_dir: str, source_dir: str, cache_dir: str, tokenizer_dir: str, micro_batch: int
+) -> dict[str, Any]:
     """The fine-tune ``spec_json`` of the preflight source ``source_dir``: resampled, ``FINETUNE_UPDATES`` updates
     (module docstring); its step time, tokens/s and micro-batch."""
     from pipeline.artifacts import read_metrics, read_run_spec
@@ -99,26 +106,51 @@ def preflight_finetune(spec_json: str, job_dir: str, source_dir: str, cache_dir:
     source_spec = read_run_spec(source)
     spec = FinetuneSpec.from_json(spec_json)
     updates = FINETUNE_UPDATES
-    train = dataclasses.replace(spec.train, steps=updates, eval_every=updates, checkpoint_every=updates,
-                                keep_checkpoints_every=None, micro_batch_size=micro_batch or None)
+    train = dataclasses.replace(
+        spec.train,
+        steps=updates,
+        eval_every=updates,
+        checkpoint_every=updates,
+        keep_checkpoints_every=None,
+        micro_batch_size=micro_batch or None,
+    )
     spec = dataclasses.replace(spec, source_run=source_spec.run_id, train=train)
     train_dir = Path(job_dir) / "train"
     shutil.rmtree(train_dir, ignore_errors=True)
     train_dir.mkdir(parents=True)
-    identity = RunIdentity.of({**dataclasses.asdict(spec), "preflight": True}, Path(tokenizer_dir), Path(cache_dir),
-                              stored_fingerprint(source / "checkpoints"))
-    train_run(spec.run_id, spec.train, source_spec.model.seq_len, train_dir, Path(cache_dir), Path(tokenizer_dir),
-              lambda vocab, key: resampled_source(spec, source, vocab.size, key), identity, build_in_jit=False,
-              trainable=trainable_filter(spec), eval_split=spec.eval_split)
+    identity = RunIdentity.of(
+        {**dataclasses.asdict(spec), "preflight": True},
+        Path(tokenizer_dir),
+        Path(cache_dir),
+        stored_fingerprint(source / "checkpoints"),
+    )
+    train_run(
+        spec.run_id,
+        spec.train,
+        source_spec.model.seq_len,
+        train_dir,
+        Path(cache_dir),
+        Path(tokenizer_dir),
+        lambda vocab, key: resampled_source(spec, source, vocab.size, key),
+        identity,
+        build_in_jit=False,
+        trainable=trainable_filter(spec),
+        eval_split=spec.eval_split,
+    )
     records = read_metrics(train_dir / "metrics.jsonl")
     step_s = [r["step_s"] for r in records if "step_s" in r and r["step"] >= 1]  # the first update compiles
     split = next(r for r in records if "micro_batch" in r)
     median_step = statistics.median(step_s)
     tokens_per_s = spec.train.batch_size * source_spec.model.seq_len / median_step
-    return {"median_step_s": median_step, "tokens_per_s": tokens_per_s,
-            "tokens_per_s_per_device": tokens_per_s / device_count(), "micro_batch": split["micro_batch"],
-            "gradient_accumulation": split["gradient_accumulation"], "timed_updates": len(step_s),
-            "checkpoint_bytes": directory_bytes(train_dir / "checkpoints")}
+    return {
+        "median_step_s": median_step,
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_device": tokens_per_s / device_count(),
+        "micro_batch": split["micro_batch"],
+        "gradient_accumulation": split["gradient_accumulation"],
+        "timed_updates": len(step_s),
+        "checkpoint_bytes": directory_bytes(train_dir / "checkpoints"),
+    }
 
 
 def device_count() -> int:
@@ -127,24 +159,74 @@ def device_count() -> int:
     return len(jax.devices())
 
 
-def stage_call(job: StageJob, settings: dict[str, Any], source_dir: str, job_dir: str, cache_dir: str,
-               tokenizer_dir: str, micro_batch: int) -> tuple[str, list[Any], dict[str, Any]]:
+def stage_call(
+    job: StageJob,
+    settings: dict[str, Any],
+    source_dir: str,
+    job_dir: str,
+    cache_dir: str,
+    tokenizer_dir: str,
+    micro_batch: int,
+) -> tuple[str, list[Any], dict[str, Any]]:
     """(target, args, keyword args) of the function the real verb of ``job.kind`` runs, bounded (module docstring);
     ``settings``: the fine-tune's spec, or the preset's ``downstream`` or ``analysis.<kind>`` section."""
     out = Path(job_dir)
     if job.kind.startswith("finetune-"):
-        return ("pipeline.preflight.stages:preflight_finetune",
-                [json.dumps(settings), job_dir, source_dir, cache_dir, tokenizer_dir, micro_batch], {})
+        return (
+            "pipeline.preflight.stages:preflight_finetune",
+            [json.dumps(settings), job_dir, source_dir, cache_dir, tokenizer_dir, micro_batch],
+            {},
+        )
     if job.kind == "downstream":
-        return ("pipeline.evaluate.harness:evaluate_downstream", [source_dir, tokenizer_dir, str(out / "lm_eval")],
-                {"pair": settings["pair"], "tasks": settings["tasks"], "shots": settings["shots"][:1],
-                 "task_dir": settings["task_dir"], "limit": LM_EVAL_LIMIT, "batch_size": BATCH_SIZE,
-                 "prefetched": settings["prefetched"]})
+        return (
+            "pipeline.evaluate.harness:evaluate_downstream",
+            [source_dir, tokenizer_dir, str(out / "lm_eval")],
+            {
+                "pair": settings["pair"],
+                "tasks": settings["tasks"],
+                "shots": settings["shots"][:1],
+                "task_dir": settings["task_dir"],
+                "limit": LM_EVAL_LIMIT,
+                "batch_size": BATCH_SIZE,
+                "prefetched": settings["prefetched"],
+            },
+        )
     if job.kind == "spectra":
-        return ("pipeline.analysis.spectra:run_spectra", [source_dir, tokenizer_dir, str(out / "spectra.csv"),
-                settings["time_oversampling"], str(out / "spectra_untrained.csv")], {})
+        return (
+            "pipeline.analysis.spectra:run_spectra",
+            [
+                source_dir,
+                tokenizer_dir,
+                str(out / "spectra.csv"),
+                settings["time_oversampling"],
+                str(out / "spectra_untrained.csv"),
+            ],
+            {},
+        )
     if job.kind == "lyapunov":
-        return ("pipeline.analysis.lyapunov:run_lyapunov", [source_dir, tokenizer_dir, str(out / "lyapunov.csv"),
-                str(out / "lyapunov.html"), settings["sentences"][:1], settings["output_token"]], {})
-    return ("pipeline.analysis.frontier:run_frontier", [source_dir, cache_dir, tokenizer_dir, str(out / "frontier.csv"),
-            settings["step_factors"], settings["solvers"], settings.get("batch_size", 32), FRONTIER_BATCHES], {})
+        return (
+            "pipeline.analysis.lyapunov:run_lyapunov",
+            [
+                source_dir,
+                tokenizer_dir,
+                str(out / "lyapunov.csv"),
+                str(out / "lyapunov.html"),
+                settings["sentences"][:1],
+                settings["output_token"],
+            ],
+            {},
+        )
+    return (
+        "pipeline.analysis.frontier:run_frontier",
+        [
+            source_dir,
+            cache_dir,
+            tokenizer_dir,
+            str(out / "frontier.csv"),
+            settings["step_factors"],
+            settings["solvers"],
+            settings.get("batch_size", 32),
+            FRONTIER_BATCHES,
+        ],
+        {},
+    )

@@ -51,8 +51,10 @@ def _figure(args: argparse.Namespace) -> None:
     kind = args.kind
     expected = len(args.shots) if kind == "downstream" else 2 if kind in ("time-embed-dim", "clustering") else 1
     if not len(args.png) == len(args.pdf) == expected:
-        raise ValueError(f"figure {kind}: --png and --pdf name {len(args.png)} and {len(args.pdf)} files; "
-                         f"expected {expected} each ({FIGURES[kind]}).")
+        raise ValueError(
+            f"figure {kind}: --png and --pdf name {len(args.png)} and {len(args.pdf)} files; "
+            f"expected {expected} each ({FIGURES[kind]})."
+        )
     outs = [FigureFiles(png, pdf) for png, pdf in zip(args.png, args.pdf, strict=True)]
     if kind == "downstream":
         figures.downstream_figures(args.inputs, dict(zip(args.shots, outs, strict=True)))
@@ -61,10 +63,15 @@ def _figure(args: argparse.Namespace) -> None:
     elif kind in ("spectra", "clustering"):  # each input file is its own argument
         {"spectra": figures.spectra_figure, "clustering": figures.clustering_figures}[kind](*args.inputs, *outs)
     else:
-        draw = {"curves": figures.curves_figure, "beta2": figures.beta2_figure,
-                "time-embed-dim": figures.time_embed_dim_figures, "time-mlp-design": figures.time_mlp_design_figure,
-                "memory": figures.memory_figure, "finetune": figures.finetune_figure,
-                "frontier": figures.frontier_figure}[kind]
+        draw = {
+            "curves": figures.curves_figure,
+            "beta2": figures.beta2_figure,
+            "time-embed-dim": figures.time_embed_dim_figures,
+            "time-mlp-design": figures.time_mlp_design_figure,
+            "memory": figures.memory_figure,
+            "finetune": figures.finetune_figure,
+            "frontier": figures.frontier_figure,
+        }[kind]
         draw(args.inputs, *outs)
 
 
@@ -86,11 +93,19 @@ FIGURES = {
 def _scorecard(args: argparse.Namespace) -> None:
     from pipeline.report.scorecard import ScorecardInputs, write_scorecard
 
-    write_scorecard(ScorecardInputs(preset=args.preset, runs_csv=args.runs_csv, finetune_summaries=args.finetune,
-                                    downstream=args.downstream, spectra=args.spectra,
-                                    clustering_sweep=args.clustering_sweep,
-                                    memory=args.memory, untrained_spectra=args.untrained_spectra),
-                    out=_table_files(args))
+    write_scorecard(
+        ScorecardInputs(
+            preset=args.preset,
+            runs_csv=args.runs_csv,
+            finetune_summaries=args.finetune,
+            downstream=args.downstream,
+            spectra=args.spectra,
+            clustering_sweep=args.clustering_sweep,
+            memory=args.memory,
+            untrained_spectra=args.untrained_spectra,
+        ),
+        out=_table_files(args),
+    )
 
 
 def _power(args: argparse.Namespace) -> None:
@@ -148,15 +163,26 @@ def register(verbs: argparse._SubParsersAction) -> None:
     table.add_argument("csv_in", metavar="param_counts.csv", type=Path)
     table.set_defaults(run=_param_count_table)
 
-    figure = verbs.add_parser("figure", help="one figure (PNG + PDF), or several of one kind: " + "; ".join(
-        f"{kind}: {text}" for kind, text in FIGURES.items()))
+    figure = verbs.add_parser(
+        "figure",
+        help="one figure (PNG + PDF), or several of one kind: "
+        + "; ".join(f"{kind}: {text}" for kind, text in FIGURES.items()),
+    )
     figure.add_argument("kind", choices=sorted(FIGURES))
     figure.add_argument("--png", type=Path, nargs="+", required=True, help="PNG of each figure the kind draws")
     figure.add_argument("--pdf", type=Path, nargs="+", required=True, help="PDF of each, in the same order")
-    figure.add_argument("--shots", type=lambda text: [int(k) for k in text.split(",")], default=[],
-                        help="comma-separated shot counts (downstream only)")
-    figure.add_argument("--output-token", type=int, default=-1,
-                        help="index of the output token j in each sentence (lyapunov only; analysis.lyapunov)")
+    figure.add_argument(
+        "--shots",
+        type=lambda text: [int(k) for k in text.split(",")],
+        default=[],
+        help="comma-separated shot counts (downstream only)",
+    )
+    figure.add_argument(
+        "--output-token",
+        type=int,
+        default=-1,
+        help="index of the output token j in each sentence (lyapunov only; analysis.lyapunov)",
+    )
     figure.add_argument("--inputs", type=Path, nargs="+", required=True, help="the tidy files the figure reads")
     figure.set_defaults(run=_figure)
 
@@ -167,16 +193,28 @@ def register(verbs: argparse._SubParsersAction) -> None:
     card.add_argument("--finetune", type=Path, nargs="*", default=[], help="fine-tune summary.json files")
     card.add_argument("--downstream", type=Path, nargs="*", default=[], help="downstream.csv files")
     card.add_argument("--spectra", type=Path, nargs="*", default=[], help="spectra CSVs")
-    card.add_argument("--untrained-spectra", type=Path, nargs="*", default=[],
-                      help="spectra CSVs of the untrained models of the same configs (the control)")
+    card.add_argument(
+        "--untrained-spectra",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="spectra CSVs of the untrained models of the same configs (the control)",
+    )
     card.add_argument("--clustering-sweep", type=Path, default=None)
     card.add_argument("--memory", type=Path, nargs="*", default=[], help="memory-probe JSON records")
     card.set_defaults(run=_scorecard)
 
-    power = verbs.add_parser("power", help="seeds per primary claim for 80 %% power at the Holm-corrected alpha, "
-                                           "beside the seeds a preset gives it (docs/experiments.md)")
+    power = verbs.add_parser(
+        "power",
+        help="seeds per primary claim for 80 %% power at the Holm-corrected alpha, "
+        "beside the seeds a preset gives it (docs/experiments.md)",
+    )
     power.add_argument("--preset", required=True)
-    power.add_argument("--study-csv", type=Path, default=None,
-                       help="the scorecard CSV of the study whose per-seed spreads plan this one (default: the "
-                            "recorded mini study, pipeline.report.power.STUDY_CSV)")
+    power.add_argument(
+        "--study-csv",
+        type=Path,
+        default=None,
+        help="the scorecard CSV of the study whose per-seed spreads plan this one (default: the "
+        "recorded mini study, pipeline.report.power.STUDY_CSV)",
+    )
     power.set_defaults(run=_power)

@@ -35,8 +35,20 @@ PPL_LABEL = "validation perplexity (lower is better)"
 STEP_LABEL = "training step (updates)"
 TRAJECTORY_COLUMNS = ["magnitude", "degree", "step", "t", "token", "x0", "x1", "x2"]
 CLUSTER_STATS_COLUMNS = ["magnitude", "degree", "n_clusters", "threshold", "mean_pairwise_distance"]
-FINETUNE_COLUMNS = ["run_id", "family", "source_run", "source_dataset", "target_dataset", "method", "num_steps",
-                    "source_steps", "train_steps", "eval_split", "val_ppl", "initial_val_ppl"]
+FINETUNE_COLUMNS = [
+    "run_id",
+    "family",
+    "source_run",
+    "source_dataset",
+    "target_dataset",
+    "method",
+    "num_steps",
+    "source_steps",
+    "train_steps",
+    "eval_split",
+    "val_ppl",
+    "initial_val_ppl",
+]
 
 
 def pretrain_curves(summaries: list[Path]) -> pd.DataFrame:
@@ -45,15 +57,26 @@ def pretrain_curves(summaries: list[Path]) -> pd.DataFrame:
     frames = []
     for path in summaries:
         summary = read_json(path)
-        require_columns(summary, ["run_id", "family", "dataset", "size", "val_ppl", "mean_tokens_per_s"], path,
-                        "a summary written by pretrain")
+        require_columns(
+            summary,
+            ["run_id", "family", "dataset", "size", "val_ppl", "mean_tokens_per_s"],
+            path,
+            "a summary written by pretrain",
+        )
         spec = yaml.safe_load((Path(path).parent / "config.yaml").read_text())
         curve = eval_curve(path).assign(
-            run_id=summary["run_id"], family=summary["family"], model=FAMILY_LABELS[summary["family"]],
-            dataset=summary["dataset"], size=summary["size"], ablation=summary.get("ablation"),
-            final_val_ppl=summary["val_ppl"], tokens_per_s=summary["mean_tokens_per_s"],
-            beta2=spec["train"]["beta2"], time_embed_dim=spec["model"].get("time_embed_dim"),
-            shared_time_mlp=bool(spec["model"].get("shared_time_mlp")))
+            run_id=summary["run_id"],
+            family=summary["family"],
+            model=FAMILY_LABELS[summary["family"]],
+            dataset=summary["dataset"],
+            size=summary["size"],
+            ablation=summary.get("ablation"),
+            final_val_ppl=summary["val_ppl"],
+            tokens_per_s=summary["mean_tokens_per_s"],
+            beta2=spec["train"]["beta2"],
+            time_embed_dim=spec["model"].get("time_embed_dim"),
+            shared_time_mlp=bool(spec["model"].get("shared_time_mlp")),
+        )
         frames.append(curve)
     return pd.concat(frames, ignore_index=True)
 
@@ -97,23 +120,34 @@ def time_embed_dim_figures(summaries: list[Path], out_ppl: FigureFiles, out_thro
 
     figure, axes = panels(1, 2)
     sns.lineplot(diffeq, x="step", y="eval_ppl", hue="D", palette="viridis", marker="o", ax=axes[0, 0])
-    sns.lineplot(baseline, x="step", y="eval_ppl", color="black", linestyle="--", label=baseline["model"].iloc[0],
-                 ax=axes[0, 0])
+    sns.lineplot(
+        baseline, x="step", y="eval_ppl", color="black", linestyle="--", label=baseline["model"].iloc[0], ax=axes[0, 0]
+    )
     _curve_axes(axes[0, 0], "Validation curves")
-    sns.lineplot(finals, x="D", y="final_val_ppl", marker="o", color=FAMILY_COLOURS["DiffEqFormer"],
-                 label="DiffEqFormer", ax=axes[0, 1])
-    axes[0, 1].axhline(baseline_final["final_val_ppl"].iloc[0], color="black", linestyle="--",
-                       label=baseline_final["model"].iloc[0])
+    sns.lineplot(
+        finals,
+        x="D",
+        y="final_val_ppl",
+        marker="o",
+        color=FAMILY_COLOURS["DiffEqFormer"],
+        label="DiffEqFormer",
+        ax=axes[0, 1],
+    )
+    axes[0, 1].axhline(
+        baseline_final["final_val_ppl"].iloc[0], color="black", linestyle="--", label=baseline_final["model"].iloc[0]
+    )
     axes[0, 1].set(xlabel="time-embedding dimension D", ylabel=PPL_LABEL, title="Final validation perplexity")
     axes[0, 1].legend()
     save_figure(figure, out_ppl)
 
     figure, axes = panels(1, 1)
     sns.barplot(finals, x="D", y="tokens_per_s", color=FAMILY_COLOURS["DiffEqFormer"], ax=axes[0, 0])
-    axes[0, 0].axhline(baseline_final["tokens_per_s"].iloc[0], color="black", linestyle="--",
-                       label=baseline_final["model"].iloc[0])
-    axes[0, 0].set(xlabel="time-embedding dimension D", ylabel="training throughput (tokens/s)",
-                   title="Training throughput")
+    axes[0, 0].axhline(
+        baseline_final["tokens_per_s"].iloc[0], color="black", linestyle="--", label=baseline_final["model"].iloc[0]
+    )
+    axes[0, 0].set(
+        xlabel="time-embedding dimension D", ylabel="training throughput (tokens/s)", title="Training throughput"
+    )
     axes[0, 0].legend()
     save_figure(figure, out_throughput)
 
@@ -130,32 +164,41 @@ def memory_figure(records: list[Path], out: FigureFiles) -> None:
     diffeq = diffeq.sort_values("D").assign(D_label=lambda frame: frame["D"].astype(str))
     baseline = table[table["time_embed_dim"].isna()]
     first = diffeq.iloc[0]
-    growth = pd.concat([
-        diffeq.assign(quantity="parameters", ratio=diffeq["parameters"] / first["parameters"]),
-        diffeq.assign(quantity="peak memory", ratio=diffeq["peak_bytes"] / first["peak_bytes"]),
-    ])
+    growth = pd.concat(
+        [
+            diffeq.assign(quantity="parameters", ratio=diffeq["parameters"] / first["parameters"]),
+            diffeq.assign(quantity="peak memory", ratio=diffeq["peak_bytes"] / first["peak_bytes"]),
+        ]
+    )
 
     figure, axes = panels(1, 2)
     sns.barplot(diffeq, x="D_label", y="peak", color=FAMILY_COLOURS["DiffEqFormer"], ax=axes[0, 0])
     for _, row in baseline.iterrows():
         axes[0, 0].axhline(row["peak"], color="black", linestyle="--", label=FAMILY_LABELS[row["family"]])
-    axes[0, 0].set(xlabel="time-embedding dimension D", ylabel=f"peak memory per device ({unit})",
-                   title="Peak memory of a train step")
+    axes[0, 0].set(
+        xlabel="time-embedding dimension D",
+        ylabel=f"peak memory per device ({unit})",
+        title="Peak memory of a train step",
+    )
     if not baseline.empty:
         axes[0, 0].legend(loc="lower right")
     sns.lineplot(growth, x="D", y="ratio", hue="quantity", marker="o", ax=axes[0, 1])
-    axes[0, 1].set(xlabel="time-embedding dimension D", ylabel=f"relative to D = {first['D']}",
-                   title="Growth with D")
-    figure.suptitle(f"{source}; batch {first['batch_size']} × {first['seq_len']} tokens, "
-                    f"{first['num_devices']} {first['backend']} device(s)")
+    axes[0, 1].set(xlabel="time-embedding dimension D", ylabel=f"relative to D = {first['D']}", title="Growth with D")
+    figure.suptitle(
+        f"{source}; batch {first['batch_size']} × {first['seq_len']} tokens, "
+        f"{first['num_devices']} {first['backend']} device(s)"
+    )
     save_figure(figure, out)
 
 
 def time_mlp_design_figure(summaries: list[Path], out: FigureFiles) -> None:
     """Fig. 18: the paper's design (only the sinusoid shared) against one MLP shared by all weights (App. D.2)."""
     apply_style()
-    curves = pretrain_curves(summaries).assign(design=lambda frame: frame["shared_time_mlp"].map(
-        {False: "sinusoid shared (paper)", True: "sinusoid + MLP shared"}))
+    curves = pretrain_curves(summaries).assign(
+        design=lambda frame: frame["shared_time_mlp"].map(
+            {False: "sinusoid shared (paper)", True: "sinusoid + MLP shared"}
+        )
+    )
     figure, axes = panels(1, 1)
     sns.lineplot(curves, x="step", y="eval_ppl", hue="design", marker="o", ax=axes[0, 0])
     _curve_axes(axes[0, 0], "Time-dependent weight design")
@@ -169,11 +212,12 @@ def finetune_runs(summaries: list[Path]) -> pd.DataFrame:
     for path in summaries:
         summary = read_json(path)
         require_columns(summary, FINETUNE_COLUMNS, path, "a fine-tune summary written by the finetune stage")
-        label = (f"DiffEqFormer {summary['source_steps']}→{summary['num_steps']}"
-                 if summary["family"] in DIFFEQ_FAMILIES else
-                 f"{FAMILY_LABELS.get(summary['family'], summary['family'])}-{summary['num_steps']}")
-        frames.append(eval_curve(path).assign(**{column: summary[column] for column in FINETUNE_COLUMNS},
-                                              label=label))
+        label = (
+            f"DiffEqFormer {summary['source_steps']}→{summary['num_steps']}"
+            if summary["family"] in DIFFEQ_FAMILIES
+            else f"{FAMILY_LABELS.get(summary['family'], summary['family'])}-{summary['num_steps']}"
+        )
+        frames.append(eval_curve(path).assign(**{column: summary[column] for column in FINETUNE_COLUMNS}, label=label))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -187,15 +231,26 @@ def finetune_figure(summaries: list[Path], out: FigureFiles) -> None:
     labels = list(dict.fromkeys(runs["label"]))
     resampled = list(dict.fromkeys(runs[runs["family"].isin(DIFFEQ_FAMILIES)]["label"]))
     palette = {label: (0.0, 0.0, 0.0) for label in labels} | dict(
-        zip(resampled, sns.color_palette("crest", len(resampled)), strict=True))
+        zip(resampled, sns.color_palette("crest", len(resampled)), strict=True)
+    )
     figure, axes = panels(len(methods), len(directions), sharey="col")
     for row, method in enumerate(methods):
         for column, (source, target) in enumerate(directions):
             axis = axes[row, column]
-            selected = runs[(runs["method"] == method) & (runs["source_dataset"] == source)
-                            & (runs["target_dataset"] == target)]
-            sns.lineplot(selected, x="step", y="eval_ppl", hue="label", hue_order=labels, palette=palette,
-                         marker="o", ax=axis, legend=row == 0 and column == 0)
+            selected = runs[
+                (runs["method"] == method) & (runs["source_dataset"] == source) & (runs["target_dataset"] == target)
+            ]
+            sns.lineplot(
+                selected,
+                x="step",
+                y="eval_ppl",
+                hue="label",
+                hue_order=labels,
+                palette=palette,
+                marker="o",
+                ax=axis,
+                legend=row == 0 and column == 0,
+            )
             _curve_axes(axis, f"{method}: {DATASET_LABELS.get(source, source)} → {DATASET_LABELS.get(target, target)}")
             split = "/".join(dict.fromkeys(selected["eval_split"]))
             axis.set(xlabel="fine-tuning step (updates)", ylabel=f"{split} perplexity (lower is better)")
@@ -219,12 +274,20 @@ def downstream_figures(paths: list[Path], outs: dict[int, FigureFiles]) -> None:
         for offset, model in enumerate(models):
             rows = selected[selected["model"] == model].set_index("task").reindex(tasks)
             positions = np.arange(len(tasks)) + (offset - (len(models) - 1) / 2) * width
-            axis.bar(positions, rows["acc"], width, yerr=rows["acc_stderr"], capsize=2, label=model,
-                     color=FAMILY_COLOURS[model])
+            axis.bar(
+                positions,
+                rows["acc"],
+                width,
+                yerr=rows["acc_stderr"],
+                capsize=2,
+                label=model,
+                color=FAMILY_COLOURS[model],
+            )
         pair = selected["pair"].iloc[0]
         axis.set_xticks(np.arange(len(tasks)), tasks, rotation=45, ha="right")
-        axis.set(xlabel="task", ylabel="accuracy (%)",
-                 title=f"{DOWNSTREAM_TABLES.get(pair, pair).split(', ')[-1]}, {k}-shot")
+        axis.set(
+            xlabel="task", ylabel="accuracy (%)", title=f"{DOWNSTREAM_TABLES.get(pair, pair).split(', ')[-1]}, {k}-shot"
+        )
         axis.legend()
         save_figure(figure, out)
 
@@ -237,12 +300,23 @@ def spectra_figure(path: Path, out: FigureFiles) -> None:
     matrices = [matrix for matrix in ("QK", "OV", "FF") if matrix in set(spectra["matrix"])]
     figure, axes = panels(1, len(matrices))
     for axis, matrix in zip(axes[0], matrices, strict=True):
-        sns.scatterplot(spectra[spectra["matrix"] == matrix], x="t", y="real", hue="head", palette="tab10",
-                        s=6, linewidth=0, alpha=0.7, ax=axis)
+        sns.scatterplot(
+            spectra[spectra["matrix"] == matrix],
+            x="t",
+            y="real",
+            hue="head",
+            palette="tab10",
+            s=6,
+            linewidth=0,
+            alpha=0.7,
+            ax=axis,
+        )
         axis.set(xlabel="depth time t", ylabel="Re λ (eigenvalue, real part)", title=f"{matrix} spectrum")
     run = spectra["run_id"].iloc[0]
-    figure.suptitle(f"{run} ({FAMILY_LABELS.get(spectra['family'].iloc[0], '')}, "
-                    f"{DATASET_LABELS.get(spectra['dataset'].iloc[0], '')})")
+    figure.suptitle(
+        f"{run} ({FAMILY_LABELS.get(spectra['family'].iloc[0], '')}, "
+        f"{DATASET_LABELS.get(spectra['dataset'].iloc[0], '')})"
+    )
     save_figure(figure, out)
 
 
@@ -262,19 +336,29 @@ def lyapunov_figure(path: Path, out: FigureFiles, output_token: int = -1) -> Non
         rows = largest[largest["sentence_id"] == sentence].sort_values("position")
         is_output = np.zeros(len(rows), dtype=bool)
         is_output[output_token] = True
-        labels = [f"{token}\n(output)" if output else token for token, output in zip(rows["token"], is_output,
-                                                                                       strict=True)]
+        labels = [
+            f"{token}\n(output)" if output else token for token, output in zip(rows["token"], is_output, strict=True)
+        ]
         axis.set_facecolor("lightgrey")
-        sns.heatmap(rows[["exponent"]].T, mask=is_output[None, :], cmap="rocket_r", annot=False,
-                    cbar_kws={"label": "exponent (1/t)"}, xticklabels=labels, yticklabels=False, ax=axis)
+        sns.heatmap(
+            rows[["exponent"]].T,
+            mask=is_output[None, :],
+            cmap="rocket_r",
+            annot=False,
+            cbar_kws={"label": "exponent (1/t)"},
+            xticklabels=labels,
+            yticklabels=False,
+            ax=axis,
+        )
         axis.set(xlabel="input token", ylabel=f"sentence {sentence}")
         axis.tick_params(axis="x", rotation=60)
     figure.suptitle(f"Lyapunov token sensitivity, {exponents['run_id'].iloc[0]}")
     save_figure(figure, out)
 
 
-def clustering_figures(trajectories_path: Path, stats_path: Path, out_trajectories: FigureFiles,
-                       out_stats: FigureFiles) -> None:
+def clustering_figures(
+    trajectories_path: Path, stats_path: Path, out_trajectories: FigureFiles, out_stats: FigureFiles
+) -> None:
     """Fig. 2c/d and 13: token trajectories of the attention-only ODE for each magnitude function a(t) (3-D, the
     final positions marked), and the final cluster count and mean pairwise distance per magnitude, in the
     claim's regime (docs/experiments.md#analyses)."""
@@ -307,17 +391,37 @@ def frontier_figure(paths: list[Path], out: FigureFiles) -> None:
     """Compute/quality frontier: validation perplexity of trained DiffEqFormers re-solved with other step counts
     and solvers, against vector-field evaluations per token."""
     apply_style()
-    frontier = pd.concat([read_csv(path, FRONTIER_COLUMNS, "the frontier written by the analysis stage")
-                          for path in paths], ignore_index=True)
+    frontier = pd.concat(
+        [read_csv(path, FRONTIER_COLUMNS, "the frontier written by the analysis stage") for path in paths],
+        ignore_index=True,
+    )
     figure, axes = panels(1, 1)
     figure.set_figwidth(figure.get_figwidth() * 1.5)
-    sns.lineplot(frontier.sort_values("field_evaluations"), x="field_evaluations", y="val_ppl", hue="run_id",
-                 style="solver", markers=True, ax=axes[0, 0])
+    sns.lineplot(
+        frontier.sort_values("field_evaluations"),
+        x="field_evaluations",
+        y="val_ppl",
+        hue="run_id",
+        style="solver",
+        markers=True,
+        ax=axes[0, 0],
+    )
     trained = frontier[frontier["step_factor"] == 1.0]
-    axes[0, 0].scatter(trained["field_evaluations"], trained["val_ppl"], facecolors="none", edgecolors="black",
-                       s=80, label="as trained")
-    axes[0, 0].set(xscale="log", yscale="log", xlabel="vector-field evaluations per token (count)", ylabel=PPL_LABEL,
-                   title="Compute/quality frontier")
+    axes[0, 0].scatter(
+        trained["field_evaluations"],
+        trained["val_ppl"],
+        facecolors="none",
+        edgecolors="black",
+        s=80,
+        label="as trained",
+    )
+    axes[0, 0].set(
+        xscale="log",
+        yscale="log",
+        xlabel="vector-field evaluations per token (count)",
+        ylabel=PPL_LABEL,
+        title="Compute/quality frontier",
+    )
     evaluations = sorted(frontier["field_evaluations"].unique())
     axes[0, 0].xaxis.set_major_locator(FixedLocator(evaluations))
     axes[0, 0].xaxis.set_major_formatter(FixedFormatter([f"{value:g}" for value in evaluations]))

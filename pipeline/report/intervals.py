@@ -27,15 +27,19 @@ CORRELATION_CLIP = 1 - 1e-9
 SUPPORTED, CONTRADICTED, EQUIVALENT = "supported", "contradicted", "equivalent"
 INCONCLUSIVE, NOT_TESTED = "inconclusive", "not tested at this scale"
 CONTROL, SENSITIVITY = "control (no verdict)", "sensitivity (no verdict)"
-VERDICT_RULE = ("Each primary claim is one test (p, two-sided, against the claim's threshold; TOST for an "
-                "equivalence); p-values of the primary claims are Holm-adjusted together (family-wise α = 0.05). "
-                "supported: adjusted p < α and the statistic on the claimed side; contradicted: adjusted p < α on "
-                "the other side; equivalent: the TOST's adjusted p < α; inconclusive: adjusted p ≥ α; not tested "
-                "at this scale: the design cannot decide it (too few seeds for 80 % power, n = 1, a statistic with "
-                "too few values, or a fine-tune whose curve did not plateau). Controls and sensitivity rows carry "
-                "no verdict.")
-INTERVAL_METHOD = ("95 % Student t-interval across seeds (paired per seed where two families are compared); "
-                   "correlations on Fisher's z; 0/1 outcomes Clopper–Pearson; n = 1: no interval")
+VERDICT_RULE = (
+    "Each primary claim is one test (p, two-sided, against the claim's threshold; TOST for an "
+    "equivalence); p-values of the primary claims are Holm-adjusted together (family-wise α = 0.05). "
+    "supported: adjusted p < α and the statistic on the claimed side; contradicted: adjusted p < α on "
+    "the other side; equivalent: the TOST's adjusted p < α; inconclusive: adjusted p ≥ α; not tested "
+    "at this scale: the design cannot decide it (too few seeds for 80 % power, n = 1, a statistic with "
+    "too few values, or a fine-tune whose curve did not plateau). Controls and sensitivity rows carry "
+    "no verdict."
+)
+INTERVAL_METHOD = (
+    "95 % Student t-interval across seeds (paired per seed where two families are compared); "
+    "correlations on Fisher's z; 0/1 outcomes Clopper–Pearson; n = 1: no interval"
+)
 
 
 @dataclass(frozen=True)

@@ -124,21 +124,40 @@ def planned_claims(study_csv: Path = STUDY_CSV) -> list[Plan]:
     for group in ("owt-small", "wt103-small"):
         sd = paired_log_ppl_sd(card, group)
         source = f"per-seed Δ log-ppl, {group}, {study_csv.name}"
-        plans += [Plan(f"(1) better, {group}", "t", sd, EFFECT_NATS, source),
-                  Plan(f"(1) comparable, {group}", "tost", sd, EQUIVALENCE_MARGIN, source)]
+        plans += [
+            Plan(f"(1) better, {group}", "t", sd, EFFECT_NATS, source),
+            Plan(f"(1) comparable, {group}", "tost", sd, EQUIVALENCE_MARGIN, source),
+        ]
     for depth, steps in (("L/2", 2), ("L", 4)):
         item = f"(2) lora DiffEqFormer N′={steps} beats GPT, owt→wt103"
-        plans.append(Plan(f"(2) lora N′={depth}", "t", interval_sd(claims.loc[item]), EFFECT_NATS,
-                          f"95 % interval of '{item}'"))
-    spectra = [interval_sd(row) for item, row in claims.iterrows()
-               if item.startswith("(4)") and "(trained)" in item]
-    plans.append(Plan("(4) spectra grow with t", "t", float(np.mean(spectra)), EFFECT_RHO,
-                      "mean of the 4 trained spectra rows' interval sds (ρ scale)"))
+        plans.append(
+            Plan(f"(2) lora N′={depth}", "t", interval_sd(claims.loc[item]), EFFECT_NATS, f"95 % interval of '{item}'")
+        )
+    spectra = [interval_sd(row) for item, row in claims.iterrows() if item.startswith("(4)") and "(trained)" in item]
+    plans.append(
+        Plan(
+            "(4) spectra grow with t",
+            "t",
+            float(np.mean(spectra)),
+            EFFECT_RHO,
+            "mean of the 4 trained spectra rows' interval sds (ρ scale)",
+        )
+    )
     item = "(5) weight sharing is worse: Shared parameter, wt103-small"
-    plans.append(Plan("(5) weight sharing is worse", "t", interval_sd(claims.loc[item]), EFFECT_NATS,
-                      f"95 % interval of '{item}'"))
-    plans.append(Plan("(6) no clustering without weight sharing", "sign", math.nan, EFFECT_FRACTION,
-                      "sign test on the sweep seeds (no spread needed)"))
+    plans.append(
+        Plan(
+            "(5) weight sharing is worse", "t", interval_sd(claims.loc[item]), EFFECT_NATS, f"95 % interval of '{item}'"
+        )
+    )
+    plans.append(
+        Plan(
+            "(6) no clustering without weight sharing",
+            "sign",
+            math.nan,
+            EFFECT_FRACTION,
+            "sign test on the sweep seeds (no spread needed)",
+        )
+    )
     return plans
 
 
@@ -147,12 +166,22 @@ def design_table(seeds: dict[str, int], study_csv: Path = STUDY_CSV) -> pd.DataF
     design and whether the design can decide it."""
     plans = planned_claims(study_csv)
     family, alpha = powered_family(plans, seeds)
-    return pd.DataFrame([{"claim": plan.hypothesis, "test": plan.test, "per-seed sd": plan.sd,
-                          "effect": plan.effect, "alpha (Holm, strictest step)": alpha,
-                          "seeds for 80 % power": seeds_needed(plan, alpha),
-                          "seeds in design": seeds.get(plan.hypothesis, 0),
-                          "verdict by design": "decided" if plan.hypothesis in family else "not tested at this scale",
-                          "sd from": plan.sd_source} for plan in plans])
+    return pd.DataFrame(
+        [
+            {
+                "claim": plan.hypothesis,
+                "test": plan.test,
+                "per-seed sd": plan.sd,
+                "effect": plan.effect,
+                "alpha (Holm, strictest step)": alpha,
+                "seeds for 80 % power": seeds_needed(plan, alpha),
+                "seeds in design": seeds.get(plan.hypothesis, 0),
+                "verdict by design": "decided" if plan.hypothesis in family else "not tested at this scale",
+                "sd from": plan.sd_source,
+            }
+            for plan in plans
+        ]
+    )
 
 
 def preset_seeds(config: dict) -> dict[str, int]:
@@ -174,8 +203,10 @@ def preset_seeds(config: dict) -> dict[str, int]:
     design["(2) lora N′=L/2"] = seeds if lora and layers // 2 in steps else 0
     design["(2) lora N′=L"] = seeds if lora and layers in steps else 0
     design["(4) spectra grow with t"] = min(
-        (sum(run.startswith(f"{group}-diffeq-") for run in spectra) for group in groups), default=0)
+        (sum(run.startswith(f"{group}-diffeq-") for run in spectra) for group in groups), default=0
+    )
     design["(5) weight sharing is worse"] = seeds if any("shared" in f for f in families.values()) else 0
     design["(6) no clustering without weight sharing"] = int(
-        config.get("analysis", {}).get("clustering", {}).get("seeds", 0))
+        config.get("analysis", {}).get("clustering", {}).get("seeds", 0)
+    )
     return design

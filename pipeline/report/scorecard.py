@@ -73,13 +73,21 @@ def rank_correlation(x: pd.Series, y: pd.Series) -> float:
 def downstream_numbers(preset: str, paths: list[Path]) -> list[dict]:
     """Tables 4-5: our accuracy (%) beside the paper's for each (pair, task, shots, model)."""
     reference = pd.read_csv(REFERENCE_DIR / "downstream.csv")
-    paper = pd.concat([
-        reference.rename(columns={"benchmark": "task", f"{role}_acc": "paper", f"{role}_stderr": "paper_stderr"})
-        .assign(role="baseline" if role == "baseline" else "diffeq")[["pair", "task", "shots", "role", "paper",
-                                                                       "paper_stderr"]]
-        for role in ("baseline", "diffeqformer")])
-    ours = downstream_table(load_downstream(paths)) if paths else pd.DataFrame(
-        columns=["pair", "task", "shots", "role", "acc", "acc_stderr"])
+    paper = pd.concat(
+        [
+            reference.rename(
+                columns={"benchmark": "task", f"{role}_acc": "paper", f"{role}_stderr": "paper_stderr"}
+            ).assign(role="baseline" if role == "baseline" else "diffeq")[
+                ["pair", "task", "shots", "role", "paper", "paper_stderr"]
+            ]
+            for role in ("baseline", "diffeqformer")
+        ]
+    )
+    ours = (
+        downstream_table(load_downstream(paths))
+        if paths
+        else pd.DataFrame(columns=["pair", "task", "shots", "role", "acc", "acc_stderr"])
+    )
     merged = paper.merge(ours, on=["pair", "task", "shots", "role"], how="outer")
     rows = []
     for entry in merged.itertuples():
@@ -87,17 +95,37 @@ def downstream_numbers(preset: str, paths: list[Path]) -> list[dict]:
         item = f"{entry.pair} {entry.task} {entry.shots}-shot {model}"
         source = "Table 4" if entry.pair == "gpt-large" else "Table 5"
         if math.isnan(entry.paper):
-            rows.append(row("number", item, "Tables 4-5", ours=entry.acc, unit="accuracy %", status=NOT_IN_PAPER,
-                            evidence=f"± {entry.acc_stderr:.2f}"))
+            rows.append(
+                row(
+                    "number",
+                    item,
+                    "Tables 4-5",
+                    ours=entry.acc,
+                    unit="accuracy %",
+                    status=NOT_IN_PAPER,
+                    evidence=f"± {entry.acc_stderr:.2f}",
+                )
+            )
         elif math.isnan(entry.acc) or preset != COMPARABLE_PRESET:
-            rows.append(row("number", item, source, paper=entry.paper, ours=entry.acc, unit="accuracy %",
-                            status=NOT_RUN))
+            rows.append(
+                row("number", item, source, paper=entry.paper, ours=entry.acc, unit="accuracy %", status=NOT_RUN)
+            )
         else:
             tolerance = 2 * math.hypot(entry.paper_stderr, entry.acc_stderr)
             deviation = entry.acc - entry.paper
-            rows.append(row("number", item, source, paper=entry.paper, ours=entry.acc, deviation=deviation,
-                            unit="accuracy %", status=HOLDS if abs(deviation) <= tolerance else FAILS,
-                            evidence=f"tolerance 2 combined stderr = {tolerance:.2f}"))
+            rows.append(
+                row(
+                    "number",
+                    item,
+                    source,
+                    paper=entry.paper,
+                    ours=entry.acc,
+                    deviation=deviation,
+                    unit="accuracy %",
+                    status=HOLDS if abs(deviation) <= tolerance else FAILS,
+                    evidence=f"tolerance 2 combined stderr = {tolerance:.2f}",
+                )
+            )
     return rows
 
 
@@ -111,24 +139,51 @@ def parameter_numbers(preset: str, runs: pd.DataFrame) -> list[dict]:
         measured = float(match["parameters"].iloc[0]) / 1e6 if len(match) else math.nan
         item = f"{FAMILY_LABELS[entry.family]} {entry.size} parameters"
         if math.isnan(measured) or preset != COMPARABLE_PRESET:
-            rows.append(row("number", item, "Table 3", paper=entry.parameters / 1e6, ours=measured, unit="M",
-                            status=NOT_RUN, evidence=f"ours: the {preset} preset's shape"))
+            rows.append(
+                row(
+                    "number",
+                    item,
+                    "Table 3",
+                    paper=entry.parameters / 1e6,
+                    ours=measured,
+                    unit="M",
+                    status=NOT_RUN,
+                    evidence=f"ours: the {preset} preset's shape",
+                )
+            )
             continue
         deviation = measured / (entry.parameters / 1e6) - 1
-        rows.append(row("number", item, "Table 3", paper=entry.parameters / 1e6, ours=measured,
-                        deviation=deviation, unit="M (deviation relative)",
-                        status=HOLDS if abs(deviation) <= PARAMETER_TOLERANCE else FAILS,
-                        evidence=f"tolerance {PARAMETER_TOLERANCE:.0%}"))
+        rows.append(
+            row(
+                "number",
+                item,
+                "Table 3",
+                paper=entry.parameters / 1e6,
+                ours=measured,
+                deviation=deviation,
+                unit="M (deviation relative)",
+                status=HOLDS if abs(deviation) <= PARAMETER_TOLERANCE else FAILS,
+                evidence=f"tolerance {PARAMETER_TOLERANCE:.0%}",
+            )
+        )
     return rows
 
 
 def perplexity_numbers(runs: pd.DataFrame) -> list[dict]:
     """Tables 1-2: our perplexities; the paper's values are not in our copy of its text (lost in extraction)."""
     table = runs[runs["role"] == "table"]
-    return [row("number", f"{entry.run_id} validation perplexity", "Table 1" if entry.dataset == "wt103" else "Table 2",
-                ours=entry.val_ppl, unit="perplexity", status=NOT_IN_PAPER,
-                evidence="the paper's value did not survive text extraction")
-            for entry in table.itertuples()]
+    return [
+        row(
+            "number",
+            f"{entry.run_id} validation perplexity",
+            "Table 1" if entry.dataset == "wt103" else "Table 2",
+            ours=entry.val_ppl,
+            unit="perplexity",
+            status=NOT_IN_PAPER,
+            evidence="the paper's value did not survive text extraction",
+        )
+        for entry in table.itertuples()
+    ]
 
 
 def memory_claims(paths: list[Path]) -> list[dict]:
@@ -144,11 +199,19 @@ def memory_claims(paths: list[Path]) -> list[dict]:
     low, high = diffeq.iloc[0], diffeq.iloc[-1]
     parameter_growth = high["parameters"] / low["parameters"]
     memory_growth = high["peak_bytes"] / low["peak_bytes"]
-    return [row("claim", "peak memory grows less than the parameter count with D", "Fig. 16", ours=memory_growth,
-                deviation=memory_growth - parameter_growth, unit="memory growth − parameter growth (< 0 supports)",
-                status=SUPPORTED if memory_growth < parameter_growth else CONTRADICTED,
-                evidence=f"D {int(low['time_embed_dim'])}→{int(high['time_embed_dim'])}: parameters "
-                         f"×{parameter_growth:.2f}, peak memory ×{memory_growth:.2f} ({source}, per device)")]
+    return [
+        row(
+            "claim",
+            "peak memory grows less than the parameter count with D",
+            "Fig. 16",
+            ours=memory_growth,
+            deviation=memory_growth - parameter_growth,
+            unit="memory growth − parameter growth (< 0 supports)",
+            status=SUPPORTED if memory_growth < parameter_growth else CONTRADICTED,
+            evidence=f"D {int(low['time_embed_dim'])}→{int(high['time_embed_dim'])}: parameters "
+            f"×{parameter_growth:.2f}, peak memory ×{memory_growth:.2f} ({source}, per device)",
+        )
+    ]
 
 
 def lambada_claims(paths: list[Path]) -> list[dict]:
@@ -160,19 +223,35 @@ def lambada_claims(paths: list[Path]) -> list[dict]:
     table = downstream_table(load_downstream(paths))
     lambada = table[table["task"].str.contains("lambada")]
     if lambada.empty:
-        return [row("claim", "downstream accuracy ≥ baseline on LAMBADA", "Tables 4-5", status=NOT_RUN,
-                    evidence="no LAMBADA-like task in this preset")]
+        return [
+            row(
+                "claim",
+                "downstream accuracy ≥ baseline on LAMBADA",
+                "Tables 4-5",
+                status=NOT_RUN,
+                evidence="no LAMBADA-like task in this preset",
+            )
+        ]
     rows = []
     for (pair, task, shots), entries in lambada.groupby(["pair", "task", "shots"]):
         by_role = entries.set_index("role")
         deviation = by_role.loc["diffeq", "acc"] - by_role.loc["baseline", "acc"]
         stderr = math.hypot(by_role.loc["diffeq", "acc_stderr"], by_role.loc["baseline", "acc_stderr"])
         p = 2 * float(stats.norm.sf(abs(deviation) / stderr)) if stderr > 0 else 1.0
-        rows.append(row("claim", f"accuracy ≥ baseline on {task}, {pair}, {shots}-shot", "Tables 4-5",
-                        ours=by_role.loc["diffeq", "acc"], p=p, deviation=deviation, unit="accuracy points",
-                        status=verdict(deviation, p, 0.0, "above"),
-                        evidence=f"{by_role.loc['diffeq', 'acc']:.2f} vs {by_role.loc['baseline', 'acc']:.2f} "
-                                 f"(combined stderr {stderr:.2f}; z-test, unadjusted)"))
+        rows.append(
+            row(
+                "claim",
+                f"accuracy ≥ baseline on {task}, {pair}, {shots}-shot",
+                "Tables 4-5",
+                ours=by_role.loc["diffeq", "acc"],
+                p=p,
+                deviation=deviation,
+                unit="accuracy points",
+                status=verdict(deviation, p, 0.0, "above"),
+                evidence=f"{by_role.loc['diffeq', 'acc']:.2f} vs {by_role.loc['baseline', 'acc']:.2f} "
+                f"(combined stderr {stderr:.2f}; z-test, unadjusted)",
+            )
+        )
     return rows
 
 
@@ -185,31 +264,51 @@ def ablation_claims(runs: pd.DataFrame) -> list[dict]:
     single = "n = 1: no interval, no verdict"
     for family, better in (("diffeq", "0.95"), ("gpt", "0.999")):
         variant = ablations[(ablations["family"] == family) & ablations["ablation"].str.startswith("beta2_")]
-        base = runs[(runs["role"] == "table") & (runs["family"] == family)
-                    & runs["group"].isin(variant["group"])]
+        base = runs[(runs["role"] == "table") & (runs["family"] == family) & runs["group"].isin(variant["group"])]
         if variant.empty or base.empty:
             continue
         low, high = (base["val_ppl"].iloc[0], variant["val_ppl"].iloc[0])
-        rows.append(row("claim", f"{FAMILY_LABELS[family]} is better with β2 = {better}", "Fig. 7",
-                        deviation=(low - high) if better == "0.95" else (high - low), status=NOT_TESTED,
-                        unit="perplexity (claimed setting − other setting; claimed < 0)",
-                        evidence=f"base group's β2 {low:.2f}, {variant['ablation'].iloc[0]} {high:.2f}; {single}"))
+        rows.append(
+            row(
+                "claim",
+                f"{FAMILY_LABELS[family]} is better with β2 = {better}",
+                "Fig. 7",
+                deviation=(low - high) if better == "0.95" else (high - low),
+                status=NOT_TESTED,
+                unit="perplexity (claimed setting − other setting; claimed < 0)",
+                evidence=f"base group's β2 {low:.2f}, {variant['ablation'].iloc[0]} {high:.2f}; {single}",
+            )
+        )
     dims = ablations[ablations["ablation"].str.startswith("time_embed_dim_")]
     if len(dims) >= 2:
         d = dims["ablation"].str.removeprefix("time_embed_dim_").astype(float)
-        rows.append(row("claim", "perplexity falls as D grows", "Fig. 14",
-                        deviation=rank_correlation(d, dims["val_ppl"]), unit="Spearman ρ(D, perplexity)",
-                        status=NOT_TESTED,
-                        evidence="; ".join(f"D={int(v)}: {p:.2f}" for v, p in
-                                           sorted(zip(d, dims["val_ppl"], strict=True))) + f"; {single}"))
+        rows.append(
+            row(
+                "claim",
+                "perplexity falls as D grows",
+                "Fig. 14",
+                deviation=rank_correlation(d, dims["val_ppl"]),
+                unit="Spearman ρ(D, perplexity)",
+                status=NOT_TESTED,
+                evidence="; ".join(f"D={int(v)}: {p:.2f}" for v, p in sorted(zip(d, dims["val_ppl"], strict=True)))
+                + f"; {single}",
+            )
+        )
     design = ablations[ablations["ablation"].str.startswith("time_mlp_design_")]
     base = runs[(runs["role"] == "table") & (runs["family"] == "diffeq") & runs["group"].isin(design["group"])]
     if len(design) and len(base):
-        rows.append(row("claim", "paper's time-weight design beats the shared MLP", "Fig. 18",
-                        deviation=base["val_ppl"].iloc[0] / design["val_ppl"].iloc[0] - 1,
-                        unit="relative perplexity difference (claimed < 0)", status=NOT_TESTED,
-                        evidence=f"paper design {base['val_ppl'].iloc[0]:.2f} vs shared MLP "
-                                 f"{design['val_ppl'].iloc[0]:.2f}; {single}"))
+        rows.append(
+            row(
+                "claim",
+                "paper's time-weight design beats the shared MLP",
+                "Fig. 18",
+                deviation=base["val_ppl"].iloc[0] / design["val_ppl"].iloc[0] - 1,
+                unit="relative perplexity difference (claimed < 0)",
+                status=NOT_TESTED,
+                evidence=f"paper design {base['val_ppl'].iloc[0]:.2f} vs shared MLP "
+                f"{design['val_ppl'].iloc[0]:.2f}; {single}",
+            )
+        )
     return rows
 
 
@@ -225,9 +324,11 @@ def decide(claims: list[dict]) -> tuple[list[dict], str]:
     members = [claim for claim in claims if claim.get("hypothesis") in family and math.isfinite(claim["p"])]
     for claim, adjusted in zip(members, holm([claim["p"] for claim in members]), strict=True):
         claim["p_holm"] = adjusted
-        claim["status"] = (equivalence_verdict(adjusted) if claim["claimed"] == "equivalent" else
-                           verdict(claim.get("direction", claim["ours"] - claim["threshold"]), adjusted, 0.0,
-                                   claim["claimed"]))
+        claim["status"] = (
+            equivalence_verdict(adjusted)
+            if claim["claimed"] == "equivalent"
+            else verdict(claim.get("direction", claim["ours"] - claim["threshold"]), adjusted, 0.0, claim["claimed"])
+        )
     for claim in claims:
         if claim.get("hypothesis") and claim not in members:
             claim["evidence"] += "; fewer seeds than 80 % power needs (pipeline/report/power.py)"
@@ -238,13 +339,38 @@ def decide(claims: list[dict]) -> tuple[list[dict], str]:
 def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
     """Claims, then numbers: claims (1)-(7) (``seeded_claims``, decided by ``decide``), the secondary claims, then
     the paper's numbers beside ours. ``card.attrs["family"]`` names the Holm family."""
-    runs = read_csv(inputs.runs_csv, ["run_id", "group", "family", "size", "role", "ablation", "parameters", "seed",
-                                      "val_loss", "val_ppl", "mean_tokens_per_s", "dataset"], "the pretrain run list")
-    claims, family = decide(seeded_claims(runs, inputs.finetune_summaries, inputs.spectra, inputs.untrained_spectra,
-                                          inputs.clustering_sweep))
-    rows = (claims + lambada_claims(inputs.downstream) + ablation_claims(runs) + memory_claims(inputs.memory)
-            + perplexity_numbers(runs) + parameter_numbers(inputs.preset, runs)
-            + downstream_numbers(inputs.preset, inputs.downstream))
+    runs = read_csv(
+        inputs.runs_csv,
+        [
+            "run_id",
+            "group",
+            "family",
+            "size",
+            "role",
+            "ablation",
+            "parameters",
+            "seed",
+            "val_loss",
+            "val_ppl",
+            "mean_tokens_per_s",
+            "dataset",
+        ],
+        "the pretrain run list",
+    )
+    claims, family = decide(
+        seeded_claims(
+            runs, inputs.finetune_summaries, inputs.spectra, inputs.untrained_spectra, inputs.clustering_sweep
+        )
+    )
+    rows = (
+        claims
+        + lambada_claims(inputs.downstream)
+        + ablation_claims(runs)
+        + memory_claims(inputs.memory)
+        + perplexity_numbers(runs)
+        + parameter_numbers(inputs.preset, runs)
+        + downstream_numbers(inputs.preset, inputs.downstream)
+    )
     card = pd.DataFrame(rows, columns=SCORECARD_COLUMNS)
     card.attrs["family"] = family
     return card
@@ -256,12 +382,19 @@ def verdict_note(card: pd.DataFrame) -> str:
 
 
 def scorecard_markdown(card: pd.DataFrame, preset: str) -> str:
-    scope = ("the paper's configuration" if preset == COMPARABLE_PRESET else
-             f"preset `{preset}`: small models on stand-in data; the paper's numbers are not comparable (status "
-             "'not run at this preset')")
+    scope = (
+        "the paper's configuration"
+        if preset == COMPARABLE_PRESET
+        else f"preset `{preset}`: small models on stand-in data; the paper's numbers are not comparable (status "
+        "'not run at this preset')"
+    )
     counts = card.groupby(["section", "status"]).size().unstack(fill_value=0)
-    parts = [f"# Scorecard (preset `{preset}`)\n", f"Scope: {scope}.\n",
-             f"## Status counts\n\n{counts.to_markdown()}\n", verdict_note(card) + "\n"]
+    parts = [
+        f"# Scorecard (preset `{preset}`)\n",
+        f"Scope: {scope}.\n",
+        f"## Status counts\n\n{counts.to_markdown()}\n",
+        verdict_note(card) + "\n",
+    ]
     for section, title in (("claim", "Claims"), ("number", "Numbers")):
         rows = card[card["section"] == section].drop(columns="section").astype(object)
         rows = rows.where(rows.notna(), None)
@@ -274,7 +407,10 @@ def write_scorecard(inputs: ScorecardInputs, *, out: TableFiles) -> None:
     card = scorecard(inputs)
     atomic_write_text(out.csv, card.to_csv(index=False))
     atomic_write_text(out.md, scorecard_markdown(card, inputs.preset))
-    atomic_write_text(out.html, "<!DOCTYPE html><html><head><meta charset='utf-8'><style>"
-                      "body{font-family:sans-serif} table{border-collapse:collapse} td,th{padding:2px 8px}</style>"
-                      f"</head><body><p>{html.escape(verdict_note(card))}</p>"
-                      f"{card.to_html(index=False, na_rep='–', float_format='{:.4g}'.format)}</body></html>\n")
+    atomic_write_text(
+        out.html,
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><style>"
+        "body{font-family:sans-serif} table{border-collapse:collapse} td,th{padding:2px 8px}</style>"
+        f"</head><body><p>{html.escape(verdict_note(card))}</p>"
+        f"{card.to_html(index=False, na_rep='–', float_format='{:.4g}'.format)}</body></html>\n",
+    )

@@ -39,15 +39,40 @@ less than 0.02 nats in total (docs/experiments.md, "The mini study")."""
 FAMILY_PAIRS = (("gpt", "diffeq"), ("llama", "diffeq_llama"))
 
 
-def claim(item: str, source: str, interval: Interval, unit: str, evidence: str, *, hypothesis: str | None = None,
-          claimed: str = "", threshold: float = 0.0, status: str = NOT_TESTED) -> dict:
+def claim(
+    item: str,
+    source: str,
+    interval: Interval,
+    unit: str,
+    evidence: str,
+    *,
+    hypothesis: str | None = None,
+    claimed: str = "",
+    threshold: float = 0.0,
+    status: str = NOT_TESTED,
+) -> dict:
     """A claim's row: the statistic's mean, interval and p; ``hypothesis`` names a primary claim (decided by the
     scorecard, ``claimed`` "above", "below" or "equivalent" of ``threshold``), else ``status`` stands."""
     spread = "" if interval.n > 1 else "; n = 1: no interval, no verdict"
-    return {**row("claim", item, source, ours=interval.mean, low=interval.low, high=interval.high, p=interval.p,
-                  deviation=interval.mean - threshold, unit=unit, status=status,
-                  evidence=f"{evidence}; n={interval.n}{spread}"),
-            "hypothesis": hypothesis, "claimed": claimed, "threshold": threshold, "n": interval.n}
+    return {
+        **row(
+            "claim",
+            item,
+            source,
+            ours=interval.mean,
+            low=interval.low,
+            high=interval.high,
+            p=interval.p,
+            deviation=interval.mean - threshold,
+            unit=unit,
+            status=status,
+            evidence=f"{evidence}; n={interval.n}{spread}",
+        ),
+        "hypothesis": hypothesis,
+        "claimed": claimed,
+        "threshold": threshold,
+        "n": interval.n,
+    }
 
 
 def by_seed(frame: pd.DataFrame, column: str) -> dict[int, float]:
@@ -59,8 +84,9 @@ def perplexity_claims(runs: pd.DataFrame) -> list[dict]:
     superiority (< 0) and for equivalence within ±``EQUIVALENCE_MARGIN`` (TOST)."""
     rows = []
     for group, runs_of_group in runs[runs["role"] == "table"].groupby("group", sort=False):
-        families = {family: by_seed(rows_of_family, "val_loss")
-                    for family, rows_of_family in runs_of_group.groupby("family")}
+        families = {
+            family: by_seed(rows_of_family, "val_loss") for family, rows_of_family in runs_of_group.groupby("family")
+        }
         for baseline, challenger in FAMILY_PAIRS:
             if not {baseline, challenger} <= set(families):
                 continue
@@ -70,15 +96,32 @@ def perplexity_claims(runs: pd.DataFrame) -> list[dict]:
             ppl = runs_of_group.groupby("family")["val_ppl"].mean()
             evidence = f"mean ppl {ppl[challenger]:.2f} vs {ppl[baseline]:.2f}"
             primary = baseline == "gpt"
-            rows.append(claim(f"(1) {FAMILY_LABELS[challenger]} better than {FAMILY_LABELS[baseline]}, {group}",
-                              "Tables 1-2", better, f"Δ log-ppl ({names}, paired by seed)", evidence,
-                              hypothesis=f"(1) better, {group}" if primary else None, claimed="below"))
-            comparable = Interval(better.mean, better.low, better.high, better.n, tost_p(differences,
-                                                                                           EQUIVALENCE_MARGIN))
-            rows.append(claim(f"(1) {FAMILY_LABELS[challenger]} comparable to {FAMILY_LABELS[baseline]} "
-                              f"(±{EQUIVALENCE_MARGIN:g} nats, TOST), {group}", "Tables 1-2", comparable,
-                              f"Δ log-ppl ({names}, paired by seed)", evidence,
-                              hypothesis=f"(1) comparable, {group}" if primary else None, claimed="equivalent"))
+            rows.append(
+                claim(
+                    f"(1) {FAMILY_LABELS[challenger]} better than {FAMILY_LABELS[baseline]}, {group}",
+                    "Tables 1-2",
+                    better,
+                    f"Δ log-ppl ({names}, paired by seed)",
+                    evidence,
+                    hypothesis=f"(1) better, {group}" if primary else None,
+                    claimed="below",
+                )
+            )
+            comparable = Interval(
+                better.mean, better.low, better.high, better.n, tost_p(differences, EQUIVALENCE_MARGIN)
+            )
+            rows.append(
+                claim(
+                    f"(1) {FAMILY_LABELS[challenger]} comparable to {FAMILY_LABELS[baseline]} "
+                    f"(±{EQUIVALENCE_MARGIN:g} nats, TOST), {group}",
+                    "Tables 1-2",
+                    comparable,
+                    f"Δ log-ppl ({names}, paired by seed)",
+                    evidence,
+                    hypothesis=f"(1) comparable, {group}" if primary else None,
+                    claimed="equivalent",
+                )
+            )
     return rows
 
 
@@ -96,13 +139,35 @@ def load_finetunes(paths: list[Path]) -> pd.DataFrame:
     rows = []
     for path in paths:
         summary = read_json(path)
-        require_columns(summary, ["family", "source_dataset", "target_dataset", "method", "num_steps",
-                                  "source_steps", "seed", "val_loss"], path,
-                        "a fine-tune summary written by the finetune stage")
-        rows.append({**summary, "overfit": summary["val_loss"] - eval_curve(path)["eval_loss"].min(),
-                     "plateaued": plateaued(path)})
-    return pd.DataFrame(rows, columns=["family", "source_dataset", "target_dataset", "method", "num_steps",
-                                       "source_steps", "seed", "val_loss", "val_ppl", "overfit", "plateaued"])
+        require_columns(
+            summary,
+            ["family", "source_dataset", "target_dataset", "method", "num_steps", "source_steps", "seed", "val_loss"],
+            path,
+            "a fine-tune summary written by the finetune stage",
+        )
+        rows.append(
+            {
+                **summary,
+                "overfit": summary["val_loss"] - eval_curve(path)["eval_loss"].min(),
+                "plateaued": plateaued(path),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "family",
+            "source_dataset",
+            "target_dataset",
+            "method",
+            "num_steps",
+            "source_steps",
+            "seed",
+            "val_loss",
+            "val_ppl",
+            "overfit",
+            "plateaued",
+        ],
+    )
 
 
 def finetune_claims(finetunes: pd.DataFrame) -> list[dict]:
@@ -116,30 +181,49 @@ def finetune_claims(finetunes: pd.DataFrame) -> list[dict]:
             depth = {ours["source_steps"].iloc[0] / 2: "L/2", ours["source_steps"].iloc[0]: "L"}.get(num_steps)
             flat = int(ours["plateaued"].sum() + baseline["plateaued"].sum())
             total = len(ours) + len(baseline)
-            evidence = (f"mean ppl {ours['val_ppl'].mean():.2f} vs GPT {baseline['val_ppl'].mean():.2f}; "
-                        f"{flat} of {total} curves plateaued")
+            evidence = (
+                f"mean ppl {ours['val_ppl'].mean():.2f} vs GPT {baseline['val_ppl'].mean():.2f}; "
+                f"{flat} of {total} curves plateaued"
+            )
             primary = method == "lora" and depth is not None and flat == total
-            rows.append(claim(f"(2) {method} DiffEqFormer N′={num_steps} beats GPT, {source}→{target}", "Fig. 5",
-                              t_interval(paired_differences(by_seed(ours, "val_loss"),
-                                                            by_seed(baseline, "val_loss"))),
-                              "Δ log-ppl (DiffEqFormer − GPT, paired by seed)", evidence,
-                              hypothesis=f"(2) {method} N′={depth}" if primary else None, claimed="below"))
+            rows.append(
+                claim(
+                    f"(2) {method} DiffEqFormer N′={num_steps} beats GPT, {source}→{target}",
+                    "Fig. 5",
+                    t_interval(paired_differences(by_seed(ours, "val_loss"), by_seed(baseline, "val_loss"))),
+                    "Δ log-ppl (DiffEqFormer − GPT, paired by seed)",
+                    evidence,
+                    hypothesis=f"(2) {method} N′={depth}" if primary else None,
+                    claimed="below",
+                )
+            )
     return rows
 
 
 def overfit_claims(finetunes: pd.DataFrame) -> list[dict]:
     """(3) fewer steps over-fit less: per seed, Spearman ρ(N′, final − best validation loss) of the full
     DiffEqFormer fine-tunes into WikiText-103. Over a few N′ ρ takes a few values (±0.5, ±1 for three): no verdict."""
-    full = finetunes[(finetunes["method"] == "full") & finetunes["family"].isin(DIFFEQ_FAMILIES)
-                     & (finetunes["target_dataset"] == "wt103")]
+    full = finetunes[
+        (finetunes["method"] == "full")
+        & finetunes["family"].isin(DIFFEQ_FAMILIES)
+        & (finetunes["target_dataset"] == "wt103")
+    ]
     rows = []
     for source, runs in full.groupby("source_dataset"):
-        rhos = [float(seed_runs["num_steps"].corr(seed_runs["overfit"], method="spearman"))
-                for _, seed_runs in runs.groupby("seed")]
-        rows.append(claim(f"(3) fewer steps over-fit less on WikiText-103 (full, from {source})", "Fig. 5",
-                          correlation_interval(rhos), "Spearman ρ(N′, final − best val_loss) per seed",
-                          f"ρ over {runs['num_steps'].nunique()} N′ values takes a few values only; largest "
-                          f"over-fit {runs['overfit'].max():.3g} nats"))
+        rhos = [
+            float(seed_runs["num_steps"].corr(seed_runs["overfit"], method="spearman"))
+            for _, seed_runs in runs.groupby("seed")
+        ]
+        rows.append(
+            claim(
+                f"(3) fewer steps over-fit less on WikiText-103 (full, from {source})",
+                "Fig. 5",
+                correlation_interval(rhos),
+                "Spearman ρ(N′, final − best val_loss) per seed",
+                f"ρ over {runs['num_steps'].nunique()} N′ values takes a few values only; largest "
+                f"over-fit {runs['overfit'].max():.3g} nats",
+            )
+        )
     return rows
 
 
@@ -148,14 +232,17 @@ def spectral_trends(paths: list[Path]) -> pd.DataFrame:
     eigenvalues (untrained models of one config and seed are the same model whatever their dataset)."""
     trends = []
     for path in paths:
-        table = read_csv(path, ["run_id", "family", "dataset", "matrix", "t", "layer", "head", "real", "imag"],
-                         "spectra of the analysis stage")
+        table = read_csv(
+            path,
+            ["run_id", "family", "dataset", "matrix", "t", "layer", "head", "real", "imag"],
+            "spectra of the analysis stage",
+        )
         if table["family"].iloc[0] in DIFFEQ_FAMILIES:
             model = int(pd.util.hash_pandas_object(table[["matrix", "t", "head", "real", "imag"]], index=False).sum())
-            trends.append(spectral_trend(table).assign(dataset=table["dataset"].iloc[0], run_id=path.stem,
-                                                       model=model))
-    return pd.concat(trends) if trends else pd.DataFrame(columns=["matrix", "head", "rho", "dataset", "run_id",
-                                                                  "model"])
+            trends.append(spectral_trend(table).assign(dataset=table["dataset"].iloc[0], run_id=path.stem, model=model))
+    return (
+        pd.concat(trends) if trends else pd.DataFrame(columns=["matrix", "head", "rho", "dataset", "run_id", "model"])
+    )
 
 
 def spectra_claims(trained: list[Path], untrained: list[Path]) -> list[dict]:
@@ -163,18 +250,29 @@ def spectra_claims(trained: list[Path], untrained: list[Path]) -> list[dict]:
     times (``spectral_trend``), > 0, per dataset and matrix. The untrained models are the control, once each."""
     rows = []
     for (dataset, matrix), trend in spectral_trends(trained).groupby(["dataset", "matrix"]):
-        rows.append(claim(f"(4) {matrix} spectrum grows with t, DiffEqFormer on {dataset}", "Fig. 2a/b",
-                          correlation_interval(trend.groupby("run_id")["rho"].mean().tolist()),
-                          "Spearman ρ(trained t, largest |λ|), mean over a run's heads",
-                          f"per head ρ from {trend['rho'].min():.2f} to {trend['rho'].max():.2f}",
-                          hypothesis="(4) spectra grow with t", claimed="above"))
+        rows.append(
+            claim(
+                f"(4) {matrix} spectrum grows with t, DiffEqFormer on {dataset}",
+                "Fig. 2a/b",
+                correlation_interval(trend.groupby("run_id")["rho"].mean().tolist()),
+                "Spearman ρ(trained t, largest |λ|), mean over a run's heads",
+                f"per head ρ from {trend['rho'].min():.2f} to {trend['rho'].max():.2f}",
+                hypothesis="(4) spectra grow with t",
+                claimed="above",
+            )
+        )
     controls = spectral_trends(untrained).drop_duplicates(["model", "matrix", "head"])
     for matrix, trend in controls.groupby("matrix"):
-        rows.append(claim(f"(4) control: {matrix} spectrum of untrained DiffEqFormers", "Fig. 2a/b",
-                          correlation_interval(trend.groupby("model")["rho"].mean().tolist()),
-                          "Spearman ρ(trained t, largest |λ|), mean over a model's heads",
-                          f"{trend['model'].nunique()} distinct models ({', '.join(sorted(set(trend['dataset'])))})",
-                          status=CONTROL))
+        rows.append(
+            claim(
+                f"(4) control: {matrix} spectrum of untrained DiffEqFormers",
+                "Fig. 2a/b",
+                correlation_interval(trend.groupby("model")["rho"].mean().tolist()),
+                "Spearman ρ(trained t, largest |λ|), mean over a model's heads",
+                f"{trend['model'].nunique()} distinct models ({', '.join(sorted(set(trend['dataset'])))})",
+                status=CONTROL,
+            )
+        )
     return rows
 
 
@@ -186,10 +284,17 @@ def sharing_claims(runs: pd.DataFrame) -> list[dict]:
         others = wide[[family for family in wide.columns if family not in SHARED_FAMILIES]].min(axis=1)
         for family in [family for family in wide.columns if family in SHARED_FAMILIES]:
             ppl = runs_of_group.loc[runs_of_group["family"] == family, "val_ppl"].mean()
-            rows.append(claim(f"(5) weight sharing is worse: {FAMILY_LABELS[family]}, {group}", "Table 1",
-                              t_interval((wide[family] - others).tolist()),
-                              "Δ log-ppl (shared − best other, paired by seed)", f"mean ppl {ppl:.2f}",
-                              hypothesis="(5) weight sharing is worse", claimed="above"))
+            rows.append(
+                claim(
+                    f"(5) weight sharing is worse: {FAMILY_LABELS[family]}, {group}",
+                    "Table 1",
+                    t_interval((wide[family] - others).tolist()),
+                    "Δ log-ppl (shared − best other, paired by seed)",
+                    f"mean ppl {ppl:.2f}",
+                    hypothesis="(5) weight sharing is worse",
+                    claimed="above",
+                )
+            )
     return rows
 
 
@@ -200,28 +305,39 @@ def clustering_claims(sweep_csv: Path | None) -> list[dict]:
     verdict."""
     if sweep_csv is None:
         return []
-    sweep = read_csv(sweep_csv, ["regime", "role", "horizon", "dt", "seed", "magnitude", "tokens", "n_clusters"],
-                     "the clustering sweep of the analysis stage")
+    sweep = read_csv(
+        sweep_csv,
+        ["regime", "role", "horizon", "dt", "seed", "magnitude", "tokens", "n_clusters"],
+        "the clustering sweep of the analysis stage",
+    )
     status = {"claim": None, "control": CONTROL, "sensitivity": SENSITIVITY}
     rows = []
     for (role, regime), runs in sweep.groupby(["role", "regime"], sort=False):
         if role not in status:
-            raise ValueError(f"{sweep_csv}: role {role!r} of regime {regime!r}; expected claim, control or "
-                             "sensitivity.")
+            raise ValueError(
+                f"{sweep_csv}: role {role!r} of regime {regime!r}; expected claim, control or sensitivity."
+            )
         gap = paired_cluster_gap(runs, regime)
         more, fewer = int((gap > 0).sum()), int((gap < 0).sum())
         sign = binomial_interval(more, more + fewer)
         fraction = binomial_interval(more, len(gap))
         together = binomial_interval(int(constant_clusters(runs, regime).sum()), len(gap))
-        rows.append(claim(f"(6) t⁴ ends with more clusters than the constant a(t): {regime} ({role})",
-                          "Fig. 2c/d", Interval(fraction.mean, fraction.low, fraction.high, fraction.n, sign.p),
-                          "fraction of seeds clusters(t⁴) > clusters(constant)",
-                          f"T = {runs['horizon'].iloc[0]:g}, dt = {runs['dt'].iloc[0]:g}; median gap "
-                          f"{gap.median():g} clusters; sign test {more} vs {fewer} (ties {len(gap) - more - fewer}); "
-                          f"the constant clusters in {together.mean:.0%} [{together.low:.0%}, {together.high:.0%}]",
-                          hypothesis="(6) no clustering without weight sharing" if role == "claim" else None,
-                          claimed="above", threshold=0.5, status=status[role] or NOT_TESTED)
-                    | {"direction": (more - fewer) / max(more + fewer, 1)})
+        rows.append(
+            claim(
+                f"(6) t⁴ ends with more clusters than the constant a(t): {regime} ({role})",
+                "Fig. 2c/d",
+                Interval(fraction.mean, fraction.low, fraction.high, fraction.n, sign.p),
+                "fraction of seeds clusters(t⁴) > clusters(constant)",
+                f"T = {runs['horizon'].iloc[0]:g}, dt = {runs['dt'].iloc[0]:g}; median gap "
+                f"{gap.median():g} clusters; sign test {more} vs {fewer} (ties {len(gap) - more - fewer}); "
+                f"the constant clusters in {together.mean:.0%} [{together.low:.0%}, {together.high:.0%}]",
+                hypothesis="(6) no clustering without weight sharing" if role == "claim" else None,
+                claimed="above",
+                threshold=0.5,
+                status=status[role] or NOT_TESTED,
+            )
+            | {"direction": (more - fewer) / max(more + fewer, 1)}
+        )
     return rows
 
 
@@ -230,22 +346,43 @@ def throughput_claims(runs: pd.DataFrame) -> list[dict]:
     on a shared host: reported, no verdict."""
     rows = []
     for group, runs_of_group in runs[runs["role"] == "table"].groupby("group", sort=False):
-        families = {family: by_seed(rows_of_family, "mean_tokens_per_s")
-                    for family, rows_of_family in runs_of_group.groupby("family")}
+        families = {
+            family: by_seed(rows_of_family, "mean_tokens_per_s")
+            for family, rows_of_family in runs_of_group.groupby("family")
+        }
         if {"gpt", "diffeq"} <= set(families):
-            ratios = [families["diffeq"][seed] / families["gpt"][seed]
-                      for seed in sorted(set(families["diffeq"]) & set(families["gpt"]))]
-            rows.append(claim(f"(7) throughput only slightly below GPT, {group}", "Fig. 15",
-                              t_interval(ratios, 1 / TRAIN_COST_GOAL), "throughput ratio DiffEqFormer / GPT",
-                              "tokens/s after the compiling first step on a shared CPU host: no verdict",
-                              threshold=1 / TRAIN_COST_GOAL))
+            ratios = [
+                families["diffeq"][seed] / families["gpt"][seed]
+                for seed in sorted(set(families["diffeq"]) & set(families["gpt"]))
+            ]
+            rows.append(
+                claim(
+                    f"(7) throughput only slightly below GPT, {group}",
+                    "Fig. 15",
+                    t_interval(ratios, 1 / TRAIN_COST_GOAL),
+                    "throughput ratio DiffEqFormer / GPT",
+                    "tokens/s after the compiling first step on a shared CPU host: no verdict",
+                    threshold=1 / TRAIN_COST_GOAL,
+                )
+            )
     return rows
 
 
-def seeded_claims(runs: pd.DataFrame, finetune_summaries: list[Path], spectra: list[Path],
-                  untrained_spectra: list[Path], clustering_sweep: Path | None) -> list[dict]:
+def seeded_claims(
+    runs: pd.DataFrame,
+    finetune_summaries: list[Path],
+    spectra: list[Path],
+    untrained_spectra: list[Path],
+    clustering_sweep: Path | None,
+) -> list[dict]:
     """Claims (1)-(7), in the paper's order."""
     finetunes = load_finetunes(finetune_summaries)
-    return (perplexity_claims(runs) + finetune_claims(finetunes) + overfit_claims(finetunes)
-            + spectra_claims(spectra, untrained_spectra) + sharing_claims(runs) + clustering_claims(clustering_sweep)
-            + throughput_claims(runs))
+    return (
+        perplexity_claims(runs)
+        + finetune_claims(finetunes)
+        + overfit_claims(finetunes)
+        + spectra_claims(spectra, untrained_spectra)
+        + sharing_claims(runs)
+        + clustering_claims(clustering_sweep)
+        + throughput_claims(runs)
+    )

@@ -37,8 +37,14 @@ def apply_style() -> None:
 
 def panels(rows: int, columns: int, **kwargs) -> tuple[plt.Figure, object]:
     """A figure of ``rows × columns`` panels of the house size."""
-    return plt.subplots(rows, columns, figsize=(PANEL_WIDTH_IN * columns, PANEL_HEIGHT_IN * rows),
-                        squeeze=False, layout="constrained", **kwargs)
+    return plt.subplots(
+        rows,
+        columns,
+        figsize=(PANEL_WIDTH_IN * columns, PANEL_HEIGHT_IN * rows),
+        squeeze=False,
+        layout="constrained",
+        **kwargs,
+    )
 
 
 class FigureFiles(NamedTuple):

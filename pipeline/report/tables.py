@@ -23,10 +23,28 @@ from pipeline.report.intervals import t_interval
 DATASET_TABLES = {"wt103": "Table 1: WikiText-103", "owt": "Table 2: OpenWebText"}
 DATASET_LABELS = {"wt103": "WikiText-103", "owt": "OpenWebText"}
 SIZE_ORDER = ["small", "medium", "large", "llama1b", "ft18", "ft24"]
-RUN_COLUMNS = ["run_id", "preset", "group", "dataset", "size", "family", "role", "ablation", "seed", "parameters",
-               "steps", "tokens_seen", "final_train_loss", "val_loss", "val_ppl", "mean_tokens_per_s"]
-DOWNSTREAM_TABLES = {"gpt-large": "Table 4: downstream accuracy, GPT-large pair",
-                     "llama-1b": "Table 5: downstream accuracy, Llama-1B pair"}
+RUN_COLUMNS = [
+    "run_id",
+    "preset",
+    "group",
+    "dataset",
+    "size",
+    "family",
+    "role",
+    "ablation",
+    "seed",
+    "parameters",
+    "steps",
+    "tokens_seen",
+    "final_train_loss",
+    "val_loss",
+    "val_ppl",
+    "mean_tokens_per_s",
+]
+DOWNSTREAM_TABLES = {
+    "gpt-large": "Table 4: downstream accuracy, GPT-large pair",
+    "llama-1b": "Table 5: downstream accuracy, Llama-1B pair",
+}
 ACCURACY_METRIC = "acc"
 
 
@@ -66,8 +84,9 @@ def eval_curve(summary_path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found; expected the metrics log beside {summary_path}.")
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    curve = pd.DataFrame([record for record in records if "eval_ppl" in record],
-                         columns=["step", "eval_loss", "eval_ppl"])
+    curve = pd.DataFrame(
+        [record for record in records if "eval_ppl" in record], columns=["step", "eval_loss", "eval_ppl"]
+    )
     if curve.empty:
         raise ValueError(f"{path}: key 'eval_ppl' appears in no record; expected evaluation records.")
     return curve.drop_duplicates("step", keep="last").sort_values("step")
@@ -82,8 +101,9 @@ class TableFiles(NamedTuple):
     tex: Path | None = None
 
 
-def write_table(out: TableFiles, *, heading: str, note: str, tidy: pd.DataFrame,
-                sections: dict[str, pd.DataFrame]) -> None:
+def write_table(
+    out: TableFiles, *, heading: str, note: str, tidy: pd.DataFrame, sections: dict[str, pd.DataFrame]
+) -> None:
     """Write ``out.csv`` (``tidy``) and the Markdown, HTML and (where ``out.tex`` is given) LaTeX booktabs views of
     ``sections`` (title → wide table, its index as the first column)."""
     markdown = [f"# {heading}\n", f"{note}\n"]
@@ -92,24 +112,37 @@ def write_table(out: TableFiles, *, heading: str, note: str, tidy: pd.DataFrame,
     for title, section in sections.items():
         markdown.append(f"## {title}\n\n{section.to_markdown()}\n")
         styler = section.rename_axis(index=None, columns=None).style.format(escape="latex")
-        latex.append(styler.format_index(escape="latex", axis=0).format_index(escape="latex", axis=1)
-                     .to_latex(hrules=True, caption=title.replace("%", r"\%"), position="ht",
-                               position_float="centering", column_format="l" + "r" * section.shape[1]))
+        latex.append(
+            styler.format_index(escape="latex", axis=0)
+            .format_index(escape="latex", axis=1)
+            .to_latex(
+                hrules=True,
+                caption=title.replace("%", r"\%"),
+                position="ht",
+                position_float="centering",
+                column_format="l" + "r" * section.shape[1],
+            )
+        )
         html.append(f"<h2>{title}</h2>{section.to_html(border=0)}")
     atomic_write_text(out.csv, tidy.to_csv(index=False))
     atomic_write_text(out.md, "\n".join(markdown))
     if out.tex is not None:
         atomic_write_text(out.tex, "\n".join(latex))
-    atomic_write_text(out.html, "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-                      "<style>body{font-family:sans-serif} table{border-collapse:collapse}"
-                      " td,th{padding:2px 10px;text-align:right} thead{border-bottom:1px solid #444}</style>"
-                      f"</head><body>{''.join(html)}</body></html>\n")
+    atomic_write_text(
+        out.html,
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        "<style>body{font-family:sans-serif} table{border-collapse:collapse}"
+        " td,th{padding:2px 10px;text-align:right} thead{border-bottom:1px solid #444}</style>"
+        f"</head><body>{''.join(html)}</body></html>\n",
+    )
 
 
 def ordered(frame: pd.DataFrame, index: list[str], columns: list[str]) -> pd.DataFrame:
     """``frame`` with its rows and columns in the given orders (labels absent from ``frame`` dropped)."""
-    return frame.reindex(index=[label for label in index if label in frame.index],
-                         columns=[label for label in columns if label in frame.columns])
+    return frame.reindex(
+        index=[label for label in index if label in frame.index],
+        columns=[label for label in columns if label in frame.columns],
+    )
 
 
 def perplexity_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -139,8 +172,9 @@ def perplexity_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
         if rows.empty:
             continue
         cells = rows.groupby(["model", "size"])[["val_ppl", "parameters"]].agg(list).reset_index()
-        cells["cell"] = [perplexity_cell(ppl, params[0]) for ppl, params
-                         in zip(cells["val_ppl"], cells["parameters"], strict=True)]
+        cells["cell"] = [
+            perplexity_cell(ppl, params[0]) for ppl, params in zip(cells["val_ppl"], cells["parameters"], strict=True)
+        ]
         wide = cells.pivot(index="model", columns="size", values="cell")
         sections[title] = ordered(wide, list(FAMILY_LABELS.values()), SIZE_ORDER).fillna("–")
     return sections
@@ -150,14 +184,19 @@ def write_perplexity_tables(summaries: list[Path], *, out: TableFiles) -> None:
     """Tables 1-2 (``out``) from the summaries of their runs."""
     runs = load_summaries(summaries)
     table = perplexity_table(runs)
-    write_table(out, heading=f"Validation perplexity (preset `{runs['preset'].iloc[0]}`)",
-                note="Cells: validation perplexity over the whole validation split (parameters); over several seeds "
-                     "the mean ± half-width of its 95 % t-interval. Lower is better.",
-                tidy=table, sections=perplexity_sections(table))
+    write_table(
+        out,
+        heading=f"Validation perplexity (preset `{runs['preset'].iloc[0]}`)",
+        note="Cells: validation perplexity over the whole validation split (parameters); over several seeds "
+        "the mean ± half-width of its 95 % t-interval. Lower is better.",
+        tidy=table,
+        sections=perplexity_sections(table),
+    )
 
 
-def levanter_1_1_count(family: str, parameters: int, num_layers: int, hidden_dim: int, num_heads: int,
-                       seq_len: int) -> int:
+def levanter_1_1_count(
+    family: str, parameters: int, num_layers: int, hidden_dim: int, num_heads: int, seq_len: int
+) -> int:
     """Parameters as Levanter 1.1 counted them for Table 3 (docs/paper.md#parameter-counts): its Llama layers stored
     the RoPE cos/sin caches (seq_len × head size each) as leaves of every layer, so the count adds L·2·seq_len·head_size
     to the trainable parameters (Llama-1B: 16·2·2048·128 = 8.39 M); GPT models have no such cache."""
@@ -177,17 +216,34 @@ def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
         spec = yaml.safe_load(config_path.read_text())
         require_columns(spec, ["size", "model"], config_path, "a resolved RunSpec")
         model = spec["model"]
-        require_columns(model, ["family", "num_layers", "hidden_dim", "num_heads", "seq_len"], config_path,
-                        "a resolved ModelSpec under 'model'")
+        require_columns(
+            model,
+            ["family", "num_layers", "hidden_dim", "num_heads", "seq_len"],
+            config_path,
+            "a resolved ModelSpec under 'model'",
+        )
         summary = read_json(path)
         require_columns(summary, ["parameters"], path, "a summary written by pretrain")
-        rows.append({"size": spec["size"], "family": model["family"], "parameters": summary["parameters"],
-                     "levanter_1_1_parameters": levanter_1_1_count(
-                         model["family"], summary["parameters"], model["num_layers"], model["hidden_dim"],
-                         model["num_heads"], model["seq_len"]),
-                     "layers": model["num_layers"], "hidden_dim": model["hidden_dim"],
-                     "heads": model["num_heads"], "seq_len": model["seq_len"],
-                     "intermediate_dim": model.get("intermediate_dim")})
+        rows.append(
+            {
+                "size": spec["size"],
+                "family": model["family"],
+                "parameters": summary["parameters"],
+                "levanter_1_1_parameters": levanter_1_1_count(
+                    model["family"],
+                    summary["parameters"],
+                    model["num_layers"],
+                    model["hidden_dim"],
+                    model["num_heads"],
+                    model["seq_len"],
+                ),
+                "layers": model["num_layers"],
+                "hidden_dim": model["hidden_dim"],
+                "heads": model["num_heads"],
+                "seq_len": model["seq_len"],
+                "intermediate_dim": model.get("intermediate_dim"),
+            }
+        )
     table = pd.DataFrame(rows).drop_duplicates(["size", "family"])
     table["size_rank"] = table["size"].map({size: rank for rank, size in enumerate(SIZE_ORDER)})
     return table.sort_values(["size_rank", "family"]).drop(columns="size_rank").reset_index(drop=True)
@@ -196,27 +252,37 @@ def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
 def model_spec_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Paper Table 3's layout: specifications as rows, the baseline models as columns."""
     baselines = table[table["family"].isin(BASELINE_FAMILIES)].set_index("size")
-    names = {size: "Llama-1B" if size == "llama1b" else f"{FAMILY_LABELS[row.family]}-{size}"
-             for size, row in baselines.iterrows()}
-    wide = pd.DataFrame({
-        "Parameters (trainable)": baselines["parameters"].map(lambda count: f"{count / 1e6:.2f}M"),
-        "Parameters (Levanter 1.1 count)": baselines["levanter_1_1_parameters"].map(
-            lambda count: f"{count / 1e6:.2f}M"),
-        "Layers": baselines["layers"].astype(str),
-        "Hidden size": baselines["hidden_dim"].astype(str),
-        "Attention heads": baselines["heads"].astype(str),
-        "Sequence length": baselines["seq_len"].astype(str),
-        "FF size": baselines["intermediate_dim"].astype("Int64").astype(str).replace("<NA>", "4 × hidden"),
-    }).T.rename(columns=names)
+    names = {
+        size: "Llama-1B" if size == "llama1b" else f"{FAMILY_LABELS[row.family]}-{size}"
+        for size, row in baselines.iterrows()
+    }
+    wide = pd.DataFrame(
+        {
+            "Parameters (trainable)": baselines["parameters"].map(lambda count: f"{count / 1e6:.2f}M"),
+            "Parameters (Levanter 1.1 count)": baselines["levanter_1_1_parameters"].map(
+                lambda count: f"{count / 1e6:.2f}M"
+            ),
+            "Layers": baselines["layers"].astype(str),
+            "Hidden size": baselines["hidden_dim"].astype(str),
+            "Attention heads": baselines["heads"].astype(str),
+            "Sequence length": baselines["seq_len"].astype(str),
+            "FF size": baselines["intermediate_dim"].astype("Int64").astype(str).replace("<NA>", "4 × hidden"),
+        }
+    ).T.rename(columns=names)
     return {"Table 3: model specifications": wide}
 
 
 def write_model_spec_table(summaries: list[Path], *, out: TableFiles) -> None:
     table = model_spec_table(summaries)
-    write_table(out, heading="Model specifications", note="Read from each run's resolved config.yaml; parameters "
-                "from its summary.json (trainable), and as Levanter 1.1 counted them for the paper (Llama: + the RoPE "
-                "caches stored per layer, docs/paper.md#parameter-counts).", tidy=table,
-                sections=model_spec_sections(table))
+    write_table(
+        out,
+        heading="Model specifications",
+        note="Read from each run's resolved config.yaml; parameters "
+        "from its summary.json (trainable), and as Levanter 1.1 counted them for the paper (Llama: + the RoPE "
+        "caches stored per layer, docs/paper.md#parameter-counts).",
+        tidy=table,
+        sections=model_spec_sections(table),
+    )
 
 
 def load_downstream(paths: list[Path]) -> pd.DataFrame:
@@ -238,18 +304,21 @@ def downstream_table(rows: pd.DataFrame) -> pd.DataFrame:
     table["role"] = table["family"].map(lambda family: "baseline" if family in BASELINE_FAMILIES else "diffeq")
     table["acc"] = 100 * table["value"]
     table["acc_stderr"] = 100 * table["stderr"]
-    return table[["pair", "task", "shots", "role", "model", "run_id", "acc", "acc_stderr", "n_samples"]] \
-        .sort_values(["pair", "shots", "task", "role"]).reset_index(drop=True)
+    return (
+        table[["pair", "task", "shots", "role", "model", "run_id", "acc", "acc_stderr", "n_samples"]]
+        .sort_values(["pair", "shots", "task", "role"])
+        .reset_index(drop=True)
+    )
 
 
 def downstream_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The paper's layout: tasks as rows; for each shot count the baseline then DiffEqFormer, 'acc (stderr)'."""
     sections = {}
     for pair, rows in table.groupby("pair", sort=False):
-        cells = rows.assign(cell=[f"{acc:.2f} ({stderr:.2f})" for acc, stderr
-                                  in zip(rows["acc"], rows["acc_stderr"], strict=True)],
-                            column=[f"{shots}-shot {model}" for shots, model
-                                    in zip(rows["shots"], rows["model"], strict=True)])
+        cells = rows.assign(
+            cell=[f"{acc:.2f} ({stderr:.2f})" for acc, stderr in zip(rows["acc"], rows["acc_stderr"], strict=True)],
+            column=[f"{shots}-shot {model}" for shots, model in zip(rows["shots"], rows["model"], strict=True)],
+        )
         order = cells.sort_values(["shots", "role"])["column"].drop_duplicates().tolist()
         wide = cells.pivot(index="task", columns="column", values="cell")[order].fillna("–")
         sections[DOWNSTREAM_TABLES.get(pair, f"Downstream accuracy, {pair} pair")] = wide
@@ -258,8 +327,13 @@ def downstream_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def write_downstream_table(paths: list[Path], *, out: TableFiles) -> None:
     table = downstream_table(load_downstream(paths))
-    write_table(out, heading="Downstream accuracy (%)", note="lm-evaluation-harness accuracy (standard error), "
-                "zero- and few-shot; higher is better.", tidy=table, sections=downstream_sections(table))
+    write_table(
+        out,
+        heading="Downstream accuracy (%)",
+        note="lm-evaluation-harness accuracy (standard error), zero- and few-shot; higher is better.",
+        tidy=table,
+        sections=downstream_sections(table),
+    )
 
 
 def param_count_table(path: Path) -> pd.DataFrame:
@@ -269,18 +343,25 @@ def param_count_table(path: Path) -> pd.DataFrame:
 
 
 def param_count_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    wide = pd.DataFrame({
-        "Time-embedding D": table["time_embed_dim"].astype("Int64").astype(str).replace("<NA>", "–"),
-        "Parameters": table["parameters"].map(lambda count: f"{count / 1e6:.2f}M"),
-    }).set_axis(table["model"].tolist())
+    wide = pd.DataFrame(
+        {
+            "Time-embedding D": table["time_embed_dim"].astype("Int64").astype(str).replace("<NA>", "–"),
+            "Parameters": table["parameters"].map(lambda count: f"{count / 1e6:.2f}M"),
+        }
+    ).set_axis(table["model"].tolist())
     wide.index.name = "model"
     return {"Table 6: parameters against the time-embedding dimension D": wide}
 
 
 def write_param_count_table(path: Path, *, out: TableFiles) -> None:
     table = param_count_table(path)
-    write_table(out, heading="Parameter counts", note="DiffEqFormer's parameters grow linearly with D (paper Eq. 6); "
-                "the baselines' rows have no D.", tidy=table, sections=param_count_sections(table))
+    write_table(
+        out,
+        heading="Parameter counts",
+        note="DiffEqFormer's parameters grow linearly with D (paper Eq. 6); the baselines' rows have no D.",
+        tidy=table,
+        sections=param_count_sections(table),
+    )
 
 
 def load_memory_probes(records: list[Path]) -> tuple[pd.DataFrame, str]:

@@ -11,6 +11,9 @@ def ablation_run_ids(runs: dict[str, RunSpec], prefix: str, *, with_gpt: bool = 
     variants = [run_id for run_id, spec in runs.items() if (spec.ablation or "").startswith(prefix)]
     groups = {runs[run_id].group for run_id in variants}
     families = {runs[run_id].model.family for run_id in variants} | ({"gpt"} if with_gpt else set())
-    base = [run_id for run_id, spec in runs.items()
-            if spec.role == "table" and spec.group in groups and spec.model.family in families]
+    base = [
+        run_id
+        for run_id, spec in runs.items()
+        if spec.role == "table" and spec.group in groups and spec.model.family in families
+    ]
     return base + variants if variants else []

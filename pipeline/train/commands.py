@@ -53,9 +53,13 @@ def _micro_batch(value: str) -> int:
 
 
 def _add_micro_batch(verb: argparse.ArgumentParser) -> None:
-    verb.add_argument("--micro-batch", type=_micro_batch, default=None,
-                      help="examples per device per forward/backward (gradient accumulation to the same batch; "
-                           "0: the whole batch at once; default: the spec's train.micro_batch_size)")
+    verb.add_argument(
+        "--micro-batch",
+        type=_micro_batch,
+        default=None,
+        help="examples per device per forward/backward (gradient accumulation to the same batch; "
+        "0: the whole batch at once; default: the spec's train.micro_batch_size)",
+    )
 
 
 def register(verbs: argparse._SubParsersAction) -> None:

@@ -67,8 +67,9 @@ def decay_mask(params, mask: str = "family"):
         return eqx.is_array(node) or haliax.is_named_array(node)
 
     paths = leaf_key_paths(params, is_leaf=is_leaf)
-    return jax.tree_util.tree_map(lambda leaf, path: is_decayed(rule, path) if is_leaf(leaf) else leaf,
-                                  params, paths, is_leaf=is_leaf)
+    return jax.tree_util.tree_map(
+        lambda leaf, path: is_decayed(rule, path) if is_leaf(leaf) else leaf, params, paths, is_leaf=is_leaf
+    )
 
 
 @AdamConfig.register_subclass("adam_reference_decay")

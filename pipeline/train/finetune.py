@@ -36,8 +36,10 @@ def resampled_source(spec: FinetuneSpec, source_dir: Path, vocab_size: int, key)
 
     source_spec, model = load_run_model(source_dir, vocab_size)
     if source_spec.run_id != spec.source_run:
-        raise ValueError(f"{source_dir / 'config.yaml'}: key 'run_id' is {source_spec.run_id!r}; the fine-tune "
-                         f"{spec.run_id} expects its source run {spec.source_run!r}.")
+        raise ValueError(
+            f"{source_dir / 'config.yaml'}: key 'run_id' is {source_spec.run_id!r}; the fine-tune "
+            f"{spec.run_id} expects its source run {spec.source_run!r}."
+        )
     return eqx.filter_jit(lambda source, resample_key: resample(spec, source, resample_key))(model, key)
 
 
@@ -89,12 +91,23 @@ def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, toke
     atomic_write_yaml(run_path / "config.yaml", dataclasses.asdict(spec))
     source = Path(source_dir)
     seq_len = _source_seq_len(source)
-    identity = RunIdentity.of(dataclasses.asdict(spec), Path(tokenizer_dir), Path(cache_dir),
-                              source_fingerprint(source))
+    identity = RunIdentity.of(
+        dataclasses.asdict(spec), Path(tokenizer_dir), Path(cache_dir), source_fingerprint(source)
+    )
 
-    result = train_run(spec.run_id, spec.train, seq_len, run_path, Path(cache_dir), Path(tokenizer_dir),
-                       lambda vocab, key: resampled_source(spec, source, vocab.size, key), identity,
-                       build_in_jit=False, trainable=trainable_filter(spec), eval_split=spec.eval_split)
+    result = train_run(
+        spec.run_id,
+        spec.train,
+        seq_len,
+        run_path,
+        Path(cache_dir),
+        Path(tokenizer_dir),
+        lambda vocab, key: resampled_source(spec, source, vocab.size, key),
+        identity,
+        build_in_jit=False,
+        trainable=trainable_filter(spec),
+        eval_split=spec.eval_split,
+    )
     summary = {
         "run_id": spec.run_id,
         "preset": spec.preset,

@@ -31,8 +31,14 @@ logger = logging.getLogger(__name__)
 
 IDENTITY_FILE = "identity.json"
 SUPERSEDED_DIR = "superseded"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                   "merges.txt", "tokenizer.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+)
 CACHE_SPLITS = ("train", "validation")
 NOT_WEIGHTS = ("eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints_every", "micro_batch_size")
 """Training-spec fields that do not decide the weights (gradient accumulation only reorders float sums)."""
@@ -54,8 +60,9 @@ def tokenizer_digest(tokenizer_dir: Path) -> str:
     digest = hashlib.sha256()
     files = [tokenizer_dir / name for name in TOKENIZER_FILES if (tokenizer_dir / name).is_file()]
     if not files:
-        raise FileNotFoundError(f"{tokenizer_dir}: no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}); "
-                                f"build the tokenizer first.")
+        raise FileNotFoundError(
+            f"{tokenizer_dir}: no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}); build the tokenizer first."
+        )
     _hash_files(digest, tokenizer_dir, files)
     return digest.hexdigest()
 
@@ -67,8 +74,10 @@ def cache_digest(cache_dir: Path) -> str:
     for split in CACHE_SPLITS:
         ledger = cache_dir / split / "shard_ledger.json"
         if not ledger.is_file():
-            raise FileNotFoundError(f"{ledger}: missing; the token cache {cache_dir} has no complete '{split}' "
-                                    f"split (rebuild it: delete {cache_dir} and rerun its rule).")
+            raise FileNotFoundError(
+                f"{ledger}: missing; the token cache {cache_dir} has no complete '{split}' "
+                f"split (rebuild it: delete {cache_dir} and rerun its rule)."
+            )
     rows = json.loads((cache_dir / "train" / "shard_ledger.json").read_text())
     digest.update(json.dumps([rows.get("total_num_rows"), rows.get("shard_rows")], sort_keys=True).encode())
     offsets = [path for path in (cache_dir / "train").rglob("*") if path.is_file() and "offsets" in path.parts]
@@ -84,11 +93,17 @@ class RunIdentity:
     parts: dict[str, Any]
 
     @classmethod
-    def of(cls, spec: dict[str, Any], tokenizer_dir: Path, cache_dir: Path,
-           source_fingerprint: str | None = None) -> RunIdentity:
+    def of(
+        cls, spec: dict[str, Any], tokenizer_dir: Path, cache_dir: Path, source_fingerprint: str | None = None
+    ) -> RunIdentity:
         train = {key: value for key, value in spec.get("train", {}).items() if key not in NOT_WEIGHTS}
-        parts = {"spec": {**spec, "train": train}, "tokenizer": tokenizer_digest(tokenizer_dir),
-                 "cache": cache_digest(cache_dir), "source": source_fingerprint, "train_step": TRAIN_STEP}
+        parts = {
+            "spec": {**spec, "train": train},
+            "tokenizer": tokenizer_digest(tokenizer_dir),
+            "cache": cache_digest(cache_dir),
+            "source": source_fingerprint,
+            "train_step": TRAIN_STEP,
+        }
         return cls(json_digest(parts, compact=True), parts)
 
     def to_json(self) -> str:
@@ -127,9 +142,15 @@ def claim_run_folder(run_dir: Path, identity: RunIdentity) -> Path | None:
             if item.exists():
                 size += _size_bytes(item) if item.is_dir() else item.stat().st_size
                 shutil.move(str(item), str(moved_to / item.name))
-        logger.warning("%s: checkpoints and metrics of another spec (fingerprint %s, now %s) moved to %s "
-                       "(%.1f MB); training starts from step 0.", run_dir.name, (old or "none")[:12],
-                       identity.fingerprint[:12], moved_to, size / 1e6)
+        logger.warning(
+            "%s: checkpoints and metrics of another spec (fingerprint %s, now %s) moved to %s "
+            "(%.1f MB); training starts from step 0.",
+            run_dir.name,
+            (old or "none")[:12],
+            identity.fingerprint[:12],
+            moved_to,
+            size / 1e6,
+        )
     checkpoints.mkdir(parents=True, exist_ok=True)
     atomic_write_text(checkpoints / IDENTITY_FILE, identity.to_json())
     return moved_to
@@ -157,6 +178,8 @@ def recorded_fingerprint(run_dir: Path) -> str:
     except FileNotFoundError:
         raise FileNotFoundError(f"{summary}: missing; the source run is not complete, train it first.") from None
     if not fingerprint:
-        raise ValueError(f"{summary}: has no 'fingerprint' (written by an older pipeline); retrain the source "
-                         f"run (snakemake --forcerun {summary}) so its fine-tunes know which weights they start from.")
+        raise ValueError(
+            f"{summary}: has no 'fingerprint' (written by an older pipeline); retrain the source "
+            f"run (snakemake --forcerun {summary}) so its fine-tunes know which weights they start from."
+        )
     return fingerprint

@@ -30,9 +30,18 @@ def held_out_evaluators(trainer, dataset, split: str, tokenizer, max_batches: in
     from levanter.eval import TaggedEvaluator
 
     eval_batch = trainer.config.EvalBatch
-    periodic, final = (TaggedEvaluator(eval_batch, [(dataset, [split])], tokenizer, trainer.device_mesh,
-                                       trainer.compute_axis_mapping, max_examples, mp=trainer.mp)
-                       for max_examples in (None if max_batches is None else max_batches * eval_batch.size, None))
+    periodic, final = (
+        TaggedEvaluator(
+            eval_batch,
+            [(dataset, [split])],
+            tokenizer,
+            trainer.device_mesh,
+            trainer.compute_axis_mapping,
+            max_examples,
+            mp=trainer.mp,
+        )
+        for max_examples in (None if max_batches is None else max_batches * eval_batch.size, None)
+    )
     accumulate = periodic.accum_for_batch
 
     def accumulate_named(model, state, batch, tags):
@@ -47,8 +56,11 @@ def named_running_means(state):
     import haliax as hax
     import jax
 
-    return jax.tree.map(lambda leaf: leaf if isinstance(leaf, hax.NamedArray) else hax.named(leaf, ()), state,
-                        is_leaf=lambda leaf: isinstance(leaf, hax.NamedArray))
+    return jax.tree.map(
+        lambda leaf: leaf if isinstance(leaf, hax.NamedArray) else hax.named(leaf, ()),
+        state,
+        is_leaf=lambda leaf: isinstance(leaf, hax.NamedArray),
+    )
 
 
 def trainer_checkpointer(trainer):

@@ -85,9 +85,20 @@ class StopRequest:
             signal.signal(number, handler)
 
 
-def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_dir: Path, tokenizer_dir: Path,
-              build_model: Callable[[Any, Any], Any], identity: RunIdentity, *, build_in_jit: bool = True,
-              trainable: Callable[[Any], Any] | None = None, eval_split: str = "validation") -> TrainingResult:
+def train_run(
+    run_id: str,
+    train: TrainSpec,
+    seq_len: int,
+    run_dir: Path,
+    cache_dir: Path,
+    tokenizer_dir: Path,
+    build_model: Callable[[Any, Any], Any],
+    identity: RunIdentity,
+    *,
+    build_in_jit: bool = True,
+    trainable: Callable[[Any], Any] | None = None,
+    eval_split: str = "validation",
+) -> TrainingResult:
     """Train ``build_model(vocab_axis, key)`` for exactly ``train.steps`` updates on the cache's train split
     (resuming from the newest checkpoint of the same ``identity``), logging to ``<run_dir>/metrics.jsonl``, and
     evaluate on the whole ``eval_split`` (validation; fine-tunes: the target's test split where it has one).
@@ -98,13 +109,37 @@ def train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_
     first evaluates the untrained model (``initial_val_loss``; the step-0 point of the curve).
     """
     with StopRequest() as stop:  # from the start: a stop asked for during set-up is taken after the first step
-        return _train_run(run_id, train, seq_len, run_dir, cache_dir, tokenizer_dir, build_model, identity, stop,
-                          build_in_jit=build_in_jit, trainable=trainable, eval_split=eval_split)
+        return _train_run(
+            run_id,
+            train,
+            seq_len,
+            run_dir,
+            cache_dir,
+            tokenizer_dir,
+            build_model,
+            identity,
+            stop,
+            build_in_jit=build_in_jit,
+            trainable=trainable,
+            eval_split=eval_split,
+        )
 
 
-def _train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache_dir: Path, tokenizer_dir: Path,
-               build_model: Callable[[Any, Any], Any], identity: RunIdentity, stop: StopRequest, *,
-               build_in_jit: bool, trainable: Callable[[Any], Any] | None, eval_split: str) -> TrainingResult:
+def _train_run(
+    run_id: str,
+    train: TrainSpec,
+    seq_len: int,
+    run_dir: Path,
+    cache_dir: Path,
+    tokenizer_dir: Path,
+    build_model: Callable[[Any, Any], Any],
+    identity: RunIdentity,
+    stop: StopRequest,
+    *,
+    build_in_jit: bool,
+    trainable: Callable[[Any], Any] | None,
+    eval_split: str,
+) -> TrainingResult:
     import equinox as eqx
     import jax
     import jax.random as jrandom
@@ -143,15 +178,24 @@ def _train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache
         one_pass = data.train_set(Pos, config.batch_schedule, key=data_key)
         train_examples = count_examples(one_pass)
         if train_examples == 0:
-            raise ValueError(f"{cache_dir / 'train'}: the training split has no example of {seq_len} tokens; "
-                             f"use a larger corpus or a shorter seq_len for {run_id}.")
+            raise ValueError(
+                f"{cache_dir / 'train'}: the training split has no example of {seq_len} tokens; "
+                f"use a larger corpus or a shorter seq_len for {run_id}."
+            )
         passes_needed = math.ceil(train.steps * train.batch_size / train_examples)
         train_set = EpochDataset(one_pass, max_epochs=passes_needed)
-        logger.info("%s: %d updates × %d examples over %d training examples = %.2f passes", run_id, train.steps,
-                    train.batch_size, train_examples, train.steps * train.batch_size / train_examples)
+        logger.info(
+            "%s: %d updates × %d examples over %d training examples = %.2f passes",
+            run_id,
+            train.steps,
+            train.batch_size,
+            train_examples,
+            train.steps * train.batch_size / train_examples,
+        )
         held_out = evaluation_set(data, Pos, cache_dir, eval_split)
         state = resume_or_initialize(
-            lambda: trainer.initial_state(training_key, is_trainable=is_trainable, **source), checkpoints)
+            lambda: trainer.initial_state(training_key, is_trainable=is_trainable, **source), checkpoints
+        )
         resumed_from = int(state.step)
         if resumed_from:
             logger.info("Resuming %s from checkpoint at step %d", run_id, resumed_from)
@@ -159,9 +203,14 @@ def _train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache
         n_trainable = parameter_count(state.trainable_model)
         resume_metrics(run_dir / "metrics.jsonl", resumed_from)
         if resumed_from < train.steps:
-            levanter.tracker.log({"micro_batch": config.per_device_parallelism, "gradient_accumulation":
-                                  train.batch_size // (config.per_device_parallelism * config.data_axis_size)},
-                                 step=resumed_from)
+            levanter.tracker.log(
+                {
+                    "micro_batch": config.per_device_parallelism,
+                    "gradient_accumulation": train.batch_size
+                    // (config.per_device_parallelism * config.data_axis_size),
+                },
+                step=resumed_from,
+            )
         tokens_per_step = train.batch_size * seq_len
         periodic_eval, final_eval = held_out_evaluators(trainer, held_out, eval_split, tokenizer, train.eval_batches)
         clock = {"start": time.time(), "start_step": resumed_from}
@@ -172,8 +221,7 @@ def _train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache
             mark_phase("eval")
             loss = periodic_eval.evaluate(model).micro_avg_loss
             levanter.tracker.log({"eval_loss": loss, "eval_ppl": math.exp(loss)}, step=updates)
-            logger.info("%s after %d updates: %s loss %.4f ppl %.2f", run_id, updates, eval_split, loss,
-                        math.exp(loss))
+            logger.info("%s after %d updates: %s loss %.4f ppl %.2f", run_id, updates, eval_split, loss, math.exp(loss))
             mark_phase("train")
             return loss
 
@@ -187,17 +235,31 @@ def _train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache
                 mark_phase("train")
             loss = float(info.loss)
             if not math.isfinite(loss):
-                raise NonFiniteLossError(f"{run_id}: training loss became {loss} at step {info.step}; "
-                                         f"the run was stopped (lower lr or check the data).")
+                raise NonFiniteLossError(
+                    f"{run_id}: training loss became {loss} at step {info.step}; "
+                    f"the run was stopped (lower lr or check the data)."
+                )
             done = info.step + 1 - clock["start_step"]
             elapsed = time.time() - clock["start"]
             eta = elapsed / done * (train.steps - info.step - 1)
-            record = {"loss": loss, "lr": float(schedule(info.step)),
-                      "tokens_per_s": tokens_per_step / info.step_duration, "step_s": info.step_duration}
+            record = {
+                "loss": loss,
+                "lr": float(schedule(info.step)),
+                "tokens_per_s": tokens_per_step / info.step_duration,
+                "step_s": info.step_duration,
+            }
             levanter.tracker.log(record, step=info.step)
             if info.step % 10 == 0 or info.step + 1 == train.steps:
-                logger.info("%s step %d/%d loss %.4f lr %.2e %.0f tok/s ETA %.0fs", run_id, info.step + 1,
-                            train.steps, loss, record["lr"], record["tokens_per_s"], eta)
+                logger.info(
+                    "%s step %d/%d loss %.4f lr %.2e %.0f tok/s ETA %.0fs",
+                    run_id,
+                    info.step + 1,
+                    train.steps,
+                    loss,
+                    record["lr"],
+                    record["tokens_per_s"],
+                    eta,
+                )
 
         def log_eval(info) -> None:
             updates = info.step + 1
@@ -220,7 +282,8 @@ def _train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache
                 f"{run_id}: stopped on request ({stop.signal_name}: SIGTERM to the job, SLURM's walltime warning, or "
                 f"its Ray task cancelled) "
                 f"after {info.step + 1} of {train.steps} updates; a checkpoint was saved in {checkpoints}, rerun "
-                f"the job to resume from it.")
+                f"the job to resume from it."
+            )
 
         trainer.add_hook(log_step, every=1)
         trainer.add_hook(log_eval, every=1)
@@ -234,7 +297,8 @@ def _train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache
             if steps_done != train.steps:
                 raise TrainingEndedShortError(
                     f"{run_id}: the data loader ended after {steps_done} of {train.steps} updates "
-                    f"({train_examples} training examples, batch {train.batch_size}); no summary was written.")
+                    f"({train_examples} training examples, batch {train.batch_size}); no summary was written."
+                )
             mark_phase("checkpoint")
             checkpointer.on_step(last, force=True)
             checkpointer.wait_until_finished()
@@ -271,7 +335,13 @@ def _train_run(run_id: str, train: TrainSpec, seq_len: int, run_dir: Path, cache
         final_train_loss=train_records[-1]["loss"] if train_records else None,
         mean_tokens_per_s=sum(throughput) / len(throughput) if throughput else None,
         devices=devices,
-        micro_batches=[{"from_step": r["step"], "micro_batch": r["micro_batch"],
-                        "gradient_accumulation": r["gradient_accumulation"]} for r in records if "micro_batch" in r],
+        micro_batches=[
+            {
+                "from_step": r["step"],
+                "micro_batch": r["micro_batch"],
+                "gradient_accumulation": r["gradient_accumulation"],
+            }
+            for r in records
+            if "micro_batch" in r
+        ],
     )
-

@@ -35,9 +35,16 @@ def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -
     model_config = run_model_config(spec)
     identity = RunIdentity.of(dataclasses.asdict(spec), Path(tokenizer_dir), Path(cache_dir))
 
-    result = train_run(spec.run_id, spec.train, spec.model.seq_len, run_path, Path(cache_dir), Path(tokenizer_dir),
-                       lambda vocab, key: build_initialised(model_config, vocab, key=key, init=spec.model.init),
-                       identity)
+    result = train_run(
+        spec.run_id,
+        spec.train,
+        spec.model.seq_len,
+        run_path,
+        Path(cache_dir),
+        Path(tokenizer_dir),
+        lambda vocab, key: build_initialised(model_config, vocab, key=key, init=spec.model.init),
+        identity,
+    )
     summary = {
         "run_id": spec.run_id,
         "preset": spec.preset,

@@ -28,7 +28,8 @@ def require_accelerators(count: int) -> None:
             f"the job was given {count} GPU(s) but JAX (jaxlib {jax.__version__}, backend "
             f"{jax.default_backend()}) sees {len(accelerators)} accelerator(s); if the venv is the CPU one, build the "
             f"CUDA venv on the login node with PIPELINE_ACCELERATOR=cuda on the shared filesystem "
-            f"(`PIPELINE_ACCELERATOR=cuda bash workflow/scripts/setup_env.sh`), or run with --gpus 0.")
+            f"(`PIPELINE_ACCELERATOR=cuda bash workflow/scripts/setup_env.sh`), or run with --gpus 0."
+        )
 
 
 def assigned_gpus() -> int:
@@ -44,12 +45,24 @@ def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
     """Levanter's single-dataset config over a prebuilt token cache (``<cache_dir>/{train,validation}``)."""
     from levanter.data.text import UrlSingleDatasetLMConfig
 
-    return UrlSingleDatasetLMConfig(cache_dir=str(cache_dir), tokenizer=str(tokenizer_dir), train_urls=[],
-                                    validation_urls=[], shuffle=shuffle, permutation_type="feistel")
+    return UrlSingleDatasetLMConfig(
+        cache_dir=str(cache_dir),
+        tokenizer=str(tokenizer_dir),
+        train_urls=[],
+        validation_urls=[],
+        shuffle=shuffle,
+        permutation_type="feistel",
+    )
 
 
-def trainer_config(run_id: str, train: TrainSpec, run_dir: Path, *, require_accelerator: bool = False,
-                   identity: RunIdentity | None = None):
+def trainer_config(
+    run_id: str,
+    train: TrainSpec,
+    run_dir: Path,
+    *,
+    require_accelerator: bool = False,
+    identity: RunIdentity | None = None,
+):
     """Levanter ``TrainerConfig`` for one run: local checkpoints, the trackers of ``PIPELINE_TRACKERS`` for a run of
     ``identity`` (``pipeline.train.tracking``; without one, ``metrics.jsonl`` only), no Ray/JAX auto-start, and no
     gradient/parameter-norm watch (its jit hook compiles a second train step)."""
@@ -93,9 +106,17 @@ def trainer_config(run_id: str, train: TrainSpec, run_dir: Path, *, require_acce
 def optimizer_config(train: TrainSpec):
     from pipeline.train.decay import MaskedAdamConfig
 
-    return MaskedAdamConfig(learning_rate=train.lr, weight_decay=train.weight_decay, beta1=train.beta1,
-                            beta2=train.beta2, epsilon=train.epsilon, warmup=train.warmup_fraction,
-                            min_lr_ratio=train.min_lr_ratio, lr_schedule="cosine", decay_mask=train.decay_mask)
+    return MaskedAdamConfig(
+        learning_rate=train.lr,
+        weight_decay=train.weight_decay,
+        beta1=train.beta1,
+        beta2=train.beta2,
+        epsilon=train.epsilon,
+        warmup=train.warmup_fraction,
+        min_lr_ratio=train.min_lr_ratio,
+        lr_schedule="cosine",
+        decay_mask=train.decay_mask,
+    )
 
 
 def evaluation_set(data, Pos, cache_dir: Path, split: str):
@@ -104,12 +125,15 @@ def evaluation_set(data, Pos, cache_dir: Path, split: str):
     from levanter.data.text import dataset_for_format, load_lm_dataset_cache
 
     if not (cache_dir / split / "shard_ledger.json").is_file():
-        raise FileNotFoundError(f"{cache_dir / split}: the token cache has no '{split}' split; set test_split: true "
-                                f"in its dataset's source (if the dataset has a test split) and rebuild the cache, "
-                                f"or set fidelity.eval_split: validation.")
+        raise FileNotFoundError(
+            f"{cache_dir / split}: the token cache has no '{split}' split; set test_split: true "
+            f"in its dataset's source (if the dataset has a test split) and rebuild the cache, "
+            f"or set fidelity.eval_split: validation."
+        )
     cache = load_lm_dataset_cache(str(cache_dir / split), data.format, data.the_tokenizer, data.enforce_eos)
-    return dataset_for_format(data.format, Pos, cache, eos_id=data.the_tokenizer.eos_token_id,
-                              ignore_index=data.ignore_token_id)
+    return dataset_for_format(
+        data.format, Pos, cache, eos_id=data.the_tokenizer.eos_token_id, ignore_index=data.ignore_token_id
+    )
 
 
 def count_examples(dataset) -> int:

@@ -25,8 +25,17 @@ from levanter.tracker import Tracker, TrackerConfig
 from pipeline.job_env import TRACKERS_ENV, WANDB_ENV
 from pipeline.train.identity import RunIdentity
 
-RECORD_FIELDS = ("loss", "lr", "tokens_per_s", "step_s", "eval_loss", "eval_ppl", "micro_batch",
-                 "gradient_accumulation", "throughput/loading_time")
+RECORD_FIELDS = (
+    "loss",
+    "lr",
+    "tokens_per_s",
+    "step_s",
+    "eval_loss",
+    "eval_ppl",
+    "micro_batch",
+    "gradient_accumulation",
+    "throughput/loading_time",
+)
 """What ``metrics.jsonl`` records: a training step's batch loss, learning rate, throughput and duration, and the
 seconds it waited for its batch (Levanter's ``throughput/loading_time``, on a line of its own); an
 evaluation's validation loss and perplexity; at the first update an attempt trains, how it splits each batch
@@ -88,8 +97,10 @@ def configured_trackers() -> list[str]:
     names = [name.strip() for name in os.environ.get(TRACKERS_ENV, "jsonl").split(",") if name.strip()]
     unknown = [name for name in names if name not in TRACKERS]
     if unknown or "jsonl" not in names:
-        raise ValueError(f"{TRACKERS_ENV}={','.join(names)} (the preset's 'tracker' list): expected 'jsonl' and "
-                         f"optionally {' and '.join(map(repr, TRACKERS[1:]))}, got {unknown or 'no jsonl'}.")
+        raise ValueError(
+            f"{TRACKERS_ENV}={','.join(names)} (the preset's 'tracker' list): expected 'jsonl' and "
+            f"optionally {' and '.join(map(repr, TRACKERS[1:]))}, got {unknown or 'no jsonl'}."
+        )
     return names
 
 
@@ -104,13 +115,20 @@ def wandb_config(preset: str, wandb_id: str):
     from levanter.tracker.wandb import WandbConfig
 
     settings = {**WANDB_DEFAULTS, **json.loads(os.environ.get(WANDB_ENV) or "{}")}
-    return WandbConfig(project=settings["project"], entity=settings["entity"], group=settings["group"] or preset,
-                       tags=list(settings["tags"]), name=wandb_id, id=wandb_id,
-                       mode=os.environ.get("WANDB_MODE", "offline"))
+    return WandbConfig(
+        project=settings["project"],
+        entity=settings["entity"],
+        group=settings["group"] or preset,
+        tags=list(settings["tags"]),
+        name=wandb_id,
+        id=wandb_id,
+        mode=os.environ.get("WANDB_MODE", "offline"),
+    )
 
 
-def tracker_configs(run_dir: Path, names: typing.Sequence[str],
-                    identity: RunIdentity | None) -> tuple[TrackerConfig, ...]:
+def tracker_configs(
+    run_dir: Path, names: typing.Sequence[str], identity: RunIdentity | None
+) -> tuple[TrackerConfig, ...]:
     """Levanter tracker configs writing under ``run_dir``: ``metrics.jsonl``; TensorBoard event files in
     ``tensorboard/<run id>/``; a W&B run ``wandb_run_id`` of the run's preset (``wandb_config``) in ``wandb/`` (``wandb
     sync`` uploads an offline run later). Without an ``identity`` (a memory probe or benchmark, no run) only

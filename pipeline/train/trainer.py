@@ -24,10 +24,14 @@ class UndonatedTrainer(Trainer):
 
     @cached_property
     def _jit_train_step_fn(self):
-        return named_jit(self._train_step, axis_resources=self.parameter_axis_mapping,
-                         out_axis_resources=self.parameter_axis_mapping)
+        return named_jit(
+            self._train_step, axis_resources=self.parameter_axis_mapping, out_axis_resources=self.parameter_axis_mapping
+        )
 
     @cached_property
     def _jit_train_step_fn_no_hook(self):
-        return named_jit(partial(self._train_step, _no_hooks=True), axis_resources=self.parameter_axis_mapping,
-                         out_axis_resources=self.parameter_axis_mapping)
+        return named_jit(
+            partial(self._train_step, _no_hooks=True),
+            axis_resources=self.parameter_axis_mapping,
+            out_axis_resources=self.parameter_axis_mapping,
+        )

@@ -49,8 +49,9 @@ def test_time_grid_and_magnitudes_follow_the_notebook():
     """int(T/dt) + 1 times from 0 to T, one Euler update at each; equal_mean has the constant's mean over [0, T]."""
     times = time_grid(20.0, 0.1)
     assert len(times) == 201 and times[0] == 0.0 and times[-1] == 20.0
-    np.testing.assert_allclose(magnitude("notebook", "quadratic", np.array([0.0, 10.0, 20.0]), 20.0, 0.5),
-                               [0.0, 0.125, 0.5])
+    np.testing.assert_allclose(
+        magnitude("notebook", "quadratic", np.array([0.0, 10.0, 20.0]), 20.0, 0.5), [0.0, 0.125, 0.5]
+    )
     np.testing.assert_allclose(magnitude("notebook", "constant", times, 20.0, 0.5), 0.5)
     np.testing.assert_allclose(magnitude("power", "cubic", np.array([0.5, 2.0]), 10.0, 1.0), [0.125, 8.0])
     fine = np.linspace(0.0, 20.0, 100001)
@@ -108,9 +109,20 @@ def test_single_picture_uses_the_claim_regimes_dynamics(tiny_outputs):
 
 
 def test_paired_cluster_gap_is_quartic_minus_constant_per_seed():
-    sweep = pd.DataFrame({"regime": "authors", "role": "claim", "horizon": 20.0, "dt": 0.1,
-                          "seed": [0, 0, 1, 1], "magnitude": ["constant", "quartic"] * 2, "degree": [0, 4] * 2,
-                          "tokens": 40, "n_clusters": [3, 20, 25, 5], "mean_pairwise_distance": 1.0})
+    sweep = pd.DataFrame(
+        {
+            "regime": "authors",
+            "role": "claim",
+            "horizon": 20.0,
+            "dt": 0.1,
+            "seed": [0, 0, 1, 1],
+            "magnitude": ["constant", "quartic"] * 2,
+            "degree": [0, 4] * 2,
+            "tokens": 40,
+            "n_clusters": [3, 20, 25, 5],
+            "mean_pairwise_distance": 1.0,
+        }
+    )
     assert paired_cluster_gap(sweep, "authors").to_dict() == {0: 17, 1: -20}
     assert constant_clusters(sweep, "authors").to_dict() == {0: True, 1: False}
     with pytest.raises(ValueError, match="no rows for regime 'T1-unnormalised'"):

@@ -30,8 +30,7 @@ def test_euler_with_trained_steps_reproduces_the_loss_of_packed_documents():
     Pos = hax.Axis("position", TINY_SHAPE["seq_len"])
     Batch = hax.Axis("batch", 4)
     tokens = random_tokens(5, Pos, Batch)
-    segments = hax.named((jnp.arange(Pos.size) >= Pos.size // 3).astype(jnp.int32)[None, :].repeat(4, 0),
-                         (Batch, Pos))
+    segments = hax.named((jnp.arange(Pos.size) >= Pos.size // 3).astype(jnp.int32)[None, :].repeat(4, 0), (Batch, Pos))
     example = hax.vmap(LmExample.causal, Batch)(tokens, segment_ids=segments)
     own = float(compute_next_token_loss(model, example).array)
     assert np.isclose(mean_loss(model, example, "euler", TINY_SHAPE["num_layers"]), own, rtol=1e-5)

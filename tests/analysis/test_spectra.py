@@ -64,18 +64,22 @@ def test_feedforward_spectra_are_those_of_w_fc_w_proj(family):
     hidden = TINY_SHAPE["hidden_dim"]
     weights = diffeq_attention_weights(model, 2) if family == "diffeq" else attention_weights(model)
     c_fc, c_proj = diffeq_mlp_weights(model, 2) if family == "diffeq" else mlp_weights(model)
-    table = spectra_table(*weights, labels={"run_id": "r", "family": family, "dataset": "d"},
-                          feedforward=(c_fc, c_proj))
+    table = spectra_table(
+        *weights, labels={"run_id": "r", "family": family, "dataset": "d"}, feedforward=(c_fc, c_proj)
+    )
     ff = table[table["matrix"] == "FF"]
     n_times = len(weights[2])
     assert len(ff) == n_times * hidden and set(ff["head"]) == {0}
     last = ff[ff["t"] == ff["t"].max()].sort_values("index")
     expected = np.linalg.eigvals(c_fc[-1].astype(np.float64) @ c_proj[-1].astype(np.float64))
-    np.testing.assert_allclose(np.sort_complex(last["real"].to_numpy() + 1j * last["imag"].to_numpy()),
-                               np.sort_complex(expected), atol=1e-8)
-    np.testing.assert_allclose(np.abs(feedforward_spectra(c_fc, c_proj))[:, 0],
-                               [np.abs(np.linalg.eigvals(a @ b)).max() for a, b in zip(c_fc, c_proj, strict=True)],
-                               rtol=1e-4)
+    np.testing.assert_allclose(
+        np.sort_complex(last["real"].to_numpy() + 1j * last["imag"].to_numpy()), np.sort_complex(expected), atol=1e-8
+    )
+    np.testing.assert_allclose(
+        np.abs(feedforward_spectra(c_fc, c_proj))[:, 0],
+        [np.abs(np.linalg.eigvals(a @ b)).max() for a, b in zip(c_fc, c_proj, strict=True)],
+        rtol=1e-4,
+    )
 
 
 def test_spectral_trend_is_near_zero_untrained_and_positive_on_weights_that_grow_with_t():
@@ -86,15 +90,24 @@ def test_spectral_trend_is_near_zero_untrained_and_positive_on_weights_that_grow
     from pipeline.report.intervals import correlation_interval
 
     labels = {"run_id": "r", "family": "diffeq", "dataset": "d"}
-    means = [spectral_trend(spectra_table(*diffeq_attention_weights(tiny_model("diffeq", seed), 4), labels))["rho"]
-             .mean() for seed in range(4)]
+    means = [
+        spectral_trend(spectra_table(*diffeq_attention_weights(tiny_model("diffeq", seed), 4), labels))["rho"].mean()
+        for seed in range(4)
+    ]
     untrained = correlation_interval(means)
     assert -1 <= untrained.low < 0 < untrained.high <= 1
 
     c_attn, c_proj, times, layers = diffeq_attention_weights(tiny_model("diffeq"), 4)
     growth = 1 + 3 * times
-    grown = spectral_trend(spectra_table(c_attn[:1] * growth[:, None, None, None, None],
-                                         c_proj[:1] * growth[:, None, None, None], times, layers, labels))
+    grown = spectral_trend(
+        spectra_table(
+            c_attn[:1] * growth[:, None, None, None, None],
+            c_proj[:1] * growth[:, None, None, None],
+            times,
+            layers,
+            labels,
+        )
+    )
     assert len(grown) == 2 * TINY_SHAPE["num_heads"]
     np.testing.assert_allclose(grown["rho"], 1.0)
 
@@ -108,6 +121,7 @@ def test_spectral_trend_uses_the_trained_times_only():
     c_attn, c_proj, times, layers = diffeq_attention_weights(tiny_model("diffeq"), 4)
     trained = np.isclose(times * TINY_SHAPE["num_layers"], np.round(times * TINY_SHAPE["num_layers"]))
     growth = np.where(trained, 1 + 3 * times, 100 - 50 * times)
-    table = spectra_table(c_attn[:1] * growth[:, None, None, None, None], c_proj[:1] * growth[:, None, None, None],
-                          times, layers, labels)
+    table = spectra_table(
+        c_attn[:1] * growth[:, None, None, None, None], c_proj[:1] * growth[:, None, None, None], times, layers, labels
+    )
     np.testing.assert_allclose(spectral_trend(table)["rho"], 1.0)

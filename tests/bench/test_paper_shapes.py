@@ -93,8 +93,10 @@ def test_paper_small_shape_trains_and_resamples(paper, run_id, tmp_path):
     model_key, data_key, training_key, lora_key, finetune_key = jrandom.split(jrandom.PRNGKey(0), 5)
     with trainer_for(run_id, train, tmp_path / "pretrain") as trainer:
         Vocab = round_axis_for_partitioning(Axis("vocab", GPT2_VOCAB), trainer.parameter_axis_mapping)
-        state = trainer.initial_state(training_key, model_init=lambda: build_initialised(
-            run_model_config(spec), Vocab, key=model_key, init=spec.model.init))
+        state = trainer.initial_state(
+            training_key,
+            model_init=lambda: build_initialised(run_model_config(spec), Vocab, key=model_key, init=spec.model.init),
+        )
         batch = random_batch(trainer, spec.model.seq_len, data_key)
         losses, changed, state = take_steps(trainer, state, batch, PRETRAIN_STEPS)
         model = state.model
@@ -107,8 +109,7 @@ def test_paper_small_shape_trains_and_resamples(paper, run_id, tmp_path):
     resampled = resample(finetune, model, lora_key)
     ft_train = dataclasses.replace(finetune.train, batch_size=1, steps=1)
     with trainer_for(finetune.run_id, ft_train, tmp_path / "finetune") as trainer:
-        state = trainer.initial_state(finetune_key, model=resampled,
-                                      is_trainable=trainable_filter(finetune)(resampled))
+        state = trainer.initial_state(finetune_key, model=resampled, is_trainable=trainable_filter(finetune)(resampled))
         losses, changed, state = take_steps(trainer, state, batch, 1)
     assert math.isfinite(losses[0]), losses
     assert changed > 0, "the LoRA adapters and embeddings should move"
@@ -126,8 +127,11 @@ def test_llama_pair_compiles_at_paper_width(paper, run_id):
 
     runs, _ = paper
     spec = runs[run_id]
-    spec = dataclasses.replace(spec, model=dataclasses.replace(spec.model, num_layers=LLAMA_LAYERS),
-                               train=dataclasses.replace(spec.train, batch_size=1))
+    spec = dataclasses.replace(
+        spec,
+        model=dataclasses.replace(spec.model, num_layers=LLAMA_LAYERS),
+        train=dataclasses.replace(spec.train, batch_size=1),
+    )
     assert (spec.model.hidden_dim, spec.model.intermediate_dim, spec.model.seq_len) == (2048, 8192, 2048)
     plan = plan_train_step(Workload("pretrain", spec), LLAMA_VOCAB, 1)
     print(run_id, {key: value / 1e9 for key, value in plan.items() if key.endswith("bytes")}, "GB")

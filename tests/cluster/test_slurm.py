@@ -37,26 +37,42 @@ def slurm_partition():
         pytest.skip("changes the host (apt, /etc/slurm, munge, daemons): set PIPELINE_HOST_TESTS=1 to run it")
     if os.geteuid() != 0:
         pytest.skip("starting slurmctld/slurmd and munged needs root")
-    started = subprocess.run(["bash", str(ROOT / "tests" / "cluster" / "start_slurm.sh")], capture_output=True,
-                             text=True, timeout=600, env={**os.environ, "SLURM_TEST_NETNS": NETNS})
+    started = subprocess.run(
+        ["bash", str(ROOT / "tests" / "cluster" / "start_slurm.sh")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "SLURM_TEST_NETNS": NETNS},
+    )
     assert started.returncode == 0, started.stderr
     yield started.stdout.split()[-1]
     subprocess.run(["bash", str(ROOT / "tests" / "cluster" / "stop_slurm.sh")], timeout=120, check=True)
     query = time.monotonic()
     subprocess.run(["scontrol", "show", "config"], capture_output=True, timeout=60)
-    assert time.monotonic() - query < 3, ("stop_slurm.sh left a slurm.conf naming a stopped controller: every later "
-                                          "snakemake waits ~9 s for the SLURM plugin's `scontrol show config`")
+    assert time.monotonic() - query < 3, (
+        "stop_slurm.sh left a slurm.conf naming a stopped controller: every later "
+        "snakemake waits ~9 s for the SLURM plugin's `scontrol show config`"
+    )
 
 
-def localhost_site(tmp_path: Path, partition: str, max_runtime_min: int = 60, signal_lead_s: int = 600,
-                   **changes) -> Path:
+def localhost_site(
+    tmp_path: Path, partition: str, max_runtime_min: int = 60, signal_lead_s: int = 600, **changes
+) -> Path:
     """The example site with what this machine has: one partition, no GPUs, 1 CPU and 3 GB per job (``changes``:
     further keys)."""
     raw = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())
-    raw["site"].update(gpu_partition=partition, cpu_partition=partition, gpus_per_node=0, cpu_max_cpus=1,
-                       cpu_max_mem_mb=3000, max_runtime_min=max_runtime_min,
-                       target_runtime_min=min(max_runtime_min, raw["site"]["target_runtime_min"]),
-                       hf_home=str(tmp_path / "hf"), signal_lead_s=signal_lead_s, **changes)
+    raw["site"].update(
+        gpu_partition=partition,
+        cpu_partition=partition,
+        gpus_per_node=0,
+        cpu_max_cpus=1,
+        cpu_max_mem_mb=3000,
+        max_runtime_min=max_runtime_min,
+        target_runtime_min=min(max_runtime_min, raw["site"]["target_runtime_min"]),
+        hf_home=str(tmp_path / "hf"),
+        signal_lead_s=signal_lead_s,
+        **changes,
+    )
     path = tmp_path / "site.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -74,12 +90,36 @@ def test_tiny_dag_runs_offline_through_the_slurm_profile(tmp_path, slurm_partiti
     preflight = "results/tiny/preflight/gpt-large-g0-mb0/row.json"
     started = time.monotonic()
     result = subprocess.run(
-        in_netns(sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
-                 str(tmp_path), "--profile", str(ROOT / "profiles" / "slurm"), "--config", "preset=tiny",
-                 f"site={localhost_site(tmp_path, slurm_partition)}", "ray={address: null, num_cpus: null}",
-                 "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
-                 "--slurm-logdir", str(tmp_path / "slurm-logs"), run, downstream, preflight),
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800)
+        in_netns(
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--profile",
+            str(ROOT / "profiles" / "slurm"),
+            "--config",
+            "preset=tiny",
+            f"site={localhost_site(tmp_path, slurm_partition)}",
+            "ray={address: null, num_cpus: null}",
+            "--slurm-status-command",
+            "squeue",
+            "--slurm-init-seconds-before-status-checks",
+            "5",
+            "--slurm-logdir",
+            str(tmp_path / "slurm-logs"),
+            run,
+            downstream,
+            preflight,
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     print(f"offline SLURM run: {time.monotonic() - started:.0f} s")
@@ -101,21 +141,44 @@ def test_tiny_dag_runs_offline_through_the_slurm_profile(tmp_path, slurm_partiti
 def test_ray_cluster_sbatch_runs_its_driver_inside_the_allocation_with_token_auth(tmp_path, slurm_partition):
     address_file, log = tmp_path / "ray-address", tmp_path / "ray.out"
     ray = str(Path(sys.executable).parent / "ray")
-    env = {**os.environ, "RAY_ADDRESS_FILE": str(address_file), "RAY_PORT": "6391", "RAY": ray,
-           "RAY_AUTH_TOKEN_PATH": str(tmp_path / "auth_token")}
-    driver = ("import os, ray; ray.init(); "
-              "print('driver in job', os.environ['SLURM_JOB_ID'], ray.cluster_resources()['CPU'])")
+    env = {
+        **os.environ,
+        "RAY_ADDRESS_FILE": str(address_file),
+        "RAY_PORT": "6391",
+        "RAY": ray,
+        "RAY_AUTH_TOKEN_PATH": str(tmp_path / "auth_token"),
+    }
+    driver = (
+        "import os, ray; ray.init(); print('driver in job', os.environ['SLURM_JOB_ID'], ray.cluster_resources()['CPU'])"
+    )
     submitted = subprocess.run(
-        in_netns("sbatch", "--parsable", "--nodes=1", f"--partition={slurm_partition}", "--exclusive=user",
-                 "--output", str(log), str(ROOT / "profiles" / "slurm" / "ray-cluster.sbatch"),
-                 sys.executable, "-c", driver),
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=60, check=True)
+        in_netns(
+            "sbatch",
+            "--parsable",
+            "--nodes=1",
+            f"--partition={slurm_partition}",
+            "--exclusive=user",
+            "--output",
+            str(log),
+            str(ROOT / "profiles" / "slurm" / "ray-cluster.sbatch"),
+            sys.executable,
+            "-c",
+            driver,
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
     job_id = submitted.stdout.strip().split(";")[0]
     try:
         deadline = time.time() + 240
         while time.time() < deadline:
-            state = subprocess.run(in_netns("squeue", "-h", "-j", job_id, "-o", "%T"), capture_output=True,
-                                   text=True, timeout=30).stdout.strip()
+            state = subprocess.run(
+                in_netns("squeue", "-h", "-j", job_id, "-o", "%T"), capture_output=True, text=True, timeout=30
+            ).stdout.strip()
             if not state:
                 break
             time.sleep(2)
@@ -128,7 +191,8 @@ def test_ray_cluster_sbatch_runs_its_driver_inside_the_allocation_with_token_aut
 
 
 def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_planned_chunks(
-        tmp_path, slurm_partition, tiny_data_workdir):
+    tmp_path, slurm_partition, tiny_data_workdir
+):
     """On a partition with a 1-minute limit, a tiny run whose training takes longer than that finishes in one
     ``snakemake --profile profiles/slurm`` call: the site's CPU device was measured
     (``results/benchmarks/throughput-sizes-cpu2.csv``), so the dry run plans the run as a chain of 1-minute jobs
@@ -143,16 +207,39 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     run, steps = "results/tiny/runs/wt103-small-gpt", 1200  # ~80 s of updates on 2 idle cores, ~3 chunks
     train = f"steps: {steps}, eval_every: {steps}, eval_batches: 1, checkpoint_every: {steps}"
-    site = localhost_site(tmp_path, slurm_partition, max_runtime_min=1, signal_lead_s=2, device="cpu2",
-                          chunk_startup_min=0.5)
+    site = localhost_site(
+        tmp_path, slurm_partition, max_runtime_min=1, signal_lead_s=2, device="cpu2", chunk_startup_min=0.5
+    )
     started = time.monotonic()
     result = subprocess.run(
-        in_netns(sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
-                 str(workdir), f"{run}/summary.json", "--profile", str(ROOT / "profiles" / "slurm"),
-                 "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
-                 "--slurm-logdir", str(tmp_path / "logs"), "--config", "preset=tiny",
-                 f"pretrain={{wt103-small: {{train: {{{train}}}}}}}", f"site={site}"),
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=1200)
+        in_netns(
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(workdir),
+            f"{run}/summary.json",
+            "--profile",
+            str(ROOT / "profiles" / "slurm"),
+            "--slurm-status-command",
+            "squeue",
+            "--slurm-init-seconds-before-status-checks",
+            "5",
+            "--slurm-logdir",
+            str(tmp_path / "logs"),
+            "--config",
+            "preset=tiny",
+            f"pretrain={{wt103-small: {{train: {{{train}}}}}}}",
+            f"site={site}",
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+    )
     output = result.stdout + result.stderr
     print(f"one call through chunks: {time.monotonic() - started:.0f} s")
     assert result.returncode == 0, output[-4000:]
@@ -162,8 +249,10 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     # The run's own log gathers every job's: each job after the first resumed from the checkpoint the one before it
     # saved last (a save "at step k" holds k + 1 updates).
     log = (workdir / "results" / "tiny" / "logs" / "pretrain" / "wt103-small-gpt.log").read_text()
-    events = re.findall(r"Saving checkpoint at step (\d+)\.|Resuming wt103-small-gpt from checkpoint at step (\d+)",
-                        (workdir / run / "logs" / "wt103-small-gpt.log.log").read_text())
+    events = re.findall(
+        r"Saving checkpoint at step (\d+)\.|Resuming wt103-small-gpt from checkpoint at step (\d+)",
+        (workdir / run / "logs" / "wt103-small-gpt.log.log").read_text(),
+    )
     resumes, saved = [], None
     for save, resume in events:
         if save:

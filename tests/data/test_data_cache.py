@@ -43,9 +43,7 @@ def test_serial_cache_contents(serial_cache, small_corpus, tokenizer_dir):
     assert stats["documents"] == len(expected) == 162
     assert stats["tokens"] == sum(map(len, expected)) == cache_token_count(root / "train")
     assert cache_stats(root / "train") == {"documents": stats["documents"], "tokens": stats["tokens"]}
-    cache = load_lm_dataset_cache(
-        str(root / "train"), TextLmDatasetFormat(), load_tokenizer(str(tokenizer_dir))
-    )
+    cache = load_lm_dataset_cache(str(root / "train"), TextLmDatasetFormat(), load_tokenizer(str(tokenizer_dir)))
     assert [list(cache[i]["input_ids"]) for i in (0, 1, 161)] == [expected[i] for i in (0, 1, 161)]
     assert np.array_equal(_all_tokens(cache), np.concatenate(expected))
     assert sorted(p.name for p in root.iterdir()) == ["train"]
@@ -103,9 +101,7 @@ def test_bad_inputs(tmp_path, small_corpus, tokenizer_dir):
         build_token_cache(small_corpus, tokenizer_dir, tmp_path / "c", builder="spark")
     with pytest.raises(ValueError, match="No JSONL files given"):
         build_token_cache([], tokenizer_dir, tmp_path / "c")
-    with pytest.raises(
-        FileNotFoundError, match="has no shard_ledger.json; expected a finished Levanter cache"
-    ):
+    with pytest.raises(FileNotFoundError, match="has no shard_ledger.json; expected a finished Levanter cache"):
         cache_token_count(tmp_path)
     assert not (tmp_path / "c").exists()
 
@@ -117,9 +113,7 @@ def test_ray_builder_matches_serial(tmp_path, serial_cache, small_corpus, tokeni
         stats = build_token_cache(small_corpus, tokenizer_dir, tmp_path / "train", builder="ray")
     finally:
         ray.shutdown()
-    assert {k: stats[k] for k in ("documents", "tokens")} == {
-        k: serial_stats[k] for k in ("documents", "tokens")
-    }
+    assert {k: stats[k] for k in ("documents", "tokens")} == {k: serial_stats[k] for k in ("documents", "tokens")}
     tokenizer = load_tokenizer(str(tokenizer_dir))
     ray_cache = load_lm_dataset_cache(str(tmp_path / "train"), TextLmDatasetFormat(), tokenizer)
     serial = load_lm_dataset_cache(str(root / "train"), TextLmDatasetFormat(), tokenizer)

@@ -97,8 +97,11 @@ def test_export_writes_the_test_split_only_when_asked_and_shipped(tmp_path):
     assert stats["test"]["documents"] == len(_texts("pydocs", "test"))
     assert (tmp_path / "pydocs" / "test.jsonl").is_file()
     assert "test" not in export_tiny_corpus("pydocs", tmp_path / "no-test")
-    with pytest.raises(ValueError, match=r"^Tiny corpus 'fortunes' ships no test split; set test_split: false in "
-                                         r"its dataset source or use one of \['pydocs'\]\.$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^Tiny corpus 'fortunes' ships no test split; set test_split: false in "
+        r"its dataset source or use one of \['pydocs'\]\.$",
+    ):
         export_tiny_corpus("fortunes", tmp_path / "fortunes", test_split=True)
 
 
@@ -111,9 +114,7 @@ def test_domains_differ():
     assert rate(docs, "function", "module", "object", "returns", "argument") > 20 * rate(
         fortunes, "function", "module", "object", "returns", "argument"
     )
-    assert rate(fortunes, "i", "you", "he", "she", "me", "love") > 5 * rate(
-        docs, "i", "you", "he", "she", "me", "love"
-    )
+    assert rate(fortunes, "i", "you", "he", "she", "me", "love") > 5 * rate(docs, "i", "you", "he", "she", "me", "love")
     assert not any(line.startswith(">>>") for t in _texts("pydocs", "train") for line in t.splitlines())
 
 
@@ -136,12 +137,13 @@ def test_export_tiny_corpus(tmp_path):
 
 
 def test_unknown_tiny_corpus(tmp_path):
-    with pytest.raises(
-        ValueError, match=r"Unknown tiny corpus 'wiki'; expected one of \['fortunes', 'pydocs'\]"
-    ):
+    with pytest.raises(ValueError, match=r"Unknown tiny corpus 'wiki'; expected one of \['fortunes', 'pydocs'\]"):
         export_tiny_corpus("wiki", tmp_path / "x")
-    with pytest.raises(ValueError, match=r"Unknown split 'test' of tiny corpus 'fortunes'; expected one of "
-                                         r"\['train', 'validation'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"Unknown split 'test' of tiny corpus 'fortunes'; expected one of "
+        r"\['train', 'validation'\]",
+    ):
         tiny_corpus_file("fortunes", "test")
 
 

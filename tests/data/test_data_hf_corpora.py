@@ -63,20 +63,24 @@ def test_the_sources_own_test_split_is_exported_when_asked(tmp_path):
     assert list(iter_texts(stats["validation"]["files"])) == DOCS[40:50]
     assert "test" not in _export(tmp_path, src, name="no-test")
     (src / "test.jsonl").unlink()
-    with pytest.raises(ValueError, match=r"^Dataset 'toy' has splits \['train', 'validation'\]; expected "
-                                         r"\['train', 'validation', 'test'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"^Dataset 'toy' has splits \['train', 'validation'\]; expected "
+        r"\['train', 'validation', 'test'\]",
+    ):
         _export(tmp_path, src, name="missing", test_split=True)
-    with pytest.raises(ValueError, match=r"test_split=true with validation_fraction=0.1; a test split must be the "
-                                         r"source's own"):
+    with pytest.raises(
+        ValueError,
+        match=r"test_split=true with validation_fraction=0.1; a test split must be the "
+        r"source's own",
+    ):
         _export(tmp_path, src / "train.jsonl", name="carved", validation_fraction=0.1, test_split=True)
 
 
 def test_fraction_split_matches_reference_recipe(tmp_path):
     write_jsonl(tmp_path / "owt.jsonl", DOCS)
     stats = _export(tmp_path, tmp_path / "owt.jsonl", validation_fraction=0.1, seed=2357)
-    reference = datasets.Dataset.from_dict({"text": DOCS}).train_test_split(
-        test_size=0.1, seed=2357, shuffle=True
-    )
+    reference = datasets.Dataset.from_dict({"text": DOCS}).train_test_split(test_size=0.1, seed=2357, shuffle=True)
     assert list(iter_texts(stats["validation"]["files"])) == reference["test"]["text"]
     assert list(iter_texts(stats["train"]["files"])) == reference["train"]["text"]
     assert stats["validation"]["documents"] == 6

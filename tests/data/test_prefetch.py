@@ -27,8 +27,13 @@ DOCS = [f"Web page {i}: some words about the open web." for i in range(40)]
 
 
 def offline_env(tmp_path) -> dict:
-    return {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-            "PYTHONPATH": str(ROOT)}
+    return {
+        **os.environ,
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "PYTHONPATH": str(ROOT),
+    }
 
 
 UNPINNED = {"dlwh/wikitext_103_detokenized", "cimec/lambada", "EleutherAI/logiqa", "lighteval/winograd_wsc"}
@@ -38,14 +43,18 @@ UNPINNED = {"dlwh/wikitext_103_detokenized", "cimec/lambada", "EleutherAI/logiqa
 def test_the_paper_preset_pins_every_hub_item_with_a_known_commit_and_the_tiny_preset_has_none():
     config = load_preset({"preset": "paper"})
     paper = hub_items(config)
-    assert {"name": "owt", "id": "Skylion007/openwebtext",
-            "revision": "433fe0f44ed7894fea29c08b3202aa348ccc6369"} in paper["datasets"]
+    assert {
+        "name": "owt",
+        "id": "Skylion007/openwebtext",
+        "revision": "433fe0f44ed7894fea29c08b3202aa348ccc6369",
+    } in paper["datasets"]
     assert [item["id"] for item in paper["tokenizers"]] == ["gpt2", "NousResearch/Llama-2-7b-hf"]
     assert len(paper["lm_eval_tasks"]) == 11 and "logiqa" in paper["lm_eval_tasks"]
     unpinned = {item["id"] for item in paper["datasets"] + paper["tokenizers"] if item["revision"] is None}
     index, factory = task_manager(None).task_index, TaskFactory()
-    task_datasets = {factory._load_full_config(index[task])["dataset_path"] for task in paper["lm_eval_tasks"]
-                     if task != "mmlu"} | {factory._load_full_config(index["mmlu_anatomy"])["dataset_path"]}
+    task_datasets = {
+        factory._load_full_config(index[task])["dataset_path"] for task in paper["lm_eval_tasks"] if task != "mmlu"
+    } | {factory._load_full_config(index["mmlu_anatomy"])["dataset_path"]}
     revisions = config["downstream"]["revisions"]
     assert set(revisions) <= task_datasets
     assert unpinned | (task_datasets - set(revisions)) == UNPINNED
@@ -59,46 +68,89 @@ def test_openwebtext_exports_offline_from_a_local_copy_of_its_parquet_branch(tmp
     branch.mkdir(parents=True)
     datasets.Dataset.from_dict({"text": DOCS[:30]}).to_parquet(str(branch / "0000.parquet"))
     datasets.Dataset.from_dict({"text": DOCS[30:]}).to_parquet(str(branch / "0001.parquet"))
-    stats = export_hf_corpus("owt", tmp_path / "out", source=tmp_path / "openwebtext-parquet",
-                             validation_fraction=0.1, seed=2357, cache_dir=tmp_path / "cache")
+    stats = export_hf_corpus(
+        "owt",
+        tmp_path / "out",
+        source=tmp_path / "openwebtext-parquet",
+        validation_fraction=0.1,
+        seed=2357,
+        cache_dir=tmp_path / "cache",
+    )
     expected = datasets.Dataset.from_dict({"text": DOCS}).train_test_split(test_size=0.1, seed=2357, shuffle=True)
     assert list(iter_texts(stats["validation"]["files"])) == expected["test"]["text"]
     assert list(iter_texts(stats["train"]["files"])) == expected["train"]["text"]
 
 
-@pytest.mark.parametrize(("verb", "option", "spec", "item"), [
-    ("corpus", "--source", {"kind": "hf", "id": "Skylion007/openwebtext", "revision": "refs/convert/parquet"},
-     "Dataset 'Skylion007/openwebtext' (Skylion007/openwebtext@refs/convert/parquet)"),
-    ("tokenizer", "--spec", {"kind": "pretrained", "name": "gpt2"}, "Tokenizer gpt2@main"),
-])
+@pytest.mark.parametrize(
+    ("verb", "option", "spec", "item"),
+    [
+        (
+            "corpus",
+            "--source",
+            {"kind": "hf", "id": "Skylion007/openwebtext", "revision": "refs/convert/parquet"},
+            "Dataset 'Skylion007/openwebtext' (Skylion007/openwebtext@refs/convert/parquet)",
+        ),
+        ("tokenizer", "--spec", {"kind": "pretrained", "name": "gpt2"}, "Tokenizer gpt2@main"),
+    ],
+)
 def test_an_offline_job_missing_a_hub_item_names_it_and_the_prefetch(tmp_path, verb, option, spec, item):
-    result = subprocess.run([sys.executable, "-m", "pipeline", verb, option, json.dumps(spec), "--out",
-                             str(tmp_path / "out")], capture_output=True, text=True, env=offline_env(tmp_path),
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", verb, option, json.dumps(spec), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=offline_env(tmp_path),
+        timeout=300,
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     assert result.stderr.splitlines()[-1] == (
         f"error: {item} is not in the Hugging Face cache {tmp_path / 'hf'} and this job runs with the hub offline; "
-        f"prefetch it on a host with network (`{PREFETCH_COMMAND}`, with the same site settings).")
+        f"prefetch it on a host with network (`{PREFETCH_COMMAND}`, with the same site settings)."
+    )
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("verb", "option", "spec", "item"), [
-    ("corpus", "--source", {"kind": "hf", "id": "Skylion007/openwebtext", "revision": "refs/convert/parquet"},
-     "Skylion007/openwebtext@refs/convert/parquet"),
-    ("tokenizer", "--spec", {"kind": "pretrained", "name": "gpt2"}, "gpt2@main"),
-])
-def test_a_job_given_the_prefetch_record_of_another_revision_names_it_and_the_prefetch(tmp_path, verb, option, spec,
-                                                                                        item):
+@pytest.mark.parametrize(
+    ("verb", "option", "spec", "item"),
+    [
+        (
+            "corpus",
+            "--source",
+            {"kind": "hf", "id": "Skylion007/openwebtext", "revision": "refs/convert/parquet"},
+            "Skylion007/openwebtext@refs/convert/parquet",
+        ),
+        ("tokenizer", "--spec", {"kind": "pretrained", "name": "gpt2"}, "gpt2@main"),
+    ],
+)
+def test_a_job_given_the_prefetch_record_of_another_revision_names_it_and_the_prefetch(
+    tmp_path, verb, option, spec, item
+):
     record = tmp_path / "record.json"
-    record.write_text(json.dumps({"name": "old", "id": spec.get("id", spec.get("name")), "revision": "v1",
-                                  "commit": "0" * 40}))
-    result = subprocess.run([sys.executable, "-m", "pipeline", verb, option, json.dumps(spec), "--prefetched",
-                             str(record), "--out", str(tmp_path / "out")], capture_output=True, text=True,
-                            env=offline_env(tmp_path), timeout=300)
+    record.write_text(
+        json.dumps({"name": "old", "id": spec.get("id", spec.get("name")), "revision": "v1", "commit": "0" * 40})
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            verb,
+            option,
+            json.dumps(spec),
+            "--prefetched",
+            str(record),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env=offline_env(tmp_path),
+        timeout=300,
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     assert result.stderr.splitlines()[-1] == (
         f"error: {item} is not the item of the prefetch record {record} ({spec.get('id', spec.get('name'))}@v1); "
-        f"rerun the prefetch (`{PREFETCH_COMMAND}`).")
+        f"rerun the prefetch (`{PREFETCH_COMMAND}`)."
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -119,5 +171,4 @@ def test_lm_eval_tasks_load_one_by_one_so_a_broken_task_is_named(task_dir_with_a
         check_scored_output_types(manager, ["tiny_choice", "broken_choice"])
     with pytest.raises(ValueError, match=r"prefetch: lm-eval task broken_choice failed \(FileNotFoundError: "):
         prefetch_task("broken_choice", str(task_dir_with_a_broken_task), {})
-    assert prefetch_task("tiny_choice", str(task_dir_with_a_broken_task), {}) == {"task": "tiny_choice",
-                                                                                 "datasets": []}
+    assert prefetch_task("tiny_choice", str(task_dir_with_a_broken_task), {}) == {"task": "tiny_choice", "datasets": []}

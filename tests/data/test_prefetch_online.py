@@ -117,11 +117,20 @@ class MirrorRequest(BaseHTTPRequestHandler):
             return self.reply(404, b"", body, {"X-Error-Code": "RevisionNotFound"})
         handler(repo_id, sha, repo["commits"][sha], "/".join(rest), body)
 
-    def reply(self, status: int, content: bytes, body: bool, headers: dict[str, str] | None = None,
-              content_type: str = "application/octet-stream"):
+    def reply(
+        self,
+        status: int,
+        content: bytes,
+        body: bool,
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/octet-stream",
+    ):
         self.send_response(status)
-        for name, value in {"Content-Type": content_type, "Content-Length": str(len(content)),
-                            **(headers or {})}.items():
+        for name, value in {
+            "Content-Type": content_type,
+            "Content-Length": str(len(content)),
+            **(headers or {}),
+        }.items():
             self.send_header(name, value)
         self.end_headers()
         if body:
@@ -131,24 +140,44 @@ class MirrorRequest(BaseHTTPRequestHandler):
         self.reply(200, json.dumps(value).encode(), body, content_type="application/json")
 
     def info(self, repo_id, sha, files, _rest, body):
-        self.reply_json({"id": repo_id, "sha": sha, "private": False, "disabled": False, "gated": False,
-                         "lastModified": "2026-01-01T00:00:00.000Z", "tags": [], "downloads": 0, "likes": 0,
-                         "siblings": [{"rfilename": path} for path in sorted(files)]}, body)
+        self.reply_json(
+            {
+                "id": repo_id,
+                "sha": sha,
+                "private": False,
+                "disabled": False,
+                "gated": False,
+                "lastModified": "2026-01-01T00:00:00.000Z",
+                "tags": [],
+                "downloads": 0,
+                "likes": 0,
+                "siblings": [{"rfilename": path} for path in sorted(files)],
+            },
+            body,
+        )
 
     def tree(self, _repo_id, _sha, files, folder, body):
         """The files and folders in ``folder`` (everything below it with ``recursive``); a missing folder is 404, as on
         the hub."""
         recursive = self.query.get("recursive", ["false"])[0].lower() == "true"
         prefix = f"{folder}/" if folder else ""
-        names = [path[len(prefix):].split("/") for path in files if path.startswith(prefix)]
+        names = [path[len(prefix) :].split("/") for path in files if path.startswith(prefix)]
         if not names:
             return self.reply(404, b"", body, {"X-Error-Code": "EntryNotFound"})
-        listed = {(prefix + "/".join(parts[:depth]), depth == len(parts))
-                  for parts in names for depth in range(1, len(parts) + 1 if recursive else 2)}
-        self.reply_json([{"type": "file", "path": path, "size": len(files[path]),
-                          "oid": hashlib.sha1(files[path]).hexdigest()} if is_file else
-                         {"type": "directory", "path": path, "size": 0, "oid": hashlib.sha1(path.encode()).hexdigest()}
-                         for path, is_file in sorted(listed)], body)
+        listed = {
+            (prefix + "/".join(parts[:depth]), depth == len(parts))
+            for parts in names
+            for depth in range(1, len(parts) + 1 if recursive else 2)
+        }
+        self.reply_json(
+            [
+                {"type": "file", "path": path, "size": len(files[path]), "oid": hashlib.sha1(files[path]).hexdigest()}
+                if is_file
+                else {"type": "directory", "path": path, "size": 0, "oid": hashlib.sha1(path.encode()).hexdigest()}
+                for path, is_file in sorted(listed)
+            ],
+            body,
+        )
 
     def resolve(self, _repo_id, sha, files, path, body):
         if path not in files:
@@ -171,8 +200,10 @@ def texts(tag: str, split: str, count: int) -> list[str]:
 
 def corpus_commit(tag: str) -> dict[str, bytes]:
     """A dataset repository as `push_to_hub` lays it out: data/<split>-00000-of-00001.parquet."""
-    return {f"data/{split}-00000-of-00001.parquet": parquet_bytes(texts(tag, split, count))
-            for split, count in (("train", 20), ("validation", 4), ("test", 4))}
+    return {
+        f"data/{split}-00000-of-00001.parquet": parquet_bytes(texts(tag, split, count))
+        for split, count in (("train", 20), ("validation", 4), ("test", 4))
+    }
 
 
 def tokenizer_commit(tmp_path: Path, vocab_size: int) -> dict[str, bytes]:
@@ -199,10 +230,30 @@ def test_the_site_hub_mirror_defaults_to_the_hub_and_must_be_a_url(tmp_path):
 def run_snakemake(workdir: Path, preset: Path, site: Path, *targets: str, keep_going: bool = False) -> str:
     """Snakemake's output; it must succeed unless ``keep_going`` (then the jobs that can run do)."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"),
-                             "--directory", str(workdir), "--cores", "1", "--show-failed-logs", *targets,
-                             *(["--keep-going"] if keep_going else []), "--config", f"preset={preset}",
-                             f"site={site}"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--cores",
+            "1",
+            "--show-failed-logs",
+            *targets,
+            *(["--keep-going"] if keep_going else []),
+            "--config",
+            f"preset={preset}",
+            f"site={site}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert keep_going or result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return result.stdout + result.stderr
 
@@ -210,14 +261,22 @@ def run_snakemake(workdir: Path, preset: Path, site: Path, *targets: str, keep_g
 def prefetch_directly(tmp_path: Path, mirror: HubMirror, item: dict, out: Path) -> subprocess.CompletedProcess:
     """`python -m pipeline prefetch` of dataset ``item`` from ``mirror`` into the test's cache, as another preset
     would."""
-    return subprocess.run([sys.executable, "-m", "pipeline", "prefetch", "--dataset", json.dumps(item), "--out",
-                           str(out)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": mirror.endpoint,
-                               "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0"})
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", "prefetch", "--dataset", json.dumps(item), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "HF_HOME": str(tmp_path / "hf"),
+            "HF_ENDPOINT": mirror.endpoint,
+            "HF_HUB_OFFLINE": "0",
+            "HF_DATASETS_OFFLINE": "0",
+        },
+    )
 
 
-def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_the_pinned_commits(tmp_path,
-                                                                                                  hub_mirror):
+def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_the_pinned_commits(tmp_path, hub_mirror):
     """The site names the mirror (hf_endpoint) and the cache (hf_home). The dataset repository has three commits:
     `old` (pinned by commit, as WikiText-103), `new` (main, pinned by nobody) and a parquet conversion on the branch
     refs/convert/parquet (as OpenWebText); the tokenizer repository an old pinned commit and a newer main. After the
@@ -227,18 +286,28 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
     parquet branch to a newer commit: a job reads the commit its own preset's prefetch recorded."""
     old = hub_mirror.commit("dataset", "local/tiny-corpus", corpus_commit("old"))
     hub_mirror.commit("dataset", "local/tiny-corpus", corpus_commit("new"))
-    parquet_branch = {f"default/train/000{shard}.parquet": parquet_bytes(texts("parquet", f"shard{shard}", 10))
-                      for shard in range(2)}
+    parquet_branch = {
+        f"default/train/000{shard}.parquet": parquet_bytes(texts("parquet", f"shard{shard}", 10)) for shard in range(2)
+    }
     converted = hub_mirror.commit("dataset", "local/tiny-corpus", parquet_branch, refs=("refs/convert/parquet",))
     old_tokenizer = hub_mirror.commit("model", "local/tiny-tokenizer", tokenizer_commit(tmp_path, 300))
     hub_mirror.commit("model", "local/tiny-tokenizer", tokenizer_commit(tmp_path, 320))
 
     preset = yaml.safe_load((ROOT / "pipeline" / "config" / "presets" / "tiny.yaml").read_text())
     preset["preset"] = PRESET
-    preset["datasets"]["wt103"]["source"] = {"kind": "hf", "id": "local/tiny-corpus", "revision": old,
-                                             "test_split": True}
-    preset["datasets"]["owt"]["source"] = {"kind": "hf", "id": "local/tiny-corpus", "revision": "refs/convert/parquet",
-                                           "validation_fraction": 0.1, "seed": 1}
+    preset["datasets"]["wt103"]["source"] = {
+        "kind": "hf",
+        "id": "local/tiny-corpus",
+        "revision": old,
+        "test_split": True,
+    }
+    preset["datasets"]["owt"]["source"] = {
+        "kind": "hf",
+        "id": "local/tiny-corpus",
+        "revision": "refs/convert/parquet",
+        "validation_fraction": 0.1,
+        "seed": 1,
+    }
     preset["tokenizers"]["hub"] = {"kind": "pretrained", "name": "local/tiny-tokenizer", "revision": old_tokenizer}
     (tmp_path / "preset.yaml").write_text(yaml.safe_dump(preset))
     write_site(tmp_path / "site.yaml", hf_home=str(tmp_path / "hf"), hf_endpoint=hub_mirror.endpoint)
@@ -246,38 +315,63 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
 
     run_snakemake(workdir, tmp_path / "preset.yaml", tmp_path / "site.yaml", "prefetch")
     assert not hub_mirror.unknown, f"requests the mirror does not implement: {hub_mirror.unknown}"
-    records = {path.relative_to(data / "prefetch").as_posix(): json.loads(path.read_text())
-               for path in (data / "prefetch").rglob("*.json")}
+    records = {
+        path.relative_to(data / "prefetch").as_posix(): json.loads(path.read_text())
+        for path in (data / "prefetch").rglob("*.json")
+    }
     assert records == {
-        "datasets/owt.json": {"name": "owt", "id": "local/tiny-corpus", "revision": "refs/convert/parquet",
-                              "commit": converted},
+        "datasets/owt.json": {
+            "name": "owt",
+            "id": "local/tiny-corpus",
+            "revision": "refs/convert/parquet",
+            "commit": converted,
+        },
         "datasets/wt103.json": {"name": "wt103", "id": "local/tiny-corpus", "revision": old, "commit": old},
-        "tokenizers/hub.json": {"name": "hub", "id": "local/tiny-tokenizer", "revision": old_tokenizer,
-                                "commit": old_tokenizer}}
+        "tokenizers/hub.json": {
+            "name": "hub",
+            "id": "local/tiny-tokenizer",
+            "revision": old_tokenizer,
+            "commit": old_tokenizer,
+        },
+    }
 
     # The hub moves the parquet branch; another preset sharing the site's cache prefetches it: the cache's ref now
     # names the new commit, the first preset's record still the one it fetched.
-    moved = hub_mirror.commit("dataset", "local/tiny-corpus",
-                              {"default/train/0000.parquet": parquet_bytes(texts("moved", "shard0", 10))},
-                              refs=("refs/convert/parquet",))
+    moved = hub_mirror.commit(
+        "dataset",
+        "local/tiny-corpus",
+        {"default/train/0000.parquet": parquet_bytes(texts("moved", "shard0", 10))},
+        refs=("refs/convert/parquet",),
+    )
     owt_item = {"name": "owt", "id": "local/tiny-corpus", "revision": "refs/convert/parquet"}
     other = prefetch_directly(tmp_path, hub_mirror, owt_item, tmp_path / "other-preset.json")
     assert other.returncode == 0, other.stderr[-3000:]
     assert json.loads((tmp_path / "other-preset.json").read_text()) == {**owt_item, "commit": moved}
-    assert (tmp_path / "hf" / "hub" / "datasets--local--tiny-corpus" / "refs" / "refs" / "convert" /
-            "parquet").read_text() == moved
+    assert (
+        tmp_path / "hf" / "hub" / "datasets--local--tiny-corpus" / "refs" / "refs" / "convert" / "parquet"
+    ).read_text() == moved
 
     hub_mirror.stop()
     unreachable = prefetch_directly(tmp_path, hub_mirror, owt_item, tmp_path / "again.json")
-    assert unreachable.returncode == 1 and "error: prefetch: dataset owt (local/tiny-corpus@refs/convert/parquet) " \
-        "failed (ConnectionError" in unreachable.stderr, unreachable.stderr[-3000:]
+    assert (
+        unreachable.returncode == 1
+        and "error: prefetch: dataset owt (local/tiny-corpus@refs/convert/parquet) failed (ConnectionError"
+        in unreachable.stderr
+    ), unreachable.stderr[-3000:]
     assert not (tmp_path / "again.json").exists()
 
-    run_snakemake(workdir, tmp_path / "preset.yaml", tmp_path / "site.yaml", f"results/{PRESET}/data/corpora/wt103",
-                  f"results/{PRESET}/data/corpora/owt", f"results/{PRESET}/data/tokenizers/hub")
+    run_snakemake(
+        workdir,
+        tmp_path / "preset.yaml",
+        tmp_path / "site.yaml",
+        f"results/{PRESET}/data/corpora/wt103",
+        f"results/{PRESET}/data/corpora/owt",
+        f"results/{PRESET}/data/tokenizers/hub",
+    )
     for split in ("train", "validation", "test"):
-        assert list(iter_texts(sorted((data / "corpora" / "wt103").glob(f"{split}-*.jsonl.gz")))) \
-            == texts("old", split, 20 if split == "train" else 4)
+        assert list(iter_texts(sorted((data / "corpora" / "wt103").glob(f"{split}-*.jsonl.gz")))) == texts(
+            "old", split, 20 if split == "train" else 4
+        )
     owt = sorted(iter_texts(sorted((data / "corpora" / "owt").glob("*.jsonl.gz"))))
     assert owt == sorted(texts("parquet", "shard0", 10) + texts("parquet", "shard1", 10))
     assert json.loads((data / "corpora" / "owt" / "manifest.json").read_text())["revision"] == converted
@@ -297,8 +391,13 @@ metric_list:
 
 
 def choice_docs(tag: str) -> bytes:
-    return parquet_table_bytes({"context": [f"{tag} question {i}" for i in range(3)],
-                                "choices": [["yes", "no"]] * 3, "label": [i % 2 for i in range(3)]})
+    return parquet_table_bytes(
+        {
+            "context": [f"{tag} question {i}" for i in range(3)],
+            "choices": [["yes", "no"]] * 3,
+            "label": [i % 2 for i in range(3)],
+        }
+    )
 
 
 LOAD_TASKS = """import json, sys
@@ -313,7 +412,8 @@ print(json.dumps({name: [doc["context"] for doc in task.test_docs()] for name, t
 
 
 def test_a_failing_lm_eval_task_leaves_pretraining_runnable_and_tasks_read_their_pinned_or_parquet_commit(
-        tmp_path, hub_mirror):
+    tmp_path, hub_mirror
+):
     """Three lm-eval tasks of a local task folder read hub datasets: `pinned` a dataset with an old commit (pinned in
     downstream.revisions) and a newer main; `converted` a loading script with a parquet conversion; `script_only` a
     loading script without one. With --keep-going the prefetch refuses `script_only` by name, and the corpus job of a
@@ -323,8 +423,12 @@ def test_a_failing_lm_eval_task_leaves_pretraining_runnable_and_tasks_read_their
     old = hub_mirror.commit("dataset", "local/pinned", {"data/test-00000-of-00001.parquet": choice_docs("old")})
     hub_mirror.commit("dataset", "local/pinned", {"data/test-00000-of-00001.parquet": choice_docs("new")})
     hub_mirror.commit("dataset", "local/converted", {"converted.py": b"# a loading script"})
-    parquet = hub_mirror.commit("dataset", "local/converted", {"default/test/0000.parquet": choice_docs("parquet")},
-                                refs=("refs/convert/parquet",))
+    parquet = hub_mirror.commit(
+        "dataset",
+        "local/converted",
+        {"default/test/0000.parquet": choice_docs("parquet")},
+        refs=("refs/convert/parquet",),
+    )
     hub_mirror.commit("dataset", "local/script_only", {"script_only.py": b"# a loading script"})
     task_dir = tmp_path / "tasks"
     task_dir.mkdir()
@@ -333,36 +437,61 @@ def test_a_failing_lm_eval_task_leaves_pretraining_runnable_and_tasks_read_their
 
     preset = yaml.safe_load((ROOT / "pipeline" / "config" / "presets" / "tiny.yaml").read_text())
     preset["preset"] = PRESET
-    preset["datasets"]["wt103"]["source"] = {"kind": "hf", "id": "local/tiny-corpus", "revision": wt103,
-                                             "test_split": True}
-    preset["downstream"].update(task_dir=str(task_dir), tasks=["pinned", "converted", "script_only"],
-                                revisions={"local/pinned": old})
+    preset["datasets"]["wt103"]["source"] = {
+        "kind": "hf",
+        "id": "local/tiny-corpus",
+        "revision": wt103,
+        "test_split": True,
+    }
+    preset["downstream"].update(
+        task_dir=str(task_dir), tasks=["pinned", "converted", "script_only"], revisions={"local/pinned": old}
+    )
     (tmp_path / "preset.yaml").write_text(yaml.safe_dump(preset))
     write_site(tmp_path / "site.yaml", hf_home=str(tmp_path / "hf"), hf_endpoint=hub_mirror.endpoint)
     workdir = tmp_path / "work"
     results = workdir / "results" / PRESET
 
-    output = run_snakemake(workdir, tmp_path / "preset.yaml", tmp_path / "site.yaml", "prefetch",
-                           f"results/{PRESET}/data/corpora/wt103", keep_going=True)
+    output = run_snakemake(
+        workdir,
+        tmp_path / "preset.yaml",
+        tmp_path / "site.yaml",
+        "prefetch",
+        f"results/{PRESET}/data/corpora/wt103",
+        keep_going=True,
+    )
     assert not hub_mirror.unknown, f"requests the mirror does not implement: {hub_mirror.unknown}"
     assert (results / "data" / "corpora" / "wt103" / "manifest.json").is_file(), output[-4000:]
     records = sorted(path.name for path in (results / "data" / "prefetch" / "lm_eval").iterdir())
     assert records == ["converted.json", "pinned.json"]
     assert json.loads((results / "data" / "prefetch" / "lm_eval" / "converted.json").read_text()) == {
-        "task": "converted", "datasets": [{"id": "local/converted", "revision": None, "commit": parquet,
-                                           "converted": True}]}
-    assert ("error: prefetch: lm-eval task script_only failed (ValueError: lm-eval dataset local/script_only@main is "
-            "a loading script, which datasets 4 refuses, and has no parquet conversion (refs/convert/parquet); remove "
-            "its task from downstream.tasks.)") in (results / "logs" / "prefetch" / "lm_eval" / "script_only.log"
-                                                    ).read_text()
+        "task": "converted",
+        "datasets": [{"id": "local/converted", "revision": None, "commit": parquet, "converted": True}],
+    }
+    assert (
+        "error: prefetch: lm-eval task script_only failed (ValueError: lm-eval dataset local/script_only@main is "
+        "a loading script, which datasets 4 refuses, and has no parquet conversion (refs/convert/parquet); remove "
+        "its task from downstream.tasks.)"
+    ) in (results / "logs" / "prefetch" / "lm_eval" / "script_only.log").read_text()
 
     hub_mirror.stop()
-    loaded = subprocess.run([sys.executable, "-c", LOAD_TASKS, str(task_dir),
-                             ",".join(str(results / "data" / "prefetch" / "lm_eval" / f"{task}.json")
-                                      for task in ("pinned", "converted")), "pinned,converted"],
-                            capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1",
-                                 "HF_DATASETS_OFFLINE": "1"})
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LOAD_TASKS,
+            str(task_dir),
+            ",".join(
+                str(results / "data" / "prefetch" / "lm_eval" / f"{task}.json") for task in ("pinned", "converted")
+            ),
+            "pinned,converted",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    )
     assert loaded.returncode == 0, loaded.stderr[-3000:]
-    assert json.loads(loaded.stdout.splitlines()[-1]) == {"pinned": [f"old question {i}" for i in range(3)],
-                                                          "converted": [f"parquet question {i}" for i in range(3)]}
+    assert json.loads(loaded.stdout.splitlines()[-1]) == {
+        "pinned": [f"old question {i}" for i in range(3)],
+        "converted": [f"parquet question {i}" for i in range(3)],
+    }

@@ -20,12 +20,34 @@ pytestmark = pytest.mark.e2e
 
 
 def snakemake(workdir: Path, ray_address: str, *args: str, config: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "JAX_COMPILATION_CACHE_DIR": str(workdir / "jax-cache"), "RAY_AUTH_MODE": "disabled"}
-    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"),
-                           "--directory", str(workdir), "--profile", str(ROOT / "profiles" / "ci"), *args,
-                           "--config", f"ray={{address: '{ray_address}'}}", *config],
-                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=4800)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "JAX_COMPILATION_CACHE_DIR": str(workdir / "jax-cache"),
+        "RAY_AUTH_MODE": "disabled",
+    }
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--profile",
+            str(ROOT / "profiles" / "ci"),
+            *args,
+            "--config",
+            f"ray={{address: '{ray_address}'}}",
+            *config,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=4800,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -165,8 +187,10 @@ def test_analyses_produce_their_tidy_tables(tiny_dag):
         summary = json.loads((tiny_dag / "runs" / run_id / "summary.json").read_text())
         assert own["val_loss"].item() == pytest.approx(summary["val_loss"], rel=1e-5), run_id
         assert set(frontier["solver"]) == set(analysis["frontier"]["solvers"])
-    probes = {probe_id: json.loads((tiny_dag / "analysis" / "memory" / f"{probe_id}.json").read_text())
-              for probe_id in memory_probes(load_preset({"preset": "tiny"}))}
+    probes = {
+        probe_id: json.loads((tiny_dag / "analysis" / "memory" / f"{probe_id}.json").read_text())
+        for probe_id in memory_probes(load_preset({"preset": "tiny"}))
+    }
     diffeq = sorted((p for p in probes.values() if p["family"] == "diffeq"), key=lambda p: p["time_embed_dim"])
     assert [p["time_embed_dim"] for p in diffeq] == analysis["memory"]["time_embed_dims"]
     for probe in probes.values():
@@ -186,8 +210,17 @@ def test_the_dag_ends_with_a_report_showing_every_table_and_figure(tiny_dag):
     workdir = tiny_dag.parents[1]
     figures = sorted((tiny_dag / "figures").rglob("*.png"))
     tables = sorted((tiny_dag / "tables").glob("*.html"))
-    for name in ("finetune", "frontier", "clustering_trajectories", "clustering_stats", "beta2", "memory",
-                 "time_embed_dim_ppl", "time_embed_dim_throughput", "time_mlp_design"):
+    for name in (
+        "finetune",
+        "frontier",
+        "clustering_trajectories",
+        "clustering_stats",
+        "beta2",
+        "memory",
+        "time_embed_dim_ppl",
+        "time_embed_dim_throughput",
+        "time_mlp_design",
+    ):
         assert tiny_dag / "figures" / f"{name}.png" in figures
     for kind in ("spectra", "lyapunov", "curves", "downstream"):
         assert any(path.parent.name == kind for path in figures), kind
@@ -195,10 +228,21 @@ def test_the_dag_ends_with_a_report_showing_every_table_and_figure(tiny_dag):
         assert tiny_dag / "tables" / f"{table}.html" in tables
     scorecard = pd.read_csv(tiny_dag / "scorecard.csv")
     claims = scorecard[scorecard["section"] == "claim"]
-    assert set(claims["status"]) <= {"supported", "contradicted", "inconclusive", "not tested at this scale",
-                                     "control (no verdict)", "sensitivity (no verdict)", "not run at this preset"}
+    assert set(claims["status"]) <= {
+        "supported",
+        "contradicted",
+        "inconclusive",
+        "not tested at this scale",
+        "control (no verdict)",
+        "sensitivity (no verdict)",
+        "not run at this preset",
+    }
     assert set(scorecard.loc[scorecard["section"] == "number", "status"]) <= {
-        "holds", "does not hold", "not run at this preset", "not in the paper"}
+        "holds",
+        "does not hold",
+        "not run at this preset",
+        "not in the paper",
+    }
     memory_claim = scorecard.set_index("item").loc["peak memory grows less than the parameter count with D"]
     assert memory_claim["status"] == "supported", memory_claim["evidence"]
     expected = [str(path.relative_to(workdir)) for path in [*figures, *tables, tiny_dag / "scorecard.html"]]
@@ -220,7 +264,8 @@ def test_changing_one_run_recomputes_only_what_depends_on_it(tiny_dag, ray_head)
     summary = json.loads((workdir / target).read_text())
     assert summary["resumed_from_step"] == summary["steps"], "the same fingerprint resumes its final checkpoint"
     assert {key: summary[key] for key in ("val_loss", "steps_done", "fingerprint", "final_train_loss")} == {
-        key: before[key] for key in ("val_loss", "steps_done", "fingerprint", "final_train_loss")}
+        key: before[key] for key in ("val_loss", "steps_done", "fingerprint", "final_train_loss")
+    }
     assert "Nothing to be done" in snakemake(workdir, ray_head, "-n").stdout
 
 
@@ -231,8 +276,12 @@ def test_a_changed_spec_or_retrained_source_never_resumes_old_checkpoints(tiny_d
     runs = ["owt-small-gpt", "owt-gpt24-gpt", "ft-owt-wt103-gpt8-lora", "ft-owt-wt103-gpt8-full"]
     before = {run: json.loads((tiny_dag / "runs" / run / "summary.json").read_text()) for run in runs}
     targets = [f"results/tiny/runs/{run}/summary.json" for run in (runs[0], *runs[2:])]
-    result = snakemake(workdir, ray_head, *targets,
-                       config=("pretrain={owt-small: {train: {lr: 1.0e-4}}, owt-gpt24: {train: {lr: 1.0e-3}}}",))
+    result = snakemake(
+        workdir,
+        ray_head,
+        *targets,
+        config=("pretrain={owt-small: {train: {lr: 1.0e-4}}, owt-gpt24: {train: {lr: 1.0e-3}}}",),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert job_counts(result.stdout + result.stderr) == {"pretrain": 2, "finetune": 2}
     for run in runs:

@@ -30,8 +30,15 @@ def tokenizer(tmp_path_factory):
     """A 512-token byte-level BPE trained on the first documents of both tiny corpora."""
     root = tmp_path_factory.mktemp("evaluate-tokenizer")
     corpus = root / "docs.jsonl"
-    write_jsonl(corpus, itertools.chain(*(itertools.islice(iter_texts([tiny_corpus_file(name, "train")]), count)
-                                          for name, count in (("pydocs", 8), ("fortunes", 150)))))
+    write_jsonl(
+        corpus,
+        itertools.chain(
+            *(
+                itertools.islice(iter_texts([tiny_corpus_file(name, "train")]), count)
+                for name, count in (("pydocs", 8), ("fortunes", 150))
+            )
+        ),
+    )
     train_bpe_tokenizer([corpus], 512, root / "bpe")
     return load_tokenizer(str(root / "bpe"))
 
@@ -81,11 +88,11 @@ def torch_loglikelihoods(torch_model, lm, requests: list[Instance]) -> list[tupl
             context_ids, continuation_ids = lm._encode_pair(context, continuation)
         else:
             context_ids, continuation_ids = [lm.prefix_token_id], lm.tok_encode(continuation)
-        window = (context_ids + continuation_ids)[-(lm.max_length + 1):]
+        window = (context_ids + continuation_ids)[-(lm.max_length + 1) :]
         with torch.no_grad():
             logits = torch_model(torch.tensor([window[:-1]])).logits[0].double()
-        logprobs = torch.log_softmax(logits, dim=-1)[-len(continuation_ids):]
-        targets = torch.tensor(window[-len(continuation_ids):])
+        logprobs = torch.log_softmax(logits, dim=-1)[-len(continuation_ids) :]
+        targets = torch.tensor(window[-len(continuation_ids) :])
         score = logprobs.gather(-1, targets[:, None]).sum().item()
         results.append((score, bool((logprobs.argmax(-1) == targets).all())))
     return results

@@ -15,10 +15,28 @@ def test_slurm_dry_run_lists_every_paper_downstream_job_with_gpus_tasks_and_shot
     runs = {run_id for pair in downstream["pairs"].values() for run_id in pair}
     targets = [f"results/paper/downstream/{run_id}/downstream.csv" for run_id in sorted(runs)]
     paper_fit_table(tmp_path, {})
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm",
-                             "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path),
-                             "--printshellcmds", *targets, "--config", "site=profiles/slurm/site.example.yaml"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--profile",
+            "profiles/slurm",
+            "--snakefile",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--printshellcmds",
+            *targets,
+            "--config",
+            "site=profiles/slurm/site.example.yaml",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     commands = [line for line in result.stdout.splitlines() if "python -m pipeline downstream" in line]
     assert {re.search(r"--run-dir results/paper/runs/(\S+)", line).group(1) for line in commands} == runs

@@ -42,8 +42,7 @@ def test_scores_do_not_depend_on_batch_composition(random_model, tokenizer, requ
 
 
 @pytest.mark.parametrize("family", ["diffeq", "diffeq_llama"])
-def test_diffeqformer_scores_equal_its_discretisation_at_the_trained_steps(family, random_model, tokenizer,
-                                                                           requests):
+def test_diffeqformer_scores_equal_its_discretisation_at_the_trained_steps(family, random_model, tokenizer, requests):
     model = random_model(family)
     continuous_lm = LevanterLM(model, tokenizer, batch_size=8)
     # Requests filling the whole context only: one padded length, so one compilation per model.
@@ -54,14 +53,15 @@ def test_diffeqformer_scores_equal_its_discretisation_at_the_trained_steps(famil
     assert np.abs(continuous - discrete).max() <= 1e-3
 
 
-def test_rolling_loglikelihood_of_a_short_text_is_its_loglikelihood_after_end_of_text(random_model, tokenizer,
-                                                                                       requests):
+def test_rolling_loglikelihood_of_a_short_text_is_its_loglikelihood_after_end_of_text(
+    random_model, tokenizer, requests
+):
     lm = LevanterLM(random_model("gpt"), tokenizer, batch_size=8)
     text = "A fool and his money are soon parted."
-    rolling, = lm.loglikelihood_rolling([type(requests[0])("loglikelihood_rolling", {}, (text,), 0)],
-                                        disable_tqdm=True)
-    assert rolling == pytest.approx(scores(lm, [type(requests[0])("loglikelihood", {}, ("", text), 0)])[0],
-                                    abs=1e-5)
+    (rolling,) = lm.loglikelihood_rolling(
+        [type(requests[0])("loglikelihood_rolling", {}, (text,), 0)], disable_tqdm=True
+    )
+    assert rolling == pytest.approx(scores(lm, [type(requests[0])("loglikelihood", {}, ("", text), 0)])[0], abs=1e-5)
 
 
 def test_unknown_task_name_fails_with_one_sentence_naming_it_and_the_folder(task_dir):
@@ -82,24 +82,44 @@ LM_EVAL_RESULTS = {
         "mmlu": {"alias": "mmlu", "acc,none": 0.25, "acc_stderr,none": 0.01},
         "mmlu_anatomy": {"alias": " - anatomy", "acc,none": 0.3, "acc_stderr,none": 0.04},
         "mmlu_virology": {"alias": " - virology", "acc,none": 0.2, "acc_stderr,none": 0.03},
-        "lambada_openai": {"alias": "lambada_openai", "perplexity,none": 40.5, "perplexity_stderr,none": "N/A",
-                           "acc,none": 0.5, "acc_stderr,none": 0.007},
+        "lambada_openai": {
+            "alias": "lambada_openai",
+            "perplexity,none": 40.5,
+            "perplexity_stderr,none": "N/A",
+            "acc,none": 0.5,
+            "acc_stderr,none": 0.007,
+        },
     },
     "group_subtasks": {"mmlu": ["mmlu_anatomy", "mmlu_virology"], "lambada_openai": []},
-    "n-samples": {"mmlu_anatomy": {"original": 135, "effective": 135},
-                  "mmlu_virology": {"original": 166, "effective": 166},
-                  "lambada_openai": {"original": 5153, "effective": 100}},
+    "n-samples": {
+        "mmlu_anatomy": {"original": 135, "effective": 135},
+        "mmlu_virology": {"original": 166, "effective": 166},
+        "lambada_openai": {"original": 5153, "effective": 100},
+    },
 }
 
 
 def test_tidy_rows_hold_every_metric_with_its_stderr_and_sample_count():
     rows = tidy_rows(LM_EVAL_RESULTS, run_id="owt-large-gpt", family="gpt", pair="gpt-large", shots=5)
     by_key = {(row["task"], row["metric"]): row for row in rows}
-    assert set(by_key) == {("mmlu", "acc"), ("mmlu_anatomy", "acc"), ("mmlu_virology", "acc"),
-                           ("lambada_openai", "perplexity"), ("lambada_openai", "acc")}
+    assert set(by_key) == {
+        ("mmlu", "acc"),
+        ("mmlu_anatomy", "acc"),
+        ("mmlu_virology", "acc"),
+        ("lambada_openai", "perplexity"),
+        ("lambada_openai", "acc"),
+    }
     assert by_key["mmlu", "acc"]["n_samples"] == 301 and by_key["mmlu", "acc"]["stderr"] == 0.01
-    assert by_key["lambada_openai", "acc"] == {"run_id": "owt-large-gpt", "family": "gpt", "pair": "gpt-large",
-                                               "task": "lambada_openai", "shots": 5, "metric": "acc", "value": 0.5,
-                                               "stderr": 0.007, "n_samples": 100}
+    assert by_key["lambada_openai", "acc"] == {
+        "run_id": "owt-large-gpt",
+        "family": "gpt",
+        "pair": "gpt-large",
+        "task": "lambada_openai",
+        "shots": 5,
+        "metric": "acc",
+        "value": 0.5,
+        "stderr": 0.007,
+        "n_samples": 100,
+    }
     assert math.isnan(by_key["lambada_openai", "perplexity"]["stderr"])
     assert rows_to_csv(rows).splitlines()[0] == ",".join(DOWNSTREAM_COLUMNS)

@@ -25,14 +25,16 @@ TASKS = ("tiny_lambada", "tiny_choice")
 
 def pipeline_verb(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 def tiny_spec(run_id: str):
     base = pretrain_runs(load_preset({"preset": "tiny"}))[run_id]
-    return dataclasses.replace(base, train=dataclasses.replace(base.train, steps=2, eval_every=2, checkpoint_every=2,
-                                                               eval_batches=1))
+    return dataclasses.replace(
+        base, train=dataclasses.replace(base.train, steps=2, eval_every=2, checkpoint_every=2, eval_batches=1)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,29 +47,78 @@ def gpt_run(tiny_data_workdir, tokenizer_dir, tmp_path_factory) -> Path:
     """A GPT-2 run of the tiny preset trained for 2 steps by the pretrain verb."""
     spec = tiny_spec("wt103-small-gpt")
     run_dir = tmp_path_factory.mktemp("runs") / spec.run_id
-    result = pipeline_verb("pretrain", "--spec", spec.to_json(), "--run-dir", str(run_dir), "--cache",
-                           str(tiny_data_workdir / "results" / "tiny" / "data" / "caches" / "wt103-bpe"),
-                           "--tokenizer", str(tokenizer_dir), "--ray-num-cpus", "1")
+    result = pipeline_verb(
+        "pretrain",
+        "--spec",
+        spec.to_json(),
+        "--run-dir",
+        str(run_dir),
+        "--cache",
+        str(tiny_data_workdir / "results" / "tiny" / "data" / "caches" / "wt103-bpe"),
+        "--tokenizer",
+        str(tokenizer_dir),
+        "--ray-num-cpus",
+        "1",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir
 
 
 def metrics(results: dict) -> dict:
-    return {(task, metric): value for task in TASKS for metric, value in results["results"][task].items()
-            if metric.endswith(",none") and "stderr" not in metric}
+    return {
+        (task, metric): value
+        for task in TASKS
+        for metric, value in results["results"][task].items()
+        if metric.endswith(",none") and "stderr" not in metric
+    }
 
 
 def test_the_lm_eval_command_line_scores_a_run_as_the_downstream_verb(gpt_run, tokenizer_dir, tmp_path):
-    ours = pipeline_verb("downstream", "--run-dir", str(gpt_run), "--tokenizer", str(tokenizer_dir), "--out-dir",
-                         str(tmp_path / "downstream"), "--pair", "gpt-vs-gpt", "--tasks", *TASKS, "--shots", "0",
-                         "--task-dir", str(TASK_DIR), "--limit", "8", "--batch-size", "8", "--ray-num-cpus", "1")
+    ours = pipeline_verb(
+        "downstream",
+        "--run-dir",
+        str(gpt_run),
+        "--tokenizer",
+        str(tokenizer_dir),
+        "--out-dir",
+        str(tmp_path / "downstream"),
+        "--pair",
+        "gpt-vs-gpt",
+        "--tasks",
+        *TASKS,
+        "--shots",
+        "0",
+        "--task-dir",
+        str(TASK_DIR),
+        "--limit",
+        "8",
+        "--batch-size",
+        "8",
+        "--ray-num-cpus",
+        "1",
+    )
     assert ours.returncode == 0, ours.stderr[-3000:]
-    cli = pipeline_verb("lm-eval", "--model", "diffeqformer-run", "--model_args",
-                        f"run_dir={gpt_run},tokenizer={tokenizer_dir}", "--tasks", ",".join(TASKS), "--include_path",
-                        str(TASK_DIR), "--num_fewshot", "0", "--limit", "8", "--batch_size", "4", "--output_path",
-                        str(tmp_path / "lm-eval"))
+    cli = pipeline_verb(
+        "lm-eval",
+        "--model",
+        "diffeqformer-run",
+        "--model_args",
+        f"run_dir={gpt_run},tokenizer={tokenizer_dir}",
+        "--tasks",
+        ",".join(TASKS),
+        "--include_path",
+        str(TASK_DIR),
+        "--num_fewshot",
+        "0",
+        "--limit",
+        "8",
+        "--batch_size",
+        "4",
+        "--output_path",
+        str(tmp_path / "lm-eval"),
+    )
     assert cli.returncode == 0, cli.stderr[-3000:]
-    cli_results, = (tmp_path / "lm-eval").rglob("results_*.json")
+    (cli_results,) = (tmp_path / "lm-eval").rglob("results_*.json")
     expected = metrics(json.loads((tmp_path / "downstream" / "lm_eval_0shot.json").read_text()))
     got = metrics(json.loads(cli_results.read_text()))
     assert set(got) == set(expected) and ("tiny_lambada", "perplexity,none") in got
@@ -95,10 +146,12 @@ def test_export_hf_refuses_a_diffeqformer_run_in_one_sentence(tmp_path):
     run_dir = tmp_path / spec.run_id
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(spec)))
-    result = pipeline_verb("export-hf", str(run_dir), str(tmp_path / "hf"), "--tokenizer", str(tmp_path / "bpe"),
-                           timeout=120)
+    result = pipeline_verb(
+        "export-hf", str(run_dir), str(tmp_path / "hf"), "--tokenizer", str(tmp_path / "bpe"), timeout=120
+    )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: {run_dir}: wt103-small-diffeq is a 'diffeq' run, which has no Hugging Face architecture; only the "
-        f"gpt and llama baselines can be exported.")
+        f"gpt and llama baselines can be exported."
+    )
     assert not (tmp_path / "hf").exists()

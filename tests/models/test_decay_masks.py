@@ -47,8 +47,11 @@ def trained_parameters(run: str, family: str, decay: str) -> dict[str, bool]:
     leaves = jax.tree_util.tree_leaves(params, is_leaf=is_leaf)
     paths = jax.tree_util.tree_leaves(leaf_key_paths(params, is_leaf=is_leaf))
     trained = [getattr(leaf, "array", leaf) is not None for leaf in leaves]
-    return {path: decayed for path, decayed, is_trained in zip(paths, jax.tree_util.tree_leaves(mask), trained,
-                                                               strict=True) if is_trained}
+    return {
+        path: decayed
+        for path, decayed, is_trained in zip(paths, jax.tree_util.tree_leaves(mask), trained, strict=True)
+        if is_trained
+    }
 
 
 @pytest.mark.parametrize("run, family", list(TINY_RUNS))
@@ -69,4 +72,6 @@ def test_family_keeps_the_pretraining_rule_in_fine_tunes_and_their_sources():
     for run in ("finetune_source", "lora", "full"):
         decided = trained_parameters(run, "diffeq", "family")
         assert {path for path, decayed in decided.items() if decayed} == {
-            "embeddings.token_embeddings.weight", "embeddings.position_embeddings.weight"}
+            "embeddings.token_embeddings.weight",
+            "embeddings.position_embeddings.weight",
+        }

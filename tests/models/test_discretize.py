@@ -90,9 +90,7 @@ def test_lora_inits_start_at_the_base_model(family, targets, per_block):
     discrete = pm.discretize(model, 6)
     lora_config = LoraConfig(r=4, target_modules=list(targets))
     with init_prng():
-        lora = eqx.filter_jit(lambda m, key: loraize(m, lora_config, key=key))(
-            discrete, jax.random.PRNGKey(3)
-        )
+        lora = eqx.filter_jit(lambda m, key: loraize(m, lora_config, key=key))(discrete, jax.random.PRNGKey(3))
         zeroed, reference = (pm.init_lora(lora, scheme, jax.random.PRNGKey(4)) for scheme in pm.LORA_INITS[::-1])
     wrapped = nodes_of(lora, LoraLinear)
     assert len(wrapped) == per_block

@@ -40,8 +40,10 @@ def _rms_of_generated_weights(keys, Sinusoidal, TimeEmbed):
     return jax.numpy.sqrt(jax.vmap(one)(keys).mean())
 
 
-@pytest.mark.parametrize("sinusoidal, time_embed, expected, tolerance",
-                         [(128, 20, 0.0008, 0.15), (128, 96, 0.0044, 0.10), (256, 100, 0.0066, 0.10)])
+@pytest.mark.parametrize(
+    "sinusoidal, time_embed, expected, tolerance",
+    [(128, 20, 0.0008, 0.15), (128, 96, 0.0044, 0.10), (256, 100, 0.0066, 0.10)],
+)
 def test_reference_init_starts_w_t_tiny(sinusoidal, time_embed, expected, tolerance):
     """docs/paper.md#initialisation: with every Linear of the hypernetwork at N(0, 0.02²), W(t) starts at std ≈ 0.0008
     / 0.0044 / 0.0066 for (S, D) = (128, 20) / (128, 96) / (256, 100), not at 0.02. RMS over 24 draws and the times
@@ -53,9 +55,17 @@ def test_reference_init_starts_w_t_tiny(sinusoidal, time_embed, expected, tolera
     assert abs(rms / expected - 1) <= tolerance
 
 
-@pytest.mark.parametrize("family, token_std, position_std", [
-    ("gpt", 0.02, 0.01), ("shared", 0.02, 0.01), ("shared_ode", 0.02, 0.01), ("diffeq", 0.02, 0.01),
-    ("llama", 1.0, None), ("diffeq_llama", 1.0, None)])
+@pytest.mark.parametrize(
+    "family, token_std, position_std",
+    [
+        ("gpt", 0.02, 0.01),
+        ("shared", 0.02, 0.01),
+        ("shared_ode", 0.02, 0.01),
+        ("diffeq", 0.02, 0.01),
+        ("llama", 1.0, None),
+        ("diffeq_llama", 1.0, None),
+    ],
+)
 def test_reference_init_of_embeddings_and_linears(family, token_std, position_std):
     """docs/paper.md#initialisation: GPT token/position embeddings N(0,1)·0.02/·0.01, Llama token embeddings N(0,1);
     every Linear N(0,0.02²) with zero bias, the hypernetwork's included; F_b ~ 1e-4·N(0,1)."""
@@ -75,23 +85,42 @@ def test_reference_init_of_embeddings_and_linears(family, token_std, position_st
 def decayed_paths(model) -> set[str]:
     mask = decay_mask(model)
     paths = leaf_key_paths(model, is_leaf=eqx.is_array)
-    return {path for path, decayed in zip(jax.tree_util.tree_leaves(paths), jax.tree_util.tree_leaves(mask),
-                                          strict=True) if decayed}
+    return {
+        path
+        for path, decayed in zip(jax.tree_util.tree_leaves(paths), jax.tree_util.tree_leaves(mask), strict=True)
+        if decayed
+    }
 
 
 GPT_BASELINE_DECAYED = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"}
 EMBEDDINGS = {"embeddings.token_embeddings.weight", "embeddings.position_embeddings.weight"}
 
 
-@pytest.mark.parametrize("family, expected", [
-    ("gpt", {f"transformer.blocks.stacked.{p}" for p in GPT_BASELINE_DECAYED} | EMBEDDINGS),
-    ("shared", {f"transformer.block.{p}" for p in GPT_BASELINE_DECAYED} | EMBEDDINGS),
-    ("shared_ode", {f"transformer.block.{p}" for p in GPT_BASELINE_DECAYED} | EMBEDDINGS),
-    ("llama", {f"transformer.layers.stacked.{p}.weight" for p in (
-        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
-        "mlp.down_proj")} | {"embeddings.token_embeddings.weight"}),
-    ("diffeq", EMBEDDINGS),
-])
+@pytest.mark.parametrize(
+    "family, expected",
+    [
+        ("gpt", {f"transformer.blocks.stacked.{p}" for p in GPT_BASELINE_DECAYED} | EMBEDDINGS),
+        ("shared", {f"transformer.block.{p}" for p in GPT_BASELINE_DECAYED} | EMBEDDINGS),
+        ("shared_ode", {f"transformer.block.{p}" for p in GPT_BASELINE_DECAYED} | EMBEDDINGS),
+        (
+            "llama",
+            {
+                f"transformer.layers.stacked.{p}.weight"
+                for p in (
+                    "self_attn.q_proj",
+                    "self_attn.k_proj",
+                    "self_attn.v_proj",
+                    "self_attn.o_proj",
+                    "mlp.gate_proj",
+                    "mlp.up_proj",
+                    "mlp.down_proj",
+                )
+            }
+            | {"embeddings.token_embeddings.weight"},
+        ),
+        ("diffeq", EMBEDDINGS),
+    ],
+)
 def test_family_decay_mask_is_the_authors_pretraining_set_of_parameters(family, expected):
     """docs/paper.md#weight-decay: baselines decay attention/MLP weight matrices and embeddings; DiffEqFormer-GPT only
     its embeddings."""
@@ -132,15 +161,19 @@ def test_an_update_to_an_output_projection_acts_with_the_strength_dt():
 def test_reference_llama_layer_chains_its_norms():
     """docs/paper.md#llama-layer: a = RMSNorm1_t(x); f = Attn_t(a) + SwiGLU_t(RMSNorm2_t(a)); the norms have a shift
     and eps 1e-6. The first norm's F_w, F_b are drawn non-zero here (at init RMSNorm2(RMSNorm1(x)) = RMSNorm2(x))."""
-    config = pm.build_model_config("diffeq_llama", seq_len=16, hidden_dim=32, num_heads=4, num_layers=3,
-                                   time_embed_dim=8, sinusoidal_dim=8)
+    config = pm.build_model_config(
+        "diffeq_llama", seq_len=16, hidden_dim=32, num_heads=4, num_layers=3, time_embed_dim=8, sinusoidal_dim=8
+    )
     assert (config.chained_norms, config.norm_shift, config.layer_norm_epsilon) == (True, True, 1e-6)
     model = tiny_model("diffeq_llama")
     norm = model.transformer.field.attn_norm
     assert norm.shift_proj is not None
     k_scale, k_shift = jax.random.split(jax.random.PRNGKey(8))
-    norm = dataclasses.replace(norm, scale_proj=hax.random.normal(k_scale, norm.scale_proj.axes),
-                               shift_proj=hax.random.normal(k_shift, norm.shift_proj.axes))
+    norm = dataclasses.replace(
+        norm,
+        scale_proj=hax.random.normal(k_scale, norm.scale_proj.axes),
+        shift_proj=hax.random.normal(k_shift, norm.shift_proj.axes),
+    )
     field = dataclasses.replace(model.transformer.field, attn_norm=norm)
     block = field.at(0.5)
     assert block.attn_norm.eps == 1e-6

@@ -92,9 +92,7 @@ def test_dropout_follows_the_key():
 
 def test_shared_time_mlp_keeps_one_mlp_for_all_weights():
     own, shared = (
-        eqx.filter_eval_shape(
-            tiny_config("diffeq", shared_time_mlp=flag).build, VOCAB, key=jax.random.PRNGKey(0)
-        )
+        eqx.filter_eval_shape(tiny_config("diffeq", shared_time_mlp=flag).build, VOCAB, key=jax.random.PRNGKey(0))
         for flag in (False, True)
     )
     assert len(nodes_of(own, TimeMlp)) == 6  # four linears (QKV, attn out, FF in, FF out) and two norms
@@ -170,8 +168,14 @@ def test_factory_rejects_unknown_families_and_foreign_options():
 
 def test_configs_are_registered_and_round_trip_through_draccus():
     choices = LmConfig.get_known_choices()
-    for name in ("diffeq_gpt", "diffeq_llama", "shared_gpt", "shared_ode_gpt", "discrete_diffeq_gpt",
-                 "discrete_diffeq_llama"):
+    for name in (
+        "diffeq_gpt",
+        "diffeq_llama",
+        "shared_gpt",
+        "shared_ode_gpt",
+        "discrete_diffeq_gpt",
+        "discrete_diffeq_llama",
+    ):
         assert name in choices
     configs = [
         tiny_config("diffeq", shared_time_mlp=True),

@@ -59,9 +59,7 @@ def test_time_linear_init_std_is_gpt2_like_and_applies_w_and_b():
     assert float(jnp.abs(bias.array).max()) < 1e-2
     x = hax.random.normal(jax.random.PRNGKey(2), (hax.Axis("position", 5), In))
     expected = x.array @ weight.array + bias.array
-    np.testing.assert_allclose(
-        lin(0.3, x).rearrange(("position", "mlp")).array, expected, rtol=1e-5, atol=1e-6
-    )
+    np.testing.assert_allclose(lin(0.3, x).rearrange(("position", "mlp")).array, expected, rtol=1e-5, atol=1e-6)
     assert not np.allclose(lin.weights_at(0.3)[0].array, lin.weights_at(0.9)[0].array)
 
 
@@ -89,9 +87,7 @@ def test_shared_mlp_variant_has_no_own_mlp():
     assert lin.weights_at(0.5, shared)[0].axes == (In, Out)
 
 
-@pytest.mark.parametrize(
-    "norm_type, plain_type", [(TimeLayerNorm, hnn.LayerNorm), (TimeRmsNorm, hnn.RmsNorm)]
-)
+@pytest.mark.parametrize("norm_type, plain_type", [(TimeLayerNorm, hnn.LayerNorm), (TimeRmsNorm, hnn.RmsNorm)])
 def test_time_norm_starts_as_plain_norm_then_depends_on_t(norm_type, plain_type):
     norm = norm_type.init(In, S, D, key=jax.random.PRNGKey(7))
     x = hax.random.normal(jax.random.PRNGKey(8), (hax.Axis("position", 3), In)) * 3.0 + 1.0

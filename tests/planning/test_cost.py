@@ -33,9 +33,18 @@ def write_table(path, rows, columns=throughput.THROUGHPUT_COLUMNS):
 
 
 def table_row(family, size, num_layers, tokens_per_s, device="h100"):
-    return {"device": device, "family": family, "size": size, "hidden_dim": 1280, "num_layers": num_layers,
-            "seq_len": 1024, "params": 1, "tokens_per_s_per_gpu": tokens_per_s, "measured_on": "2026-11-22",
-            "notes": "test"}
+    return {
+        "device": device,
+        "family": family,
+        "size": size,
+        "hidden_dim": 1280,
+        "num_layers": num_layers,
+        "seq_len": 1024,
+        "params": 1,
+        "tokens_per_s_per_gpu": tokens_per_s,
+        "measured_on": "2026-11-22",
+        "notes": "test",
+    }
 
 
 def test_token_counts_match_the_paper_grid(paper, paper_workloads):
@@ -62,7 +71,8 @@ def test_stage_run_counts(paper_workloads):
 
 def test_local_tasks_need_a_limit_and_count_at_most_four_requests():
     assert cost.lm_eval_requests({"tasks": ["tiny_choice", "piqa"], "shots": [0, 5], "limit": 100}) == 2 * (
-        100 * 4 + 100 * 2)
+        100 * 4 + 100 * 2
+    )
     with pytest.raises(ValueError, match="'downstream.tasks' names 'tiny_choice'"):
         cost.lm_eval_requests({"tasks": ["tiny_choice"], "shots": [0], "limit": None})
 
@@ -80,8 +90,9 @@ def test_estimate_is_levanter_flops_at_mfu_of_the_peak(paper_workloads):
 
 
 def test_measured_table_overrides_the_estimate_for_its_sizes(tmp_path):
-    table = write_table(tmp_path / "t.csv", [table_row("gpt", "large", 36, 100_000),
-                                             table_row("gpt", "large", 36, 1, device="a100")])
+    table = write_table(
+        tmp_path / "t.csv", [table_row("gpt", "large", 36, 100_000), table_row("gpt", "large", 36, 1, device="a100")]
+    )
     stages, runs = cost.preview("paper", "h100", table)
     by_id = {(row["stage"], row["run_id"]): row for row in runs}
     measured = by_id[("pretrain", "owt-large-gpt")]
@@ -93,15 +104,28 @@ def test_measured_table_overrides_the_estimate_for_its_sizes(tmp_path):
     assert {row["stage"]: row["source"] for row in stages}["pretrain"] == "estimate+measured"
 
 
-@pytest.mark.parametrize(("rows", "columns", "message"), [
-    ([table_row("gpt", "large", 36, 1e5)], [c for c in throughput.THROUGHPUT_COLUMNS if c != "tokens_per_s_per_gpu"],
-     "missing column 'tokens_per_s_per_gpu'"),
-    ([table_row("gpt", "large", 36, "fast")], throughput.THROUGHPUT_COLUMNS,
-     "column 'tokens_per_s_per_gpu' must hold a positive number on line 2"),
-    ([table_row("gpt", "large", 36.5, 1e5)], throughput.THROUGHPUT_COLUMNS, "column 'num_layers'"),
-    ([table_row("gpt", "large", 36, 1e5)] * 2, throughput.THROUGHPUT_COLUMNS, "line 3 repeats family 'gpt'"),
-    ([table_row("gpt", "large", 36, 1e5, device="a100")], throughput.THROUGHPUT_COLUMNS, "no row for device 'h100'"),
-])
+@pytest.mark.parametrize(
+    ("rows", "columns", "message"),
+    [
+        (
+            [table_row("gpt", "large", 36, 1e5)],
+            [c for c in throughput.THROUGHPUT_COLUMNS if c != "tokens_per_s_per_gpu"],
+            "missing column 'tokens_per_s_per_gpu'",
+        ),
+        (
+            [table_row("gpt", "large", 36, "fast")],
+            throughput.THROUGHPUT_COLUMNS,
+            "column 'tokens_per_s_per_gpu' must hold a positive number on line 2",
+        ),
+        ([table_row("gpt", "large", 36.5, 1e5)], throughput.THROUGHPUT_COLUMNS, "column 'num_layers'"),
+        ([table_row("gpt", "large", 36, 1e5)] * 2, throughput.THROUGHPUT_COLUMNS, "line 3 repeats family 'gpt'"),
+        (
+            [table_row("gpt", "large", 36, 1e5, device="a100")],
+            throughput.THROUGHPUT_COLUMNS,
+            "no row for device 'h100'",
+        ),
+    ],
+)
 def test_malformed_table_fails_with_one_sentence_naming_file_and_column(tmp_path, rows, columns, message):
     table = write_table(tmp_path / "bad.csv", rows, columns)
     with pytest.raises(ValueError, match=message) as error:
@@ -134,8 +158,9 @@ def test_verb_reports_a_bad_table_as_an_error(tmp_path, capsys):
 
 def test_measure_writes_a_table_the_preview_reads(tmp_path, monkeypatch):
     """The benchmark keeps rows of models it did not measure and writes one row per measured model."""
-    out = write_table(tmp_path / "throughput-sizes-h100.csv", [table_row("gpt", "other", 3, 7),
-                                                             table_row("gpt", "small", 4, 7)])
+    out = write_table(
+        tmp_path / "throughput-sizes-h100.csv", [table_row("gpt", "other", 3, 7), table_row("gpt", "small", 4, 7)]
+    )
     measured = {"tokens_per_s": 1234.5, "median_ms": 1.0, "iqr_ms": 0.1, "params": 99, "micro_batch": 8}
     monkeypatch.setattr(throughput_sizes, "measure_workload", lambda *args: measured)
     throughput_sizes.measure("tiny", "h100", 8, 1, 1, families=["gpt"], sizes=["small"], out=out)
@@ -149,10 +174,15 @@ def test_measure_workload_times_a_real_train_step():
     config = load_preset({"preset": "tiny"})
     workload = workloads(config)["owt-small-gpt"]
     spec = workload.run
-    small = dataclasses.replace(workload, run=dataclasses.replace(spec, model=dataclasses.replace(
-        spec.model, seq_len=16, hidden_dim=16, num_heads=2, num_layers=1)))
-    result = throughput_sizes.measure_workload(small, vocab_size(config, workload.tokenizer), micro_batch=2,
-                                               repeats=2, warmup=1)
+    small = dataclasses.replace(
+        workload,
+        run=dataclasses.replace(
+            spec, model=dataclasses.replace(spec.model, seq_len=16, hidden_dim=16, num_heads=2, num_layers=1)
+        ),
+    )
+    result = throughput_sizes.measure_workload(
+        small, vocab_size(config, workload.tokenizer), micro_batch=2, repeats=2, warmup=1
+    )
     assert result["micro_batch"] == 2 and result["params"] > 0
     assert result["tokens_per_s"] == pytest.approx(2 * 16 / (result["median_ms"] / 1e3))
 
@@ -174,7 +204,7 @@ def test_passes_over_the_data_and_checkpoint_disk_per_run(paper, paper_workloads
     assert cost.cost_rows([llama], "h100", {}, mfu=0.4, config=config)[0]["data_passes"] is None
 
 
-MODEL_COST_PROBE = r'''
+MODEL_COST_PROBE = r"""
 import json, sys
 from pathlib import Path
 import pipeline.planning.cost as cost
@@ -186,7 +216,7 @@ config = load_preset({"preset": "paper"})
 costs = {f"{workload.stage}/{workload.model_id}": model_cost.model_cost(workload, config)
          for workload in cost.cost_workloads(config)}
 print(json.dumps({"costs": costs, "jax": "jax" in sys.modules}))
-'''
+"""
 
 
 def test_model_costs_are_counted_once_per_model_code_and_then_read_without_jax(tmp_path):
@@ -200,8 +230,9 @@ def test_model_costs_are_counted_once_per_model_code_and_then_read_without_jax(t
     cache = tmp_path / "model-cost.json"
 
     def probe() -> dict:
-        result = subprocess.run([sys.executable, "-c", MODEL_COST_PROBE, str(cache)], capture_output=True, text=True,
-                                timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-c", MODEL_COST_PROBE, str(cache)], capture_output=True, text=True, timeout=300
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         return json.loads(result.stdout.strip().splitlines()[-1])
 

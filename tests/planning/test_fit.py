@@ -46,8 +46,10 @@ def paper_shapes() -> list:
     DiffEqFormer-Llama at the paper's width with 2 layers (replication does not depend on depth: the layers are
     stacked arrays)."""
     runs = pretrain_runs(load_preset({"preset": "paper"}))
-    small = [runs[run_id] for run_id in ("wt103-small-gpt", "wt103-small-diffeq", "wt103-small-shared",
-                                         "wt103-small-shared_ode")]
+    small = [
+        runs[run_id]
+        for run_id in ("wt103-small-gpt", "wt103-small-diffeq", "wt103-small-shared", "wt103-small-shared_ode")
+    ]
     llama = [runs[run_id] for run_id in ("owt-llama1b-llama", "owt-llama1b-diffeq_llama")]
     return small + [dataclasses.replace(spec, model=dataclasses.replace(spec.model, num_layers=2)) for spec in llama]
 
@@ -56,8 +58,7 @@ def test_every_family_shards_its_parameters_over_eight_devices():
     specs = paper_shapes()
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
     payload = json.dumps([json.loads(spec.to_json()) for spec in specs])
-    finished = subprocess.run([sys.executable, "-c", LAYOUT_SCRIPT, payload], env=env, capture_output=True,
-                              text=True)
+    finished = subprocess.run([sys.executable, "-c", LAYOUT_SCRIPT, payload], env=env, capture_output=True, text=True)
     assert finished.returncode == 0, finished.stderr[-3000:]
     replicated = json.loads(finished.stdout.strip().splitlines()[-1])
     assert set(replicated) == {spec.run_id for spec in specs}
@@ -75,9 +76,18 @@ def fake_plan(per_example_bytes: int, fixed_bytes: int):
         for _, _, micro_batch in requests:
             calls.append(micro_batch)
             temp = per_example_bytes * micro_batch
-            results.append({"parameters": 1, "trainable_parameters": 1, "param_bytes": fixed_bytes,
-                            "replicated_param_bytes": 0, "optimizer_bytes": 0, "temp_bytes": temp,
-                            "total_bytes": fixed_bytes + temp, "gpus": gpus})
+            results.append(
+                {
+                    "parameters": 1,
+                    "trainable_parameters": 1,
+                    "param_bytes": fixed_bytes,
+                    "replicated_param_bytes": 0,
+                    "optimizer_bytes": 0,
+                    "temp_bytes": temp,
+                    "total_bytes": fixed_bytes + temp,
+                    "gpus": gpus,
+                }
+            )
         return results
 
     return plans, calls
@@ -87,8 +97,10 @@ def medium_gpt() -> Workload:
     return Workload("pretrain", pretrain_runs(load_preset({"preset": "paper"}))["owt-medium-gpt"])
 
 
-@pytest.mark.parametrize(("per_example", "expected_micro_batch", "fits_at_batch"),
-                         [(10**9, 32, True), (2.1 * 10**9, 16, False), (3 * 10**9, 16, False), (9 * 10**9, 4, False)])
+@pytest.mark.parametrize(
+    ("per_example", "expected_micro_batch", "fits_at_batch"),
+    [(10**9, 32, True), (2.1 * 10**9, 16, False), (3 * 10**9, 16, False), (9 * 10**9, 4, False)],
+)
 def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, per_example, expected_micro_batch, fits_at_batch):
     """Fits means within the 90 % of the GPU's 80 GB that a job's JAX reserves (72 GB): 32 × 2.1 GB + 5 GB = 72.2 GB
     and 8 × 9 GB + 5 GB = 77 GB would fit in 80 GB but not in what JAX takes."""
@@ -119,10 +131,12 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     config, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
     jobs = JobSizing(config, site)
     probe = "owt-medium-memory-gpt"
-    expected = {"owt-small-gpt": jobs.training_gpu_count("owt-small-gpt"),
-                "owt-llama1b-diffeq_llama": jobs.training_gpu_count("owt-llama1b-diffeq_llama"),
-                probe: 8,
-                "downstream-owt-large-gpt": 1}
+    expected = {
+        "owt-small-gpt": jobs.training_gpu_count("owt-small-gpt"),
+        "owt-llama1b-diffeq_llama": jobs.training_gpu_count("owt-llama1b-diffeq_llama"),
+        probe: 8,
+        "downstream-owt-large-gpt": 1,
+    }
     assert (expected["owt-small-gpt"], expected["owt-llama1b-diffeq_llama"]) == (1, 8)
     processes = []
 
@@ -134,7 +148,7 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     rows = fit.write_fit(config, None, None, list(expected), tmp_path / "fit.md", tmp_path / "fit.csv", site)
     assert {row["run_id"]: row["gpus"] for row in rows} == expected
     assert {row["device_bytes"] for row in rows} == {80 * 10**9}
-    first_plans = processes[:len(set(expected.values()))]
+    first_plans = processes[: len(set(expected.values()))]
     assert sorted(gpus for gpus, _ in first_plans) == sorted(set(expected.values()))
     assert all(expected[run_id] == gpus for gpus, ids in processes for run_id in ids)
     small = next(row for row in rows if row["run_id"] == "owt-small-gpt")
@@ -155,10 +169,16 @@ def test_planning_some_runs_merges_their_rows_into_the_table(monkeypatch, tmp_pa
     [replanned] = fit.write_fit(config, "h100", 8, ["owt-medium-gpt"], md, table)
     rows = fit_table.read_fit_rows(table)
     assert [(row["run_id"], row["device_bytes"]) for row in rows] == [
-        ("owt-small-gpt", 80 * 10**9), ("owt-small-gpt", 141 * 10**9), ("owt-medium-gpt", 80 * 10**9)]
+        ("owt-small-gpt", 80 * 10**9),
+        ("owt-small-gpt", 141 * 10**9),
+        ("owt-medium-gpt", 80 * 10**9),
+    ]
     assert rows[-1] == replanned and rows[-1]["temp_bytes"] == 64 * 10**9
     assert [line.split(" | ")[4] for line in md.read_text().splitlines() if line.startswith("| owt-")] == [
-        "80 (72)", "141 (127)", "80 (72)"]
+        "80 (72)",
+        "141 (127)",
+        "80 (72)",
+    ]
     fit.write_fit(config, "h100", 8, None, md, table)
     assert len(fit_table.read_fit_rows(table)) == len(workloads(config)), "without --runs: the whole table, new"
 
@@ -171,17 +191,34 @@ def test_the_fit_rules_parameter_changes_with_what_a_row_means_and_only_then():
     config = load_preset({"preset": "paper"})
     digest = fit.plans_digest(config, "h100", 8, None)
     runs = config["pretrain"]["owt-small"]
-    retuned = {**config, "pretrain": {**config["pretrain"], "owt-small": {
-        **runs, "train": {**runs["train"], "lr": 1e-4, "steps": 1000}}}}
+    retuned = {
+        **config,
+        "pretrain": {
+            **config["pretrain"],
+            "owt-small": {**runs, "train": {**runs["train"], "lr": 1e-4, "steps": 1000}},
+        },
+    }
     reshaped = {**config, "sizes": {**config["sizes"], "small": {**config["sizes"]["small"], "seq_len": 512}}}
     assert fit.plans_digest(load_preset(retuned), "h100", 8, None) == digest
     assert fit.plans_digest(load_preset(reshaped), "h100", 8, None) != digest
-    assert len({digest, fit.plans_digest(config, "h100", 4, None), fit.plans_digest(config, "h200", 8, None),
-                fit.plans_digest(config, None, None, load_site(EXAMPLE))}) == 4
+    assert (
+        len(
+            {
+                digest,
+                fit.plans_digest(config, "h100", 4, None),
+                fit.plans_digest(config, "h200", 8, None),
+                fit.plans_digest(config, None, None, load_site(EXAMPLE)),
+            }
+        )
+        == 4
+    )
 
 
-TINY_LORA, TINY_FULL, TINY_DOWNSTREAM = ("ft-wt103-owt-diffeq6-n8-lora", "ft-wt103-owt-diffeq6-n8-full",
-                                         "downstream-owt-large-diffeq")
+TINY_LORA, TINY_FULL, TINY_DOWNSTREAM = (
+    "ft-wt103-owt-diffeq6-n8-lora",
+    "ft-wt103-owt-diffeq6-n8-full",
+    "downstream-owt-large-diffeq",
+)
 
 
 @pytest.fixture(scope="module")
@@ -189,15 +226,24 @@ def tiny_rows(tmp_path_factory):
     """A LoRA and a full fine-tune of the tiny DiffEqFormer resampled to N' = 8, and lm-eval on the tiny
     GPT-large DiffEqFormer, planned in one child process on 2 virtual devices."""
     out = tmp_path_factory.mktemp("fit")
-    rows = fit.write_fit(load_preset({"preset": "tiny"}), "h100", 2, [TINY_LORA, TINY_FULL, TINY_DOWNSTREAM],
-                         out / "fit.md", out / "fit.csv")
+    rows = fit.write_fit(
+        load_preset({"preset": "tiny"}),
+        "h100",
+        2,
+        [TINY_LORA, TINY_FULL, TINY_DOWNSTREAM],
+        out / "fit.md",
+        out / "fit.csv",
+    )
     return {row["run_id"]: row for row in rows}, (out / "fit.csv").read_text()
 
 
 def test_a_finetune_and_a_downstream_run_are_planned(tiny_rows):
     rows, table = tiny_rows
     assert [(rows[run_id]["role"], rows[run_id]["gpus"]) for run_id in (TINY_LORA, TINY_FULL, TINY_DOWNSTREAM)] == [
-        ("finetune", 2), ("finetune", 2), ("downstream", 1)]
+        ("finetune", 2),
+        ("finetune", 2),
+        ("downstream", 1),
+    ]
     assert table.splitlines()[0].startswith("run_id,plan_key,role,")
     full = rows[TINY_FULL]
     assert full["trainable_parameters"] == full["parameters"] > 0

@@ -43,14 +43,24 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
     hours = jobs.cost("owt-llama1b-diffeq_llama")["gpu_hours"]
     assert small.gpus < biggest.gpus == 8 and small.minutes < biggest.minutes
     training, needed = Placement("gpu", signal_lead_s=600), training_minutes(hours, 8, SITE)
-    assert biggest == JobShape(gpus=8, micro_batch=0, placement=training, cpus=64, mem_mb=512000, minutes=needed,
-                               needed_minutes=needed)
+    assert biggest == JobShape(
+        gpus=8, micro_batch=0, placement=training, cpus=64, mem_mb=512000, minutes=needed, needed_minutes=needed
+    )
     capped = JobSizing(paper, dataclasses.replace(SITE, max_runtime_min=600, gpu_model="h100", account="proj"))
     assert capped.training("owt-llama1b-diffeq_llama") == JobShape(
-        gpus=8, micro_batch=0, placement=dataclasses.replace(training, account="proj"), gpu_model="h100", cpus=64,
-        mem_mb=512000, minutes=600, needed_minutes=needed, chunks=chunk_count(needed, 600, 600))
-    assert jobs.cpu("token_cache") == JobShape(placement=Placement("cpu"), cpus=32, mem_mb=128000, minutes=720,
-                                               needed_minutes=720)
+        gpus=8,
+        micro_batch=0,
+        placement=dataclasses.replace(training, account="proj"),
+        gpu_model="h100",
+        cpus=64,
+        mem_mb=512000,
+        minutes=600,
+        needed_minutes=needed,
+        chunks=chunk_count(needed, 600, 600),
+    )
+    assert jobs.cpu("token_cache") == JobShape(
+        placement=Placement("cpu"), cpus=32, mem_mb=128000, minutes=720, needed_minutes=720
+    )
     assert jobs.gpu_analysis("frontier", "owt-large-diffeq").gpus == 1
 
 
@@ -93,13 +103,22 @@ def test_each_chunks_start_up_is_the_sites_and_a_run_without_gpus_is_chunked_whe
     gets the whole limit."""
     paper = load_preset({"preset": "paper"})
     slow_start = JobSizing(paper, dataclasses.replace(SHORT_SITE, chunk_startup_min=60)).training(
-        "owt-llama1b-diffeq_llama")
+        "owt-llama1b-diffeq_llama"
+    )
     default = JobSizing(paper, SHORT_SITE).training("owt-llama1b-diffeq_llama")
     assert slow_start.needed_minutes == default.needed_minutes + 30
     assert slow_start.chunks == chunk_count(slow_start.needed_minutes, 240, 600, 60) > default.chunks
     tiny = load_preset({"preset": "tiny", "pretrain": {"wt103-small": {"train": {"steps": 240}}}})
-    cpu_site = dataclasses.replace(SITE, gpus_per_node=0, gpu_model=None, device="cpu2", max_runtime_min=1,
-                                   target_runtime_min=1, signal_lead_s=2, chunk_startup_min=0.5)
+    cpu_site = dataclasses.replace(
+        SITE,
+        gpus_per_node=0,
+        gpu_model=None,
+        device="cpu2",
+        max_runtime_min=1,
+        target_runtime_min=1,
+        signal_lead_s=2,
+        chunk_startup_min=0.5,
+    )
     jobs = JobSizing(tiny, cpu_site)
     run = jobs.training("wt103-small-gpt")
     assert jobs.cost("wt103-small-gpt")["source"] == "measured"
@@ -109,8 +128,9 @@ def test_each_chunks_start_up_is_the_sites_and_a_run_without_gpus_is_chunked_whe
     unmeasured = JobSizing(tiny, dataclasses.replace(cpu_site, device="h100"))
     assert unmeasured.training("wt103-small-gpt") == dataclasses.replace(run, needed_minutes=None, chunks=1)
     with pytest.raises(WalltimeError, match="after each job's 50-min start-up .chunk_startup_min."):
-        JobSizing(paper, dataclasses.replace(SHORT_SITE, max_runtime_min=60, target_runtime_min=60,
-                                             chunk_startup_min=50)).training("owt-llama1b-diffeq_llama")
+        JobSizing(
+            paper, dataclasses.replace(SHORT_SITE, max_runtime_min=60, target_runtime_min=60, chunk_startup_min=50)
+        ).training("owt-llama1b-diffeq_llama")
 
 
 def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
@@ -118,17 +138,26 @@ def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
     assert JobSizing(paper, SHORT_SITE).cpu("token_cache").minutes == 720
     assert JobSizing(paper, SHORT_SITE).gpu_analysis("frontier", "owt-large-diffeq").minutes == 240
     everywhere = JobSizing(paper, dataclasses.replace(SHORT_SITE, cpu_max_runtime_min=None))
-    with pytest.raises(WalltimeError, match="token_cache job needs an estimated 720 min but partition 'cpu' allows "
-                                            "240 min and the job cannot resume"):
+    with pytest.raises(
+        WalltimeError,
+        match="token_cache job needs an estimated 720 min but partition 'cpu' allows 240 min and the job cannot resume",
+    ):
         everywhere.cpu("token_cache")
-    with pytest.raises(WalltimeError, match="frontier of run owt-large-diffeq needs an estimated 240 min but "
-                                            "partition 'gpu' allows 200 min"):
+    with pytest.raises(
+        WalltimeError,
+        match="frontier of run owt-large-diffeq needs an estimated 240 min but partition 'gpu' allows 200 min",
+    ):
         JobSizing(paper, dataclasses.replace(SHORT_SITE, max_runtime_min=200, target_runtime_min=200)).gpu_analysis(
-            "frontier", "owt-large-diffeq")
-    with pytest.raises(WalltimeError, match=r"run wt103-small-gpt needs an estimated \d+ min but partition "
-                                            "'gpu' allows 40 min, too few to train"):
+            "frontier", "owt-large-diffeq"
+        )
+    with pytest.raises(
+        WalltimeError,
+        match=r"run wt103-small-gpt needs an estimated \d+ min but partition "
+        "'gpu' allows 40 min, too few to train",
+    ):
         JobSizing(paper, dataclasses.replace(SHORT_SITE, max_runtime_min=40, target_runtime_min=40)).training(
-            "wt103-small-gpt")
+            "wt103-small-gpt"
+        )
 
 
 def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its_work():
@@ -139,8 +168,11 @@ def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its
     paper = load_preset({"preset": "paper"})
     jobs = JobSizing(paper, SITE)
     cost = jobs.cost("owt-llama1b-diffeq_llama")
-    work = (PREFLIGHT_BASE_MIN + 23 * cost["gpu_hours"] * 2 / 8 / 40000 * 60
-            + 2 * cost["parameters"] * 12 / 1e9 / CHECKPOINT_GB_PER_MIN)
+    work = (
+        PREFLIGHT_BASE_MIN
+        + 23 * cost["gpu_hours"] * 2 / 8 / 40000 * 60
+        + 2 * cost["parameters"] * 12 / 1e9 / CHECKPOINT_GB_PER_MIN
+    )
     minutes = jobs.preflight_minutes("owt-llama1b-diffeq_llama", 23)
     assert work + 10 <= minutes < work + 11 and cost["parameters"] * 12 > 75e9
     lead = dataclasses.replace(jobs.training("owt-llama1b-diffeq_llama"), minutes=minutes).sbatch_flags
@@ -148,10 +180,14 @@ def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its
     shapes = training_shapes(paper, jobs)
     assert shapes["diffeq_llama-llama1b-g8-mb0"].minutes == minutes > PREFLIGHT_RUNTIME_MIN
     assert min(shape.minutes for shape in shapes.values()) >= PREFLIGHT_RUNTIME_MIN
-    with pytest.raises(WalltimeError, match="the preflight job of run owt-llama1b-diffeq_llama needs an estimated "
-                                            rf"{minutes} min but partition 'gpu' allows 30 min"):
+    with pytest.raises(
+        WalltimeError,
+        match="the preflight job of run owt-llama1b-diffeq_llama needs an estimated "
+        rf"{minutes} min but partition 'gpu' allows 30 min",
+    ):
         JobSizing(paper, dataclasses.replace(SITE, max_runtime_min=30, target_runtime_min=30)).preflight_minutes(
-            "owt-llama1b-diffeq_llama", 23)
+            "owt-llama1b-diffeq_llama", 23
+        )
 
 
 def test_without_a_site_every_job_is_local_on_the_cpu():
@@ -175,7 +211,8 @@ def test_a_training_job_without_a_planned_row_stops_the_workflow_unless_its_pres
         JobSizing(config, SITE, fit_table=table).training("owt-small-gpt")
     assert str(error.value) == (
         f"{table}: no row for owt-small-gpt on 1 GPU(s) of 80 GB, so it would train its whole per-GPU batch at once; "
-        "plan the runs first or set its train.micro_batch_size in the preset.")
+        "plan the runs first or set its train.micro_batch_size in the preset."
+    )
     runs = config["pretrain"]["owt-small"]
     config["pretrain"]["owt-small"] = {**runs, "train": {**runs["train"], "micro_batch_size": 8}}
     assert JobSizing(config, SITE, fit_table=table).training("owt-small-gpt").micro_batch == 8
@@ -185,25 +222,40 @@ def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gp
     """owt-small-gpt gets 1 GPU at the example site: its row at 1 GPU of 80 GB gives the micro-batch, unless the
     preset sets one; a row planned at 8 GPUs, or for another memory, is not this job's (so the job has no row)."""
     config = load_preset({"preset": "paper"})
-    table = write_fit_rows(tmp_path / "fit.csv", [
-        planned_fit_row(config, "owt-small-gpt", 1, 16), planned_fit_row(config, "owt-small-diffeq", 8, 64),
-        planned_fit_row(config, "ft-wt103-owt-diffeq18-n9-lora", 1, 8, device_bytes=141 * 10**9)])
+    table = write_fit_rows(
+        tmp_path / "fit.csv",
+        [
+            planned_fit_row(config, "owt-small-gpt", 1, 16),
+            planned_fit_row(config, "owt-small-diffeq", 8, 64),
+            planned_fit_row(config, "ft-wt103-owt-diffeq18-n9-lora", 1, 8, device_bytes=141 * 10**9),
+        ],
+    )
     jobs = JobSizing(config, SITE, fit_table=table)
     assert [jobs.training_gpu_count(run) for run in ("owt-small-gpt", "owt-small-diffeq")] == [1, 1]
     assert jobs.training("owt-small-gpt").micro_batch == 16
     runs = config["pretrain"]["owt-small"]
-    chosen = {**config, "pretrain": {**config["pretrain"], "owt-small": {
-        **runs, "train": {**runs["train"], "micro_batch_size": 8}}}}
+    chosen = {
+        **config,
+        "pretrain": {**config["pretrain"], "owt-small": {**runs, "train": {**runs["train"], "micro_batch_size": 8}}},
+    }
     chosen_shape = JobSizing(load_preset(chosen), SITE, fit_table=table).training("owt-small-gpt")
     assert chosen_shape.micro_batch == 8, "a micro-batch the preset sets wins over the table's"
-    wrong = {**config, "pretrain": {**config["pretrain"], "owt-medium": {
-        **config["pretrain"]["owt-medium"], "train": {**config["pretrain"]["owt-medium"]["train"],
-                                                      "micro_batch_size": 96}}}}
+    wrong = {
+        **config,
+        "pretrain": {
+            **config["pretrain"],
+            "owt-medium": {
+                **config["pretrain"]["owt-medium"],
+                "train": {**config["pretrain"]["owt-medium"]["train"], "micro_batch_size": 96},
+            },
+        },
+    }
     with pytest.raises(ValueError) as error:
         JobSizing(load_preset(wrong), SITE, fit_table=table).training("owt-medium-gpt")
     assert str(error.value) == (
         "run owt-medium-gpt: the preset's train.micro_batch_size 96 does not divide its batch of 128 per GPU on the 2 "
-        "GPU(s) the site gives it; set a divisor of 128 (the fit table plans one).")
+        "GPU(s) the site gives it; set a divisor of 128 (the fit table plans one)."
+    )
     for run_id in ("owt-small-diffeq", "ft-wt103-owt-diffeq18-n9-lora", "owt-medium-gpt"):
         with pytest.raises(ValueError, match=f"no row for {run_id} on "):
             jobs.training(run_id)
@@ -213,21 +265,28 @@ def test_a_job_that_fits_at_no_micro_batch_stops_the_workflow_with_one_sentence(
     config = load_preset({"preset": "paper"})
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 1, fits=False)])
     jobs = JobSizing(config, SITE, fit_table=table)
-    with pytest.raises(ValueError, match="run owt-small-gpt does not fit in 80 GB per GPU on 1 GPU.s. even at "
-                                         "micro-batch 1; give it more GPUs .a lower target_runtime_min."):
+    with pytest.raises(
+        ValueError,
+        match="run owt-small-gpt does not fit in 80 GB per GPU on 1 GPU.s. even at "
+        "micro-batch 1; give it more GPUs .a lower target_runtime_min.",
+    ):
         jobs.training("owt-small-gpt")
 
 
-def test_a_row_planned_for_another_shape_or_memory_share_of_the_run_is_stale(tmp_path, planned_fit_row,
-                                                                             monkeypatch):
+def test_a_row_planned_for_another_shape_or_memory_share_of_the_run_is_stale(tmp_path, planned_fit_row, monkeypatch):
     """A row holds for the run as the preset defined it when it was planned: another attention shape (16 heads of
     48: the same run id, batch, cost and GPUs) or a different share of GPU memory for JAX makes it stale, named in
     one sentence; a new learning rate or step count leaves the plan, and the row, valid."""
     config = load_preset({"preset": "paper"})
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 16)])
     runs = config["pretrain"]["owt-small"]
-    retuned = {**config, "pretrain": {**config["pretrain"], "owt-small": {
-        **runs, "train": {**runs["train"], "lr": 1e-4, "steps": 1000}}}}
+    retuned = {
+        **config,
+        "pretrain": {
+            **config["pretrain"],
+            "owt-small": {**runs, "train": {**runs["train"], "lr": 1e-4, "steps": 1000}},
+        },
+    }
     assert JobSizing(load_preset(retuned), SITE, fit_table=table).training("owt-small-gpt").micro_batch == 16
     reshaped = {**config, "sizes": {**config["sizes"], "small": {**config["sizes"]["small"], "num_heads": 16}}}
     with pytest.raises(ValueError) as error:
@@ -235,10 +294,14 @@ def test_a_row_planned_for_another_shape_or_memory_share_of_the_run_is_stale(tmp
     assert str(error.value) == (
         f"{table}: the row of owt-small-gpt on 1 GPU(s) is stale: a field of its model, its vocabulary, "
         "train.mixed_precision, train.dropout, its fine-tune's N'/method/LoRA rank, or the train step's version "
-        "changed since it was planned; plan it again.")
+        "changed since it was planned; plan it again."
+    )
     monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75")
-    with pytest.raises(ValueError, match="planned for 72 GB usable per GPU, but JAX now reserves 60 GB "
-                                         r"\(XLA_PYTHON_CLIENT_MEM_FRACTION\); plan it again"):
+    with pytest.raises(
+        ValueError,
+        match="planned for 72 GB usable per GPU, but JAX now reserves 60 GB "
+        r"\(XLA_PYTHON_CLIENT_MEM_FRACTION\); plan it again",
+    ):
         JobSizing(config, SITE, fit_table=table).training("owt-small-gpt")
 
 
@@ -256,12 +319,14 @@ def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(t
     assert str(error.value) == (
         f"{table}: memory probe {probe} does not fit its whole batch of 256 on 8 GPU(s) of 80 GB, and a probe "
         "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory (gpu_memory_gb) or "
-        "more per node (gpus_per_node), then plan it again.")
+        "more per node (gpus_per_node), then plan it again."
+    )
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, probe, 8, 32)])
     assert JobSizing(config, SITE, fit_table=table).memory_probe(probe).gpus == 8
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 16)])
-    with pytest.raises(ValueError, match=f"no row for memory probe {probe} on 8 GPU.s. of 80 GB, so nothing says "
-                                         "its whole batch fits there; plan it first"):
+    with pytest.raises(
+        ValueError,
+        match=f"no row for memory probe {probe} on 8 GPU.s. of 80 GB, so nothing says "
+        "its whole batch fits there; plan it first",
+    ):
         JobSizing(config, SITE, fit_table=table).memory_probe(probe)
-
-

@@ -19,29 +19,41 @@ def test_status_prints_done_running_stopped_failed_and_missing_runs(tmp_path, ca
     for spec in runs[:4]:
         (results / "runs" / spec.run_id).mkdir(parents=True)
     (results / "runs" / done.run_id / "summary.json").write_text("{}")
-    (results / "runs" / done.run_id / "provenance.json").write_text(json.dumps({"devices": ["gpu0", "gpu1"],
-                                                                                 "wall_s": 1.0}))
+    (results / "runs" / done.run_id / "provenance.json").write_text(
+        json.dumps({"devices": ["gpu0", "gpu1"], "wall_s": 1.0})
+    )
     write_lines(results / "benchmarks" / "pretrain" / f"{done.run_id}.tsv", ["s\th:m:s", "1800.0\t0:30:00"])
-    write_lines(results / "runs" / running.run_id / "metrics.jsonl",
-                [json.dumps({"step": step, "loss": 3.0, "step_s": 36.0}) for step in range(3)])
+    write_lines(
+        results / "runs" / running.run_id / "metrics.jsonl",
+        [json.dumps({"step": step, "loss": 3.0, "step_s": 36.0}) for step in range(3)],
+    )
     (results / "runs" / running.run_id / "checkpoints" / "step-2").mkdir(parents=True)
     (results / "runs" / running.run_id / "checkpoints" / "step-2" / "metadata.json").write_text("{}")
     write_lines(results / "logs" / "pretrain" / f"{running.run_id}.log", ["INFO step 3/10 loss 3.0"])
-    write_lines(results / "logs" / "pretrain" / f"{stopped.run_id}.log", [
-        "Traceback ...", f"error: {stopped.run_id}: stopped on request (SIGURG: SIGTERM to the job, SLURM's walltime "
-        f"warning, or its Ray task cancelled) after 4 of {stopped.train.steps} updates; a checkpoint was saved in x, "
-        "rerun the job to resume from it."])
+    write_lines(
+        results / "logs" / "pretrain" / f"{stopped.run_id}.log",
+        [
+            "Traceback ...",
+            f"error: {stopped.run_id}: stopped on request (SIGURG: SIGTERM to the job, SLURM's walltime "
+            f"warning, or its Ray task cancelled) after 4 of {stopped.train.steps} updates; "
+            "a checkpoint was saved in x, "
+            "rerun the job to resume from it.",
+        ],
+    )
     sentence = f"error: `pretrain` for {failed.run_id} ran out of host memory (MemoryError); give the job more memory."
     write_lines(results / "logs" / "pretrain" / f"{failed.run_id}.log", ["Traceback ...", sentence])
 
     assert main(["status", "--preset", "tiny", "--results", str(results)]) == 0
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
     assert rows[done.run_id].split()[1] == "done"
-    assert rows[running.run_id].split(None, 2)[1:] == ["running", f"step 3 of {steps}, chunk 1 of 1, checkpoint "
-                                                       f"step-2, ETA {36 * (steps - 3) / 60:.0f} min"]
+    assert rows[running.run_id].split(None, 2)[1:] == [
+        "running",
+        f"step 3 of {steps}, chunk 1 of 1, checkpoint step-2, ETA {36 * (steps - 3) / 60:.0f} min",
+    ]
     assert rows[stopped.run_id].split(None, 2)[1:] == [
-        "stopped", f"stopped by walltime at step 4 of {stopped.train.steps} (SIGURG); checkpoint none, the next "
-        "chunk resumes it"]
+        "stopped",
+        f"stopped by walltime at step 4 of {stopped.train.steps} (SIGURG); checkpoint none, the next chunk resumes it",
+    ]
     assert rows[failed.run_id].split(None, 2)[1:] == ["failed", sentence]
     assert all(rows[spec.run_id].split()[1:] == ["missing", "not", "started"] for spec in runs[4:])
     missing = sum(line.split()[1] == "missing" for line in rows.values())

@@ -24,10 +24,28 @@ def write_site(path: Path, **changes) -> Path:
 
 
 def dry_run(workdir: Path, site: Path, *targets: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "snakemake", *targets, "-n", "--snakefile",
-                           str(ROOT / "workflow" / "Snakefile"), "--directory", str(workdir), "--profile",
-                           "profiles/slurm", "--config", f"site={site}"],
-                          cwd=ROOT, capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            *targets,
+            "-n",
+            "--snakefile",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--profile",
+            "profiles/slurm",
+            "--config",
+            f"site={site}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=300,
+    )
 
 
 def job_resources(output: str) -> list[tuple[str, dict[str, str], dict[str, str]]]:
@@ -41,8 +59,9 @@ def job_resources(output: str) -> list[tuple[str, dict[str, str], dict[str, str]
     return jobs
 
 
-def test_at_a_4_hour_site_long_runs_are_chains_whose_attempts_cover_them_and_nothing_is_clipped(tmp_path,
-                                                                                                 paper_fit_table):
+def test_at_a_4_hour_site_long_runs_are_chains_whose_attempts_cover_them_and_nothing_is_clipped(
+    tmp_path, paper_fit_table
+):
     site = write_site(tmp_path / "site.yaml", max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=1440)
     paper_fit_table(tmp_path, {}, site)
     result = dry_run(tmp_path, site, "all")
@@ -62,14 +81,18 @@ def test_at_a_4_hour_site_long_runs_are_chains_whose_attempts_cover_them_and_not
         if "slurm_partition" in resources and rule not in ("pretrain", "finetune"):
             assert int(resources["runtime"]) == int(resources["needed_min"]), (rule, wildcards, resources)
     assert {rule: resources["runtime"] for rule, _, resources in jobs if rule == "token_cache"} == {
-        "token_cache": "720"}
+        "token_cache": "720"
+    }
 
 
-def test_at_a_site_whose_cpu_partition_allows_10_hours_the_token_cache_is_refused_not_clipped(tmp_path,
-                                                                                              paper_fit_table):
+def test_at_a_site_whose_cpu_partition_allows_10_hours_the_token_cache_is_refused_not_clipped(
+    tmp_path, paper_fit_table
+):
     site = write_site(tmp_path / "site.yaml", max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=600)
     paper_fit_table(tmp_path, {}, site)
     result = dry_run(tmp_path, site, "results/paper/data/caches/owt-gpt2")
     assert result.returncode != 0
-    assert ("token_cache job needs an estimated 720 min but partition 'cpu' allows 600 min and the job cannot "
-            "resume; set cpu_partition in the site file") in result.stdout + result.stderr
+    assert (
+        "token_cache job needs an estimated 720 min but partition 'cpu' allows 600 min and the job cannot "
+        "resume; set cpu_partition in the site file"
+    ) in result.stdout + result.stderr

@@ -69,17 +69,24 @@ PROBE_OUTPUT = re.compile(r'<pre id="report-probe">(.*?)</pre>', re.S)
 def chromium_binary() -> str | None:
     """Debian's ``chromium`` (or ``chromium-browser``/``google-chrome``) on PATH; when absent it is installed with apt
     only where host changes are allowed (``PIPELINE_HOST_TESTS=1``, as root on Debian: CI); else None."""
+
     def find() -> str | None:
-        return next((path for name in ("chromium", "chromium-browser", "google-chrome")
-                     if (path := shutil.which(name))), None)
+        return next(
+            (path for name in ("chromium", "chromium-browser", "google-chrome") if (path := shutil.which(name))), None
+        )
 
     allowed = os.environ.get("PIPELINE_HOST_TESTS") == "1" and os.geteuid() == 0
     if find() is None and allowed and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         apt = ["apt-get", "-o", "DPkg::Lock::Timeout=900"]  # waits for another test's apt (parallel workers)
         subprocess.run([*apt, "update", "-qq"], check=True, capture_output=True, env=env, timeout=600)
-        subprocess.run([*apt, "install", "-y", "-qq", "--no-install-recommends", "chromium"], check=True,
-                       capture_output=True, env=env, timeout=900)
+        subprocess.run(
+            [*apt, "install", "-y", "-qq", "--no-install-recommends", "chromium"],
+            check=True,
+            capture_output=True,
+            env=env,
+            timeout=900,
+        )
     return find()
 
 
@@ -97,23 +104,34 @@ def render_report(html_path: Path, *, timeout_s: float = 120) -> dict[str, dict]
         # Chromium refuses to start its sandbox as root (CI runs as root in a container), so only there it runs
         # without it; it opens only this local file, written by our own report.
         sandbox = ["--no-sandbox"] if os.geteuid() == 0 else []
-        command = [binary, "--headless", *sandbox, "--disable-gpu", "--disable-dev-shm-usage",
-                   f"--user-data-dir={Path(tmp) / 'profile'}", "--virtual-time-budget=600000", "--dump-dom",
-                   probed.as_uri()]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
-                                env={**os.environ, "HOME": tmp})
+        command = [
+            binary,
+            "--headless",
+            *sandbox,
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={Path(tmp) / 'profile'}",
+            "--virtual-time-budget=600000",
+            "--dump-dom",
+            probed.as_uri(),
+        ]
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, env={**os.environ, "HOME": tmp}
+        )
     match = PROBE_OUTPUT.search(result.stdout)
     if match is None:
-        raise AssertionError(f"{html_path}: the probe wrote nothing (chromium exit {result.returncode}): "
-                             f"{result.stderr[-2000:]}")
+        raise AssertionError(
+            f"{html_path}: the probe wrote nothing (chromium exit {result.returncode}): {result.stderr[-2000:]}"
+        )
     found = json.loads(html_module.unescape(match.group(1)))
     if "__error__" in found:
         raise AssertionError(f"{html_path}: the report's JavaScript failed: {found['__error__']}")
     return found
 
 
-def assert_report_shows_figures(html_path: Path, expected_paths: Iterable[str], *,
-                                timeout_s: float = 120) -> dict[str, dict]:
+def assert_report_shows_figures(
+    html_path: Path, expected_paths: Iterable[str], *, timeout_s: float = 120
+) -> dict[str, dict]:
     """Render ``html_path`` in headless Chromium; assert that every path in ``expected_paths`` (as the workflow
     names it, e.g. ``results/tiny/figures/curves/owt-small.png``) is a result of the report, listed in its
     category's navigation (by its label or file name), with a caption, and, for images, decoded by the browser

@@ -16,72 +16,154 @@ from pipeline.report.tables import TableFiles
 
 def table_files(stem: Path, *, tex: bool = True) -> TableFiles:
     """A table's files named ``stem`` + .md/.csv/.html (and .tex)."""
-    return TableFiles(md=Path(f"{stem}.md"), csv=Path(f"{stem}.csv"), html=Path(f"{stem}.html"),
-                      tex=Path(f"{stem}.tex") if tex else None)
+    return TableFiles(
+        md=Path(f"{stem}.md"),
+        csv=Path(f"{stem}.csv"),
+        html=Path(f"{stem}.html"),
+        tex=Path(f"{stem}.tex") if tex else None,
+    )
 
 
 def figure_files(stem: Path) -> FigureFiles:
     return FigureFiles(png=Path(f"{stem}.png"), pdf=Path(f"{stem}.pdf"))
 
 
-SIZES = {"small": (48, 4), "medium": (64, 6), "large": (80, 8), "llama1b": (64, 4), "ft18": (48, 6),
-         "ft24": (48, 8)}
+SIZES = {"small": (48, 4), "medium": (64, 6), "large": (80, 8), "llama1b": (64, 4), "ft18": (48, 6), "ft24": (48, 8)}
 
 
 def write_curve(folder: Path, final_ppl: float, steps: int = 40, flat_tail: int = 0) -> None:
     """A metrics.jsonl whose evaluation perplexity falls from 2000 to ``final_ppl`` (3 evaluations), then stays at
     ``final_ppl`` for ``flat_tail`` more evaluations (a plateau)."""
-    records = [{"step": s, "loss": 7.0 - s / steps, "lr": 1e-3, "tokens_per_s": 1e3, "step_s": 0.1}
-               for s in range(steps + flat_tail)]
-    for step, ppl in ((0, 2000.0), (steps // 2, (2000.0 + final_ppl) / 3), (steps - 1, final_ppl),
-                      *((steps + k, final_ppl) for k in range(flat_tail))):
+    records = [
+        {"step": s, "loss": 7.0 - s / steps, "lr": 1e-3, "tokens_per_s": 1e3, "step_s": 0.1}
+        for s in range(steps + flat_tail)
+    ]
+    for step, ppl in (
+        (0, 2000.0),
+        (steps // 2, (2000.0 + final_ppl) / 3),
+        (steps - 1, final_ppl),
+        *((steps + k, final_ppl) for k in range(flat_tail)),
+    ):
         records.append({"step": step, "eval_loss": float(np.log(ppl)), "eval_ppl": ppl})
     (folder / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
 
 
-def write_pretrain_run(results: Path, run_id: str, *, group: str, size: str, family: str, ppl: float,
-                       role: str = "table", ablation: str | None = None, parameters: int = 200_000,
-                       tokens_per_s: float = 5000.0, beta2: float = 0.999, time_embed_dim: int | None = None,
-                       shared_time_mlp: bool = False, seed: int = 0) -> Path:
+def write_pretrain_run(
+    results: Path,
+    run_id: str,
+    *,
+    group: str,
+    size: str,
+    family: str,
+    ppl: float,
+    role: str = "table",
+    ablation: str | None = None,
+    parameters: int = 200_000,
+    tokens_per_s: float = 5000.0,
+    beta2: float = 0.999,
+    time_embed_dim: int | None = None,
+    shared_time_mlp: bool = False,
+    seed: int = 0,
+) -> Path:
     dataset = group.split("-", 1)[0]
     hidden, layers = SIZES[size]
     folder = results / "runs" / run_id
     folder.mkdir(parents=True, exist_ok=True)
     diffeq = family.startswith("diffeq")
-    spec = {"run_id": run_id, "preset": "tiny", "group": group, "dataset": dataset, "size": size, "tokenizer": "bpe",
-            "role": role, "ablation": ablation,
-            "model": {"family": family, "hidden_dim": hidden, "num_heads": 4, "num_layers": layers, "seq_len": 64,
-                      "intermediate_dim": 176 if "llama" in family else None,
-                      "time_embed_dim": (time_embed_dim or 8) if diffeq else None,
-                      "sinusoidal_dim": 16 if diffeq else None, "shared_time_mlp": shared_time_mlp if diffeq else None},
-            "train": {"batch_size": 8, "steps": 40, "lr": 2e-3, "beta2": beta2}}
+    spec = {
+        "run_id": run_id,
+        "preset": "tiny",
+        "group": group,
+        "dataset": dataset,
+        "size": size,
+        "tokenizer": "bpe",
+        "role": role,
+        "ablation": ablation,
+        "model": {
+            "family": family,
+            "hidden_dim": hidden,
+            "num_heads": 4,
+            "num_layers": layers,
+            "seq_len": 64,
+            "intermediate_dim": 176 if "llama" in family else None,
+            "time_embed_dim": (time_embed_dim or 8) if diffeq else None,
+            "sinusoidal_dim": 16 if diffeq else None,
+            "shared_time_mlp": shared_time_mlp if diffeq else None,
+        },
+        "train": {"batch_size": 8, "steps": 40, "lr": 2e-3, "beta2": beta2},
+    }
     (folder / "config.yaml").write_text(yaml.safe_dump(spec))
     write_curve(folder, ppl)
-    summary = {"run_id": run_id, "preset": "tiny", "group": group, "family": family, "dataset": dataset,
-               "size": size, "role": role, "ablation": ablation, "seed": seed, "parameters": parameters, "steps": 40,
-               "tokens_seen": 20480, "final_train_loss": 6.0, "val_loss": float(np.log(ppl)), "val_ppl": ppl,
-               "val_bpb": 3.0, "mean_tokens_per_s": tokens_per_s, "resumed_from_step": 0}
+    summary = {
+        "run_id": run_id,
+        "preset": "tiny",
+        "group": group,
+        "family": family,
+        "dataset": dataset,
+        "size": size,
+        "role": role,
+        "ablation": ablation,
+        "seed": seed,
+        "parameters": parameters,
+        "steps": 40,
+        "tokens_seen": 20480,
+        "final_train_loss": 6.0,
+        "val_loss": float(np.log(ppl)),
+        "val_ppl": ppl,
+        "val_bpb": 3.0,
+        "mean_tokens_per_s": tokens_per_s,
+        "resumed_from_step": 0,
+    }
     (folder / "summary.json").write_text(json.dumps(summary))
     return folder / "summary.json"
 
 
-def write_finetune_run(results: Path, run_id: str, *, family: str, source: str, target: str, method: str,
-                       num_steps: int, source_steps: int, ppl: float, seed: int = 0, flat_tail: int = 0) -> Path:
+def write_finetune_run(
+    results: Path,
+    run_id: str,
+    *,
+    family: str,
+    source: str,
+    target: str,
+    method: str,
+    num_steps: int,
+    source_steps: int,
+    ppl: float,
+    seed: int = 0,
+    flat_tail: int = 0,
+) -> Path:
     folder = results / "runs" / run_id
     folder.mkdir(parents=True, exist_ok=True)
     write_curve(folder, ppl, steps=30, flat_tail=flat_tail)
-    summary = {"run_id": run_id, "preset": "tiny", "role": "finetune", "family": family, "source_run": "src",
-               "source_dataset": source, "target_dataset": target, "method": method, "num_steps": num_steps,
-               "source_steps": source_steps, "train_steps": 30, "seed": seed, "parameters": 1000,
-               "trainable_parameters": 100, "trainable_fraction": 0.1, "initial_val_loss": 7.6,
-               "initial_val_ppl": 2000.0, "eval_split": "test" if target == "wt103" else "validation",
-               "val_loss": float(np.log(ppl)), "val_ppl": ppl}
+    summary = {
+        "run_id": run_id,
+        "preset": "tiny",
+        "role": "finetune",
+        "family": family,
+        "source_run": "src",
+        "source_dataset": source,
+        "target_dataset": target,
+        "method": method,
+        "num_steps": num_steps,
+        "source_steps": source_steps,
+        "train_steps": 30,
+        "seed": seed,
+        "parameters": 1000,
+        "trainable_parameters": 100,
+        "trainable_fraction": 0.1,
+        "initial_val_loss": 7.6,
+        "initial_val_ppl": 2000.0,
+        "eval_split": "test" if target == "wt103" else "validation",
+        "val_loss": float(np.log(ppl)),
+        "val_ppl": ppl,
+    }
     (folder / "summary.json").write_text(json.dumps(summary))
     return folder / "summary.json"
 
 
-def write_downstream(results: Path, run_id: str, *, family: str, pair: str, accuracy: dict[tuple[str, int], float],
-                     n_samples: int = 100) -> Path:
+def write_downstream(
+    results: Path, run_id: str, *, family: str, pair: str, accuracy: dict[tuple[str, int], float], n_samples: int = 100
+) -> Path:
     """downstream.csv with one 'acc' row (fraction) per (task, shots) plus a perplexity row per task."""
     rows = []
     for (task, shots), acc in accuracy.items():
@@ -90,13 +172,25 @@ def write_downstream(results: Path, run_id: str, *, family: str, pair: str, accu
         rows.append([run_id, family, pair, task, shots, "perplexity", 123.0, 4.0, n_samples])
     path = results / "downstream" / run_id / "downstream.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows, columns=["run_id", "family", "pair", "task", "shots", "metric", "value", "stderr",
-                                "n_samples"]).to_csv(path, index=False)
+    pd.DataFrame(
+        rows, columns=["run_id", "family", "pair", "task", "shots", "metric", "value", "stderr", "n_samples"]
+    ).to_csv(path, index=False)
     return path
 
 
-def write_spectra(results: Path, run_id: str, *, family: str, dataset: str, growth: float, layers: int = 6,
-                  heads: int = 2, rank: int = 4, folder: str = "spectra", seed: int = 0) -> Path:
+def write_spectra(
+    results: Path,
+    run_id: str,
+    *,
+    family: str,
+    dataset: str,
+    growth: float,
+    layers: int = 6,
+    heads: int = 2,
+    rank: int = 4,
+    folder: str = "spectra",
+    seed: int = 0,
+) -> Path:
     """Eigenvalues (random draws of ``seed``) whose magnitude scales as 1 + growth·t (growth 0: flat, random
     ordering), in ``analysis/<folder>/`` (``spectra_untrained``: the untrained control)."""
     rng = np.random.default_rng(seed)
@@ -111,19 +205,25 @@ def write_spectra(results: Path, run_id: str, *, family: str, dataset: str, grow
                     rows.append([run_id, family, dataset, matrix, t, layer, head, index, value.real, value.imag])
     path = results / "analysis" / folder / f"{run_id}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows, columns=["run_id", "family", "dataset", "matrix", "t", "layer", "head", "index", "real",
-                                "imag"]).to_csv(path, index=False)
+    pd.DataFrame(
+        rows, columns=["run_id", "family", "dataset", "matrix", "t", "layer", "head", "index", "real", "imag"]
+    ).to_csv(path, index=False)
     return path
 
 
 def write_lyapunov(results: Path, run_id: str) -> Path:
     rng = np.random.default_rng(1)
-    rows = [[run_id, sentence, position, f"tok{position}", k, float(rng.normal()) - k]
-            for sentence in range(2) for position in range(8) for k in range(2)]
+    rows = [
+        [run_id, sentence, position, f"tok{position}", k, float(rng.normal()) - k]
+        for sentence in range(2)
+        for position in range(8)
+        for k in range(2)
+    ]
     path = results / "analysis" / "lyapunov" / f"{run_id}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows, columns=["run_id", "sentence_id", "position", "token", "exponent_index",
-                                "exponent"]).to_csv(path, index=False)
+    pd.DataFrame(rows, columns=["run_id", "sentence_id", "position", "token", "exponent_index", "exponent"]).to_csv(
+        path, index=False
+    )
     (path.with_suffix(".html")).write_text("<html><body>heat-map</body></html>")
     return path
 
@@ -147,16 +247,33 @@ def write_clustering(results: Path, *, clusters: dict[str, int] | None = None) -
     folder = results / "analysis" / "clustering"
     folder.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(trajectories, columns=["magnitude", "degree", "step", "t", "token", "x0", "x1", "x2"]).to_csv(
-        folder / "trajectories.csv", index=False)
+        folder / "trajectories.csv", index=False
+    )
     pd.DataFrame(stats, columns=["magnitude", "degree", "n_clusters", "threshold", "mean_pairwise_distance"]).to_csv(
-        folder / "stats.csv", index=False)
-    regimes = {"authors": ("claim", 20.0, 0.1), "equal-mean": ("control", 20.0, 0.1),
-               "T1-unnormalised": ("sensitivity", 1.0, 0.005)}
-    sweep = [{"regime": regime, "role": role, "horizon": horizon, "dt": dt, "seed": seed, "magnitude": magnitude,
-              "degree": degree, "tokens": 40, "n_clusters": clusters[magnitude] * 4,
-              "mean_pairwise_distance": 0.5 + degree}
-             for regime, (role, horizon, dt) in regimes.items() for seed in range(3)
-             for magnitude, degree in MAGNITUDES.items()]
+        folder / "stats.csv", index=False
+    )
+    regimes = {
+        "authors": ("claim", 20.0, 0.1),
+        "equal-mean": ("control", 20.0, 0.1),
+        "T1-unnormalised": ("sensitivity", 1.0, 0.005),
+    }
+    sweep = [
+        {
+            "regime": regime,
+            "role": role,
+            "horizon": horizon,
+            "dt": dt,
+            "seed": seed,
+            "magnitude": magnitude,
+            "degree": degree,
+            "tokens": 40,
+            "n_clusters": clusters[magnitude] * 4,
+            "mean_pairwise_distance": 0.5 + degree,
+        }
+        for regime, (role, horizon, dt) in regimes.items()
+        for seed in range(3)
+        for magnitude, degree in MAGNITUDES.items()
+    ]
     pd.DataFrame(sweep).to_csv(folder / "sweep.csv", index=False)
     return folder / "trajectories.csv", folder / "stats.csv"
 
@@ -166,12 +283,37 @@ def write_frontier(results: Path, run_id: str, *, dataset: str = "owt", trained_
     for solver, evaluations_per_step in (("euler", 1), ("heun", 2)):
         for factor in (0.5, 1.0, 2.0):
             steps = int(trained_steps * factor)
-            rows.append([run_id, "diffeq", dataset, trained_steps, solver, steps, factor,
-                         steps * evaluations_per_step, 6.0 + 1 / steps, float(np.exp(6.0 + 1 / steps))])
+            rows.append(
+                [
+                    run_id,
+                    "diffeq",
+                    dataset,
+                    trained_steps,
+                    solver,
+                    steps,
+                    factor,
+                    steps * evaluations_per_step,
+                    6.0 + 1 / steps,
+                    float(np.exp(6.0 + 1 / steps)),
+                ]
+            )
     path = results / "analysis" / "frontier" / f"{run_id}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows, columns=["run_id", "family", "dataset", "trained_steps", "solver", "num_steps", "step_factor",
-                                "field_evaluations", "val_loss", "val_ppl"]).to_csv(path, index=False)
+    pd.DataFrame(
+        rows,
+        columns=[
+            "run_id",
+            "family",
+            "dataset",
+            "trained_steps",
+            "solver",
+            "num_steps",
+            "step_factor",
+            "field_evaluations",
+            "val_loss",
+            "val_ppl",
+        ],
+    ).to_csv(path, index=False)
     return path
 
 
@@ -183,14 +325,30 @@ def write_param_counts(results: Path) -> Path:
     return path
 
 
-def write_memory_record(results: Path, probe_id: str, *, family: str, time_embed_dim: int | None,
-                        parameters: int, peak_bytes: int, device_peak: bool = False) -> Path:
+def write_memory_record(
+    results: Path,
+    probe_id: str,
+    *,
+    family: str,
+    time_embed_dim: int | None,
+    parameters: int,
+    peak_bytes: int,
+    device_peak: bool = False,
+) -> Path:
     """A memory-probe record; ``device_peak``: as on a GPU (allocator peak measured), else as on CPU."""
-    record = {"probe_id": probe_id, "family": family, "time_embed_dim": time_embed_dim, "batch_size": 8,
-              "seq_len": 64, "parameters": parameters, "num_devices": 1, "backend": "gpu" if device_peak else "cpu",
-              "device_peak_bytes": peak_bytes if device_peak else None,
-              "compiled_peak_bytes": peak_bytes if not device_peak else peak_bytes - 2**20,
-              "host_peak_rss_bytes": 2**30}
+    record = {
+        "probe_id": probe_id,
+        "family": family,
+        "time_embed_dim": time_embed_dim,
+        "batch_size": 8,
+        "seq_len": 64,
+        "parameters": parameters,
+        "num_devices": 1,
+        "backend": "gpu" if device_peak else "cpu",
+        "device_peak_bytes": peak_bytes if device_peak else None,
+        "compiled_peak_bytes": peak_bytes if not device_peak else peak_bytes - 2**20,
+        "host_peak_rss_bytes": 2**30,
+    }
     path = results / "analysis" / "memory" / f"{probe_id}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record))
@@ -202,10 +360,19 @@ def populate_preset(results: Path, config: dict, runs: dict) -> None:
     ({run_id: RunSpec}), with synthetic numbers: DiffEqFormer slightly better than its baseline."""
     for run_id, spec in runs.items():
         better = 0.95 if spec.model.family.startswith("diffeq") else 1.0
-        write_pretrain_run(results, run_id, group=spec.group, size=spec.size, family=spec.model.family,
-                           ppl=600.0 * better,
-                           role=spec.role, ablation=spec.ablation, beta2=spec.train.beta2,
-                           time_embed_dim=spec.model.time_embed_dim, shared_time_mlp=bool(spec.model.shared_time_mlp))
+        write_pretrain_run(
+            results,
+            run_id,
+            group=spec.group,
+            size=spec.size,
+            family=spec.model.family,
+            ppl=600.0 * better,
+            role=spec.role,
+            ablation=spec.ablation,
+            beta2=spec.train.beta2,
+            time_embed_dim=spec.model.time_embed_dim,
+            shared_time_mlp=bool(spec.model.shared_time_mlp),
+        )
     finetune = config["finetune"]
     for source, target in finetune["directions"]:
         diffeq_layers = config["sizes"][config["pretrain"][f"{source}-{finetune['diffeq_source']}"]["size"]]
@@ -213,26 +380,51 @@ def populate_preset(results: Path, config: dict, runs: dict) -> None:
         for method in finetune["methods"]:
             for steps in finetune["steps_grid"]:
                 run_id = f"ft-{source}-{target}-diffeq{diffeq_layers['num_layers']}-n{steps}-{method}"
-                write_finetune_run(results, run_id, family="diffeq", source=source, target=target, method=method,
-                                   num_steps=steps,
-                                   source_steps=diffeq_layers["num_layers"], ppl=500.0 + steps)
-            write_finetune_run(results, f"ft-{source}-{target}-gpt{gpt_layers['num_layers']}-{method}", family="gpt",
-                               source=source, target=target, method=method, num_steps=gpt_layers["num_layers"],
-                               source_steps=gpt_layers["num_layers"], ppl=550.0)
+                write_finetune_run(
+                    results,
+                    run_id,
+                    family="diffeq",
+                    source=source,
+                    target=target,
+                    method=method,
+                    num_steps=steps,
+                    source_steps=diffeq_layers["num_layers"],
+                    ppl=500.0 + steps,
+                )
+            write_finetune_run(
+                results,
+                f"ft-{source}-{target}-gpt{gpt_layers['num_layers']}-{method}",
+                family="gpt",
+                source=source,
+                target=target,
+                method=method,
+                num_steps=gpt_layers["num_layers"],
+                source_steps=gpt_layers["num_layers"],
+                ppl=550.0,
+            )
     downstream = config["downstream"]
     for pair, run_ids in downstream["pairs"].items():
         for run_id in run_ids:
             family = runs[run_id].model.family
-            accuracy = {(task, shots): 0.3 + 0.02 * family.startswith("diffeq") for task in downstream["tasks"]
-                        for shots in downstream["shots"]}
+            accuracy = {
+                (task, shots): 0.3 + 0.02 * family.startswith("diffeq")
+                for task in downstream["tasks"]
+                for shots in downstream["shots"]
+            }
             write_downstream(results, run_id, family=family, pair=pair, accuracy=accuracy)
     analysis = config["analysis"]
     for run_id in analysis["spectra"]["runs"]:
         spec = runs[run_id]
-        write_spectra(results, run_id, family=spec.model.family, dataset=spec.dataset,
-                      growth=2.0 if spec.model.family.startswith("diffeq") else 0.0)
-        write_spectra(results, run_id, family=spec.model.family, dataset=spec.dataset, growth=0.0,
-                      folder="spectra_untrained")
+        write_spectra(
+            results,
+            run_id,
+            family=spec.model.family,
+            dataset=spec.dataset,
+            growth=2.0 if spec.model.family.startswith("diffeq") else 0.0,
+        )
+        write_spectra(
+            results, run_id, family=spec.model.family, dataset=spec.dataset, growth=0.0, folder="spectra_untrained"
+        )
     for run_id in analysis["lyapunov"]["runs"]:
         write_lyapunov(results, run_id)
     for run_id in analysis["frontier"]["runs"]:
@@ -241,5 +433,11 @@ def populate_preset(results: Path, config: dict, runs: dict) -> None:
     write_param_counts(results)
     for probe_id, spec in memory_probes(config).items():
         d = spec.model.time_embed_dim
-        write_memory_record(results, probe_id, family=spec.model.family, time_embed_dim=d,
-                            parameters=400_000 + 50_000 * (d or 0), peak_bytes=30 * 2**20 + 2**18 * (d or 0))
+        write_memory_record(
+            results,
+            probe_id,
+            family=spec.model.family,
+            time_embed_dim=d,
+            parameters=400_000 + 50_000 * (d or 0),
+            peak_bytes=30 * 2**20 + 2**18 * (d or 0),
+        )

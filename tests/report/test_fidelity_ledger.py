@@ -23,14 +23,16 @@ def test_every_row_reads_what_the_preset_runs(preset):
     assert table.loc["weight_sharing", "pipeline"] == (
         "shared (wt103-small, wt103-medium): one sequential GPT-2 block reused L times, x_l = Block(x_{l-1}); "
         "shared_ode (wt103-small, wt103-medium): the ODE-style shared field "
-        "x_l = x_{l-1} + dt·(Attn(LN1 x) + FF(LN2 x)), one set of weights, dt = 1/L")
+        "x_l = x_{l-1} + dt·(Attn(LN1 x) + FF(LN2 x)), one set of weights, dt = 1/L"
+    )
 
 
 def test_the_weight_sharing_row_names_only_the_shared_designs_the_preset_trains():
     overrides = {group: {"families": ["gpt", "diffeq", "shared"]} for group in ("wt103-small", "wt103-medium")}
     config = load_preset({"preset": "tiny", "pretrain": overrides})
     assert ledger(config).set_index("id").loc["weight_sharing", "pipeline"] == (
-        "shared (wt103-small, wt103-medium): one sequential GPT-2 block reused L times, x_l = Block(x_{l-1})")
+        "shared (wt103-small, wt103-medium): one sequential GPT-2 block reused L times, x_l = Block(x_{l-1})"
+    )
 
 
 def test_every_fidelity_key_has_a_row_and_switching_it_changes_the_row():
@@ -45,7 +47,16 @@ def test_every_fidelity_key_has_a_row_and_switching_it_changes_the_row():
 
 
 def test_scorecard_sources_link_to_the_rows_that_move_them():
-    assert linked_rows("Fig. 5").split(", ") == ["init", "decay_mask", "time_grid", "time_precision", "resampling",
-                                                 "evaluate_at", "lora_init", "lora_trainable", "eval_split"]
+    assert linked_rows("Fig. 5").split(", ") == [
+        "init",
+        "decay_mask",
+        "time_grid",
+        "time_precision",
+        "resampling",
+        "evaluate_at",
+        "lora_init",
+        "lora_trainable",
+        "eval_split",
+    ]
     assert linked_rows("Table 3") == "param_count"
     assert linked_rows("Fig. 2c/d, 13") == "clustering"

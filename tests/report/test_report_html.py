@@ -12,18 +12,40 @@ from pipeline.config import load_preset, pretrain_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT_RULES = ["perplexity_table", "pretrain_runs_csv", "figure_curves", "figure_clustering", "scorecard"]
-TARGETS = ["results/tiny/tables/perplexity.html", "results/tiny/figures/curves/owt-small.png",
-           "results/tiny/figures/clustering_trajectories.png", "results/tiny/figures/clustering_stats.png",
-           "results/tiny/scorecard.html"]
+TARGETS = [
+    "results/tiny/tables/perplexity.html",
+    "results/tiny/figures/curves/owt-small.png",
+    "results/tiny/figures/clustering_trajectories.png",
+    "results/tiny/figures/clustering_stats.png",
+    "results/tiny/scorecard.html",
+]
 
 
 def snakemake(workdir: Path, *args: str) -> None:
     """Snakemake on ``TARGETS`` with only the report's rules allowed (the synthetic inputs stand for the rest)."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"),
-                             "--directory", str(workdir), "--cores", "2", *args, *TARGETS,
-                             "--allowed-rules", *REPORT_RULES], cwd=ROOT, capture_output=True, text=True, env=env,
-                            timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "workflow" / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--cores",
+            "2",
+            *args,
+            *TARGETS,
+            "--allowed-rules",
+            *REPORT_RULES,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 

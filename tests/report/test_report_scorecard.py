@@ -25,14 +25,27 @@ from pipeline.report.tables import write_perplexity_tables
 @pytest.fixture
 def runs_csv(tmp_path):
     """One run per configuration (the tiny preset's n = 1)."""
-    paths = [write_pretrain_run(tmp_path, "owt-small-gpt", group="owt-small", size="small", family="gpt", ppl=100.0,
-                                tokens_per_s=1000.0, parameters=124_000_000),
-             write_pretrain_run(tmp_path, "owt-small-diffeq", group="owt-small", size="small", family="diffeq",
-                                ppl=90.0, tokens_per_s=950.0),
-             write_pretrain_run(tmp_path, "wt103-small-gpt", group="wt103-small", size="small", family="gpt",
-                                ppl=100.0, tokens_per_s=1000.0),
-             write_pretrain_run(tmp_path, "wt103-small-shared", group="wt103-small", size="small", family="shared",
-                                ppl=120.0)]
+    paths = [
+        write_pretrain_run(
+            tmp_path,
+            "owt-small-gpt",
+            group="owt-small",
+            size="small",
+            family="gpt",
+            ppl=100.0,
+            tokens_per_s=1000.0,
+            parameters=124_000_000,
+        ),
+        write_pretrain_run(
+            tmp_path, "owt-small-diffeq", group="owt-small", size="small", family="diffeq", ppl=90.0, tokens_per_s=950.0
+        ),
+        write_pretrain_run(
+            tmp_path, "wt103-small-gpt", group="wt103-small", size="small", family="gpt", ppl=100.0, tokens_per_s=1000.0
+        ),
+        write_pretrain_run(
+            tmp_path, "wt103-small-shared", group="wt103-small", size="small", family="shared", ppl=120.0
+        ),
+    ]
     write_perplexity_tables(paths, out=table_files(tmp_path / "perplexity"))
     assert main(["runs-csv", "--out", str(tmp_path / "runs.csv"), *map(str, paths)]) == 0
     return tmp_path / "runs.csv"
@@ -45,11 +58,22 @@ def seeded_runs(tmp_path, seeds: int, diffeq_effect: float, shared_effect: float
     summaries = []
     for seed in range(seeds):
         base = 5.0 + rng.normal(0, 0.1)
-        for family, shift in (("gpt", 0.0), ("diffeq", diffeq_effect + rng.normal(0, 0.01)),
-                              ("shared", shared_effect + rng.normal(0, 0.01))):
-            summaries.append(write_pretrain_run(tmp_path, f"owt-small-{family}-s{seed}", group="owt-small",
-                                                size="small", family=family, ppl=float(np.exp(base + shift)),
-                                                seed=seed))
+        for family, shift in (
+            ("gpt", 0.0),
+            ("diffeq", diffeq_effect + rng.normal(0, 0.01)),
+            ("shared", shared_effect + rng.normal(0, 0.01)),
+        ):
+            summaries.append(
+                write_pretrain_run(
+                    tmp_path,
+                    f"owt-small-{family}-s{seed}",
+                    group="owt-small",
+                    size="small",
+                    family=family,
+                    ppl=float(np.exp(base + shift)),
+                    seed=seed,
+                )
+            )
     write_perplexity_tables(summaries, out=table_files(tmp_path / "perplexity"))
     assert main(["runs-csv", "--out", str(tmp_path / "runs.csv"), *map(str, summaries)]) == 0
     return tmp_path / "runs.csv"
@@ -62,12 +86,33 @@ def by_item(card):
 def test_one_run_per_configuration_gets_no_interval_and_no_verdict(tmp_path, runs_csv):
     """n = 1: every claim (1)-(7) row is 'not tested at this scale', without interval or p; an accuracy of 0.00
     vs 0.00 is inconclusive, never 'holds'; memory (a measurement) is decided."""
-    downstream = [write_downstream(tmp_path, "owt-small-gpt", family="gpt", pair="gpt-large",
-                                   accuracy={("tiny_lambada", 0): 0.0, ("arc_easy", 0): 0.3603}),
-                  write_downstream(tmp_path, "owt-small-diffeq", family="diffeq", pair="gpt-large",
-                                   accuracy={("tiny_lambada", 0): 0.0, ("arc_easy", 0): 0.3582})]
-    memory = [write_memory_record(tmp_path, f"owt-medium-memory_d{d}-diffeq", family="diffeq", time_embed_dim=d,
-                                  parameters=100_000 * d, peak_bytes=(40 + d) * 2**20) for d in (4, 24, 12)]
+    downstream = [
+        write_downstream(
+            tmp_path,
+            "owt-small-gpt",
+            family="gpt",
+            pair="gpt-large",
+            accuracy={("tiny_lambada", 0): 0.0, ("arc_easy", 0): 0.3603},
+        ),
+        write_downstream(
+            tmp_path,
+            "owt-small-diffeq",
+            family="diffeq",
+            pair="gpt-large",
+            accuracy={("tiny_lambada", 0): 0.0, ("arc_easy", 0): 0.3582},
+        ),
+    ]
+    memory = [
+        write_memory_record(
+            tmp_path,
+            f"owt-medium-memory_d{d}-diffeq",
+            family="diffeq",
+            time_embed_dim=d,
+            parameters=100_000 * d,
+            peak_bytes=(40 + d) * 2**20,
+        )
+        for d in (4, 24, 12)
+    ]
     card = scorecard(ScorecardInputs(preset="tiny", runs_csv=runs_csv, downstream=downstream, memory=memory))
     claims = card[card["item"].str.match(r"\(\d\)")]
     assert len(claims) >= 4 and set(claims["status"]) == {NOT_TESTED}
@@ -83,10 +128,24 @@ def test_one_run_per_configuration_gets_no_interval_and_no_verdict(tmp_path, run
 
 
 def test_paper_preset_compares_numbers_within_two_combined_stderr(tmp_path, runs_csv):
-    downstream = [write_downstream(tmp_path, "owt-small-gpt", family="gpt", pair="gpt-large",
-                                   accuracy={("arc_easy", 0): 0.3603}, n_samples=2376),
-                  write_downstream(tmp_path, "owt-small-diffeq", family="diffeq", pair="gpt-large",
-                                   accuracy={("arc_easy", 0): 0.30}, n_samples=2376)]
+    downstream = [
+        write_downstream(
+            tmp_path,
+            "owt-small-gpt",
+            family="gpt",
+            pair="gpt-large",
+            accuracy={("arc_easy", 0): 0.3603},
+            n_samples=2376,
+        ),
+        write_downstream(
+            tmp_path,
+            "owt-small-diffeq",
+            family="diffeq",
+            pair="gpt-large",
+            accuracy={("arc_easy", 0): 0.30},
+            n_samples=2376,
+        ),
+    ]
     card = by_item(scorecard(ScorecardInputs(preset="paper", runs_csv=runs_csv, downstream=downstream)))
     assert card.loc["gpt-large arc_easy 0-shot baseline", "status"] == "holds"
     assert card.loc["gpt-large arc_easy 0-shot DiffEqFormer", "status"] == "does not hold"
@@ -96,8 +155,9 @@ def test_paper_preset_compares_numbers_within_two_combined_stderr(tmp_path, runs
 
 
 def test_scorecard_files_show_p_holm_and_the_family(tmp_path, runs_csv):
-    write_scorecard(ScorecardInputs(preset="tiny", runs_csv=runs_csv),
-                    out=table_files(tmp_path / "scorecard", tex=False))
+    write_scorecard(
+        ScorecardInputs(preset="tiny", runs_csv=runs_csv), out=table_files(tmp_path / "scorecard", tex=False)
+    )
     card = pd.read_csv(tmp_path / "scorecard.csv")
     assert {"p", "p_holm"} <= set(card.columns)
     assert set(card["section"]) == {"claim", "number"} and (card["section"] == "number").sum() >= 88 + 4
@@ -135,12 +195,36 @@ def test_finetune_claims_count_only_curves_that_plateaued(tmp_path):
     paths = []
     for seed in range(6):
         for n, flat in ((2, 0), (4, 3)):
-            paths.append(write_finetune_run(tmp_path, f"ft-diffeq4-n{n}-lora-s{seed}", family="diffeq", source="owt",
-                                            target="wt103", method="lora", num_steps=n, source_steps=4,
-                                            ppl=400.0 - seed, seed=seed, flat_tail=flat))
-        paths.append(write_finetune_run(tmp_path, f"ft-gpt4-lora-s{seed}", family="gpt", source="owt",
-                                        target="wt103", method="lora", num_steps=4, source_steps=4,
-                                        ppl=500.0 + seed, seed=seed, flat_tail=3))
+            paths.append(
+                write_finetune_run(
+                    tmp_path,
+                    f"ft-diffeq4-n{n}-lora-s{seed}",
+                    family="diffeq",
+                    source="owt",
+                    target="wt103",
+                    method="lora",
+                    num_steps=n,
+                    source_steps=4,
+                    ppl=400.0 - seed,
+                    seed=seed,
+                    flat_tail=flat,
+                )
+            )
+        paths.append(
+            write_finetune_run(
+                tmp_path,
+                f"ft-gpt4-lora-s{seed}",
+                family="gpt",
+                source="owt",
+                target="wt103",
+                method="lora",
+                num_steps=4,
+                source_steps=4,
+                ppl=500.0 + seed,
+                seed=seed,
+                flat_tail=3,
+            )
+        )
     rows = {row["item"]: row for row in finetune_claims(load_finetunes(paths))}
     at_depth = rows["(2) lora DiffEqFormer N′=4 beats GPT, owt→wt103"]
     assert at_depth["hypothesis"] == "(2) lora N′=L" and "12 of 12 curves plateaued" in at_depth["evidence"]
@@ -148,15 +232,29 @@ def test_finetune_claims_count_only_curves_that_plateaued(tmp_path):
     assert half["hypothesis"] is None and half["status"] == NOT_TESTED
     assert "6 of 12 curves plateaued" in half["evidence"]
     decided, _ = decide(list(rows.values()))
-    assert {row["item"]: row["status"] for row in decided}["(2) lora DiffEqFormer N′=4 beats GPT, owt→wt103"] \
-        == SUPPORTED
+    assert {row["item"]: row["status"] for row in decided}[
+        "(2) lora DiffEqFormer N′=4 beats GPT, owt→wt103"
+    ] == SUPPORTED
 
 
 def test_a_spearman_over_three_values_gets_no_verdict(tmp_path):
     """(3): six seeds all at ρ = 0.5 over N′ = 2, 4, 6 (a sign test would call p = 0.031): reported, not decided."""
-    paths = [write_finetune_run(tmp_path, f"ft-full-n{n}-s{seed}", family="diffeq", source="owt", target="wt103",
-                                method="full", num_steps=n, source_steps=4, ppl=400.0, seed=seed)
-             for seed in range(6) for n in (2, 4, 6)]
+    paths = [
+        write_finetune_run(
+            tmp_path,
+            f"ft-full-n{n}-s{seed}",
+            family="diffeq",
+            source="owt",
+            target="wt103",
+            method="full",
+            num_steps=n,
+            source_steps=4,
+            ppl=400.0,
+            seed=seed,
+        )
+        for seed in range(6)
+        for n in (2, 4, 6)
+    ]
     finetunes = load_finetunes(paths)
     finetunes["overfit"] = finetunes["num_steps"].map({2: 0.0, 4: 0.02, 6: 0.01})
     (row,) = overfit_claims(finetunes)
@@ -168,11 +266,23 @@ def test_a_spearman_over_three_values_gets_no_verdict(tmp_path):
 def test_untrained_controls_are_never_scored_and_appear_once(tmp_path, runs_csv):
     """The untrained models of owt and wt103 runs of one config and seed are the same model: one control row per
     matrix, status 'control (no verdict)', however strong its trend."""
-    trained = [write_spectra(tmp_path, f"owt-small-diffeq-s{seed}", family="diffeq", dataset="owt", growth=3.0,
-                             seed=seed) for seed in range(3)]
-    untrained = [write_spectra(tmp_path, f"{dataset}-small-diffeq-s{seed}", family="diffeq", dataset=dataset,
-                               growth=3.0, seed=seed, folder="spectra_untrained")
-                 for dataset in ("owt", "wt103") for seed in range(3)]
+    trained = [
+        write_spectra(tmp_path, f"owt-small-diffeq-s{seed}", family="diffeq", dataset="owt", growth=3.0, seed=seed)
+        for seed in range(3)
+    ]
+    untrained = [
+        write_spectra(
+            tmp_path,
+            f"{dataset}-small-diffeq-s{seed}",
+            family="diffeq",
+            dataset=dataset,
+            growth=3.0,
+            seed=seed,
+            folder="spectra_untrained",
+        )
+        for dataset in ("owt", "wt103")
+        for seed in range(3)
+    ]
     card = scorecard(ScorecardInputs(preset="mini", runs_csv=runs_csv, spectra=trained, untrained_spectra=untrained))
     controls = card[card["item"].str.startswith("(4) control")]
     assert len(controls) == 2 and set(controls["status"]) == {CONTROL} and controls["p_holm"].isna().all()
@@ -186,14 +296,29 @@ def test_clustering_claim_is_the_paired_gap_with_its_sign_test_beside_its_contro
     sign test decides it (supported) with a Clopper–Pearson interval on the fraction; the equal-mean control and a
     sensitivity regime are reported without verdict."""
     rows = []
-    for regime, role, seeds, more in (("notebook", "claim", 200, 190), ("equal-mean", "control", 200, 10),
-                                      ("T10-unnormalised", "sensitivity", 20, 0)):
+    for regime, role, seeds, more in (
+        ("notebook", "claim", 200, 190),
+        ("equal-mean", "control", 200, 10),
+        ("T10-unnormalised", "sensitivity", 20, 0),
+    ):
         for seed in range(seeds):
             constant = 3
             quartic = 12 if seed < more else (3 if seed < more + 4 else 2)
-            rows += [{"regime": regime, "role": role, "horizon": 20.0, "dt": 0.1, "seed": seed, "magnitude": m,
-                      "degree": d, "tokens": 32, "n_clusters": n, "mean_pairwise_distance": 1.0}
-                     for m, d, n in (("constant", 0, constant), ("quartic", 4, quartic))]
+            rows += [
+                {
+                    "regime": regime,
+                    "role": role,
+                    "horizon": 20.0,
+                    "dt": 0.1,
+                    "seed": seed,
+                    "magnitude": m,
+                    "degree": d,
+                    "tokens": 32,
+                    "n_clusters": n,
+                    "mean_pairwise_distance": 1.0,
+                }
+                for m, d, n in (("constant", 0, constant), ("quartic", 4, quartic))
+            ]
     path = tmp_path / "sweep.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     decided, family = decide(clustering_claims(path))
@@ -203,6 +328,8 @@ def test_clustering_claim_is_the_paired_gap_with_its_sign_test_beside_its_contro
     assert 0.9 < claim["low"] < 0.95 < claim["high"] < 0.98 and claim["p"] < 1e-40
     assert "sign test 190 vs 6 (ties 4)" in claim["evidence"] and "constant clusters in 100%" in claim["evidence"]
     assert card.loc["(6) t⁴ ends with more clusters than the constant a(t): equal-mean (control)", "status"] == CONTROL
-    assert card.loc["(6) t⁴ ends with more clusters than the constant a(t): T10-unnormalised (sensitivity)",
-                    "status"] == SENSITIVITY
+    assert (
+        card.loc["(6) t⁴ ends with more clusters than the constant a(t): T10-unnormalised (sensitivity)", "status"]
+        == SENSITIVITY
+    )
     assert "1 rows" in family

@@ -17,18 +17,57 @@ from pipeline.report.tables import (
 
 
 def test_perplexity_tables_hold_every_table_run_and_only_ablations_in_the_run_list(tmp_path):
-    paths = [write_pretrain_run(tmp_path, "wt103-small-gpt", group="wt103-small", size="small", family="gpt",
-                                ppl=120.5, parameters=1_500_000),
-             write_pretrain_run(tmp_path, "wt103-small-diffeq", group="wt103-small", size="small", family="diffeq",
-                                ppl=110.25, parameters=1_500_000),
-             write_pretrain_run(tmp_path, "wt103-small-shared_ode", group="wt103-small", size="small",
-                                family="shared_ode", ppl=130.0, parameters=500_000),
-             write_pretrain_run(tmp_path, "wt103-small-shared", group="wt103-small", size="small", family="shared",
-                                ppl=131.0, parameters=500_000),
-             write_pretrain_run(tmp_path, "owt-large-gpt", group="owt-large", size="large", family="gpt", ppl=99.0,
-                                parameters=1_500_000),
-             write_pretrain_run(tmp_path, "owt-large-beta2_0.999-gpt", group="owt-large", size="large", family="gpt",
-                                ppl=98.0, role="ablation", ablation="beta2_0.999")]
+    paths = [
+        write_pretrain_run(
+            tmp_path,
+            "wt103-small-gpt",
+            group="wt103-small",
+            size="small",
+            family="gpt",
+            ppl=120.5,
+            parameters=1_500_000,
+        ),
+        write_pretrain_run(
+            tmp_path,
+            "wt103-small-diffeq",
+            group="wt103-small",
+            size="small",
+            family="diffeq",
+            ppl=110.25,
+            parameters=1_500_000,
+        ),
+        write_pretrain_run(
+            tmp_path,
+            "wt103-small-shared_ode",
+            group="wt103-small",
+            size="small",
+            family="shared_ode",
+            ppl=130.0,
+            parameters=500_000,
+        ),
+        write_pretrain_run(
+            tmp_path,
+            "wt103-small-shared",
+            group="wt103-small",
+            size="small",
+            family="shared",
+            ppl=131.0,
+            parameters=500_000,
+        ),
+        write_pretrain_run(
+            tmp_path, "owt-large-gpt", group="owt-large", size="large", family="gpt", ppl=99.0, parameters=1_500_000
+        ),
+        write_pretrain_run(
+            tmp_path,
+            "owt-large-beta2_0.999-gpt",
+            group="owt-large",
+            size="large",
+            family="gpt",
+            ppl=98.0,
+            role="ablation",
+            ablation="beta2_0.999",
+        ),
+    ]
     write_perplexity_tables(paths, out=table_files(tmp_path / "t" / "perplexity"))
     assert main(["runs-csv", "--out", str(tmp_path / "t" / "runs.csv"), *map(str, paths)]) == 0
     markdown = (tmp_path / "t" / "perplexity.md").read_text()
@@ -48,14 +87,31 @@ def test_perplexity_tables_hold_every_table_run_and_only_ablations_in_the_run_li
 
 
 def test_model_spec_table_reads_shapes_from_the_configs(tmp_path):
-    paths = [write_pretrain_run(tmp_path, f"owt-{size}-{family}", group=f"owt-{size}", size=size, family=family,
-                                ppl=100.0, parameters=parameters)
-             for size, family, parameters in (("small", "gpt", 210_000), ("large", "gpt", 790_000),
-                                              ("llama1b", "llama", 460_000), ("large", "diffeq", 1_500_000))]
+    paths = [
+        write_pretrain_run(
+            tmp_path,
+            f"owt-{size}-{family}",
+            group=f"owt-{size}",
+            size=size,
+            family=family,
+            ppl=100.0,
+            parameters=parameters,
+        )
+        for size, family, parameters in (
+            ("small", "gpt", 210_000),
+            ("large", "gpt", 790_000),
+            ("llama1b", "llama", 460_000),
+            ("large", "diffeq", 1_500_000),
+        )
+    ]
     write_model_spec_table(paths, out=table_files(tmp_path / "specs"))
     table = pd.read_csv(tmp_path / "specs.csv")
     assert set(zip(table["size"], table["family"], table["layers"], table["hidden_dim"], strict=True)) == {
-        ("small", "gpt", 4, 48), ("large", "gpt", 8, 80), ("llama1b", "llama", 4, 64), ("large", "diffeq", 8, 80)}
+        ("small", "gpt", 4, 48),
+        ("large", "gpt", 8, 80),
+        ("llama1b", "llama", 4, 64),
+        ("large", "diffeq", 8, 80),
+    }
     markdown = (tmp_path / "specs.md").read_text()
     assert "| GPT-small" in markdown and "Llama-1B" in markdown and "0.79M" in markdown and "176" in markdown
     assert "1.50M" not in markdown
@@ -66,9 +122,16 @@ def test_model_spec_table_reads_shapes_from_the_configs(tmp_path):
 
 def test_downstream_table_reports_percent_accuracy_with_stderr_for_both_shots(tmp_path):
     accuracy = {("tiny_lambada", 0): 0.25, ("tiny_lambada", 5): 0.5}
-    paths = [write_downstream(tmp_path, "owt-large-gpt", family="gpt", pair="gpt-large", accuracy=accuracy),
-             write_downstream(tmp_path, "owt-large-diffeq", family="diffeq", pair="gpt-large",
-                              accuracy={key: value + 0.1 for key, value in accuracy.items()})]
+    paths = [
+        write_downstream(tmp_path, "owt-large-gpt", family="gpt", pair="gpt-large", accuracy=accuracy),
+        write_downstream(
+            tmp_path,
+            "owt-large-diffeq",
+            family="diffeq",
+            pair="gpt-large",
+            accuracy={key: value + 0.1 for key, value in accuracy.items()},
+        ),
+    ]
     write_downstream_table(paths, out=table_files(tmp_path / "downstream"))
     table = pd.read_csv(tmp_path / "downstream.csv")
     assert len(table) == 4 and set(table["shots"]) == {0, 5}

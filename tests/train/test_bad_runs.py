@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def pipeline_verb(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 def fake_run_folder(path: Path, spec, vocab: int) -> Path:
@@ -40,33 +41,62 @@ def test_checkpoint_and_tokenizer_vocab_mismatch_is_named(tmp_path):
     run = fake_run_folder(tmp_path / "owt-small-gpt", spec, vocab=2048)
     with pytest.raises(ValueError) as error:
         load_run_model(run, vocab_size=50257)
-    assert str(error.value) == (f"{run}/checkpoints/step-9: the checkpoint's vocabulary has 2048 tokens but the "
-                                f"tokenizer has 50257; use the tokenizer the run was trained with.")
+    assert str(error.value) == (
+        f"{run}/checkpoints/step-9: the checkpoint's vocabulary has 2048 tokens but the "
+        f"tokenizer has 50257; use the tokenizer the run was trained with."
+    )
 
 
 def test_finetune_without_its_source_checkpoint_stops_before_starting(tmp_path):
     spec = finetune_runs(load_preset({"preset": "tiny"}))["ft-wt103-owt-diffeq6-n3-lora"]
     source = tmp_path / "wt103-ft18-diffeq"
     source.mkdir()
-    (source / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(
-        pretrain_runs(load_preset({"preset": "tiny"}))["wt103-ft18-diffeq"])))
+    (source / "config.yaml").write_text(
+        yaml.safe_dump(dataclasses.asdict(pretrain_runs(load_preset({"preset": "tiny"}))["wt103-ft18-diffeq"]))
+    )
     run_dir = tmp_path / spec.run_id
-    result = pipeline_verb("finetune", "--spec", spec.to_json(), "--run-dir", str(run_dir), "--source", str(source),
-                           "--cache", str(tmp_path / "cache"), "--tokenizer", str(tmp_path / "tok"), timeout=60)
+    result = pipeline_verb(
+        "finetune",
+        "--spec",
+        spec.to_json(),
+        "--run-dir",
+        str(run_dir),
+        "--source",
+        str(source),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--tokenizer",
+        str(tmp_path / "tok"),
+        timeout=60,
+    )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        f"error: {source}/checkpoints: no complete checkpoint (step-N/metadata.json); train the run first.")
+        f"error: {source}/checkpoints: no complete checkpoint (step-N/metadata.json); train the run first."
+    )
     assert not (run_dir / "summary.json").exists()
 
 
 def test_nan_loss_stops_the_run_and_says_so(tiny_data_workdir):
     data = tiny_data_workdir / "results" / "tiny" / "data"
     base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
-    spec = dataclasses.replace(base, train=dataclasses.replace(base.train, steps=6, lr=1e12, warmup_fraction=0.0,
-                                                               eval_every=6, checkpoint_every=6, eval_batches=1))
+    spec = dataclasses.replace(
+        base,
+        train=dataclasses.replace(
+            base.train, steps=6, lr=1e12, warmup_fraction=0.0, eval_every=6, checkpoint_every=6, eval_batches=1
+        ),
+    )
     run_dir = tiny_data_workdir / "nan-run"
-    result = pipeline_verb("pretrain", "--spec", spec.to_json(), "--run-dir", str(run_dir), "--cache",
-                           str(data / "caches" / "wt103-bpe"), "--tokenizer", str(data / "tokenizers" / "bpe"))
+    result = pipeline_verb(
+        "pretrain",
+        "--spec",
+        spec.to_json(),
+        "--run-dir",
+        str(run_dir),
+        "--cache",
+        str(data / "caches" / "wt103-bpe"),
+        "--tokenizer",
+        str(data / "tokenizers" / "bpe"),
+    )
     assert result.returncode == 1
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith("error: wt103-small-gpt: training loss became nan at step ")
@@ -75,7 +105,12 @@ def test_nan_loss_stops_the_run_and_says_so(tiny_data_workdir):
 
 
 def test_missing_profile_is_named():
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "no-such-profile"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--profile", "no-such-profile"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0
     assert "no-such-profile" in result.stderr and "profile" in result.stderr.lower()

@@ -21,9 +21,22 @@ pytestmark = pytest.mark.e2e
 
 
 def pretrain_command(spec_json: str, run_dir: Path, data: Path) -> list[str]:
-    return [sys.executable, "-m", "pipeline", "pretrain", "--spec", spec_json, "--run-dir", str(run_dir),
-            "--cache", str(data / "caches" / "wt103-bpe"), "--tokenizer", str(data / "tokenizers" / "bpe"),
-            "--ray-num-cpus", "1"]
+    return [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "pretrain",
+        "--spec",
+        spec_json,
+        "--run-dir",
+        str(run_dir),
+        "--cache",
+        str(data / "caches" / "wt103-bpe"),
+        "--tokenizer",
+        str(data / "tokenizers" / "bpe"),
+        "--ray-num-cpus",
+        "1",
+    ]
 
 
 def final_parameters(run_dir: Path) -> list[np.ndarray]:
@@ -44,12 +57,15 @@ def test_sigkilled_run_resumes_to_the_same_parameters(tiny_data_workdir):
     runs = data_dir.parent / "resume-runs"
 
     straight = runs / "straight"
-    subprocess.run(pretrain_command(spec.to_json(), straight, data_dir), check=True, capture_output=True,
-                   timeout=600)
+    subprocess.run(pretrain_command(spec.to_json(), straight, data_dir), check=True, capture_output=True, timeout=600)
 
     killed = runs / "killed"
-    job = subprocess.Popen(pretrain_command(spec.to_json(), killed, data_dir), stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, start_new_session=True)
+    job = subprocess.Popen(
+        pretrain_command(spec.to_json(), killed, data_dir),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.time() + 300
     while not any((killed / "checkpoints").glob("step-40/metadata.json")) and time.time() < deadline:
         time.sleep(0.2)
@@ -60,8 +76,11 @@ def test_sigkilled_run_resumes_to_the_same_parameters(tiny_data_workdir):
     subprocess.run(pretrain_command(spec.to_json(), killed, data_dir), check=True, capture_output=True, timeout=600)
     resumed = json.loads((killed / "summary.json").read_text())
     assert 0 < resumed["resumed_from_step"] < spec.train.steps
-    steps = [json.loads(line)["step"] for line in (killed / "metrics.jsonl").read_text().splitlines()
-             if "loss" in json.loads(line)]
+    steps = [
+        json.loads(line)["step"]
+        for line in (killed / "metrics.jsonl").read_text().splitlines()
+        if "loss" in json.loads(line)
+    ]
     assert steps == list(range(spec.train.steps))
 
     for a, b in zip(final_parameters(straight), final_parameters(killed), strict=True):

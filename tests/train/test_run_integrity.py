@@ -25,9 +25,23 @@ def tiny_spec(**train):
 
 
 def pretrain_args(spec, run_dir: Path, data: Path, *extra: str, cache: Path | None = None) -> list[str]:
-    return [sys.executable, "-m", "pipeline", "pretrain", "--spec", spec.to_json(), "--run-dir", str(run_dir),
-            "--cache", str(cache or data / "caches" / "wt103-bpe"), "--tokenizer", str(data / "tokenizers" / "bpe"),
-            "--ray-num-cpus", "1", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "pretrain",
+        "--spec",
+        spec.to_json(),
+        "--run-dir",
+        str(run_dir),
+        "--cache",
+        str(cache or data / "caches" / "wt103-bpe"),
+        "--tokenizer",
+        str(data / "tokenizers" / "bpe"),
+        "--ray-num-cpus",
+        "1",
+        *extra,
+    ]
 
 
 def run_verb(args: list[str], timeout: int = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -42,8 +56,9 @@ def metric_records(run_dir: Path) -> list[dict]:
 def trained_source(tuned, data: Path, run_dir: Path, steps: int) -> Path:
     """The tiny preset's source run of the fine-tune ``tuned``, trained for ``steps`` updates into ``run_dir``."""
     source = pretrain_runs(load_preset({"preset": "tiny"}))[tuned.source_run]
-    source = dataclasses.replace(source, train=dataclasses.replace(source.train, steps=steps, eval_every=steps,
-                                                                   eval_batches=1))
+    source = dataclasses.replace(
+        source, train=dataclasses.replace(source.train, steps=steps, eval_every=steps, eval_batches=1)
+    )
     result = run_verb(pretrain_args(source, run_dir, data))
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir
@@ -97,8 +112,10 @@ def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_p
     environment, so JAX logs each compile of the task."""
     spec = tiny_spec(steps=4, eval_every=2, checkpoint_every=4, eval_batches=2)
     run_dir = tmp_path / "evaluations"
-    result = run_verb(pretrain_args(spec, run_dir, data), env={
-        "JAX_LOG_COMPILES": "1", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache")})
+    result = run_verb(
+        pretrain_args(spec, run_dir, data),
+        env={"JAX_LOG_COMPILES": "1", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache")},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert [r["step"] for r in metric_records(run_dir) if "eval_loss" in r] == [0, 2, 4]
     compiles = set(re.findall(r"Finished XLA compilation of jit\((\w+)\) in ([0-9.]+) sec", result.stderr))
@@ -121,8 +138,10 @@ def test_a_micro_batch_splits_each_update_and_the_summary_says_so(data, small_ca
         records[micro_batch] = [r["loss"] for r in metric_records(run_dir) if "loss" in r]
         recorded = yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["micro_batch_size"]
         split = (8, 1, None) if micro_batch == "0" else (4, 2, 4)
-        assert summary["micro_batches"] == [{"from_step": 0, "micro_batch": split[0],
-                                             "gradient_accumulation": split[1]}] and recorded == split[2]
+        assert (
+            summary["micro_batches"] == [{"from_step": 0, "micro_batch": split[0], "gradient_accumulation": split[1]}]
+            and recorded == split[2]
+        )
     assert records["4"] == pytest.approx(records["0"], rel=1e-5)
 
 
@@ -136,12 +155,30 @@ def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, tmp_path):
     source_loss = json.loads((source_dir / "summary.json").read_text())["val_loss"]
     losses = {}
     for split in ("validation", "test"):
-        spec = dataclasses.replace(tuned, eval_split=split,
-                                   train=dataclasses.replace(tuned.train, steps=1, eval_batches=None))
+        spec = dataclasses.replace(
+            tuned, eval_split=split, train=dataclasses.replace(tuned.train, steps=1, eval_batches=None)
+        )
         run_dir = tmp_path / split
-        result = run_verb([sys.executable, "-m", "pipeline", "finetune", "--spec", spec.to_json(), "--run-dir",
-                           str(run_dir), "--source", str(source_dir), "--cache", str(data / "caches" / "wt103-bpe"),
-                           "--tokenizer", str(data / "tokenizers" / "bpe"), "--ray-num-cpus", "1"])
+        result = run_verb(
+            [
+                sys.executable,
+                "-m",
+                "pipeline",
+                "finetune",
+                "--spec",
+                spec.to_json(),
+                "--run-dir",
+                str(run_dir),
+                "--source",
+                str(source_dir),
+                "--cache",
+                str(data / "caches" / "wt103-bpe"),
+                "--tokenizer",
+                str(data / "tokenizers" / "bpe"),
+                "--ray-num-cpus",
+                "1",
+            ]
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["eval_split"] == split
@@ -177,8 +214,11 @@ def test_a_fine_tune_resamples_its_source_in_one_compiled_program(data, tmp_path
 def test_a_cache_without_the_test_split_a_fine_tune_is_scored_on_is_named(data, small_cache):
     from pipeline.train.setup import evaluation_set
 
-    with pytest.raises(FileNotFoundError, match=r"small-cache.*/cache/test: the token cache has no 'test' split; set "
-                                                r"test_split: true in its dataset's source"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"small-cache.*/cache/test: the token cache has no 'test' split; set "
+        r"test_split: true in its dataset's source",
+    ):
         evaluation_set(None, None, small_cache, "test")
 
 
@@ -188,7 +228,8 @@ def test_gpus_the_machine_does_not_have_are_refused_before_training(data, tmp_pa
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         "error: pretrain: the job asks for 1 GPU(s) but the Ray cluster (embedded local Ray) has 0; run on a GPU "
-        "node or with --gpus 0.")
+        "node or with --gpus 0."
+    )
     assert not (run_dir / "summary.json").exists()
 
 
@@ -199,8 +240,9 @@ def test_jax_without_the_accelerators_the_job_was_given_is_refused():
     require_accelerators(0)
     with pytest.raises(AcceleratorError, match=r"given 2 GPU\(s\) but JAX .* sees 0 accelerator") as refusal:
         require_accelerators(2)
-    assert "build the CUDA venv on the login node with PIPELINE_ACCELERATOR=cuda on the shared filesystem" \
-        in str(refusal.value)
+    assert "build the CUDA venv on the login node with PIPELINE_ACCELERATOR=cuda on the shared filesystem" in str(
+        refusal.value
+    )
 
 
 def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the_previous_one(data, tmp_path):
@@ -235,12 +277,20 @@ def test_checkpoints_of_another_fingerprint_are_moved_aside_and_the_same_one_res
     first = RunIdentity.of({"train": {"lr": 0.003, "eval_every": 20}}, tokenizer, cache)
     changed = RunIdentity.of({"train": {"lr": 0.0001, "eval_every": 20}}, tokenizer, cache)
     assert first.fingerprint != changed.fingerprint
-    assert first.fingerprint != RunIdentity.of({"train": {"lr": 0.003, "eval_every": 20}}, tokenizer, cache,
-                                               "source-a").fingerprint
-    how_often = {"eval_every": 5, "eval_batches": 1, "checkpoint_every": 7, "keep_checkpoints_every": 70,
-                 "micro_batch_size": 2}
-    assert first.fingerprint == RunIdentity.of({"train": {"lr": 0.003, **how_often}}, tokenizer, cache).fingerprint, \
+    assert (
+        first.fingerprint
+        != RunIdentity.of({"train": {"lr": 0.003, "eval_every": 20}}, tokenizer, cache, "source-a").fingerprint
+    )
+    how_often = {
+        "eval_every": 5,
+        "eval_batches": 1,
+        "checkpoint_every": 7,
+        "keep_checkpoints_every": 70,
+        "micro_batch_size": 2,
+    }
+    assert first.fingerprint == RunIdentity.of({"train": {"lr": 0.003, **how_often}}, tokenizer, cache).fingerprint, (
         "how often a run is evaluated or checkpointed does not decide its weights"
+    )
 
     run_dir = tmp_path / "run"
     assert claim_run_folder(run_dir, first) is None
@@ -287,8 +337,10 @@ def test_a_cache_without_its_validation_ledger_is_named(data, tmp_path):
     (cache / "validation" / "shard_ledger.json").unlink()
     with pytest.raises(FileNotFoundError) as error:
         cache_digest(cache)
-    assert str(error.value) == (f"{cache}/validation/shard_ledger.json: missing; the token cache {cache} has no "
-                                f"complete 'validation' split (rebuild it: delete {cache} and rerun its rule).")
+    assert str(error.value) == (
+        f"{cache}/validation/shard_ledger.json: missing; the token cache {cache} has no "
+        f"complete 'validation' split (rebuild it: delete {cache} and rerun its rule)."
+    )
 
 
 def test_a_torn_last_metrics_line_is_dropped_and_a_corrupt_one_is_named(tmp_path, caplog):

@@ -32,8 +32,10 @@ def test_the_jsonl_tracker_records_the_run_metrics_and_a_resume_cuts_them_back(t
         if step % 2:
             tracker.log({"eval_loss": 1.0 / (step + 1), "eval_ppl": 3.0}, step=step + 1)
     tracker.finish()
-    assert read_metrics(path)[:2] == [{"step": 0, "eval_loss": 2.0, "eval_ppl": 7.4},
-                                      {"step": 0, "loss": 1.0, "lr": 0.1}]
+    assert read_metrics(path)[:2] == [
+        {"step": 0, "eval_loss": 2.0, "eval_ppl": 7.4},
+        {"step": 0, "loss": 1.0, "lr": 0.1},
+    ]
     resume_metrics(path, 4)
     resumed = config.init("run")
     resumed.log({"loss": 0.5, "lr": 0.1}, step=4)
@@ -47,8 +49,10 @@ def test_a_tracker_list_without_jsonl_or_with_an_unknown_name_is_one_sentence(mo
     monkeypatch.setenv("PIPELINE_TRACKERS", "jsonl,mlflow")
     with pytest.raises(ValueError) as error:
         configured_trackers()
-    assert str(error.value) == ("PIPELINE_TRACKERS=jsonl,mlflow (the preset's 'tracker' list): expected 'jsonl' and "
-                                "optionally 'tensorboard' and 'wandb', got ['mlflow'].")
+    assert str(error.value) == (
+        "PIPELINE_TRACKERS=jsonl,mlflow (the preset's 'tracker' list): expected 'jsonl' and "
+        "optionally 'tensorboard' and 'wandb', got ['mlflow']."
+    )
     monkeypatch.setenv("PIPELINE_TRACKERS", "wandb")
     with pytest.raises(ValueError, match="got no jsonl"):
         configured_trackers()
@@ -56,8 +60,7 @@ def test_a_tracker_list_without_jsonl_or_with_an_unknown_name_is_one_sentence(mo
     assert configured_trackers() == ["jsonl"]
 
 
-def test_two_presets_runs_of_one_run_id_are_different_wandb_runs_with_the_presets_wandb_settings(tmp_path,
-                                                                                                monkeypatch):
+def test_two_presets_runs_of_one_run_id_are_different_wandb_runs_with_the_presets_wandb_settings(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)
     for name in ("PIPELINE_TRACKERS", "PIPELINE_WANDB", "WANDB_DIR"):  # restored after the test
         monkeypatch.setenv(name, "")
@@ -70,34 +73,73 @@ def test_two_presets_runs_of_one_run_id_are_different_wandb_runs_with_the_preset
         identity = RunIdentity(fingerprint, {"spec": dataclasses.asdict(spec)})
         configs[preset] = tracker_configs(tmp_path / preset, configured_trackers(), identity)[1]
     tiny, paper = configs["tiny"], configs["paper"]
-    assert (tiny.id, tiny.name, paper.id) == ("tiny-wt103-small-gpt-01234567", "tiny-wt103-small-gpt-01234567",
-                                              "paper-wt103-small-gpt-01234567")
-    assert (paper.project, paper.entity, paper.group, paper.tags, paper.mode) == ("diffeqformer", "lab", "paper",
-                                                                                   ["repro"], "offline")
+    assert (tiny.id, tiny.name, paper.id) == (
+        "tiny-wt103-small-gpt-01234567",
+        "tiny-wt103-small-gpt-01234567",
+        "paper-wt103-small-gpt-01234567",
+    )
+    assert (paper.project, paper.entity, paper.group, paper.tags, paper.mode) == (
+        "diffeqformer",
+        "lab",
+        "paper",
+        ["repro"],
+        "offline",
+    )
 
 
 def test_a_run_with_tensorboard_and_offline_wandb_writes_all_three(tiny_data_workdir, tmp_path):
     """One tiny pretraining job with every tracker; W&B offline with an unreachable server (no network used)."""
     data = tiny_data_workdir / "results" / "tiny" / "data"
     base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
-    spec = dataclasses.replace(base, train=dataclasses.replace(base.train, steps=4, eval_every=2, checkpoint_every=4,
-                                                               eval_batches=1))
+    spec = dataclasses.replace(
+        base, train=dataclasses.replace(base.train, steps=4, eval_every=2, checkpoint_every=4, eval_batches=1)
+    )
     run_dir = tmp_path / spec.run_id
     env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
-    env.update(RAY_AUTH_MODE="disabled", PIPELINE_TRACKERS="jsonl,tensorboard,wandb", WANDB_MODE="offline",
-               WANDB_BASE_URL="http://127.0.0.1:9")
-    result = subprocess.run([sys.executable, "-m", "pipeline", "pretrain", "--spec", spec.to_json(), "--run-dir",
-                             str(run_dir), "--cache", str(data / "caches" / "wt103-bpe"), "--tokenizer",
-                             str(data / "tokenizers" / "bpe"), "--ray-num-cpus", "1"],
-                            cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    env.update(
+        RAY_AUTH_MODE="disabled",
+        PIPELINE_TRACKERS="jsonl,tensorboard,wandb",
+        WANDB_MODE="offline",
+        WANDB_BASE_URL="http://127.0.0.1:9",
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "pretrain",
+            "--spec",
+            spec.to_json(),
+            "--run-dir",
+            str(run_dir),
+            "--cache",
+            str(data / "caches" / "wt103-bpe"),
+            "--tokenizer",
+            str(data / "tokenizers" / "bpe"),
+            "--ray-num-cpus",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     records = read_metrics(run_dir / "metrics.jsonl")
     assert [(r["step"], sorted(r)) for r in records if "eval_loss" in r] == [
-        (step, ["eval_loss", "eval_ppl", "step"]) for step in (0, 2, 4)]
+        (step, ["eval_loss", "eval_ppl", "step"]) for step in (0, 2, 4)
+    ]
     assert [(r["step"], sorted(r)) for r in records if "eval_loss" not in r] == [
-        (0, ["gradient_accumulation", "micro_batch", "step"])] + [
-        record for step in range(4) for record in ((step, ["loss", "lr", "step", "step_s", "tokens_per_s"]),
-                                                   (step, ["step", "throughput/loading_time"]))]
+        (0, ["gradient_accumulation", "micro_batch", "step"])
+    ] + [
+        record
+        for step in range(4)
+        for record in (
+            (step, ["loss", "lr", "step", "step_s", "tokens_per_s"]),
+            (step, ["step", "throughput/loading_time"]),
+        )
+    ]
     events = b"".join(path.read_bytes() for path in (run_dir / "tensorboard" / spec.run_id).rglob("events.out.*"))
     assert all(tag in events for tag in (b"eval_ppl", b"tokens_per_s", b"train/loss"))
     wandb_logs = list((run_dir / "wandb").glob(f"offline-run-*-tiny-{spec.run_id}-*/run-tiny-{spec.run_id}-*.wandb"))

@@ -37,8 +37,11 @@ def float_leaves(tree) -> list[np.ndarray]:
 
 def first_moment(state) -> list[np.ndarray]:
     """AdamW's first moment (optax's ``ScaleByAdamState.mu``) in the trainer state."""
-    found = [node for node in jax.tree_util.tree_leaves(state.opt_state, is_leaf=lambda n: isinstance(
-        n, optax.ScaleByAdamState)) if isinstance(node, optax.ScaleByAdamState)]
+    found = [
+        node
+        for node in jax.tree_util.tree_leaves(state.opt_state, is_leaf=lambda n: isinstance(n, optax.ScaleByAdamState))
+        if isinstance(node, optax.ScaleByAdamState)
+    ]
     assert len(found) == 1
     return float_leaves(found[0].mu)
 
@@ -53,8 +56,10 @@ def test_adamw_gets_the_gradient_of_the_loss_at_every_step(tmp_path):
         data_key, model_key, training_key = jrandom.split(jrandom.PRNGKey(train.seed), 3)
         Vocab = round_axis_for_partitioning(hax.Axis("vocab", 2048), trainer.parameter_axis_mapping)
         Pos = hax.Axis("position", spec.model.seq_len)
-        state = trainer.initial_state(training_key, model_init=lambda: build_initialised(
-            run_model_config(spec), Vocab, key=model_key, init=spec.model.init))
+        state = trainer.initial_state(
+            training_key,
+            model_init=lambda: build_initialised(run_model_config(spec), Vocab, key=model_key, init=spec.model.init),
+        )
 
         for step in range(STEPS):
             tokens = hax.random.randint(jrandom.fold_in(data_key, step), (trainer.TrainBatch, Pos), 0, Vocab.size)
@@ -64,12 +69,16 @@ def test_adamw_gets_the_gradient_of_the_loss_at_every_step(tmp_path):
                 loss = lambda m, b=batch, k=key: compute_next_token_loss(m, b, key=k).scalar()  # noqa: E731
                 grad = eqx.filter_jit(eqx.filter_grad(loss))(inference_mode(state.model, False))
             norm = float(jnp.sqrt(sum(jnp.sum(jnp.square(leaf)) for leaf in float_arrays(grad))))
-            expected = [np.asarray(leaf, np.float64) * min(1.0, adamw.max_grad_norm / norm)  # clip_by_global_norm
-                        for leaf in float_arrays(grad)]
+            expected = [
+                np.asarray(leaf, np.float64) * min(1.0, adamw.max_grad_norm / norm)  # clip_by_global_norm
+                for leaf in float_arrays(grad)
+            ]
             mu = first_moment(state)
             state = trainer.train_step(state, batch).state
-            used = [(new - train.beta1 * old) / (1 - train.beta1)
-                    for old, new in zip(mu, first_moment(state), strict=True)]
-            error = max(np.linalg.norm(u - e) / max(np.linalg.norm(e), 1e-12)
-                        for u, e in zip(used, expected, strict=True))
+            used = [
+                (new - train.beta1 * old) / (1 - train.beta1) for old, new in zip(mu, first_moment(state), strict=True)
+            ]
+            error = max(
+                np.linalg.norm(u - e) / max(np.linalg.norm(e), 1e-12) for u, e in zip(used, expected, strict=True)
+            )
             assert error < 1e-4, f"step {step}: AdamW got a gradient {error:.2g} away from the loss's gradient"
