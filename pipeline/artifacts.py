@@ -129,7 +129,7 @@ def git_commit() -> dict[str, Any]:
 
 def ray_placement() -> dict[str, Any] | None:
     """Where Ray ran this task (cluster GCS address, node, job) and the CPUs its cluster counts (an embedded Ray in a
-    SLURM job: the job's, ``pipeline.job_env.slurm_allocation``), or None outside a Ray task."""
+    SLURM job: the job's, ``pipeline.execution.job_env.slurm_allocation``), or None outside a Ray task."""
     import ray
 
     if not ray.is_initialized():

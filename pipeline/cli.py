@@ -16,7 +16,7 @@ from pipeline.bench import commands as bench_commands
 from pipeline.data import commands as data_commands
 from pipeline.errors import failure_sentence, subject
 from pipeline.evaluate import commands as evaluate_commands
-from pipeline.phases import LOG_FORMAT, mark_phase, process_start_time
+from pipeline.execution.phases import LOG_FORMAT, mark_phase, process_start_time
 from pipeline.planning import commands as planning_commands
 from pipeline.preflight import commands as preflight_commands
 from pipeline.report import commands as report_commands

@@ -7,8 +7,8 @@ import os
 import signal
 from pathlib import Path
 
-from pipeline.driver_stop import STOP_SIGNALS, child_processes, stop_jobs_on_signals
-from pipeline.job_env import RAY_PLACEMENT_ENV
+from pipeline.execution.driver_stop import STOP_SIGNALS, child_processes, stop_jobs_on_signals
+from pipeline.execution.job_env import RAY_PLACEMENT_ENV
 
 
 def start_shared_local_ray(num_cpus: int) -> str:
@@ -17,7 +17,7 @@ def start_shared_local_ray(num_cpus: int) -> str:
     embedded Ray of its own (tiny pretraining jobs, side by side: 2.6–6.2 s against 15–25 s on a loaded 2-core
     machine, ``results/benchmarks/dag-subset-2026-11-23.md``). Each job stays its own Ray job (driver): its task,
     log and provenance are its own. SIGTERM or SIGINT to this process then stops the running jobs through their own
-    stop path before Ray (``pipeline.driver_stop``). Returns the address."""
+    stop path before Ray (``pipeline.execution.driver_stop``). Returns the address."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 

@@ -123,7 +123,7 @@ def planned_fit_row():
     """A function giving a fit table row (``pipeline.planning.fit_table.FIT_COLUMNS``) for ``run_id`` of ``config``
     as ``fit`` would plan it (its ``plan_key``, memory and usable share) on ``gpus`` GPUs at ``micro_batch``; byte
     columns 0. ``fits_at_paper_batch``: the whole per-GPU batch unless given."""
-    from pipeline.job_env import gpu_memory_fraction
+    from pipeline.execution.job_env import gpu_memory_fraction
     from pipeline.planning.fit_table import FIT_COLUMNS, plan_key
     from pipeline.planning.workloads import workload_vocab_size, workloads
 

@@ -58,12 +58,12 @@ def test_every_documented_command_is_a_verb_listed_by_help():
 DRIVER_PROBE = r"""
 import json, sys
 from pathlib import Path
-import pipeline.runner
+import pipeline.execution.runner
 from pipeline.cli import main
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
 
 submitted = []
-pipeline.runner.run_on_ray = lambda target, *args, **kwargs: submitted.append(target) or {}
+pipeline.execution.runner.run_on_ray = lambda target, *args, **kwargs: submitted.append(target) or {}
 preset = load_preset({"preset": "tiny"})
 spec = pretrain_runs(preset)["wt103-ft18-diffeq"]
 source = Path(sys.argv[1])
@@ -89,7 +89,7 @@ print(json.dumps({"codes": codes, "submitted": submitted, "heavy": heavy}))
 def test_a_jobs_driver_submits_its_work_by_name_and_imports_no_jax(tmp_path):
     """A Ray verb's driver (the Snakemake job's own process) checks its inputs and submits ``"module:function"``:
     JAX, Levanter, torch and lm-eval are imported only in the Ray worker, which resolves each name to its function."""
-    from pipeline.runner import task_function
+    from pipeline.execution.runner import task_function
 
     result = subprocess.run(
         [sys.executable, "-c", DRIVER_PROBE, str(tmp_path / "source")],
@@ -117,14 +117,14 @@ def test_a_jobs_driver_submits_its_work_by_name_and_imports_no_jax(tmp_path):
 def test_a_training_verbs_micro_batch_reaches_the_spec_its_task_trains(monkeypatch):
     """``--micro-batch N`` (the fit table's choice, a resource of the job) sets ``train.micro_batch_size`` of the
     spec the Ray task trains (and writes to the run's config.yaml); 0 is the whole batch; the batch is unchanged."""
-    import pipeline.runner
+    import pipeline.execution.runner
     from pipeline.cli import main
     from pipeline.config import FinetuneSpec, RunSpec, finetune_runs, load_preset, pretrain_runs
     from pipeline.train.commands import with_micro_batch
 
     submitted = []
     monkeypatch.setattr(
-        pipeline.runner, "run_on_ray", lambda target, spec, *args, **kwargs: submitted.append(spec) or {}
+        pipeline.execution.runner, "run_on_ray", lambda target, spec, *args, **kwargs: submitted.append(spec) or {}
     )
     preset = load_preset({"preset": "paper"})
     spec = pretrain_runs(preset)["owt-small-gpt"]

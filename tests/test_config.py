@@ -282,7 +282,7 @@ def test_memory_probes_take_the_base_shape_at_the_probe_batch_once_per_d():
 
 
 def test_xla_flags_reach_every_job_before_the_users_own(monkeypatch):
-    from pipeline.job_env import export_xla_flags
+    from pipeline.execution.job_env import export_xla_flags
 
     assert load_preset({"preset": "tiny"})["xla_flags"] == "--xla_backend_optimization_level=1"
     assert load_preset({"preset": "paper"})["xla_flags"] == ""
@@ -298,7 +298,7 @@ def test_xla_flags_reach_every_job_before_the_users_own(monkeypatch):
 
 
 def test_jobs_find_the_checkout_s_code_once(monkeypatch):
-    from pipeline.job_env import export_code_path
+    from pipeline.execution.job_env import export_code_path
 
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     export_code_path("/repo")

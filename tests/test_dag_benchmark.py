@@ -18,13 +18,13 @@ def benchmark(wall_s: float) -> str:
     return BENCHMARK_HEADER + f"{wall_s}\t0:00:00\t1\t1\t1\t1\t0\t0\t50\t{wall_s}\n"
 
 
-def marker(name: str, at: float, prefix: str = "2026-11-23 10:00:00,000 INFO pipeline.phases: ") -> str:
+def marker(name: str, at: float, prefix: str = "2026-11-23 10:00:00,000 INFO pipeline.execution.phases: ") -> str:
     return f"{prefix}phase {name} at {at:.3f}\n"
 
 
 def training_log(t0: float) -> str:
     """A pretraining job's log: driver markers, then the worker's (Ray's prefix), one forwarded late."""
-    worker = "(pretrain pid=4242) 2026-11-23 10:00:09,000 INFO pipeline.phases: "
+    worker = "(pretrain pid=4242) 2026-11-23 10:00:09,000 INFO pipeline.execution.phases: "
     return (
         marker("interpreter", t0)
         + "some output\n"
@@ -138,7 +138,7 @@ def test_a_pipeline_job_logs_its_process_start_and_exit(dag, tmp_path):
 
 
 def test_a_ray_task_logs_its_start_and_return():
-    code = "from pipeline.runner import marked_task; assert marked_task('operator:add')(1, 1) == 2"
+    code = "from pipeline.execution.runner import marked_task; assert marked_task('operator:add')(1, 1) == 2"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert list(phase_seconds(result.stderr)) == ["task"]

@@ -91,11 +91,12 @@ def test_full_disk_ends_with_one_sentence(tmp_path):
 def test_ray_worker_killed_by_a_signal_ends_with_one_sentence(tmp_path):
     script = textwrap.dedent("""
         import sys
-        import pipeline.runner
+        import pipeline.execution.runner
         from pipeline.cli import main
 
-        submit = pipeline.runner.run_on_ray
-        pipeline.runner.run_on_ray = lambda target, *args, **kwargs: submit("os:abort", **kwargs)  # the worker dies
+        submit = pipeline.execution.runner.run_on_ray
+        # the worker dies
+        pipeline.execution.runner.run_on_ray = lambda target, *args, **kwargs: submit("os:abort", **kwargs)
         sys.exit(main(["spectra", "--run-dir", "runs/x", "--tokenizer", "tok", "--time-oversampling", "1",
                        "--out", "x.csv", "--untrained-out", "u.csv", "--ray-num-cpus", "1"]))
     """)
@@ -167,7 +168,7 @@ def test_the_token_cache_builder_checks_its_ray_address_too(monkeypatch):
     import ray
 
     from pipeline.data.cache import _ray_cache_options
-    from pipeline.runner import RayAddressError
+    from pipeline.execution.runner import RayAddressError
 
     assert not ray.is_initialized()
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{closed_local_port()}")

@@ -16,17 +16,17 @@ FLOORS = [
     [
         "pipeline.families",
         "pipeline.digests",
-        "pipeline.job_env",
-        "pipeline.phases",
+        "pipeline.execution.job_env",
+        "pipeline.execution.phases",
         "pipeline.errors",
         "pipeline.step_plan",
-        "pipeline.stop_signals",
-        "pipeline.driver_stop",
+        "pipeline.execution.stop_signals",
+        "pipeline.execution.driver_stop",
     ],
     # 1: presets and the site file, and the run-folder files every stage writes
     ["pipeline.config", "pipeline.site", "pipeline.artifacts"],
-    # 2: running a verb's work as a Ray task
-    ["pipeline.runner"],
+    # 2: running a verb's work as a Ray task (the rest of the package: floor 0)
+    ["pipeline.execution"],
     # 3: models and data
     ["pipeline.models", "pipeline.data"],
     # 4: training and evaluation of runs

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from pipeline.config import REPO_ROOT
-from pipeline.job_env import slurm_allocation
+from pipeline.execution.job_env import slurm_allocation
 from pipeline.site import EXAMPLE, load_site
 
 SITE = load_site(EXAMPLE)
@@ -123,7 +123,7 @@ def test_run_on_ray_in_a_slurm_job_starts_ray_with_the_jobs_cpus_and_jax_reserve
     """The task sees the job's CPUs, and its JAX reserves the share of GPU memory the fit table plans against
     (JAX's own default, 75 %, would make a plan that fits in 90 % fail)."""
 
-    from pipeline.runner import run_on_ray
+    from pipeline.execution.runner import run_on_ray
 
     monkeypatch.setenv("SLURM_JOB_ID", "7")
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")

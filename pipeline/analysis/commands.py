@@ -13,7 +13,7 @@ from pipeline.commands import absolute, add_ray_options, ray_placement
 
 
 def _spectra(args: argparse.Namespace) -> None:
-    from pipeline.runner import run_on_ray
+    from pipeline.execution.runner import run_on_ray
 
     summary = run_on_ray(
         "pipeline.analysis.spectra:run_spectra",
@@ -26,7 +26,7 @@ def _spectra(args: argparse.Namespace) -> None:
 
 
 def _lyapunov(args: argparse.Namespace) -> None:
-    from pipeline.runner import run_on_ray
+    from pipeline.execution.runner import run_on_ray
 
     summary = run_on_ray(
         "pipeline.analysis.lyapunov:run_lyapunov",
@@ -39,7 +39,7 @@ def _lyapunov(args: argparse.Namespace) -> None:
 
 
 def _frontier(args: argparse.Namespace) -> None:
-    from pipeline.runner import run_on_ray
+    from pipeline.execution.runner import run_on_ray
 
     summary = run_on_ray(
         "pipeline.analysis.frontier:run_frontier",
@@ -54,7 +54,7 @@ def _frontier(args: argparse.Namespace) -> None:
 
 
 def _memory_probe(args: argparse.Namespace) -> None:
-    from pipeline.runner import run_on_ray
+    from pipeline.execution.runner import run_on_ray
 
     record = run_on_ray(
         "pipeline.analysis.memory:probe_memory",

@@ -25,10 +25,7 @@ def head_spectra(w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndar
     ``w_q``, ``w_k``, ``w_v``: [..., heads, hidden, head_size]; ``w_o``: [..., heads, head_size, hidden].
     Returns ``{"QK": λ, "OV": λ}``, complex [..., heads, head_size], each row sorted by decreasing |λ|.
     """
-    small = {
-        "QK": np.swapaxes(w_k, -1, -2) @ w_q,
-        "OV": w_o @ w_v,
-    }
+    small = {"QK": np.swapaxes(w_k, -1, -2) @ w_q, "OV": w_o @ w_v}
     spectra = {}
     for name, matrix in small.items():
         eigenvalues = np.linalg.eigvals(matrix.astype(np.float64))

@@ -1,7 +1,7 @@
 """Where a finished DAG's wall time goes: per job kind, the seconds of each phase of its jobs.
 
 ``python -m pipeline bench dag <workdir> --label <label>`` reads ``<workdir>/results/<preset>/logs/**.log`` (the
-``phase <name> at <unix time>`` markers of ``pipeline.phases``) and the Snakemake benchmark files
+``phase <name> at <unix time>`` markers of ``pipeline.execution.phases``) and the Snakemake benchmark files
 ``<workdir>/results/<preset>/benchmarks/**.tsv`` (each job's wall seconds ``s`` and CPU seconds ``cpu_time``
 of its process tree, which includes an embedded Ray's workers but not an external cluster's). A phase lasts from
 its marker to the next one; ``outside`` is the job's benchmark wall time minus its marked span (Snakemake's shell, the
@@ -23,7 +23,7 @@ from collections import defaultdict
 from itertools import pairwise
 from pathlib import Path
 
-from pipeline.phases import MARKER
+from pipeline.execution.phases import MARKER
 
 PHASES = (
     "interpreter",

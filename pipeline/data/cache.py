@@ -13,12 +13,7 @@ import numpy as np
 import ray
 from levanter.compat.hf_checkpoints import load_tokenizer
 from levanter.data.sharded_datasource import UrlDataSource
-from levanter.data.text import (
-    BatchTokenizer,
-    TextLmDatasetFormat,
-    build_lm_dataset_cache,
-    preprocessor_for_format,
-)
+from levanter.data.text import BatchTokenizer, TextLmDatasetFormat, build_lm_dataset_cache, preprocessor_for_format
 from levanter.store.cache import CacheLedger, CacheMetadata, CacheOptions, SerialCacheWriter, TreeCache
 
 from pipeline.data.files import TEXT_FIELD, atomic_directory, iter_jsonl
@@ -113,7 +108,7 @@ def _ray_cache_options() -> CacheOptions:
     6 GiB; on a smaller cluster that task never starts, so all shards go into one group (same tokens).
     """
     if not ray.is_initialized():
-        from pipeline.runner import require_ray_cluster_answers
+        from pipeline.execution.runner import require_ray_cluster_answers
 
         address = os.environ.get("RAY_ADDRESS", "local")  # RAY_ADDRESS's cluster, else a new local one
         if address != "local":

@@ -82,7 +82,7 @@ def _cache(args: argparse.Namespace) -> None:
     elif args.builder == "ray":
         import ray
 
-        from pipeline.job_env import slurm_allocation
+        from pipeline.execution.job_env import slurm_allocation
 
         # Levanter's builder joins this Ray: inside a SLURM job it gets the job's CPUs, not the whole node's.
         allocation = {**slurm_allocation(), **({"num_cpus": args.ray_num_cpus} if args.ray_num_cpus else {})}

@@ -47,19 +47,14 @@ def _local_data_files(dataset: str, path: Path, text_field: str) -> dict[str, li
 
 
 def _load(
-    dataset: str,
-    source: str | Path,
-    text_field: str,
-    revision: str | None,
-    num_proc: int | None,
-    cache_dir: str | None,
+    dataset: str, source: str | Path, text_field: str, revision: str | None, num_proc: int | None, cache_dir: str | None
 ) -> datasets.DatasetDict:
     """Load `source`: a `save_to_disk` folder, a local folder of parquet files (e.g. a copy of a hub dataset's
     refs/convert/parquet branch: `<config>/<split>/NNNN.parquet`), a local JSONL file or folder, or a Hugging Face
     hub id at `revision`. With the hub offline, a hub dataset is the prefetched snapshot of that revision; one
     missing from the cache fails with one sentence."""
     from pipeline.data.hub import dataset_snapshot
-    from pipeline.job_env import hub_offline
+    from pipeline.execution.job_env import hub_offline
 
     path = Path(source).expanduser()
     if path.is_dir() and _is_saved_dataset(path):
@@ -172,13 +167,7 @@ def export_hf_corpus(
 
 
 def _write_shards(
-    dataset: str,
-    split: str,
-    ds: datasets.Dataset,
-    text_field: str,
-    docs_per_shard: int,
-    tmp: Path,
-    out_dir: Path,
+    dataset: str, split: str, ds: datasets.Dataset, text_field: str, docs_per_shard: int, tmp: Path, out_dir: Path
 ) -> dict:
     """Write one split as `{split}-NNNNN.jsonl.gz` shards of `docs_per_shard` documents."""
     texts = _texts(dataset, split, ds, text_field)

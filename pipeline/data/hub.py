@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from pipeline.job_env import hub_offline
+from pipeline.execution.job_env import hub_offline
 
 PREFETCH_COMMAND = "snakemake --profile profiles/slurm prefetch"
 

@@ -78,7 +78,7 @@ def save_pretrained_tokenizer(
     directory) and save it to `out_dir`, so later stages never need the hub. Returns {"vocab_size", "bos", "eos"}.
     With the hub offline, a tokenizer missing from the cache fails with one sentence naming it and the prefetch."""
     from pipeline.data.hub import missing_from_cache
-    from pipeline.job_env import hub_offline
+    from pipeline.execution.job_env import hub_offline
 
     local = Path(name_or_path).expanduser()
     if local.is_dir():

@@ -16,7 +16,7 @@ from pipeline.evaluate import BATCH_SIZE
 def _downstream(args: argparse.Namespace) -> None:
     """The task names are checked in the Ray task, before the model loads (lm-eval's task index costs ~9 CPU-s, which
     the driver would pay a second time)."""
-    from pipeline.runner import run_on_ray
+    from pipeline.execution.runner import run_on_ray
 
     task_dir = absolute(args.task_dir)[0] if args.task_dir else None
 

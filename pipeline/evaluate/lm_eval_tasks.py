@@ -16,7 +16,7 @@ from lm_eval.tasks import TaskManager
 
 from pipeline.data.hub import PREFETCH_COMMAND
 from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
-from pipeline.job_env import hub_offline
+from pipeline.execution.job_env import hub_offline
 
 logger = logging.getLogger(__name__)
 

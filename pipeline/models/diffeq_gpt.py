@@ -113,9 +113,7 @@ class TimeGptMlp(eqx.Module):
     def at(self, t, shared_mlp: TimeMlp | None, scale=1.0) -> Gpt2Mlp:
         """Levanter's Gpt2Mlp with W(t); the output projection is multiplied by ``scale``."""
         return Gpt2Mlp(
-            self.c_fc.at(t, shared_mlp),
-            self.c_proj.at(t, shared_mlp, scale),
-            self.activation_function.to_fn(),
+            self.c_fc.at(t, shared_mlp), self.c_proj.at(t, shared_mlp, scale), self.activation_function.to_fn()
         )
 
 

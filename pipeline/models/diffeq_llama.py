@@ -151,12 +151,7 @@ class ParallelLlamaBlock(eqx.Module):
         return ParallelLlamaBlock(norm(), attn, norm(), mlp, chained_norms, step)
 
     def increment(
-        self,
-        x: NamedArray,
-        mask: AttentionMask | NamedArray | None,
-        *,
-        key=None,
-        pos_ids: NamedArray | None = None,
+        self, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None, pos_ids: NamedArray | None = None
     ) -> NamedArray:
         """step·(Attn(a) + SwiGLU(RMSNorm2 b)), a = RMSNorm1 x, b = a or x: the residual update of this step."""
         k_attn, k_mlp = maybe_rng_split(key, 2)
@@ -166,12 +161,7 @@ class ParallelLlamaBlock(eqx.Module):
         return (attn_out + mlp_out) * self.step
 
     def __call__(
-        self,
-        x: NamedArray,
-        mask: AttentionMask | NamedArray | None,
-        *,
-        key=None,
-        pos_ids: NamedArray | None = None,
+        self, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None, pos_ids: NamedArray | None = None
     ) -> NamedArray:
         return x + self.increment(x, mask, key=key, pos_ids=pos_ids)
 
@@ -268,13 +258,7 @@ class DiffEqLlamaField(EulerField):
         )
 
     def __call__(
-        self,
-        t,
-        x: NamedArray,
-        mask: AttentionMask | NamedArray | None,
-        *,
-        key=None,
-        pos_ids: NamedArray | None = None,
+        self, t, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None, pos_ids: NamedArray | None = None
     ) -> NamedArray:
         """f(t, x)."""
         return self.at(t).increment(x, mask, key=key, pos_ids=pos_ids)
@@ -293,12 +277,7 @@ class DiffEqLlamaTransformer(eqx.Module):
         return DiffEqLlamaTransformer(config, field, config.final_norm())
 
     def __call__(
-        self,
-        x: NamedArray,
-        attn_mask: AttentionMask | NamedArray,
-        *,
-        key=None,
-        pos_ids: NamedArray | None = None,
+        self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None, pos_ids: NamedArray | None = None
     ) -> NamedArray:
         keys = maybe_rng_split(key, self.config.num_layers) if key is not None else None
         x = self.field.euler_blocks(self.config.num_layers).fold(x, attn_mask, key=keys, pos_ids=pos_ids)

@@ -151,12 +151,7 @@ class DiscreteLlamaTransformer(eqx.Module):
         return DiscreteLlamaTransformer(config, blocks, config.source.final_norm())
 
     def __call__(
-        self,
-        x: NamedArray,
-        attn_mask: AttentionMask | NamedArray,
-        *,
-        key=None,
-        pos_ids: NamedArray | None = None,
+        self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None, pos_ids: NamedArray | None = None
     ) -> NamedArray:
         keys = maybe_rng_split(key, self.config.num_steps) if key is not None else None
         return self.norm(self.blocks.fold(x, attn_mask, key=keys, pos_ids=pos_ids))

@@ -98,12 +98,7 @@ class TimeLinear(eqx.Module):
     def at(self, t, shared_mlp: TimeMlp | None = None, scale=1.0) -> hnn.Linear:
         """The ordinary linear layer x ↦ scale·(x·W(t) + b(t)) at time t."""
         weight, bias = self.weights_at(t, shared_mlp)
-        return hnn.Linear(
-            weight=weight * scale,
-            bias=None if bias is None else bias * scale,
-            In=self.In,
-            Out=self.Out,
-        )
+        return hnn.Linear(weight=weight * scale, bias=None if bias is None else bias * scale, In=self.In, Out=self.Out)
 
     def __call__(self, t, x: NamedArray, shared_mlp: TimeMlp | None = None) -> NamedArray:
         """x·W(t) + b(t)."""

@@ -65,10 +65,7 @@ published sizes of the splits lm-eval 0.4.13 evaluates, written here because the
 counted by this code; a cost estimate only)."""
 MAX_REQUESTS_PER_DOCUMENT = max(requests for _, requests in LM_EVAL_TASKS.values())
 """Requests per document assumed for a task not in ``LM_EVAL_TASKS`` (local tasks; they need a ``limit``)."""
-PUBLISHED_TRAIN_TOKENS = {
-    ("dlwh/wikitext_103_detokenized", "gpt2"): 0.12e9,
-    ("Skylion007/openwebtext", "gpt2"): 9.04e9,
-}
+PUBLISHED_TRAIN_TOKENS = {("dlwh/wikitext_103_detokenized", "gpt2"): 0.12e9, ("Skylion007/openwebtext", "gpt2"): 9.04e9}
 """Training tokens of the paper's corpora under a tokenizer, as published: WikiText-103 ≈ 0.12 B GPT-2 tokens
 (docs/paper.md#exact-steps), OpenWebText ≈ 9.04 B (nanoGPT's preparation of the same dataset); the fallback of
 ``data_passes`` before the caches are built. No published count for the Llama tokenizer: "?" until built."""

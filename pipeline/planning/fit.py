@@ -23,7 +23,7 @@ of which the parameters and the optimizer state are the per-device shards of the
 parameter axis mapping shards every array with an ``embed`` axis over the devices; the few without one, biases and
 the time-embedding MLPs' hidden layers, are replicated and listed as ``replicated_param_bytes``; downstream, the
 whole model is on its one device). A workload fits when total ≤ the share of the device's memory that a job's JAX
-reserves (``pipeline.job_env.gpu_memory_fraction()``, 0.9: ``usable_bytes``). A train step that does not
+reserves (``pipeline.execution.job_env.gpu_memory_fraction()``, 0.9: ``usable_bytes``). A train step that does not
 fit at its batch is planned again with gradient accumulation: Levanter's ``per_device_parallelism`` (examples per
 device per forward/backward) halved until the step fits; the batch the paper reports is unchanged (the
 micro-batches' gradients are summed). The temporaries are XLA's CPU plan: the GPU compiler fuses and schedules
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.digests import json_digest
-from pipeline.job_env import gpu_memory_fraction
+from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.planning.fit_table import fit_table, job_key, plan_key, read_fit_rows
 from pipeline.planning.plans import plans_in_subprocess
 from pipeline.planning.workloads import Workload, workload_vocab_size, workloads

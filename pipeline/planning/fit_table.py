@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.digests import json_digest
-from pipeline.job_env import gpu_memory_fraction
+from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.planning.workloads import Workload
 
 FIT_COLUMNS = (

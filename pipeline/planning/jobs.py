@@ -44,16 +44,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pipeline.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
+from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
 from pipeline.planning.checkpoint_disk import CHECKPOINT_BYTES_PER_PARAMETER
 from pipeline.planning.job_shape import JobShape, Placement
-from pipeline.planning.preflight_rows import (
-    preflight_throughput,
-    read_rows,
-    require_green,
-    shape_id,
-    training_row,
-)
+from pipeline.planning.preflight_rows import preflight_throughput, read_rows, require_green, shape_id, training_row
 from pipeline.planning.workloads import Workload, workload_vocab_size, workloads
 from pipeline.site import DEFAULT_CHUNK_STARTUP_MIN, Site
 
@@ -198,8 +192,8 @@ class JobSizing:
         """Where jobs of ``kind`` (one of ``JOB_KINDS``) run: GPU jobs on the GPU partition (on the CPU partition at
         a site without GPUs), with that partition's constraint; a training job is sent SIGURG ``signal_lead_s``
         before its walltime ends (at most half its walltime: ``pipeline.planning.job_shape``), so that it saves a
-        checkpoint and stops (``pipeline.stop_signals``: SLURM signals every process of the job, and the embedded
-        Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
+        checkpoint and stops (``pipeline.execution.stop_signals``: SLURM signals every process of the job, and the
+        embedded Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
         site = self.site
         on_gpus = kind != "cpu" and site.gpus_per_node > 0
         flags = [f"--reservation={site.reservation}"] if site.reservation else []

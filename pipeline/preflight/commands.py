@@ -56,7 +56,7 @@ def _plan(args: argparse.Namespace) -> None:
 
 def _job(args: argparse.Namespace) -> None:
     """A failed job is a measurement too: its row says ``failed`` and the one sentence, and the verb succeeds."""
-    from pipeline.runner import run_on_ray
+    from pipeline.execution.runner import run_on_ray
 
     spec = json.loads(args.spec)
     plan = (
@@ -114,8 +114,8 @@ def _measured_row(path: str, row: dict, what: str, measure) -> None:
 
 def _stage(args: argparse.Namespace) -> None:
     """One stage job (``pipeline.preflight.stages``); like ``preflight-job``, a failure is its row's sentence."""
+    from pipeline.execution.runner import run_on_ray
     from pipeline.preflight.stages import StageJob, stage_call
-    from pipeline.runner import run_on_ray
 
     job = StageJob(args.kind, args.run_id, args.runs, args.source_shape)
     row = {

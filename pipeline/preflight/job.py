@@ -32,7 +32,7 @@ from typing import Any
 
 from pipeline.artifacts import atomic_write_yaml, read_metrics
 from pipeline.config import RunSpec
-from pipeline.phases import MARKER
+from pipeline.execution.phases import MARKER
 from pipeline.train.identity import RunIdentity
 
 MATMUL_SIZE = 2048
@@ -40,7 +40,7 @@ MATMUL_REPEATS = 5
 
 
 class PhaseClock(logging.Handler):
-    """Collects the train loop's phase markers (``pipeline.phases``) as (name, unix time), in order."""
+    """Collects the train loop's phase markers (``pipeline.execution.phases``) as (name, unix time), in order."""
 
     def __init__(self):
         super().__init__()
@@ -207,7 +207,7 @@ def preflight_pretrain(
     model_config = run_model_config(spec)
     identity = RunIdentity.of({**dataclasses.asdict(spec), "preflight": True}, Path(tokenizer_dir), Path(cache_dir))
     clock = PhaseClock()
-    logging.getLogger("pipeline.phases").addHandler(clock)
+    logging.getLogger("pipeline.execution.phases").addHandler(clock)
 
     def train():
         return train_run(
@@ -226,7 +226,7 @@ def preflight_pretrain(
         restart_at = len(clock.phases)
         train()
     finally:
-        logging.getLogger("pipeline.phases").removeHandler(clock)
+        logging.getLogger("pipeline.execution.phases").removeHandler(clock)
     records = read_metrics(train_dir / "metrics.jsonl")
     step_s = [r["step_s"] for r in records if "step_s" in r and r["step"] >= warmup]
     waits = [r["throughput/loading_time"] for r in records if "throughput/loading_time" in r and r["step"] >= warmup]

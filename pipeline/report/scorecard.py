@@ -33,13 +33,7 @@ from pipeline.report.intervals import (
 )
 from pipeline.report.power import planned_claims, powered_family
 from pipeline.report.seeded_claims import seeded_claims
-from pipeline.report.tables import (
-    TableFiles,
-    downstream_table,
-    load_downstream,
-    load_memory_probes,
-    read_csv,
-)
+from pipeline.report.tables import TableFiles, downstream_table, load_downstream, load_memory_probes, read_csv
 
 REFERENCE_DIR = Path(__file__).parent / "reference"
 HOLDS, FAILS = "holds", "does not hold"

@@ -22,7 +22,7 @@ def with_micro_batch(spec_json: str, micro_batch: int | None) -> str:
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    from pipeline.runner import run_on_ray
+    from pipeline.execution.runner import run_on_ray
 
     paths = absolute(args.run_dir, args.cache, args.tokenizer)
     spec = with_micro_batch(args.spec, args.micro_batch)
@@ -34,7 +34,7 @@ def _finetune(args: argparse.Namespace) -> None:
     """The source's run config, final checkpoint and fingerprint are checked here, before any Ray or JAX start-up
     (fail fast; the driver imports neither)."""
     from pipeline.artifacts import read_run_spec, require_complete_checkpoint
-    from pipeline.runner import run_on_ray
+    from pipeline.execution.runner import run_on_ray
     from pipeline.train.identity import recorded_fingerprint
 
     read_run_spec(args.source)

@@ -27,8 +27,8 @@ from typing import Any
 from pipeline.artifacts import read_metrics, resume_metrics
 from pipeline.config import TrainSpec
 from pipeline.errors import RunStopped
-from pipeline.phases import mark_phase
-from pipeline.stop_signals import JOB_STOP_SIGNALS
+from pipeline.execution.phases import mark_phase
+from pipeline.execution.stop_signals import JOB_STOP_SIGNALS
 from pipeline.train.checkpoints import prune_checkpoints, resume_or_initialize, write_checksums
 from pipeline.train.identity import RunIdentity, claim_run_folder
 from pipeline.train.levanter_patches import after_each_save, held_out_evaluators, trainer_checkpointer
@@ -61,9 +61,9 @@ class TrainingStoppedError(RunStopped):
 
 
 class StopRequest:
-    """A job stop signal while training (``pipeline.stop_signals``) → a flag, named after the first signal, read by a
-    per-step hook (the handler itself must not touch JAX). Ray delivers ``ray.cancel`` of a running task as SIGINT
-    to its worker; SLURM's walltime warning (SIGURG) reaches the worker directly, as every process of the job."""
+    """A job stop signal while training (``pipeline.execution.stop_signals``) → a flag, named after the first signal,
+    read by a per-step hook (the handler itself must not touch JAX). Ray delivers ``ray.cancel`` of a running task as
+    SIGINT to its worker; SLURM's walltime warning (SIGURG) reaches the worker directly, as every process of the job."""
 
     SIGNALS = JOB_STOP_SIGNALS
 

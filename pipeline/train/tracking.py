@@ -22,7 +22,7 @@ from pathlib import Path
 
 from levanter.tracker import Tracker, TrackerConfig
 
-from pipeline.job_env import TRACKERS_ENV, WANDB_ENV
+from pipeline.execution.job_env import TRACKERS_ENV, WANDB_ENV
 from pipeline.train.identity import RunIdentity
 
 RECORD_FIELDS = (

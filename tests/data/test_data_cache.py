@@ -8,13 +8,7 @@ from levanter.data import text as levanter_text
 from levanter.data.text import TextLmDatasetFormat, UrlSingleDatasetLMConfig, load_lm_dataset_cache
 from levanter.store.cache import CacheMetadata
 
-from pipeline.data.cache import (
-    build_token_cache,
-    cache_metadata,
-    cache_stats,
-    cache_token_count,
-    lm_processor,
-)
+from pipeline.data.cache import build_token_cache, cache_metadata, cache_stats, cache_token_count, lm_processor
 from pipeline.data.files import iter_texts, write_jsonl
 
 

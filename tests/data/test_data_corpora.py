@@ -224,11 +224,7 @@ def test_build_corpus_from_package_is_deterministic(tmp_path, monkeypatch):
     games = SOURCES["fortunes"].member_prefix
     fortunes_deb = _deb(
         tmp_path / "fortunes.deb",
-        {
-            f"{games}people": FORTUNES.encode(),
-            f"{games}people.dat": b"\0\1",
-            f"{games}ascii-art": b"<o>\n%\n",
-        },
+        {f"{games}people": FORTUNES.encode(), f"{games}people.dat": b"\0\1", f"{games}ascii-art": b"<o>\n%\n"},
     )
     assert sorted(read_deb_members(fortunes_deb, games)) == [
         f"{games}{n}" for n in ("ascii-art", "people", "people.dat")
@@ -269,8 +265,7 @@ def test_read_deb_rejects_non_deb(tmp_path):
 
 
 @pytest.mark.skipif(
-    not os.environ.get("PIPELINE_DEB_DIR"),
-    reason="set PIPELINE_DEB_DIR to a folder with the pinned .deb files",
+    not os.environ.get("PIPELINE_DEB_DIR"), reason="set PIPELINE_DEB_DIR to a folder with the pinned .deb files"
 )
 def test_full_rebuild_matches_shipped_files():
     assert main(["build-corpora", "--deb-dir", os.environ["PIPELINE_DEB_DIR"], "--check"]) == 0

@@ -4,12 +4,7 @@ import pytest
 from levanter.compat.hf_checkpoints import load_tokenizer
 from transformers import AutoTokenizer
 
-from pipeline.data.tokenizer import (
-    END_OF_TEXT,
-    check_tokenizer_dir,
-    save_pretrained_tokenizer,
-    train_bpe_tokenizer,
-)
+from pipeline.data.tokenizer import END_OF_TEXT, check_tokenizer_dir, save_pretrained_tokenizer, train_bpe_tokenizer
 
 SAMPLE = "The quick brown fox — naïve café — doesn't   jump.\n\tTabs, too! <|endoftext|>"
 

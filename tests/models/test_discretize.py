@@ -80,8 +80,7 @@ def test_discretize_rejects_other_models():
 
 
 @pytest.mark.parametrize(
-    "family, targets, per_block",
-    [("diffeq", pm.GPT_LORA_TARGETS, 4), ("diffeq_llama", pm.LLAMA_LORA_TARGETS, 7)],
+    "family, targets, per_block", [("diffeq", pm.GPT_LORA_TARGETS, 4), ("diffeq_llama", pm.LLAMA_LORA_TARGETS, 7)]
 )
 def test_lora_inits_start_at_the_base_model(family, targets, per_block):
     """Levanter's ``loraize`` draws B randomly (the model moves); both inits of ``fidelity.lora_init`` start at the

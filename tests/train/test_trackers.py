@@ -13,7 +13,7 @@ from levanter.tracker import TrackerConfig
 
 from pipeline.artifacts import read_metrics, resume_metrics
 from pipeline.config import load_preset, pretrain_runs
-from pipeline.job_env import export_trackers
+from pipeline.execution.job_env import export_trackers
 from pipeline.train.identity import RunIdentity
 from pipeline.train.tracking import MetricsJsonlConfig, configured_trackers, tracker_configs
 

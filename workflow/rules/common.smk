@@ -19,7 +19,7 @@ from pipeline.config import (
     pretrain_runs,
 )
 from pipeline.data.prefetch import hub_items
-from pipeline.job_env import export_code_path, export_hub, export_ray_placement, export_trackers, export_xla_flags
+from pipeline.execution.job_env import export_code_path, export_hub, export_ray_placement, export_trackers, export_xla_flags
 from pipeline.planning.fit import plans_digest
 from pipeline.planning.jobs import FitTableError, JobSizing, WalltimeError
 from pipeline.planning.preflight_rows import PreflightError

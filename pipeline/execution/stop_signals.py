@@ -1,6 +1,6 @@
 """The signals that ask a running job to save a checkpoint and stop.
 
-- SIGTERM: ``scancel``, ``kill``, the local driver stopping its jobs (``pipeline.driver_stop``);
+- SIGTERM: ``scancel``, ``kill``, the local driver stopping its jobs (``pipeline.execution.driver_stop``);
 - SIGINT: Ray's cancel of a running task (``ray.cancel``), Ctrl-C;
 - SIGURG: SLURM's walltime warning (``profiles/slurm`` submits every job with ``--signal=URG@<lead seconds>``). SLURM
   sends it to every process of the job's step, the embedded Ray's GCS server and raylet included. Those two stop on

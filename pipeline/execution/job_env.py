@@ -1,7 +1,7 @@
 """Every environment variable the workflow sets for its jobs and a job reads: their names, and the functions that
 set and read them. The workflow (``workflow/rules/common.smk``) exports them once when it reads the preset and the
 site; a SLURM job re-reads the workflow with the submit host's environment, so every export is idempotent. Ray
-tasks get ``FORWARDED_ENV`` (``pipeline.runner``)."""
+tasks get ``FORWARDED_ENV`` (``pipeline.execution.runner``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ WANDB_ENV = "PIPELINE_WANDB"
 GPU_MEMORY_FRACTION_ENV = "XLA_PYTHON_CLIENT_MEM_FRACTION"
 DEFAULT_GPU_MEMORY_FRACTION = 0.9
 """Share of each GPU's memory that JAX's allocator reserves when a job starts. JAX's own default is 0.75, which would
-leave 20 GB of an 80 GB GPU unused. Every Ray task runs with this value (``pipeline.runner``), and the fit table plans
+leave 20 GB of an 80 GB GPU unused. Every Ray task runs with this value (``runner``), and the fit table plans
 against it. A value already set in the environment wins in both places."""
 HUB_OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 """The Hugging Face hub and ``datasets`` read the local cache only."""
@@ -78,7 +78,7 @@ def export_code_path(root: str) -> None:
 
 
 def export_xla_flags(flags: str) -> None:
-    """Hand the preset's ``xla_flags`` to every job (and, through ``pipeline.runner``, its Ray task) as ``XLA_FLAGS``,
+    """Hand the preset's ``xla_flags`` to every job (and, through ``runner``, its Ray task) as ``XLA_FLAGS``,
     before any flags already in the environment (XLA takes the last value of a flag, so the user's win). Compile
     options, not arithmetic: a run's fingerprint does not include them."""
     if flags and not os.environ.get("XLA_FLAGS", "").startswith(flags):

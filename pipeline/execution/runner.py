@@ -10,7 +10,7 @@ GPUs than the Ray cluster has fails at once with a sentence (Ray would otherwise
 minutes before its own error.
 The task names its function as ``"module:function"``: the module is imported in the Ray worker only, so a job's
 driver process never imports JAX, Levanter or lm-eval (7–9 CPU-s per job, more on a loaded machine).
-SIGTERM, SIGINT or SIGURG to the job (``scancel``, Ctrl-C, SLURM's walltime warning: ``pipeline.stop_signals``)
+SIGTERM, SIGINT or SIGURG to the job (``scancel``, Ctrl-C, SLURM's walltime warning: ``stop_signals``)
 cancels the task gracefully: Ray raises SIGINT in the worker, whose training loop saves a checkpoint and stops; the
 job then exits non-zero.
 """
@@ -26,8 +26,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.phases import mark_phase
-from pipeline.stop_signals import JOB_STOP_SIGNALS
+from pipeline.execution.phases import mark_phase
+from pipeline.execution.stop_signals import JOB_STOP_SIGNALS
 
 logger = logging.getLogger(__name__)
 
@@ -45,13 +45,13 @@ def run_on_ray(
     names the function as ``"module:function"``; its module is imported in the worker (``task_function``). Ray's log
     de-duplication is off: it drops task log lines that differ only in numbers (e.g. per-shot summaries).
 
-    The task's JAX reserves ``pipeline.job_env.gpu_memory_fraction()`` of each GPU, the share the fit table plans
+    The task's JAX reserves ``job_env.gpu_memory_fraction()`` of each GPU, the share the fit table plans
     against. Unless ``uses_torch``, the task runs with ``USE_TORCH=0``: Levanter imports ``transformers`` (for
     tokenizers only, in these tasks), which would otherwise import torch, two thirds of the task's import time."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
-    from pipeline.job_env import FORWARDED_ENV, GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction, slurm_allocation
+    from pipeline.execution.job_env import FORWARDED_ENV, GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction, slurm_allocation
 
     env_vars = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
     env_vars[GPU_MEMORY_FRACTION_ENV] = str(gpu_memory_fraction())
@@ -125,7 +125,7 @@ def require_ray_cluster_answers(address: str, timeout_s: float = RAY_CONNECT_TIM
 
 
 class cancel_on_stop_signals:
-    """While waiting for ``ref``: a job stop signal (``pipeline.stop_signals``) → ``ray.cancel(ref)`` once
+    """While waiting for ``ref``: a job stop signal (``pipeline.execution.stop_signals``) → ``ray.cancel(ref)`` once
     (non-forced: SIGINT in the worker, which the training loop turns into a checkpoint and a clean stop), and the
     driver keeps waiting for the task's end. Replaces Ray's own driver handler, which would exit at once and kill
     the worker mid-save."""

@@ -7,7 +7,7 @@ any can save a checkpoint. Instead the driver, on the first of these signals:
 
 1. sends SIGTERM to every running job's processes (each job's process tree under the driver, not Ray's, without
    the shell that waits for them), so each job takes its own stop path: a training job's Ray task saves a checkpoint
-   at the current step and the job says it was stopped (``pipeline.runner.cancel_on_stop_signals``);
+   at the current step and the job says it was stopped (``pipeline.execution.runner.cancel_on_stop_signals``);
 2. waits for them to end (at most ``JOB_STOP_WAIT_S``);
 3. shuts down the shared Ray;
 4. hands the signal to the handler the driver had before Ray started (for Snakemake: SIGTERM stops scheduling and
