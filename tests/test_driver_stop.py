@@ -1,6 +1,7 @@
 """SIGTERM to a local `snakemake` driver that hosts the shared Ray (pipeline/execution/driver_stop.py): its running
 training job stops through its own stop path (a checkpoint at the stop step), Ray after it, the lock is released,
-and a rerun resumes from that checkpoint, at another micro-batch (not part of the run's identity) which its summary records."""
+and a rerun resumes from that checkpoint, at another micro-batch (not part of the run's identity) which its summary
+records."""
 
 import json
 import os
