@@ -7,7 +7,9 @@ imports (JAX, Levanter, Ray) happen inside the verb so that `--help` and light v
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
+import re
 import sys
 import traceback
 
@@ -40,6 +42,18 @@ def build_parser() -> argparse.ArgumentParser:
     for stage in STAGES:
         stage.register(verbs)
     return parser
+
+
+@functools.cache
+def ray_task_verbs() -> frozenset[str]:
+    """The verbs whose work runs as a Ray task (``pipeline.commands.add_ray_options`` with ``--gpus``)."""
+    [verbs] = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    return frozenset(name for name, parser in verbs.choices.items() if parser.get_default("ray_task"))
+
+
+def runs_a_ray_task(shell_command: str) -> bool:
+    """Whether a rule's shell command runs a verb whose work is a Ray task (``python -m pipeline <verb> ...``)."""
+    return any(verb in ray_task_verbs() for verb in re.findall(r"\bpython -m pipeline ([\w-]+)", shell_command))
 
 
 def main(argv: list[str] | None = None) -> int:

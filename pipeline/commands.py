@@ -31,9 +31,10 @@ def start_shared_local_ray(num_cpus: int) -> str:
 
 
 def add_ray_options(parser: argparse.ArgumentParser, *, gpus: bool = False) -> None:
-    """``--ray-address``/``--ray-num-cpus`` (and ``--gpus``) of a verb whose work runs as a Ray task. Their defaults
-    come from ``PIPELINE_RAY_ADDRESS``/``PIPELINE_RAY_NUM_CPUS``, which the workflow sets from the preset's ``ray``
-    section for every job."""
+    """``--ray-address``/``--ray-num-cpus`` of a verb that may use Ray, and ``--gpus`` of one whose work runs as a Ray
+    task (``ray_placement``; marked ``ray_task``, so that a local DAG run starts its shared Ray for it:
+    ``pipeline.cli.runs_a_ray_task``). Their defaults come from ``PIPELINE_RAY_ADDRESS``/``PIPELINE_RAY_NUM_CPUS``,
+    which the workflow sets from the preset's ``ray`` section for every job."""
     num_cpus = os.environ.get(RAY_PLACEMENT_ENV["num_cpus"])
     parser.add_argument(
         "--ray-address",
@@ -48,6 +49,7 @@ def add_ray_options(parser: argparse.ArgumentParser, *, gpus: bool = False) -> N
     )
     if gpus:
         parser.add_argument("--gpus", type=float, default=0, help="GPUs the Ray task asks for")
+        parser.set_defaults(ray_task=True)
 
 
 def ray_placement(args: argparse.Namespace) -> dict:

@@ -1,4 +1,5 @@
-"""The import graph of ``pipeline/``: no circle, no import from a lower floor up, no long module without a reason.
+"""The import graph of ``pipeline/``: no circle, no import from a lower floor up; and no long module or workflow file
+(``workflow/``) without a reason.
 
 Every ``import``/``from ... import`` of the package counts, at file level or inside a function (a lazy import is an
 arrow too). A module stands on the floor of the first entry of ``FLOORS`` that names it or a package above it; it
@@ -6,6 +7,7 @@ may import its own floor and the floors below. ``pipeline.x.commands`` modules a
 """
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,13 +131,23 @@ def test_no_module_imports_from_a_floor_above_its_own():
     assert not upward, "imports from a lower floor up:\n" + "\n".join(upward)
 
 
-def test_a_module_over_300_lines_says_why_at_its_top():
-    long = []
-    for name, path in sorted(MODULES.items()):
-        lines = len(path.read_text().splitlines())
-        docstring = " ".join((ast.get_docstring(ast.parse(path.read_text())) or "").split())
-        if lines > MAX_LINES and REASON not in docstring:
-            long.append(f"{name}: {lines} lines")
-    assert not long, f"modules over {MAX_LINES} lines whose docstring does not say why ({REASON} ...):\n" + (
-        "\n".join(long)
-    )
+WORKFLOW_FILES = {
+    str(path.relative_to(ROOT)): path for path in [ROOT / "workflow" / "Snakefile", *(ROOT / "workflow").rglob("*.smk")]
+}
+"""The workflow's files: Snakemake's syntax, held to the same length rule as the package's modules."""
+
+
+def opening_docstring(path: Path) -> str:
+    """A file's docstring, its words joined by single spaces (a Snakefile opens with one as a module does)."""
+    match = re.match(r'\s*"""(.*?)"""', path.read_text(), re.S)
+    return " ".join(match.group(1).split()) if match else ""
+
+
+def test_a_module_or_workflow_file_over_300_lines_says_why_at_its_top():
+    long = [
+        f"{name}: {lines} lines"
+        for name, path in sorted({**MODULES, **WORKFLOW_FILES}.items())
+        if (lines := len(path.read_text().splitlines())) > MAX_LINES and REASON not in opening_docstring(path)
+    ]
+    reason = f"files over {MAX_LINES} lines whose docstring does not say why ({REASON} ...):"
+    assert not long, "\n".join([reason, *long])

@@ -2,6 +2,7 @@
 site settings and the cost model."""
 
 import ast
+import json
 import os
 import re
 import shlex
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.cli import runs_a_ray_task
 from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
+from pipeline.execution.job_env import FORWARDED_ENV, RAY_PLACEMENT_ENV
 from pipeline.planning.jobs import JobSizing
 from pipeline.site import load_site
 
@@ -128,6 +131,50 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
         assert job["rule"] in {"corpus", "tokenizer", "token_cache", "fit"} or int(resources["gpu"]) >= 1, job
 
 
+ENVIRONMENT_AT_EXIT = (
+    "import atexit, json, os, runpy, sys; before = dict(os.environ); "
+    "atexit.register(lambda: print('changed:', json.dumps(sorted("
+    "name for name in {*before, *os.environ} if before.get(name) != os.environ.get(name))))); "
+    "sys.argv = ['snakemake', *sys.argv[1:]]; runpy.run_module('snakemake', run_name='__main__')"
+)
+"""Snakemake in a process that prints, as it exits, the names of the environment variables changed in it."""
+JOB_ENVIRONMENT = {*FORWARDED_ENV, *RAY_PLACEMENT_ENV.values(), "PYTHONPATH", "HF_ENDPOINT"}
+"""What the workflow sets for its jobs (pipeline/execution/job_env.py); the libraries it imports set others."""
+
+
+def test_jobs_get_the_presets_and_sites_environment_which_reading_the_workflow_leaves_alone(tmp_path):
+    """A dry run (reading the workflow, planning the DAG) changes no environment variable; a job of the tiny preset at
+    the example site then runs with the variables that preset and site set (pipeline/execution/job_env.py): here its
+    ``python`` writes its environment and stops, so the job fails on its missing output."""
+    workflow = ["--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path / "work")]
+    config = ["--config", "preset=tiny", "site=profiles/slurm/site.example.yaml"]
+    target = "results/tiny/data/corpora/wt103"
+    without = {name: "" for name in ("PIPELINE_TRACKERS", "PIPELINE_WANDB", "HF_HOME", "HF_HUB_OFFLINE")}
+    dry_run = subprocess.run(
+        [sys.executable, "-c", ENVIRONMENT_AT_EXIT, target, "-n", *workflow, *config],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **without},
+        timeout=300,
+    )
+    assert dry_run.returncode == 0, dry_run.stderr[-2000:]
+    [changed] = re.findall(r"^changed: (.*)$", dry_run.stdout, re.M)
+    assert not set(json.loads(changed)) & JOB_ENVIRONMENT, changed
+    shim = tmp_path / "bin" / "python"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\nenv -0 > {tmp_path / 'job.env'}\n")
+    shim.chmod(0o755)
+    path = f"{shim.parent}{os.pathsep}{os.environ['PATH']}"
+    snakemake(target, "--cores", "1", *workflow, *config, env={**without, "PATH": path})
+    job_env = dict(item.split("=", 1) for item in (tmp_path / "job.env").read_text().split("\0") if item)
+    assert job_env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
+    assert job_env["XLA_FLAGS"].startswith("--xla_backend_optimization_level=1")
+    assert (job_env["PIPELINE_TRACKERS"], json.loads(job_env["PIPELINE_WANDB"])["project"]) == ("jsonl", "diffeqformer")
+    assert job_env["HF_HOME"] == str(Path("~/.cache/huggingface").expanduser())
+    assert job_env["HF_HUB_OFFLINE"] == job_env["HF_DATASETS_OFFLINE"] == "1"
+
+
 def test_slurm_profile_without_a_site_file_says_to_copy_the_example(tmp_path):
     result = snakemake("-n", "--profile", "profiles/slurm", "--config", f"site={tmp_path / 'site.yaml'}")
     assert result.returncode != 0
@@ -159,6 +206,27 @@ def test_every_value_reaching_a_shell_is_quoted():
         if (fields := [f for f in re.findall(r"(?<!{){([^{}]+)}(?!})", command) if not f.endswith(":q")])
     }
     assert not unquoted
+
+
+def test_a_local_run_starts_its_shared_ray_for_the_rules_whose_verb_runs_a_ray_task():
+    """common.smk's onstart asks each job's shell command (``runs_a_ray_task``): the training, lm-eval, GPU analysis,
+    memory probe and preflight rules, not the token cache (whose verb only joins a Ray it is given)."""
+    commands = {
+        name: command
+        for path in (ROOT / "workflow" / "rules").glob("*.smk")
+        for name, command in shell_commands(path).items()
+    }
+    assert {name for name, command in commands.items() if runs_a_ray_task(command)} == {
+        "pretrain",
+        "finetune",
+        "downstream",
+        "spectra",
+        "lyapunov",
+        "frontier",
+        "memory_probe",
+        "preflight_job",
+        "preflight_stage",
+    }
 
 
 def test_a_shell_injection_in_a_task_name_is_refused_before_anything_runs():

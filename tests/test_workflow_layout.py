@@ -1,5 +1,6 @@
-"""The workflow's files: each stage's include reads only what common.smk and targets.smk define (so the include order
-of the stages does not matter), and every file is formatted by snakefmt."""
+"""The workflow's files: each stage's include reads only what the shared files (common.smk, resources.smk,
+targets.smk) define, so the include order of the stages does not matter, and a shared file reads nothing defined after
+it; every file is formatted by snakefmt."""
 
 import io
 import re
@@ -10,8 +11,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "workflow"
-SHARED = ("common.smk", "targets.smk")
-"""Included first, in this order: the preset, the output layout and the targets every stage may read."""
+SHARED = ("common.smk", "resources.smk", "targets.smk")
+"""Included first, in this order: the preset, each rule's resources, the output layout and the targets every stage
+may read."""
 DEFINITION = re.compile(r"^(?:def (\w+)|(\w+) =|import (\w+)|from \S+ import \(?([\w, ]+)\)?)", re.M)
 
 
@@ -34,16 +36,16 @@ def used_names(text: str) -> set[str]:
     return names
 
 
-def test_no_include_reads_a_name_another_stage_defines():
-    stages = {
-        path.name: path.read_text() for path in sorted((WORKFLOW / "rules").glob("*.smk")) if path.name not in SHARED
-    }
-    shared = set().union(*(defined_names((WORKFLOW / "rules" / name).read_text()) for name in SHARED))
-    defined = {name: defined_names(text) - shared for name, text in stages.items()}
+def test_no_include_reads_a_name_another_stage_or_a_later_shared_file_defines():
+    """A stage reads what it defines and what the shared files define; a shared file, what it and the shared files
+    before it define (never a global of a file Snakemake reads after it)."""
+    files = {path.name: path.read_text() for path in sorted((WORKFLOW / "rules").glob("*.smk"))}
+    definitions = {name: defined_names(text) for name, text in files.items()}
     borrowed = []
-    for reader, text in [*stages.items(), ("Snakefile", (WORKFLOW / "Snakefile").read_text())]:
-        own = defined.get(reader, set()) | defined_names(text)
-        for owner, names in defined.items():
+    for reader, text in [*files.items(), ("Snakefile", (WORKFLOW / "Snakefile").read_text())]:
+        before = SHARED[: SHARED.index(reader)] if reader in SHARED else SHARED
+        own = defined_names(text).union(*(definitions[name] for name in before))
+        for owner, names in definitions.items():
             if owner != reader:
                 borrowed += [f"{reader} reads {name} from {owner}" for name in sorted((used_names(text) & names) - own)]
     assert not borrowed, borrowed

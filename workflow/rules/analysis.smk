@@ -4,6 +4,8 @@ train-step memory probes (Fig. 16)."""
 import json
 import os
 
+from pipeline.analysis.tidy import FRONTIER_VERSION
+
 ANALYSIS_CONFIG = config["analysis"]
 
 

@@ -1,5 +1,7 @@
 """Previews of the preset's cost on GPUs, run on CPU: the per-device memory fit of every run (`snakemake fit`)."""
 
+from pipeline.planning.fit import plans_digest
+
 FIT_DEVICE, FIT_GPUS = "h100", 8
 # With a site (the slurm profile), every job is planned on the GPUs the site gives it and training jobs read their
 # micro-batch from this table (pipeline/planning/jobs.py); without one, on FIT_GPUS GPUs of FIT_DEVICE.

@@ -1,12 +1,6 @@
 """Evaluation: lm-eval downstream tasks (App. C.7, Tables 4-5), one job per evaluated run (all shot counts)."""
 
 EVALUATE_CONFIG = config["downstream"]
-EVALUATED_RUN_PAIR = {run_id: pair for pair, run_ids in EVALUATE_CONFIG["pairs"].items() for run_id in run_ids}
-EVALUATE_TASK_FILES = (
-    sorted(str(path) for path in EVALUATE_TASK_DIR.iterdir() if path.suffix in {".yaml", ".jsonl", ".py"})
-    if EVALUATE_TASK_DIR is not None
-    else []
-)
 
 
 rule downstream:

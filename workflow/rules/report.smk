@@ -4,6 +4,8 @@ status (``python -m pipeline status``) once its training runs are done.
 Seconds of CPU: both run on the submit host (``localrule``). Captions: workflow/report/scorecard.rst, status.rst.
 """
 
+import os
+
 
 rule scorecard:
     input:
