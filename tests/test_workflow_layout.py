@@ -1,11 +1,9 @@
 """The workflow's files: each stage's include reads only what the shared files (common.smk, resources.smk,
 targets.smk) define, so the include order of the stages does not matter, and a shared file reads nothing defined after
-it; every file is formatted by snakefmt."""
+it (snakefmt's format: tests/test_lint.py)."""
 
 import io
 import re
-import subprocess
-import sys
 import tokenize
 from pathlib import Path
 
@@ -49,14 +47,3 @@ def test_no_include_reads_a_name_another_stage_or_a_later_shared_file_defines():
             if owner != reader:
                 borrowed += [f"{reader} reads {name} from {owner}" for name in sorted((used_names(text) & names) - own)]
     assert not borrowed, borrowed
-
-
-def test_snakefmt_is_clean():
-    result = subprocess.run(
-        [sys.executable, "-m", "snakefmt", "--check", "--diff", "workflow"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
