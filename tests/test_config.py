@@ -288,7 +288,7 @@ def test_xla_flags_reach_every_job_before_the_users_own(monkeypatch):
     assert load_preset({"preset": "paper"})["xla_flags"] == ""
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
     export_xla_flags("--xla_backend_optimization_level=1 --xla_cpu_enable_fast_math=false")
-    export_xla_flags("--xla_backend_optimization_level=1 --xla_cpu_enable_fast_math=false")  # a SLURM job re-reads
+    export_xla_flags("--xla_backend_optimization_level=1 --xla_cpu_enable_fast_math=false")  # held already: kept
     assert os.environ["XLA_FLAGS"] == (
         "--xla_backend_optimization_level=1 --xla_cpu_enable_fast_math=false --xla_backend_optimization_level=3"
     )
@@ -302,7 +302,7 @@ def test_jobs_find_the_checkout_s_code_once(monkeypatch):
 
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     export_code_path("/repo")
-    export_code_path("/repo")  # a SLURM job re-reads the workflow with the submit host's environment
+    export_code_path("/repo")  # an environment that holds the path already (a job's own) keeps it once
     assert os.environ["PYTHONPATH"] == os.pathsep.join(["/repo", "/elsewhere"])
 
 

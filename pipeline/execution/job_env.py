@@ -1,6 +1,7 @@
 """Every environment variable the workflow sets for its jobs and a job reads: their names, and the functions that
-set and read them. The workflow (``workflow/rules/common.smk``) exports them once when it reads the preset and the
-site; a SLURM job re-reads the workflow with the submit host's environment, so every export is idempotent. Ray
+set and read them. The workflow exports them in its ``onstart`` (``workflow/rules/common.smk``), once its jobs are
+about to run, never while it is read or dry-run: local jobs and SLURM jobs (sbatch hands on the submitting
+environment) inherit them. Every export is idempotent: an environment that already holds it keeps it as it is. Ray
 tasks get ``FORWARDED_ENV`` (``pipeline.execution.runner``)."""
 
 from __future__ import annotations

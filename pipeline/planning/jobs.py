@@ -15,7 +15,7 @@ a run is one CPU job, estimated only where the site's ``device`` was measured (i
 table); unmeasured, it is granted its partition's limit, its need unknown. A run that needs longer than its
 partition's limit (``Site.partition_limit_min``) is a planned chain of ``chunks`` jobs of that limit, each resuming
 the previous one's checkpoint (``chunk_count``); Snakemake's attempts of its rule cover the longest chain
-(``workflow/rules/common.smk``). A job that cannot resume (data, fit, lm-eval, GPU analyses) and needs longer than
+(``workflow/rules/resources.smk``). A job that cannot resume (data, fit, lm-eval, GPU analyses) and needs longer than
 its partition's limit raises ``WalltimeError`` naming the job, its estimate and the limit: nothing is clipped.
 
 That sizing counts no activations. Its ``micro_batch`` (examples per device per forward/backward, Levanter's
