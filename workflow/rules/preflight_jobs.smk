@@ -1,0 +1,101 @@
+"""The preflight's jobs (rules in preflight.smk, which includes this file): their shapes, sized like the grid's runs,
+and each job's inputs, settings and resources."""
+
+import functools
+import os
+
+from pipeline.planning.slurm_resources import preflight_walltime
+from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, run_shapes, training_shapes
+from pipeline.preflight.stages import STAGE_KINDS, stage_jobs
+
+PREFLIGHT = f"{RESULTS}/preflight"
+PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
+
+
+wildcard_constraints:
+    shape="[a-z0-9_.]+-[a-z0-9_.]+-g[0-9]+-mb[0-9]+",
+    kind=one_of(STAGE_KINDS),
+
+
+@functools.cache
+def preflight_shapes():
+    """The shapes, sized like the grid's runs (with a site: from the fit table, which must exist by now)."""
+    try:
+        return training_shapes(config, JOBS)
+    except ValueError as error:
+        raise WorkflowError(str(error)) from None
+
+
+@functools.cache
+def preflight_stage_jobs():
+    """The fine-tune, lm-eval and analysis jobs, each on the preflight checkpoint of its source run's shape."""
+    return stage_jobs(config, run_shapes(preflight_shapes()))
+
+
+def preflight_shape(wildcards):
+    return preflight_shapes()[wildcards.shape]
+
+
+def preflight_job_inputs(wildcards):
+    return run_data(preflight_shape(wildcards).run_id)
+
+
+def preflight_plan_option(wildcards):
+    """The fit row's plan of the shape's job (with a site), else none: the job plans itself."""
+    shape = preflight_shape(wildcards)
+    row = JOBS.fit_row(shape.run_id, shape.gpus) if SITE is not None and shape.gpus else None
+    return [] if row is None else ["--planned-bytes", row["total_bytes"], "--budget-bytes", row["usable_bytes"]]
+
+
+def preflight_job_resources():
+    """A preflight job is sized as the run it trains, for its shape's own walltime (pipeline/preflight/shapes.py)."""
+
+    def shape_of(wildcards):
+        preflight = preflight_shape(wildcards)
+        shape = JOBS.training(preflight.run_id, check_preflight=False)
+        return preflight_walltime(shape, preflight.minutes)
+
+    return rule_resources(shape_of, "training")
+
+
+def preflight_stage_inputs(wildcards):
+    """The source shape's preflight row (its checkpoint beside it), the tokenizer, and the token cache: a fine-tune's
+    target's, else the source run's; lm-eval also its task files and prefetch records."""
+    job = preflight_stage_jobs()[wildcards.kind]
+    inputs = {"source": f"{PREFLIGHT}/{job.source_shape}/row.json"}
+    if job.kind.startswith("finetune-"):
+        spec = FINETUNE_RUNS[job.run_id]
+        inputs |= {
+            "cache": f"{DATA}/caches/{spec.target_dataset}-{spec.tokenizer}",
+            "tokenizer": f"{DATA}/tokenizers/{spec.tokenizer}",
+        }
+    else:
+        inputs |= run_data(job.run_id)
+    if job.kind == "downstream":
+        inputs |= {
+            "task_files": EVALUATE_TASK_FILES,
+            "prefetched": [f"{PREFETCH}/lm_eval/{task}.json" for task in HUB_ITEMS["lm_eval_tasks"]],
+        }
+    return inputs
+
+
+def preflight_stage_settings(wildcards, input):
+    """What the stage's verb is given besides paths, as JSON: the fine-tune's spec, or the preset's section."""
+    job = preflight_stage_jobs()[wildcards.kind]
+    if job.kind.startswith("finetune-"):
+        return FINETUNE_RUNS[job.run_id].to_json()
+    if job.kind == "downstream":
+        task_dir = None if EVALUATE_TASK_DIR is None else str(EVALUATE_TASK_DIR)
+        settings = {**config["downstream"], "task_dir": task_dir, "pair": EVALUATED_RUN_PAIR[job.run_id]}
+        return json.dumps({**settings, "prefetched": [os.path.abspath(path) for path in input.prefetched]})
+    return json.dumps(config["analysis"][job.kind])
+
+
+def preflight_stage_shape(wildcards):
+    """A stage job's shape: its fine-tune's or analysis's, for ``PREFLIGHT_RUNTIME_MIN`` minutes."""
+    job = preflight_stage_jobs()[wildcards.kind]
+    if job.kind.startswith("finetune-"):
+        shape = JOBS.training(job.run_id, check_preflight=False)
+    else:
+        shape = JOBS.gpu_analysis(job.kind, job.run_id, check_preflight=False)
+    return preflight_walltime(shape, PREFLIGHT_RUNTIME_MIN)
