@@ -1,4 +1,5 @@
-"""Preset loading, the experiment grid as run ids, and target functions."""
+"""The preset and the site, the grid as run ids, the input functions the stages share, and every job's environment
+(set in onstart, when jobs are about to run)."""
 
 import json
 import re
