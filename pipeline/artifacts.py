@@ -1,4 +1,6 @@
-"""Run-folder files: atomic writes, the metrics log's reading and resume cut, and provenance.
+"""Run-folder files: atomic writes, the metrics log's reading and resume cut, and provenance; the text of a table
+written from rows (``csv_text``, ``markdown_table``), the one writer of the package's CSV and Markdown tables that are
+not pandas frames.
 
 Every run folder holds ``config.yaml`` (the resolved spec), ``metrics.jsonl`` (one JSON object per
 logged step), ``provenance.json`` (git commit, package versions, host, devices, wall time) and, last,
@@ -8,6 +10,8 @@ leaves a file that looks complete.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import logging
 import os
@@ -17,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -73,6 +78,26 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 def atomic_write_yaml(path: Path, obj: Any) -> None:
     atomic_write_text(path, yaml.safe_dump(obj, sort_keys=False))
+
+
+def csv_text(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """``rows`` as CSV under the header ``columns``, ``\\n`` line ends; a key missing from a row is an empty cell, a
+    key outside ``columns`` a ValueError (the header would lose it). Python's csv module, not pandas: ``None`` stays
+    empty and NaN ``nan`` (the preflight readers ``float()`` it), and an integer column with a gap stays integers."""
+    stream = io.StringIO()
+    writer = csv.DictWriter(stream, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return stream.getvalue()
+
+
+def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> str:
+    """A Markdown pipe table of cells already formatted, unpadded: the header, its rule and one line per row; no
+    final line end. ``align``: one letter per column, ``l`` or ``r`` (``---:``); empty: every column left."""
+    rule = "|" + "|".join("---:" if letter == "r" else "---" for letter in align or "l" * len(columns)) + "|"
+    lines = ["| " + " | ".join(columns) + " |", rule]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines)
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:

@@ -1,6 +1,9 @@
 import json
+import math
 
-from pipeline.artifacts import atomic_write_json, provenance
+import pytest
+
+from pipeline.artifacts import atomic_write_json, csv_text, markdown_table, provenance
 
 
 def test_provenance_records_commit_versions_and_host(tmp_path):
@@ -15,3 +18,19 @@ def test_atomic_writes_get_the_permissions_of_a_plain_file(tmp_path):
     atomic_write_json(tmp_path / "summary.json", {"x": 1})
     (tmp_path / "plain.json").write_text("{}")
     assert (tmp_path / "summary.json").stat().st_mode == (tmp_path / "plain.json").stat().st_mode
+
+
+def test_csv_text_keeps_none_empty_nan_readable_and_integers_whole():
+    rows = [{"run": "a,b", "steps": 3, "ppl": math.nan, "passes": None}, {"run": "c", "steps": 4}]
+    assert csv_text(rows, ["run", "steps", "ppl", "passes"]) == 'run,steps,ppl,passes\n"a,b",3,nan,\nc,4,,\n'
+
+
+def test_csv_text_refuses_a_key_its_header_would_lose():
+    with pytest.raises(ValueError, match="not in fieldnames"):
+        csv_text([{"run": "a", "stray": 1}], ["run"])
+
+
+def test_markdown_table_is_unpadded_with_right_aligned_columns_marked():
+    table = markdown_table(["run", "GB"], [["a", "1.5"], ["bb", "10.0"]], align="lr")
+    assert table == "| run | GB |\n|---|---:|\n| a | 1.5 |\n| bb | 10.0 |"
+    assert markdown_table(["x"], []) == "| x |\n|---|"

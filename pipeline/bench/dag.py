@@ -23,6 +23,7 @@ from collections import defaultdict
 from itertools import pairwise
 from pathlib import Path
 
+from pipeline.artifacts import csv_text, markdown_table
 from pipeline.execution.phases import MARKER
 
 PHASES = (
@@ -148,11 +149,8 @@ def markdown(rows: list[dict], title: str) -> str:
         "Per job kind: jobs, summed wall s, and per job the mean wall s, CPU s and s per phase "
         "(`python -m pipeline bench dag`).",
         "",
-        "| " + " | ".join(used) + " |",
-        "|" + "|".join("---" for _ in used) + "|",
+        markdown_table(used, [[_cell(row[c]) for c in used] for row in rows]),
     ]
-    for row in rows:
-        lines.append("| " + " | ".join(_cell(row[c]) for c in used) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -169,22 +167,22 @@ def comparison_markdown(baseline: list[dict], rows: list[dict], title: str) -> s
     kinds += [kind for kind in before if kind not in after and kind != "total"] + ["total"]
     phases = [p for p in (*PHASES, OUTSIDE) if any(row[p] for row in (*baseline, *rows))]
     header = ["kind", "jobs", "baseline wall_s", "wall_s", "ratio", *phases]
+    cells = []
+    for kind in kinds:
+        old, new = before.get(kind), after.get(kind)
+        jobs = f"{old['jobs'] if old else 0} → {new['jobs'] if new else 0}"
+        walls = [_cell(row["wall_s"]) if row else "—" for row in (old, new)]
+        ratio = f"{new['wall_s'] / old['wall_s']:.3f}" if old and new and old["wall_s"] else "—"
+        means = [f"{_cell(old[p]) if old else '—'} → {_cell(new[p]) if new else '—'}" for p in phases]
+        cells.append([kind, jobs, *walls, ratio, *means])
     lines = [
         f"# {title}",
         "",
         "Per job kind: jobs (baseline → this), summed wall s of each DAG, their ratio, and per "
         "job the mean s of each phase, baseline → this (`python -m pipeline bench dag --baseline`).",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join("---" for _ in header) + "|",
+        markdown_table(header, cells),
     ]
-    for kind in kinds:
-        old, new = before.get(kind), after.get(kind)
-        jobs = f"{old['jobs'] if old else 0} → {new['jobs'] if new else 0}"
-        walls = [_cell(row["wall_s"]) if row else "—" for row in (old, new)]
-        ratio = f"{new['wall_s'] / old['wall_s']:.3f}" if old and new and old["wall_s"] else "—"
-        cells = [f"{_cell(old[p]) if old else '—'} → {_cell(new[p]) if new else '—'}" for p in phases]
-        lines.append("| " + " | ".join([kind, jobs, *walls, ratio, *cells]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -192,10 +190,9 @@ def write_tables(rows: list[dict], out_dir: Path, label: str, title: str) -> tup
     out_dir.mkdir(parents=True, exist_ok=True)
     md, table = out_dir / f"dag-{label}.md", out_dir / f"dag-{label}.csv"
     md.write_text(markdown(rows, title))
-    with table.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()} for row in rows)
+    table.write_text(
+        csv_text(({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()} for row in rows), COLUMNS)
+    )
     return md, table
 
 

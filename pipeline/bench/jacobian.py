@@ -60,14 +60,21 @@ def run_benchmark(tokens: int, hidden_dim: int, num_heads: int, repeats: int, se
 
 
 def summary_markdown(result: dict) -> str:
+    from pipeline.artifacts import markdown_table
+
     sizes = result["sizes"]
+    timings = markdown_table(
+        ["method", "median s"],
+        [
+            ["full sequence (reference)", f"{result['full_sequence_median_s']:.4f}"],
+            ["single query", f"{result['single_query_median_s']:.4f}"],
+        ],
+    )
     return (
         f"# Lyapunov Jacobian benchmark ({result['date']}, {result['device']})\n\n"
         f"N = {sizes['tokens']} tokens, hidden {sizes['hidden_dim']}, {sizes['num_heads']} heads, "
         f"{sizes['dtype']}; median of {result['repeats']} interleaved runs after a warm-up.\n\n"
-        f"| method | median s |\n|---|---|\n"
-        f"| full sequence (reference) | {result['full_sequence_median_s']:.4f} |\n"
-        f"| single query | {result['single_query_median_s']:.4f} |\n\n"
+        f"{timings}\n\n"
         f"Speed-up: **{result['speedup']:.1f}×** (goal ≥ {result['goal_speedup']:.0f}×); "
         f"max relative difference {result['max_relative_difference']:.2e}.\n"
     )

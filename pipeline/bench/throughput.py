@@ -201,6 +201,8 @@ def _cell(entry: dict) -> str:
 
 def markdown(result: dict) -> str:
     """A short Markdown summary: the ratios next to the paper's goals."""
+    from pipeline.artifacts import markdown_table
+
     cfg, train, inf = result["config"], result["train"], result["inference"]
     load, params = result["load_average"], result["params"]
 
@@ -219,14 +221,35 @@ def markdown(result: dict) -> str:
         f"other processes' CPU share during the run {result['foreign_cpu_share']:.0%}; "
         f"contended: {met(result['contended'])}.",
         "",
-        "| Measurement | GPT ms, median [IQR] | DiffEqFormer ms, median [IQR] | Ratio | Paper goal | Met |",
-        "|---|---|---|---|---|---|",
-        f"| Train step (AdamW) | {_cell(train['gpt'])} | {_cell(train['diffeq'])} | {train['ratio']:.3f}× "
-        f"| ≤ {train['paper_goal']}× | {met(train['meets_goal'])} |",
-        f"| Inference, discretised (N' = L) | {_cell(inf['gpt'])} | {_cell(inf['diffeq_discrete'])} "
-        f"| {inf['ratio_discrete']:.3f}× | ≤ {inf['paper_goal_discrete']}× | {met(inf['meets_goal_discrete'])} |",
-        f"| Inference, continuous | {_cell(inf['gpt'])} | {_cell(inf['diffeq_continuous'])} "
-        f"| {inf['ratio_continuous']:.3f}× | — | — |",
+        markdown_table(
+            ["Measurement", "GPT ms, median [IQR]", "DiffEqFormer ms, median [IQR]", "Ratio", "Paper goal", "Met"],
+            [
+                [
+                    "Train step (AdamW)",
+                    _cell(train["gpt"]),
+                    _cell(train["diffeq"]),
+                    f"{train['ratio']:.3f}×",
+                    f"≤ {train['paper_goal']}×",
+                    met(train["meets_goal"]),
+                ],
+                [
+                    "Inference, discretised (N' = L)",
+                    _cell(inf["gpt"]),
+                    _cell(inf["diffeq_discrete"]),
+                    f"{inf['ratio_discrete']:.3f}×",
+                    f"≤ {inf['paper_goal_discrete']}×",
+                    met(inf["meets_goal_discrete"]),
+                ],
+                [
+                    "Inference, continuous",
+                    _cell(inf["gpt"]),
+                    _cell(inf["diffeq_continuous"]),
+                    f"{inf['ratio_continuous']:.3f}×",
+                    "—",
+                    "—",
+                ],
+            ],
+        ),
         "",
         f"Weight generation W(t_k) for all L steps (the continuous model's extra work per call): "
         f"{_cell(inf['weight_generation'])} ms. Discretised vs continuous logits: max abs diff "

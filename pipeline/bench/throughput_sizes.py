@@ -100,7 +100,7 @@ def measure(
     """Measure the preset's models on this host's first device and write (merge into) the throughput table."""
     import jax
 
-    from pipeline.artifacts import atomic_write_text
+    from pipeline.artifacts import atomic_write_text, csv_text
     from pipeline.config import load_preset
 
     config = load_preset({"preset": preset})
@@ -148,9 +148,5 @@ def measure(
     measured = {(device, family, size, str(layers)) for family, size, layers in rows}
     previous = list(csv.DictReader(io.StringIO(out.read_text()))) if out.is_file() else []
     kept = [row for row in previous if (row["device"], row["family"], row["size"], row["num_layers"]) not in measured]
-    stream = io.StringIO()
-    writer = csv.DictWriter(stream, fieldnames=THROUGHPUT_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(kept + list(rows.values()))
-    atomic_write_text(out, stream.getvalue())
+    atomic_write_text(out, csv_text(kept + list(rows.values()), THROUGHPUT_COLUMNS))
     return out

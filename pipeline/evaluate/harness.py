@@ -40,9 +40,10 @@ from lm_eval.api.registry import register_model
 from lm_eval.evaluator import simple_evaluate
 from lm_eval.utils import get_rolling_token_windows, handle_non_serializable, make_disjoint_window
 
-from pipeline.artifacts import atomic_write_text
-from pipeline.evaluate.lm_eval_tasks import check_scored_output_types, resolve_tasks, rows_to_csv, tidy_rows
+from pipeline.artifacts import atomic_write_text, csv_text
+from pipeline.evaluate.lm_eval_tasks import check_scored_output_types, resolve_tasks, tidy_rows
 from pipeline.evaluate.task_sources import pin_task_datasets, recorded_source
+from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
 from pipeline.models.checkpoint import load_run_model
 
 logger = logging.getLogger(__name__)
@@ -237,5 +238,5 @@ def evaluate_downstream(
             time.perf_counter() - shot_started,
             ", ".join(f"{r['task']} {r['metric']}={r['value']:.4f}±{r['stderr']:.4f}" for r in shot_rows),
         )
-    atomic_write_text(Path(out_dir) / "downstream.csv", rows_to_csv(rows))
+    atomic_write_text(Path(out_dir) / "downstream.csv", csv_text(rows, DOWNSTREAM_COLUMNS))
     return {"run_id": spec.run_id, "rows": len(rows), "seconds": round(time.perf_counter() - started, 1)}

@@ -4,9 +4,7 @@ names before it starts Ray and loads a model."""
 
 from __future__ import annotations
 
-import csv
 import difflib
-import io
 import logging
 import math
 from pathlib import Path
@@ -15,7 +13,6 @@ from typing import Any
 from lm_eval.tasks import TaskManager
 
 from pipeline.data.hub import PREFETCH_COMMAND
-from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
 from pipeline.execution.job_env import hub_offline
 
 logger = logging.getLogger(__name__)
@@ -114,11 +111,3 @@ def tidy_rows(results: dict, *, run_id: str, family: str, pair: str, shots: int)
                 }
             )
     return rows
-
-
-def rows_to_csv(rows: list[dict]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=DOWNSTREAM_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()

@@ -13,8 +13,8 @@ from pipeline.planning.throughput import DEFAULT_MFU
 
 
 def _cost(args: argparse.Namespace) -> None:
-    from pipeline.artifacts import atomic_write_text
-    from pipeline.planning.cost import format_passes_table, format_stage_table, preview, run_csv
+    from pipeline.artifacts import atomic_write_text, csv_text
+    from pipeline.planning.cost import format_passes_table, format_stage_table, preview
     from pipeline.planning.preflight_rows import preflight_path
     from pipeline.planning.throughput import default_throughput_path
 
@@ -43,7 +43,7 @@ def _cost(args: argparse.Namespace) -> None:
     print("\nPasses over the training data (built cache's token count, else the corpus's published size):")
     print(format_passes_table(runs))
     if args.csv:
-        atomic_write_text(args.csv, run_csv(runs))
+        atomic_write_text(args.csv, csv_text(runs, list(runs[0])))
         print(f"per-run costs: {args.csv}")
 
 

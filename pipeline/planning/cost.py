@@ -28,8 +28,6 @@ assume linear data-parallel scaling: wall-clock = GPU-hours / GPUs.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -262,11 +260,3 @@ def format_passes_table(rows: list[dict[str, Any]]) -> str:
             passes = "?" if row["data_passes"] is None else f"{row['data_passes']:,.2f}"
             lines.append(f"{row['run_id']:<44} {passes:>7}")
     return "\n".join(lines)
-
-
-def run_csv(rows: list[dict[str, Any]]) -> str:
-    stream = io.StringIO()
-    writer = csv.DictWriter(stream, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return stream.getvalue()

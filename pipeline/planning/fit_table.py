@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import io
 import logging
 from pathlib import Path
 from typing import Any
 
+from pipeline.artifacts import csv_text, markdown_table
 from pipeline.digests import json_digest
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.planning.workloads import Workload
@@ -139,29 +139,43 @@ def stale_field(row: dict[str, Any], workload: Workload, vocab_size: int) -> str
 
 def fit_table(rows: list[dict[str, Any]]) -> tuple[str, str]:
     """``(markdown, csv)`` of the fit rows; sizes in GB (10⁹ bytes) per device."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=FIT_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
     gb = 1e9
-    lines = [
+    note = (
         "Per-device memory planned on CPU by XLA (virtual devices; a train step with the run's Levanter mesh, "
         "mixed precision and batch; downstream, lm-eval's forward pass on one GPU). A step fits below the "
         f"share of the GPU's memory that a job's JAX reserves ({gpu_memory_fraction():.0%}: usable GB). "
         "micro-batch = examples per device per forward/backward (Levanter per_device_parallelism; downstream, "
-        "requests per forward pass).",
-        "",
-        "| run | role | params | GPUs | GPU GB (usable) | batch/device | micro-batch | params GB | optimizer GB "
-        "| temporaries GB | total GB | fits |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "requests per forward pass)."
+    )
+    columns = [
+        "run",
+        "role",
+        "params",
+        "GPUs",
+        "GPU GB (usable)",
+        "batch/device",
+        "micro-batch",
+        "params GB",
+        "optimizer GB",
+        "temporaries GB",
+        "total GB",
+        "fits",
     ]
-    for row in rows:
-        verdict = "yes" if row["fits_at_paper_batch"] else ("with accumulation" if row["fits"] else "no")
-        lines.append(
-            f"| {row['run_id']} | {row['role']} | {row['parameters'] / 1e6:.0f} M | {row['gpus']} "
-            f"| {row['device_bytes'] / gb:.0f} ({row['usable_bytes'] / gb:.0f}) "
-            f"| {row['per_device_batch']} | {row['micro_batch']} | {row['param_bytes'] / gb:.2f} "
-            f"| {row['optimizer_bytes'] / gb:.2f} | {row['temp_bytes'] / gb:.1f} "
-            f"| {row['total_bytes'] / gb:.1f} | {verdict} |"
-        )
-    return "\n".join(lines) + "\n", buffer.getvalue()
+    cells = [
+        [
+            row["run_id"],
+            row["role"],
+            f"{row['parameters'] / 1e6:.0f} M",
+            str(row["gpus"]),
+            f"{row['device_bytes'] / gb:.0f} ({row['usable_bytes'] / gb:.0f})",
+            str(row["per_device_batch"]),
+            str(row["micro_batch"]),
+            f"{row['param_bytes'] / gb:.2f}",
+            f"{row['optimizer_bytes'] / gb:.2f}",
+            f"{row['temp_bytes'] / gb:.1f}",
+            f"{row['total_bytes'] / gb:.1f}",
+            "yes" if row["fits_at_paper_batch"] else ("with accumulation" if row["fits"] else "no"),
+        ]
+        for row in rows
+    ]
+    return f"{note}\n\n{markdown_table(columns, cells, align='llrrrrrrrrrl')}\n", csv_text(rows, FIT_COLUMNS)

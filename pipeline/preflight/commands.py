@@ -146,7 +146,7 @@ def _stage(args: argparse.Namespace) -> None:
 
 
 def _report(args: argparse.Namespace) -> None:
-    from pipeline.artifacts import atomic_write_text
+    from pipeline.artifacts import atomic_write_text, csv_text
     from pipeline.config import load_preset
     from pipeline.planning.cost import cost_rows, workload_tokens
     from pipeline.planning.throughput import PEAK_TFLOPS
@@ -154,7 +154,6 @@ def _report(args: argparse.Namespace) -> None:
     from pipeline.preflight.report import (
         COLUMNS,
         PROJECTION_COLUMNS,
-        csv_text,
         html_page,
         markdown,
         projection_rows,

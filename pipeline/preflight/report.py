@@ -10,11 +10,11 @@ the cost model's estimate they replace.
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import math
 from typing import Any
+
+from pipeline.artifacts import markdown_table
 
 IDENTITY_COLUMNS = ("shape", "kind", "run_id", "runs", "device_label", "status", "error")
 MEASURED_COLUMNS = (
@@ -96,14 +96,6 @@ def with_verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**filled(row), "verdict": verdict(row)} for row in rows]
 
 
-def csv_text(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
-    stream = io.StringIO()
-    writer = csv.DictWriter(stream, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(rows)
-    return stream.getvalue()
-
-
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}" if math.isfinite(value) else str(value)
@@ -134,16 +126,15 @@ def markdown(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> st
         "nothing; a fine-tune is neither planned against a fit row nor restarted).",
         "",
     ]
-    lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_cell(row[column]) for column in COLUMNS) + " |" for row in rows]
     lines += [
+        markdown_table(COLUMNS, [[_cell(row[column]) for column in COLUMNS] for row in rows]),
         "",
         "## Projection of the grid from the measured throughput",
         "",
-        "| " + " | ".join(PROJECTION_COLUMNS) + " |",
-        "|" + "---|" * len(PROJECTION_COLUMNS),
+        markdown_table(
+            PROJECTION_COLUMNS, [[_cell(row[column]) for column in PROJECTION_COLUMNS] for row in projection]
+        ),
     ]
-    lines += ["| " + " | ".join(_cell(row[column]) for column in PROJECTION_COLUMNS) + " |" for row in projection]
     return "\n".join(lines) + "\n"
 
 

@@ -1,10 +1,14 @@
-"""One row of the scorecard: a number or a claim of the paper beside ours, its status and evidence."""
+"""One row of the scorecard: a number or a claim of the paper beside ours, its status and evidence; a claim's row
+from its per-seed statistic's ``Interval`` (``claim``)."""
 
 from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 from pipeline.report.fidelity import linked_rows
+from pipeline.report.intervals import NOT_TESTED, SINGLE_RUN, Interval
 
 SCORECARD_COLUMNS = [
     "section",
@@ -58,3 +62,44 @@ def row(
         evidence=evidence,
         ledger=linked_rows(source),
     )
+
+
+def claim(
+    item: str,
+    source: str,
+    interval: Interval,
+    unit: str,
+    evidence: str,
+    *,
+    hypothesis: str | None = None,
+    claimed: str = "",
+    threshold: float = 0.0,
+    status: str = NOT_TESTED,
+) -> dict:
+    """A claim's row: the statistic's mean, interval and p; ``hypothesis`` names a primary claim (decided by the
+    scorecard, ``claimed`` "above", "below" or "equivalent" of ``threshold``), else ``status`` stands."""
+    spread = "" if interval.n > 1 else f"; {SINGLE_RUN}"
+    return {
+        **row(
+            "claim",
+            item,
+            source,
+            ours=interval.mean,
+            low=interval.low,
+            high=interval.high,
+            p=interval.p,
+            deviation=interval.mean - threshold,
+            unit=unit,
+            status=status,
+            evidence=f"{evidence}; n={interval.n}{spread}",
+        ),
+        "hypothesis": hypothesis,
+        "claimed": claimed,
+        "threshold": threshold,
+        "n": interval.n,
+    }
+
+
+def by_seed(frame: pd.DataFrame, column: str) -> dict[int, float]:
+    """``column`` of each seed's row (a run without a seed is seed 0)."""
+    return dict(zip(frame["seed"].fillna(0).astype(int), frame[column].astype(float), strict=True))

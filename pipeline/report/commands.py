@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def _table_files(args: argparse.Namespace):
-    from pipeline.report.tables import TableFiles
+    from pipeline.report.table_views import TableFiles
 
     return TableFiles(md=args.md, csv=args.csv, html=args.html, tex=getattr(args, "tex", None))
 
@@ -21,7 +21,7 @@ def _perplexity_table(args: argparse.Namespace) -> None:
 def _runs_csv(args: argparse.Namespace) -> None:
     """The list of every pretraining run, ablations included, one row per summary."""
     from pipeline.artifacts import atomic_write_text
-    from pipeline.report.tables import load_summaries
+    from pipeline.report.tidy_inputs import load_summaries
 
     atomic_write_text(args.out, load_summaries(args.summaries).to_csv(index=False))
 

@@ -18,7 +18,7 @@ from pipeline.artifacts import atomic_write_text
 from pipeline.families import SHARED_FAMILIES
 
 if TYPE_CHECKING:
-    from pipeline.report.tables import TableFiles
+    from pipeline.report.table_views import TableFiles
 
 LEDGER_PATH = Path(__file__).parent / "reference" / "fidelity.csv"
 PRESET_SECTIONS = ("preset", "datasets", "fidelity", "defaults", "pretrain", "finetune", "analysis")

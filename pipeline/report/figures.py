@@ -19,10 +19,8 @@ from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 from pipeline.analysis.tidy import FRONTIER_COLUMNS, LYAPUNOV_COLUMNS, SPECTRA_COLUMNS
 from pipeline.families import DIFFEQ_FAMILIES, FAMILY_LABELS
 from pipeline.report.style import FAMILY_COLOURS, FigureFiles, apply_style, panels, save_figure
-from pipeline.report.tables import (
-    DATASET_LABELS,
-    DOWNSTREAM_TABLES,
-    downstream_table,
+from pipeline.report.tables import DATASET_LABELS, DOWNSTREAM_TABLES, downstream_table
+from pipeline.report.tidy_inputs import (
     eval_curve,
     load_downstream,
     load_memory_probes,

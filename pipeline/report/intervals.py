@@ -4,7 +4,9 @@ A statistic measured once per seed has mean x̄ and sample sd s over n seeds; it
 x̄ ± t₀.₉₇₅,ₙ₋₁ · s/√n and its two-sided p the one-sample t-test of x̄ against the claim's threshold. A paired
 comparison uses the per-seed differences. Correlations are averaged and tested on Fisher's z = artanh ρ, so their
 interval stays within [−1, 1]. A 0/1 outcome per seed gets the Clopper–Pearson interval and the exact binomial
-(sign) test. Equivalence within ±margin is the two one-sided t-tests (TOST): p = the larger of the two p-values.
+(sign) test; a per-seed difference's signs the sign test (ties dropped). Two estimates with known standard errors
+(lm-eval's) are compared by the z-test. Equivalence within ±margin is the two one-sided t-tests (TOST): p = the larger
+of the two p-values.
 With n = 1 there is no interval and no test. P-values of one family are adjusted by Holm's step-down method.
 """
 
@@ -27,6 +29,8 @@ CORRELATION_CLIP = 1 - 1e-9
 SUPPORTED, CONTRADICTED, EQUIVALENT = "supported", "contradicted", "equivalent"
 INCONCLUSIVE, NOT_TESTED = "inconclusive", "not tested at this scale"
 CONTROL, SENSITIVITY = "control (no verdict)", "sensitivity (no verdict)"
+SINGLE_RUN = "n = 1: no interval, no verdict"
+"""What a claim's row says when its statistic has one value (one seed, or one run per setting)."""
 VERDICT_RULE = (
     "Each primary claim is one test (p, two-sided, against the claim's threshold; TOST for an "
     "equivalence); p-values of the primary claims are Holm-adjusted together (family-wise α = 0.05). "
@@ -113,6 +117,42 @@ def binomial_interval(successes: int, trials: int, null: float = 0.5) -> Interva
     test = stats.binomtest(int(successes), int(trials), null)
     ci = test.proportion_ci(confidence_level=CONFIDENCE, method="exact")
     return Interval(successes / trials, float(ci.low), float(ci.high), trials, float(test.pvalue))
+
+
+@dataclass(frozen=True)
+class SignTest:
+    """Per-seed differences as signs: ``positive``/``negative``/``ties`` seeds; ``fraction``: the share of all seeds
+    with a positive difference (Clopper–Pearson) carrying the exact sign test's p (ties dropped, against 0.5)."""
+
+    positive: int
+    negative: int
+    ties: int
+    fraction: Interval
+
+    @property
+    def balance(self) -> float:
+        """(positive − negative) / untied seeds: the side the sign test points to (0 when every seed ties)."""
+        return (self.positive - self.negative) / max(self.positive + self.negative, 1)
+
+
+def sign_test(differences: Sequence[float]) -> SignTest:
+    """The signs of the finite per-seed ``differences``: their positive share and the exact sign test."""
+    finite = _finite(differences)
+    positive, negative = int((finite > 0).sum()), int((finite < 0).sum())
+    share = binomial_interval(positive, len(finite))
+    test = binomial_interval(positive, positive + negative)
+    return SignTest(
+        positive,
+        negative,
+        len(finite) - positive - negative,
+        Interval(share.mean, share.low, share.high, share.n, test.p),
+    )
+
+
+def z_test_p(difference: float, stderr: float) -> float:
+    """Two-sided p of z = ``difference`` / ``stderr`` (a difference of two estimates with known standard errors);
+    no spread (``stderr`` = 0) is p = 1."""
+    return 2 * float(stats.norm.sf(abs(difference) / stderr)) if stderr > 0 else 1.0
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

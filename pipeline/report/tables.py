@@ -1,140 +1,34 @@
-"""The paper's tables from the stages' tidy files only (never checkpoints): tidy CSV first, then views.
-
-Every table is written to its ``TableFiles``: a CSV (tidy, one row per number), Markdown, LaTeX booktabs
-(``\\toprule``/``\\midrule``/``\\bottomrule``) and HTML (the view the Snakemake report embeds). Tables 1-2:
-validation perplexity; 3: model specifications; 4-5: downstream accuracy; 6: parameters against D."""
+"""The paper's tables from the stages' tidy files only (never checkpoints), each written to its ``TableFiles``
+(``pipeline.report.table_views``). Tables 1-2: validation perplexity; 3: model specifications; 4-5: downstream
+accuracy; 6: parameters against D."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import NamedTuple
 
 import pandas as pd
 import yaml
 
-from pipeline.analysis.memory import MEMORY_COLUMNS
 from pipeline.analysis.tidy import PARAM_COUNT_COLUMNS
-from pipeline.artifacts import atomic_write_text
-from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
 from pipeline.families import BASELINE_FAMILIES, FAMILY_LABELS, LLAMA_FAMILIES
 from pipeline.report.intervals import t_interval
+from pipeline.report.table_views import TableFiles, write_table
+from pipeline.report.tidy_inputs import (
+    ACCURACY_METRIC,
+    load_downstream,
+    load_summaries,
+    read_csv,
+    read_json,
+    require_columns,
+)
 
 DATASET_TABLES = {"wt103": "Table 1: WikiText-103", "owt": "Table 2: OpenWebText"}
 DATASET_LABELS = {"wt103": "WikiText-103", "owt": "OpenWebText"}
 SIZE_ORDER = ["small", "medium", "large", "llama1b", "ft18", "ft24"]
-RUN_COLUMNS = [
-    "run_id",
-    "preset",
-    "group",
-    "dataset",
-    "size",
-    "family",
-    "role",
-    "ablation",
-    "seed",
-    "parameters",
-    "steps",
-    "tokens_seen",
-    "final_train_loss",
-    "val_loss",
-    "val_ppl",
-    "mean_tokens_per_s",
-]
 DOWNSTREAM_TABLES = {
     "gpt-large": "Table 4: downstream accuracy, GPT-large pair",
     "llama-1b": "Table 5: downstream accuracy, Llama-1B pair",
 }
-ACCURACY_METRIC = "acc"
-
-
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(Path(path).read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: is not valid JSON ({error}).") from error
-
-
-def require_columns(frame: pd.DataFrame | dict, columns: list[str], path: Path, expected: str) -> None:
-    """Fail with one sentence naming the file and the first missing key."""
-    missing = [column for column in columns if column not in frame]
-    if missing:
-        raise ValueError(f"{path}: key {missing[0]!r} is missing; expected {expected}.")
-
-
-def read_csv(path: Path, columns: list[str], expected: str) -> pd.DataFrame:
-    frame = pd.read_csv(path)
-    require_columns(frame, columns, path, expected)
-    return frame
-
-
-def load_summaries(paths: list[Path]) -> pd.DataFrame:
-    """One row per pretraining run, the columns of ``RUN_COLUMNS``; a missing key fails naming the file."""
-    rows = []
-    for path in paths:
-        summary = read_json(path)
-        require_columns(summary, RUN_COLUMNS, path, "a summary written by pretrain")
-        rows.append({column: summary[column] for column in RUN_COLUMNS})
-    return pd.DataFrame(rows, columns=RUN_COLUMNS)
-
-
-def eval_curve(summary_path: Path) -> pd.DataFrame:
-    """Validation records (step, eval_loss, eval_ppl) of the ``metrics.jsonl`` beside a run's summary."""
-    path = Path(summary_path).parent / "metrics.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found; expected the metrics log beside {summary_path}.")
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    curve = pd.DataFrame(
-        [record for record in records if "eval_ppl" in record], columns=["step", "eval_loss", "eval_ppl"]
-    )
-    if curve.empty:
-        raise ValueError(f"{path}: key 'eval_ppl' appears in no record; expected evaluation records.")
-    return curve.drop_duplicates("step", keep="last").sort_values("step")
-
-
-class TableFiles(NamedTuple):
-    """Where one table goes: the tidy CSV and its Markdown, HTML and (for the paper's tables) LaTeX views."""
-
-    md: Path
-    csv: Path
-    html: Path
-    tex: Path | None = None
-
-
-def write_table(
-    out: TableFiles, *, heading: str, note: str, tidy: pd.DataFrame, sections: dict[str, pd.DataFrame]
-) -> None:
-    """Write ``out.csv`` (``tidy``) and the Markdown, HTML and (where ``out.tex`` is given) LaTeX booktabs views of
-    ``sections`` (title → wide table, its index as the first column)."""
-    markdown = [f"# {heading}\n", f"{note}\n"]
-    latex = [f"% {heading}. {note}\n"]
-    html = [f"<h1>{heading}</h1>", f"<p>{note}</p>"]
-    for title, section in sections.items():
-        markdown.append(f"## {title}\n\n{section.to_markdown()}\n")
-        styler = section.rename_axis(index=None, columns=None).style.format(escape="latex")
-        latex.append(
-            styler.format_index(escape="latex", axis=0)
-            .format_index(escape="latex", axis=1)
-            .to_latex(
-                hrules=True,
-                caption=title.replace("%", r"\%"),
-                position="ht",
-                position_float="centering",
-                column_format="l" + "r" * section.shape[1],
-            )
-        )
-        html.append(f"<h2>{title}</h2>{section.to_html(border=0)}")
-    atomic_write_text(out.csv, tidy.to_csv(index=False))
-    atomic_write_text(out.md, "\n".join(markdown))
-    if out.tex is not None:
-        atomic_write_text(out.tex, "\n".join(latex))
-    atomic_write_text(
-        out.html,
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        "<style>body{font-family:sans-serif} table{border-collapse:collapse}"
-        " td,th{padding:2px 10px;text-align:right} thead{border-bottom:1px solid #444}</style>"
-        f"</head><body>{''.join(html)}</body></html>\n",
-    )
 
 
 def ordered(frame: pd.DataFrame, index: list[str], columns: list[str]) -> pd.DataFrame:
@@ -285,18 +179,6 @@ def write_model_spec_table(summaries: list[Path], *, out: TableFiles) -> None:
     )
 
 
-def load_downstream(paths: list[Path]) -> pd.DataFrame:
-    """Rows of the ``downstream.csv`` files; accuracies must be fractions in [0, 1] (lm-eval's convention)."""
-    frames = []
-    for path in paths:
-        frame = read_csv(path, DOWNSTREAM_COLUMNS, "a downstream.csv written by the evaluate stage")
-        accuracy = frame[frame["metric"] == ACCURACY_METRIC]["value"]
-        if not accuracy.between(0, 1).all():
-            raise ValueError(f"{path}: key 'value' holds an accuracy outside [0, 1]; expected lm-eval fractions.")
-        frames.append(frame[DOWNSTREAM_COLUMNS])
-    return pd.concat(frames, ignore_index=True)
-
-
 def downstream_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Tidy Tables 4-5: accuracy and its standard error in percent, per task, shots and model."""
     table = rows[rows["metric"] == ACCURACY_METRIC].copy()
@@ -362,18 +244,3 @@ def write_param_count_table(path: Path, *, out: TableFiles) -> None:
         tidy=table,
         sections=param_count_sections(table),
     )
-
-
-def load_memory_probes(records: list[Path]) -> tuple[pd.DataFrame, str]:
-    """The memory probes as one table with a ``peak_bytes`` column and what it measures: the accelerator
-    allocator's peak when every probe has one, else XLA's compiled plan of the train step (CPU)."""
-    rows = []
-    for path in records:
-        record = read_json(path)
-        require_columns(record, MEMORY_COLUMNS, path, "a record written by memory-probe")
-        rows.append({column: record[column] for column in MEMORY_COLUMNS})
-    table = pd.DataFrame(rows, columns=MEMORY_COLUMNS)
-    measured = table["device_peak_bytes"].notna().all()
-    source = "device_peak_bytes" if measured else "compiled_peak_bytes"
-    label = "measured allocator peak" if measured else "XLA plan of the compiled step"
-    return table.assign(peak_bytes=table[source].astype(float)), label

@@ -11,7 +11,7 @@ import yaml
 
 from pipeline.config import memory_probes
 from pipeline.report.style import FigureFiles
-from pipeline.report.tables import TableFiles
+from pipeline.report.table_views import TableFiles
 
 
 def table_files(stem: Path, *, tex: bool = True) -> TableFiles:

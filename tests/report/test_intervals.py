@@ -16,9 +16,11 @@ from pipeline.report.intervals import (
     equivalence_verdict,
     holm,
     paired_interval,
+    sign_test,
     t_interval,
     tost_p,
     verdict,
+    z_test_p,
 )
 
 
@@ -99,3 +101,18 @@ def test_equal_values_decide_only_by_the_sign_test():
     """Three seeds all at ρ = 0.5: zero width, sign-test p = 2 · 0.5³ = 0.25; six equal values: p = 0.031."""
     assert t_interval([0.5] * 3).p == pytest.approx(0.25)
     assert t_interval([0.5] * 6).p == pytest.approx(0.03125)
+
+
+def test_a_sign_test_drops_ties_from_its_p_but_not_from_the_share_of_positive_seeds():
+    signs = sign_test([3.0, 2.0, 1.0, 0.0, 0.0, -1.0, math.nan])
+    assert (signs.positive, signs.negative, signs.ties) == (3, 1, 2)
+    # share: 3 of the 6 finite seeds; p: 3 of 4 untied, two-sided exact binomial = 2 · (1 + 4) / 16 = 0.625
+    assert signs.fraction.mean == 0.5 and signs.fraction.n == 6
+    assert signs.fraction.p == pytest.approx(0.625)
+    assert signs.balance == 0.5
+    assert sign_test([0.0, 0.0]).balance == 0.0
+
+
+def test_a_z_test_of_two_standard_errors_apart_and_of_no_spread():
+    assert z_test_p(2 * 1.959964, 2.0) == pytest.approx(0.05, rel=1e-5)
+    assert z_test_p(1.0, 0.0) == 1.0

@@ -14,7 +14,7 @@ from contract_files import (
 )
 
 from pipeline.report import figures
-from pipeline.report.tables import load_memory_probes
+from pipeline.report.tidy_inputs import load_memory_probes
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

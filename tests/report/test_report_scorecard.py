@@ -16,9 +16,10 @@ from contract_files import (
 )
 
 from pipeline.cli import main
+from pipeline.report.analysis_claims import clustering_claims
+from pipeline.report.finetune_claims import finetune_claims, load_finetunes, overfit_claims
 from pipeline.report.intervals import CONTROL, EQUIVALENT, INCONCLUSIVE, NOT_TESTED, SENSITIVITY, SUPPORTED
 from pipeline.report.scorecard import ScorecardInputs, decide, scorecard, write_scorecard
-from pipeline.report.seeded_claims import clustering_claims, finetune_claims, load_finetunes, overfit_claims
 from pipeline.report.tables import write_perplexity_tables
 
 

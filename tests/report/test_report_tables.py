@@ -8,12 +8,12 @@ from contract_files import table_files, write_downstream, write_param_counts, wr
 
 from pipeline.cli import main
 from pipeline.report.tables import (
-    load_summaries,
     write_downstream_table,
     write_model_spec_table,
     write_param_count_table,
     write_perplexity_tables,
 )
+from pipeline.report.tidy_inputs import load_summaries
 
 
 def test_perplexity_tables_hold_every_table_run_and_only_ablations_in_the_run_list(tmp_path):

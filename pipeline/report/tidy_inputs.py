@@ -1,0 +1,106 @@
+"""The stages' tidy files as the report reads them: each missing file or key fails with one sentence naming it.
+
+Pretraining summaries (``RUN_COLUMNS``), the metrics log beside a run's summary, lm-eval's ``downstream.csv`` and the
+memory probes' records; every other tidy file through ``read_csv`` with its writer's column list.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from pipeline.analysis.memory import MEMORY_COLUMNS
+from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
+
+RUN_COLUMNS = [
+    "run_id",
+    "preset",
+    "group",
+    "dataset",
+    "size",
+    "family",
+    "role",
+    "ablation",
+    "seed",
+    "parameters",
+    "steps",
+    "tokens_seen",
+    "final_train_loss",
+    "val_loss",
+    "val_ppl",
+    "mean_tokens_per_s",
+]
+ACCURACY_METRIC = "acc"
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: is not valid JSON ({error}).") from error
+
+
+def require_columns(frame: pd.DataFrame | dict, columns: list[str], path: Path, expected: str) -> None:
+    """Fail with one sentence naming the file and the first missing key."""
+    missing = [column for column in columns if column not in frame]
+    if missing:
+        raise ValueError(f"{path}: key {missing[0]!r} is missing; expected {expected}.")
+
+
+def read_csv(path: Path, columns: list[str], expected: str) -> pd.DataFrame:
+    frame = pd.read_csv(path)
+    require_columns(frame, columns, path, expected)
+    return frame
+
+
+def load_summaries(paths: list[Path]) -> pd.DataFrame:
+    """One row per pretraining run, the columns of ``RUN_COLUMNS``; a missing key fails naming the file."""
+    rows = []
+    for path in paths:
+        summary = read_json(path)
+        require_columns(summary, RUN_COLUMNS, path, "a summary written by pretrain")
+        rows.append({column: summary[column] for column in RUN_COLUMNS})
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def eval_curve(summary_path: Path) -> pd.DataFrame:
+    """Validation records (step, eval_loss, eval_ppl) of the ``metrics.jsonl`` beside a run's summary."""
+    path = Path(summary_path).parent / "metrics.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found; expected the metrics log beside {summary_path}.")
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    curve = pd.DataFrame(
+        [record for record in records if "eval_ppl" in record], columns=["step", "eval_loss", "eval_ppl"]
+    )
+    if curve.empty:
+        raise ValueError(f"{path}: key 'eval_ppl' appears in no record; expected evaluation records.")
+    return curve.drop_duplicates("step", keep="last").sort_values("step")
+
+
+def load_downstream(paths: list[Path]) -> pd.DataFrame:
+    """Rows of the ``downstream.csv`` files; accuracies must be fractions in [0, 1] (lm-eval's convention)."""
+    frames = []
+    for path in paths:
+        frame = read_csv(path, DOWNSTREAM_COLUMNS, "a downstream.csv written by the evaluate stage")
+        accuracy = frame[frame["metric"] == ACCURACY_METRIC]["value"]
+        if not accuracy.between(0, 1).all():
+            raise ValueError(f"{path}: key 'value' holds an accuracy outside [0, 1]; expected lm-eval fractions.")
+        frames.append(frame[DOWNSTREAM_COLUMNS])
+    return pd.concat(frames, ignore_index=True)
+
+
+def load_memory_probes(records: list[Path]) -> tuple[pd.DataFrame, str]:
+    """The memory probes as one table with a ``peak_bytes`` column and what it measures: the accelerator
+    allocator's peak when every probe has one, else XLA's compiled plan of the train step (CPU)."""
+    rows = []
+    for path in records:
+        record = read_json(path)
+        require_columns(record, MEMORY_COLUMNS, path, "a record written by memory-probe")
+        rows.append({column: record[column] for column in MEMORY_COLUMNS})
+    table = pd.DataFrame(rows, columns=MEMORY_COLUMNS)
+    measured = table["device_peak_bytes"].notna().all()
+    source = "device_peak_bytes" if measured else "compiled_peak_bytes"
+    label = "measured allocator peak" if measured else "XLA plan of the compiled step"
+    return table.assign(peak_bytes=table[source].astype(float)), label
