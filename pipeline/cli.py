@@ -14,8 +14,8 @@ import traceback
 from pipeline.analysis import commands as analysis_commands
 from pipeline.bench import commands as bench_commands
 from pipeline.data import commands as data_commands
-from pipeline.errors import failure_sentence, subject
 from pipeline.evaluate import commands as evaluate_commands
+from pipeline.execution.errors import failure_sentence, subject
 from pipeline.execution.phases import LOG_FORMAT, mark_phase, process_start_time
 from pipeline.planning import commands as planning_commands
 from pipeline.preflight import commands as preflight_commands
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except Exception as error:  # every failure ends in one sentence (pipeline/errors.py), the last line of the log
+    except Exception as error:  # every failure ends in one sentence (pipeline.execution.errors), the log's last line
         sentence, with_traceback = failure_sentence(error, subject(args.verb, args))
         sys.stdout.flush()
         if with_traceback:

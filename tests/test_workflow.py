@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
+from pipeline.config.site import load_site
 from pipeline.planning.jobs import JobSizing
-from pipeline.site import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

@@ -19,7 +19,7 @@ import pandas as pd
 from scipy import stats
 
 from pipeline.artifacts import atomic_write_text
-from pipeline.families import FAMILY_LABELS
+from pipeline.config.families import FAMILY_LABELS
 from pipeline.report.claim_rows import SCORECARD_COLUMNS, row
 from pipeline.report.intervals import (
     CONTRADICTED,

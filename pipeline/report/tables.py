@@ -16,8 +16,8 @@ import yaml
 from pipeline.analysis.memory import MEMORY_COLUMNS
 from pipeline.analysis.tidy import PARAM_COUNT_COLUMNS
 from pipeline.artifacts import atomic_write_text
+from pipeline.config.families import BASELINE_FAMILIES, FAMILY_LABELS, LLAMA_FAMILIES
 from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
-from pipeline.families import BASELINE_FAMILIES, FAMILY_LABELS, LLAMA_FAMILIES
 from pipeline.report.intervals import t_interval
 
 DATASET_TABLES = {"wt103": "Table 1: WikiText-103", "owt": "Table 2: OpenWebText"}

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.digests import json_digest
+from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from pipeline.artifacts import read_metrics, resume_metrics
 from pipeline.config import TrainSpec
-from pipeline.errors import RunStopped
+from pipeline.execution.errors import RunStopped
 from pipeline.execution.phases import mark_phase
 from pipeline.execution.stop_signals import JOB_STOP_SIGNALS
 from pipeline.train.checkpoints import prune_checkpoints, resume_or_initialize, write_checksums

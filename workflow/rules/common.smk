@@ -23,7 +23,7 @@ from pipeline.execution.job_env import export_code_path, export_hub, export_ray_
 from pipeline.planning.fit import plans_digest
 from pipeline.planning.jobs import FitTableError, JobSizing, WalltimeError
 from pipeline.planning.preflight_rows import PreflightError
-from pipeline.site import load_site
+from pipeline.config.site import load_site
 from pipeline.analysis.tidy import FRONTIER_VERSION
 from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, run_shapes, training_shapes
 from pipeline.preflight.stages import STAGE_KINDS, stage_jobs
