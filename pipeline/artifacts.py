@@ -4,6 +4,9 @@ Every run folder holds ``config.yaml`` (the resolved spec), ``metrics.jsonl`` (o
 logged step), ``provenance.json`` (git commit, package versions, host, devices, wall time) and, last,
 ``summary.json``. Final outputs are written to a temporary sibling and renamed, so a killed job never
 leaves a file that looks complete.
+
+It stands at the package's root because every stage reads or writes run folders (data, training, evaluation,
+analysis, the report, planning, preflight, benchmarks): no one stage owns them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """`python -m pipeline <verb> ...`: the only entry point the Snakemake rules use.
 
 Each verb is one function of one config, declared by its stage in ``pipeline/<stage>/commands.py``; heavy
-imports (JAX, Levanter, Ray) happen inside the verb so that `--help` and light verbs start fast.
+imports (JAX, Levanter, Ray) happen inside the verb so that `--help` and light verbs start fast. It stands at the
+package's root, the top floor, because it gathers every stage's verbs.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Options shared by the stages' verbs (each stage declares its verbs in ``pipeline/<stage>/commands.py``)."""
+"""Options shared by the stages' verbs (each stage declares its verbs in ``pipeline/<stage>/commands.py``), and the
+local shared Ray the workflow starts for them. It stands at the package's root beside ``cli``: every stage's verb
+module reads it, and so does ``workflow/rules/common.smk``."""
 
 from __future__ import annotations
 
