@@ -78,6 +78,12 @@ def atomic_write_yaml(path: Path, obj: Any) -> None:
     atomic_write_text(path, yaml.safe_dump(obj, sort_keys=False))
 
 
+def folder_bytes(path: Path) -> int:
+    """Bytes of the regular files under ``path``, nested folders included. A symbolic link is not followed: its
+    target's bytes are where the target lives, not this folder's disk."""
+    return sum(file.lstat().st_size for file in Path(path).rglob("*") if file.is_file() and not file.is_symlink())
+
+
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """The records of a ``metrics.jsonl``. A torn last line (a job killed mid-write) is dropped with a warning;
     a corrupt line before it is an error naming the file and line."""
