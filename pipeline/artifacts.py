@@ -78,6 +78,21 @@ def atomic_write_yaml(path: Path, obj: Any) -> None:
     atomic_write_text(path, yaml.safe_dump(obj, sort_keys=False))
 
 
+RENAMED_SUMMARY_KEYS = {"steps": "train_steps"}
+"""Summary keys a run folder written by an older pipeline may still use, and their current names: pretraining
+summaries wrote their optimizer updates as ``steps`` until 2026-11-27 (fine-tunes always wrote ``train_steps``)."""
+
+
+def with_current_keys(summary: dict[str, Any]) -> dict[str, Any]:
+    """A ``summary.json``'s fields under their current names (``RENAMED_SUMMARY_KEYS``): a run completed by an older
+    pipeline reports as it is, neither retrained nor refused."""
+    current = dict(summary)
+    for old, new in RENAMED_SUMMARY_KEYS.items():
+        if old in current and new not in current:
+            current[new] = current.pop(old)
+    return current
+
+
 def folder_bytes(path: Path) -> int:
     """Bytes of the regular files under ``path``, nested folders included. A symbolic link is not followed: its
     target's bytes are where the target lives, not this folder's disk."""

@@ -15,7 +15,7 @@ import yaml
 
 from pipeline.analysis.memory import MEMORY_COLUMNS
 from pipeline.analysis.tidy import PARAM_COUNT_COLUMNS
-from pipeline.artifacts import atomic_write_text
+from pipeline.artifacts import atomic_write_text, with_current_keys
 from pipeline.config.families import BASELINE_FAMILIES, FAMILY_LABELS, LLAMA_FAMILIES
 from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
 from pipeline.report.intervals import t_interval
@@ -34,7 +34,7 @@ RUN_COLUMNS = [
     "ablation",
     "seed",
     "parameters",
-    "steps",
+    "train_steps",
     "tokens_seen",
     "final_train_loss",
     "val_loss",
@@ -72,7 +72,7 @@ def load_summaries(paths: list[Path]) -> pd.DataFrame:
     """One row per pretraining run, the columns of ``RUN_COLUMNS``; a missing key fails naming the file."""
     rows = []
     for path in paths:
-        summary = read_json(path)
+        summary = with_current_keys(read_json(path))
         require_columns(summary, RUN_COLUMNS, path, "a summary written by pretrain")
         rows.append({column: summary[column] for column in RUN_COLUMNS})
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
