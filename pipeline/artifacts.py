@@ -6,6 +6,9 @@ Every run folder holds ``config.yaml`` (the resolved spec), ``metrics.jsonl`` (o
 logged step), ``provenance.json`` (git commit, package versions, host, devices, wall time) and, last,
 ``summary.json``. Final outputs are written to a temporary sibling and renamed, so a killed job never
 leaves a file that looks complete.
+
+It stands at the package's root because every stage reads or writes run folders (data, training, evaluation,
+analysis, the report, planning, preflight, benchmarks): no one stage owns them.
 """
 
 from __future__ import annotations
@@ -98,6 +101,27 @@ def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[str]], align:
     lines = ["| " + " | ".join(columns) + " |", rule]
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     return "\n".join(lines)
+
+
+RENAMED_SUMMARY_KEYS = {"steps": "train_steps"}
+"""Summary keys a run folder written by an older pipeline may still use, and their current names: pretraining
+summaries wrote their optimizer updates as ``steps`` until 2026-11-27 (fine-tunes always wrote ``train_steps``)."""
+
+
+def with_current_keys(summary: dict[str, Any]) -> dict[str, Any]:
+    """A ``summary.json``'s fields under their current names (``RENAMED_SUMMARY_KEYS``): a run completed by an older
+    pipeline reports as it is, neither retrained nor refused."""
+    current = dict(summary)
+    for old, new in RENAMED_SUMMARY_KEYS.items():
+        if old in current and new not in current:
+            current[new] = current.pop(old)
+    return current
+
+
+def folder_bytes(path: Path) -> int:
+    """Bytes of the regular files under ``path``, nested folders included. A symbolic link is not followed: its
+    target's bytes are where the target lives, not this folder's disk."""
+    return sum(file.lstat().st_size for file in Path(path).rglob("*") if file.is_file() and not file.is_symlink())
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """`python -m pipeline <verb> ...`: the only entry point the Snakemake rules use.
 
 Each verb is one function of one config, declared by its stage in ``pipeline/<stage>/commands.py``; heavy
-imports (JAX, Levanter, Ray) happen inside the verb so that `--help` and light verbs start fast.
+imports (JAX, Levanter, Ray) happen inside the verb so that `--help` and light verbs start fast. It stands at the
+package's root, the top floor, because it gathers every stage's verbs.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import traceback
 from pipeline.analysis import commands as analysis_commands
 from pipeline.bench import commands as bench_commands
 from pipeline.data import commands as data_commands
-from pipeline.errors import failure_sentence, subject
 from pipeline.evaluate import commands as evaluate_commands
+from pipeline.execution.errors import failure_sentence, subject
 from pipeline.execution.phases import LOG_FORMAT, mark_phase, process_start_time
 from pipeline.planning import commands as planning_commands
 from pipeline.preflight import commands as preflight_commands
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except Exception as error:  # every failure ends in one sentence (pipeline/errors.py), the last line of the log
+    except Exception as error:  # every failure ends in one sentence (pipeline.execution.errors), the log's last line
         sentence, with_traceback = failure_sentence(error, subject(args.verb, args))
         sys.stdout.flush()
         if with_traceback:

@@ -1,4 +1,6 @@
-"""Options shared by the stages' verbs (each stage declares its verbs in ``pipeline/<stage>/commands.py``)."""
+"""Options shared by the stages' verbs (each stage declares its verbs in ``pipeline/<stage>/commands.py``), and the
+local shared Ray the workflow starts for them. It stands at the package's root beside ``cli``: every stage's verb
+module reads it, and so does ``workflow/rules/common.smk``."""
 
 from __future__ import annotations
 
@@ -7,8 +9,9 @@ import os
 import signal
 from pathlib import Path
 
-from pipeline.execution.driver_stop import STOP_SIGNALS, child_processes, stop_jobs_on_signals
+from pipeline.execution.driver_stop import child_processes, stop_jobs_on_signals
 from pipeline.execution.job_env import RAY_PLACEMENT_ENV
+from pipeline.execution.stop_signals import DRIVER_STOP_SIGNALS
 
 
 def start_shared_local_ray(num_cpus: int) -> str:
@@ -21,7 +24,7 @@ def start_shared_local_ray(num_cpus: int) -> str:
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
-    before_ray = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+    before_ray = {number: signal.getsignal(number) for number in DRIVER_STOP_SIGNALS}
     context = ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     stop_jobs_on_signals(before_ray, spared=child_processes(os.getpid()), shutdown=ray.shutdown)
     address = context.address_info["gcs_address"]

@@ -169,9 +169,9 @@ def paper_fit_table(planned_fit_row):
     ``micro_batches[run]`` or else the whole per-GPU batch (a SLURM-profile DAG of the paper preset needs the table:
     ``pipeline/planning/jobs.py``); at the GPUs ``site_file`` gives it where one is given."""
     from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
+    from pipeline.config.site import load_site
     from pipeline.planning.fit_table import fit_table
     from pipeline.planning.jobs import JobSizing
-    from pipeline.site import load_site
 
     def write(workdir: Path, micro_batches: dict[str, int], site_file: Path | None = None) -> Path:
         config = load_preset({"preset": "paper"})

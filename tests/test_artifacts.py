@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from pipeline.artifacts import atomic_write_json, csv_text, markdown_table, provenance
+from pipeline.artifacts import atomic_write_json, csv_text, folder_bytes, markdown_table, provenance
 
 
 def test_provenance_records_commit_versions_and_host(tmp_path):
@@ -34,3 +34,18 @@ def test_markdown_table_is_unpadded_with_right_aligned_columns_marked():
     table = markdown_table(["run", "GB"], [["a", "1.5"], ["bb", "10.0"]], align="lr")
     assert table == "| run | GB |\n|---|---:|\n| a | 1.5 |\n| bb | 10.0 |"
     assert markdown_table(["x"], []) == "| x |\n|---|"
+
+
+def test_folder_bytes_counts_nested_files_once_and_follows_no_link(tmp_path):
+    """A checkpoint's disk: every regular file below it, however deep; a link to a file or a folder elsewhere adds
+    nothing (its target's bytes are that folder's)."""
+    folder = tmp_path / "checkpoints" / "step-4"
+    (folder / "model" / "shard").mkdir(parents=True)
+    (folder / "metadata.json").write_bytes(b"x" * 10)
+    (folder / "model" / "shard" / "0").write_bytes(b"x" * 100)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "big").write_bytes(b"x" * 1000)
+    (folder / "link-to-file").symlink_to(elsewhere / "big")
+    (folder / "model" / "link-to-folder").symlink_to(elsewhere, target_is_directory=True)
+    assert folder_bytes(tmp_path / "checkpoints") == 110

@@ -19,7 +19,7 @@ from pipeline.config import (
     memory_probes,
     pretrain_runs,
 )
-from pipeline.families import FAMILIES
+from pipeline.config.families import FAMILIES
 
 TABLE_ROWS = {  # Tables 1 and 2 of the paper: (dataset, size, family)
     ("wt103", "small", "gpt"),

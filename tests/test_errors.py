@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
-from pipeline.errors import failure_sentence
+from pipeline.execution.errors import failure_sentence
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTERING = (

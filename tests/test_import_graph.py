@@ -16,17 +16,17 @@ PACKAGE = ROOT / "pipeline"
 FLOORS = [
     # 0: leaves: names, digests, the environment a job reads, phase markers, failure sentences, stop signals
     [
-        "pipeline.families",
-        "pipeline.digests",
+        "pipeline.config.families",
+        "pipeline.train.digests",
         "pipeline.execution.job_env",
         "pipeline.execution.phases",
-        "pipeline.errors",
-        "pipeline.step_plan",
+        "pipeline.execution.errors",
+        "pipeline.train.step_plan",
         "pipeline.execution.stop_signals",
         "pipeline.execution.driver_stop",
     ],
     # 1: presets and the site file, and the run-folder files every stage writes
-    ["pipeline.config", "pipeline.site", "pipeline.artifacts"],
+    ["pipeline.config", "pipeline.artifacts"],
     # 2: running a verb's work as a Ray task (the rest of the package: floor 0)
     ["pipeline.execution"],
     # 3: models and data

@@ -13,13 +13,13 @@ import pytest
 from pipeline.artifacts import csv_text
 from pipeline.cli import main
 from pipeline.config import load_preset, pretrain_runs
+from pipeline.config.site import EXAMPLE, load_site
 from pipeline.planning.cost import preview
 from pipeline.planning.jobs import STARTUP_MIN, JobSizing
 from pipeline.planning.model_cost import model_cost
 from pipeline.planning.preflight_rows import PreflightError
 from pipeline.planning.workloads import workloads as preset_workloads
 from pipeline.preflight.report import COLUMNS, markdown, with_verdicts
-from pipeline.site import EXAMPLE, load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = load_preset({"preset": "tiny"})

@@ -1,11 +1,11 @@
-"""Site settings (profiles/slurm/site.example.yaml, pipeline/site.py) and the SLURM allocation a job reads."""
+"""Site settings (profiles/slurm/site.example.yaml, pipeline/config/site.py) and the SLURM allocation a job reads."""
 
 import pytest
 import yaml
 
 from pipeline.config import REPO_ROOT
+from pipeline.config.site import EXAMPLE, load_site
 from pipeline.execution.job_env import slurm_allocation
-from pipeline.site import EXAMPLE, load_site
 
 SITE = load_site(EXAMPLE)
 
@@ -64,7 +64,7 @@ def test_the_site_refuses_every_sbatch_flag_the_slurm_plugin_refuses():
     """The plugin refuses these in ``slurm_extra`` only at the first sbatch; the site refuses them at load."""
     from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
 
-    from pipeline.site import FORBIDDEN_SBATCH_FLAGS
+    from pipeline.config.site import FORBIDDEN_SBATCH_FLAGS
 
     assert set(FORBIDDEN_SBATCH_FLAGS.values()) == set(get_forbidden_slurm_options())
 

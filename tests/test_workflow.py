@@ -15,9 +15,9 @@ import yaml
 
 from pipeline.cli import runs_a_ray_task
 from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
+from pipeline.config.site import load_site
 from pipeline.execution.job_env import FORWARDED_ENV, RAY_PLACEMENT_ENV
 from pipeline.planning.jobs import JobSizing
-from pipeline.site import load_site
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

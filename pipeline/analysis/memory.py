@@ -53,7 +53,7 @@ def probe_memory(spec_json: str, tokenizer_dir: str, out_json: str, steps: int) 
 
     from pipeline.artifacts import atomic_write_json
     from pipeline.config import RunSpec
-    from pipeline.step_plan import compiled_peak_bytes
+    from pipeline.train.step_plan import compiled_peak_bytes
 
     logging.getLogger("pipeline").setLevel(logging.INFO)
     spec = RunSpec.from_json(spec_json)
@@ -108,8 +108,8 @@ def _measure_train_step(spec, tokenizer, steps: int):
     from levanter.utils.jax_utils import parameter_count
 
     from pipeline.models.checkpoint import run_model_config
-    from pipeline.step_plan import causal_examples
     from pipeline.train.setup import optimizer_config, trainer_config
+    from pipeline.train.step_plan import causal_examples
     from pipeline.train.trainer import UndonatedTrainer
 
     model_config = run_model_config(spec)

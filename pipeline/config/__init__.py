@@ -2,9 +2,11 @@
 
 ``specs`` (the typed run specs), ``loading`` (a preset file with ``--config`` overrides merged over it, validated),
 ``messages`` (one sentence per malformed key), ``grid`` (run ids and specs, and the cross-references a schema cannot
-express). The built-in presets (``presets/<name>.yaml``) and the schema (``schema.yaml``) are this package's data.
+express), ``families`` (the model families a preset names), ``site`` (a SLURM site file). The built-in presets
+(``presets/<name>.yaml``) and the schemas (``schema.yaml``, ``site_schema.yaml``) are this package's data.
 """
 
+from pipeline.config.families import DIFFEQ_FAMILIES, LLAMA_FAMILIES
 from pipeline.config.grid import (
     check_inside_results,
     downstream_task_dir,
@@ -17,7 +19,6 @@ from pipeline.config.loading import load_preset
 from pipeline.config.messages import ConfigError
 from pipeline.config.paths import PRESET_DIR, REPO_ROOT, SCHEMA_PATH
 from pipeline.config.specs import FinetuneSpec, ModelSpec, RunSpec, TrainSpec
-from pipeline.families import DIFFEQ_FAMILIES, LLAMA_FAMILIES
 
 __all__ = [
     "DIFFEQ_FAMILIES",

@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pipeline.config.families import DIFFEQ_FAMILIES, LLAMA_FAMILIES
 from pipeline.config.messages import ConfigError
 from pipeline.config.paths import REPO_ROOT
 from pipeline.config.specs import FinetuneSpec, ModelSpec, RunSpec, TrainSpec
-from pipeline.families import DIFFEQ_FAMILIES, LLAMA_FAMILIES
 
 
 def check_inside_results(results_dir: str, paths: Iterable[str]) -> None:

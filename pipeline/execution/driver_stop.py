@@ -13,7 +13,8 @@ any can save a checkpoint. Instead the driver, on the first of these signals:
 4. hands the signal to the handler the driver had before Ray started (for Snakemake: SIGTERM stops scheduling and
    exits once no job runs; SIGINT raises ``KeyboardInterrupt``), which releases the working directory's lock.
 
-Process trees are read from Linux's ``/proc``.
+The stop signals are ``DRIVER_STOP_SIGNALS`` (``pipeline.execution.stop_signals`` says why they lack SIGURG); the
+process tree is read with psutil.
 """
 
 from __future__ import annotations
@@ -23,54 +24,50 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
+
+import psutil
+
+from pipeline.execution.stop_signals import DRIVER_STOP_SIGNALS
 
 logger = logging.getLogger(__name__)
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 JOB_STOP_WAIT_S = 600.0
 """How long the driver waits for its jobs to save and stop before it shuts Ray down under them."""
 
 
-def process_table() -> dict[int, tuple[int, str]]:
-    """Every process's parent id and state letter (``Z``: exited, not yet reaped), from ``/proc/<pid>/stat``."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rpartition(")")[2].split()
-            except OSError:
-                continue
-            table[int(entry.name)] = (int(fields[1]), fields[0])
-    return table
-
-
-def descendants(table: dict[int, tuple[int, str]], pid: int) -> list[int]:
-    children = [child for child, (parent, _) in table.items() if parent == pid]
-    return [grandchild for child in children for grandchild in (child, *descendants(table, child))]
-
-
 def child_processes(pid: int) -> set[int]:
-    return {child for child, (parent, _) in process_table().items() if parent == pid}
+    return {child.pid for child in psutil.Process(pid).children()}
 
 
-def job_processes(driver: int, spared: set[int]) -> list[int]:
+def job_processes(driver: int, spared: set[int]) -> list[psutil.Process]:
     """The processes of the driver's running jobs: under each child of the driver not in ``spared`` (Ray's), its
     descendants, or the child itself when it has none (a shell that waits for its command is left to exit with it)."""
-    table = process_table()
-    roots = [pid for pid, (parent, _) in table.items() if parent == driver and pid not in spared]
-    return [pid for root in roots for pid in (descendants(table, root) or [root])]
+    roots = [child for child in psutil.Process(driver).children() if child.pid not in spared]
+    jobs = []
+    for root in roots:
+        try:
+            jobs += root.children(recursive=True) or [root]
+        except psutil.NoSuchProcess:
+            continue
+    return jobs
 
 
-def wait_for_exit(pids: list[int], timeout_s: float) -> list[int]:
-    """Wait until none of ``pids`` runs (exited or a zombie) or ``timeout_s`` passes; the ones still running."""
+def running(process: psutil.Process) -> bool:
+    """Whether ``process`` still runs: neither gone nor a zombie (exited, not yet reaped by its parent)."""
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_for_exit(processes: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Wait until none of ``processes`` runs or ``timeout_s`` passes; the ones still running."""
     deadline = time.monotonic() + timeout_s
     while True:
-        table = process_table()
-        running = [pid for pid in pids if pid in table and table[pid][1] != "Z"]
-        if not running or time.monotonic() > deadline:
-            return running
+        left = [process for process in processes if running(process)]
+        if not left or time.monotonic() > deadline:
+            return left
         time.sleep(0.2)
 
 
@@ -80,7 +77,7 @@ def stop_jobs_on_signals(previous: dict[int, Any], spared: set[int], shutdown: C
     driver = os.getpid()
 
     def stop(number: int, frame: Any) -> None:
-        for each in STOP_SIGNALS:
+        for each in DRIVER_STOP_SIGNALS:
             signal.signal(each, signal.SIG_IGN)
         jobs = job_processes(driver, spared)
         logger.warning(
@@ -89,10 +86,10 @@ def stop_jobs_on_signals(previous: dict[int, Any], spared: set[int], shutdown: C
             signal.Signals(number).name,
             len(jobs),
         )
-        for pid in jobs:
+        for process in jobs:
             try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
+                process.terminate()
+            except psutil.NoSuchProcess:
                 pass
         left = wait_for_exit(jobs, JOB_STOP_WAIT_S)
         if left:
@@ -108,5 +105,5 @@ def stop_jobs_on_signals(previous: dict[int, Any], spared: set[int], shutdown: C
         elif handler == signal.SIG_DFL:
             os.kill(driver, number)
 
-    for number in STOP_SIGNALS:
+    for number in DRIVER_STOP_SIGNALS:
         signal.signal(number, stop)

@@ -20,14 +20,12 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import signal
 import socket
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from pipeline.execution.phases import mark_phase
-from pipeline.execution.stop_signals import JOB_STOP_SIGNALS
+from pipeline.execution.stop_signals import StopSignals
 
 logger = logging.getLogger(__name__)
 
@@ -124,34 +122,18 @@ def require_ray_cluster_answers(address: str, timeout_s: float = RAY_CONNECT_TIM
         ) from None
 
 
-class cancel_on_stop_signals:
-    """While waiting for ``ref``: a job stop signal (``pipeline.execution.stop_signals``) → ``ray.cancel(ref)`` once
-    (non-forced: SIGINT in the worker, which the training loop turns into a checkpoint and a clean stop), and the
-    driver keeps waiting for the task's end. Replaces Ray's own driver handler, which would exit at once and kill
-    the worker mid-save."""
+def cancel_on_stop_signals(ref) -> StopSignals:
+    """While waiting for ``ref``: a job stop signal → ``ray.cancel(ref)`` once (non-forced: SIGINT in the worker, which
+    the training loop turns into a checkpoint and a clean stop), and the driver keeps waiting for the task's end.
+    Replaces Ray's own driver handler, which would exit at once and kill the worker mid-save."""
 
-    SIGNALS = JOB_STOP_SIGNALS
-
-    def __init__(self, ref):
-        self.ref = ref
-        self.previous: dict[int, Any] = {}
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self.previous = {number: signal.signal(number, self._cancel) for number in self.SIGNALS}
-        return self
-
-    def _cancel(self, number, frame) -> None:
+    def cancel(signal_name: str) -> None:
         import ray
 
-        logger.warning("%s: asking the Ray task to save a checkpoint and stop", signal.Signals(number).name)
-        for each in self.SIGNALS:
-            signal.signal(each, signal.SIG_IGN)
-        ray.cancel(self.ref, force=False)
+        logger.warning("%s: asking the Ray task to save a checkpoint and stop", signal_name)
+        ray.cancel(ref, force=False)
 
-    def __exit__(self, *exc) -> None:
-        for number, handler in self.previous.items():
-            signal.signal(number, handler)
+    return StopSignals(cancel)
 
 
 def task_name(target: str) -> str:

@@ -7,12 +7,13 @@
 - ``discrete_diffeq_gpt`` / ``discrete_diffeq_llama``: a DiffEqFormer resampled to N' steps (§6.2).
 - ``gpt2`` / ``llama``: Levanter's own baselines.
 
-``build_model_config`` finds a family's config class in that registry (``pipeline.families.FAMILY_MODEL_CONFIGS``).
+``build_model_config`` finds a family's config class in that registry
+(``pipeline.config.families.FAMILY_MODEL_CONFIGS``).
 """
 
 from levanter.models.lm_model import LmConfig
 
-from pipeline.families import DIFFEQ_FAMILIES, FAMILIES, FAMILY_MODEL_CONFIGS, GPT_FAMILIES, LLAMA_FAMILIES
+from pipeline.config.families import DIFFEQ_FAMILIES, FAMILIES, FAMILY_MODEL_CONFIGS, GPT_FAMILIES, LLAMA_FAMILIES
 
 from .diffeq_gpt import DiffEqGptConfig, DiffEqGptLMHeadModel
 from .diffeq_llama import DiffEqLlamaConfig, DiffEqLlamaLMHeadModel

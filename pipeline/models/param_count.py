@@ -9,7 +9,7 @@ from levanter.models.gpt2 import Gpt2Config
 from levanter.models.llama import LlamaConfig
 from levanter.models.lm_model import LmConfig
 
-from pipeline.families import GPT2_VOCAB, LLAMA_VOCAB
+from pipeline.config.families import GPT2_VOCAB, LLAMA_VOCAB
 
 from .diffeq_gpt import DiffEqGptConfig
 

@@ -1,19 +1,18 @@
 """Checkpoint disk of one training run (docs/runs.md#what-is-kept): 12 bytes per parameter per checkpoint (f32
 weights + Adam's two moments; for LoRA an upper bound, Levanter saves the trainable parameters only), times the
-checkpoints it keeps when finished (``checkpoint_bytes``) and, while it trains, ``EXTRA_CHECKPOINTS_WHILE_TRAINING``
-more (``running_checkpoint_bytes``: the two newest complete ones, ``pipeline.train.checkpoints``, and the one being
-written). The second is per running run, not per run."""
+checkpoints it keeps when finished (``checkpoint_bytes``) and the most it holds while it trains
+(``running_checkpoint_bytes``: the permanent ones, the ``KEPT_WHILE_TRAINING`` newest complete ones of
+``pipeline.train.checkpoints`` and the one being written). The second is per running run, not per run."""
 
 from __future__ import annotations
 
 import math
 
 from pipeline.config import TrainSpec
+from pipeline.train.checkpoints import KEPT_WHILE_TRAINING
 
 CHECKPOINT_BYTES_PER_PARAMETER = 12
 """f32 parameters plus Adam's first and second moments, 4 bytes each."""
-EXTRA_CHECKPOINTS_WHILE_TRAINING = 2
-"""Checkpoints a running run holds beyond its finished ones: the two newest complete ones and the one being written."""
 
 
 def kept_checkpoints(train: TrainSpec) -> int:
@@ -31,9 +30,9 @@ def checkpoint_disk(parameters: int, train: TrainSpec | None) -> dict[str, int]:
     if train is None:
         return {"checkpoint_bytes": 0, "running_checkpoint_bytes": 0}
     kept = kept_checkpoints(train)
+    permanent = kept - 1
+    running = permanent + KEPT_WHILE_TRAINING + 1
     return {
         "checkpoint_bytes": parameters * CHECKPOINT_BYTES_PER_PARAMETER * kept,
-        "running_checkpoint_bytes": parameters
-        * CHECKPOINT_BYTES_PER_PARAMETER
-        * (kept + EXTRA_CHECKPOINTS_WHILE_TRAINING),
+        "running_checkpoint_bytes": parameters * CHECKPOINT_BYTES_PER_PARAMETER * running,
     }

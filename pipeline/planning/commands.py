@@ -48,11 +48,11 @@ def _cost(args: argparse.Namespace) -> None:
 
 
 def _status(args: argparse.Namespace) -> None:
+    from pipeline.config.site import load_site
     from pipeline.planning.cost import cost_rows
     from pipeline.planning.jobs import JobSizing
     from pipeline.planning.status import format_plan, format_status, grid_status, plan_rows
     from pipeline.planning.workloads import workloads
-    from pipeline.site import load_site
 
     config = load_preset({"preset": args.preset, **json.loads(args.overrides)})
     site = None if args.site is None else load_site(args.site)
@@ -93,8 +93,8 @@ def _status(args: argparse.Namespace) -> None:
 
 
 def _fit(args: argparse.Namespace) -> None:
+    from pipeline.config.site import load_site
     from pipeline.planning.fit import write_fit
-    from pipeline.site import load_site
 
     if args.site is not None and (args.device is not None or args.gpus is not None):
         raise ValueError("--site gives each job's GPUs and the GPU's memory; drop --device and --gpus.")

@@ -17,7 +17,7 @@ One row per workload, its ``role`` (the workload's kind):
 
 XLA's memory plan per device is
 
-    total = arguments + outputs + temporaries − donated (aliased) bytes      (``pipeline.step_plan``)
+    total = arguments + outputs + temporaries − donated (aliased) bytes      (``pipeline.train.step_plan``)
 
 of which the parameters and the optimizer state are the per-device shards of the state (FSDP: Levanter's
 parameter axis mapping shards every array with an ``embed`` axis over the devices; the few without one, biases and
@@ -46,12 +46,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pipeline.digests import json_digest
+from pipeline.config.site import Site
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.planning.fit_table import fit_table, job_key, plan_key, read_fit_rows
 from pipeline.planning.plans import plans_in_subprocess
 from pipeline.planning.workloads import Workload, workload_vocab_size, workloads
-from pipeline.site import Site
+from pipeline.train.digests import json_digest
 
 DEVICE_MEMORY_BYTES = {"a100": 80 * 10**9, "h100": 80 * 10**9, "h200": 141 * 10**9}
 """Memory of one GPU (NVIDIA datasheets, SXM): A100 80 GB, H100 80 GB, H200 141 GB."""

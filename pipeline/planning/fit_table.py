@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.artifacts import csv_text, markdown_table
-from pipeline.digests import json_digest
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.planning.workloads import Workload
+from pipeline.train.digests import json_digest
 
 FIT_COLUMNS = (
     "run_id",

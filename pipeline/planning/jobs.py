@@ -44,12 +44,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, Site
 from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
 from pipeline.planning.checkpoint_disk import CHECKPOINT_BYTES_PER_PARAMETER
 from pipeline.planning.job_shape import JobShape, Placement
 from pipeline.planning.preflight_rows import preflight_throughput, read_rows, require_green, shape_id, training_row
 from pipeline.planning.workloads import Workload, workload_vocab_size, workloads
-from pipeline.site import DEFAULT_CHUNK_STARTUP_MIN, Site
 
 STARTUP_MIN = DEFAULT_CHUNK_STARTUP_MIN
 """The default of the site's ``chunk_startup_min``: minutes a training job spends before its first step and after

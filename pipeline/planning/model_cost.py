@@ -25,7 +25,11 @@ def model_code_version() -> str:
 
     digest = hashlib.sha256(f"levanter {version('levanter')} haliax {version('haliax')}".encode())
     models = REPO_ROOT / "pipeline" / "models"
-    sources = [*models.glob("*.py"), REPO_ROOT / "pipeline" / "families.py", Path(__file__).with_name("workloads.py")]
+    sources = [
+        *models.glob("*.py"),
+        REPO_ROOT / "pipeline" / "config" / "families.py",
+        Path(__file__).with_name("workloads.py"),
+    ]
     for path in sorted(sources):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()

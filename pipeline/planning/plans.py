@@ -61,9 +61,9 @@ def plan_train_step(workload: Workload, vocab_size: int, micro_batch: int) -> di
 
     from pipeline.models.checkpoint import run_model_config
     from pipeline.models.param_count import count_leaves
-    from pipeline.step_plan import abstract_train_step_plan, compiled_peak_bytes
     from pipeline.train.finetune import resample, trainable_filter
     from pipeline.train.setup import optimizer_config, trainer_config
+    from pipeline.train.step_plan import abstract_train_step_plan, compiled_peak_bytes
     from pipeline.train.trainer import UndonatedTrainer
 
     finetune = workload.finetune
@@ -117,7 +117,7 @@ def plan_downstream(workload: Workload, vocab_size: int, batch_size: int) -> dic
     from pipeline.evaluate.harness import LevanterLM
     from pipeline.models.checkpoint import run_model_config
     from pipeline.models.param_count import count_leaves
-    from pipeline.step_plan import compiled_peak_bytes
+    from pipeline.train.step_plan import compiled_peak_bytes
 
     def is_abstract(leaf) -> bool:
         return isinstance(leaf, jax.ShapeDtypeStruct)

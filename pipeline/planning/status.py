@@ -5,7 +5,7 @@ A run (pretraining or fine-tune, ``results/<preset>/runs/<id>``) is
 
 - ``done``: its ``summary.json`` exists (written last);
 - ``failed``: its job log (``logs/<pretrain|finetune>/<id>.log``) ends in the pipeline's one-sentence error
-  (``pipeline.errors``), that sentence;
+  (``pipeline.execution.errors``), that sentence;
 - ``stopped``: its log ends in a stop on request (SLURM's walltime warning at the end of a chunk, a cancel): "stopped by
   walltime at step k of n"; the next chunk resumes from its checkpoint;
 - ``running``: a log that ends in neither, or trained steps without a log: update x of y from ``metrics.jsonl``, its
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.artifacts import read_metrics
-from pipeline.errors import STOPPED_AT
+from pipeline.execution.errors import STOPPED_AT
 from pipeline.planning.jobs import CHAIN_MARGIN_RETRIES, CPU_JOBS, JobSizing
 from pipeline.planning.workloads import workloads
 

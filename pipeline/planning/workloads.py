@@ -157,7 +157,7 @@ def workloads(config: dict[str, Any]) -> dict[str, Workload]:
 
 def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
     """Vocabulary of a preset tokenizer: GPT-2's 50257, Llama-2's 32000, or a trained BPE's ``vocab_size``."""
-    from pipeline.families import GPT2_VOCAB, LLAMA_VOCAB
+    from pipeline.config.families import GPT2_VOCAB, LLAMA_VOCAB
 
     pretrained = {"gpt2": GPT2_VOCAB, "NousResearch/Llama-2-7b-hf": LLAMA_VOCAB}
     spec = config["tokenizers"][tokenizer]

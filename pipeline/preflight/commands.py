@@ -15,6 +15,7 @@ from pipeline.preflight.shapes import DEFAULT_TIMED, DEFAULT_WARMUP
 
 def _plan(args: argparse.Namespace) -> None:
     from pipeline.config import load_preset
+    from pipeline.config.site import load_site
     from pipeline.planning.cost import preview
     from pipeline.planning.jobs import JobSizing
     from pipeline.preflight.shapes import (
@@ -26,7 +27,6 @@ def _plan(args: argparse.Namespace) -> None:
         training_shapes,
     )
     from pipeline.preflight.stages import stage_gpus, stage_jobs
-    from pipeline.site import load_site
 
     config = load_preset({"preset": args.preset})
     site = None if args.site is None else load_site(args.site)
@@ -92,7 +92,7 @@ def _measured_row(path: str, row: dict, what: str, measure) -> None:
     at step k of n" where the job's walltime warning stopped it (no fault of the shape); else status failed and the
     failure's one sentence: a preflight job always leaves its row, so the report can say what failed."""
     from pipeline.artifacts import atomic_write_json
-    from pipeline.errors import STOPPED_AT, failure_sentence
+    from pipeline.execution.errors import STOPPED_AT, failure_sentence
 
     try:
         row.update(status="ok", error="", **measure())

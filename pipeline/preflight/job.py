@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pipeline.artifacts import atomic_write_yaml, read_metrics
+from pipeline.artifacts import atomic_write_yaml, folder_bytes, read_metrics
 from pipeline.config import RunSpec
 from pipeline.execution.phases import MARKER
 from pipeline.train.identity import RunIdentity
@@ -174,10 +174,6 @@ def memory_plan(spec: RunSpec, vocab_size: int, micro_batch: int) -> tuple[int, 
     return int(plan["total_bytes"]), budget
 
 
-def directory_bytes(path: Path) -> int:
-    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
-
-
 def preflight_pretrain(
     spec_json: str,
     job_dir: str,
@@ -262,7 +258,7 @@ def preflight_pretrain(
         "budget_bytes": budget,
         "plan_source": "fit table" if plan else "XLA plan in this job",
         "checkpoint_save_s": clock.between("checkpoint", "final-eval"),
-        "checkpoint_bytes": directory_bytes(train_dir / "checkpoints"),
+        "checkpoint_bytes": folder_bytes(train_dir / "checkpoints"),
         "restore_s": clock.between("setup", "final-eval", after=restart_at),
         "input_wait_s": statistics.median(waits) if waits else 0.0,
         "wall_s": time.perf_counter() - started,

@@ -95,9 +95,8 @@ def preflight_finetune(
 ) -> dict[str, Any]:
     """The fine-tune ``spec_json`` of the preflight source ``source_dir``: resampled, ``FINETUNE_UPDATES`` updates
     (module docstring); its step time, tokens/s and micro-batch."""
-    from pipeline.artifacts import read_metrics, read_run_spec
+    from pipeline.artifacts import folder_bytes, read_metrics, read_run_spec
     from pipeline.config import FinetuneSpec
-    from pipeline.preflight.job import directory_bytes
     from pipeline.train.finetune import resampled_source, trainable_filter
     from pipeline.train.identity import RunIdentity, stored_fingerprint
     from pipeline.train.loop import train_run
@@ -149,7 +148,7 @@ def preflight_finetune(
         "micro_batch": split["micro_batch"],
         "gradient_accumulation": split["gradient_accumulation"],
         "timed_updates": len(step_s),
-        "checkpoint_bytes": directory_bytes(train_dir / "checkpoints"),
+        "checkpoint_bytes": folder_bytes(train_dir / "checkpoints"),
     }
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from pipeline.analysis.clustering import constant_clusters, paired_cluster_gap
 from pipeline.analysis.spectra import spectral_trend
-from pipeline.families import DIFFEQ_FAMILIES
+from pipeline.config.families import DIFFEQ_FAMILIES
 from pipeline.report.claim_rows import claim
 from pipeline.report.intervals import (
     CONTROL,

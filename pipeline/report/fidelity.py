@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from pipeline.artifacts import atomic_write_text
-from pipeline.families import SHARED_FAMILIES
+from pipeline.config.families import SHARED_FAMILIES
 
 if TYPE_CHECKING:
     from pipeline.report.table_views import TableFiles

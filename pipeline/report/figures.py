@@ -17,7 +17,7 @@ import yaml
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
 from pipeline.analysis.tidy import FRONTIER_COLUMNS, LYAPUNOV_COLUMNS, SPECTRA_COLUMNS
-from pipeline.families import DIFFEQ_FAMILIES, FAMILY_LABELS
+from pipeline.config.families import DIFFEQ_FAMILIES, FAMILY_LABELS
 from pipeline.report.style import FAMILY_COLOURS, FigureFiles, apply_style, panels, save_figure
 from pipeline.report.tables import DATASET_LABELS, DOWNSTREAM_TABLES, downstream_table
 from pipeline.report.tidy_inputs import (

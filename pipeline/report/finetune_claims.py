@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.families import DIFFEQ_FAMILIES
+from pipeline.config.families import DIFFEQ_FAMILIES
 from pipeline.report.claim_rows import by_seed, claim
 from pipeline.report.intervals import correlation_interval, paired_differences, t_interval
 from pipeline.report.tidy_inputs import eval_curve, read_json, require_columns

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.families import FAMILY_LABELS
+from pipeline.config.families import FAMILY_LABELS
 from pipeline.report.claim_rows import row
 from pipeline.report.tables import downstream_table
 from pipeline.report.tidy_inputs import load_downstream

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pipeline.families import FAMILY_LABELS, SHARED_FAMILIES
+from pipeline.config.families import FAMILY_LABELS, SHARED_FAMILIES
 from pipeline.report.claim_rows import by_seed, claim
 from pipeline.report.intervals import Interval, paired_differences, t_interval, tost_p
 from pipeline.report.power import EQUIVALENCE_MARGIN

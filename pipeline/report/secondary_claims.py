@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.families import FAMILY_LABELS
+from pipeline.config.families import FAMILY_LABELS
 from pipeline.report.claim_rows import row
 from pipeline.report.intervals import CONTRADICTED, NOT_TESTED, SINGLE_RUN, SUPPORTED, verdict, z_test_p
 from pipeline.report.paper_numbers import NOT_RUN

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from pipeline.artifacts import publish  # noqa: E402
-from pipeline.families import FAMILY_LABELS  # noqa: E402
+from pipeline.config.families import FAMILY_LABELS  # noqa: E402
 
 FAMILY_COLOURS = dict(zip(FAMILY_LABELS.values(), sns.color_palette("colorblind", len(FAMILY_LABELS)), strict=True))
 """Colour of each model family (by its display label), the same in every figure."""

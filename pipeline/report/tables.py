@@ -10,7 +10,7 @@ import pandas as pd
 import yaml
 
 from pipeline.analysis.tidy import PARAM_COUNT_COLUMNS
-from pipeline.families import BASELINE_FAMILIES, FAMILY_LABELS, LLAMA_FAMILIES
+from pipeline.config.families import BASELINE_FAMILIES, FAMILY_LABELS, LLAMA_FAMILIES
 from pipeline.report.intervals import t_interval
 from pipeline.report.table_views import TableFiles, write_table
 from pipeline.report.tidy_inputs import (

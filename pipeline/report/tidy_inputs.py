@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.analysis.memory import MEMORY_COLUMNS
+from pipeline.artifacts import with_current_keys
 from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
 
 RUN_COLUMNS = [
@@ -25,7 +26,7 @@ RUN_COLUMNS = [
     "ablation",
     "seed",
     "parameters",
-    "steps",
+    "train_steps",
     "tokens_seen",
     "final_train_loss",
     "val_loss",
@@ -59,7 +60,7 @@ def load_summaries(paths: list[Path]) -> pd.DataFrame:
     """One row per pretraining run, the columns of ``RUN_COLUMNS``; a missing key fails naming the file."""
     rows = []
     for path in paths:
-        summary = read_json(path)
+        summary = with_current_keys(read_json(path))
         require_columns(summary, RUN_COLUMNS, path, "a summary written by pretrain")
         rows.append({column: summary[column] for column in RUN_COLUMNS})
     return pd.DataFrame(rows, columns=RUN_COLUMNS)

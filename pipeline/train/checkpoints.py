@@ -27,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from pipeline.artifacts import folder_bytes
+
 logger = logging.getLogger(__name__)
 
 METADATA_FILE = "metadata.json"
@@ -116,17 +118,13 @@ def prune_checkpoints(checkpoints: Path, keep_every: int | None, keep: int = KEP
             shutil.rmtree(path, ignore_errors=True)
 
 
-def folder_size(path: Path) -> int:
-    return sum(file.stat().st_size for file in path.rglob("*") if file.is_file())
-
-
 def move_aside(checkpoint: Path, reason: str) -> Path:
     """Move ``checkpoint`` to ``<run>/unreadable-checkpoints/`` (never deleted) and log one line saying why."""
     target = checkpoint.parent.parent / UNREADABLE_DIR / checkpoint.name
     target.parent.mkdir(exist_ok=True)
     if target.exists():
         target = target.with_name(f"{checkpoint.name}-{len(list(target.parent.glob(f'{checkpoint.name}*')))}")
-    size = folder_size(checkpoint)
+    size = folder_bytes(checkpoint)
     checkpoint.rename(target)
     logger.warning("%s (%.1f MB) cannot be resumed: %s; moved to %s", checkpoint, size / 1e6, reason, target)
     return target

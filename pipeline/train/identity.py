@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.digests import json_digest
+from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
 
@@ -118,15 +118,11 @@ def stored_fingerprint(checkpoints: Path) -> str | None:
         return None
 
 
-def _size_bytes(path: Path) -> int:
-    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
-
-
 def claim_run_folder(run_dir: Path, identity: RunIdentity) -> Path | None:
     """Make ``<run_dir>/checkpoints`` (and ``metrics.jsonl``) belong to ``identity``: same fingerprint, keep them
     (the run resumes); another or none, move them to ``<run_dir>/superseded/<time>-<old fingerprint>/`` so the
     run starts from step 0. Returns the folder things were moved to, or None."""
-    from pipeline.artifacts import atomic_write_text
+    from pipeline.artifacts import atomic_write_text, folder_bytes
 
     checkpoints = run_dir / "checkpoints"
     metrics = run_dir / "metrics.jsonl"
@@ -140,7 +136,7 @@ def claim_run_folder(run_dir: Path, identity: RunIdentity) -> Path | None:
         size = 0
         for item in (checkpoints, metrics):
             if item.exists():
-                size += _size_bytes(item) if item.is_dir() else item.stat().st_size
+                size += folder_bytes(item) if item.is_dir() else item.stat().st_size
                 shutil.move(str(item), str(moved_to / item.name))
         logger.warning(
             "%s: checkpoints and metrics of another spec (fingerprint %s, now %s) moved to %s "

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,9 +24,9 @@ from typing import Any
 
 from pipeline.artifacts import read_metrics, resume_metrics
 from pipeline.config import TrainSpec
-from pipeline.errors import RunStopped
+from pipeline.execution.errors import RunStopped
 from pipeline.execution.phases import mark_phase
-from pipeline.execution.stop_signals import JOB_STOP_SIGNALS
+from pipeline.execution.stop_signals import StopSignals
 from pipeline.train.checkpoints import prune_checkpoints, resume_or_initialize, write_checksums
 from pipeline.train.identity import RunIdentity, claim_run_folder
 from pipeline.train.levanter_patches import after_each_save, held_out_evaluators, trainer_checkpointer
@@ -60,31 +58,6 @@ class TrainingStoppedError(RunStopped):
     was saved first."""
 
 
-class StopRequest:
-    """A job stop signal while training (``pipeline.execution.stop_signals``) → a flag, named after the first signal,
-    read by a per-step hook (the handler itself must not touch JAX). Ray delivers ``ray.cancel`` of a running task as
-    SIGINT to its worker; SLURM's walltime warning (SIGURG) reaches the worker directly, as every process of the job."""
-
-    SIGNALS = JOB_STOP_SIGNALS
-
-    def __init__(self):
-        self.signal_name: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            for number in self.SIGNALS:
-                self._previous[number] = signal.signal(number, self._handle)
-        return self
-
-    def _handle(self, number, frame) -> None:
-        self.signal_name = self.signal_name or signal.Signals(number).name
-
-    def __exit__(self, *exc) -> None:
-        for number, handler in self._previous.items():
-            signal.signal(number, handler)
-
-
 def train_run(
     run_id: str,
     train: TrainSpec,
@@ -108,7 +81,11 @@ def train_run(
     ``trainable(model)`` gives Levanter's ``is_trainable`` filter tree (default: every parameter). A fresh run
     first evaluates the untrained model (``initial_val_loss``; the step-0 point of the curve).
     """
-    with StopRequest() as stop:  # from the start: a stop asked for during set-up is taken after the first step
+    # A job stop signal (``pipeline.execution.stop_signals``) only names itself in ``stop``, read by a per-step hook
+    # (a signal handler must not touch JAX). Ray delivers ``ray.cancel`` of a running task as SIGINT to its worker;
+    # SLURM's walltime warning (SIGURG) reaches the worker directly, as every process of the job. From the start: a
+    # stop asked for during set-up is taken after the first step.
+    with StopSignals() as stop:
         return _train_run(
             run_id,
             train,
@@ -134,7 +111,7 @@ def _train_run(
     tokenizer_dir: Path,
     build_model: Callable[[Any, Any], Any],
     identity: RunIdentity,
-    stop: StopRequest,
+    stop: StopSignals,
     *,
     build_in_jit: bool,
     trainable: Callable[[Any], Any] | None,

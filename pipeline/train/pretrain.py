@@ -55,7 +55,7 @@ def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -
         "role": spec.role,
         "ablation": spec.ablation,
         "seed": spec.train.seed,
-        "steps": spec.train.steps,
+        "train_steps": spec.train.steps,
         **result.scores(),
     }
     write_run_record(run_path, started, result, summary)

@@ -8,7 +8,7 @@ of an uninterrupted run; in a resumed run exact at its first step, then 2% off, 
 < 1e-6 at every step (``tests/train/test_train_step.py``). An uninterrupted and a resumed run then trained
 differently. XLA reports of the same kind: openxla/xla#45912 (donated buffers in jaxlib 0.7.2, CPU and GPU) and
 jax-ml/jax#39625 (donated-output corruption on CUDA). The price is one more copy of the parameters and optimiser
-state per device during a step, which ``pipeline.step_plan`` counts.
+state per device during a step, which ``pipeline.train.step_plan`` counts.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 
 from pipeline.analysis.memory import device_peak_bytes
-from pipeline.step_plan import compiled_peak_bytes
+from pipeline.train.step_plan import compiled_peak_bytes
 
 MIB = 2**20
 

@@ -46,7 +46,7 @@ def random_batch(trainer, seq_len: int, key):
     import haliax as hax
     from haliax import Axis
 
-    from pipeline.step_plan import causal_examples
+    from pipeline.train.step_plan import causal_examples
 
     tokens = hax.random.randint(key, (trainer.TrainBatch, Axis("position", seq_len)), 0, GPT2_VOCAB)
     return causal_examples(tokens, GPT2_VOCAB - 1, trainer.TrainBatch)

@@ -126,7 +126,7 @@ def test_tiny_dag_runs_offline_through_the_slurm_profile(tmp_path, slurm_partiti
     submitted = set(re.findall(r"has been submitted with SLURM jobid (\d+)", output))
     assert len(submitted) == 7, output[-4000:]  # 2 corpora, tokenizer, cache, pretrain, downstream, preflight
     summary = json.loads((tmp_path / run).read_text())
-    assert summary["family"] == "gpt" and summary["steps"] == 40
+    assert summary["family"] == "gpt" and summary["train_steps"] == 40
     provenance = json.loads((tmp_path / run.replace("summary", "provenance")).read_text())
     assert provenance["slurm_job_id"] in submitted
     assert provenance["ray"]["cluster_cpus"] == 1, "the job's embedded Ray counts the job's 1 CPU, not the node's 2"

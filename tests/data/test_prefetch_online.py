@@ -19,9 +19,9 @@ import pytest
 import yaml
 from tokenizers import Tokenizer
 
+from pipeline.config.site import EXAMPLE, load_site
 from pipeline.data.files import iter_texts, write_jsonl
 from pipeline.data.tokenizer import train_bpe_tokenizer
-from pipeline.site import EXAMPLE, load_site
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = "mirror"

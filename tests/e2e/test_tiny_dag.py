@@ -262,7 +262,7 @@ def test_changing_one_run_recomputes_only_what_depends_on_it(tiny_dag, ray_head)
     assert counts.pop("figure_curves") == 1
     assert set(counts) <= {"perplexity_table", "model_spec_table", "pretrain_runs_csv", "scorecard", "status"}, counts
     summary = json.loads((workdir / target).read_text())
-    assert summary["resumed_from_step"] == summary["steps"], "the same fingerprint resumes its final checkpoint"
+    assert summary["resumed_from_step"] == summary["train_steps"], "the same fingerprint resumes its final checkpoint"
     assert {key: summary[key] for key in ("val_loss", "steps_done", "fingerprint", "final_train_loss")} == {
         key: before[key] for key in ("val_loss", "steps_done", "fingerprint", "final_train_loss")
     }

@@ -6,7 +6,7 @@ from levanter.models.llama import LlamaConfig
 from levanter.models.lm_model import LmConfig
 
 import pipeline.models as pm
-from pipeline.families import FAMILIES, FAMILY_MODEL_CONFIGS
+from pipeline.config.families import FAMILIES, FAMILY_MODEL_CONFIGS
 
 SHAPE = dict(seq_len=16, hidden_dim=32, num_heads=4, num_layers=2)
 

@@ -28,7 +28,7 @@ from levanter.trainer import TrainerConfig
 from pipeline.planning.plans import replicated_parameters
 from pipeline.config import RunSpec
 from pipeline.models.checkpoint import run_model_config
-from pipeline.step_plan import lay_out_abstract
+from pipeline.train.step_plan import lay_out_abstract
 
 config = TrainerConfig()
 with config.device_mesh:
@@ -125,8 +125,8 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     """``fit --site``: a pretraining run on the GPUs ``pipeline.planning.jobs`` sizes it to (1 for owt-small-gpt, 8 for
     the Llama DiffEqFormer), a memory probe on one node's (8), lm-eval on one, of the site's memory; each device count
     planned in its own process. The training job then reads its micro-batch from the table."""
+    from pipeline.config.site import EXAMPLE, load_site
     from pipeline.planning.jobs import JobSizing
-    from pipeline.site import EXAMPLE, load_site
 
     config, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
     jobs = JobSizing(config, site)
@@ -186,7 +186,7 @@ def test_planning_some_runs_merges_their_rows_into_the_table(monkeypatch, tmp_pa
 def test_the_fit_rules_parameter_changes_with_what_a_row_means_and_only_then():
     """``plans_digest`` (the ``fit`` rule's parameter: Snakemake plans again when it changes) follows the runs'
     shapes, GPUs and memory, not their learning rates or step counts."""
-    from pipeline.site import EXAMPLE, load_site
+    from pipeline.config.site import EXAMPLE, load_site
 
     config = load_preset({"preset": "paper"})
     digest = fit.plans_digest(config, "h100", 8, None)

@@ -6,6 +6,7 @@ import dataclasses
 import pytest
 
 from pipeline.config import load_preset
+from pipeline.config.site import EXAMPLE, load_site
 from pipeline.planning.job_shape import JobShape, Placement
 from pipeline.planning.jobs import (
     CHAIN_MARGIN_RETRIES,
@@ -18,7 +19,6 @@ from pipeline.planning.jobs import (
     training_gpus,
     training_minutes,
 )
-from pipeline.site import EXAMPLE, load_site
 
 SITE = load_site(EXAMPLE)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import yaml
 
 from pipeline.config import load_preset, pretrain_runs
+from pipeline.config.site import load_site
 from pipeline.planning.jobs import CHAIN_MARGIN_RETRIES, STARTUP_MIN, JobSizing
-from pipeline.site import load_site
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -105,7 +105,7 @@ def write_pretrain_run(
         "ablation": ablation,
         "seed": seed,
         "parameters": parameters,
-        "steps": 40,
+        "train_steps": 40,
         "tokens_seen": 20480,
         "final_train_loss": 6.0,
         "val_loss": float(np.log(ppl)),

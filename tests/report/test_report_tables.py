@@ -164,3 +164,13 @@ def test_a_summary_missing_a_key_names_the_file(tmp_path):
     path.write_text(json.dumps(summary))
     with pytest.raises(ValueError, match=r"summary.json: key 'val_ppl' is missing"):
         load_summaries([path])
+
+
+def test_a_pretraining_summary_from_before_the_key_rename_reports_its_updates_as_train_steps(tmp_path):
+    """Pretraining summaries named their optimizer updates ``steps`` (fine-tunes: ``train_steps``); a run folder
+    written then reports under the one key, without a rerun."""
+    path = write_pretrain_run(tmp_path, "wt103-small-gpt", group="wt103-small", size="small", family="gpt", ppl=1.0)
+    summary = json.loads(path.read_text())
+    summary["steps"] = summary.pop("train_steps")
+    path.write_text(json.dumps(summary))
+    assert load_summaries([path])["train_steps"].tolist() == [40]

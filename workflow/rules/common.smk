@@ -25,7 +25,7 @@ from pipeline.execution.job_env import (
     export_trackers,
     export_xla_flags,
 )
-from pipeline.site import load_site
+from pipeline.config.site import load_site
 from pipeline.train.identity import TRAIN_STEP
 
 SITE_FILE = config.pop("site", None)

@@ -30,7 +30,8 @@ from pathlib import Path
 
 RAY_CRASHES = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ActorDiedError", "ObjectLostError")
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
-PACKAGE_DIR = str(Path(__file__).resolve().parent)
+PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
+"""The ``pipeline`` package's folder: an error raised by code under it carries a sentence written for users."""
 
 
 class RunStopped(Exception):
