@@ -6,6 +6,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # not arithmetic. tests/models: 236 -> 190 CPU-s, the paper-shape smoke 220 -> 208 (2026-11-24, 2 cores).
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=1")
 
+import json
 import shutil
 import signal
 import socket
@@ -26,7 +27,6 @@ LONGEST_FIRST = (
     "tests/cluster/test_slurm.py",
     "tests/bench/test_paper_shapes.py",
     "tests/train/test_run_integrity.py",
-    "tests/evaluate/test_run_interfaces.py",
     "tests/train/test_resume.py",
     "tests/planning/test_fit.py",
     "tests/models/test_discretize.py",
@@ -34,15 +34,22 @@ LONGEST_FIRST = (
     "tests/planning/test_cost.py",
 )
 """The longest test modules, longest first (their wall time in CI from a fresh clone of 466f9a9, 2026-11-24: the
-tiny DAG ~24 min; the SLURM cluster and the paper-shape smoke ~5 min each; run integrity ~4.5; the lm-eval CLI ~3.5;
-resume ~2; the rest 1–1.5), then the others. ``-n 2 --dist loadfile`` hands modules to the workers in this order:
+tiny DAG ~24 min; the SLURM cluster and the paper-shape smoke ~5 min each; run integrity ~4.5; resume ~2; the rest
+1–1.5), then the others. ``-n 2 --dist loadfile`` hands modules to the workers in this order:
 the tiny DAG takes one worker, the other works through the long modules beside it, and the short ones come last,
 so both workers finish close together."""
 
 
+READ_THE_TINY_DAG = ("tests/evaluate/test_run_interfaces.py", "tests/train/test_finetune_sources.py")
+"""Modules other than the tiny DAG's own that read the runs it trained (``tiny_dag``): they come after every other
+module, so that the worker taking them finds the DAG built (by the worker that took the DAG's module first) instead
+of waiting for it."""
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    rank.update({module: len(LONGEST_FIRST) + 1 for module in READ_THE_TINY_DAG})
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONGEST_FIRST)))
 
 
 @pytest.fixture(scope="session")
@@ -116,6 +123,53 @@ def ray_head():
             break
         time.sleep(3)
     shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def shared_folder(tmp_path_factory, worker_id: str) -> Path:
+    """The temporary folder every pytest-xdist worker of this test session shares (each worker's own is below it);
+    without xdist, the session's own."""
+    return tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+
+
+@pytest.fixture(scope="session")
+def tiny_dag(request, tmp_path_factory, worker_id) -> Path:
+    """``results/tiny`` of the whole tiny DAG and its report, built once per test session. Under pytest-xdist every
+    worker has its own session, so the first worker to ask builds it in the folder the workers share, under a file
+    lock that the others wait on (pytest-xdist's recipe for a session fixture built once), and records the outcome
+    there: a failed build fails the others at once instead of being built again. Its working directory starts from
+    the builder's ``tiny_data_workdir``, and its jobs run on the builder's ``ray_head``."""
+    from e2e.dag_snakemake import build_tiny_dag
+    from filelock import FileLock
+
+    shared = shared_folder(tmp_path_factory, worker_id)
+    workdir, record = shared / "tiny-dag", shared / "tiny-dag.json"
+    with FileLock(shared / "tiny-dag.lock"):
+        if not record.exists():
+            ray_address = request.getfixturevalue("ray_head")
+            built = build_tiny_dag(workdir, request.getfixturevalue("tiny_data_workdir"), ray_address)
+            output = built.stdout[-4000:] + built.stderr[-4000:]
+            record.write_text(json.dumps({"returncode": built.returncode, "output": output, "ray": ray_address}))
+    outcome = json.loads(record.read_text())
+    assert outcome["returncode"] == 0, outcome["output"]
+    return workdir / "results" / "tiny"
+
+
+@pytest.fixture(scope="session")
+def tiny_dag_ray_address(tiny_dag, tmp_path_factory, worker_id) -> str:
+    """The address of the Ray cluster the tiny DAG's jobs ran on (the ``ray_head`` of the worker that built it)."""
+    return json.loads((shared_folder(tmp_path_factory, worker_id) / "tiny-dag.json").read_text())["ray"]
+
+
+@pytest.fixture(scope="session")
+def tiny_dag_run(tiny_dag, tmp_path_factory):
+    """A function copying the tiny DAG's run folder ``run_id`` into a new temporary folder: a test that needs a
+    trained run reads the copy, so nothing it runs changes what the other tests read. The DAG's own module reruns
+    owt-small-gpt, owt-gpt24-gpt and the two GPT fine-tunes from OpenWebText: read other runs."""
+
+    def copy(run_id: str) -> Path:
+        return Path(shutil.copytree(tiny_dag / "runs" / run_id, tmp_path_factory.mktemp("dag-runs") / run_id))
+
+    return copy
 
 
 @pytest.fixture

@@ -1,73 +1,27 @@
 """The whole tiny DAG, end to end, through Snakemake (the same rules as the paper preset), every training and
-evaluation job placed as a task on an external Ray cluster (a `ray start --head` on loopback)."""
+evaluation job placed as a task on an external Ray cluster (a `ray start --head` on loopback). The DAG is the
+session's ``tiny_dag`` (tests/conftest.py), which other modules read too: the reruns here change only
+owt-small-gpt, owt-gpt24-gpt and the GPT fine-tunes from OpenWebText."""
 
 import json
 import math
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from e2e.dag_snakemake import snakemake
 
 from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
 
 
-def snakemake(workdir: Path, ray_address: str, *args: str, config: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "JAX_COMPILATION_CACHE_DIR": str(workdir / "jax-cache"),
-        "RAY_AUTH_MODE": "disabled",
-    }
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(workdir),
-            "--profile",
-            str(ROOT / "profiles" / "ci"),
-            *args,
-            "--config",
-            f"ray={{address: '{ray_address}'}}",
-            *config,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=4800,
-    )
-
-
-@pytest.fixture(scope="module")
-def tiny_dag(tmp_path_factory, ray_head, tiny_data_workdir):
-    """The whole DAG, starting from the data the session's ``tiny_data_workdir`` built with the same rules (its
-    outputs and Snakemake's records of them, mtimes kept): the data is built once per session, and the DAG builds
-    only the rest of it."""
-    workdir = tmp_path_factory.mktemp("tiny-dag")
-    for built in ("results/tiny/data", ".snakemake/metadata"):
-        shutil.copytree(tiny_data_workdir / built, workdir / built)
-    result = snakemake(workdir, ray_head, "--report", "results/tiny/report.html", "--report-after-run")
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return workdir / "results" / "tiny"
-
-
-def test_training_ran_on_the_external_ray_cluster(tiny_dag, ray_head):
+def test_training_ran_on_the_external_ray_cluster(tiny_dag, tiny_dag_ray_address):
     log = (tiny_dag / "logs" / "pretrain" / "wt103-small-gpt.log").read_text()
-    assert f"Submitting pretrain to Ray ({ray_head})" in log
+    assert f"Submitting pretrain to Ray ({tiny_dag_ray_address})" in log
     provenance = json.loads((tiny_dag / "runs" / "wt103-small-gpt" / "provenance.json").read_text())
-    assert provenance["ray"]["gcs_address"].endswith(ray_head.split(":")[1])
+    assert provenance["ray"]["gcs_address"].endswith(tiny_dag_ray_address.split(":")[1])
 
 
 def test_every_run_trains_and_learns(tiny_dag):

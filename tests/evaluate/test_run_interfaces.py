@@ -1,5 +1,6 @@
 """A trained run through the interfaces researchers know: lm-eval's command line (model ``diffeqformer-run``) scores
-it as the ``downstream`` verb does, and ``export-hf`` gives a checkpoint that transformers loads and scores alike."""
+it as the ``downstream`` verb does, and ``export-hf`` gives a checkpoint that transformers loads and scores alike. The
+run is one the tiny DAG trained (``tiny_dag_run``, tests/conftest.py)."""
 
 import dataclasses
 import json
@@ -30,38 +31,16 @@ def pipeline_verb(*args: str, timeout: int = 600) -> subprocess.CompletedProcess
     )
 
 
-def tiny_spec(run_id: str):
-    base = pretrain_runs(load_preset({"preset": "tiny"}))[run_id]
-    return dataclasses.replace(
-        base, train=dataclasses.replace(base.train, steps=2, eval_every=2, checkpoint_every=2, eval_batches=1)
-    )
+@pytest.fixture(scope="module")
+def tokenizer_dir(tiny_dag) -> Path:
+    return tiny_dag / "data" / "tokenizers" / "bpe"
 
 
 @pytest.fixture(scope="module")
-def tokenizer_dir(tiny_data_workdir) -> Path:
-    return tiny_data_workdir / "results" / "tiny" / "data" / "tokenizers" / "bpe"
-
-
-@pytest.fixture(scope="module")
-def gpt_run(tiny_data_workdir, tokenizer_dir, tmp_path_factory) -> Path:
-    """A GPT-2 run of the tiny preset trained for 2 steps by the pretrain verb."""
-    spec = tiny_spec("wt103-small-gpt")
-    run_dir = tmp_path_factory.mktemp("runs") / spec.run_id
-    result = pipeline_verb(
-        "pretrain",
-        "--spec",
-        spec.to_json(),
-        "--run-dir",
-        str(run_dir),
-        "--cache",
-        str(tiny_data_workdir / "results" / "tiny" / "data" / "caches" / "wt103-bpe"),
-        "--tokenizer",
-        str(tokenizer_dir),
-        "--ray-num-cpus",
-        "1",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return run_dir
+def gpt_run(tiny_dag_run) -> Path:
+    """A copy of the tiny DAG's GPT-2 run wt103-small-gpt (what these tests need is a trained run, not its training:
+    tests/train)."""
+    return tiny_dag_run("wt103-small-gpt")
 
 
 def metrics(results: dict) -> dict:
@@ -73,6 +52,7 @@ def metrics(results: dict) -> dict:
     }
 
 
+@pytest.mark.e2e
 def test_the_lm_eval_command_line_scores_a_run_as_the_downstream_verb(gpt_run, tokenizer_dir, tmp_path):
     ours = pipeline_verb(
         "downstream",
@@ -125,6 +105,7 @@ def test_the_lm_eval_command_line_scores_a_run_as_the_downstream_verb(gpt_run, t
     assert got == pytest.approx(expected, rel=1e-6)
 
 
+@pytest.mark.e2e
 def test_export_hf_gives_a_checkpoint_that_transformers_scores_alike(gpt_run, tokenizer_dir, tmp_path, requests):
     from pipeline.evaluate.harness import RunLM
 
@@ -142,7 +123,7 @@ def test_export_hf_gives_a_checkpoint_that_transformers_scores_alike(gpt_run, to
 
 
 def test_export_hf_refuses_a_diffeqformer_run_in_one_sentence(tmp_path):
-    spec = tiny_spec("wt103-small-diffeq")
+    spec = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-diffeq"]
     run_dir = tmp_path / spec.run_id
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(spec)))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config import finetune_runs, load_preset, pretrain_runs
+from pipeline.config import load_preset, pretrain_runs
 from pipeline.train.identity import IDENTITY_FILE, RunIdentity, cache_digest, claim_run_folder, tokenizer_digest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,17 +51,6 @@ def run_verb(args: list[str], timeout: int = 600, env: dict[str, str] | None = N
 
 def metric_records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def trained_source(tuned, data: Path, run_dir: Path, steps: int) -> Path:
-    """The tiny preset's source run of the fine-tune ``tuned``, trained for ``steps`` updates into ``run_dir``."""
-    source = pretrain_runs(load_preset({"preset": "tiny"}))[tuned.source_run]
-    source = dataclasses.replace(
-        source, train=dataclasses.replace(source.train, steps=steps, eval_every=steps, eval_batches=1)
-    )
-    result = run_verb(pretrain_args(source, run_dir, data))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return run_dir
 
 
 @pytest.fixture(scope="module")
@@ -143,72 +132,6 @@ def test_a_micro_batch_splits_each_update_and_the_summary_says_so(data, small_ca
             and recorded == split[2]
         )
     assert records["4"] == pytest.approx(records["0"], rel=1e-5)
-
-
-def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, tmp_path):
-    """docs/paper.md#fine-tune-test-split: a fine-tune into WikiText-103 is scored on its test split. Step 0 of a full
-    fine-tune of a GPT source is the source itself, so its loss equals the source's validation loss on ``validation``
-    and not on ``test``."""
-    tuned = finetune_runs(load_preset({"preset": "tiny"}))["ft-owt-wt103-gpt8-full"]
-    assert tuned.eval_split == "test"
-    source_dir = trained_source(tuned, data, tmp_path / "source", steps=2)
-    source_loss = json.loads((source_dir / "summary.json").read_text())["val_loss"]
-    losses = {}
-    for split in ("validation", "test"):
-        spec = dataclasses.replace(
-            tuned, eval_split=split, train=dataclasses.replace(tuned.train, steps=1, eval_batches=None)
-        )
-        run_dir = tmp_path / split
-        result = run_verb(
-            [
-                sys.executable,
-                "-m",
-                "pipeline",
-                "finetune",
-                "--spec",
-                spec.to_json(),
-                "--run-dir",
-                str(run_dir),
-                "--source",
-                str(source_dir),
-                "--cache",
-                str(data / "caches" / "wt103-bpe"),
-                "--tokenizer",
-                str(data / "tokenizers" / "bpe"),
-                "--ray-num-cpus",
-                "1",
-            ]
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        summary = json.loads((run_dir / "summary.json").read_text())
-        assert summary["eval_split"] == split
-        losses[split] = summary["initial_val_loss"]
-    assert abs(losses["validation"] - source_loss) < 1e-5
-    assert abs(losses["test"] - source_loss) > 1e-3
-
-
-def test_a_fine_tune_resamples_its_source_in_one_compiled_program(data, tmp_path, caplog):
-    """Discretising a DiffEqFormer source to N' steps and wrapping it with LoRA adapters runs as one jitted program
-    (op by op, each of its small operations compiled on its own: 2.2 s of a tiny fine-tune's 4.5 s set-up), and
-    gives the model the op-by-op ``resample`` gives."""
-    import jax
-    import jax.numpy as jnp
-    from levanter.compat.hf_checkpoints import load_tokenizer
-
-    from pipeline.models.checkpoint import load_run_model
-    from pipeline.train.finetune import resample, resampled_source
-
-    tuned = finetune_runs(load_preset({"preset": "tiny"}))["ft-wt103-owt-diffeq6-n3-lora"]
-    source_dir = trained_source(tuned, data, tmp_path / "source", steps=1)
-    vocab_size = len(load_tokenizer(str(data / "tokenizers" / "bpe")))
-    key = jax.random.PRNGKey(0)
-    with jax.log_compiles(), caplog.at_level("WARNING", logger="jax._src.dispatch"):
-        resampled = resampled_source(tuned, source_dir, vocab_size, key)
-    compiled = re.findall(r"Finished XLA compilation of jit\((.+?)\)", caplog.text)
-    assert compiled.count("<lambda>") == 1 and len(compiled) <= 2, compiled  # + the checkpoint load's dtype cast
-    op_by_op = resample(tuned, load_run_model(source_dir, vocab_size)[1], key)
-    pairs = zip(jax.tree.leaves(resampled), jax.tree.leaves(op_by_op), strict=True)
-    assert all(jnp.allclose(a, b, rtol=1e-6, atol=1e-7) for a, b in pairs)
 
 
 def test_a_cache_without_the_test_split_a_fine_tune_is_scored_on_is_named(data, small_cache):
