@@ -10,6 +10,8 @@
   decays its adapters and embeddings, a full fine-tune everything, and the fine-tunes' sources, pretrained by the
   same code, every parameter).
 - ``levanter``: this Levanter's default mask (every weight except norms, embeddings and biases).
+
+The same AdamW config keeps its learning-rate schedule in the optimizer state (``pipeline.train.schedule``).
 """
 
 from __future__ import annotations
