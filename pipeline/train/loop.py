@@ -9,9 +9,9 @@ one compiled train step serves every run of a shape). Checkpoints go to ``<run_d
 ``checkpoint_every`` steps and at the end; which are kept and verified, and what happens to one that cannot be
 resumed, is ``pipeline.train.checkpoints``. A rerun resumes from the newest good one only if it was trained under the
 same run fingerprint (``pipeline.train.identity``); Levanter restores the trainable parameters, optimizer, step and
-PRNG state, and the data loader restarts at that step. SIGTERM (SLURM's warning before a kill) saves a checkpoint at the current step and stops the run with an error.
-The Levanter configs are ``pipeline.train.setup``; what the loop changes in Levanter,
-``pipeline.train.levanter_patches``.
+PRNG state, and the data loader restarts at that step. SIGTERM (SLURM's warning before a kill) saves a checkpoint at
+the current step and stops the run with an error. The Levanter configs are ``pipeline.train.setup``; what the loop
+changes in Levanter, ``pipeline.train.levanter_patches``.
 """
 
 from __future__ import annotations
