@@ -10,6 +10,8 @@
   decays its adapters and embeddings, a full fine-tune everything, and the fine-tunes' sources, pretrained by the
   same code, every parameter).
 - ``levanter``: this Levanter's default mask (every weight except norms, embeddings and biases).
+
+The same AdamW config keeps its learning-rate schedule in the optimizer state (``pipeline.train.schedule``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import functools
 import re
 
 from levanter.optim import AdamConfig
+
+from pipeline.train.schedule import WarmupCosineInState
 
 DECAY_MASKS = ("family", "all", "levanter")
 EMBEDDINGS = re.compile(r"(.*\.)?embeddings\.(token|position)_embeddings\.weight")
@@ -75,7 +79,8 @@ def decay_mask(params, mask: str = "family"):
 @AdamConfig.register_subclass("adam_reference_decay")
 @dataclasses.dataclass(frozen=True)
 class MaskedAdamConfig(AdamConfig):
-    """Levanter's AdamW whose weight-decay mask is ``decay_mask`` (one of ``DECAY_MASKS``)."""
+    """Levanter's AdamW whose weight-decay mask is ``decay_mask`` (one of ``DECAY_MASKS``) and whose learning-rate
+    schedule (warm-up, cosine decay) is optimizer state (``pipeline.train.schedule``)."""
 
     decay_mask: str = "family"
 
@@ -83,6 +88,22 @@ class MaskedAdamConfig(AdamConfig):
         super().__post_init__()
         if self.decay_mask not in DECAY_MASKS:
             raise ValueError(f"train.decay_mask must be one of {DECAY_MASKS}, got {self.decay_mask!r}.")
+        stages = (self.cycles, self.cycle_length, self.haps, self.decay, self.cooldown)
+        if self.lr_schedule != "cosine" or stages != (None,) * len(stages):
+            raise ValueError(
+                f"MaskedAdamConfig: lr_schedule {self.lr_schedule!r} with cycles/cycle_length/haps/decay/cooldown "
+                f"{stages}; the schedule in the optimizer state (pipeline.train.schedule) is one warm-up and one "
+                f"cosine decay: use lr_schedule 'cosine' and leave the others None."
+            )
+        if not 0.0 <= self.warmup <= 1.0:
+            raise ValueError(f"train.warmup_fraction must be between 0 and 1, got {self.warmup}.")
+
+    def lr_scheduler(self, num_train_steps, override_lr=None):
+        """The schedule as a ``StatefulSchedule`` whose numbers are optimizer state (Levanter's ``build`` calls
+        this)."""
+        warmup_steps = int(self.warmup * num_train_steps)
+        learning_rate = self.learning_rate if override_lr is None else override_lr
+        return WarmupCosineInState(learning_rate, warmup_steps, num_train_steps - warmup_steps, self.min_lr_ratio)
 
     def build_weight_decay_mask(self):
         if self.decay_mask == "levanter":

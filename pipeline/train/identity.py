@@ -42,9 +42,12 @@ TOKENIZER_FILES = (
 CACHE_SPLITS = ("train", "validation")
 NOT_WEIGHTS = ("eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints_every", "micro_batch_size")
 """Training-spec fields that do not decide the weights (gradient accumulation only reorders float sums)."""
-TRAIN_STEP = "undonated-1"
-"""The train step's version: ``undonated-1`` is Levanter's step without buffer donation (``pipeline.train.trainer``);
-checkpoints of the donated step (no ``train_step`` in their identity) got wrong gradients and are moved aside."""
+TRAIN_STEP = "schedule-state-1"
+"""The train step's version: ``schedule-state-1`` is Levanter's step without buffer donation
+(``pipeline.train.trainer``) reading its learning-rate schedule from the optimizer state (``pipeline.train.schedule``):
+its rates differ from ``undonated-1``'s (the schedule's numbers as constants) by float32 rounding and its optimizer
+state has another structure, so checkpoints of ``undonated-1`` are not resumed; checkpoints of the donated step (no
+``train_step`` in their identity) got wrong gradients. Checkpoints of another version are moved aside."""
 
 
 def _hash_files(digest: Any, root: Path, paths: list[Path]) -> None:

@@ -2,22 +2,22 @@
 
 AdamW with linear warm-up over ``warmup_fraction`` of the steps then cosine decay to ``min_lr_ratio``·lr
 (docs/paper.md#pretraining-grid); the loss is the next-token cross-entropy and the reported metric is validation
-perplexity exp(mean token NLL). Training takes exactly ``steps`` updates: the shuffled training set is cycled (the same
-permutation every pass) as the reference loader does (docs/paper.md#exact-steps), and a run that ends short is an
-error. Checkpoints go to ``<run_dir>/checkpoints`` every ``checkpoint_every`` steps and at the end; which are kept
-and verified, and what happens to one that cannot be resumed, is ``pipeline.train.checkpoints``. A rerun resumes
-from the newest good one only if it was trained under the same run fingerprint (``pipeline.train.identity``);
-Levanter restores the trainable parameters, optimizer, step and PRNG state, and the data loader restarts at that
-step. SIGTERM (SLURM's warning before a kill) saves a checkpoint at the current step and stops the run with an error.
-The Levanter configs are ``pipeline.train.setup``; what the loop changes in Levanter,
-``pipeline.train.levanter_patches``.
+perplexity exp(mean token NLL). Training takes exactly ``steps`` updates over the cycled training set
+(``pipeline.train.training_data``; docs/paper.md#exact-steps), and a run that ends short is an error; what each
+update logs is ``pipeline.train.step_log``, the learning-rate schedule is optimizer state (``pipeline.train.schedule``:
+one compiled train step serves every run of a shape). Checkpoints go to ``<run_dir>/checkpoints`` every
+``checkpoint_every`` steps and at the end; which are kept and verified, and what happens to one that cannot be
+resumed, is ``pipeline.train.checkpoints``. A rerun resumes from the newest good one only if it was trained under the
+same run fingerprint (``pipeline.train.identity``); Levanter restores the trainable parameters, optimizer, step and
+PRNG state, and the data loader restarts at that step. SIGTERM (SLURM's warning before a kill) saves a checkpoint at
+the current step and stops the run with an error. The Levanter configs are ``pipeline.train.setup``; what the loop
+changes in Levanter, ``pipeline.train.levanter_patches``.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,20 +33,16 @@ from pipeline.train.levanter_patches import after_each_save, held_out_evaluators
 from pipeline.train.result import TrainingResult
 from pipeline.train.setup import (
     assigned_gpus,
-    count_examples,
     data_config,
     evaluation_set,
     optimizer_config,
     require_accelerators,
     trainer_config,
 )
+from pipeline.train.step_log import StepLog
+from pipeline.train.training_data import cycled_training_set
 
 logger = logging.getLogger(__name__)
-
-
-class NonFiniteLossError(ValueError):
-    """Training produced a NaN or infinite loss; the run stops and says at which step (Levanter's own
-    ``crash_on_nan`` is off so that this sentence, not a bare "Loss is NaN", reaches the user)."""
 
 
 class TrainingEndedShortError(ValueError):
@@ -123,7 +119,6 @@ def _train_run(
     import levanter
     from haliax import Axis
     from haliax.partitioning import round_axis_for_partitioning
-    from levanter.data.dataset import EpochDataset
     from levanter.models.lm_model import compute_next_token_loss
     from levanter.utils.jax_utils import parameter_count
 
@@ -138,37 +133,21 @@ def _train_run(
     tokenizer = data.the_tokenizer
     config = trainer_config(run_id, train, run_dir, require_accelerator=gpus > 0, identity=identity)
     optimizer = optimizer_config(train)
-    schedule = optimizer.lr_scheduler(train.steps)
     levanter.initialize(config)
 
     with UndonatedTrainer(config, optimizer.build(train.steps), compute_next_token_loss) as trainer:
         data_key, model_key, training_key = jrandom.split(jrandom.PRNGKey(train.seed), 3)
         vocab = round_axis_for_partitioning(Axis("vocab", len(tokenizer)), trainer.parameter_axis_mapping)
         if build_in_jit:
-            source = {"model_init": lambda: build_model(vocab, model_key)}
+            source = {"model_init": jax.tree_util.Partial(build_model, vocab, model_key)}  # the key: an argument
             skeleton = eqx.filter_eval_shape(build_model, vocab, model_key)
         else:
             source = {"model": build_model(vocab, model_key)}
             skeleton = source["model"]
         is_trainable = True if trainable is None else trainable(skeleton)
         Pos = Axis("position", seq_len)
-        one_pass = data.train_set(Pos, config.batch_schedule, key=data_key)
-        train_examples = count_examples(one_pass)
-        if train_examples == 0:
-            raise ValueError(
-                f"{cache_dir / 'train'}: the training split has no example of {seq_len} tokens; "
-                f"use a larger corpus or a shorter seq_len for {run_id}."
-            )
-        passes_needed = math.ceil(train.steps * train.batch_size / train_examples)
-        train_set = EpochDataset(one_pass, max_epochs=passes_needed)
-        logger.info(
-            "%s: %d updates × %d examples over %d training examples = %.2f passes",
-            run_id,
-            train.steps,
-            train.batch_size,
-            train_examples,
-            train.steps * train.batch_size / train_examples,
-        )
+        training_set = cycled_training_set(data, Pos, config.batch_schedule, train, data_key, cache_dir, run_id)
+        train_examples = training_set.examples
         held_out = evaluation_set(data, Pos, cache_dir, eval_split)
         state = resume_or_initialize(
             lambda: trainer.initial_state(training_key, is_trainable=is_trainable, **source), checkpoints
@@ -190,7 +169,7 @@ def _train_run(
             )
         tokens_per_step = train.batch_size * seq_len
         periodic_eval, final_eval = held_out_evaluators(trainer, held_out, eval_split, tokenizer, train.eval_batches)
-        clock = {"start": time.time(), "start_step": resumed_from}
+        last_eval = {}
         checkpointer = trainer_checkpointer(trainer)
         after_each_save(checkpointer, write_checksums)
 
@@ -204,45 +183,11 @@ def _train_run(
 
         initial_loss = None if resumed_from else evaluate(state.eval_model, 0)
 
-        def log_step(info) -> None:
-            if info.step == clock.get("last_logged"):
-                return
-            clock["last_logged"] = info.step
-            if info.step == clock["start_step"]:
-                mark_phase("train")
-            loss = float(info.loss)
-            if not math.isfinite(loss):
-                raise NonFiniteLossError(
-                    f"{run_id}: training loss became {loss} at step {info.step}; "
-                    f"the run was stopped (lower lr or check the data)."
-                )
-            done = info.step + 1 - clock["start_step"]
-            elapsed = time.time() - clock["start"]
-            eta = elapsed / done * (train.steps - info.step - 1)
-            record = {
-                "loss": loss,
-                "lr": float(schedule(info.step)),
-                "tokens_per_s": tokens_per_step / info.step_duration,
-                "step_s": info.step_duration,
-            }
-            levanter.tracker.log(record, step=info.step)
-            if info.step % 10 == 0 or info.step + 1 == train.steps:
-                logger.info(
-                    "%s step %d/%d loss %.4f lr %.2e %.0f tok/s ETA %.0fs",
-                    run_id,
-                    info.step + 1,
-                    train.steps,
-                    loss,
-                    record["lr"],
-                    record["tokens_per_s"],
-                    eta,
-                )
-
         def log_eval(info) -> None:
             updates = info.step + 1
-            if updates == clock.get("last_eval") or (updates % train.eval_every and updates != train.steps):
+            if updates == last_eval.get("updates") or (updates % train.eval_every and updates != train.steps):
                 return
-            clock["last_eval"] = updates
+            last_eval["updates"] = updates
             evaluate(info.eval_model, updates)
 
         def keep_newest_checkpoints(info) -> None:
@@ -262,11 +207,11 @@ def _train_run(
                 f"the job to resume from it."
             )
 
-        trainer.add_hook(log_step, every=1)
+        trainer.add_hook(StepLog(run_id, train.steps, tokens_per_step, resumed_from), every=1)
         trainer.add_hook(log_eval, every=1)
         trainer.add_hook(keep_newest_checkpoints, every=1)
         trainer.add_hook(stop_when_asked, every=1)
-        loader = trainer.data_loader(train_set).iter_from_step(resumed_from)
+        loader = trainer.data_loader(training_set.dataset).iter_from_step(resumed_from)
         if resumed_from < train.steps:
             mark_phase("compile")
             last = trainer.train(state, loader)
@@ -291,12 +236,9 @@ def _train_run(
         mark_phase("write")
         devices = [str(d) for d in jax.devices()]
 
-    records = read_metrics(run_dir / "metrics.jsonl")
-    train_records = [r for r in records if "loss" in r]
-    if initial_loss is None:
-        initial_loss = next((r["eval_loss"] for r in records if r.get("step") == 0 and "eval_loss" in r), None)
-    throughput = [r["tokens_per_s"] for r in train_records[1:]]
-    return TrainingResult(
+    return TrainingResult.from_metrics(
+        read_metrics(run_dir / "metrics.jsonl"),
+        initial_val_loss=initial_loss,
         parameters=int(n_params),
         trainable_parameters=int(n_trainable),
         resumed_from_step=resumed_from,
@@ -306,19 +248,7 @@ def _train_run(
         passes=steps_done * train.batch_size / train_examples,
         fingerprint=identity.fingerprint,
         eval_split=eval_split,
-        initial_val_loss=initial_loss,
         val_loss=final.micro_avg_loss,
         val_bpb=final.micro_bpb,
-        final_train_loss=train_records[-1]["loss"] if train_records else None,
-        mean_tokens_per_s=sum(throughput) / len(throughput) if throughput else None,
         devices=devices,
-        micro_batches=[
-            {
-                "from_step": r["step"],
-                "micro_batch": r["micro_batch"],
-                "gradient_accumulation": r["gradient_accumulation"],
-            }
-            for r in records
-            if "micro_batch" in r
-        ],
     )

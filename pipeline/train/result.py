@@ -36,6 +36,31 @@ class TrainingResult:
     devices: list[str]
     micro_batches: list[dict[str, int]]
 
+    @classmethod
+    def from_metrics(cls, records: list[dict], initial_val_loss: float | None, **fields) -> TrainingResult:
+        """The result whose training-curve fields come from the run's ``metrics.jsonl`` ``records`` (all attempts):
+        the last training loss, the mean throughput of the logged steps after the first (compiling) one, the
+        micro-batch split of each attempt, and, for a resumed run (``initial_val_loss`` None), step 0's eval loss."""
+        train_records = [r for r in records if "loss" in r]
+        if initial_val_loss is None:
+            initial_val_loss = next((r["eval_loss"] for r in records if r.get("step") == 0 and "eval_loss" in r), None)
+        throughput = [r["tokens_per_s"] for r in train_records[1:]]
+        return cls(
+            initial_val_loss=initial_val_loss,
+            final_train_loss=train_records[-1]["loss"] if train_records else None,
+            mean_tokens_per_s=sum(throughput) / len(throughput) if throughput else None,
+            micro_batches=[
+                {
+                    "from_step": r["step"],
+                    "micro_batch": r["micro_batch"],
+                    "gradient_accumulation": r["gradient_accumulation"],
+                }
+                for r in records
+                if "micro_batch" in r
+            ],
+            **fields,
+        )
+
     def scores(self) -> dict[str, Any]:
         """The summary fields every run shares: parameter counts, final losses, perplexity exp(NLL) on
         ``eval_split``, throughput."""

@@ -55,6 +55,11 @@ def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
     )
 
 
+PERSISTENT_CACHE_EVERY_PROGRAM = {"jax_persistent_cache_min_compile_time_secs": 0.0}
+"""JAX writes a program to its persistent compilation cache only if it took over 1 s to compile (its default); a
+tiny job's evaluation step (0.5-1 s) was compiled again by every job of its shape. Every program is kept."""
+
+
 def trainer_config(
     run_id: str,
     train: TrainSpec,
@@ -70,7 +75,7 @@ def trainer_config(
     from levanter.callbacks.watch import WatchConfig
     from levanter.checkpoint import CheckpointerConfig
     from levanter.distributed import DistributedConfig, RayConfig
-    from levanter.trainer import TrainerConfig
+    from levanter.trainer import DEFAULT_JAX_CONFIG, TrainerConfig
 
     from pipeline.train.tracking import configured_trackers, tracker_configs
 
@@ -99,6 +104,7 @@ def trainer_config(
         log_jaxprs=False,
         log_xla_hlo=False,
         watch=WatchConfig(watch_targets=[]),
+        jax_config={**DEFAULT_JAX_CONFIG, **PERSISTENT_CACHE_EVERY_PROGRAM},
         jax_compilation_cache_dir=os.environ.get("JAX_COMPILATION_CACHE_DIR", str(REPO_ROOT / ".cache" / "jax")),
     )
 
@@ -134,8 +140,3 @@ def evaluation_set(data, Pos, cache_dir: Path, split: str):
     return dataset_for_format(
         data.format, Pos, cache, eos_id=data.the_tokenizer.eos_token_id, ignore_index=data.ignore_token_id
     )
-
-
-def count_examples(dataset) -> int:
-    """Number of seq_len examples in a (finite) Levanter training dataset."""
-    return len(dataset.as_sync_dataset())

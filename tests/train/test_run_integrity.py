@@ -112,6 +112,30 @@ def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_p
     assert sum(name == "accum_for_batch" for name, _ in compiles) == 1, sorted(compiles)
 
 
+def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_path):
+    """Runs of the tiny GPT after a first one, in one JAX persistent compilation cache (JAX logs each cache miss):
+    with another seed, the run compiles nothing; with other step counts, learning rate and warm-up, it compiles no
+    train step and no evaluation step (only the initialisation, whose optimizer state starts from the schedule's
+    numbers). Before, the schedule's numbers were constants of the train step and the model's key one of the
+    initialisation (``pipeline.train.schedule``), and programs compiled in under 1 s (the evaluation step) were not
+    cached (``pipeline.train.setup.PERSISTENT_CACHE_EVERY_PROGRAM``)."""
+    env = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache"), "JAX_EXPLAIN_CACHE_MISSES": "1"}
+    shape = {"eval_every": 2, "checkpoint_every": 2, "eval_batches": 1}
+    runs = {
+        "first": tiny_spec(steps=2, **shape),
+        "other seed": tiny_spec(steps=2, seed=1, **shape),
+        "other schedule": tiny_spec(steps=4, lr=3e-3, warmup_fraction=0.5, **shape),
+    }
+    misses = {}
+    for name, spec in runs.items():
+        result = run_verb(pretrain_args(spec, tmp_path / name, data), env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        misses[name] = set(re.findall(r"PERSISTENT COMPILATION CACHE MISS for '(\w+)'", result.stderr))
+    assert {"jit__train_step", "jit_init_and_merge", "jit_accum_for_batch"} <= misses["first"]
+    assert misses["other seed"] == set()
+    assert not {"jit__train_step", "jit_accum_for_batch"} & misses["other schedule"]
+
+
 def test_a_micro_batch_splits_each_update_and_the_summary_says_so(data, small_cache, tmp_path):
     """``--micro-batch 4`` of a batch of 8 on one device: each update sums 2 accumulated micro-batches (Levanter's
     ``per_device_parallelism``), trains the same updates as the whole batch at once (without dropout, whose masks
