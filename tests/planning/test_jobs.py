@@ -293,8 +293,8 @@ def test_a_row_planned_for_another_shape_or_memory_share_of_the_run_is_stale(tmp
         JobSizing(load_preset(reshaped), SITE, fit_table=table).training("owt-small-gpt")
     assert str(error.value) == (
         f"{table}: the row of owt-small-gpt on 1 GPU(s) is stale: a field of its model, its vocabulary, "
-        "train.mixed_precision, train.dropout, its fine-tune's N'/method/LoRA rank, or the train step's version "
-        "changed since it was planned; plan it again."
+        "train.dropout, train.mixed_precision, its fine-tune's source_euler_steps/euler_steps/method/lora_rank/"
+        "train_embeddings, or the train step's version changed since it was planned; plan it again."
     )
     monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75")
     with pytest.raises(
