@@ -1,7 +1,6 @@
 """The mini preset: the paper's claims at a scale 2 CPU cores train within the study's budget, every compared
 configuration at three or more seeds, each seed its own run id and fingerprint."""
 
-import dataclasses
 import json
 import re
 from collections import defaultdict
@@ -46,7 +45,7 @@ def test_every_compared_configuration_trains_at_three_seeds_with_distinct_finger
         configuration, seed = re.fullmatch(r"(.+)-s(\d+)", run_id).groups()
         assert spec.train.seed == int(seed)
         assert getattr(spec, "source_run", f"-s{seed}").endswith(f"-s{seed}")  # a fine-tune's source: same seed
-        fingerprints[configuration][seed] = RunIdentity.of(dataclasses.asdict(spec), tokenizer, cache).fingerprint
+        fingerprints[configuration][seed] = RunIdentity.of(spec, tokenizer, cache).fingerprint
     assert len(fingerprints) >= 5
     for configuration, by_seed in fingerprints.items():
         assert len(by_seed) >= 3, configuration

@@ -3,7 +3,6 @@ run; a real job of one shape, sharded over 8 virtual CPU devices, fills every co
 real run of its shape as it was."""
 
 import csv
-import dataclasses
 import json
 import os
 import re
@@ -207,6 +206,6 @@ def test_a_preflight_leaves_the_real_run_of_its_shape_unchanged_and_is_no_run(pr
     assert not list((results / "preflight").rglob("summary.json"))
     data = results / "data"
     spec = pretrain_runs(TINY)[RUN]
-    real = RunIdentity.of(dataclasses.asdict(spec), data / "tokenizers" / "bpe", data / "caches" / "wt103-bpe")
+    real = RunIdentity.of(spec, data / "tokenizers" / "bpe", data / "caches" / "wt103-bpe")
     preflight_fingerprint = stored_fingerprint(results / "preflight" / SHAPE / "train" / "checkpoints")
     assert preflight_fingerprint is not None and preflight_fingerprint != real.fingerprint

@@ -17,7 +17,7 @@ from pipeline.config.site import EXAMPLE, load_site
 from pipeline.planning.cost import preview
 from pipeline.planning.jobs import STARTUP_MIN, JobSizing
 from pipeline.planning.model_cost import model_cost
-from pipeline.planning.preflight_rows import PreflightError
+from pipeline.planning.preflight_rows import PreflightError, read_rows
 from pipeline.planning.workloads import workloads as preset_workloads
 from pipeline.preflight.report import COLUMNS, markdown, with_verdicts
 
@@ -390,3 +390,12 @@ def test_the_fit_table_plans_a_run_at_the_gpu_count_a_preflight_gives_it_and_at_
     assert before == [2] and after == [2, 1]
     assert plans_digest(paper, None, None, site, report) != plans_digest(paper, None, None, site)
     assert plans_digest(paper, None, None, site, tmp_path / "absent.csv") == plans_digest(paper, None, None, site)
+
+
+def test_a_preflight_row_reads_back_typed_and_a_column_that_does_not_apply_as_none(tmp_path):
+    report = write_report(
+        tmp_path / "preflight.csv", "finetune-lora", "ft-owt-wt103-diffeq6-n3-lora", "h100", budget_bytes="n/a"
+    )
+    row = read_rows(report)["finetune-lora"]
+    assert (row.tokens_per_s_per_device, row.peak_memory_bytes, row.budget_bytes) == (100.0, 1e9, None)
+    assert (row.run_id, row.device_label, row.verdict) == ("ft-owt-wt103-diffeq6-n3-lora", "h100", "ok")

@@ -263,8 +263,8 @@ def finetune_eval_split(config: dict[str, Any], target_dataset: str) -> str:
 
 
 def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
-    """Every fine-tune of Fig. 5: per direction and method, the DiffEqFormer source resampled to each N' of
-    ``steps_grid`` (``ft-<src>-<tgt>-diffeq<L>-n<N'>-<method>``) and the baseline
+    """Every fine-tune of Fig. 5: per direction and method, the DiffEqFormer source resampled to each N' (Euler
+    steps) of ``steps_grid`` (``ft-<src>-<tgt>-diffeq<L>-n<N'>-<method>``) and the baseline
     (``ft-<src>-<tgt>-gpt<L>-<method>``), per seed (suffix ``-s<seed>``, the source of the same seed) when the
     preset lists ``seeds``."""
     finetune = config["finetune"]
@@ -278,7 +278,7 @@ def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
         variants = [(diffeq, f"diffeq{diffeq.model.num_layers}-n{n}", n) for n in finetune["steps_grid"]]
         variants.append((baseline, f"{baseline.model.family}{baseline.model.num_layers}", None))
         for method, options in finetune["methods"].items():
-            for source, name, num_steps in variants:
+            for source, name, euler_steps in variants:
                 run_id = f"ft-{source_dataset}-{target_dataset}-{name}-{method}{suffix}"
                 runs[run_id] = FinetuneSpec(
                     run_id=run_id,
@@ -288,8 +288,8 @@ def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
                     target_dataset=target_dataset,
                     tokenizer=source.tokenizer,
                     family=source.model.family,
-                    source_steps=source.model.num_layers,
-                    num_steps=num_steps,
+                    source_euler_steps=source.model.num_layers,
+                    euler_steps=euler_steps,
                     method=method,
                     lora_rank=options.get("rank"),
                     lora_init=config["fidelity"]["lora_init"] if method == "lora" else None,

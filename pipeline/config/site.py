@@ -151,3 +151,10 @@ def load_site(path: str | Path) -> Site:
                 )
     expanded = {key: os.path.expanduser(os.path.expandvars(site[key])) for key in EXPANDED if site[key] is not None}
     return Site(**{**site, **expanded})
+
+
+def preset_results(site: Site | None, preset: str) -> Path:
+    """A preset's results folder, ``<root>/<preset>``: the root is the site's ``results_dir``, else (no site, or
+    none set) the repository's ``results/``."""
+    root = site.results_dir if site is not None and site.results_dir else REPO_ROOT / "results"
+    return Path(root) / preset

@@ -1,35 +1,110 @@
-"""Typed run specs: what one pretraining run or fine-tune needs, resolved from a preset (``grid`` builds them)."""
+"""Typed run specs: what one pretraining run or fine-tune needs, resolved from a preset (``grid`` builds them).
+
+Every field says what it identifies (``spec_field``'s roles, ``ROLES``); the run fingerprint
+(``pipeline.train.identity``), the fit table's plan key (``pipeline.planning.fit_table``) and the model-cost cache's
+recipe key (``pipeline.planning.workloads.ModelRecipe``) are read from the roles (``role_values``), never listed by
+hand. A field renamed in Python keeps the key it was first serialised under (``serialised_as``), so fingerprints,
+the rules' params and the run folders' ``config.yaml`` of runs trained before the rename stay the same.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
+
+WEIGHTS = "weights"
+"""Enters the run fingerprint: the field decides the weights a run trains, or names the run."""
+PLAN = "plan"
+"""Enters the fit table's plan key: the field decides the train step's memory."""
+MODEL = "model"
+"""Enters the model recipe key: the field decides the model ``ModelRecipe.build`` builds (its cost)."""
+SCHEDULE = "schedule"
+"""Decides when a run evaluates or checkpoints, nothing it computes."""
+EXECUTION = "execution"
+"""Decides how a step is split over the devices (micro-batches), not what it computes."""
+ROLES = (WEIGHTS, PLAN, MODEL, SCHEDULE, EXECUTION)
+
+
+def spec_field(*roles: str, serialised_as: str | None = None, default: Any = dataclasses.MISSING) -> Any:
+    """A spec field with its ``roles`` (of ``ROLES``) and, for a field renamed in Python, the key it is serialised
+    under (its first name)."""
+    return dataclasses.field(default=default, metadata={"roles": frozenset(roles), "serialised_as": serialised_as})
+
+
+def serialised_key(field: dataclasses.Field) -> str:
+    return field.metadata["serialised_as"] or field.name
+
+
+def _serialised(value: Any, role: str | None) -> Any:
+    if not dataclasses.is_dataclass(value):
+        return value
+    return {
+        serialised_key(field): _serialised(getattr(value, field.name), role)
+        for field in dataclasses.fields(value)
+        if role is None or role in field.metadata["roles"]
+    }
+
+
+def role_values(spec: Any, role: str) -> dict[str, Any]:
+    """The fields of ``spec`` that have ``role``, by serialised key; a nested spec with the role, by its own
+    fields that have it."""
+    return _serialised(spec, role)
+
+
+def to_dict(spec: Any) -> dict[str, Any]:
+    """Every field of ``spec`` by serialised key (``from_dict`` reads it back)."""
+    return _serialised(spec, None)
+
+
+def _from_dict(cls: type, raw: dict[str, Any], nested: dict[str, type]) -> Any:
+    """``cls`` from its serialised dict (an unknown key fails as ``cls(**raw)`` would); ``nested``: the spec type of
+    each nested spec field."""
+    names = {serialised_key(field): field.name for field in dataclasses.fields(cls)}
+    values = {names.get(key, key): value for key, value in raw.items()}
+    return cls(
+        **{name: _from_dict(nested[name], value, {}) if name in nested else value for name, value in values.items()}
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainSpec:
-    """Optimisation hyperparameters of one run (AdamW, warm-up then cosine decay to min_lr_ratio·lr)."""
+    """Optimisation hyperparameters of one run (AdamW, warm-up then cosine decay to min_lr_ratio·lr); ``steps``
+    counts optimizer updates."""
 
-    batch_size: int
-    steps: int
-    lr: float
-    eval_every: int
-    checkpoint_every: int
-    eval_batches: int | None
-    weight_decay: float
-    beta1: float
-    beta2: float
-    epsilon: float
-    warmup_fraction: float
-    min_lr_ratio: float
-    dropout: float
-    mixed_precision: str
-    seed: int
-    decay_mask: str
-    keep_checkpoints_every: int | None = None
-    micro_batch_size: int | None = None
+    batch_size: int = spec_field(WEIGHTS, PLAN)
+    steps: int = spec_field(WEIGHTS)
+    lr: float = spec_field(WEIGHTS)
+    eval_every: int = spec_field(SCHEDULE)
+    checkpoint_every: int = spec_field(SCHEDULE)
+    eval_batches: int | None = spec_field(SCHEDULE)
+    weight_decay: float = spec_field(WEIGHTS)
+    beta1: float = spec_field(WEIGHTS)
+    beta2: float = spec_field(WEIGHTS)
+    epsilon: float = spec_field(WEIGHTS)
+    warmup_fraction: float = spec_field(WEIGHTS)
+    min_lr_ratio: float = spec_field(WEIGHTS)
+    dropout: float = spec_field(WEIGHTS, PLAN, MODEL)
+    mixed_precision: str = spec_field(WEIGHTS, PLAN)
+    seed: int = spec_field(WEIGHTS)
+    decay_mask: str = spec_field(WEIGHTS)
+    keep_checkpoints_every: int | None = spec_field(SCHEDULE, default=None)
+    micro_batch_size: int | None = spec_field(EXECUTION, default=None)
     """Examples per device per forward/backward (Levanter's ``per_device_parallelism``); the gradients of
-    batch_size / (micro_batch_size × devices) micro-batches are accumulated. None: the whole batch at once."""
+    batch_size / (micro_batch_size × devices) micro-batches are accumulated (gradient accumulation only reorders
+    float sums). None: the whole batch at once."""
+
+    def bounded(self, updates: int, micro_batch: int) -> TrainSpec:
+        """This schedule cut to ``updates`` updates with one evaluation and one checkpoint, both at the last, none
+        kept besides; ``micro_batch`` examples per device per forward/backward (0: the whole batch)."""
+        return dataclasses.replace(
+            self,
+            steps=updates,
+            eval_every=updates,
+            checkpoint_every=updates,
+            keep_checkpoints_every=None,
+            micro_batch_size=micro_batch or None,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,38 +112,38 @@ class ModelSpec:
     """Architecture of one run: family and shape; time-embedding sizes D and S for DiffEqFormer (§4); the
     ``fidelity`` choices that shape its weights (init; e(t) precision and Llama layer where the family has them)."""
 
-    family: str
-    hidden_dim: int
-    num_heads: int
-    num_layers: int
-    seq_len: int
-    intermediate_dim: int | None = None
-    time_embed_dim: int | None = None
-    sinusoidal_dim: int | None = None
-    shared_time_mlp: bool | None = None
-    init: str = "reference"
-    time_precision: str | None = None
-    time_grid: str | None = None
-    llama_layer: str | None = None
+    family: str = spec_field(WEIGHTS, PLAN, MODEL)
+    hidden_dim: int = spec_field(WEIGHTS, PLAN, MODEL)
+    num_heads: int = spec_field(WEIGHTS, PLAN, MODEL)
+    num_layers: int = spec_field(WEIGHTS, PLAN, MODEL)
+    seq_len: int = spec_field(WEIGHTS, PLAN, MODEL)
+    intermediate_dim: int | None = spec_field(WEIGHTS, PLAN, MODEL, default=None)
+    time_embed_dim: int | None = spec_field(WEIGHTS, PLAN, MODEL, default=None)
+    sinusoidal_dim: int | None = spec_field(WEIGHTS, PLAN, MODEL, default=None)
+    shared_time_mlp: bool | None = spec_field(WEIGHTS, PLAN, MODEL, default=None)
+    init: str = spec_field(WEIGHTS, PLAN, MODEL, default="reference")
+    time_precision: str | None = spec_field(WEIGHTS, PLAN, MODEL, default=None)
+    time_grid: str | None = spec_field(WEIGHTS, PLAN, MODEL, default=None)
+    llama_layer: str | None = spec_field(WEIGHTS, PLAN, MODEL, default=None)
 
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
     """Everything one pretraining run needs, resolved from the preset."""
 
-    run_id: str
-    preset: str
-    group: str
-    dataset: str
-    size: str
-    tokenizer: str
-    role: str
-    ablation: str | None
-    model: ModelSpec
-    train: TrainSpec
+    run_id: str = spec_field(WEIGHTS)
+    preset: str = spec_field(WEIGHTS)
+    group: str = spec_field(WEIGHTS)
+    dataset: str = spec_field(WEIGHTS)
+    size: str = spec_field(WEIGHTS)
+    tokenizer: str = spec_field(WEIGHTS)
+    role: str = spec_field(WEIGHTS)
+    ablation: str | None = spec_field(WEIGHTS)
+    model: ModelSpec = spec_field(WEIGHTS, MODEL)
+    train: TrainSpec = spec_field(WEIGHTS, MODEL)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return json.dumps(to_dict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
@@ -76,38 +151,54 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, raw: dict) -> RunSpec:
-        return cls(**{**raw, "model": ModelSpec(**raw["model"]), "train": TrainSpec(**raw["train"])})
+        return _from_dict(cls, raw, {"model": ModelSpec, "train": TrainSpec})
+
+    def bounded(self, updates: int, micro_batch: int) -> RunSpec:
+        """The run cut to ``updates`` updates (``TrainSpec.bounded``)."""
+        return dataclasses.replace(self, train=self.train.bounded(updates, micro_batch))
 
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneSpec:
-    """One step-resampling fine-tune (paper §6.2): a pretrained source run, resampled to ``num_steps`` = N'
-    Euler steps (DiffEqFormer; ``None`` keeps a GPT baseline's depth), trained on the target dataset with
-    ``method`` lora (rank ``lora_rank``, adapters initialised by ``lora_init``, adapters + embeddings trainable if
-    ``train_embeddings``) or full; ``resampling`` says where dt' goes (``fidelity.resampling``); ``eval_split`` is
-    the target split it is scored on (``fidelity.eval_split``)."""
+    """One step-resampling fine-tune (paper §6.2): a pretrained source run of ``source_euler_steps`` = L Euler steps
+    (its layers), resampled to ``euler_steps`` = N' (DiffEqFormer; ``None`` keeps a GPT baseline's depth), trained
+    on the target dataset with ``method`` lora (rank ``lora_rank``, adapters initialised by ``lora_init``, adapters +
+    embeddings trainable if ``train_embeddings``) or full; ``resampling`` says where dt' goes
+    (``fidelity.resampling``); ``eval_split`` is the target split it is scored on (``fidelity.eval_split``). Euler
+    steps are layers of the ODE's discretisation, not optimizer updates (``train.steps``); their serialised keys
+    are their first names, ``source_steps`` and ``num_steps``."""
 
-    run_id: str
-    preset: str
-    source_run: str
-    source_dataset: str
-    target_dataset: str
-    tokenizer: str
-    family: str
-    source_steps: int
-    num_steps: int | None
-    method: str
-    lora_rank: int | None
-    lora_init: str | None
-    train_embeddings: bool
-    resampling: str
-    eval_split: str
-    train: TrainSpec
+    run_id: str = spec_field(WEIGHTS)
+    preset: str = spec_field(WEIGHTS)
+    source_run: str = spec_field(WEIGHTS)
+    source_dataset: str = spec_field(WEIGHTS)
+    target_dataset: str = spec_field(WEIGHTS)
+    tokenizer: str = spec_field(WEIGHTS)
+    family: str = spec_field(WEIGHTS)
+    source_euler_steps: int = spec_field(WEIGHTS, PLAN, serialised_as="source_steps")
+    euler_steps: int | None = spec_field(WEIGHTS, PLAN, MODEL, serialised_as="num_steps")
+    method: str = spec_field(WEIGHTS, PLAN)
+    lora_rank: int | None = spec_field(WEIGHTS, PLAN)
+    lora_init: str | None = spec_field(WEIGHTS)
+    train_embeddings: bool = spec_field(WEIGHTS, PLAN)
+    resampling: str = spec_field(WEIGHTS)
+    eval_split: str = spec_field(WEIGHTS)
+    train: TrainSpec = spec_field(WEIGHTS)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return json.dumps(to_dict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> FinetuneSpec:
-        raw = json.loads(text)
-        return cls(**{**raw, "train": TrainSpec(**raw["train"])})
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> FinetuneSpec:
+        return _from_dict(cls, raw, {"train": TrainSpec})
+
+    def bounded(self, updates: int, micro_batch: int) -> FinetuneSpec:
+        """The fine-tune cut to ``updates`` updates (``TrainSpec.bounded``)."""
+        return dataclasses.replace(self, train=self.train.bounded(updates, micro_batch))
+
+
+SPEC_TYPES = (RunSpec, ModelSpec, TrainSpec, FinetuneSpec)

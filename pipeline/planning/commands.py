@@ -8,7 +8,7 @@ import json
 import logging
 from pathlib import Path
 
-from pipeline.config import REPO_ROOT, load_preset
+from pipeline.config import load_preset
 from pipeline.planning.throughput import DEFAULT_MFU
 
 
@@ -48,7 +48,7 @@ def _cost(args: argparse.Namespace) -> None:
 
 
 def _status(args: argparse.Namespace) -> None:
-    from pipeline.config.site import load_site
+    from pipeline.config.site import load_site, preset_results
     from pipeline.planning.cost import cost_rows
     from pipeline.planning.jobs import JobSizing
     from pipeline.planning.status import format_plan, format_status, grid_status, plan_rows
@@ -56,10 +56,7 @@ def _status(args: argparse.Namespace) -> None:
 
     config = load_preset({"preset": args.preset, **json.loads(args.overrides)})
     site = None if args.site is None else load_site(args.site)
-    results = (
-        args.results
-        or Path(site.results_dir if site is not None and site.results_dir else REPO_ROOT / "results") / config["preset"]
-    )
+    results = args.results or preset_results(site, config["preset"])
     fit_table = results / "fit.csv"
     sizing = JobSizing(config, site, fit_table if fit_table.is_file() else None)
     if args.plan:
@@ -74,7 +71,7 @@ def _status(args: argparse.Namespace) -> None:
         if workload.kind in ("pretrain", "finetune")
     }
     device = site.device if site is not None else args.device
-    rows = cost_rows(list(training.values()), device, {}, args.mfu, config)
+    rows = cost_rows(list(training.values()), device, {}, args.mfu, config, results=results)
     preview_hours = {workload_id: row["gpu_hours"] for workload_id, row in zip(training, rows, strict=True)}
 
     def plan(workload_id: str) -> tuple[int, int]:
@@ -93,7 +90,7 @@ def _status(args: argparse.Namespace) -> None:
 
 
 def _fit(args: argparse.Namespace) -> None:
-    from pipeline.config.site import load_site
+    from pipeline.config.site import load_site, preset_results
     from pipeline.planning.fit import write_fit
 
     if args.site is not None and (args.device is not None or args.gpus is not None):
@@ -101,12 +98,12 @@ def _fit(args: argparse.Namespace) -> None:
     config = load_preset({"preset": args.preset, **json.loads(args.overrides)})
     site = None if args.site is None else load_site(args.site)
     device, gpus = args.device or "h100", args.gpus or 8
-    results = Path(site.results_dir) if site is not None and site.results_dir else REPO_ROOT / "results"
+    results = preset_results(site, config["preset"])
     # Only a site's plan is the table its SLURM jobs read; a plan for a named device goes beside it.
     name = "fit" if site is not None else f"fit-{device}x{gpus}"
-    md = args.md or results / config["preset"] / f"{name}.md"
-    table = args.csv or results / config["preset"] / f"{name}.csv"
-    preflight = args.preflight or results / config["preset"] / "preflight.csv"
+    md = args.md or results / f"{name}.md"
+    table = args.csv or results / f"{name}.csv"
+    preflight = args.preflight or results / "preflight.csv"
     rows = write_fit(
         config,
         device,

@@ -32,13 +32,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import REPO_ROOT, load_preset
+from pipeline.config import load_preset
+from pipeline.config.site import preset_results
 from pipeline.planning.checkpoint_disk import checkpoint_disk
+from pipeline.planning.devices import DEVICES
 from pipeline.planning.model_cost import model_cost
 from pipeline.planning.preflight_rows import preflight_path, preflight_throughput
 from pipeline.planning.throughput import (
     DEFAULT_MFU,
-    PEAK_TFLOPS,
     compute_precision,
     default_throughput_path,
     read_throughput,
@@ -109,21 +110,22 @@ def workload_tokens(workload: Workload, config: dict[str, Any]) -> int:
 
 def estimated_tokens_per_s(workload: Workload, device: str, mfu: float, config: dict[str, Any]) -> float:
     """Training tokens/s per GPU = MFU × peak FLOP/s / (3 × forward FLOPs per token)."""
-    if device not in PEAK_TFLOPS:
+    if device not in DEVICES:
         family, size, layers = workload.throughput_key
         raise ValueError(
             f"--device {device!r} has no measured throughput for {workload.model_id} (family {family!r}, "
             f"size {size!r}, num_layers {layers}) and no peak FLOP/s to estimate from; expected a "
-            f"device in {sorted(PEAK_TFLOPS)} or a measured row."
+            f"device in {sorted(DEVICES)} or a measured row."
         )
     _, forward_flops = model_cost(workload, config)
-    peak = PEAK_TFLOPS[device][compute_precision(workload.train.mixed_precision)] * 1e12
+    peak = DEVICES[device].peak_tflops[compute_precision(workload.train.mixed_precision)] * 1e12
     return mfu * peak / (TRAIN_PASSES * forward_flops)
 
 
-def corpus_train_tokens(config: dict[str, Any], dataset: str, tokenizer: str) -> float | None:
-    """Training tokens of ``dataset`` under ``tokenizer``: the built cache's count, else the published size."""
-    stats = REPO_ROOT / "results" / config["preset"] / "data" / "caches" / f"{dataset}-{tokenizer}" / "stats.json"
+def corpus_train_tokens(config: dict[str, Any], results: Path, dataset: str, tokenizer: str) -> float | None:
+    """Training tokens of ``dataset`` under ``tokenizer``: the count of the cache built in the preset's ``results``
+    folder, else the published size."""
+    stats = results / "data" / "caches" / f"{dataset}-{tokenizer}" / "stats.json"
     if stats.is_file():
         return float(json.loads(stats.read_text())["train"]["tokens"])
     source = config["datasets"][dataset]["source"]
@@ -137,15 +139,18 @@ def cost_rows(
     mfu: float,
     config: dict[str, Any],
     preflight: dict[str, float] | None = None,
+    results: Path | None = None,
 ) -> list[dict[str, Any]]:
     """One row per run: tokens, training tokens/s per GPU (the preflight's by workload id, else ``measured`` by
-    model, else estimated), GPU-hours = tokens × passes / 3 / tokens_per_s / 3600, passes over the training data,
-    checkpoint bytes kept, and held while it trains."""
+    model, else estimated), GPU-hours = tokens × passes / 3 / tokens_per_s / 3600, passes over the training data
+    (of the caches built in ``results``, the preset's results folder: default the repository's), checkpoint bytes
+    kept, and held while it trains."""
     preflight = preflight or {}
+    results = results or preset_results(None, config["preset"])
     rows = []
     for workload in workloads:
         training = workload.passes == TRAIN_PASSES
-        corpus = corpus_train_tokens(config, workload.dataset, workload.tokenizer) if training else None
+        corpus = corpus_train_tokens(config, results, workload.dataset, workload.tokenizer) if training else None
         parameters, forward_flops = model_cost(workload, config)
         tokens = workload_tokens(workload, config)
         if workload.run_id in preflight:

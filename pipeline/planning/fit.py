@@ -48,13 +48,12 @@ from typing import Any
 
 from pipeline.config.site import Site
 from pipeline.execution.job_env import gpu_memory_fraction
+from pipeline.planning.devices import DEVICES
 from pipeline.planning.fit_table import fit_table, job_key, plan_key, read_fit_rows
 from pipeline.planning.plans import plans_in_subprocess
 from pipeline.planning.workloads import Workload, workload_vocab_size, workloads
 from pipeline.train.digests import json_digest
 
-DEVICE_MEMORY_BYTES = {"a100": 80 * 10**9, "h100": 80 * 10**9, "h200": 141 * 10**9}
-"""Memory of one GPU (NVIDIA datasheets, SXM): A100 80 GB, H100 80 GB, H200 141 GB."""
 logger = logging.getLogger(__name__)
 
 
@@ -175,8 +174,8 @@ def planned_jobs(
     """``(workload, GPUs, device bytes)`` of every workload of ``config`` (or of ``run_ids``): on ``gpus`` GPUs of
     ``device``, or, given a ``site``, on each GPU count the site may give its job (``site_gpus``), of the site's
     memory."""
-    if site is None and device not in DEVICE_MEMORY_BYTES:
-        raise ValueError(f"--device {device!r}: unknown GPU; expected one of {sorted(DEVICE_MEMORY_BYTES)}.")
+    if site is None and device not in DEVICES:
+        raise ValueError(f"--device {device!r}: unknown GPU; expected one of {sorted(DEVICES)}.")
     known = workloads(config)
     unknown = sorted(set(run_ids or []) - set(known))
     if unknown:
@@ -186,7 +185,7 @@ def planned_jobs(
         )
     chosen = [known[run_id] for run_id in run_ids or known]
     if site is None:
-        return [(workload, gpus, DEVICE_MEMORY_BYTES[device]) for workload in chosen]
+        return [(workload, gpus, DEVICES[device].memory_bytes) for workload in chosen]
     return [
         (workload, count, site.gpu_memory_bytes)
         for workload, counts in zip(chosen, site_gpus(config, site, chosen, preflight_table), strict=True)

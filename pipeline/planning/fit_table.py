@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.artifacts import csv_text, markdown_table
+from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec, role_values
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.planning.workloads import Workload
 from pipeline.train.digests import json_digest
@@ -45,29 +46,26 @@ FIT_COLUMNS = (
 plan, bytes per device."""
 TEXT_COLUMNS = {"run_id", "plan_key", "role", "family", "size"}
 VERDICT_COLUMNS = {"fits", "fits_at_paper_batch"}
-PLAN_TRAIN_FIELDS = ("batch_size", "mixed_precision", "dropout")
-PLAN_FINETUNE_FIELDS = ("source_steps", "num_steps", "method", "lora_rank", "train_embeddings")
 
 logger = logging.getLogger(__name__)
 
 
 def plan_parts(workload: Workload, vocab_size: int) -> dict[str, Any]:
-    """What a workload's plan depends on: its kind, its model (every field of the run's ``ModelSpec``: family,
-    widths, depth, seq_len, D, ...), the vocabulary, the train step's ``PLAN_TRAIN_FIELDS``, a fine-tune's
-    ``PLAN_FINETUNE_FIELDS`` (N', LoRA rank, what trains), and the train step's version (``TRAIN_STEP``: a changed
-    step, e.g. with or without buffer donation, plans differently). Learning rates, step counts, seeds and
-    evaluation settings leave the plan unchanged and keep the row valid; the micro-batch is the row's answer."""
+    """What a workload's plan depends on: its kind, the vocabulary, the fields of role ``PLAN``
+    (``pipeline.config.specs``) of its model (family, widths, depth, seq_len, D, ...), of the train step's spec
+    (batch, precision, dropout) and of a fine-tune's spec (N', LoRA rank, what trains), and the train step's version
+    (``TRAIN_STEP``: a changed step, e.g. with or without buffer donation, plans differently). Learning rates,
+    update counts, seeds and evaluation settings leave the plan unchanged and keep the row valid; the micro-batch is
+    the row's answer."""
     from pipeline.train.identity import TRAIN_STEP
 
     return {
         "role": workload.kind,
-        "model": dataclasses.asdict(workload.run.model),
+        "model": role_values(workload.run.model, PLAN),
         "vocab_size": vocab_size,
         "train_step": TRAIN_STEP,
-        "train": {field: getattr(workload.train, field) for field in PLAN_TRAIN_FIELDS},
-        "finetune": None
-        if workload.finetune is None
-        else {field: getattr(workload.finetune, field) for field in PLAN_FINETUNE_FIELDS},
+        "train": role_values(workload.train, PLAN),
+        "finetune": None if workload.finetune is None else role_values(workload.finetune, PLAN),
     }
 
 
@@ -106,35 +104,41 @@ def read_fit_rows(path: Path) -> list[dict[str, Any]]:
     return [{column: parse(column, row[column]) for column in FIT_COLUMNS} for row in rows]
 
 
+def _plan_fields(spec_type: type, prefix: str) -> dict[str, str]:
+    """The fields of role ``PLAN`` of ``spec_type`` by name, each with its preset key ``<prefix>.<name>``."""
+    return {
+        field.name: f"{prefix}.{field.name}"
+        for field in dataclasses.fields(spec_type)
+        if PLAN in field.metadata["roles"]
+    }
+
+
 STALE_COLUMNS = {
-    "family": "model.family",
-    "size": "size",
-    "time_embed_dim": "model.time_embed_dim",
-    "seq_len": "model.seq_len",
-    "batch_size": "train.batch_size",
+    column: key
+    for column, key in {**_plan_fields(ModelSpec, "model"), **_plan_fields(TrainSpec, "train")}.items()
+    if column in FIT_COLUMNS
 }
 """Columns of a row that restate a field its ``plan_key`` covers, by the preset key they come from."""
+UNRESTATED_PLAN_FIELDS = (
+    "a field of its model, its vocabulary, "
+    + ", ".join(key for column, key in _plan_fields(TrainSpec, "train").items() if column not in STALE_COLUMNS)
+    + ", its fine-tune's "
+    + "/".join(_plan_fields(FinetuneSpec, "finetune"))
+    + ", or the train step's version"
+)
+"""What else ``plan_parts`` covers, named where no column says which changed."""
 
 
 def stale_field(row: dict[str, Any], workload: Workload, vocab_size: int) -> str | None:
     """What changed since ``row`` was planned (``None``: the row holds): the first of ``STALE_COLUMNS`` whose value
-    differs from the run's now, with both values; else the parts of ``plan_parts`` that no column restates."""
+    differs from the workload's now, with both values; else ``UNRESTATED_PLAN_FIELDS``."""
     if row["plan_key"] == plan_key(workload, vocab_size):
         return None
-    current = {
-        "family": workload.run.model.family,
-        "size": workload.run.size,
-        "time_embed_dim": workload.run.model.time_embed_dim,
-        "seq_len": workload.run.model.seq_len,
-        "batch_size": workload.batch_size,
-    }
     for column, key in STALE_COLUMNS.items():
-        if row[column] != current[column]:
-            return f"{key} (planned {row[column]}, now {current[column]})"
-    return (
-        "a field of its model, its vocabulary, train.mixed_precision, train.dropout, its fine-tune's "
-        "N'/method/LoRA rank, or the train step's version"
-    )
+        spec = workload.run.model if key.startswith("model.") else workload.train
+        if row[column] != getattr(spec, column):
+            return f"{key} (planned {row[column]}, now {getattr(spec, column)})"
+    return UNRESTATED_PLAN_FIELDS
 
 
 def fit_table(rows: list[dict[str, Any]]) -> tuple[str, str]:

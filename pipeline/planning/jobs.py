@@ -44,11 +44,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, Site
+from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, Site, preset_results
 from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
 from pipeline.planning.checkpoint_disk import CHECKPOINT_BYTES_PER_PARAMETER
 from pipeline.planning.job_shape import JobShape, Placement
-from pipeline.planning.preflight_rows import preflight_throughput, read_rows, require_green, shape_id, training_row
+from pipeline.planning.preflight_rows import (
+    PreflightRow,
+    preflight_throughput,
+    read_rows,
+    require_green,
+    shape_id,
+    training_row,
+)
 from pipeline.planning.workloads import Workload, workload_vocab_size, workloads
 
 STARTUP_MIN = DEFAULT_CHUNK_STARTUP_MIN
@@ -176,11 +183,12 @@ class JobSizing:
                 self.site.mfu,
                 self.config,
                 self._preflight_throughput,
+                preset_results(self.site, self.config["preset"]),
             )[0]
         return self._costs[workload_id]
 
     @functools.cached_property
-    def _preflight_rows(self) -> dict[str, dict[str, Any]]:
+    def _preflight_rows(self) -> dict[str, PreflightRow]:
         """The preflight report's rows, read once for every job of the workflow (empty without a report)."""
         return {} if self.preflight_table is None else read_rows(self.preflight_table)
 

@@ -8,10 +8,11 @@ or ``cpu`` without a site) are not read.
 from __future__ import annotations
 
 import csv
+import dataclasses
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import REPO_ROOT
+from pipeline.config.site import preset_results
 from pipeline.planning.model_cost import model_cost
 from pipeline.planning.workloads import Workload, workloads
 
@@ -29,16 +30,53 @@ def shape_id(family: str, size: str, gpus: int, micro_batch: int) -> str:
 
 def preflight_path(preset: str) -> Path:
     """The preflight report the cost preview reads by default (``results/<preset>/preflight.csv``)."""
-    return REPO_ROOT / "results" / preset / "preflight.csv"
+    return preset_results(None, preset) / "preflight.csv"
 
 
-def read_rows(path: str | Path) -> dict[str, dict[str, Any]]:
+NOT_APPLICABLE = "n/a"
+"""What a measured column of a job that ran holds where it does not apply to the job's kind (the training columns of
+lm-eval and the analyses; the memory plan and the restore of a fine-tune)."""
+
+
+def _number(text: str) -> float | None:
+    """A measured column's value: None where it does not apply or was not measured (a failed job's)."""
+    return None if text in ("", NOT_APPLICABLE) else float(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class PreflightRow:
+    """The columns of a report row that planning reads, typed: the row's shape (or stage job), kind, the grid job it
+    measured, the device it ran on, its verdict and error, its training tokens/s per device and its peak memory
+    against its budget (None where they do not apply, or its job measured nothing)."""
+
+    shape: str
+    kind: str
+    run_id: str
+    device_label: str
+    verdict: str
+    error: str
+    tokens_per_s_per_device: float | None
+    peak_memory_bytes: float | None
+    budget_bytes: float | None
+
+    @classmethod
+    def from_csv(cls, row: dict[str, str]) -> PreflightRow:
+        numbers = ("tokens_per_s_per_device", "peak_memory_bytes", "budget_bytes")
+        return cls(
+            **{
+                field.name: _number(row[field.name]) if field.name in numbers else row[field.name]
+                for field in dataclasses.fields(cls)
+            }
+        )
+
+
+def read_rows(path: str | Path) -> dict[str, PreflightRow]:
     """The report's rows by shape id (empty without a report)."""
     path = Path(path)
     if not path.is_file():
         return {}
     with path.open(newline="") as stream:
-        return {row["shape"]: row for row in csv.DictReader(stream)}
+        return {row["shape"]: PreflightRow.from_csv(row) for row in csv.DictReader(stream)}
 
 
 FINETUNE_METHODS = ("lora", "full")
@@ -71,15 +109,10 @@ def preflight_throughput(path: str | Path, device: str, config: dict[str, Any]) 
     jobs = workloads(config)
     by_model, flops_by_method = {}, {}
     for row in read_rows(path).values():
-        measured = jobs.get(row["run_id"])
-        if (
-            row["device_label"] != device
-            or row["verdict"] != "ok"
-            or measured is None
-            or (training_row(measured) != row["kind"])
-        ):
+        measured = jobs.get(row.run_id)
+        if row.device_label != device or row.verdict != "ok" or measured is None or training_row(measured) != row.kind:
             continue
-        tokens_per_s = float(row["tokens_per_s_per_device"])
+        tokens_per_s = row.tokens_per_s_per_device
         if measured.kind == "pretrain":
             by_model[measured.throughput_key] = tokens_per_s
         else:
@@ -93,23 +126,23 @@ def preflight_throughput(path: str | Path, device: str, config: dict[str, Any]) 
     return throughput
 
 
-def require_green(path: str | Path, rows: dict[str, dict[str, Any]], row_key: str, grid_job: str) -> None:
+def require_green(path: str | Path, rows: dict[str, PreflightRow], row_key: str, grid_job: str) -> None:
     """Stop, in one sentence naming the preflight job, the grid's job and what to do, when the row ``row_key`` (a
     training shape, or a stage job's kind) of the report ``path`` (its ``rows``, as ``read_rows`` reads them) that
     stands for ``grid_job`` is red (its job failed, or its peak memory exceeded its plan)."""
     row = rows.get(row_key)
-    if row is None or row["verdict"] in ("ok", "stopped"):
+    if row is None or row.verdict in ("ok", "stopped"):
         return
-    subject = f"shape {row_key}" if row["kind"] == "pretrain" else f"stage job {row_key}"
-    row_file = Path(path).parent / "preflight" / ("" if row["kind"] == "pretrain" else "stages") / row_key / "row.json"
+    subject = f"shape {row_key}" if row.kind == "pretrain" else f"stage job {row_key}"
+    row_file = Path(path).parent / "preflight" / ("" if row.kind == "pretrain" else "stages") / row_key / "row.json"
     rerun = f"delete {row_file} and rerun the preflight before the grid"
-    if row["verdict"] == "failed":
+    if row.verdict == "failed":
         raise PreflightError(
-            f"{path}: the preflight of {subject} ({grid_job}) failed ({row['error']}); fix that, {rerun}."
+            f"{path}: the preflight of {subject} ({grid_job}) failed ({row.error}); fix that, {rerun}."
         )
     raise PreflightError(
         f"{path}: the preflight of {subject} ({grid_job}) peaked at "
-        f"{float(row['peak_memory_bytes']) / 1e9:.3g} GB, over its plan's "
-        f"{float(row['budget_bytes']) / 1e9:.3g} GB; set a smaller micro-batch "
+        f"{row.peak_memory_bytes / 1e9:.3g} GB, over its plan's "
+        f"{row.budget_bytes / 1e9:.3g} GB; set a smaller micro-batch "
         f"(train.micro_batch_size, or rerun `fit`), then {rerun}."
     )

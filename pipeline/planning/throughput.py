@@ -1,5 +1,6 @@
 """Training throughput per GPU: the measured table ``results/benchmarks/throughput-sizes-<device>.csv`` (``python
--m pipeline bench throughput-sizes``) and the dense peaks an estimate starts from where a model was not measured."""
+-m pipeline bench throughput-sizes``); an estimate where a model was not measured starts from the device's dense peak
+(``pipeline.planning.devices``)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,6 @@ THROUGHPUT_COLUMNS = (
     "notes",
 )
 """Columns of a measured throughput table (one row per device, family and size; tokens/s of training)."""
-PEAK_TFLOPS = {
-    "a100": {"bf16": 312.0, "f32": 156.0},
-    "h100": {"bf16": 989.0, "f32": 494.7},
-    "h200": {"bf16": 989.0, "f32": 494.7},
-}
-"""Dense peak TFLOP/s per GPU (NVIDIA datasheets, SXM): bf16/fp16 tensor cores, and TF32 for float32 compute."""
 DEFAULT_MFU = 0.4
 
 

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from pipeline.config import FinetuneSpec, RunSpec, TrainSpec, finetune_runs, memory_probes, pretrain_runs
+from pipeline.config.specs import MODEL, role_values, to_dict
 
 KINDS = ("pretrain", "probe", "finetune", "downstream")
 TRAIN_PASSES = 3
@@ -26,28 +27,23 @@ class ModelRecipe:
     fine-tune, its source's) and, for a DiffEqFormer fine-tune, the N' Euler steps it is discretised to."""
 
     spec: RunSpec
-    num_steps: int | None = None
+    euler_steps: int | None = None
 
     def build(self):
         from pipeline.models import DiscreteDiffEqGptConfig, DiscreteDiffEqLlamaConfig
         from pipeline.models.checkpoint import run_model_config
 
         config = run_model_config(self.spec)
-        if self.num_steps is None:
+        if self.euler_steps is None:
             return config
         discrete = {"diffeq": DiscreteDiffEqGptConfig, "diffeq_llama": DiscreteDiffEqLlamaConfig}
-        return discrete[self.spec.model.family](source=config, num_steps=self.num_steps)
+        return discrete[self.spec.model.family](source=config, num_steps=self.euler_steps)
 
     def key(self, vocab: int) -> str:
-        """The recipe's identity for the model-cost cache: every field ``build`` reads, and the vocabulary."""
+        """The recipe's identity for the model-cost cache: the run's fields of role ``MODEL`` (what ``build`` reads,
+        ``pipeline.config.specs``), the Euler steps and the vocabulary."""
         return json.dumps(
-            {
-                "model": dataclasses.asdict(self.spec.model),
-                "dropout": self.spec.train.dropout,
-                "num_steps": self.num_steps,
-                "vocab": vocab,
-            },
-            sort_keys=True,
+            {"run": role_values(self.spec, MODEL), "euler_steps": self.euler_steps, "vocab": vocab}, sort_keys=True
         )
 
 
@@ -115,17 +111,17 @@ class Workload:
 
     @property
     def recipe(self) -> ModelRecipe:
-        num_steps = None if self.finetune is None else self.finetune.num_steps
-        return ModelRecipe(self.run, num_steps=num_steps)
+        euler_steps = None if self.finetune is None else self.finetune.euler_steps
+        return ModelRecipe(self.run, euler_steps=euler_steps)
 
     @property
     def family(self) -> str:
         """The model's family: a DiffEqFormer fine-tune's is its discretised family."""
-        return self.run.model.family if self.recipe.num_steps is None else DISCRETE_FAMILIES[self.run.model.family]
+        return self.run.model.family if self.recipe.euler_steps is None else DISCRETE_FAMILIES[self.run.model.family]
 
     @property
     def num_layers(self) -> int:
-        return self.run.model.num_layers if self.recipe.num_steps is None else self.recipe.num_steps
+        return self.run.model.num_layers if self.recipe.euler_steps is None else self.recipe.euler_steps
 
     @property
     def throughput_key(self) -> tuple[str, str, int]:
@@ -134,13 +130,13 @@ class Workload:
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
-            "run": dataclasses.asdict(self.run),
-            "finetune": None if self.finetune is None else dataclasses.asdict(self.finetune),
+            "run": to_dict(self.run),
+            "finetune": None if self.finetune is None else to_dict(self.finetune),
         }
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Workload:
-        finetune = None if raw["finetune"] is None else FinetuneSpec.from_json(json.dumps(raw["finetune"]))
+        finetune = None if raw["finetune"] is None else FinetuneSpec.from_dict(raw["finetune"])
         return cls(raw["kind"], RunSpec.from_dict(raw["run"]), finetune)
 
 

@@ -15,7 +15,7 @@ from pipeline.preflight.shapes import DEFAULT_TIMED, DEFAULT_WARMUP
 
 def _plan(args: argparse.Namespace) -> None:
     from pipeline.config import load_preset
-    from pipeline.config.site import load_site
+    from pipeline.config.site import load_site, preset_results
     from pipeline.planning.cost import preview
     from pipeline.planning.jobs import JobSizing
     from pipeline.preflight.shapes import (
@@ -30,8 +30,7 @@ def _plan(args: argparse.Namespace) -> None:
 
     config = load_preset({"preset": args.preset})
     site = None if args.site is None else load_site(args.site)
-    results = Path(site.results_dir) if site is not None and site.results_dir else Path("results")
-    fit_table = args.fit_table or results / config["preset"] / "fit.csv"
+    fit_table = args.fit_table or preset_results(site, config["preset"]) / "fit.csv"
     sizing = JobSizing(config, site, fit_table=fit_table if site else None)
     shapes = training_shapes(config, sizing)
     stages = {kind: (job, stage_gpus(job, sizing)) for kind, job in stage_jobs(config, run_shapes(shapes)).items()}
@@ -149,7 +148,7 @@ def _report(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text, csv_text
     from pipeline.config import load_preset
     from pipeline.planning.cost import cost_rows, workload_tokens
-    from pipeline.planning.throughput import PEAK_TFLOPS
+    from pipeline.planning.devices import DEVICES
     from pipeline.planning.workloads import workloads as preset_workloads
     from pipeline.preflight.report import (
         COLUMNS,
@@ -166,7 +165,7 @@ def _report(args: argparse.Namespace) -> None:
     run_shapes = {run: shape for shape, item in shapes.items() for run in item["runs"]}
     run_gpus = {run: item["gpus"] for item in shapes.values() for run in item["runs"]}
     workloads = [workload for workload in preset_workloads(config).values() if workload.kind == "pretrain"]
-    if args.device_label in PEAK_TFLOPS:
+    if args.device_label in DEVICES:
         costs = cost_rows(workloads, args.device_label, {}, args.mfu, config)
     else:
         costs = [

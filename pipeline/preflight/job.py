@@ -1,11 +1,12 @@
 """One preflight job: the first run of a shape trained by the pretraining code for a bounded number of updates,
 then restarted from its checkpoint, and measured.
 
-The run's spec with ``steps = warmup + timed``, one evaluation and one checkpoint at the last update goes through
-``pipeline.train.loop.train_run`` (the real loop: Levanter's trainer, FSDP over the job's devices, the micro-batch
-and gradient accumulation the job was sized with); a second ``train_run`` of the same spec resumes from that
-checkpoint (the restore) and evaluates. The training folder is ``<job dir>/train``: its fingerprint is the bounded
-spec's marked ``preflight`` (never a real run's), and no run summary is written. The measurement row:
+The run's spec bounded to ``warmup + timed`` updates (``RunSpec.bounded``: one evaluation and one checkpoint at the
+last update) goes through ``pipeline.train.loop.train_run`` (the real loop: Levanter's trainer, FSDP over the job's
+devices, the micro-batch and gradient accumulation the job was sized with); a second ``train_run`` of the same spec
+resumes from that checkpoint (the restore) and evaluates. The training folder is ``<job dir>/train``: its
+fingerprint is the bounded spec's marked ``preflight`` (never a real run's), and no run summary is written. The
+measurement row:
 
 - step time: median ``step_s`` of the timed updates; tokens/s = batch × seq_len / step time;
 - MFU = 3 × forward FLOPs per token (Levanter's ``flops_per_token``) × tokens/s / (peak FLOP/s × devices), the peak
@@ -19,7 +20,6 @@ spec's marked ``preflight`` (never a real run's), and no run summary is written.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import resource
@@ -32,6 +32,7 @@ from typing import Any
 
 from pipeline.artifacts import atomic_write_yaml, folder_bytes, read_metrics
 from pipeline.config import RunSpec
+from pipeline.config.specs import to_dict
 from pipeline.execution.phases import MARKER
 from pipeline.train.identity import RunIdentity
 
@@ -56,20 +57,6 @@ class PhaseClock(logging.Handler):
         first = names.index(start, after)
         last = names.index(end, first)
         return self.phases[last][1] - self.phases[first][1]
-
-
-def bounded_spec(spec: RunSpec, warmup: int, timed: int, micro_batch: int) -> RunSpec:
-    """The run with ``warmup + timed`` updates, one evaluation and one checkpoint, both at the last update."""
-    steps = warmup + timed
-    train = dataclasses.replace(
-        spec.train,
-        steps=steps,
-        eval_every=steps,
-        checkpoint_every=steps,
-        keep_checkpoints_every=None,
-        micro_batch_size=micro_batch or None,
-    )
-    return dataclasses.replace(spec, train=train)
 
 
 def versions() -> dict[str, str]:
@@ -195,13 +182,13 @@ def preflight_pretrain(
 
     started = time.perf_counter()
     logging.getLogger("pipeline").setLevel(logging.INFO)
-    spec = bounded_spec(RunSpec.from_json(spec_json), warmup, timed, micro_batch)
+    spec = RunSpec.from_json(spec_json).bounded(warmup + timed, micro_batch)
     train_dir = Path(job_dir) / "train"
     shutil.rmtree(train_dir, ignore_errors=True)  # a rerun measures afresh: no resume from an earlier preflight
     train_dir.mkdir(parents=True)
-    atomic_write_yaml(train_dir / "config.yaml", dataclasses.asdict(spec))  # what the later stages' loader reads
+    atomic_write_yaml(train_dir / "config.yaml", to_dict(spec))  # what the later stages' loader reads
     model_config = run_model_config(spec)
-    identity = RunIdentity.of({**dataclasses.asdict(spec), "preflight": True}, Path(tokenizer_dir), Path(cache_dir))
+    identity = RunIdentity.of(spec, Path(tokenizer_dir), Path(cache_dir), preflight=True)
     clock = PhaseClock()
     logging.getLogger("pipeline.execution.phases").addHandler(clock)
 

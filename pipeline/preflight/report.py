@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from pipeline.artifacts import markdown_table
+from pipeline.planning.preflight_rows import NOT_APPLICABLE
 
 IDENTITY_COLUMNS = ("shape", "kind", "run_id", "runs", "device_label", "status", "error")
 MEASURED_COLUMNS = (
@@ -50,9 +51,6 @@ MEASURED_COLUMNS = (
     "wall_s",
 )
 COLUMNS = (*IDENTITY_COLUMNS, *MEASURED_COLUMNS, "verdict")
-NOT_APPLICABLE = "n/a"
-"""What a measured column of a job that ran holds where it does not apply to the job's kind (the training columns of
-lm-eval and the analyses; the memory plan and the restore of a fine-tune)."""
 RED_ROW = '<tr style="background:#fbb">'
 RED_VERDICTS = ("failed", "over plan")
 """Verdicts that stop the grid's runs of the row's shape (or stage kind)."""

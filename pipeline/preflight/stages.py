@@ -104,24 +104,12 @@ def preflight_finetune(
     source = Path(source_dir)
     source_spec = read_run_spec(source)
     spec = FinetuneSpec.from_json(spec_json)
-    updates = FINETUNE_UPDATES
-    train = dataclasses.replace(
-        spec.train,
-        steps=updates,
-        eval_every=updates,
-        checkpoint_every=updates,
-        keep_checkpoints_every=None,
-        micro_batch_size=micro_batch or None,
-    )
-    spec = dataclasses.replace(spec, source_run=source_spec.run_id, train=train)
+    spec = dataclasses.replace(spec.bounded(FINETUNE_UPDATES, micro_batch), source_run=source_spec.run_id)
     train_dir = Path(job_dir) / "train"
     shutil.rmtree(train_dir, ignore_errors=True)
     train_dir.mkdir(parents=True)
     identity = RunIdentity.of(
-        {**dataclasses.asdict(spec), "preflight": True},
-        Path(tokenizer_dir),
-        Path(cache_dir),
-        stored_fingerprint(source / "checkpoints"),
+        spec, Path(tokenizer_dir), Path(cache_dir), stored_fingerprint(source / "checkpoints"), preflight=True
     )
     train_run(
         spec.run_id,

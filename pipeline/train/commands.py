@@ -13,7 +13,8 @@ from pipeline.commands import absolute, add_ray_options, ray_placement
 def with_micro_batch(spec_json: str, micro_batch: int | None) -> str:
     """The spec (a run's or a fine-tune's, as JSON) with ``train.micro_batch_size`` set to ``micro_batch`` examples
     per device per forward/backward (0: the whole batch at once; None: the spec's own). Not part of the run's
-    fingerprint (``pipeline.train.identity.NOT_WEIGHTS``); the run's config.yaml records the value trained with."""
+    fingerprint (its role is ``EXECUTION``, ``pipeline.config.specs``); the run's config.yaml records the value
+    trained with."""
     if micro_batch is None:
         return spec_json
     spec = json.loads(spec_json)

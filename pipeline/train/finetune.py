@@ -13,7 +13,6 @@ docs/paper.md#fine-tune-test-split).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
@@ -22,6 +21,7 @@ from typing import Any
 
 from pipeline.artifacts import atomic_write_yaml
 from pipeline.config import DIFFEQ_FAMILIES, LLAMA_FAMILIES, FinetuneSpec
+from pipeline.config.specs import to_dict
 from pipeline.train.identity import RunIdentity, source_fingerprint
 from pipeline.train.loop import train_run
 from pipeline.train.result import write_run_record
@@ -44,7 +44,7 @@ def resampled_source(spec: FinetuneSpec, source_dir: Path, vocab_size: int, key)
 
 
 def resample(spec: FinetuneSpec, model, key):
-    """The source ``model`` discretised to ``num_steps`` (DiffEqFormer) and, for ``lora``, wrapped with adapters
+    """The source ``model`` discretised to ``euler_steps`` (DiffEqFormer) and, for ``lora``, wrapped with adapters
     initialised by ``lora_init`` on the block projections."""
     import jax
     from levanter.lora import LoraConfig, loraize
@@ -52,7 +52,7 @@ def resample(spec: FinetuneSpec, model, key):
     from pipeline.models import GPT_LORA_TARGETS, LLAMA_LORA_TARGETS, discretize, init_lora
 
     if spec.family in DIFFEQ_FAMILIES:
-        model = discretize(model, spec.num_steps, spec.resampling)
+        model = discretize(model, spec.euler_steps, spec.resampling)
     if spec.method == "lora":
         k_wrap, k_init = jax.random.split(key)
         targets = LLAMA_LORA_TARGETS if spec.family in LLAMA_FAMILIES else GPT_LORA_TARGETS
@@ -88,12 +88,10 @@ def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, toke
     spec = FinetuneSpec.from_json(spec_json)
     run_path = Path(run_dir)
     run_path.mkdir(parents=True, exist_ok=True)
-    atomic_write_yaml(run_path / "config.yaml", dataclasses.asdict(spec))
+    atomic_write_yaml(run_path / "config.yaml", to_dict(spec))
     source = Path(source_dir)
     seq_len = _source_seq_len(source)
-    identity = RunIdentity.of(
-        dataclasses.asdict(spec), Path(tokenizer_dir), Path(cache_dir), source_fingerprint(source)
-    )
+    identity = RunIdentity.of(spec, Path(tokenizer_dir), Path(cache_dir), source_fingerprint(source))
 
     result = train_run(
         spec.run_id,
@@ -117,8 +115,8 @@ def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, toke
         "source_dataset": spec.source_dataset,
         "target_dataset": spec.target_dataset,
         "method": spec.method,
-        "num_steps": spec.num_steps or spec.source_steps,
-        "source_steps": spec.source_steps,
+        "num_steps": spec.euler_steps or spec.source_euler_steps,
+        "source_steps": spec.source_euler_steps,
         "train_steps": spec.train.steps,
         "seed": spec.train.seed,
         "trainable_parameters": result.trainable_parameters,

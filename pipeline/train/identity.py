@@ -6,8 +6,9 @@ Resuming them would write a ``summary.json`` describing training that did not ha
 checkpoints carry ``identity.json``; a run resumes only from checkpoints of its own fingerprint, and moves any
 others aside (never deletes them) before starting from step 0.
 
-The fingerprint is SHA-256 over: the resolved spec (every field except ``NOT_WEIGHTS``, which change how often a
-run is evaluated or checkpointed, not its weights), the tokenizer files, the training split's row counts and
+The fingerprint is SHA-256 over: the resolved spec (its fields of role ``WEIGHTS``, ``pipeline.config.specs``: not
+those that change how often a run is evaluated or checkpointed, or how a step is split into micro-batches, which
+leave its weights as they are), the tokenizer files, the training split's row counts and
 document offsets (with the tokenizer they pin the token stream without reading every token), and for a
 fine-tune the source run's fingerprint and its final checkpoint's metadata (a same-spec source retrained from
 scratch has other weights), and ``TRAIN_STEP``, the version of the train step's arithmetic (checkpoints written
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.config.specs import WEIGHTS, FinetuneSpec, RunSpec, role_values
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
@@ -40,8 +42,6 @@ TOKENIZER_FILES = (
     "tokenizer.model",
 )
 CACHE_SPLITS = ("train", "validation")
-NOT_WEIGHTS = ("eval_every", "eval_batches", "checkpoint_every", "keep_checkpoints_every", "micro_batch_size")
-"""Training-spec fields that do not decide the weights (gradient accumulation only reorders float sums)."""
 TRAIN_STEP = "schedule-state-1"
 """The train step's version: ``schedule-state-1`` is Levanter's step without buffer donation
 (``pipeline.train.trainer``) reading its learning-rate schedule from the optimizer state (``pipeline.train.schedule``):
@@ -97,11 +97,18 @@ class RunIdentity:
 
     @classmethod
     def of(
-        cls, spec: dict[str, Any], tokenizer_dir: Path, cache_dir: Path, source_fingerprint: str | None = None
+        cls,
+        spec: RunSpec | FinetuneSpec,
+        tokenizer_dir: Path,
+        cache_dir: Path,
+        source_fingerprint: str | None = None,
+        preflight: bool = False,
     ) -> RunIdentity:
-        train = {key: value for key, value in spec.get("train", {}).items() if key not in NOT_WEIGHTS}
+        """The identity of ``spec`` (a fine-tune's with its source's ``source_fingerprint``); ``preflight`` marks a
+        preflight job's bounded spec, so that its checkpoints are never a real run's."""
+        weights = role_values(spec, WEIGHTS)
         parts = {
-            "spec": {**spec, "train": train},
+            "spec": {**weights, "preflight": True} if preflight else weights,
             "tokenizer": tokenizer_digest(tokenizer_dir),
             "cache": cache_digest(cache_dir),
             "source": source_fingerprint,

@@ -7,7 +7,6 @@ JAX and Levanter are imported inside the function: the driver that submits it to
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 from pipeline.artifacts import atomic_write_yaml
 from pipeline.config import RunSpec
+from pipeline.config.specs import to_dict
 from pipeline.train.identity import RunIdentity
 from pipeline.train.loop import train_run
 from pipeline.train.result import write_run_record
@@ -31,9 +31,9 @@ def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -
     spec = RunSpec.from_json(spec_json)
     run_path = Path(run_dir)
     run_path.mkdir(parents=True, exist_ok=True)
-    atomic_write_yaml(run_path / "config.yaml", dataclasses.asdict(spec))
+    atomic_write_yaml(run_path / "config.yaml", to_dict(spec))
     model_config = run_model_config(spec)
-    identity = RunIdentity.of(dataclasses.asdict(spec), Path(tokenizer_dir), Path(cache_dir))
+    identity = RunIdentity.of(spec, Path(tokenizer_dir), Path(cache_dir))
 
     result = train_run(
         spec.run_id,

@@ -92,7 +92,7 @@ def test_finetunes_start_from_the_resampled_source_and_learn_the_target(tiny_dag
         if spec.method == "lora":
             full = summaries[run_id.removesuffix("-lora") + "-full"]
             assert summary["initial_val_loss"] == pytest.approx(full["initial_val_loss"], rel=1e-6), run_id
-    resampled = {summaries[r]["num_steps"] for r in runs if runs[r].num_steps}
+    resampled = {summaries[r]["num_steps"] for r in runs if runs[r].euler_steps}
     assert resampled == {3, 6, 8}
 
 

@@ -2,10 +2,11 @@
 micro-batch from the fit table."""
 
 import dataclasses
+import json
 
 import pytest
 
-from pipeline.config import load_preset
+from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import EXAMPLE, load_site
 from pipeline.planning.job_shape import JobShape, Placement
 from pipeline.planning.jobs import (
@@ -293,8 +294,8 @@ def test_a_row_planned_for_another_shape_or_memory_share_of_the_run_is_stale(tmp
         JobSizing(load_preset(reshaped), SITE, fit_table=table).training("owt-small-gpt")
     assert str(error.value) == (
         f"{table}: the row of owt-small-gpt on 1 GPU(s) is stale: a field of its model, its vocabulary, "
-        "train.mixed_precision, train.dropout, its fine-tune's N'/method/LoRA rank, or the train step's version "
-        "changed since it was planned; plan it again."
+        "train.dropout, train.mixed_precision, its fine-tune's source_euler_steps/euler_steps/method/lora_rank/"
+        "train_embeddings, or the train step's version changed since it was planned; plan it again."
     )
     monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75")
     with pytest.raises(
@@ -330,3 +331,16 @@ def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(t
         "its whole batch fits there; plan it first",
     ):
         JobSizing(config, SITE, fit_table=table).memory_probe(probe)
+
+
+def test_passes_over_the_data_count_the_cache_built_under_the_sites_results_dir(tmp_path):
+    """The cost of a job at a site reads the token cache its grid built, under the site's ``results_dir``."""
+    config = load_preset({"preset": "tiny"})
+    spec = pretrain_runs(config)["wt103-small-gpt"]
+    stats = tmp_path / "tiny" / "data" / "caches" / f"{spec.dataset}-{spec.tokenizer}" / "stats.json"
+    stats.parent.mkdir(parents=True)
+    stats.write_text(json.dumps({"train": {"tokens": 1000}}))
+    site = dataclasses.replace(SITE, results_dir=str(tmp_path))
+    row = JobSizing(config, site).cost("wt103-small-gpt")
+    tokens = spec.train.steps * spec.train.batch_size * spec.model.seq_len
+    assert row["data_passes"] == pytest.approx(tokens / 1000)

@@ -221,12 +221,12 @@ def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the
 
 def test_checkpoints_of_another_fingerprint_are_moved_aside_and_the_same_one_resumes(data, tmp_path, caplog):
     tokenizer, cache = data / "tokenizers" / "bpe", data / "caches" / "wt103-bpe"
-    first = RunIdentity.of({"train": {"lr": 0.003, "eval_every": 20}}, tokenizer, cache)
-    changed = RunIdentity.of({"train": {"lr": 0.0001, "eval_every": 20}}, tokenizer, cache)
+    first = RunIdentity.of(tiny_spec(lr=0.003, eval_every=20), tokenizer, cache)
+    changed = RunIdentity.of(tiny_spec(lr=0.0001, eval_every=20), tokenizer, cache)
     assert first.fingerprint != changed.fingerprint
     assert (
         first.fingerprint
-        != RunIdentity.of({"train": {"lr": 0.003, "eval_every": 20}}, tokenizer, cache, "source-a").fingerprint
+        != RunIdentity.of(tiny_spec(lr=0.003, eval_every=20), tokenizer, cache, "source-a").fingerprint
     )
     how_often = {
         "eval_every": 5,
@@ -235,7 +235,7 @@ def test_checkpoints_of_another_fingerprint_are_moved_aside_and_the_same_one_res
         "keep_checkpoints_every": 70,
         "micro_batch_size": 2,
     }
-    assert first.fingerprint == RunIdentity.of({"train": {"lr": 0.003, **how_often}}, tokenizer, cache).fingerprint, (
+    assert first.fingerprint == RunIdentity.of(tiny_spec(lr=0.003, **how_often), tokenizer, cache).fingerprint, (
         "how often a run is evaluated or checkpointed does not decide its weights"
     )
 
@@ -258,7 +258,7 @@ def test_checkpoints_without_a_fingerprint_are_moved_aside(data, tmp_path):
     """Checkpoints written before fingerprints existed (an older spec) are never resumed."""
     run_dir = tmp_path / "legacy"
     (run_dir / "checkpoints" / "step-39").mkdir(parents=True)
-    identity = RunIdentity.of({}, data / "tokenizers" / "bpe", data / "caches" / "wt103-bpe")
+    identity = RunIdentity.of(tiny_spec(), data / "tokenizers" / "bpe", data / "caches" / "wt103-bpe")
     moved = claim_run_folder(run_dir, identity)
     assert moved.name.endswith("-unfingerprinted") and (moved / "checkpoints" / "step-39").is_dir()
 
