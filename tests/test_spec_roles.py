@@ -55,7 +55,8 @@ FINGERPRINTS = {
     "run": "f1cda2896f24e6b665152a48f910c7b399f1bff90f3ea71166730456e0132742",
     "preflight": "8e5d5af24971f767812624f73ffc6bc002824222156f4e3292f570ade1e3fdfa",
 }
-"""``FINETUNE``'s fingerprints (tokenizer and cache digests fixed), computed by main 0ec7083 before field roles."""
+"""``FINETUNE``'s fingerprints (tokenizer and cache digests fixed, train step ``undonated-1``), computed by main
+0ec7083 before field roles."""
 
 
 def test_every_spec_field_says_which_roles_it_has():
@@ -70,6 +71,7 @@ def test_every_spec_field_says_which_roles_it_has():
 def test_a_fine_tune_keeps_its_fingerprint_and_its_json_through_the_euler_step_rename(monkeypatch):
     monkeypatch.setattr(identity, "tokenizer_digest", lambda path: "tokenizer")
     monkeypatch.setattr(identity, "cache_digest", lambda path: "cache")
+    monkeypatch.setattr(identity, "TRAIN_STEP", "undonated-1")  # the train step's own version changed since
     spec = FinetuneSpec.from_dict(FINETUNE)
     assert (spec.source_euler_steps, spec.euler_steps) == (6, 3)
     assert FinetuneSpec.from_json(spec.to_json()) == spec
