@@ -26,6 +26,7 @@ LONGEST_FIRST = (
     "tests/cluster/test_slurm.py",
     "tests/bench/test_paper_shapes.py",
     "tests/train/test_run_integrity.py",
+    "tests/test_warm_workers.py",
     "tests/evaluate/test_run_interfaces.py",
     "tests/train/test_resume.py",
     "tests/planning/test_fit.py",
@@ -34,10 +35,10 @@ LONGEST_FIRST = (
     "tests/planning/test_cost.py",
 )
 """The longest test modules, longest first (their wall time in CI from a fresh clone of 466f9a9, 2026-11-24: the
-tiny DAG ~24 min; the SLURM cluster and the paper-shape smoke ~5 min each; run integrity ~4.5; the lm-eval CLI ~3.5;
-resume ~2; the rest 1–1.5), then the others. ``-n 2 --dist loadfile`` hands modules to the workers in this order:
-the tiny DAG takes one worker, the other works through the long modules beside it, and the short ones come last,
-so both workers finish close together."""
+tiny DAG ~24 min; the SLURM cluster and the paper-shape smoke ~5 min each; run integrity ~4.5; warm workers ~4,
+measured on 2026-11-27; the lm-eval CLI ~3.5; resume ~2; the rest 1–1.5), then the others. ``-n 2 --dist loadfile``
+hands modules to the workers in this order: the tiny DAG takes one worker, the other works through the long modules
+beside it, and the short ones come last, so both workers finish close together."""
 
 
 def pytest_collection_modifyitems(config, items):
