@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 
 from pipeline.execution.driver_stop import child_processes, stop_jobs_on_signals
-from pipeline.execution.job_env import RAY_PLACEMENT_ENV
+from pipeline.execution.job_env import RAY_FRESH_PROCESS_ENV, RAY_PLACEMENT_ENV
 from pipeline.execution.stop_signals import DRIVER_STOP_SIGNALS
 
 
@@ -34,10 +34,11 @@ def start_shared_local_ray(num_cpus: int) -> str:
 
 
 def add_ray_options(parser: argparse.ArgumentParser, *, gpus: bool = False) -> None:
-    """``--ray-address``/``--ray-num-cpus`` of a verb that may use Ray, and ``--gpus`` of one whose work runs as a Ray
-    task (``ray_placement``; marked ``ray_task``, so that a local DAG run starts its shared Ray for it:
-    ``pipeline.cli.runs_a_ray_task``). Their defaults come from ``PIPELINE_RAY_ADDRESS``/``PIPELINE_RAY_NUM_CPUS``,
-    which the workflow sets from the preset's ``ray`` section for every job."""
+    """``--ray-address``/``--ray-num-cpus``/``--ray-fresh-process`` of a verb that may use Ray, and ``--gpus`` of one
+    whose work runs as a Ray task (``ray_placement``; marked ``ray_task``, so that a local DAG run starts its shared
+    Ray for it: ``pipeline.cli.runs_a_ray_task``). Their defaults come from ``PIPELINE_RAY_ADDRESS``/
+    ``PIPELINE_RAY_NUM_CPUS``/``PIPELINE_RAY_FRESH_PROCESS``, which the workflow sets from the preset's ``ray`` section
+    for every job."""
     num_cpus = os.environ.get(RAY_PLACEMENT_ENV["num_cpus"])
     parser.add_argument(
         "--ray-address",
@@ -50,14 +51,27 @@ def add_ray_options(parser: argparse.ArgumentParser, *, gpus: bool = False) -> N
         default=int(num_cpus) if num_cpus else None,
         help="CPUs of the embedded local Ray (default: $PIPELINE_RAY_NUM_CPUS)",
     )
+    parser.add_argument(
+        "--ray-fresh-process",
+        action="store_true",
+        default=os.environ.get(RAY_FRESH_PROCESS_ENV) == "1",
+        help="on an existing Ray, run the task in a new Ray worker process, not a warm worker "
+        "(default: $PIPELINE_RAY_FRESH_PROCESS, set by the preset's ray.warm_workers: false)",
+    )
     if gpus:
         parser.add_argument("--gpus", type=float, default=0, help="GPUs the Ray task asks for")
         parser.set_defaults(ray_task=True)
 
 
-def ray_placement(args: argparse.Namespace) -> dict:
-    """``run_on_ray``'s placement keywords from a verb's ``add_ray_options(parser, gpus=True)`` arguments."""
-    return {"address": args.ray_address, "num_cpus": args.ray_num_cpus, "num_gpus": args.gpus}
+def ray_placement(args: argparse.Namespace, *, fresh_process: bool = False) -> dict:
+    """``run_on_ray``'s placement keywords from a verb's ``add_ray_options(parser, gpus=True)`` arguments;
+    ``fresh_process`` for a job that measures its own process (a new Ray worker whatever the preset says)."""
+    return {
+        "address": args.ray_address,
+        "num_cpus": args.ray_num_cpus,
+        "num_gpus": args.gpus,
+        "fresh_process": fresh_process or args.ray_fresh_process,
+    }
 
 
 def absolute(*paths: Path) -> list[str]:

@@ -27,6 +27,7 @@ LONGEST_FIRST = (
     "tests/cluster/test_slurm.py",
     "tests/bench/test_paper_shapes.py",
     "tests/train/test_run_integrity.py",
+    "tests/test_warm_workers.py",
     "tests/train/test_resume.py",
     "tests/planning/test_fit.py",
     "tests/models/test_discretize.py",
@@ -34,8 +35,9 @@ LONGEST_FIRST = (
     "tests/planning/test_cost.py",
 )
 """The longest test modules, longest first (their wall time in CI from a fresh clone of 466f9a9, 2026-11-24: the
-tiny DAG ~24 min; the SLURM cluster and the paper-shape smoke ~5 min each; run integrity ~4.5; resume ~2; the rest
-1–1.5), then the others. ``-n 2 --dist loadfile`` hands modules to the workers in this order:
+tiny DAG ~24 min; the SLURM cluster and the paper-shape smoke ~5 min each; run integrity ~4.5; the warm workers'
+module, added later, 11.5 without the data fixture at a 1-minute load of 30 on 2026-11-27;
+resume ~2; the rest 1–1.5), then the others. ``-n 2 --dist loadfile`` hands modules to the workers in this order:
 the tiny DAG takes one worker, the other works through the long modules beside it, and the short ones come last,
 so both workers finish close together."""
 

@@ -139,3 +139,30 @@ def test_a_training_verbs_micro_batch_reaches_the_spec_its_task_trains(monkeypat
     assert FinetuneSpec.from_json(with_micro_batch(finetune.to_json(), 8)).train == dataclasses.replace(
         finetune.train, micro_batch_size=8
     )
+
+
+def test_the_presets_warm_workers_false_gives_every_task_a_fresh_process_and_a_memory_probe_always_gets_one(
+    monkeypatch,
+):
+    """``ray.warm_workers`` (default true) reaches a job as ``PIPELINE_RAY_FRESH_PROCESS``, and its verb asks
+    ``run_on_ray`` for a fresh Ray worker when it is false; a memory probe, which measures its own process, always
+    asks for one."""
+    import pipeline.execution.runner
+    from pipeline.cli import main
+    from pipeline.config import load_preset, pretrain_runs
+    from pipeline.execution.job_env import RAY_FRESH_PROCESS_ENV, RAY_PLACEMENT_ENV, export_ray_placement
+
+    submitted = []
+    monkeypatch.setattr(
+        pipeline.execution.runner,
+        "run_on_ray",
+        lambda target, *args, **kwargs: submitted.append((target.rpartition(":")[2], kwargs["fresh_process"])) or {},
+    )
+    for name in (*RAY_PLACEMENT_ENV.values(), RAY_FRESH_PROCESS_ENV):
+        monkeypatch.setenv(name, "")
+    spec = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"].to_json()
+    for ray in ({"address": "auto", "num_cpus": None}, {"address": "auto", "num_cpus": None, "warm_workers": False}):
+        export_ray_placement(ray)
+        assert main(["pretrain", "--spec", spec, "--run-dir", "run", "--cache", "c", "--tokenizer", "tok"]) == 0
+        assert main(["memory-probe", "--spec", spec, "--tokenizer", "tok", "--steps", "1", "--out", "m.json"]) == 0
+    assert submitted == [("pretrain", False), ("probe_memory", True), ("pretrain", True), ("probe_memory", True)]

@@ -1,7 +1,7 @@
 """SIGTERM to a local `snakemake` driver that hosts the shared Ray (pipeline/execution/driver_stop.py): its running
-training job stops through its own stop path (a checkpoint at the stop step), Ray after it, the lock is released,
-and a rerun resumes from that checkpoint, at another micro-batch (not part of the run's identity) which its summary
-records."""
+training job, in a warm Ray worker (pipeline/execution/warm_workers.py), stops through its own stop path (a
+checkpoint at the stop step), Ray after it, the lock is released, and a rerun resumes from that checkpoint, at
+another micro-batch (not part of the run's identity) which its summary records."""
 
 import json
 import os
@@ -63,6 +63,7 @@ def test_sigterm_to_the_local_driver_stops_its_training_job_with_a_checkpoint_an
     assert "SIGTERM: stopping 1 running job process(es)" in stderr, stderr[-3000:]
     assert not list((workdir / ".snakemake").glob("locks/*")), "the driver left its lock"
     log = (workdir / "results" / "tiny" / "logs" / "pretrain" / "wt103-small-gpt.log").read_text()
+    assert re.search(r"Submitting pretrain to Ray \(.*\), warm worker ", log), log[-3000:]
     stop = re.search(rf"wt103-small-gpt: stopped on request \(SIGINT: .*\) after (\d+) of {STEPS} updates", log)
     assert stop, log[-3000:]
     assert (workdir / RUN / "checkpoints" / f"step-{int(stop[1]) - 1}" / "metadata.json").is_file()

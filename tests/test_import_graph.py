@@ -27,7 +27,7 @@ FLOORS = [
     ],
     # 1: presets and the site file, and the run-folder files every stage writes
     ["pipeline.config", "pipeline.artifacts"],
-    # 2: running a verb's work as a Ray task (the rest of the package: floor 0)
+    # 2: running a verb's work as a Ray task, in a warm worker or a fresh one (the rest of the package: floor 0)
     ["pipeline.execution"],
     # 3: models and data
     ["pipeline.models", "pipeline.data"],

@@ -61,7 +61,7 @@ def _memory_probe(args: argparse.Namespace) -> None:
         args.spec,
         *absolute(args.tokenizer, args.out),
         args.steps,
-        **ray_placement(args),
+        **ray_placement(args, fresh_process=True),
     )
     logging.info("memory-probe finished: %s", json.dumps(record))
 

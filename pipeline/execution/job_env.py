@@ -11,6 +11,8 @@ import os
 
 RAY_PLACEMENT_ENV = {"address": "PIPELINE_RAY_ADDRESS", "num_cpus": "PIPELINE_RAY_NUM_CPUS"}
 """The preset's ``ray`` section: the cluster a job's Ray task joins, the CPUs of an embedded one."""
+RAY_FRESH_PROCESS_ENV = "PIPELINE_RAY_FRESH_PROCESS"
+"""Set (to 1) when the preset's ``ray.warm_workers`` is false: every job's task runs in a new Ray worker process."""
 TRACKERS_ENV = "PIPELINE_TRACKERS"
 """The preset's ``tracker`` list, comma-separated."""
 WANDB_ENV = "PIPELINE_WANDB"
@@ -95,13 +97,18 @@ def export_trackers(names: list[str], wandb: dict) -> None:
 
 
 def export_ray_placement(ray: dict) -> None:
-    """Hand the preset's ``ray`` section to every job through the environment. Where Ray runs a job's work is
+    """Hand the preset's ``ray`` section to every job through the environment (``ray.warm_workers: false`` as
+    ``PIPELINE_RAY_FRESH_PROCESS=1``). Where Ray runs a job's work is
     not part of its result, so it is not a rule param (Snakemake reruns a job whose params changed)."""
     for key, name in RAY_PLACEMENT_ENV.items():
         if ray[key] is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = str(ray[key])
+    if ray.get("warm_workers", True):
+        os.environ.pop(RAY_FRESH_PROCESS_ENV, None)
+    else:
+        os.environ[RAY_FRESH_PROCESS_ENV] = "1"
 
 
 def export_hub(hf_home: str | None, offline: bool, hf_endpoint: str | None) -> None:

@@ -10,22 +10,29 @@ GPUs than the Ray cluster has fails at once with a sentence (Ray would otherwise
 minutes before its own error.
 The task names its function as ``"module:function"``: the module is imported in the Ray worker only, so a job's
 driver process never imports JAX, Levanter or lm-eval (7–9 CPU-s per job, more on a loaded machine).
+On an existing Ray (the shared local one of a DAG run, or a cluster) the task runs in a warm worker
+(``warm_workers``) that earlier jobs with the same process-level settings already started: JAX, Levanter and their
+compiled programs are loaded once per DAG, not once per job. A job that must measure a process of its own
+(``fresh_process``: the memory probes, the preflight; or every job, with the preset's ``ray.warm_workers: false``)
+and every job of an embedded Ray get a new worker.
 SIGTERM, SIGINT or SIGURG to the job (``scancel``, Ctrl-C, SLURM's walltime warning: ``stop_signals``)
-cancels the task gracefully: Ray raises SIGINT in the worker, whose training loop saves a checkpoint and stops; the
-job then exits non-zero.
+stops the task gracefully: SIGINT reaches the worker (Ray's cancel, or ``warm_workers.interrupt``), whose training
+loop saves a checkpoint and stops; the job then exits non-zero.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import socket
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from pipeline.execution.phases import mark_phase
 from pipeline.execution.stop_signals import StopSignals
+from pipeline.execution.warm_pool import warm_pool, worker_key
+from pipeline.execution.warm_workers import interrupt, relay_job_output, start_worker, task_function
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +44,7 @@ def run_on_ray(
     num_cpus: int | None = None,
     num_gpus: float = 0,
     uses_torch: bool = False,
+    fresh_process: bool = False,
     **kwargs: Any,
 ) -> Any:
     """Execute ``target(*args, **kwargs)`` as one Ray task and return its result; errors re-raise here. ``target``
@@ -45,7 +53,8 @@ def run_on_ray(
 
     The task's JAX reserves ``job_env.gpu_memory_fraction()`` of each GPU, the share the fit table plans
     against. Unless ``uses_torch``, the task runs with ``USE_TORCH=0``: Levanter imports ``transformers`` (for
-    tokenizers only, in these tasks), which would otherwise import torch, two thirds of the task's import time."""
+    tokenizers only, in these tasks), which would otherwise import torch, two thirds of the task's import time.
+    With an ``address``, the task runs in a warm worker (``run_in_warm_worker``) unless ``fresh_process``."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
@@ -76,10 +85,14 @@ def run_on_ray(
                 f"({address or 'embedded local Ray'}) has {available:g}; run on a GPU node "
                 f"or with --gpus 0."
             )
+        if address is not None and not fresh_process:
+            return run_in_warm_worker(target, args, kwargs, env_vars, num_gpus, address)
+        if address is not None:
+            ray.get(warm_pool().evict_idle.remote())
         task = ray.remote(num_cpus=1, num_gpus=num_gpus, max_retries=0)(marked_task(target))
         logger.info("Submitting %s to Ray (%s)", task_name(target), address or "embedded local Ray")
         ref = task.remote(*args, **kwargs)
-        with cancel_on_stop_signals(ref):
+        with cancel_on_stop_signals(lambda: ray.cancel(ref, force=False)):
             try:
                 return ray.get(ref)
             except ray.exceptions.RayTaskError as error:
@@ -87,6 +100,53 @@ def run_on_ray(
                 raise error.cause from None
     finally:
         ray.shutdown()
+
+
+def run_in_warm_worker(
+    target: str, args: tuple, kwargs: dict, env_vars: dict[str, str], num_gpus: float, address: str
+) -> Any:
+    """``target(*args, **kwargs)`` in an idle warm worker of the job's settings (``env_vars``, ``num_gpus``), or in
+    a new one; the job's output reaches this process's stderr (the job's log) as it runs, its exception is raised
+    here, and the worker goes back to the pool, or is killed after an error. A stop signal reaches the worker as
+    SIGINT: sent from here on the same node, else by a zero-CPU task on the worker's node (starting it takes
+    seconds)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    pool = warm_pool()
+    name, worker = ray.get(pool.acquire.remote(worker_key(env_vars, num_gpus)))
+    if worker is None:
+        worker = start_worker(name, env_vars, num_gpus)
+        ray.get(pool.register.remote(name, worker))
+    reusable = False
+    try:
+        pid, node = ray.get(worker.where.remote())
+        logger.info("Submitting %s to Ray (%s), warm worker %s (process %d)", task_name(target), address, name, pid)
+        if node == ray.get_runtime_context().get_node_id():
+            stop = partial(interrupt, pid)
+        else:
+            on_node = NodeAffinitySchedulingStrategy(node, soft=False)
+            stop = partial(ray.remote(num_cpus=0, scheduling_strategy=on_node)(interrupt).remote, pid)
+        ref = worker.run.remote(target, args, kwargs)
+        with cancel_on_stop_signals(stop):
+            try:
+                succeeded, value = relay_job_output(pool, name, ref)
+            except ray.exceptions.RayActorError:
+                raise WarmWorkerLost(
+                    f"{task_name(target)}: its warm Ray worker {name} (process {pid}) ended before the job did; "
+                    "rerun the job (its checkpoints are kept)."
+                ) from None
+        if not succeeded:
+            logger.error("%s failed in its warm Ray worker %s", task_name(target), name)
+            raise value
+        reusable = True
+        return value
+    finally:
+        ray.get(pool.release.remote(name, reusable))
+
+
+class WarmWorkerLost(RuntimeError):
+    """A job's warm worker died under it: killed, out of memory, or recycled because the driver went silent."""
 
 
 class GpuRequestError(ValueError):
@@ -122,29 +182,22 @@ def require_ray_cluster_answers(address: str, timeout_s: float = RAY_CONNECT_TIM
         ) from None
 
 
-def cancel_on_stop_signals(ref) -> StopSignals:
-    """While waiting for ``ref``: a job stop signal → ``ray.cancel(ref)`` once (non-forced: SIGINT in the worker, which
-    the training loop turns into a checkpoint and a clean stop), and the driver keeps waiting for the task's end.
-    Replaces Ray's own driver handler, which would exit at once and kill the worker mid-save."""
+def cancel_on_stop_signals(cancel: Callable[[], Any]) -> StopSignals:
+    """While waiting for a task: a job stop signal → ``cancel()`` once (SIGINT in the task's worker: ``ray.cancel(ref)``
+    non-forced, or ``warm_workers.interrupt``, which the training loop turns into a checkpoint and a clean stop), and
+    the driver keeps waiting for the task's end. Replaces Ray's own driver handler, which would exit at once and kill
+    the worker mid-save."""
 
-    def cancel(signal_name: str) -> None:
-        import ray
-
+    def on_stop(signal_name: str) -> None:
         logger.warning("%s: asking the Ray task to save a checkpoint and stop", signal_name)
-        ray.cancel(ref, force=False)
+        cancel()
 
-    return StopSignals(cancel)
+    return StopSignals(on_stop)
 
 
 def task_name(target: str) -> str:
     """The function's name for log lines and errors: ``"pipeline.train.pretrain:pretrain"`` → ``pretrain``."""
     return target.rpartition(":")[2]
-
-
-def task_function(target: str) -> Callable[..., Any]:
-    """The function a ``"module:function"`` name refers to (its module imported here)."""
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def marked_task(target: str) -> Callable[..., Any]:

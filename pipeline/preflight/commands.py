@@ -81,7 +81,7 @@ def _job(args: argparse.Namespace) -> None:
             args.timed,
             args.micro_batch,
             plan,
-            **ray_placement(args),
+            **ray_placement(args, fresh_process=True),
         ),
     )
 
@@ -138,7 +138,7 @@ def _stage(args: argparse.Namespace) -> None:
             *call_args,
             **call_kwargs,
             uses_torch=args.kind == "downstream",
-            **ray_placement(args),
+            **ray_placement(args, fresh_process=True),
         )
 
     _measured_row(args.row, row, args.kind, measure)

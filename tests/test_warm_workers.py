@@ -1,0 +1,186 @@
+"""Warm Ray workers (pipeline/execution/warm_workers.py): jobs on an existing Ray cluster run in long-lived workers,
+and what one job leaves in its worker changes nothing of the next one's results; a worker whose job raised is not
+reused; a job's log shows its output while it runs; a job whose driver was killed stops and frees its worker."""
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_preset, pretrain_runs
+from pipeline.execution.warm_workers import HEARTBEAT_S
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMINGS = {"tokens_per_s", "step_s", "throughput/loading_time", "mean_tokens_per_s"}
+"""Wall-clock measurements in a run's metrics and summary: the only values two runs of one spec may differ in."""
+
+
+@pytest.fixture(scope="module")
+def data(tiny_data_workdir) -> Path:
+    return tiny_data_workdir / "results" / "tiny" / "data"
+
+
+def tiny_spec(**train):
+    base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
+    return dataclasses.replace(base, train=dataclasses.replace(base.train, **train))
+
+
+def pretrain_args(spec, run_dir: Path, data: Path, *ray: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "pretrain",
+        "--spec",
+        spec.to_json(),
+        "--run-dir",
+        str(run_dir),
+        "--cache",
+        str(data / "caches" / "wt103-bpe"),
+        "--tokenizer",
+        str(data / "tokenizers" / "bpe"),
+        *ray,
+    ]
+
+
+def pretrain(spec, run_dir: Path, data: Path, *ray: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        pretrain_args(spec, run_dir, data, *ray),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+        timeout=600,
+    )
+
+
+def start_pretrain(spec, run_dir: Path, data: Path, log: Path, ray_head: str) -> subprocess.Popen:
+    """A pretraining job's driver on the warm path, its stderr (the job's log) going to ``log``."""
+    with log.open("w") as stderr:
+        return subprocess.Popen(
+            pretrain_args(spec, run_dir, data, "--ray-address", ray_head),
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+        )
+
+
+def trained_steps(run_dir: Path) -> int:
+    metrics = run_dir / "metrics.jsonl"
+    return sum('"loss"' in line for line in metrics.read_text().splitlines()) if metrics.exists() else 0
+
+
+def wait_for(condition, timeout_s: float) -> float:
+    """Seconds until ``condition()`` held (polled every 0.2 s); ``timeout_s`` plus a bit if it never did."""
+    started = time.monotonic()
+    while not condition() and time.monotonic() - started < timeout_s:
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def warm_process(stderr: str) -> int:
+    """The process id of the warm worker a job ran in, from its log line."""
+    found = re.search(r"Submitting pretrain to Ray \(.*\), warm worker \S+ \(process (\d+)\)", stderr)
+    assert found, stderr[-3000:]
+    return int(found[1])
+
+
+def results(run_dir: Path) -> dict:
+    """A run's results without its wall-clock timings: every metric, the summary, each checkpoint's checksums (of
+    every file but ``metadata.json``, which holds the time of the save)."""
+    metrics = [
+        {key: value for key, value in json.loads(line).items() if key not in TIMINGS}
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+    ]
+    summary = {
+        key: value for key, value in json.loads((run_dir / "summary.json").read_text()).items() if key not in TIMINGS
+    }
+    checksums = {
+        path.parent.name: {
+            name: digest for name, digest in json.loads(path.read_text()).items() if name != "metadata.json"
+        }
+        for path in sorted((run_dir / "checkpoints").glob("step-*/checksums.json"))
+    }
+    return {"metrics": metrics, "summary": summary, "checksums": checksums}
+
+
+def test_a_job_run_twice_in_a_warm_worker_gives_the_results_of_a_fresh_process(data, ray_head, tmp_path):
+    spec = tiny_spec(steps=8, eval_every=4, checkpoint_every=4, eval_batches=1)
+    fresh = pretrain(spec, tmp_path / "fresh", data, "--ray-num-cpus", "1")
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert "Submitting pretrain to Ray (embedded local Ray)" in fresh.stderr
+    warm = [pretrain(spec, tmp_path / f"warm-{n}", data, "--ray-address", ray_head) for n in (1, 2)]
+    assert all(run.returncode == 0 for run in warm), warm[0].stderr[-3000:] + warm[1].stderr[-3000:]
+    assert warm_process(warm[0].stderr) == warm_process(warm[1].stderr), "the second job ran in another process"
+    expected = results(tmp_path / "fresh")
+    assert expected["checksums"] and len(expected["metrics"]) > spec.train.steps
+    for n in (1, 2):
+        assert results(tmp_path / f"warm-{n}") == expected, f"warm run {n}"
+
+
+def test_a_warm_worker_whose_job_raised_is_not_reused_and_the_next_job_succeeds(data, ray_head, tmp_path):
+    nan = tiny_spec(steps=6, lr=1e12, warmup_fraction=0.0, eval_every=6, checkpoint_every=6, eval_batches=1)
+    failed = pretrain(nan, tmp_path / "nan", data, "--ray-address", ray_head)
+    assert failed.returncode == 1
+    assert (
+        failed.stderr.strip().splitlines()[-1].startswith("error: wt103-small-gpt: training loss became nan at step ")
+    ), failed.stderr[-3000:]
+    spec = tiny_spec(steps=4, eval_every=4, checkpoint_every=4, eval_batches=1)
+    after = pretrain(spec, tmp_path / "next", data, "--ray-address", ray_head)
+    assert after.returncode == 0, after.stderr[-3000:]
+    assert warm_process(after.stderr) != warm_process(failed.stderr), "the failed job's worker ran the next job"
+    assert json.loads((tmp_path / "next" / "summary.json").read_text())["steps_done"] == 4
+
+
+def test_a_warm_jobs_log_shows_its_output_while_the_job_runs(data, ray_head, tmp_path):
+    spec = tiny_spec(steps=150, eval_every=150, checkpoint_every=150, eval_batches=1)
+    log = tmp_path / "job.log"
+    driver = start_pretrain(spec, tmp_path / "run", data, log, ray_head)
+    wait_for(lambda: "phase train at" in log.read_text() or driver.poll() is not None, timeout_s=300)
+    running = driver.poll() is None and not (tmp_path / "run" / "summary.json").exists()
+    driver.wait(timeout=300)
+    assert driver.returncode == 0, log.read_text()[-3000:]
+    assert running, "the job's log showed the worker's phase marker 'train' only after the job ended"
+
+
+def test_a_warm_job_whose_driver_was_killed_stops_with_a_checkpoint_and_frees_its_worker(data, ray_head, tmp_path):
+    steps = 5000
+    spec = tiny_spec(steps=steps, eval_every=steps, checkpoint_every=steps, eval_batches=1)
+    run_dir, log = tmp_path / "orphan", tmp_path / "orphan.log"
+    driver = start_pretrain(spec, run_dir, data, log, ray_head)
+    wait_for(lambda: trained_steps(run_dir) >= 20 or driver.poll() is not None, timeout_s=300)
+    assert driver.poll() is None, log.read_text()[-3000:]
+    pid = warm_process(log.read_text())
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    freed_in = wait_for(lambda: not process_exists(pid), timeout_s=HEARTBEAT_S + 90)
+    print(f"the worker ended {freed_in:.1f} s after its driver's SIGKILL")
+    assert not process_exists(pid), f"the killed driver's warm worker still runs {HEARTBEAT_S + 90:.0f} s later"
+    done = trained_steps(run_dir)
+    assert 20 <= done < steps and not (run_dir / "summary.json").exists()
+    assert (run_dir / "checkpoints" / f"step-{done - 1}" / "metadata.json").is_file(), "no checkpoint at the stop"
+    after = pretrain(
+        tiny_spec(steps=4, eval_every=4, checkpoint_every=4, eval_batches=1),
+        tmp_path / "next",
+        data,
+        "--ray-address",
+        ray_head,
+    )
+    assert after.returncode == 0, after.stderr[-3000:]
+    assert warm_process(after.stderr) != pid
