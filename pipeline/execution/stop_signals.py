@@ -24,6 +24,9 @@ from typing import Any
 
 JOB_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGURG)
 DRIVER_STOP_SIGNALS = tuple(number for number in JOB_STOP_SIGNALS if number != signal.SIGURG)
+TASK_STOP_SIGNAL = signal.SIGINT
+"""What asks a running Ray task to save a checkpoint and stop: the signal ``ray.cancel`` raises in its worker, and
+the one a warm worker is sent (``pipeline.execution.warm_workers.interrupt``)."""
 
 
 class StopSignals:

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.execution.phases import mark_phase
-from pipeline.execution.stop_signals import JOB_STOP_SIGNALS
+from pipeline.execution.stop_signals import JOB_STOP_SIGNALS, TASK_STOP_SIGNAL
 from pipeline.execution.warm_pool import NAMESPACE, warm_pool
 
 RELAY_S = 1.0
@@ -155,7 +155,7 @@ class relayed_output:
                 )
                 os.write(self.saved[2], message.encode())
                 os.write(self.file.fileno(), message.encode())
-                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), TASK_STOP_SIGNAL)
 
     def __exit__(self, *exc) -> None:
         sys.stdout.flush()
@@ -178,7 +178,7 @@ def task_function(target: str) -> Callable[..., Any]:
 def interrupt(pid: int) -> None:
     """SIGINT to the worker process ``pid`` on this node: the training loop saves a checkpoint and stops."""
     try:
-        os.kill(pid, signal.SIGINT)
+        os.kill(pid, TASK_STOP_SIGNAL)
     except ProcessLookupError:
         pass
 
