@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
+from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
 from pipeline.site import load_site
 
@@ -91,7 +92,7 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
     )
     assert result.returncode == 0, result.stderr[-2000:]
     config = load_preset({"preset": "paper"})
-    sizing = JobSizing(config, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
+    sizing = JobSizing(Grid.load(config), load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
     jobs = dry_run_jobs(result.stdout)
     [fit] = [job for job in jobs if job["rule"] == "fit"]
     assert "--site profiles/slurm/site.example.yaml" in fit["shell"] and fit["resources"]["slurm_partition"] == "cpu"

@@ -16,9 +16,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from pipeline.config.grid import cross_reference_problem
 from pipeline.config.messages import ConfigError, schema_error_sentence
 from pipeline.config.paths import PRESET_DIR, SCHEMA_PATH
+from pipeline.config.references import cross_reference_problem
 
 # JSON Schema's "integer" admits integral floats (8.0, and 1e3 from --config); here an integer key takes ints only.
 STRICT_VALIDATOR = jsonschema.validators.extend(

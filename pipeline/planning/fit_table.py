@@ -65,9 +65,7 @@ def plan_parts(workload: Workload, vocab_size: int) -> dict[str, Any]:
         "vocab_size": vocab_size,
         "train_step": TRAIN_STEP,
         "train": {field: getattr(workload.train, field) for field in PLAN_TRAIN_FIELDS},
-        "finetune": None
-        if workload.finetune is None
-        else {field: getattr(workload.finetune, field) for field in PLAN_FINETUNE_FIELDS},
+        "finetune": workload.finetune_fields(PLAN_FINETUNE_FIELDS),
     }
 
 

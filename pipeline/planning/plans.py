@@ -156,9 +156,8 @@ def plan_downstream(workload: Workload, vocab_size: int, batch_size: int) -> dic
 
 def plan_workload(workload: Workload, vocab_size: int, micro_batch: int) -> dict[str, Any]:
     """The plan of one workload at ``micro_batch`` examples per device (downstream: requests per forward pass)."""
-    if workload.kind == "downstream":
-        return plan_downstream(workload, vocab_size, micro_batch)
-    return plan_train_step(workload, vocab_size, micro_batch)
+    planner = plan_train_step if workload.trains else plan_downstream
+    return planner(workload, vocab_size, micro_batch)
 
 
 def plans_in_subprocess(requests: list[tuple[Workload, int, int]], gpus: int) -> list[dict[str, Any]]:

@@ -9,24 +9,17 @@ import re
 from snakemake.exceptions import WorkflowError
 
 from pipeline.commands import start_shared_local_ray
-from pipeline.config import (
-    ConfigError,
-    check_inside_results,
-    downstream_task_dir,
-    finetune_runs,
-    load_preset,
-    memory_probes,
-    pretrain_runs,
-)
+from pipeline.config import ConfigError, check_inside_results, downstream_task_dir, load_preset
 from pipeline.data.prefetch import hub_items
 from pipeline.execution.job_env import export_code_path, export_hub, export_ray_placement, export_trackers, export_xla_flags
 from pipeline.planning.fit import plans_digest
+from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import FitTableError, JobSizing, WalltimeError
 from pipeline.planning.preflight_rows import PreflightError
 from pipeline.site import load_site
 from pipeline.analysis.tidy import FRONTIER_VERSION
 from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, run_shapes, training_shapes
-from pipeline.preflight.stages import STAGE_KINDS, stage_jobs
+from pipeline.preflight.stages import STAGE_KINDS, DownstreamStage, FinetuneStage, stage_jobs
 from pipeline.train.identity import TRAIN_STEP
 
 SITE_FILE = config.pop("site", None)
@@ -43,9 +36,11 @@ config.update(_resolved)
 PRESET = config["preset"]
 RESULTS = f"{SITE.results_dir if SITE and SITE.results_dir else 'results'}/{PRESET}"
 DATA = f"{RESULTS}/data"
-RUNS = pretrain_runs(config)
-FINETUNE_RUNS = finetune_runs(config)
-MEMORY_PROBES = memory_probes(config)
+GRID = Grid.load(config)
+"""The preset's jobs, enumerated once per parse (pipeline/planning/grid.py): every job below is one of them."""
+RUNS = GRID.runs
+FINETUNE_RUNS = {run_id: job.finetune for run_id, job in GRID.finetunes.items()}
+MEMORY_PROBES = {probe_id: job.run for probe_id, job in GRID.probes.items()}
 EVALUATE_TASK_DIR = downstream_task_dir(config)
 HUB_ITEMS = hub_items(config)
 HUB_DATASETS = {item["name"]: item for item in HUB_ITEMS["datasets"]}
@@ -160,7 +155,7 @@ def resource_names(kind):
 
 
 def resource_values(shape):
-    """A job's shape (pipeline.planning.jobs.JobShape) under Snakemake's and the SLURM executor plugin's names."""
+    """A job's shape (pipeline.planning.jobs.JobRequest) under Snakemake's and the SLURM executor plugin's names."""
     values = {"gpu": shape.gpus, "micro_batch": shape.micro_batch}
     if shape.placement is not None:
         values |= {
@@ -249,7 +244,7 @@ def report_figure(path, caption, subcategory, label):
     )
 
 
-JOBS = JobSizing(config, SITE, fit_table=f"{RESULTS}/fit.csv", preflight_table=f"{RESULTS}/preflight.csv")
+JOBS = JobSizing(GRID, SITE, fit_table=f"{RESULTS}/fit.csv", preflight_table=f"{RESULTS}/preflight.csv")
 export_code_path(REPO_ROOT)
 export_ray_placement(config["ray"])
 export_xla_flags(config.get("xla_flags", ""))
@@ -271,7 +266,7 @@ wildcard_constraints:
 def preflight_shapes():
     """The shapes, sized like the grid's runs (with a site: from the fit table, which must exist by now)."""
     try:
-        return training_shapes(config, JOBS)
+        return training_shapes(JOBS)
     except ValueError as error:
         raise WorkflowError(str(error)) from None
 
@@ -279,7 +274,7 @@ def preflight_shapes():
 @functools.cache
 def preflight_stage_jobs():
     """The fine-tune, lm-eval and analysis jobs, each on the preflight checkpoint of its source run's shape."""
-    return stage_jobs(config, run_shapes(preflight_shapes()))
+    return stage_jobs(GRID, run_shapes(preflight_shapes()))
 
 
 def preflight_shape(wildcards):
@@ -313,7 +308,7 @@ def preflight_stage_inputs(wildcards):
     target's, else the source run's; lm-eval also its task files and prefetch records."""
     job = preflight_stage_jobs()[wildcards.kind]
     inputs = {"source": f"{PREFLIGHT}/{job.source_shape}/row.json"}
-    if job.kind.startswith("finetune-"):
+    if isinstance(job, FinetuneStage):
         spec = FINETUNE_RUNS[job.run_id]
         inputs |= {
             "cache": f"{DATA}/caches/{spec.target_dataset}-{spec.tokenizer}",
@@ -321,7 +316,7 @@ def preflight_stage_inputs(wildcards):
         }
     else:
         inputs |= run_data(job.run_id)
-    if job.kind == "downstream":
+    if isinstance(job, DownstreamStage):
         inputs |= {
             "task_files": EVALUATE_TASK_FILES,
             "prefetched": [f"{PREFETCH}/lm_eval/{task}.json" for task in HUB_ITEMS["lm_eval_tasks"]],
@@ -332,9 +327,9 @@ def preflight_stage_inputs(wildcards):
 def preflight_stage_settings(wildcards, input):
     """What the stage's verb is given besides paths, as JSON: the fine-tune's spec, or the preset's section."""
     job = preflight_stage_jobs()[wildcards.kind]
-    if job.kind.startswith("finetune-"):
+    if isinstance(job, FinetuneStage):
         return FINETUNE_RUNS[job.run_id].to_json()
-    if job.kind == "downstream":
+    if isinstance(job, DownstreamStage):
         task_dir = None if EVALUATE_TASK_DIR is None else str(EVALUATE_TASK_DIR)
         settings = {**config["downstream"], "task_dir": task_dir, "pair": EVALUATED_RUN_PAIR[job.run_id]}
         return json.dumps({**settings, "prefetched": [os.path.abspath(path) for path in input.prefetched]})
@@ -343,11 +338,7 @@ def preflight_stage_settings(wildcards, input):
 
 def preflight_stage_shape(wildcards):
     """A stage job's shape: its fine-tune's or analysis's, for ``PREFLIGHT_RUNTIME_MIN`` minutes."""
-    job = preflight_stage_jobs()[wildcards.kind]
-    if job.kind.startswith("finetune-"):
-        shape = JOBS.training(job.run_id, check_preflight=False)
-    else:
-        shape = JOBS.gpu_analysis(job.kind, job.run_id, check_preflight=False)
+    shape = preflight_stage_jobs()[wildcards.kind].resources(JOBS)
     return shape if shape.minutes is None else preflight_walltime(shape, PREFLIGHT_RUNTIME_MIN)
 
 
