@@ -134,6 +134,14 @@ class Workload:
         """A fine-tune's spec fields ``names``; None for any other workload."""
         return None
 
+    def adapted(self, model, key):
+        """The model its train step starts from, given the run's model as built: that model."""
+        return model
+
+    def trainable_filter(self):
+        """Which of the model's parameters train (``pipeline.train.finetune.trainable_filter``); None: all."""
+        return None
+
     def gpus_at(self, sizing) -> int:
         """The GPUs ``sizing`` (a ``pipeline.planning.jobs.JobSizing`` at a site with GPUs) gives this job."""
         return sizing.training_gpu_count(self.run_id)
@@ -204,6 +212,17 @@ class Finetuning(Workload):
 
     def finetune_fields(self, names: tuple[str, ...]) -> dict[str, Any]:
         return {name: getattr(self.finetune, name) for name in names}
+
+    def adapted(self, model, key):
+        """The source's model resampled to the fine-tune's N' steps (``pipeline.train.finetune.resample``)."""
+        from pipeline.train.finetune import resample
+
+        return resample(self.finetune, model, key)
+
+    def trainable_filter(self):
+        from pipeline.train.finetune import trainable_filter
+
+        return trainable_filter(self.finetune)
 
     @property
     def preflight_row_kind(self) -> str:
