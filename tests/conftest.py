@@ -181,7 +181,8 @@ def planned_fit_row():
     columns 0. ``fits_at_paper_batch``: the whole per-GPU batch unless given."""
     from pipeline.execution.job_env import gpu_memory_fraction
     from pipeline.planning.fit_table import FIT_COLUMNS, plan_key
-    from pipeline.planning.workloads import workload_vocab_size, workloads
+    from pipeline.planning.grid import Grid
+    from pipeline.planning.workloads import workload_vocab_size
 
     def row(
         config: dict,
@@ -193,7 +194,7 @@ def planned_fit_row():
         fits: bool = True,
         fits_at_paper_batch: bool | None = None,
     ) -> dict:
-        workload = workloads(config)[run_id]
+        workload = Grid.load(config).workloads[run_id]
         per_device = workload.batch_size // gpus
         return {
             **dict.fromkeys(FIT_COLUMNS, 0),
@@ -227,12 +228,13 @@ def paper_fit_table(planned_fit_row):
     from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
     from pipeline.config.site import load_site
     from pipeline.planning.fit_table import fit_table
+    from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
 
     def write(workdir: Path, micro_batches: dict[str, int], site_file: Path | None = None) -> Path:
         config = load_preset({"preset": "paper"})
         site = load_site(site_file or ROOT / "profiles" / "slurm" / "site.example.yaml")
-        jobs = JobSizing(config, site)
+        jobs = JobSizing(Grid.load(config), site)
         rows = []
         for runs in (pretrain_runs(config), finetune_runs(config)):
             for run_id, spec in runs.items():

@@ -10,6 +10,7 @@ import yaml
 
 from pipeline.config import REPO_ROOT, finetune_runs, load_preset, pretrain_runs
 from pipeline.planning.cost import preview
+from pipeline.planning.grid import Grid
 from pipeline.planning.throughput import BENCHMARKS_DIR
 from pipeline.train.identity import RunIdentity
 
@@ -54,7 +55,7 @@ def test_every_compared_configuration_trains_at_three_seeds_with_distinct_finger
 
 def test_the_mini_study_fits_its_budget_by_the_cost_preview():
     """Every model is costed from the measured 2-core table; train steps plus each training job's overhead fit."""
-    stages, runs = preview("mini", "cpu2", CPU_TABLE)
+    stages, runs = preview(Grid.load(load_preset({"preset": "mini"})), "cpu2", CPU_TABLE)
     assert {row["source"] for row in runs} == {"measured"}
     total = next(row for row in stages if row["stage"] == "total")
     training_jobs = sum(row["runs"] for row in stages if row["stage"] in ("pretrain", "finetune"))
@@ -67,7 +68,9 @@ def test_ci_runs_the_tiny_dag_and_never_the_mini_study():
     ci = yaml.safe_load((REPO_ROOT / "profiles" / "ci" / "config.yaml").read_text())
     assert ci["config"] == ["preset=tiny"]
     hours = {
-        preset: next(row for row in preview(preset, "h100")[0] if row["stage"] == "total")["gpu_hours"]
+        preset: next(
+            row for row in preview(Grid.load(load_preset({"preset": preset})), "h100")[0] if row["stage"] == "total"
+        )["gpu_hours"]
         for preset in ("tiny", "mini")
     }
     assert hours["mini"] > 10 * hours["tiny"]

@@ -15,6 +15,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
+from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
 from pipeline.preflight.report import COLUMNS, NOT_APPLICABLE
 from pipeline.preflight.shapes import training_shapes
@@ -54,7 +55,7 @@ def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.
 def test_the_tiny_preflight_runs_one_job_per_shape_not_per_run(tmp_path):
     result = snakemake(tmp_path, "-n", "preflight")
     assert result.returncode == 0, result.stderr[-2000:]
-    shapes = training_shapes(TINY, JobSizing(TINY, None))
+    shapes = training_shapes(JobSizing(Grid.load(TINY), None))
     jobs = re.findall(r"wildcards: shape=(\S+)", result.stdout)
     assert sorted(jobs) == sorted(shapes) and len(jobs) < len(pretrain_runs(TINY)), jobs
     assert shapes[SHAPE].runs == (RUN, "owt-small-gpt")

@@ -15,10 +15,10 @@ from pipeline.cli import main
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import EXAMPLE, load_site
 from pipeline.planning.cost import preview
+from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import STARTUP_MIN, JobSizing
 from pipeline.planning.model_cost import model_cost
 from pipeline.planning.preflight_rows import PreflightError, read_rows
-from pipeline.planning.workloads import workloads as preset_workloads
 from pipeline.preflight.report import COLUMNS, markdown, with_verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +51,10 @@ def test_a_preflight_row_with_half_the_throughput_doubles_the_walltime_and_the_c
     minutes, hours = [], []
     for tokens_per_s in (2.0, 1.0):
         write_report(report, "gpt-small-g1-mb0", "wt103-small-gpt", "h100", tokens_per_s_per_device=tokens_per_s)
-        job = JobSizing(TINY, site, preflight_table=report).training("wt103-small-gpt")
+        job = JobSizing(Grid.load(TINY), site, preflight_table=report).training("wt103-small-gpt")
         assert job.gpus == 1
         minutes.append(job.minutes - STARTUP_MIN)
-        _, runs = preview("tiny", "h100", preflight=report)
+        _, runs = preview(Grid.load(load_preset({"preset": "tiny"})), "h100", preflight=report)
         [row] = [row for row in runs if row["run_id"] == "wt103-small-gpt"]
         assert row["source"] == "preflight"
         hours.append(row["gpu_hours"])
@@ -66,7 +66,7 @@ def test_a_preflight_row_with_half_the_throughput_doubles_the_walltime_and_the_c
 
 def test_a_preflight_row_of_another_device_is_not_read(tmp_path):
     report = write_report(tmp_path / "preflight.csv", "gpt-small-g1-mb0", "wt103-small-gpt", "cpu")
-    _, runs = preview("tiny", "h100", preflight=report)
+    _, runs = preview(Grid.load(load_preset({"preset": "tiny"})), "h100", preflight=report)
     assert {row["source"] for row in runs} == {"estimate"}
 
 
@@ -74,9 +74,9 @@ def test_a_preflight_row_of_a_job_the_preset_no_longer_has_is_not_read(tmp_path)
     """A report of an earlier version of the preset (a run since renamed) leaves the estimates, and the preflight's
     own jobs, sizable: the preflight can be rerun."""
     report = write_report(tmp_path / "preflight.csv", "gpt-small-g1-mb0", "wt103-renamed-gpt", "h100")
-    _, runs = preview("tiny", "h100", preflight=report)
+    _, runs = preview(Grid.load(load_preset({"preset": "tiny"})), "h100", preflight=report)
     assert {row["source"] for row in runs} == {"estimate"}
-    assert JobSizing(TINY, load_site(EXAMPLE), preflight_table=report).training("wt103-small-gpt").gpus == 1
+    assert JobSizing(Grid.load(TINY), load_site(EXAMPLE), preflight_table=report).training("wt103-small-gpt").gpus == 1
 
 
 RED_ROWS = {
@@ -101,8 +101,8 @@ def test_a_red_preflight_row_stops_the_grids_dry_run_with_one_sentence(tmp_path,
     )
     expected = sentence.format(run="wt103-small-gpt")
     with pytest.raises(ValueError, match=expected.replace("(", r"\(").replace(")", r"\)")):
-        JobSizing(TINY, None, preflight_table=report).training("wt103-small-gpt")
-    JobSizing(TINY, None, preflight_table=report).training("wt103-medium-gpt")
+        JobSizing(Grid.load(TINY), None, preflight_table=report).training("wt103-small-gpt")
+    JobSizing(Grid.load(TINY), None, preflight_table=report).training("wt103-medium-gpt")
     result = subprocess.run(
         [
             sys.executable,
@@ -170,7 +170,7 @@ def test_a_preflight_job_whose_verb_fails_writes_its_sentence_and_its_row_stops_
         match=r"the preflight of shape gpt-small-g0-mb0 \(run wt103-small-gpt\) failed "
         r"\(.*asks for 1 GPU\(s\)",
     ):
-        JobSizing(TINY, None, preflight_table=report).training("wt103-small-gpt")
+        JobSizing(Grid.load(TINY), None, preflight_table=report).training("wt103-small-gpt")
 
 
 def test_a_walltime_stop_is_a_stopped_row_that_says_its_step_and_stops_no_run(tmp_path):
@@ -204,7 +204,7 @@ def test_a_walltime_stop_is_a_stopped_row_that_says_its_step_and_stops_no_run(tm
     assert verdicted["verdict"] == "stopped"
     report = tmp_path / "preflight.csv"
     report.write_text(csv_text([verdicted], COLUMNS))
-    JobSizing(TINY, None, preflight_table=report).training("wt103-small-gpt")
+    JobSizing(Grid.load(TINY), None, preflight_table=report).training("wt103-small-gpt")
     assert "Stopped by walltime before they measured (not red): gpt-small-g0-mb0." in markdown([verdicted], [])
 
 
@@ -218,17 +218,17 @@ def test_a_preflight_finetune_row_with_half_the_throughput_doubles_its_methods_w
     fine-tunes of the other method stay estimates."""
     site = load_site(EXAMPLE)
     report = tmp_path / "preflight.csv"
-    workloads = preset_workloads(TINY)
+    workloads = Grid.load(TINY).workloads
     flops = {run: model_cost(workloads[run], TINY)[1] for run in (LORA_MEASURED, LORA_OTHER)}
     minutes, hours = [], []
     for tokens_per_s in (2.0, 1.0):
         write_report(
             report, "finetune-lora", LORA_MEASURED, "h100", kind="finetune-lora", tokens_per_s_per_device=tokens_per_s
         )
-        job = JobSizing(TINY, site, preflight_table=report).training(LORA_OTHER)
+        job = JobSizing(Grid.load(TINY), site, preflight_table=report).training(LORA_OTHER)
         assert job.gpus == 1
         minutes.append(job.minutes - STARTUP_MIN)
-        _, runs = preview("tiny", "h100", preflight=report)
+        _, runs = preview(Grid.load(load_preset({"preset": "tiny"})), "h100", preflight=report)
         rows = {row["run_id"]: row for row in runs}
         full = rows["ft-wt103-owt-diffeq6-n3-full"]
         assert rows[LORA_OTHER]["source"] == "preflight" and full["source"] == "estimate"
@@ -253,7 +253,7 @@ STAGE_GRID_JOBS = {
 """Per stage job of the tiny preset: the grid job it ran as, and a grid job of its kind (another one) it stands for."""
 
 
-def grid_job_shape(sizing: JobSizing, grid_job: str):
+def grid_job_request(sizing: JobSizing, grid_job: str):
     """Size the grid job named as in a red row's sentence (``fine-tune <id>`` or ``<rule> of run <id>``)."""
     if grid_job.startswith("fine-tune "):
         return sizing.training(grid_job.removeprefix("fine-tune "))
@@ -273,17 +273,17 @@ def test_a_failed_stage_row_stops_the_grid_jobs_of_its_kind_and_no_other(tmp_pat
         status="failed",
         error="the job ran out of accelerator memory",
     )
-    sizing = JobSizing(TINY, None, preflight_table=report)
+    sizing = JobSizing(Grid.load(TINY), None, preflight_table=report)
     sentence = (
         f"{report}: the preflight of stage job {kind} ({grid_job}) failed (the job ran out of accelerator "
         f"memory); fix that, delete {tmp_path}/preflight/stages/{kind}/row.json and rerun the preflight before "
         "the grid."
     )
     with pytest.raises(PreflightError) as error:
-        grid_job_shape(sizing, grid_job)
+        grid_job_request(sizing, grid_job)
     assert str(error.value) == sentence
     for other in set(STAGE_GRID_JOBS) - {kind}:
-        grid_job_shape(sizing, STAGE_GRID_JOBS[other][1])
+        grid_job_request(sizing, STAGE_GRID_JOBS[other][1])
     sizing.training("owt-medium-diffeq")
 
 
@@ -340,8 +340,8 @@ def test_a_red_shapes_row_still_stops_its_runs_after_a_green_row_of_the_same_mod
     from pipeline.preflight.shapes import training_shapes
 
     paper, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
-    estimated = JobSizing(paper, site).cost("wt103-medium-gpt")["tokens_per_s_per_gpu"]
-    shapes_before = set(training_shapes(paper, JobSizing(paper, site)))
+    estimated = JobSizing(Grid.load(paper), site).cost("wt103-medium-gpt")["tokens_per_s_per_gpu"]
+    shapes_before = set(training_shapes(JobSizing(Grid.load(paper), site)))
     common = {"runs": 1, "device_label": "h100", "peak_memory_bytes": 10**9, "budget_bytes": 2 * 10**9}
     rows = [
         {
@@ -363,11 +363,11 @@ def test_a_red_shapes_row_still_stops_its_runs_after_a_green_row_of_the_same_mod
     ]
     report = tmp_path / "preflight.csv"
     report.write_text(csv_text(with_verdicts(rows), COLUMNS))
-    jobs = JobSizing(paper, site, preflight_table=report)
+    jobs = JobSizing(Grid.load(paper), site, preflight_table=report)
     assert jobs.training("owt-medium-gpt", check_preflight=False).gpus == 1
     with pytest.raises(PreflightError, match="the preflight of shape gpt-medium-g2-mb0 .run owt-medium-gpt. failed"):
         jobs.training("owt-medium-gpt")
-    assert set(training_shapes(paper, jobs)) == shapes_before
+    assert set(training_shapes(jobs)) == shapes_before
 
 
 def test_the_fit_table_plans_a_run_at_the_gpu_count_a_preflight_gives_it_and_at_the_one_before(tmp_path):
@@ -377,7 +377,7 @@ def test_the_fit_table_plans_a_run_at_the_gpu_count_a_preflight_gives_it_and_at_
     from pipeline.planning.fit import planned_jobs, plans_digest
 
     paper, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
-    estimated = JobSizing(paper, site).cost("wt103-medium-gpt")["tokens_per_s_per_gpu"]
+    estimated = JobSizing(Grid.load(paper), site).cost("wt103-medium-gpt")["tokens_per_s_per_gpu"]
     report = write_report(
         tmp_path / "preflight.csv",
         "gpt-medium-g1-mb0",
@@ -385,11 +385,13 @@ def test_the_fit_table_plans_a_run_at_the_gpu_count_a_preflight_gives_it_and_at_
         "h100",
         tokens_per_s_per_device=10 * estimated,
     )
-    before = [count for _, count, _ in planned_jobs(paper, None, None, site, ["owt-medium-gpt"])]
-    after = [count for _, count, _ in planned_jobs(paper, None, None, site, ["owt-medium-gpt"], report)]
+    before = [count for _, count, _ in planned_jobs(Grid.load(paper), None, None, site, ["owt-medium-gpt"])]
+    after = [count for _, count, _ in planned_jobs(Grid.load(paper), None, None, site, ["owt-medium-gpt"], report)]
     assert before == [2] and after == [2, 1]
-    assert plans_digest(paper, None, None, site, report) != plans_digest(paper, None, None, site)
-    assert plans_digest(paper, None, None, site, tmp_path / "absent.csv") == plans_digest(paper, None, None, site)
+    assert plans_digest(Grid.load(paper), None, None, site, report) != plans_digest(Grid.load(paper), None, None, site)
+    assert plans_digest(Grid.load(paper), None, None, site, tmp_path / "absent.csv") == plans_digest(
+        Grid.load(paper), None, None, site
+    )
 
 
 def test_a_preflight_row_reads_back_typed_and_a_column_that_does_not_apply_as_none(tmp_path):

@@ -17,6 +17,7 @@ from pipeline.cli import runs_a_ray_task
 from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
 from pipeline.config.site import load_site
 from pipeline.execution.job_env import FORWARDED_ENV, RAY_PLACEMENT_ENV
+from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +90,7 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
     )
     assert result.returncode == 0, result.stderr[-2000:]
     config = load_preset({"preset": "paper"})
-    sizing = JobSizing(config, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
+    sizing = JobSizing(Grid.load(config), load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
     jobs = dry_run_jobs(result.stdout)
     [fit] = [job for job in jobs if job["rule"] == "fit"]
     assert "--site profiles/slurm/site.example.yaml" in fit["shell"] and fit["resources"]["slurm_partition"] == "cpu"

@@ -222,10 +222,10 @@ def write_clustering(out_dir: str, settings: dict) -> dict:
     ``sweep.csv`` (every regime over ``seeds`` seeds) into ``out_dir`` (atomically, each)."""
     from pipeline.artifacts import atomic_write_text
 
-    shape = {key: settings[key] for key in ("tokens", "hidden_dim", "x0_range", "magnitudes")}
+    setup = {key: settings[key] for key in ("tokens", "hidden_dim", "x0_range", "magnitudes")}
     _, regime = claim_regime(settings["regimes"])
-    trajectories, statistics = run_clustering(**shape, regime=regime, seed=settings["seed"])
-    sweep = sweep_clustering(**shape, regimes=settings["regimes"], seeds=settings["seeds"])
+    trajectories, statistics = run_clustering(**setup, regime=regime, seed=settings["seed"])
+    sweep = sweep_clustering(**setup, regimes=settings["regimes"], seeds=settings["seeds"])
     atomic_write_text(Path(out_dir) / "trajectories.csv", trajectories.to_csv(index=False))
     atomic_write_text(Path(out_dir) / "stats.csv", statistics.to_csv(index=False))
     atomic_write_text(Path(out_dir) / "sweep.csv", sweep.to_csv(index=False))

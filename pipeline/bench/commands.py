@@ -72,7 +72,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
     throughput = benchmarks.add_parser(
         "throughput",
-        help="train step and inference of GPT vs DiffEqFormer at one matched shape, side by side (App. D.1)",
+        help="train step and inference of GPT vs DiffEqFormer at matched dimensions, side by side (App. D.1)",
     )
     for field in dataclasses.fields(BenchConfig):
         throughput.add_argument(

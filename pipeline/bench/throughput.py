@@ -1,4 +1,4 @@
-"""Throughput benchmark: GPT vs DiffEqFormer (GPT-based) at one matched shape, in one process (paper App. D.1).
+"""Throughput benchmark: GPT vs DiffEqFormer (GPT-based) at matched dimensions, in one process (paper App. D.1).
 
 Times, with the models interleaved round by round (``pipeline.bench.timing.time_interleaved``):
 
@@ -60,17 +60,19 @@ class BenchConfig:
 
 
 def build_models(cfg: BenchConfig):
-    """GPT and GPT-based DiffEqFormer of the same shape, randomly initialised."""
+    """GPT and GPT-based DiffEqFormer of the same dimensions, randomly initialised."""
     import equinox as eqx
     import haliax as hax
     import jax
 
     from pipeline.models import build_model_config
 
-    shape = dict(seq_len=cfg.seq_len, hidden_dim=cfg.hidden_dim, num_heads=cfg.num_heads, num_layers=cfg.num_layers)
-    gpt = build_model_config("gpt", **shape, dropout=0.0)
+    dimensions = dict(
+        seq_len=cfg.seq_len, hidden_dim=cfg.hidden_dim, num_heads=cfg.num_heads, num_layers=cfg.num_layers
+    )
+    gpt = build_model_config("gpt", **dimensions, dropout=0.0)
     diffeq = build_model_config(
-        "diffeq", **shape, dropout=0.0, time_embed_dim=cfg.time_embed_dim, sinusoidal_dim=cfg.sinusoidal_dim
+        "diffeq", **dimensions, dropout=0.0, time_embed_dim=cfg.time_embed_dim, sinusoidal_dim=cfg.sinusoidal_dim
     )
     Vocab = hax.Axis("vocab", cfg.vocab_size)
     build = eqx.filter_jit(lambda config, key: config.build(Vocab, key=key))

@@ -25,8 +25,9 @@ import logging
 import re
 from pathlib import Path
 
+from pipeline.planning.grid import Grid
 from pipeline.planning.throughput import THROUGHPUT_COLUMNS, default_throughput_path
-from pipeline.planning.workloads import Workload, vocab_size, workloads
+from pipeline.planning.workloads import Workload, vocab_size
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +35,7 @@ logger = logging.getLogger(__name__)
 def models_to_measure(config: dict, families: list[str] | None, sizes: list[str] | None) -> list[Workload]:
     """One workload (the first run) per (family, size, num_layers) that the preset trains, filtered."""
     chosen: dict[tuple[str, str, int], Workload] = {}
-    for workload in workloads(config).values():
-        if workload.kind not in ("pretrain", "finetune"):
-            continue
+    for workload in Grid.load(config).training.values():
         if (families and workload.family not in families) or (sizes and workload.run.size not in sizes):
             continue
         chosen.setdefault(workload.throughput_key, workload)

@@ -1,4 +1,5 @@
-"""The experiment grid: a validated preset expanded into typed run specs (its cross-references: ``references``).
+"""The experiment grid: a validated preset expanded into typed run specs (the cross-references between its sections
+that a schema cannot express: ``pipeline.config.references``).
 
 ``pretrain_runs`` expands a preset into one ``RunSpec`` per pretraining run, keyed by a readable run id
 (``<group>-<family>``, ablations ``<base>-<ablation>_<variant>-<family>``); ``finetune_runs`` and
@@ -16,15 +17,15 @@ from pipeline.config.specs import FinetuneSpec, ModelSpec, RunSpec, TrainSpec
 
 
 def _model_spec(config: dict[str, Any], group: dict[str, Any], family: str, diffeq: dict[str, Any]) -> ModelSpec:
-    shape = dict(config["sizes"][group["size"]])
+    dimensions = dict(config["sizes"][group["size"]])
     fidelity = config["fidelity"]
     if family not in LLAMA_FAMILIES:
-        shape.pop("intermediate_dim", None)
+        dimensions.pop("intermediate_dim", None)
     if family in DIFFEQ_FAMILIES:
-        shape.update(diffeq, time_precision=fidelity["time_precision"], time_grid=fidelity["time_grid"])
+        dimensions.update(diffeq, time_precision=fidelity["time_precision"], time_grid=fidelity["time_grid"])
     if family == "diffeq_llama":
-        shape["llama_layer"] = fidelity["llama_layer"]
-    return ModelSpec(family=family, init=fidelity["init"], **shape)
+        dimensions["llama_layer"] = fidelity["llama_layer"]
+    return ModelSpec(family=family, init=fidelity["init"], **dimensions)
 
 
 def _run_decay_mask(config: dict[str, Any], fine_tuning: bool) -> str:
@@ -102,7 +103,7 @@ def pretrain_runs(config: dict[str, Any]) -> dict[str, RunSpec]:
 
 
 def memory_probes(config: dict[str, Any]) -> dict[str, RunSpec]:
-    """Fig. 16's probes (App. D): the shape of group ``analysis.memory.base`` at ``batch_size``, once per D of
+    """Fig. 16's probes (App. D): the model of group ``analysis.memory.base`` at ``batch_size``, once per D of
     ``time_embed_dims`` for each DiffEqFormer family (``<base>-memory_d<D>-<family>``) and once for each other
     family (``<base>-memory-<family>``). They are measured, not trained, so they are not pretraining runs (nor
     repeated per seed)."""
@@ -122,10 +123,12 @@ def memory_probes(config: dict[str, Any]) -> dict[str, RunSpec]:
     return {run_id: dataclasses.replace(spec, role="memory_probe") for run_id, spec in runs.items()}
 
 
-def _source_run(config: dict[str, Any], dataset: str, source: str, diffeq: bool, seed_suffix: str) -> RunSpec:
+def _source_run(
+    config: dict[str, Any], runs: dict[str, RunSpec], dataset: str, source: str, diffeq: bool, seed_suffix: str
+) -> RunSpec:
     group = f"{dataset}-{source}"
     family = next(f for f in config["pretrain"][group]["families"] if (f in DIFFEQ_FAMILIES) == diffeq)
-    return pretrain_runs(config)[f"{group}-{family}{seed_suffix}"]
+    return runs[f"{group}-{family}{seed_suffix}"]
 
 
 def finetune_eval_split(config: dict[str, Any], target_dataset: str) -> str:
@@ -136,25 +139,26 @@ def finetune_eval_split(config: dict[str, Any], target_dataset: str) -> str:
     return "test" if config["fidelity"]["eval_split"] == "test" and has_test else "validation"
 
 
-def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
+def finetune_runs(config: dict[str, Any], runs: dict[str, RunSpec] | None = None) -> dict[str, FinetuneSpec]:
     """Every fine-tune of Fig. 5: per direction and method, the DiffEqFormer source resampled to each N' (Euler
     steps) of ``steps_grid`` (``ft-<src>-<tgt>-diffeq<L>-n<N'>-<method>``) and the baseline
     (``ft-<src>-<tgt>-gpt<L>-<method>``), per seed (suffix ``-s<seed>``, the source of the same seed) when the
-    preset lists ``seeds``."""
+    preset lists ``seeds``. ``runs``: the preset's pretraining runs where the caller has them, else enumerated here."""
+    sources = pretrain_runs(config) if runs is None else runs
     finetune = config["finetune"]
-    runs: dict[str, FinetuneSpec] = {}
+    finetunes: dict[str, FinetuneSpec] = {}
     for (source_dataset, target_dataset), (suffix, seed) in itertools.product(
         finetune["directions"], run_seeds(config).items()
     ):
         train = _seeded(_train_spec(config, finetune["train"], fine_tuning=True), seed)
-        diffeq = _source_run(config, source_dataset, finetune["diffeq_source"], True, suffix)
-        baseline = _source_run(config, source_dataset, finetune["baseline_source"], False, suffix)
+        diffeq = _source_run(config, sources, source_dataset, finetune["diffeq_source"], True, suffix)
+        baseline = _source_run(config, sources, source_dataset, finetune["baseline_source"], False, suffix)
         variants = [(diffeq, f"diffeq{diffeq.model.num_layers}-n{n}", n) for n in finetune["steps_grid"]]
         variants.append((baseline, f"{baseline.model.family}{baseline.model.num_layers}", None))
         for method, options in finetune["methods"].items():
             for source, name, euler_steps in variants:
                 run_id = f"ft-{source_dataset}-{target_dataset}-{name}-{method}{suffix}"
-                runs[run_id] = FinetuneSpec(
+                finetunes[run_id] = FinetuneSpec(
                     run_id=run_id,
                     preset=config["preset"],
                     source_run=source.run_id,
@@ -172,4 +176,4 @@ def finetune_runs(config: dict[str, Any]) -> dict[str, FinetuneSpec]:
                     eval_split=finetune_eval_split(config, target_dataset),
                     train=train,
                 )
-    return runs
+    return finetunes

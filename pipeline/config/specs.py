@@ -109,7 +109,7 @@ class TrainSpec:
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """Architecture of one run: family and shape; time-embedding sizes D and S for DiffEqFormer (§4); the
+    """Architecture of one run: family and dimensions; time-embedding sizes D and S for DiffEqFormer (§4); the
     ``fidelity`` choices that shape its weights (init; e(t) precision and Llama layer where the family has them)."""
 
     family: str = spec_field(WEIGHTS, PLAN, MODEL)

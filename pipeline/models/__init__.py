@@ -58,7 +58,7 @@ def build_model_config(
     time_grid: str | None = None,
     llama_layer: str | None = None,
 ) -> LmConfig:
-    """The Levanter model config of one family and shape.
+    """The Levanter model config of one family and dimensions.
 
     ``dropout`` sets resid/embed/attn pdrop of the GPT families (Llama has none, so only 0 is accepted there);
     ``intermediate_dim`` is the SwiGLU width of the Llama families (default 4·hidden_dim); ``time_embed_dim``
@@ -90,17 +90,17 @@ def build_model_config(
     if family in LLAMA_FAMILIES and dropout:
         raise ValueError(f"Model family {family!r} has no dropout; got dropout={dropout}.")
 
-    shape = dict(seq_len=seq_len, hidden_dim=hidden_dim, num_heads=num_heads, num_layers=num_layers)
+    dimensions = dict(seq_len=seq_len, hidden_dim=hidden_dim, num_heads=num_heads, num_layers=num_layers)
     if family in GPT_FAMILIES:
         p = 0.0 if dropout is None else dropout
-        shape.update(resid_pdrop=p, embed_pdrop=p, attn_pdrop=p)
+        dimensions.update(resid_pdrop=p, embed_pdrop=p, attn_pdrop=p)
     else:
         ff = 4 * hidden_dim if intermediate_dim is None else intermediate_dim
-        shape.update(intermediate_dim=ff, num_kv_heads=num_heads)
+        dimensions.update(intermediate_dim=ff, num_kv_heads=num_heads)
 
     if family == "diffeq_llama":
-        shape.update(LLAMA_LAYERS[llama_layer or "reference"])
-    return LmConfig.get_choice_class(FAMILY_MODEL_CONFIGS[family])(**shape, **time_options)
+        dimensions.update(LLAMA_LAYERS[llama_layer or "reference"])
+    return LmConfig.get_choice_class(FAMILY_MODEL_CONFIGS[family])(**dimensions, **time_options)
 
 
 __all__ = [

@@ -25,9 +25,11 @@ def run_model_config(spec: RunSpec):
     the Llama families, like Levanter's ``LlamaConfig``, have none."""
     from pipeline.models import build_model_config
 
-    shape = {k: v for k, v in dataclasses.asdict(spec.model).items() if k not in ("family", "init") and v is not None}
+    dimensions = {
+        k: v for k, v in dataclasses.asdict(spec.model).items() if k not in ("family", "init") and v is not None
+    }
     dropout = None if spec.model.family in LLAMA_FAMILIES else spec.train.dropout
-    return build_model_config(spec.model.family, dropout=dropout, **shape)
+    return build_model_config(spec.model.family, dropout=dropout, **dimensions)
 
 
 def final_checkpoint(run_dir: str | Path) -> str:

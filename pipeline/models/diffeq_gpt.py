@@ -16,7 +16,7 @@ from levanter.models.gpt2 import Gpt2Attention, Gpt2Config, Gpt2Embeddings, Gpt2
 from levanter.models.lm_model import LmConfig
 from levanter.utils.activation import ActivationFunctionEnum
 
-from .gpt2_shape import Gpt2Shape
+from .gpt2_dimensions import Gpt2Dimensions
 from .heads import GptHeadModel
 from .time_embedding import EulerField, TimeMlp
 from .time_layers import TimeLayers
@@ -26,7 +26,7 @@ from .time_norm import TimeLayerNorm
 
 @LmConfig.register_subclass("diffeq_gpt")
 @dataclass(frozen=True)
-class DiffEqGptConfig(Gpt2Shape, LmConfig["DiffEqGptLMHeadModel"]):
+class DiffEqGptConfig(Gpt2Dimensions, LmConfig["DiffEqGptLMHeadModel"]):
     """GPT-2-shaped DiffEqFormer. ``num_layers`` is the number L of Euler steps; D = ``time_embed_dim``,
     S = ``sinusoidal_dim``; ``shared_time_mlp`` selects the App. D.2 design (one MLP for all weights);
     ``time_precision`` the dtype of e(t) (``time_embedding.TIME_PRECISIONS``); ``time_grid`` how the Euler times are

@@ -85,7 +85,7 @@ class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
         return DiffEqLlamaLMHeadModel
 
     def llama(self) -> LlamaConfig:
-        """The LlamaConfig of the same shape, for the reused Levanter modules (embeddings, attention, MLP)."""
+        """The LlamaConfig of the same dimensions, for the reused Levanter modules (embeddings, attention, MLP)."""
         return LlamaConfig(
             seq_len=self.seq_len,
             hidden_dim=self.hidden_dim,

@@ -88,7 +88,7 @@ class DiscreteDiffEqLlamaConfig(LmConfig["DiscreteDiffEqLlamaLMHeadModel"]):
         return DiscreteDiffEqLlamaLMHeadModel
 
     def llama(self) -> LlamaConfig:
-        """The LlamaConfig of the discrete model: the source's shape with N' layers."""
+        """The LlamaConfig of the discrete model: the source's dimensions with N' layers."""
         return dataclasses.replace(self.source.llama(), num_layers=self.num_steps)
 
     def flops_per_token(self, vocab_size: int) -> float:

@@ -29,7 +29,7 @@ def count_params(config: LmConfig, vocab_size: int) -> int:
 
 
 def gpt_large_diffeq_config(time_embed_dim: int) -> DiffEqGptConfig:
-    """DiffEqFormer of GPT-large shape (hidden 1280, 20 heads, 36 steps, seq 1024), S = 128 (App. D.1)."""
+    """DiffEqFormer of GPT-large dimensions (hidden 1280, 20 heads, 36 steps, seq 1024), S = 128 (App. D.1)."""
     return DiffEqGptConfig(
         seq_len=1024, hidden_dim=1280, num_layers=36, num_heads=20, time_embed_dim=time_embed_dim, sinusoidal_dim=128
     )

@@ -23,13 +23,13 @@ from levanter.models.gpt2 import Gpt2Block, Gpt2Embeddings
 from levanter.models.lm_model import LmConfig
 
 from .diffeq_gpt import ParallelGptBlock
-from .gpt2_shape import Gpt2Shape
+from .gpt2_dimensions import Gpt2Dimensions
 from .heads import GptHeadModel
 
 
 @LmConfig.register_subclass("shared_gpt")
 @dataclass(frozen=True)
-class SharedGptConfig(Gpt2Shape, LmConfig["SharedGptLMHeadModel"]):
+class SharedGptConfig(Gpt2Dimensions, LmConfig["SharedGptLMHeadModel"]):
     """Gpt2Config's fields; ``num_layers`` is how many times the single block is applied."""
 
     @property
@@ -76,7 +76,7 @@ class SharedGptLMHeadModel(GptHeadModel):
 
 @LmConfig.register_subclass("shared_ode_gpt")
 @dataclass(frozen=True)
-class SharedOdeGptConfig(Gpt2Shape, LmConfig["SharedOdeGptLMHeadModel"]):
+class SharedOdeGptConfig(Gpt2Dimensions, LmConfig["SharedOdeGptLMHeadModel"]):
     """Gpt2Config's fields; ``num_layers`` is the number L of Euler steps of the shared field (dt = 1/L)."""
 
     @property

@@ -15,17 +15,19 @@ from pipeline.planning.throughput import DEFAULT_MFU
 def _cost(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text, csv_text
     from pipeline.planning.cost import format_passes_table, format_stage_table, preview
+    from pipeline.planning.grid import Grid
     from pipeline.planning.preflight_rows import preflight_path
     from pipeline.planning.throughput import default_throughput_path
 
-    stages, runs = preview(args.preset, args.device, args.throughput, args.mfu, args.preflight)
+    grid = Grid.load(load_preset({"preset": args.preset}))
+    stages, runs = preview(grid, args.device, args.throughput, args.mfu, args.preflight)
     measured = any(row["source"] == "measured" for row in runs)
     estimated = any(row["source"] == "estimate" for row in runs)
     print(f"Cost preview of preset {args.preset!r} on {args.device} (GPU-hours; wall-clock = GPU-hours / GPUs)")
     if measured:
         print(f"measured: training tokens/s per GPU from {args.throughput or default_throughput_path(args.device)}")
     if any(row["source"] == "preflight" for row in runs):
-        table = args.preflight or preflight_path(load_preset({"preset": args.preset})["preset"])
+        table = args.preflight or preflight_path(grid.config["preset"])
         print(
             f"measured by the preflight: training tokens/s per GPU from {table} (a fine-tune: the MFU measured for "
             "its method, at its own FLOPs per token)"
@@ -50,26 +52,23 @@ def _cost(args: argparse.Namespace) -> None:
 def _status(args: argparse.Namespace) -> None:
     from pipeline.config.site import load_site, preset_results
     from pipeline.planning.cost import cost_rows
+    from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
     from pipeline.planning.status import format_plan, format_status, grid_status, plan_rows
-    from pipeline.planning.workloads import workloads
 
     config = load_preset({"preset": args.preset, **json.loads(args.overrides)})
+    grid = Grid.load(config)
     site = None if args.site is None else load_site(args.site)
     results = args.results or preset_results(site, config["preset"])
     fit_table = results / "fit.csv"
-    sizing = JobSizing(config, site, fit_table if fit_table.is_file() else None)
+    sizing = JobSizing(grid, site, fit_table if fit_table.is_file() else None)
     if args.plan:
         if site is None:
             raise ValueError("`status --plan` sizes the jobs at a site; give --site <site file>.")
         print(f"Plan of preset {config['preset']!r} at {args.site} (minutes; attempts: Snakemake's retries + 1)")
-        print(format_plan(plan_rows(config, sizing)))
+        print(format_plan(plan_rows(sizing)))
         return
-    training = {
-        workload_id: workload
-        for workload_id, workload in workloads(config).items()
-        if workload.kind in ("pretrain", "finetune")
-    }
+    training = grid.training
     device = site.device if site is not None else args.device
     rows = cost_rows(list(training.values()), device, {}, args.mfu, config, results=results)
     preview_hours = {workload_id: row["gpu_hours"] for workload_id, row in zip(training, rows, strict=True)}
@@ -80,10 +79,7 @@ def _status(args: argparse.Namespace) -> None:
         gpus = sizing.training_gpu_count(workload_id) if site.gpus_per_node else 1
         return gpus, sizing.training_chunks(workload_id)
 
-    runs = {
-        workload_id: (workload.kind, (workload.finetune or workload.run).train.steps)
-        for workload_id, workload in training.items()
-    }
+    runs = {workload_id: (workload.kind, workload.train.steps) for workload_id, workload in training.items()}
     states, hours = grid_status(results, runs, preview_hours, plan)
     print(f"Status of {results} (preview on {device})")
     print(format_status(states, hours))
@@ -92,6 +88,7 @@ def _status(args: argparse.Namespace) -> None:
 def _fit(args: argparse.Namespace) -> None:
     from pipeline.config.site import load_site, preset_results
     from pipeline.planning.fit import write_fit
+    from pipeline.planning.grid import Grid
 
     if args.site is not None and (args.device is not None or args.gpus is not None):
         raise ValueError("--site gives each job's GPUs and the GPU's memory; drop --device and --gpus.")
@@ -105,7 +102,7 @@ def _fit(args: argparse.Namespace) -> None:
     table = args.csv or results / f"{name}.csv"
     preflight = args.preflight or results / "preflight.csv"
     rows = write_fit(
-        config,
+        Grid.load(config),
         device,
         gpus,
         args.runs.split(",") if args.runs else None,

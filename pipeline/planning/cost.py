@@ -32,10 +32,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import load_preset
 from pipeline.config.site import preset_results
 from pipeline.planning.checkpoint_disk import checkpoint_disk
 from pipeline.planning.devices import DEVICES
+from pipeline.planning.grid import Grid
 from pipeline.planning.model_cost import model_cost
 from pipeline.planning.preflight_rows import preflight_path, preflight_throughput
 from pipeline.planning.throughput import (
@@ -44,26 +44,8 @@ from pipeline.planning.throughput import (
     default_throughput_path,
     read_throughput,
 )
-from pipeline.planning.workloads import TRAIN_PASSES, Workload, workloads
+from pipeline.planning.workloads import TRAIN_PASSES, Workload
 
-LM_EVAL_TASKS = {
-    "arc_challenge": (1172, 4),
-    "arc_easy": (2376, 4),
-    "hellaswag": (10042, 4),
-    "lambada_openai": (5153, 1),
-    "lambada_standard": (5153, 1),
-    "logiqa": (651, 4),
-    "mmlu": (14042, 4),
-    "piqa": (1838, 2),
-    "sciq": (1000, 4),
-    "winogrande": (1267, 2),
-    "wsc273": (273, 2),
-}
-"""(documents of the evaluation split, loglikelihood requests per document) of the paper's lm-eval tasks: the
-published sizes of the splits lm-eval 0.4.13 evaluates, written here because the hub is unreachable offline (not
-counted by this code; a cost estimate only)."""
-MAX_REQUESTS_PER_DOCUMENT = max(requests for _, requests in LM_EVAL_TASKS.values())
-"""Requests per document assumed for a task not in ``LM_EVAL_TASKS`` (local tasks; they need a ``limit``)."""
 PUBLISHED_TRAIN_TOKENS = {("dlwh/wikitext_103_detokenized", "gpt2"): 0.12e9, ("Skylion007/openwebtext", "gpt2"): 9.04e9}
 """Training tokens of the paper's corpora under a tokenizer, as published: WikiText-103 ≈ 0.12 B GPT-2 tokens
 (docs/paper.md#exact-steps), OpenWebText ≈ 9.04 B (nanoGPT's preparation of the same dataset); the fallback of
@@ -71,41 +53,9 @@ PUBLISHED_TRAIN_TOKENS = {("dlwh/wikitext_103_detokenized", "gpt2"): 0.12e9, ("S
 STAGES = ("pretrain", "finetune", "evaluate", "analysis")
 
 
-def lm_eval_requests(downstream: dict[str, Any]) -> int:
-    """Loglikelihood requests per model: Σ over tasks and shot counts of documents × requests per document."""
-    limit = downstream["limit"]
-    requests = 0
-    for task in downstream["tasks"]:
-        if task in LM_EVAL_TASKS:
-            documents, per_document = LM_EVAL_TASKS[task]
-        elif limit is None:
-            raise ValueError(
-                f"key 'downstream.tasks' names {task!r}, whose size the cost preview does not know; "
-                f"set 'downstream.limit' or use one of {sorted(LM_EVAL_TASKS)}."
-            )
-        else:
-            documents, per_document = limit, MAX_REQUESTS_PER_DOCUMENT
-        requests += min(documents, limit or documents) * per_document * len(downstream["shots"])
-    return requests
-
-
 def analysis_run_count(config: dict[str, Any]) -> int:
     """Jobs of the analysis stage: one per run of each per-run analysis, one per whole-preset analysis."""
     return sum(len(section["runs"]) if "runs" in section else 1 for section in config["analysis"].values())
-
-
-def cost_workloads(config: dict[str, Any]) -> list[Workload]:
-    """The workloads the cost preview counts: every one but the memory probes (a few steps each)."""
-    return [workload for workload in workloads(config).values() if workload.kind != "probe"]
-
-
-def workload_tokens(workload: Workload, config: dict[str, Any]) -> int:
-    """Training tokens ``steps × batch_size × seq_len``; downstream, lm-eval requests × seq_len forward tokens (one
-    context window each)."""
-    seq_len = workload.run.model.seq_len
-    if workload.kind == "downstream":
-        return lm_eval_requests(config["downstream"]) * seq_len
-    return workload.train.steps * workload.train.batch_size * seq_len
 
 
 def estimated_tokens_per_s(workload: Workload, device: str, mfu: float, config: dict[str, Any]) -> float:
@@ -149,10 +99,10 @@ def cost_rows(
     results = results or preset_results(None, config["preset"])
     rows = []
     for workload in workloads:
-        training = workload.passes == TRAIN_PASSES
+        training = workload.trains
         corpus = corpus_train_tokens(config, results, workload.dataset, workload.tokenizer) if training else None
         parameters, forward_flops = model_cost(workload, config)
-        tokens = workload_tokens(workload, config)
+        tokens = workload.tokens(config)
         if workload.run_id in preflight:
             tokens_per_s, source = preflight[workload.run_id], "preflight"
         elif workload.throughput_key in measured:
@@ -227,17 +177,18 @@ def stage_rows(run_rows: list[dict[str, Any]], analysis_runs: int) -> list[dict[
 
 
 def preview(
-    preset: str, device: str, throughput: Path | None = None, mfu: float = DEFAULT_MFU, preflight: Path | None = None
+    grid: Grid, device: str, throughput: Path | None = None, mfu: float = DEFAULT_MFU, preflight: Path | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(stage rows, run rows) of ``preset`` on ``device``: tokens/s from the preflight report (``preflight``, default
-    the preset's), else the measured table (``throughput``, default the device's), else estimated."""
+    """(stage rows, run rows) of the preset's ``grid`` on ``device``: tokens/s from the preflight report
+    (``preflight``, default the preset's), else the measured table (``throughput``, default the device's), else
+    estimated."""
     if not 0 < mfu <= 1:
         raise ValueError(f"--mfu must be in (0, 1] (got {mfu}).")
-    config = load_preset({"preset": preset})
+    config = grid.config
     path = throughput or default_throughput_path(device)
     measured = read_throughput(path, device) if throughput or path.is_file() else {}
-    by_preflight = preflight_throughput(preflight or preflight_path(config["preset"]), device, config)
-    run_rows = cost_rows(cost_workloads(config), device, measured, mfu, config, by_preflight)
+    by_preflight = preflight_throughput(preflight or preflight_path(config["preset"]), device, grid)
+    run_rows = cost_rows(grid.costed, device, measured, mfu, config, by_preflight)
     return stage_rows(run_rows, analysis_run_count(config)), run_rows
 
 

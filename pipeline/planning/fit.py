@@ -5,7 +5,7 @@ One row per workload, its ``role`` (the workload's kind):
 - ``pretrain`` / ``probe``: a pretraining run's (memory probe's) train step. The training loop's own Levanter
   ``UndonatedTrainer`` (optimizer, mixed-precision policy, FSDP mesh and axis mapping) is laid out on ``gpus``
   virtual CPU devices (``--xla_force_host_platform_device_count``), the model is built abstractly at its exact
-  shape (GPT-2's 50257 or Llama-2's 32000 vocabulary, real seq_len, D and S; nothing allocated or downloaded) and
+  dimensions (GPT-2's 50257 or Llama-2's 32000 vocabulary, real seq_len, D and S; nothing allocated or downloaded) and
   the train step is compiled.
 - ``finetune``: the same train step for a fine-tune (its batch and optimizer), whose model is the source run's,
   built abstractly and passed through the fine-tune's own ``resample`` (discretised to N' Euler steps, LoRA
@@ -50,8 +50,9 @@ from pipeline.config.site import Site
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.planning.devices import DEVICES
 from pipeline.planning.fit_table import fit_table, job_key, plan_key, read_fit_rows
+from pipeline.planning.grid import Grid
 from pipeline.planning.plans import plans_in_subprocess
-from pipeline.planning.workloads import Workload, workload_vocab_size, workloads
+from pipeline.planning.workloads import Workload, workload_vocab_size
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int, p
     micro_batch = per_device
     usable = int(device_bytes * gpu_memory_fraction())
     fits_at_batch = plan["total_bytes"] <= usable
-    while workload.kind != "downstream" and plan["total_bytes"] > usable and micro_batch > 1:
+    while workload.trains and plan["total_bytes"] > usable and micro_batch > 1:
         fixed = plan["total_bytes"] - plan["temp_bytes"]
         predicted = max(1, int(micro_batch * (usable - fixed) / plan["temp_bytes"]))
         micro_batch = max(d for d in range(1, micro_batch) if per_device % d == 0 and d <= predicted)
@@ -139,7 +140,7 @@ def fit_rows(
 
 
 def site_gpus(
-    config: dict[str, Any], site: Site, chosen: list[Workload], preflight_table: Path | None = None
+    grid: Grid, site: Site, chosen: list[Workload], preflight_table: Path | None = None
 ) -> list[tuple[int, ...]]:
     """The GPU counts each workload's job may get at ``site`` (``pipeline.planning.jobs``): a pretraining run's and a
     fine-tune's from its size, as sized before the preflight and, where ``preflight_table`` exists, after its measured
@@ -149,72 +150,64 @@ def site_gpus(
 
     if site.gpus_per_node == 0:
         raise ValueError("--site: the site has no GPUs (gpus_per_node 0); there is no GPU memory to plan for.")
-    sizings = [JobSizing(config, site)]
+    sizings = [JobSizing(grid, site)]
     if preflight_table is not None and Path(preflight_table).is_file():
-        sizings.append(JobSizing(config, site, preflight_table=preflight_table))
-
-    def gpus(workload: Workload, jobs: JobSizing) -> int:
-        if workload.kind == "downstream":
-            return 1
-        if workload.kind == "probe":
-            return jobs.memory_probe_gpu_count(workload.run_id)
-        return jobs.training_gpu_count(workload.run_id)
-
-    return [tuple(dict.fromkeys(gpus(workload, jobs) for jobs in sizings)) for workload in chosen]
+        sizings.append(JobSizing(grid, site, preflight_table=preflight_table))
+    return [tuple(dict.fromkeys(workload.gpus_at(jobs) for jobs in sizings)) for workload in chosen]
 
 
 def planned_jobs(
-    config: dict[str, Any],
+    grid: Grid,
     device: str | None,
     gpus: int | None,
     site: Site | None,
     run_ids: list[str] | None = None,
     preflight_table: Path | None = None,
 ) -> list[tuple[Workload, int, int]]:
-    """``(workload, GPUs, device bytes)`` of every workload of ``config`` (or of ``run_ids``): on ``gpus`` GPUs of
+    """``(workload, GPUs, device bytes)`` of every workload of ``grid`` (or of ``run_ids``): on ``gpus`` GPUs of
     ``device``, or, given a ``site``, on each GPU count the site may give its job (``site_gpus``), of the site's
     memory."""
     if site is None and device not in DEVICES:
         raise ValueError(f"--device {device!r}: unknown GPU; expected one of {sorted(DEVICES)}.")
-    known = workloads(config)
+    known = grid.workloads
     unknown = sorted(set(run_ids or []) - set(known))
     if unknown:
         raise ValueError(
             f"--runs {', '.join(unknown)}: not a pretraining run, memory probe, fine-tune or "
-            f"downstream-<run> of preset {config['preset']!r}; expected some of {', '.join(known)}."
+            f"downstream-<run> of preset {grid.config['preset']!r}; expected some of {', '.join(known)}."
         )
     chosen = [known[run_id] for run_id in run_ids or known]
     if site is None:
         return [(workload, gpus, DEVICES[device].memory_bytes) for workload in chosen]
     return [
         (workload, count, site.gpu_memory_bytes)
-        for workload, counts in zip(chosen, site_gpus(config, site, chosen, preflight_table), strict=True)
+        for workload, counts in zip(chosen, site_gpus(grid, site, chosen, preflight_table), strict=True)
         for count in counts
     ]
 
 
 def plans_digest(
-    config: dict[str, Any], device: str | None, gpus: int | None, site: Site | None, preflight_table: Path | None = None
+    grid: Grid, device: str | None, gpus: int | None, site: Site | None, preflight_table: Path | None = None
 ) -> str:
-    """A hash of every row the fit table of ``config`` would hold (run, ``plan_key``, GPUs, memory and the share
-    JAX may use): the ``fit`` rule's parameter, so that Snakemake plans again when the preset or the site changes
+    """A hash of every row the fit table of the preset's ``grid`` would hold (run, ``plan_key``, GPUs, memory and the
+    share JAX may use): the ``fit`` rule's parameter, so that Snakemake plans again when the preset or the site changes
     what a row means (a preflight report that resizes a job included), and not when only learning rates or step
     counts change."""
     rows = sorted(
         (
             workload.run_id,
-            plan_key(workload, workload_vocab_size(config, workload)),
+            plan_key(workload, workload_vocab_size(grid.config, workload)),
             count,
             device_bytes,
             int(device_bytes * gpu_memory_fraction()),
         )
-        for workload, count, device_bytes in planned_jobs(config, device, gpus, site, preflight_table=preflight_table)
+        for workload, count, device_bytes in planned_jobs(grid, device, gpus, site, preflight_table=preflight_table)
     )
     return json_digest(rows, length=16)
 
 
 def write_fit(
-    config: dict[str, Any],
+    grid: Grid,
     device: str | None,
     gpus: int | None,
     run_ids: list[str] | None,
@@ -223,19 +216,19 @@ def write_fit(
     site: Site | None = None,
     preflight_table: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Plan every workload of ``config`` (or those of ``run_ids``) and write the fit table: on ``gpus`` GPUs per
-    training job of ``device``, or, given a ``site``, on each GPU count the site may give each job (before and, where
-    the preflight report ``preflight_table`` exists, after the preflight resized it), of the site's memory.
+    """Plan every workload of the preset's ``grid`` (or those of ``run_ids``) and write the fit table: on ``gpus`` GPUs
+    per training job of ``device``, or, given a ``site``, on each GPU count the site may give each job (before and,
+    where the preflight report ``preflight_table`` exists, after the preflight resized it), of the site's memory.
     With ``run_ids``, the new rows replace the rows of the same jobs in an existing ``out_csv`` and the others are
     kept; without, the table holds the new rows only. Returns the new rows."""
     from pipeline.artifacts import atomic_write_text
 
-    jobs = planned_jobs(config, device, gpus, site, run_ids, preflight_table)
+    jobs = planned_jobs(grid, device, gpus, site, run_ids, preflight_table)
     device_bytes = jobs[0][2]
     chosen = [workload for workload, _, _ in jobs]
     rows = fit_rows(
         chosen,
-        [workload_vocab_size(config, workload) for workload in chosen],
+        [workload_vocab_size(grid.config, workload) for workload in chosen],
         [count for _, count, _ in jobs],
         device_bytes,
     )

@@ -65,7 +65,7 @@ def plan_parts(workload: Workload, vocab_size: int) -> dict[str, Any]:
         "vocab_size": vocab_size,
         "train_step": TRAIN_STEP,
         "train": role_values(workload.train, PLAN),
-        "finetune": None if workload.finetune is None else role_values(workload.finetune, PLAN),
+        "finetune": workload.finetune_role_values(PLAN),
     }
 
 

@@ -1,4 +1,4 @@
-"""The shape of every job of a preset at a SLURM site: partition, GPUs, CPUs, memory, minutes and micro-batch.
+"""What every job of a preset asks of a SLURM site: partition, GPUs, CPUs, memory, minutes and micro-batch.
 
 A training run (pretraining, fine-tune) gets the fewest GPUs of one node that
 
@@ -47,16 +47,10 @@ from typing import Any
 from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, Site, preset_results
 from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
 from pipeline.planning.checkpoint_disk import CHECKPOINT_BYTES_PER_PARAMETER
-from pipeline.planning.job_shape import JobShape, Placement
-from pipeline.planning.preflight_rows import (
-    PreflightRow,
-    preflight_throughput,
-    read_rows,
-    require_green,
-    shape_id,
-    training_row,
-)
-from pipeline.planning.workloads import Workload, workload_vocab_size, workloads
+from pipeline.planning.grid import Grid
+from pipeline.planning.job_request import JobRequest, Placement
+from pipeline.planning.preflight_rows import PreflightRow, preflight_throughput, read_rows, require_green, shape_id
+from pipeline.planning.workloads import Workload, workload_vocab_size
 
 STARTUP_MIN = DEFAULT_CHUNK_STARTUP_MIN
 """The default of the site's ``chunk_startup_min``: minutes a training job spends before its first step and after
@@ -135,25 +129,24 @@ def training_minutes(gpu_hours: float, gpus: int, site: Site) -> int:
 
 
 class JobSizing:
-    """Each job's shape for one preset at one site; ``None`` as the site: local jobs on the CPU. Jobs are named by
-    their workload id (``pipeline.planning.workloads``): a run, a fine-tune, a probe or ``downstream-<run>``."""
+    """Each job's request for one preset's ``grid`` at one site; ``None`` as the site: local jobs on the CPU. Jobs
+    are named by their workload id (``pipeline.planning.workloads``): a run, a fine-tune, a probe or
+    ``downstream-<run>``."""
 
     def __init__(
         self,
-        config: dict[str, Any],
+        grid: Grid,
         site: Site | None,
         fit_table: str | Path | None = None,
         preflight_table: str | Path | None = None,
     ):
-        self.config = config
+        self.grid = grid
+        self.config = grid.config
         self.site = site
         self.fit_table = fit_table
         self.preflight_table = preflight_table
+        self._workloads: dict[str, Workload] = grid.workloads
         self._costs: dict[str, dict[str, Any]] = {}
-
-    @functools.cached_property
-    def _workloads(self) -> dict[str, Workload]:
-        return workloads(self.config)
 
     @functools.cached_property
     def _measured(self) -> dict[tuple[str, str, int], float]:
@@ -169,7 +162,7 @@ class JobSizing:
         ``_measured``)."""
         if self.preflight_table is None:
             return {}
-        return preflight_throughput(self.preflight_table, self.site.device, self.config)
+        return preflight_throughput(self.preflight_table, self.site.device, self.grid)
 
     def cost(self, workload_id: str) -> dict[str, Any]:
         """The cost preview's row of one workload (``gpu_hours``, ``parameters``, ...) on the site's device."""
@@ -199,7 +192,7 @@ class JobSizing:
     def placement(self, kind: str) -> Placement:
         """Where jobs of ``kind`` (one of ``JOB_KINDS``) run: GPU jobs on the GPU partition (on the CPU partition at
         a site without GPUs), with that partition's constraint; a training job is sent SIGURG ``signal_lead_s``
-        before its walltime ends (at most half its walltime: ``pipeline.planning.job_shape``), so that it saves a
+        before its walltime ends (at most half its walltime: ``pipeline.planning.job_request``), so that it saves a
         checkpoint and stops (``pipeline.execution.stop_signals``: SLURM signals every process of the job, and the
         embedded Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
         site = self.site
@@ -243,7 +236,9 @@ class JobSizing:
             )
         return limit, chunks
 
-    def _gpu_job(self, job: str, kind: str, gpus: int, minutes: int | None, micro_batch: int | None = None) -> JobShape:
+    def _gpu_job(
+        self, job: str, kind: str, gpus: int, minutes: int | None, micro_batch: int | None = None
+    ) -> JobRequest:
         """``job`` (named so in a ``WalltimeError``), of ``kind``, on ``gpus`` GPUs, needing ``minutes``
         (``walltime``). At a site without GPUs it runs on the CPU partition with the CPU job limits: a training run
         whose ``minutes`` were estimated (``training_need``) as planned, any other job for the whole limit, its
@@ -252,7 +247,7 @@ class JobSizing:
         if site.gpus_per_node == 0:
             placement = self.placement(kind)
             if kind != "training" or minutes is None:
-                return JobShape(
+                return JobRequest(
                     0,
                     micro_batch,
                     placement,
@@ -262,11 +257,11 @@ class JobSizing:
                     site.partition_limit_min(placement.partition),
                 )
             granted, chunks = self.walltime(job, kind, minutes)
-            return JobShape(
+            return JobRequest(
                 0, micro_batch, placement, None, site.cpu_max_cpus, site.cpu_max_mem_mb, granted, minutes, chunks
             )
         granted, chunks = self.walltime(job, kind, minutes)
-        return JobShape(
+        return JobRequest(
             gpus,
             micro_batch,
             self.placement(kind),
@@ -379,35 +374,33 @@ class JobSizing:
             )
         return int(row["micro_batch"])
 
-    def training(self, workload_id: str, check_preflight: bool = True) -> JobShape:
+    def training(self, workload_id: str, check_preflight: bool = True) -> JobRequest:
         """A pretraining run or fine-tune: GPUs, walltime and memory from its size, its micro-batch from the fit
         table; a pretraining run whose shape's preflight row is red raises, as does a fine-tune whose method's stage
         job's row is (``check_preflight``; module docstring)."""
         preset_micro_batch = self._workloads[workload_id].train.micro_batch_size or 0
         if self.site is None:
-            shape = JobShape(0, preset_micro_batch)
+            request = JobRequest(0, preset_micro_batch)
         else:
             gpus, minutes = self.training_need(workload_id)
             micro_batch = self.micro_batch(workload_id, gpus) if gpus else preset_micro_batch
-            shape = self._gpu_job(f"run {workload_id}", "training", gpus, minutes, micro_batch)
+            request = self._gpu_job(f"run {workload_id}", "training", gpus, minutes, micro_batch)
         workload = self._workloads[workload_id]
-        if check_preflight and workload.kind == "pretrain":
-            self.require_green_preflight(self.preflight_shape(workload_id), f"run {workload_id}")
-        if check_preflight and workload.kind == "finetune":
-            self.require_green_preflight(training_row(workload), f"fine-tune {workload_id}")
-        return shape
+        if check_preflight:
+            self.require_green_preflight(workload.preflight_key(self), f"{workload.noun} {workload_id}")
+        return request
 
     @functools.cached_property
     def before_preflight(self) -> JobSizing:
         """This sizing without the preflight report: how the preflight sized the shapes it measured."""
-        return self if self.preflight_table is None else JobSizing(self.config, self.site, self.fit_table)
+        return self if self.preflight_table is None else JobSizing(self.grid, self.site, self.fit_table)
 
     def preflight_shape(self, workload_id: str) -> str:
         """The shape id of pretraining run ``workload_id``: family, size, GPUs and micro-batch as sized before the
         preflight (``before_preflight``), which its measurement may change; the id of the row that stands for it."""
-        shape = self.before_preflight.training(workload_id, check_preflight=False)
+        request = self.before_preflight.training(workload_id, check_preflight=False)
         workload = self._workloads[workload_id]
-        return shape_id(workload.family, workload.run.size, shape.gpus, shape.micro_batch or 0)
+        return shape_id(workload.family, workload.run.size, request.gpus, request.micro_batch or 0)
 
     def preflight_minutes(self, workload_id: str, updates: int) -> int | None:
         """Walltime of the preflight job that trains ``updates`` updates of a pretraining run on the GPUs the site
@@ -439,11 +432,11 @@ class JobSizing:
         """A memory probe's GPUs at a site with GPUs: one node's, the most that divide its batch (module docstring)."""
         return node_gpu_counts(self._workloads[probe_id].batch_size, self.site)[-1]
 
-    def memory_probe(self, probe_id: str) -> JobShape:
+    def memory_probe(self, probe_id: str) -> JobRequest:
         """A memory probe: one node's GPUs (``memory_probe_gpu_count``); its fit row must fit its whole batch there
         (module docstring)."""
         if self.site is None:
-            return JobShape()
+            return JobRequest()
         gpus = self.memory_probe_gpu_count(probe_id) if self.site.gpus_per_node else 0
         if gpus == 0 or self.fit_table is None:
             return self._gpu_job(f"memory probe {probe_id}", "gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
@@ -463,30 +456,30 @@ class JobSizing:
             )
         return self._gpu_job(f"memory probe {probe_id}", "gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
 
-    def gpu_analysis(self, rule: str, run_id: str, check_preflight: bool = True) -> JobShape:
+    def gpu_analysis(self, rule: str, run_id: str, check_preflight: bool = True) -> JobRequest:
         """One GPU; ``downstream`` adds its lm-eval GPU-hours × safety factor to the walltime. The preflight's stage
         job of the same name (lm-eval, spectra, Lyapunov, frontier) stands for it: red, it raises
         (``check_preflight``)."""
         if check_preflight:
             self.require_green_preflight(rule, f"{rule} of run {run_id}")
         if self.site is None:
-            return JobShape()
+            return JobRequest()
         minutes = GPU_ANALYSIS_MINUTES[rule]
         if rule == "downstream" and self.site.gpus_per_node:
             minutes += math.ceil(self.cost(f"downstream-{run_id}")["gpu_hours"] * self.site.safety_factor * 60)
         return self._gpu_job(f"{rule} of run {run_id}", "gpu", 1, minutes)
 
-    def cpu(self, rule: str) -> JobShape:
+    def cpu(self, rule: str) -> JobRequest:
         """A CPU job on the CPU partition: its paper-scale need (``CPU_JOBS``) where the preset reads a hub corpus,
         else ``SMALL_CPU_JOB``; CPUs and memory capped by the site's CPU limits, its minutes never
         (``WalltimeError`` beyond the CPU partition's limit: these jobs cannot resume)."""
         if self.site is None:
-            return JobShape()
+            return JobRequest()
         hub_corpora = any(spec["source"]["kind"] == "hf" for spec in self.config["datasets"].values())
         need = CPU_JOBS[rule] if hub_corpora else SMALL_CPU_JOB
         cpus, mem_mb = min(need["cpus"], self.site.cpu_max_cpus), min(need["mem_mb"], self.site.cpu_max_mem_mb)
         if not hub_corpora:
             minutes = min(SMALL_CPU_JOB["minutes"], self.site.partition_limit_min(self.site.cpu_partition))
-            return JobShape(0, None, self.placement("cpu"), None, cpus, mem_mb, minutes)
+            return JobRequest(0, None, self.placement("cpu"), None, cpus, mem_mb, minutes)
         minutes, _ = self.walltime(f"{rule} job", "cpu", need["minutes"])
-        return JobShape(0, None, self.placement("cpu"), None, cpus, mem_mb, minutes, need["minutes"])
+        return JobRequest(0, None, self.placement("cpu"), None, cpus, mem_mb, minutes, need["minutes"])

@@ -61,12 +61,10 @@ def plan_train_step(workload: Workload, vocab_size: int, micro_batch: int) -> di
 
     from pipeline.models.checkpoint import run_model_config
     from pipeline.models.param_count import count_leaves
-    from pipeline.train.finetune import resample, trainable_filter
     from pipeline.train.setup import optimizer_config, trainer_config
     from pipeline.train.step_plan import abstract_train_step_plan, compiled_peak_bytes
     from pipeline.train.trainer import UndonatedTrainer
 
-    finetune = workload.finetune
     train = dataclasses.replace(workload.train, micro_batch_size=micro_batch)
     model_config = run_model_config(workload.run)
     with tempfile.TemporaryDirectory(prefix=f"{workload.run_id}-fit-") as scratch:
@@ -77,10 +75,9 @@ def plan_train_step(workload: Workload, vocab_size: int, micro_batch: int) -> di
             Vocab = round_axis_for_partitioning(Axis("vocab", vocab_size), trainer.parameter_axis_mapping)
 
             def model_init():
-                model = model_config.build(Vocab, key=model_key)
-                return model if finetune is None else resample(finetune, model, model_key)
+                return workload.adapted(model_config.build(Vocab, key=model_key), model_key)
 
-            trainable = None if finetune is None else trainable_filter(finetune)
+            trainable = workload.trainable_filter()
             is_trainable = True if trainable is None else trainable(eqx.filter_eval_shape(model_init))
             state, plan = abstract_train_step_plan(
                 trainer,
@@ -156,9 +153,8 @@ def plan_downstream(workload: Workload, vocab_size: int, batch_size: int) -> dic
 
 def plan_workload(workload: Workload, vocab_size: int, micro_batch: int) -> dict[str, Any]:
     """The plan of one workload at ``micro_batch`` examples per device (downstream: requests per forward pass)."""
-    if workload.kind == "downstream":
-        return plan_downstream(workload, vocab_size, micro_batch)
-    return plan_train_step(workload, vocab_size, micro_batch)
+    planner = plan_train_step if workload.trains else plan_downstream
+    return planner(workload, vocab_size, micro_batch)
 
 
 def plans_in_subprocess(requests: list[tuple[Workload, int, int]], gpus: int) -> list[dict[str, Any]]:

@@ -10,11 +10,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 from pipeline.config.site import preset_results
+from pipeline.planning.grid import Grid
 from pipeline.planning.model_cost import model_cost
-from pipeline.planning.workloads import Workload, workloads
 
 
 class PreflightError(ValueError):
@@ -87,16 +86,8 @@ def finetune_stage(method: str) -> str:
     return f"finetune-{method}"
 
 
-def training_row(workload: Workload) -> str | None:
-    """The kind of row that measures a ``Workload``'s training: ``pretrain``, its fine-tune method's stage job, or
-    None (lm-eval and the memory probes)."""
-    if workload.kind == "pretrain":
-        return "pretrain"
-    return finetune_stage(workload.finetune.method) if workload.kind == "finetune" else None
-
-
-def preflight_throughput(path: str | Path, device: str, config: dict[str, Any]) -> dict[str, float]:
-    """Training tokens/s per device of ``device`` of every workload of ``config`` a green row measured, by workload id:
+def preflight_throughput(path: str | Path, device: str, grid: Grid) -> dict[str, float]:
+    """Training tokens/s per device of ``device`` of every workload of ``grid`` a green row measured, by workload id:
 
     - a fine-tune of a method whose stage job (``finetune_stage``) measured fine-tune m: m's model FLOP rate per
       device carried over, i.e. the method's MFU on the device: tokens/s = tokens/s_m × F_m / F, F a model's forward
@@ -106,21 +97,29 @@ def preflight_throughput(path: str | Path, device: str, config: dict[str, Any]) 
 
     Rows of lm-eval and the analyses (which train nothing), and of a job the preset no longer has, are not read.
     """
-    jobs = workloads(config)
+    jobs, finetunes = grid.workloads, grid.finetunes
     by_model, flops_by_method = {}, {}
     for row in read_rows(path).values():
         measured = jobs.get(row.run_id)
-        if row.device_label != device or row.verdict != "ok" or measured is None or training_row(measured) != row.kind:
+        if (
+            row.device_label != device
+            or row.verdict != "ok"
+            or measured is None
+            or measured.preflight_row_kind != row.kind
+        ):
             continue
         tokens_per_s = row.tokens_per_s_per_device
-        if measured.kind == "pretrain":
-            by_model[measured.throughput_key] = tokens_per_s
+        if measured.run_id in finetunes:
+            flops_by_method[finetunes[measured.run_id].finetune.method] = (
+                tokens_per_s * model_cost(measured, grid.config)[1]
+            )
         else:
-            flops_by_method[measured.finetune.method] = tokens_per_s * model_cost(measured, config)[1]
+            by_model[measured.throughput_key] = tokens_per_s
     throughput = {}
     for workload_id, workload in jobs.items():
-        if workload.kind == "finetune" and workload.finetune.method in flops_by_method:
-            throughput[workload_id] = flops_by_method[workload.finetune.method] / model_cost(workload, config)[1]
+        method = finetunes[workload_id].finetune.method if workload_id in finetunes else None
+        if method in flops_by_method:
+            throughput[workload_id] = flops_by_method[method] / model_cost(workload, grid.config)[1]
         elif workload.throughput_key in by_model:
             throughput[workload_id] = by_model[workload.throughput_key]
     return throughput

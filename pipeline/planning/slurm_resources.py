@@ -1,12 +1,12 @@
-"""A job's shape (``pipeline.planning.job_shape.JobShape``) as the resources of a Snakemake rule: the names Snakemake
-and snakemake-executor-plugin-slurm read (``slurm_partition``, ``cpus_per_task``, ``mem_mb``, ``runtime``, ...),
-plus the pipeline's own (``micro_batch``, ``needed_min``, ``chunks``) that a rule's shell command reads."""
+"""A job's request (``pipeline.planning.job_request.JobRequest``) as the resources of a Snakemake rule: the names
+Snakemake and snakemake-executor-plugin-slurm read (``slurm_partition``, ``cpus_per_task``, ``mem_mb``, ``runtime``,
+...), plus the pipeline's own (``micro_batch``, ``needed_min``, ``chunks``) that a rule's shell command reads."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from pipeline.planning.job_shape import JobShape
+from pipeline.planning.job_request import JobRequest
 from pipeline.planning.jobs import JobSizing
 
 
@@ -31,7 +31,7 @@ def resource_names(kind: str, sizing: JobSizing) -> list[str]:
     return names + [name for name, value in optional.items() if value] + micro_batch + chunks
 
 
-def resource_values(shape: JobShape) -> dict:
+def resource_values(shape: JobRequest) -> dict:
     """A job's shape under Snakemake's and the SLURM executor plugin's names (one node; ``needed_min`` the job's own
     estimate, else its walltime)."""
     values = {"gpu": shape.gpus, "micro_batch": shape.micro_batch}
@@ -53,7 +53,7 @@ def resource_values(shape: JobShape) -> dict:
     return values
 
 
-def preflight_walltime(shape: JobShape, minutes: int) -> JobShape:
+def preflight_walltime(shape: JobRequest, minutes: int) -> JobRequest:
     """A preflight job's shape: the job it stands for, granted ``minutes`` in one chunk (its need: those minutes);
     without a site (no walltime) the job's shape as it is."""
     if shape.minutes is None:

@@ -31,7 +31,6 @@ from typing import Any
 from pipeline.artifacts import read_metrics
 from pipeline.execution.errors import STOPPED_AT
 from pipeline.planning.jobs import CHAIN_MARGIN_RETRIES, CPU_JOBS, JobSizing
-from pipeline.planning.workloads import workloads
 
 RECENT_UPDATES = 50
 """Updates whose mean time gives a running run's ETA."""
@@ -157,43 +156,39 @@ def format_status(states: list[RunState], hours: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
-def plan_rows(config: dict[str, Any], sizing: JobSizing) -> list[dict[str, Any]]:
-    """One row per training job of a preset at ``sizing``'s site (its attempts: its rule's retries + 1, the SLURM
+def plan_rows(sizing: JobSizing) -> list[dict[str, Any]]:
+    """One row per training job of ``sizing``'s grid at its site (its attempts: its rule's retries + 1, the SLURM
     profile's 2 retries where no run of the rule needs a chain) and one per data job."""
-    training = {
-        kind: [workload_id for workload_id, workload in workloads(config).items() if workload.kind == kind]
-        for kind in ("pretrain", "finetune")
-    }
     rows = []
-    for kind, workload_ids in training.items():
-        retries = sizing.chain_retries(workload_ids)
+    for jobs in (sizing.grid.pretraining, sizing.grid.finetunes):
+        retries = sizing.chain_retries(jobs)
         attempts = (CHAIN_MARGIN_RETRIES if retries is None else retries) + 1
-        for workload_id in workload_ids:
-            shape = sizing.training(workload_id, check_preflight=False)
+        for workload_id, workload in jobs.items():
+            request = sizing.training(workload_id, check_preflight=False)
             rows.append(
                 {
-                    "job": f"{kind} {workload_id}",
-                    "gpus": shape.gpus,
-                    "micro_batch": shape.micro_batch,
-                    "needed_min": shape.needed_minutes,
-                    "granted_min": shape.minutes,
-                    "chunks": shape.chunks,
+                    "job": f"{workload.kind} {workload_id}",
+                    "gpus": request.gpus,
+                    "micro_batch": request.micro_batch,
+                    "needed_min": request.needed_minutes,
+                    "granted_min": request.minutes,
+                    "chunks": request.chunks,
                     "attempts": attempts,
-                    "partition": shape.placement.partition,
+                    "partition": request.placement.partition,
                 }
             )
     for rule in CPU_JOBS:
-        shape = sizing.cpu(rule)
+        request = sizing.cpu(rule)
         rows.append(
             {
                 "job": rule,
                 "gpus": 0,
                 "micro_batch": None,
-                "needed_min": shape.needed_minutes,
-                "granted_min": shape.minutes,
+                "needed_min": request.needed_minutes,
+                "granted_min": request.minutes,
                 "chunks": 1,
                 "attempts": CHAIN_MARGIN_RETRIES + 1,
-                "partition": shape.placement.partition,
+                "partition": request.placement.partition,
             }
         )
     return rows

@@ -1,20 +1,21 @@
 """Every job a preset trains or evaluates, as one ``Workload`` each: what cost, fit and job sizing plan.
 
-A workload's ``kind`` is ``pretrain`` (a pretraining run), ``probe`` (a memory probe, Fig. 16: one step of its whole
-batch), ``finetune`` (Fig. 5: its model is the source run's, discretised to N' Euler steps or the baseline at its
-own depth) or ``downstream`` (lm-eval's forward passes on a pretrained run, App. C.7).
+A workload is a ``Pretraining`` run, a ``MemoryProbe`` (Fig. 16: one step of its whole batch), a ``Finetuning``
+(Fig. 5: its model is the source run's, discretised to N' Euler steps or the baseline at its own depth) or a
+``Downstream`` job (lm-eval's forward passes on a pretrained run, App. C.7); ``pipeline.planning.grid.Grid``
+enumerates them once per preset.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, ClassVar
 
-from pipeline.config import FinetuneSpec, RunSpec, TrainSpec, finetune_runs, memory_probes, pretrain_runs
+from pipeline.config import FinetuneSpec, RunSpec, TrainSpec
 from pipeline.config.specs import MODEL, role_values, to_dict
+from pipeline.planning.lm_eval_size import lm_eval_requests
 
-KINDS = ("pretrain", "probe", "finetune", "downstream")
 TRAIN_PASSES = 3
 """FLOPs of a training token in forward-pass units: forward + backward (2×), as Levanter's MFU (train_lm.py)."""
 FORWARD_PASSES = 1
@@ -49,70 +50,64 @@ class ModelRecipe:
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-    """One job of kind ``kind`` (one of ``KINDS``) on the run ``run``; a fine-tune's ``finetune`` spec, whose source
-    is ``run``."""
+    """One job of the grid on the run ``run``; a subclass per kind says what differs (its id, batch, devices,
+    passes, model, verb and the preflight row that stands for it), so that no reader branches on ``kind``.
 
-    kind: str
+    ``kind``: the fit table's ``role`` and the workload's name in a plan; ``stage``: the cost preview's stage;
+    ``verb``: the ``python -m pipeline`` verb that runs it."""
+
     run: RunSpec
-    finetune: FinetuneSpec | None = None
 
-    def __post_init__(self):
-        if self.kind not in KINDS or (self.kind == "finetune") != (self.finetune is not None):
-            raise ValueError(
-                f"{self.run.run_id}: a workload's kind must be one of {KINDS} (a fine-tune's with its "
-                f"FinetuneSpec), got {self.kind!r}."
-            )
-
-    @property
-    def run_id(self) -> str:
-        """The job's id: the run's; a fine-tune's own; ``downstream-<run>`` for lm-eval on a run."""
-        if self.kind == "downstream":
-            return f"downstream-{self.run.run_id}"
-        return self.run.run_id if self.finetune is None else self.finetune.run_id
-
-    @property
-    def model_id(self) -> str:
-        """The id of the model the job runs: a downstream job's evaluated run, else ``run_id``."""
-        return self.run.run_id if self.kind == "downstream" else self.run_id
-
-    @property
-    def train(self) -> TrainSpec:
-        """The train spec of the step planned: the fine-tune's own, else the run's."""
-        return self.run.train if self.finetune is None else self.finetune.train
-
-    @property
-    def batch_size(self) -> int:
-        """Examples per train step; downstream, lm-eval requests per forward pass."""
-        from pipeline.evaluate import BATCH_SIZE
-
-        return BATCH_SIZE if self.kind == "downstream" else self.train.batch_size
-
-    def devices(self, gpus: int) -> int:
-        """Devices the workload runs on: a training job's ``gpus``; downstream, its job's one GPU."""
-        return 1 if self.kind == "downstream" else gpus
-
-    @property
-    def stage(self) -> str:
-        """The cost preview's stage: ``evaluate`` for downstream, else the kind."""
-        return "evaluate" if self.kind == "downstream" else self.kind
+    kind: ClassVar[str]
+    stage: ClassVar[str]
+    verb: ClassVar[str]
+    noun: ClassVar[str]
+    """What a message calls it: ``<noun> <id>``."""
+    trains: ClassVar[bool] = True
+    """Whether it runs train steps (forward and backward; a batch too large for a device's memory is split into
+    micro-batches), else forward passes only."""
+    preflight_row_kind: ClassVar[str | None] = None
+    """The ``kind`` of the preflight row that measures this workload's training throughput (None: none does)."""
 
     @property
     def passes(self) -> int:
-        """Forward-pass units per token: 3 for a training token, 1 for lm-eval's forward-only."""
-        return FORWARD_PASSES if self.kind == "downstream" else TRAIN_PASSES
+        """Forward-pass units per token: 3 for a training token, 1 for a forward-only one."""
+        return TRAIN_PASSES if self.trains else FORWARD_PASSES
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def model_id(self) -> str:
+        """The id of the model the job runs."""
+        return self.run_id
+
+    @property
+    def train(self) -> TrainSpec:
+        """The train spec of the step planned."""
+        return self.run.train
+
+    @property
+    def batch_size(self) -> int:
+        """Examples per train step."""
+        return self.train.batch_size
+
+    def devices(self, gpus: int) -> int:
+        """Devices the workload runs on: its job's ``gpus``."""
+        return gpus
 
     @property
     def dataset(self) -> str:
-        return self.run.dataset if self.finetune is None else self.finetune.target_dataset
+        return self.run.dataset
 
     @property
     def tokenizer(self) -> str:
-        return self.run.tokenizer if self.finetune is None else self.finetune.tokenizer
+        return self.run.tokenizer
 
     @property
     def recipe(self) -> ModelRecipe:
-        euler_steps = None if self.finetune is None else self.finetune.euler_steps
-        return ModelRecipe(self.run, euler_steps=euler_steps)
+        return ModelRecipe(self.run)
 
     @property
     def family(self) -> str:
@@ -127,28 +122,156 @@ class Workload:
     def throughput_key(self) -> tuple[str, str, int]:
         return self.family, self.run.size, self.num_layers
 
+    def tokens(self, config: dict[str, Any]) -> int:
+        """Tokens it processes: training tokens ``steps × batch_size × seq_len``."""
+        return self.train.steps * self.train.batch_size * self.run.model.seq_len
+
+    def finetune_role_values(self, role: str) -> dict[str, Any] | None:
+        """A fine-tune's spec fields of ``role`` (``pipeline.config.specs``); None for any other workload."""
+        return None
+
+    def adapted(self, model, key):
+        """The model its train step starts from, given the run's model as built: that model."""
+        return model
+
+    def trainable_filter(self):
+        """Which of the model's parameters train (``pipeline.train.finetune.trainable_filter``); None: all."""
+        return None
+
+    def gpus_at(self, sizing) -> int:
+        """The GPUs ``sizing`` (a ``pipeline.planning.jobs.JobSizing`` at a site with GPUs) gives this job."""
+        return sizing.training_gpu_count(self.run_id)
+
+    def preflight_key(self, sizing) -> str | None:
+        """The preflight row that stands for this job as ``sizing`` sizes it (None: no row measures it)."""
+        return None
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "run": to_dict(self.run),
-            "finetune": None if self.finetune is None else to_dict(self.finetune),
-        }
+        return {"kind": self.kind, "run": to_dict(self.run)}
+
+    @staticmethod
+    def from_dict(raw: dict[str, Any]) -> Workload:
+        """The workload ``to_dict`` wrote, of the class its ``kind`` names."""
+        return WORKLOAD_CLASSES[raw["kind"]].rebuilt(RunSpec.from_dict(raw["run"]), raw)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Workload:
-        finetune = None if raw["finetune"] is None else FinetuneSpec.from_dict(raw["finetune"])
-        return cls(raw["kind"], RunSpec.from_dict(raw["run"]), finetune)
+    def rebuilt(cls, run: RunSpec, raw: dict[str, Any]) -> Workload:
+        return cls(run)
 
 
-def workloads(config: dict[str, Any]) -> dict[str, Workload]:
-    """Every workload of a preset by id: its pretraining runs, memory probes, fine-tunes and downstream runs (each
-    pretrained run of ``downstream.pairs`` once)."""
-    runs = pretrain_runs(config)
-    rows = [Workload("pretrain", spec) for spec in runs.values()]
-    rows += [Workload("probe", spec) for spec in memory_probes(config).values()]
-    rows += [Workload("finetune", runs[spec.source_run], spec) for spec in finetune_runs(config).values()]
-    rows += [Workload("downstream", runs[run_id]) for pair in config["downstream"]["pairs"].values() for run_id in pair]
-    return {workload.run_id: workload for workload in rows}
+class Pretraining(Workload):
+    """A pretraining run; its preflight row is its shape's (``JobSizing.preflight_shape``)."""
+
+    kind, stage, verb, noun = "pretrain", "pretrain", "pretrain", "run"
+    preflight_row_kind = "pretrain"
+
+    def preflight_key(self, sizing) -> str:
+        return sizing.preflight_shape(self.run_id)
+
+
+class MemoryProbe(Workload):
+    """A memory probe (Fig. 16): one step of its whole batch on one node's GPUs."""
+
+    kind, stage, verb, noun = "probe", "probe", "memory-probe", "memory probe"
+
+    def gpus_at(self, sizing) -> int:
+        return sizing.memory_probe_gpu_count(self.run_id)
+
+
+@dataclasses.dataclass(frozen=True)
+class Finetuning(Workload):
+    """A fine-tune (Fig. 5) of the source run ``run``: its own id, train spec and target dataset; its model the
+    source's, discretised to N' Euler steps (a DiffEqFormer source) or the baseline at its own depth."""
+
+    finetune: FinetuneSpec
+    kind, stage, verb, noun = "finetune", "finetune", "finetune", "fine-tune"
+
+    @property
+    def run_id(self) -> str:
+        return self.finetune.run_id
+
+    @property
+    def train(self) -> TrainSpec:
+        return self.finetune.train
+
+    @property
+    def dataset(self) -> str:
+        return self.finetune.target_dataset
+
+    @property
+    def tokenizer(self) -> str:
+        return self.finetune.tokenizer
+
+    @property
+    def recipe(self) -> ModelRecipe:
+        return ModelRecipe(self.run, euler_steps=self.finetune.euler_steps)
+
+    def finetune_role_values(self, role: str) -> dict[str, Any]:
+        return role_values(self.finetune, role)
+
+    def adapted(self, model, key):
+        """The source's model resampled to the fine-tune's N' steps (``pipeline.train.finetune.resample``)."""
+        from pipeline.train.finetune import resample
+
+        return resample(self.finetune, model, key)
+
+    def trainable_filter(self):
+        from pipeline.train.finetune import trainable_filter
+
+        return trainable_filter(self.finetune)
+
+    @property
+    def preflight_row_kind(self) -> str:
+        """Its method's stage job (``finetune-lora``, ``finetune-full``)."""
+        return f"finetune-{self.finetune.method}"
+
+    def preflight_key(self, sizing) -> str:
+        return self.preflight_row_kind
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "finetune": to_dict(self.finetune)}
+
+    @classmethod
+    def rebuilt(cls, run: RunSpec, raw: dict[str, Any]) -> Workload:
+        return cls(run, FinetuneSpec.from_dict(raw["finetune"]))
+
+
+class Downstream(Workload):
+    """lm-eval's forward passes on the pretrained run ``run`` (App. C.7), on one GPU, ``BATCH_SIZE`` requests per
+    forward pass; the preflight's lm-eval stage job stands for it."""
+
+    kind, stage, verb, noun = "downstream", "evaluate", "downstream", "downstream"
+    trains = False
+
+    @property
+    def run_id(self) -> str:
+        return f"downstream-{self.run.run_id}"
+
+    @property
+    def model_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def batch_size(self) -> int:
+        from pipeline.evaluate import BATCH_SIZE
+
+        return BATCH_SIZE
+
+    def tokens(self, config: dict[str, Any]) -> int:
+        """Forward tokens: lm-eval's requests × ``seq_len`` (one context window each)."""
+        return lm_eval_requests(config["downstream"]) * self.run.model.seq_len
+
+    def devices(self, gpus: int) -> int:
+        return 1
+
+    def gpus_at(self, sizing) -> int:
+        return 1
+
+    def preflight_key(self, sizing) -> str:
+        return "downstream"
+
+
+WORKLOAD_CLASSES = {cls.kind: cls for cls in (Pretraining, MemoryProbe, Finetuning, Downstream)}
 
 
 def vocab_size(config: dict[str, Any], tokenizer: str) -> int:

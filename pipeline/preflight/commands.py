@@ -17,6 +17,7 @@ def _plan(args: argparse.Namespace) -> None:
     from pipeline.config import load_preset
     from pipeline.config.site import load_site, preset_results
     from pipeline.planning.cost import preview
+    from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
     from pipeline.preflight.shapes import (
         PREFLIGHT_RUNTIME_MIN,
@@ -26,14 +27,15 @@ def _plan(args: argparse.Namespace) -> None:
         run_shapes,
         training_shapes,
     )
-    from pipeline.preflight.stages import stage_gpus, stage_jobs
+    from pipeline.preflight.stages import stage_jobs
 
     config = load_preset({"preset": args.preset})
+    grid = Grid.load(config)
     site = None if args.site is None else load_site(args.site)
     fit_table = args.fit_table or preset_results(site, config["preset"]) / "fit.csv"
-    sizing = JobSizing(config, site, fit_table=fit_table if site else None)
-    shapes = training_shapes(config, sizing)
-    stages = {kind: (job, stage_gpus(job, sizing)) for kind, job in stage_jobs(config, run_shapes(shapes)).items()}
+    sizing = JobSizing(grid, site, fit_table=fit_table if site else None)
+    shapes = training_shapes(sizing)
+    stages = {kind: (job, job.resources(sizing).gpus) for kind, job in stage_jobs(grid, run_shapes(shapes)).items()}
     bound = gpu_hour_bound(
         [(shape.gpus, shape.minutes) for shape in shapes.values()]
         + [(gpus, PREFLIGHT_RUNTIME_MIN) for _, gpus in stages.values()]
@@ -45,11 +47,11 @@ def _plan(args: argparse.Namespace) -> None:
         "job's GPUs x its walltime request)."
     )
     if site is not None:
-        stages, _ = preview(args.preset, site.device, mfu=site.mfu)
-        grid = stages[-1]["gpu_hours"]
+        stages, _ = preview(grid, site.device, mfu=site.mfu)
+        grid_hours = stages[-1]["gpu_hours"]
         print(
-            f"The grid: {grid:,.1f} GPU-hours on {site.device}; the preflight is at most "
-            f"{100 * bound_share(bound, grid):.1f} % of it."
+            f"The grid: {grid_hours:,.1f} GPU-hours on {site.device}; the preflight is at most "
+            f"{100 * bound_share(bound, grid_hours):.1f} % of it."
         )
 
 
@@ -114,9 +116,8 @@ def _measured_row(path: str, row: dict, what: str, measure) -> None:
 def _stage(args: argparse.Namespace) -> None:
     """One stage job (``pipeline.preflight.stages``); like ``preflight-job``, a failure is its row's sentence."""
     from pipeline.execution.runner import run_on_ray
-    from pipeline.preflight.stages import StageJob, stage_call
+    from pipeline.preflight.stages import STAGE_CLASSES, StageFolders
 
-    job = StageJob(args.kind, args.run_id, args.runs, args.source_shape)
     row = {
         "shape": args.kind,
         "kind": args.kind,
@@ -126,18 +127,13 @@ def _stage(args: argparse.Namespace) -> None:
     }
 
     def measure() -> dict:
-        target, call_args, call_kwargs = stage_call(
-            job,
-            json.loads(args.settings),
-            *absolute(args.source_dir, args.job_dir, args.cache, args.tokenizer),
-            args.micro_batch,
-        )
         return run_on_ray(
-            "pipeline.preflight.stages:measured_call",
-            target,
-            *call_args,
-            **call_kwargs,
-            uses_torch=args.kind == "downstream",
+            "pipeline.preflight.stages:measured_stage",
+            args.kind,
+            json.loads(args.settings),
+            StageFolders(*absolute(args.source_dir, args.job_dir, args.cache, args.tokenizer)),
+            args.micro_batch,
+            uses_torch=STAGE_CLASSES[args.kind].uses_torch,
             **ray_placement(args, fresh_process=True),
         )
 
@@ -147,9 +143,9 @@ def _stage(args: argparse.Namespace) -> None:
 def _report(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text, csv_text
     from pipeline.config import load_preset
-    from pipeline.planning.cost import cost_rows, workload_tokens
+    from pipeline.planning.cost import cost_rows
     from pipeline.planning.devices import DEVICES
-    from pipeline.planning.workloads import workloads as preset_workloads
+    from pipeline.planning.grid import Grid
     from pipeline.preflight.report import (
         COLUMNS,
         PROJECTION_COLUMNS,
@@ -164,13 +160,12 @@ def _report(args: argparse.Namespace) -> None:
     shapes = json.loads(args.shapes)
     run_shapes = {run: shape for shape, item in shapes.items() for run in item["runs"]}
     run_gpus = {run: item["gpus"] for item in shapes.values() for run in item["runs"]}
-    workloads = [workload for workload in preset_workloads(config).values() if workload.kind == "pretrain"]
+    workloads = list(Grid.load(config).pretraining.values())
     if args.device_label in DEVICES:
         costs = cost_rows(workloads, args.device_label, {}, args.mfu, config)
     else:
         costs = [
-            {"stage": w.stage, "run_id": w.run_id, "tokens": workload_tokens(w, config), "gpu_hours": math.nan}
-            for w in workloads
+            {"stage": w.stage, "run_id": w.run_id, "tokens": w.tokens(config), "gpu_hours": math.nan} for w in workloads
         ]
     projection = projection_rows(costs, run_shapes, rows, run_gpus, args.safety_factor)
     atomic_write_text(args.csv, csv_text(rows, COLUMNS))

@@ -152,10 +152,10 @@ def memory_plan(spec: RunSpec, vocab_size: int, micro_batch: int) -> tuple[int, 
     import jax
 
     from pipeline.planning.plans import plan_train_step
-    from pipeline.planning.workloads import Workload
+    from pipeline.planning.workloads import Pretraining
 
     per_device = spec.train.batch_size // len(jax.devices())
-    plan = plan_train_step(Workload("pretrain", spec), vocab_size, micro_batch or per_device)
+    plan = plan_train_step(Pretraining(spec), vocab_size, micro_batch or per_device)
     stats = jax.devices()[0].memory_stats()
     budget = int(stats["bytes_limit"]) if stats else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return int(plan["total_bytes"]), budget

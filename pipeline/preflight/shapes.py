@@ -12,7 +12,6 @@ import dataclasses
 import math
 from typing import Any
 
-from pipeline.config import pretrain_runs
 from pipeline.planning.preflight_rows import shape_id
 from pipeline.preflight.stages import StageJob
 
@@ -50,21 +49,22 @@ def preflight_updates(config: dict[str, Any]) -> int:
     return settings.get("warmup", DEFAULT_WARMUP) + settings.get("timed", DEFAULT_TIMED)
 
 
-def training_shapes(config: dict[str, Any], jobs) -> dict[str, Shape]:
-    """Every pretraining run of ``config`` grouped by shape, sized by ``jobs`` (a ``JobSizing``), by shape id; each
-    shape's walltime that of its first run's preflight job, at least ``PREFLIGHT_RUNTIME_MIN`` (both as sized before
-    the preflight: ``jobs.before_preflight``)."""
+def training_shapes(jobs) -> dict[str, Shape]:
+    """Every pretraining run of the grid ``jobs`` (a ``JobSizing``) sizes, grouped by shape, by shape id; each shape's
+    walltime that of its first run's preflight job, at least ``PREFLIGHT_RUNTIME_MIN`` (both as sized before the
+    preflight: ``jobs.before_preflight``)."""
     jobs = jobs.before_preflight
     grouped: dict[tuple[str, str, int, int], list[str]] = {}
-    for run_id, spec in pretrain_runs(config).items():
+    for run_id, workload in jobs.grid.pretraining.items():
         job = jobs.training(run_id, check_preflight=False)
-        key = (spec.model.family, spec.size, job.gpus, job.micro_batch or 0)
+        key = (workload.run.model.family, workload.run.size, job.gpus, job.micro_batch or 0)
         grouped.setdefault(key, []).append(run_id)
+    updates = preflight_updates(jobs.config)
     shapes = [
         Shape(
             *key,
             runs=tuple(runs),
-            minutes=max(PREFLIGHT_RUNTIME_MIN, jobs.preflight_minutes(runs[0], preflight_updates(config)) or 0),
+            minutes=max(PREFLIGHT_RUNTIME_MIN, jobs.preflight_minutes(runs[0], updates) or 0),
         )
         for key, runs in grouped.items()
     ]

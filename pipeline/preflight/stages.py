@@ -9,75 +9,192 @@ spectra, Lyapunov and frontier. Each reads the checkpoint of the preflight pretr
 - frontier: ``FRONTIER_BATCHES`` validation batch per solver and step count.
 
 Each row holds the job's seconds of work (``wall_s``) and peak memory; the fine-tune also its step time and
-tokens/s. A column that does not apply to a kind holds "n/a" (``report.NOT_APPLICABLE``).
+tokens/s. A column that does not apply to a kind holds "n/a" (``report.NOT_APPLICABLE``). One ``StageJob`` subclass
+per kind says which grid job it stands for, how that job is sized, and the work it runs.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
-import importlib
 import json
 import shutil
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from pipeline.config import finetune_runs
 from pipeline.evaluate import BATCH_SIZE
+from pipeline.planning.grid import Grid
+from pipeline.planning.job_request import JobRequest
 from pipeline.planning.preflight_rows import FINETUNE_METHODS, finetune_stage
 
-STAGE_KINDS = (*map(finetune_stage, FINETUNE_METHODS), "downstream", "spectra", "lyapunov", "frontier")
 FINETUNE_UPDATES = 3
 LM_EVAL_LIMIT = 2
 FRONTIER_BATCHES = 1
 
 
 @dataclasses.dataclass(frozen=True)
-class StageJob:
-    """One preflight job of ``kind``: it stands for the grid's jobs of that kind, ``run_id`` the first of them (a
-    fine-tune id, else a pretraining run's), reading the preflight checkpoint of ``source_shape``."""
+class StageFolders:
+    """Where a stage job reads and writes: the source shape's preflight training folder, its own folder, the token
+    cache and the tokenizer (absolute paths)."""
+
+    source: str
+    job: str
+    cache: str
+    tokenizer: str
+
+
+@dataclasses.dataclass(frozen=True)
+class StageJob(abc.ABC):
+    """One preflight job of ``kind``: it stands for the ``runs`` grid jobs of that kind, ``run_id`` the first of
+    them (a fine-tune id, else a pretraining run's), reading the preflight checkpoint of ``source_shape``."""
 
     kind: str
     run_id: str
     runs: int
     source_shape: str
 
+    uses_torch: ClassVar[bool] = False
+    """Whether its work imports torch (lm-eval)."""
 
-def stage_jobs(config: dict[str, Any], run_shapes: dict[str, str]) -> dict[str, StageJob]:
-    """The preset's stage jobs by kind (a kind the preset has no job of is left out); ``run_shapes``: each
-    pretraining run's shape id."""
+    def resources(self, sizing) -> JobRequest:
+        """What ``sizing`` (a ``pipeline.planning.jobs.JobSizing``) gives the grid's jobs of this kind."""
+        return sizing.gpu_analysis(self.kind, self.run_id, check_preflight=False)
+
+    @staticmethod
+    @abc.abstractmethod
+    def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
+        """Run the function the real verb of this kind runs, bounded (module docstring); ``settings``: the
+        fine-tune's spec, or the preset's ``downstream`` or ``analysis.<kind>`` section."""
+
+
+class FinetuneStage(StageJob):
+    """A fine-tune method's job: ``FINETUNE_UPDATES`` updates of the grid's first fine-tune of that method."""
+
+    def resources(self, sizing) -> JobRequest:
+        return sizing.training(self.run_id, check_preflight=False)
+
+    @staticmethod
+    def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
+        return preflight_finetune(
+            json.dumps(settings), folders.job, folders.source, folders.cache, folders.tokenizer, micro_batch
+        )
+
+
+class DownstreamStage(StageJob):
+    """lm-eval at ``limit`` ``LM_EVAL_LIMIT``, the first shot count."""
+
+    uses_torch = True
+
+    @staticmethod
+    def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
+        from pipeline.evaluate.harness import evaluate_downstream
+
+        return evaluate_downstream(
+            folders.source,
+            folders.tokenizer,
+            str(Path(folders.job) / "lm_eval"),
+            pair=settings["pair"],
+            tasks=settings["tasks"],
+            shots=settings["shots"][:1],
+            task_dir=settings["task_dir"],
+            limit=LM_EVAL_LIMIT,
+            batch_size=BATCH_SIZE,
+            prefetched=settings["prefetched"],
+        )
+
+
+class SpectraStage(StageJob):
+    """The spectra verb's function as it is."""
+
+    @staticmethod
+    def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
+        from pipeline.analysis.spectra import run_spectra
+
+        out = Path(folders.job)
+        return run_spectra(
+            folders.source,
+            folders.tokenizer,
+            str(out / "spectra.csv"),
+            settings["time_oversampling"],
+            str(out / "spectra_untrained.csv"),
+        )
+
+
+class LyapunovStage(StageJob):
+    """The Lyapunov verb's function on its first sentence."""
+
+    @staticmethod
+    def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
+        from pipeline.analysis.lyapunov import run_lyapunov
+
+        out = Path(folders.job)
+        return run_lyapunov(
+            folders.source,
+            folders.tokenizer,
+            str(out / "lyapunov.csv"),
+            str(out / "lyapunov.html"),
+            settings["sentences"][:1],
+            settings["output_token"],
+        )
+
+
+class FrontierStage(StageJob):
+    """The frontier verb's function on ``FRONTIER_BATCHES`` validation batch per solver and step count."""
+
+    @staticmethod
+    def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
+        from pipeline.analysis.frontier import run_frontier
+
+        return run_frontier(
+            folders.source,
+            folders.cache,
+            folders.tokenizer,
+            str(Path(folders.job) / "frontier.csv"),
+            settings["step_factors"],
+            settings["solvers"],
+            settings.get("batch_size", 32),
+            FRONTIER_BATCHES,
+        )
+
+
+STAGE_CLASSES: dict[str, type[StageJob]] = {
+    **{finetune_stage(method): FinetuneStage for method in FINETUNE_METHODS},
+    "downstream": DownstreamStage,
+    "spectra": SpectraStage,
+    "lyapunov": LyapunovStage,
+    "frontier": FrontierStage,
+}
+STAGE_KINDS = tuple(STAGE_CLASSES)
+
+
+def stage_jobs(grid: Grid, run_shapes: dict[str, str]) -> dict[str, StageJob]:
+    """The stage jobs of the preset's ``grid`` by kind (a kind the grid has no job of is left out); ``run_shapes``:
+    each pretraining run's shape id."""
+    stands_for: dict[str, list[tuple[str, str]]] = {
+        finetune_stage(method): [
+            (job_id, job.run.run_id) for job_id, job in grid.finetunes.items() if job.finetune.method == method
+        ]
+        for method in FINETUNE_METHODS
+    }
+    stands_for["downstream"] = [(job.model_id, job.model_id) for job in grid.downstream.values()]
+    stands_for |= {name: [(run_id, run_id) for run_id in runs] for name, runs in grid.analyses.items()}
     jobs = {}
-    for method in FINETUNE_METHODS:
-        specs = [spec for spec in finetune_runs(config).values() if spec.method == method]
-        if specs:
-            jobs[finetune_stage(method)] = StageJob(
-                finetune_stage(method), specs[0].run_id, len(specs), run_shapes[specs[0].source_run]
-            )
-    evaluated = [run for runs in config["downstream"]["pairs"].values() for run in runs if run in run_shapes]
-    if evaluated:
-        jobs["downstream"] = StageJob("downstream", evaluated[0], len(evaluated), run_shapes[evaluated[0]])
-    for kind in ("spectra", "lyapunov", "frontier"):
-        runs = [run for run in config["analysis"][kind]["runs"] if run in run_shapes]
-        if runs:
-            jobs[kind] = StageJob(kind, runs[0], len(runs), run_shapes[runs[0]])
+    for kind, stage_class in STAGE_CLASSES.items():
+        covered = [(job_id, source) for job_id, source in stands_for[kind] if source in run_shapes]
+        if covered:
+            jobs[kind] = stage_class(kind, covered[0][0], len(covered), run_shapes[covered[0][1]])
     return jobs
 
 
-def stage_gpus(job: StageJob, sizing) -> int:
-    """The GPUs ``sizing`` (a ``pipeline.planning.jobs.JobSizing``) gives the grid's jobs of ``job``'s kind."""
-    if job.kind.startswith("finetune-"):
-        return sizing.training(job.run_id, check_preflight=False).gpus
-    return sizing.gpu_analysis(job.kind, job.run_id, check_preflight=False).gpus
-
-
-def measured_call(target: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-    """``target(*args, **kwargs)`` (``"module:function"``) timed, with the devices and the peak memory it left."""
+def measured_call(work: Callable[[], Any]) -> dict[str, Any]:
+    """``work()`` timed, with the devices and the peak memory it left."""
     from pipeline.preflight.job import device_columns, peak_memory
 
-    module, name = target.split(":")
     started = time.perf_counter()
-    result = getattr(importlib.import_module(module), name)(*args, **kwargs)
+    result = work()
     wall_s = time.perf_counter() - started
     peak_bytes, memory_source = peak_memory()
     measured = result if isinstance(result, dict) and "median_step_s" in result else {}
@@ -88,6 +205,12 @@ def measured_call(target: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         "peak_memory_bytes": peak_bytes,
         "memory_source": memory_source,
     }
+
+
+def measured_stage(kind: str, settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
+    """The Ray task of a ``preflight-stage`` job: the work of a stage job of ``kind``, measured."""
+    work = STAGE_CLASSES[kind].work
+    return measured_call(lambda: work(settings, folders, micro_batch))
 
 
 def preflight_finetune(
@@ -144,76 +267,3 @@ def device_count() -> int:
     import jax
 
     return len(jax.devices())
-
-
-def stage_call(
-    job: StageJob,
-    settings: dict[str, Any],
-    source_dir: str,
-    job_dir: str,
-    cache_dir: str,
-    tokenizer_dir: str,
-    micro_batch: int,
-) -> tuple[str, list[Any], dict[str, Any]]:
-    """(target, args, keyword args) of the function the real verb of ``job.kind`` runs, bounded (module docstring);
-    ``settings``: the fine-tune's spec, or the preset's ``downstream`` or ``analysis.<kind>`` section."""
-    out = Path(job_dir)
-    if job.kind.startswith("finetune-"):
-        return (
-            "pipeline.preflight.stages:preflight_finetune",
-            [json.dumps(settings), job_dir, source_dir, cache_dir, tokenizer_dir, micro_batch],
-            {},
-        )
-    if job.kind == "downstream":
-        return (
-            "pipeline.evaluate.harness:evaluate_downstream",
-            [source_dir, tokenizer_dir, str(out / "lm_eval")],
-            {
-                "pair": settings["pair"],
-                "tasks": settings["tasks"],
-                "shots": settings["shots"][:1],
-                "task_dir": settings["task_dir"],
-                "limit": LM_EVAL_LIMIT,
-                "batch_size": BATCH_SIZE,
-                "prefetched": settings["prefetched"],
-            },
-        )
-    if job.kind == "spectra":
-        return (
-            "pipeline.analysis.spectra:run_spectra",
-            [
-                source_dir,
-                tokenizer_dir,
-                str(out / "spectra.csv"),
-                settings["time_oversampling"],
-                str(out / "spectra_untrained.csv"),
-            ],
-            {},
-        )
-    if job.kind == "lyapunov":
-        return (
-            "pipeline.analysis.lyapunov:run_lyapunov",
-            [
-                source_dir,
-                tokenizer_dir,
-                str(out / "lyapunov.csv"),
-                str(out / "lyapunov.html"),
-                settings["sentences"][:1],
-                settings["output_token"],
-            ],
-            {},
-        )
-    return (
-        "pipeline.analysis.frontier:run_frontier",
-        [
-            source_dir,
-            cache_dir,
-            tokenizer_dir,
-            str(out / "frontier.csv"),
-            settings["step_factors"],
-            settings["solvers"],
-            settings.get("batch_size", 32),
-            FRONTIER_BATCHES,
-        ],
-        {},
-    )

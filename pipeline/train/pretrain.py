@@ -1,4 +1,4 @@
-"""Pretraining (one function of one ``RunSpec``): a fresh model of the run's family and shape, initialised by its
+"""Pretraining (one function of one ``RunSpec``): a fresh model of the run's family and dimensions, initialised by its
 ``init`` scheme (``pipeline.models.init``), trained on its dataset with
 Levanter (the loop is ``pipeline.train.loop``, its configs ``pipeline.train.setup``, its checkpoints
 ``pipeline.train.checkpoints``).

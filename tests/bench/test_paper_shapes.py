@@ -123,7 +123,7 @@ def test_llama_pair_compiles_at_paper_width(paper, run_id):
     from pipeline.models.checkpoint import run_model_config
     from pipeline.models.param_count import count_params
     from pipeline.planning.plans import plan_train_step
-    from pipeline.planning.workloads import Workload
+    from pipeline.planning.workloads import Pretraining
 
     runs, _ = paper
     spec = runs[run_id]
@@ -133,7 +133,7 @@ def test_llama_pair_compiles_at_paper_width(paper, run_id):
         train=dataclasses.replace(spec.train, batch_size=1),
     )
     assert (spec.model.hidden_dim, spec.model.intermediate_dim, spec.model.seq_len) == (2048, 8192, 2048)
-    plan = plan_train_step(Workload("pretrain", spec), LLAMA_VOCAB, 1)
+    plan = plan_train_step(Pretraining(spec), LLAMA_VOCAB, 1)
     print(run_id, {key: value / 1e9 for key, value in plan.items() if key.endswith("bytes")}, "GB")
     assert plan["parameters"] == plan["trainable_parameters"] == count_params(run_model_config(spec), LLAMA_VOCAB)
     assert plan["param_bytes"] == 4 * plan["parameters"]

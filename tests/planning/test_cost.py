@@ -8,8 +8,9 @@ import pytest
 from pipeline.bench import throughput_sizes
 from pipeline.cli import main
 from pipeline.config import load_preset
-from pipeline.planning import cost, throughput
-from pipeline.planning.workloads import vocab_size, workloads
+from pipeline.planning import cost, lm_eval_size, throughput
+from pipeline.planning.grid import Grid
+from pipeline.planning.workloads import vocab_size
 
 H100_PEAK_BF16 = 989e12
 
@@ -21,7 +22,7 @@ def paper():
 
 @pytest.fixture(scope="module")
 def paper_workloads(paper):
-    return {(w.stage, w.model_id): w for w in cost.cost_workloads(paper)}
+    return {(w.stage, w.model_id): w for w in Grid.load(paper).costed}
 
 
 def write_table(path, rows, columns=throughput.THROUGHPUT_COLUMNS):
@@ -49,19 +50,19 @@ def table_row(family, size, num_layers, tokens_per_s, device="h100"):
 
 def test_token_counts_match_the_paper_grid(paper, paper_workloads):
     large = paper_workloads[("pretrain", "owt-large-gpt")]
-    assert cost.workload_tokens(large, paper) == 40_000 * 256 * 1024 and large.passes == 3
+    assert large.tokens(paper) == 40_000 * 256 * 1024 and large.passes == 3
     llama = paper_workloads[("pretrain", "owt-llama1b-diffeq_llama")]
-    assert cost.workload_tokens(llama, paper) == 40_000 * 256 * 2048
+    assert llama.tokens(paper) == 40_000 * 256 * 2048
     assert vocab_size(paper, llama.tokenizer) == 32_000
     finetune = paper_workloads[("finetune", "ft-wt103-owt-diffeq18-n9-lora")]
-    assert cost.workload_tokens(finetune, paper) == 10_000 * 256 * 1024
+    assert finetune.tokens(paper) == 10_000 * 256 * 1024
     assert (finetune.family, finetune.run.size, finetune.num_layers) == ("discrete_diffeq_gpt", "ft18", 9)
     baseline = paper_workloads[("finetune", "ft-owt-wt103-gpt24-full")]
     assert (baseline.family, baseline.num_layers) == ("gpt", 24)
     # lm-eval: 4-choice arc_c/arc_e/hellaswag/logiqa/mmlu/sciq, 1 request lambada x2, 2-choice piqa/winogrande/wsc273
     per_shot = 4 * (1172 + 2376 + 10042 + 651 + 14042 + 1000) + 2 * 5153 + 2 * (1838 + 1267 + 273)
     evaluate = paper_workloads[("evaluate", "owt-large-gpt")]
-    assert cost.workload_tokens(evaluate, paper) == 2 * per_shot * 1024 and evaluate.passes == 1
+    assert evaluate.tokens(paper) == 2 * per_shot * 1024 and evaluate.passes == 1
 
 
 def test_stage_run_counts(paper_workloads):
@@ -70,11 +71,11 @@ def test_stage_run_counts(paper_workloads):
 
 
 def test_local_tasks_need_a_limit_and_count_at_most_four_requests():
-    assert cost.lm_eval_requests({"tasks": ["tiny_choice", "piqa"], "shots": [0, 5], "limit": 100}) == 2 * (
+    assert lm_eval_size.lm_eval_requests({"tasks": ["tiny_choice", "piqa"], "shots": [0, 5], "limit": 100}) == 2 * (
         100 * 4 + 100 * 2
     )
     with pytest.raises(ValueError, match="'downstream.tasks' names 'tiny_choice'"):
-        cost.lm_eval_requests({"tasks": ["tiny_choice"], "shots": [0], "limit": None})
+        lm_eval_size.lm_eval_requests({"tasks": ["tiny_choice"], "shots": [0], "limit": None})
 
 
 def test_estimate_is_levanter_flops_at_mfu_of_the_peak(paper_workloads):
@@ -93,7 +94,7 @@ def test_measured_table_overrides_the_estimate_for_its_sizes(tmp_path):
     table = write_table(
         tmp_path / "t.csv", [table_row("gpt", "large", 36, 100_000), table_row("gpt", "large", 36, 1, device="a100")]
     )
-    stages, runs = cost.preview("paper", "h100", table)
+    stages, runs = cost.preview(Grid.load(load_preset({"preset": "paper"})), "h100", table)
     by_id = {(row["stage"], row["run_id"]): row for row in runs}
     measured = by_id[("pretrain", "owt-large-gpt")]
     assert measured["source"] == "measured"
@@ -136,7 +137,7 @@ def test_malformed_table_fails_with_one_sentence_naming_file_and_column(tmp_path
 
 def test_unknown_device_without_a_table_fails():
     with pytest.raises(ValueError, match="--device 'tpu9' has no measured throughput"):
-        cost.preview("tiny", "tpu9")
+        cost.preview(Grid.load(load_preset({"preset": "tiny"})), "tpu9")
 
 
 def test_verb_prints_every_stage_and_writes_the_run_csv(tmp_path, capsys):
@@ -166,13 +167,13 @@ def test_measure_writes_a_table_the_preview_reads(tmp_path, monkeypatch):
     throughput_sizes.measure("tiny", "h100", 8, 1, 1, families=["gpt"], sizes=["small"], out=out)
     table = throughput.read_throughput(out, "h100")
     assert table == {("gpt", "other", 3): 7.0, ("gpt", "small", 4): 1234.5}
-    stages, runs = cost.preview("tiny", "h100", out)
+    stages, runs = cost.preview(Grid.load(load_preset({"preset": "tiny"})), "h100", out)
     assert {row["run_id"] for row in runs if row["source"] == "measured"} == {"wt103-small-gpt", "owt-small-gpt"}
 
 
 def test_measure_workload_times_a_real_train_step():
     config = load_preset({"preset": "tiny"})
-    workload = workloads(config)["owt-small-gpt"]
+    workload = Grid.load(config).workloads["owt-small-gpt"]
     spec = workload.run
     small = dataclasses.replace(
         workload,
@@ -210,11 +211,12 @@ from pathlib import Path
 import pipeline.planning.cost as cost
 import pipeline.planning.model_cost as model_cost
 from pipeline.config import load_preset
+from pipeline.planning.grid import Grid
 
 model_cost.MODEL_COST_CACHE = Path(sys.argv[1])
 config = load_preset({"preset": "paper"})
 costs = {f"{workload.stage}/{workload.model_id}": model_cost.model_cost(workload, config)
-         for workload in cost.cost_workloads(config)}
+         for workload in Grid.load(config).costed}
 print(json.dumps({"costs": costs, "jax": "jax" in sys.modules}))
 """
 

@@ -13,7 +13,8 @@ import pytest
 
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.planning import fit, fit_table
-from pipeline.planning.workloads import Workload, workloads
+from pipeline.planning.grid import Grid
+from pipeline.planning.workloads import Pretraining
 
 REPLICATED_BOUND_BYTES = 4 * 2**20
 """Parameters no mesh axis shards, per device: biases and the time-embedding MLPs' hidden layers (~2 MB at the
@@ -93,8 +94,8 @@ def fake_plan(per_example_bytes: int, fixed_bytes: int):
     return plans, calls
 
 
-def medium_gpt() -> Workload:
-    return Workload("pretrain", pretrain_runs(load_preset({"preset": "paper"}))["owt-medium-gpt"])
+def medium_gpt() -> Pretraining:
+    return Pretraining(pretrain_runs(load_preset({"preset": "paper"}))["owt-medium-gpt"])
 
 
 @pytest.mark.parametrize(
@@ -129,7 +130,7 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     from pipeline.planning.jobs import JobSizing
 
     config, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
-    jobs = JobSizing(config, site)
+    jobs = JobSizing(Grid.load(config), site)
     probe = "owt-medium-memory-gpt"
     expected = {
         "owt-small-gpt": jobs.training_gpu_count("owt-small-gpt"),
@@ -145,7 +146,7 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
         return fake_plan(10**9, 5 * 10**9)[0](requests, gpus)
 
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
-    rows = fit.write_fit(config, None, None, list(expected), tmp_path / "fit.md", tmp_path / "fit.csv", site)
+    rows = fit.write_fit(Grid.load(config), None, None, list(expected), tmp_path / "fit.md", tmp_path / "fit.csv", site)
     assert {row["run_id"]: row["gpus"] for row in rows} == expected
     assert {row["device_bytes"] for row in rows} == {80 * 10**9}
     first_plans = processes[: len(set(expected.values()))]
@@ -153,7 +154,7 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     assert all(expected[run_id] == gpus for gpus, ids in processes for run_id in ids)
     small = next(row for row in rows if row["run_id"] == "owt-small-gpt")
     assert (small["per_device_batch"], small["micro_batch"], small["fits_at_paper_batch"]) == (512, 64, False)
-    planned = JobSizing(config, site, fit_table=tmp_path / "fit.csv")
+    planned = JobSizing(Grid.load(config), site, fit_table=tmp_path / "fit.csv")
     assert planned.training("owt-small-gpt").micro_batch == 64
 
 
@@ -163,10 +164,10 @@ def test_planning_some_runs_merges_their_rows_into_the_table(monkeypatch, tmp_pa
     config = load_preset({"preset": "paper"})
     monkeypatch.setattr(fit, "plans_in_subprocess", fake_plan(10**9, 5 * 10**9)[0])
     md, table = tmp_path / "fit.md", tmp_path / "fit.csv"
-    fit.write_fit(config, "h100", 8, ["owt-small-gpt", "owt-medium-gpt"], md, table)
-    fit.write_fit(config, "h200", 8, ["owt-small-gpt"], md, table)
+    fit.write_fit(Grid.load(config), "h100", 8, ["owt-small-gpt", "owt-medium-gpt"], md, table)
+    fit.write_fit(Grid.load(config), "h200", 8, ["owt-small-gpt"], md, table)
     monkeypatch.setattr(fit, "plans_in_subprocess", fake_plan(2 * 10**9, 5 * 10**9)[0])
-    [replanned] = fit.write_fit(config, "h100", 8, ["owt-medium-gpt"], md, table)
+    [replanned] = fit.write_fit(Grid.load(config), "h100", 8, ["owt-medium-gpt"], md, table)
     rows = fit_table.read_fit_rows(table)
     assert [(row["run_id"], row["device_bytes"]) for row in rows] == [
         ("owt-small-gpt", 80 * 10**9),
@@ -179,8 +180,10 @@ def test_planning_some_runs_merges_their_rows_into_the_table(monkeypatch, tmp_pa
         "141 (127)",
         "80 (72)",
     ]
-    fit.write_fit(config, "h100", 8, None, md, table)
-    assert len(fit_table.read_fit_rows(table)) == len(workloads(config)), "without --runs: the whole table, new"
+    fit.write_fit(Grid.load(config), "h100", 8, None, md, table)
+    assert len(fit_table.read_fit_rows(table)) == len(Grid.load(config).workloads), (
+        "without --runs: the whole table, new"
+    )
 
 
 def test_the_fit_rules_parameter_changes_with_what_a_row_means_and_only_then():
@@ -189,7 +192,7 @@ def test_the_fit_rules_parameter_changes_with_what_a_row_means_and_only_then():
     from pipeline.config.site import EXAMPLE, load_site
 
     config = load_preset({"preset": "paper"})
-    digest = fit.plans_digest(config, "h100", 8, None)
+    digest = fit.plans_digest(Grid.load(config), "h100", 8, None)
     runs = config["pretrain"]["owt-small"]
     retuned = {
         **config,
@@ -199,15 +202,15 @@ def test_the_fit_rules_parameter_changes_with_what_a_row_means_and_only_then():
         },
     }
     reshaped = {**config, "sizes": {**config["sizes"], "small": {**config["sizes"]["small"], "seq_len": 512}}}
-    assert fit.plans_digest(load_preset(retuned), "h100", 8, None) == digest
-    assert fit.plans_digest(load_preset(reshaped), "h100", 8, None) != digest
+    assert fit.plans_digest(Grid.load(load_preset(retuned)), "h100", 8, None) == digest
+    assert fit.plans_digest(Grid.load(load_preset(reshaped)), "h100", 8, None) != digest
     assert (
         len(
             {
                 digest,
-                fit.plans_digest(config, "h100", 4, None),
-                fit.plans_digest(config, "h200", 8, None),
-                fit.plans_digest(config, None, None, load_site(EXAMPLE)),
+                fit.plans_digest(Grid.load(config), "h100", 4, None),
+                fit.plans_digest(Grid.load(config), "h200", 8, None),
+                fit.plans_digest(Grid.load(config), None, None, load_site(EXAMPLE)),
             }
         )
         == 4
@@ -227,7 +230,7 @@ def tiny_rows(tmp_path_factory):
     GPT-large DiffEqFormer, planned in one child process on 2 virtual devices."""
     out = tmp_path_factory.mktemp("fit")
     rows = fit.write_fit(
-        load_preset({"preset": "tiny"}),
+        Grid.load(load_preset({"preset": "tiny"})),
         "h100",
         2,
         [TINY_LORA, TINY_FULL, TINY_DOWNSTREAM],

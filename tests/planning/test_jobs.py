@@ -8,7 +8,8 @@ import pytest
 
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import EXAMPLE, load_site
-from pipeline.planning.job_shape import JobShape, Placement
+from pipeline.planning.grid import Grid
+from pipeline.planning.job_request import JobRequest, Placement
 from pipeline.planning.jobs import (
     CHAIN_MARGIN_RETRIES,
     CHECKPOINT_GB_PER_MIN,
@@ -39,16 +40,18 @@ def test_a_training_run_gets_the_fewest_gpus_that_hold_its_state_and_meet_the_ta
 
 def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
     paper = load_preset({"preset": "paper"})
-    jobs = JobSizing(paper, SITE)
+    jobs = JobSizing(Grid.load(paper), SITE)
     small, biggest = jobs.training("wt103-small-gpt"), jobs.training("owt-llama1b-diffeq_llama")
     hours = jobs.cost("owt-llama1b-diffeq_llama")["gpu_hours"]
     assert small.gpus < biggest.gpus == 8 and small.minutes < biggest.minutes
     training, needed = Placement("gpu", signal_lead_s=600), training_minutes(hours, 8, SITE)
-    assert biggest == JobShape(
+    assert biggest == JobRequest(
         gpus=8, micro_batch=0, placement=training, cpus=64, mem_mb=512000, minutes=needed, needed_minutes=needed
     )
-    capped = JobSizing(paper, dataclasses.replace(SITE, max_runtime_min=600, gpu_model="h100", account="proj"))
-    assert capped.training("owt-llama1b-diffeq_llama") == JobShape(
+    capped = JobSizing(
+        Grid.load(paper), dataclasses.replace(SITE, max_runtime_min=600, gpu_model="h100", account="proj")
+    )
+    assert capped.training("owt-llama1b-diffeq_llama") == JobRequest(
         gpus=8,
         micro_batch=0,
         placement=dataclasses.replace(training, account="proj"),
@@ -59,7 +62,7 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
         needed_minutes=needed,
         chunks=chunk_count(needed, 600, 600),
     )
-    assert jobs.cpu("token_cache") == JobShape(
+    assert jobs.cpu("token_cache") == JobRequest(
         placement=Placement("cpu"), cpus=32, mem_mb=128000, minutes=720, needed_minutes=720
     )
     assert jobs.gpu_analysis("frontier", "owt-large-diffeq").gpus == 1
@@ -70,10 +73,10 @@ def test_a_training_jobs_walltime_warning_comes_at_most_half_way_through_its_wal
     run, but a job the site caps at 30 minutes, or a 20-minute preflight job of a run's shape, is warned half-way."""
     paper = load_preset({"preset": "paper"})
     site = dataclasses.replace(SITE, signal_lead_s=2400)
-    long_run = JobSizing(paper, site).training("owt-llama1b-diffeq_llama")
+    long_run = JobSizing(Grid.load(paper), site).training("owt-llama1b-diffeq_llama")
     assert long_run.minutes > 80 and long_run.sbatch_flags == ("--signal=URG@2400",)
     assert dataclasses.replace(long_run, minutes=20).sbatch_flags == ("--signal=URG@600",)
-    capped = JobSizing(paper, dataclasses.replace(site, max_runtime_min=70, reservation="paper"))
+    capped = JobSizing(Grid.load(paper), dataclasses.replace(site, max_runtime_min=70, reservation="paper"))
     assert capped.training("wt103-small-gpt").sbatch_flags == ("--reservation=paper", "--signal=URG@2100")
     assert capped.gpu_analysis("spectra", "owt-large-diffeq").sbatch_flags == ("--reservation=paper",)
 
@@ -86,7 +89,7 @@ def test_a_run_longer_than_its_partitions_limit_is_a_chain_of_chunks_that_covers
     """Each chunk trains its walltime less the start-up and the warning's lead; the chain covers the run's
     estimated training minutes, and one chunk fewer would not."""
     paper = load_preset({"preset": "paper"})
-    jobs = JobSizing(paper, SHORT_SITE)
+    jobs = JobSizing(Grid.load(paper), SHORT_SITE)
     llama = jobs.training("owt-llama1b-diffeq_llama")
     assert (llama.gpus, llama.minutes) == (8, 240) and llama.needed_minutes > 240
     trains = 240 - STARTUP_MIN - SHORT_SITE.signal_lead_s / 60
@@ -103,10 +106,10 @@ def test_each_chunks_start_up_is_the_sites_and_a_run_without_gpus_is_chunked_whe
     1-minute limit is a chain with that chain's attempts; on a device nobody measured, its need is unknown and it
     gets the whole limit."""
     paper = load_preset({"preset": "paper"})
-    slow_start = JobSizing(paper, dataclasses.replace(SHORT_SITE, chunk_startup_min=60)).training(
+    slow_start = JobSizing(Grid.load(paper), dataclasses.replace(SHORT_SITE, chunk_startup_min=60)).training(
         "owt-llama1b-diffeq_llama"
     )
-    default = JobSizing(paper, SHORT_SITE).training("owt-llama1b-diffeq_llama")
+    default = JobSizing(Grid.load(paper), SHORT_SITE).training("owt-llama1b-diffeq_llama")
     assert slow_start.needed_minutes == default.needed_minutes + 30
     assert slow_start.chunks == chunk_count(slow_start.needed_minutes, 240, 600, 60) > default.chunks
     tiny = load_preset({"preset": "tiny", "pretrain": {"wt103-small": {"train": {"steps": 240}}}})
@@ -120,25 +123,26 @@ def test_each_chunks_start_up_is_the_sites_and_a_run_without_gpus_is_chunked_whe
         signal_lead_s=2,
         chunk_startup_min=0.5,
     )
-    jobs = JobSizing(tiny, cpu_site)
+    jobs = JobSizing(Grid.load(tiny), cpu_site)
     run = jobs.training("wt103-small-gpt")
     assert jobs.cost("wt103-small-gpt")["source"] == "measured"
     assert run.needed_minutes == training_minutes(jobs.cost("wt103-small-gpt")["gpu_hours"], 1, cpu_site) > 1
     assert (run.gpus, run.minutes) == (0, 1) and run.chunks == chunk_count(run.needed_minutes, 1, 2, 0.5) >= 2
     assert jobs.chain_retries(["wt103-small-gpt"]) == run.chunks - 1 + CHAIN_MARGIN_RETRIES
-    unmeasured = JobSizing(tiny, dataclasses.replace(cpu_site, device="h100"))
+    unmeasured = JobSizing(Grid.load(tiny), dataclasses.replace(cpu_site, device="h100"))
     assert unmeasured.training("wt103-small-gpt") == dataclasses.replace(run, needed_minutes=None, chunks=1)
     with pytest.raises(WalltimeError, match="after each job's 50-min start-up .chunk_startup_min."):
         JobSizing(
-            paper, dataclasses.replace(SHORT_SITE, max_runtime_min=60, target_runtime_min=60, chunk_startup_min=50)
+            Grid.load(paper),
+            dataclasses.replace(SHORT_SITE, max_runtime_min=60, target_runtime_min=60, chunk_startup_min=50),
         ).training("owt-llama1b-diffeq_llama")
 
 
 def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
     paper = load_preset({"preset": "paper"})
-    assert JobSizing(paper, SHORT_SITE).cpu("token_cache").minutes == 720
-    assert JobSizing(paper, SHORT_SITE).gpu_analysis("frontier", "owt-large-diffeq").minutes == 240
-    everywhere = JobSizing(paper, dataclasses.replace(SHORT_SITE, cpu_max_runtime_min=None))
+    assert JobSizing(Grid.load(paper), SHORT_SITE).cpu("token_cache").minutes == 720
+    assert JobSizing(Grid.load(paper), SHORT_SITE).gpu_analysis("frontier", "owt-large-diffeq").minutes == 240
+    everywhere = JobSizing(Grid.load(paper), dataclasses.replace(SHORT_SITE, cpu_max_runtime_min=None))
     with pytest.raises(
         WalltimeError,
         match="token_cache job needs an estimated 720 min but partition 'cpu' allows 240 min and the job cannot resume",
@@ -148,17 +152,17 @@ def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
         WalltimeError,
         match="frontier of run owt-large-diffeq needs an estimated 240 min but partition 'gpu' allows 200 min",
     ):
-        JobSizing(paper, dataclasses.replace(SHORT_SITE, max_runtime_min=200, target_runtime_min=200)).gpu_analysis(
-            "frontier", "owt-large-diffeq"
-        )
+        JobSizing(
+            Grid.load(paper), dataclasses.replace(SHORT_SITE, max_runtime_min=200, target_runtime_min=200)
+        ).gpu_analysis("frontier", "owt-large-diffeq")
     with pytest.raises(
         WalltimeError,
         match=r"run wt103-small-gpt needs an estimated \d+ min but partition "
         "'gpu' allows 40 min, too few to train",
     ):
-        JobSizing(paper, dataclasses.replace(SHORT_SITE, max_runtime_min=40, target_runtime_min=40)).training(
-            "wt103-small-gpt"
-        )
+        JobSizing(
+            Grid.load(paper), dataclasses.replace(SHORT_SITE, max_runtime_min=40, target_runtime_min=40)
+        ).training("wt103-small-gpt")
 
 
 def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its_work():
@@ -167,7 +171,7 @@ def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its
     from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, training_shapes
 
     paper = load_preset({"preset": "paper"})
-    jobs = JobSizing(paper, SITE)
+    jobs = JobSizing(Grid.load(paper), SITE)
     cost = jobs.cost("owt-llama1b-diffeq_llama")
     work = (
         PREFLIGHT_BASE_MIN
@@ -178,7 +182,7 @@ def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its
     assert work + 10 <= minutes < work + 11 and cost["parameters"] * 12 > 75e9
     lead = dataclasses.replace(jobs.training("owt-llama1b-diffeq_llama"), minutes=minutes).sbatch_flags
     assert lead == ("--signal=URG@600",) and minutes - 10 >= work
-    shapes = training_shapes(paper, jobs)
+    shapes = training_shapes(jobs)
     assert shapes["diffeq_llama-llama1b-g8-mb0"].minutes == minutes > PREFLIGHT_RUNTIME_MIN
     assert min(shape.minutes for shape in shapes.values()) >= PREFLIGHT_RUNTIME_MIN
     with pytest.raises(
@@ -186,14 +190,14 @@ def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its
         match="the preflight job of run owt-llama1b-diffeq_llama needs an estimated "
         rf"{minutes} min but partition 'gpu' allows 30 min",
     ):
-        JobSizing(paper, dataclasses.replace(SITE, max_runtime_min=30, target_runtime_min=30)).preflight_minutes(
-            "owt-llama1b-diffeq_llama", 23
-        )
+        JobSizing(
+            Grid.load(paper), dataclasses.replace(SITE, max_runtime_min=30, target_runtime_min=30)
+        ).preflight_minutes("owt-llama1b-diffeq_llama", 23)
 
 
 def test_without_a_site_every_job_is_local_on_the_cpu():
-    jobs = JobSizing(load_preset({"preset": "tiny"}), None)
-    assert jobs.cpu("corpus") == JobShape() and jobs.training("owt-small-gpt") == JobShape(micro_batch=0)
+    jobs = JobSizing(Grid.load(load_preset({"preset": "tiny"})), None)
+    assert jobs.cpu("corpus") == JobRequest() and jobs.training("owt-small-gpt") == JobRequest(micro_batch=0)
 
 
 def write_fit_rows(path, rows):
@@ -209,14 +213,14 @@ def test_a_training_job_without_a_planned_row_stops_the_workflow_unless_its_pres
     table = write_fit_rows(tmp_path / "fit.csv", [])
     config = load_preset({"preset": "paper"})
     with pytest.raises(ValueError) as error:
-        JobSizing(config, SITE, fit_table=table).training("owt-small-gpt")
+        JobSizing(Grid.load(config), SITE, fit_table=table).training("owt-small-gpt")
     assert str(error.value) == (
         f"{table}: no row for owt-small-gpt on 1 GPU(s) of 80 GB, so it would train its whole per-GPU batch at once; "
         "plan the runs first or set its train.micro_batch_size in the preset."
     )
     runs = config["pretrain"]["owt-small"]
     config["pretrain"]["owt-small"] = {**runs, "train": {**runs["train"], "micro_batch_size": 8}}
-    assert JobSizing(config, SITE, fit_table=table).training("owt-small-gpt").micro_batch == 8
+    assert JobSizing(Grid.load(config), SITE, fit_table=table).training("owt-small-gpt").micro_batch == 8
 
 
 def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gpus(tmp_path, planned_fit_row):
@@ -231,7 +235,7 @@ def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gp
             planned_fit_row(config, "ft-wt103-owt-diffeq18-n9-lora", 1, 8, device_bytes=141 * 10**9),
         ],
     )
-    jobs = JobSizing(config, SITE, fit_table=table)
+    jobs = JobSizing(Grid.load(config), SITE, fit_table=table)
     assert [jobs.training_gpu_count(run) for run in ("owt-small-gpt", "owt-small-diffeq")] == [1, 1]
     assert jobs.training("owt-small-gpt").micro_batch == 16
     runs = config["pretrain"]["owt-small"]
@@ -239,7 +243,7 @@ def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gp
         **config,
         "pretrain": {**config["pretrain"], "owt-small": {**runs, "train": {**runs["train"], "micro_batch_size": 8}}},
     }
-    chosen_shape = JobSizing(load_preset(chosen), SITE, fit_table=table).training("owt-small-gpt")
+    chosen_shape = JobSizing(Grid.load(load_preset(chosen)), SITE, fit_table=table).training("owt-small-gpt")
     assert chosen_shape.micro_batch == 8, "a micro-batch the preset sets wins over the table's"
     wrong = {
         **config,
@@ -252,7 +256,7 @@ def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gp
         },
     }
     with pytest.raises(ValueError) as error:
-        JobSizing(load_preset(wrong), SITE, fit_table=table).training("owt-medium-gpt")
+        JobSizing(Grid.load(load_preset(wrong)), SITE, fit_table=table).training("owt-medium-gpt")
     assert str(error.value) == (
         "run owt-medium-gpt: the preset's train.micro_batch_size 96 does not divide its batch of 128 per GPU on the 2 "
         "GPU(s) the site gives it; set a divisor of 128 (the fit table plans one)."
@@ -265,7 +269,7 @@ def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gp
 def test_a_job_that_fits_at_no_micro_batch_stops_the_workflow_with_one_sentence(tmp_path, planned_fit_row):
     config = load_preset({"preset": "paper"})
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 1, fits=False)])
-    jobs = JobSizing(config, SITE, fit_table=table)
+    jobs = JobSizing(Grid.load(config), SITE, fit_table=table)
     with pytest.raises(
         ValueError,
         match="run owt-small-gpt does not fit in 80 GB per GPU on 1 GPU.s. even at "
@@ -288,10 +292,10 @@ def test_a_row_planned_for_another_shape_or_memory_share_of_the_run_is_stale(tmp
             "owt-small": {**runs, "train": {**runs["train"], "lr": 1e-4, "steps": 1000}},
         },
     }
-    assert JobSizing(load_preset(retuned), SITE, fit_table=table).training("owt-small-gpt").micro_batch == 16
+    assert JobSizing(Grid.load(load_preset(retuned)), SITE, fit_table=table).training("owt-small-gpt").micro_batch == 16
     reshaped = {**config, "sizes": {**config["sizes"], "small": {**config["sizes"]["small"], "num_heads": 16}}}
     with pytest.raises(ValueError) as error:
-        JobSizing(load_preset(reshaped), SITE, fit_table=table).training("owt-small-gpt")
+        JobSizing(Grid.load(load_preset(reshaped)), SITE, fit_table=table).training("owt-small-gpt")
     assert str(error.value) == (
         f"{table}: the row of owt-small-gpt on 1 GPU(s) is stale: a field of its model, its vocabulary, "
         "train.dropout, train.mixed_precision, its fine-tune's source_euler_steps/euler_steps/method/lora_rank/"
@@ -303,7 +307,7 @@ def test_a_row_planned_for_another_shape_or_memory_share_of_the_run_is_stale(tmp
         match="planned for 72 GB usable per GPU, but JAX now reserves 60 GB "
         r"\(XLA_PYTHON_CLIENT_MEM_FRACTION\); plan it again",
     ):
-        JobSizing(config, SITE, fit_table=table).training("owt-small-gpt")
+        JobSizing(Grid.load(config), SITE, fit_table=table).training("owt-small-gpt")
 
 
 def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(tmp_path, planned_fit_row):
@@ -312,25 +316,25 @@ def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(t
     fit there, or none at all, stops the workflow in one sentence."""
     config = load_preset({"preset": "paper"})
     probe = "owt-medium-memory-gpt"
-    jobs = JobSizing(config, SITE)
+    jobs = JobSizing(Grid.load(config), SITE)
     assert (jobs.memory_probe(probe).gpus, jobs.training_gpu_count("owt-medium-gpt")) == (8, 2)
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, probe, 8, 16, fits_at_paper_batch=False)])
     with pytest.raises(ValueError) as error:
-        JobSizing(config, SITE, fit_table=table).memory_probe(probe)
+        JobSizing(Grid.load(config), SITE, fit_table=table).memory_probe(probe)
     assert str(error.value) == (
         f"{table}: memory probe {probe} does not fit its whole batch of 256 on 8 GPU(s) of 80 GB, and a probe "
         "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory (gpu_memory_gb) or "
         "more per node (gpus_per_node), then plan it again."
     )
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, probe, 8, 32)])
-    assert JobSizing(config, SITE, fit_table=table).memory_probe(probe).gpus == 8
+    assert JobSizing(Grid.load(config), SITE, fit_table=table).memory_probe(probe).gpus == 8
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 16)])
     with pytest.raises(
         ValueError,
         match=f"no row for memory probe {probe} on 8 GPU.s. of 80 GB, so nothing says "
         "its whole batch fits there; plan it first",
     ):
-        JobSizing(config, SITE, fit_table=table).memory_probe(probe)
+        JobSizing(Grid.load(config), SITE, fit_table=table).memory_probe(probe)
 
 
 def test_passes_over_the_data_count_the_cache_built_under_the_sites_results_dir(tmp_path):
@@ -341,6 +345,6 @@ def test_passes_over_the_data_count_the_cache_built_under_the_sites_results_dir(
     stats.parent.mkdir(parents=True)
     stats.write_text(json.dumps({"train": {"tokens": 1000}}))
     site = dataclasses.replace(SITE, results_dir=str(tmp_path))
-    row = JobSizing(config, site).cost("wt103-small-gpt")
+    row = JobSizing(Grid.load(config), site).cost("wt103-small-gpt")
     tokens = spec.train.steps * spec.train.batch_size * spec.model.seq_len
     assert row["data_passes"] == pytest.approx(tokens / 1000)

@@ -11,6 +11,7 @@ import yaml
 
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import load_site
+from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import CHAIN_MARGIN_RETRIES, STARTUP_MIN, JobSizing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +68,7 @@ def test_at_a_4_hour_site_long_runs_are_chains_whose_attempts_cover_them_and_not
     result = dry_run(tmp_path, site, "all")
     assert result.returncode == 0, result.stderr[-2000:]
     config = load_preset({"preset": "paper"})
-    sizing = JobSizing(config, load_site(site))
+    sizing = JobSizing(Grid.load(config), load_site(site))
     jobs = job_resources(result.stdout)
     trains = 240 - STARTUP_MIN - 600 / 60
     pretrain = {wildcards["run"]: resources for rule, wildcards, resources in jobs if rule == "pretrain"}

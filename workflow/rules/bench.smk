@@ -19,7 +19,7 @@ rule fit:
         target=FIT_TARGET + (["--preflight", f"{RESULTS}/preflight.csv"] if SITE_FILE is not None else []),
         # What every row means (runs as the preset defines them, GPUs, memory, GPU counts a preflight report gives):
         # a change plans the table again.
-        plans=lambda wildcards: plans_digest(config, FIT_DEVICE, FIT_GPUS, SITE, f"{RESULTS}/preflight.csv"),
+        plans=lambda wildcards: plans_digest(GRID, FIT_DEVICE, FIT_GPUS, SITE, f"{RESULTS}/preflight.csv"),
     log:
         f"{RESULTS}/logs/bench/fit.log",
     benchmark:

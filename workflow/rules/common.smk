@@ -8,15 +8,7 @@ from snakemake.exceptions import WorkflowError
 
 from pipeline.cli import runs_a_ray_task
 from pipeline.commands import start_shared_local_ray
-from pipeline.config import (
-    ConfigError,
-    check_inside_results,
-    downstream_task_dir,
-    finetune_runs,
-    load_preset,
-    memory_probes,
-    pretrain_runs,
-)
+from pipeline.config import ConfigError, check_inside_results, downstream_task_dir, load_preset
 from pipeline.data.prefetch import hub_items
 from pipeline.execution.job_env import (
     export_code_path,
@@ -26,6 +18,7 @@ from pipeline.execution.job_env import (
     export_xla_flags,
 )
 from pipeline.config.site import load_site
+from pipeline.planning.grid import Grid
 from pipeline.train.identity import TRAIN_STEP
 
 SITE_FILE = config.pop("site", None)
@@ -42,9 +35,11 @@ config.update(_resolved)
 PRESET = config["preset"]
 RESULTS = f"{SITE.results_dir if SITE and SITE.results_dir else 'results'}/{PRESET}"
 DATA = f"{RESULTS}/data"
-RUNS = pretrain_runs(config)
-FINETUNE_RUNS = finetune_runs(config)
-MEMORY_PROBES = memory_probes(config)
+GRID = Grid.load(config)
+"""The preset's jobs, enumerated once per parse (pipeline/planning/grid.py): every job below is one of them."""
+RUNS = GRID.runs
+FINETUNE_RUNS = {run_id: job.finetune for run_id, job in GRID.finetunes.items()}
+MEMORY_PROBES = {probe_id: job.run for probe_id, job in GRID.probes.items()}
 EVALUATE_TASK_DIR = downstream_task_dir(config)
 EVALUATE_TASK_FILES = (
     sorted(str(path) for path in EVALUATE_TASK_DIR.iterdir() if path.suffix in {".yaml", ".jsonl", ".py"})

@@ -6,7 +6,7 @@ import os
 
 from pipeline.planning.slurm_resources import preflight_walltime
 from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, run_shapes, training_shapes
-from pipeline.preflight.stages import STAGE_KINDS, stage_jobs
+from pipeline.preflight.stages import STAGE_KINDS, DownstreamStage, FinetuneStage, stage_jobs
 
 PREFLIGHT = f"{RESULTS}/preflight"
 PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
@@ -21,7 +21,7 @@ wildcard_constraints:
 def preflight_shapes():
     """The shapes, sized like the grid's runs (with a site: from the fit table, which must exist by now)."""
     try:
-        return training_shapes(config, JOBS)
+        return training_shapes(JOBS)
     except ValueError as error:
         raise WorkflowError(str(error)) from None
 
@@ -29,7 +29,7 @@ def preflight_shapes():
 @functools.cache
 def preflight_stage_jobs():
     """The fine-tune, lm-eval and analysis jobs, each on the preflight checkpoint of its source run's shape."""
-    return stage_jobs(config, run_shapes(preflight_shapes()))
+    return stage_jobs(GRID, run_shapes(preflight_shapes()))
 
 
 def preflight_shape(wildcards):
@@ -63,7 +63,7 @@ def preflight_stage_inputs(wildcards):
     target's, else the source run's; lm-eval also its task files and prefetch records."""
     job = preflight_stage_jobs()[wildcards.kind]
     inputs = {"source": f"{PREFLIGHT}/{job.source_shape}/row.json"}
-    if job.kind.startswith("finetune-"):
+    if isinstance(job, FinetuneStage):
         spec = FINETUNE_RUNS[job.run_id]
         inputs |= {
             "cache": f"{DATA}/caches/{spec.target_dataset}-{spec.tokenizer}",
@@ -71,7 +71,7 @@ def preflight_stage_inputs(wildcards):
         }
     else:
         inputs |= run_data(job.run_id)
-    if job.kind == "downstream":
+    if isinstance(job, DownstreamStage):
         inputs |= {
             "task_files": EVALUATE_TASK_FILES,
             "prefetched": [f"{PREFETCH}/lm_eval/{task}.json" for task in HUB_ITEMS["lm_eval_tasks"]],
@@ -82,9 +82,9 @@ def preflight_stage_inputs(wildcards):
 def preflight_stage_settings(wildcards, input):
     """What the stage's verb is given besides paths, as JSON: the fine-tune's spec, or the preset's section."""
     job = preflight_stage_jobs()[wildcards.kind]
-    if job.kind.startswith("finetune-"):
+    if isinstance(job, FinetuneStage):
         return FINETUNE_RUNS[job.run_id].to_json()
-    if job.kind == "downstream":
+    if isinstance(job, DownstreamStage):
         task_dir = None if EVALUATE_TASK_DIR is None else str(EVALUATE_TASK_DIR)
         settings = {**config["downstream"], "task_dir": task_dir, "pair": EVALUATED_RUN_PAIR[job.run_id]}
         return json.dumps({**settings, "prefetched": [os.path.abspath(path) for path in input.prefetched]})
@@ -93,9 +93,5 @@ def preflight_stage_settings(wildcards, input):
 
 def preflight_stage_shape(wildcards):
     """A stage job's shape: its fine-tune's or analysis's, for ``PREFLIGHT_RUNTIME_MIN`` minutes."""
-    job = preflight_stage_jobs()[wildcards.kind]
-    if job.kind.startswith("finetune-"):
-        shape = JOBS.training(job.run_id, check_preflight=False)
-    else:
-        shape = JOBS.gpu_analysis(job.kind, job.run_id, check_preflight=False)
+    shape = preflight_stage_jobs()[wildcards.kind].resources(JOBS)
     return preflight_walltime(shape, PREFLIGHT_RUNTIME_MIN)

@@ -5,7 +5,7 @@ from pipeline.planning.jobs import FitTableError, JobSizing, WalltimeError
 from pipeline.planning.preflight_rows import PreflightError
 from pipeline.planning.slurm_resources import resource_names, resource_values
 
-JOBS = JobSizing(config, SITE, fit_table=f"{RESULTS}/fit.csv", preflight_table=f"{RESULTS}/preflight.csv")
+JOBS = JobSizing(GRID, SITE, fit_table=f"{RESULTS}/fit.csv", preflight_table=f"{RESULTS}/preflight.csv")
 PLAN_COMMAND = "snakemake --profile profiles/slurm fit, with this command's --config"
 """How the fit table is planned again, added to a job-sizing error (pipeline/planning/jobs.py)."""
 PREFLIGHT_COMMAND = "snakemake --profile profiles/slurm preflight, with this command's --config"

@@ -45,16 +45,12 @@ EVALUATE_TARGETS = list(
     dict.fromkeys(path for pair in config["downstream"]["pairs"] for path in pair_downstream_csvs(pair))
 )
 MEMORY_RECORDS = [f"{ANALYSIS_DIR}/memory/{probe_id}.json" for probe_id in MEMORY_PROBES]
-SPECTRA_CSVS = [analysis_csv("spectra", run_id) for run_id in config["analysis"]["spectra"]["runs"]]
-UNTRAINED_SPECTRA_CSVS = [analysis_csv("spectra_untrained", run_id) for run_id in config["analysis"]["spectra"]["runs"]]
-FRONTIER_CSVS = [analysis_csv("frontier", run_id) for run_id in config["analysis"]["frontier"]["runs"]]
+SPECTRA_CSVS = [analysis_csv("spectra", run_id) for run_id in GRID.analyses["spectra"]]
+UNTRAINED_SPECTRA_CSVS = [analysis_csv("spectra_untrained", run_id) for run_id in GRID.analyses["spectra"]]
+FRONTIER_CSVS = [analysis_csv("frontier", run_id) for run_id in GRID.analyses["frontier"]]
 ANALYSIS_TARGETS = [
     *SPECTRA_CSVS,
-    *[
-        f"{ANALYSIS_DIR}/lyapunov/{run_id}.{ext}"
-        for run_id in config["analysis"]["lyapunov"]["runs"]
-        for ext in ("csv", "html")
-    ],
+    *[f"{ANALYSIS_DIR}/lyapunov/{run_id}.{ext}" for run_id in GRID.analyses["lyapunov"] for ext in ("csv", "html")],
     f"{CLUSTERING_DIR}/trajectories.csv",
     f"{CLUSTERING_DIR}/stats.csv",
     *FRONTIER_CSVS,
@@ -79,12 +75,8 @@ REPORT_TARGETS = [
         for k in SHOTS
         for path in figure_files(f"{FIGURES}/downstream/{pair}-{k}shot")
     ],
-    *[path for run_id in config["analysis"]["spectra"]["runs"] for path in figure_files(f"{FIGURES}/spectra/{run_id}")],
-    *[
-        path
-        for run_id in config["analysis"]["lyapunov"]["runs"]
-        for path in figure_files(f"{FIGURES}/lyapunov/{run_id}")
-    ],
+    *[path for run_id in GRID.analyses["spectra"] for path in figure_files(f"{FIGURES}/spectra/{run_id}")],
+    *[path for run_id in GRID.analyses["lyapunov"] for path in figure_files(f"{FIGURES}/lyapunov/{run_id}")],
     *figure_files(f"{FIGURES}/clustering_trajectories"),
     *figure_files(f"{FIGURES}/clustering_stats"),
     *figure_files(f"{FIGURES}/frontier"),

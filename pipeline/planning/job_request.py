@@ -1,4 +1,4 @@
-"""What one job asks of SLURM: where it runs (``Placement``) and how much (``JobShape``), as
+"""What one job asks of SLURM: where it runs (``Placement``) and how much (``JobRequest``), as
 ``pipeline.planning.jobs`` sizes it.
 
 A training job is warned ``signal_lead_s`` before its walltime ends (``--signal=URG@<lead>``), so that it saves a
@@ -33,7 +33,7 @@ class Placement:
 
 
 @dataclasses.dataclass(frozen=True)
-class JobShape:
+class JobRequest:
     """What one job asks for. Without a site (``placement`` None) a local job on this machine's CPU: ``gpus`` 0 and
     only ``micro_batch`` set; ``gpu_model`` only on a GPU partition that names one. ``minutes`` is the walltime
     granted to each SLURM job, ``needed_minutes`` the job's own estimate (None: not estimated) and ``chunks`` how

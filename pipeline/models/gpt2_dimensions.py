@@ -1,4 +1,4 @@
-"""The GPT-2 shape shared by the GPT-2-flavoured models of this package (DiffEqFormer, weight sharing): the
+"""The GPT-2 dimensions shared by the GPT-2-flavoured models of this package (DiffEqFormer, weight sharing): the
 fields of Levanter's ``Gpt2Config``, the ``Gpt2Config`` itself for the reused Levanter modules, and the FLOPs."""
 
 import dataclasses
@@ -12,7 +12,7 @@ from levanter.utils.flop_utils import lm_flops_per_token
 
 
 @dataclass(frozen=True)
-class Gpt2Shape:
+class Gpt2Dimensions:
     """Gpt2Config's fields and axes; ``num_layers`` is L, the number of (Euler or shared-block) steps."""
 
     seq_len: int = 1024
@@ -39,8 +39,9 @@ class Gpt2Shape:
     Layers = property(lambda self: Axis(name="layers", size=self.num_layers))
 
     def gpt2(self) -> Gpt2Config:
-        """The Gpt2Config of the same shape, for the reused Levanter modules (embeddings, attention, MLP, block)."""
-        return Gpt2Config(**{field.name: getattr(self, field.name) for field in dataclasses.fields(Gpt2Shape)})
+        """The Gpt2Config of the same dimensions, for the reused Levanter modules (embeddings, attention, MLP,
+        block)."""
+        return Gpt2Config(**{field.name: getattr(self, field.name) for field in dataclasses.fields(Gpt2Dimensions)})
 
     def flops_per_token(self, vocab_size: int) -> float:
         """A GPT-2 forward of L layers: weight sharing computes the same, and DiffEqFormer generates its weights

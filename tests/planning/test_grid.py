@@ -1,0 +1,129 @@
+"""The grid is enumerated once per Snakemake parse and once per ``cost``, ``fit`` and ``preflight`` call, and every job
+the workflow schedules is one of its jobs."""
+
+import collections
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pipeline.config.grid as spec_grid
+from pipeline.cli import main
+from pipeline.config import load_preset
+from pipeline.planning import fit
+from pipeline.planning.grid import Grid
+from pipeline.preflight.shapes import run_shapes, training_shapes
+from pipeline.preflight.stages import stage_jobs
+
+ROOT = Path(__file__).resolve().parents[2]
+ENUMERATIONS = ("pretrain_runs", "finetune_runs", "memory_probes")
+"""The functions that expand a preset into run specs (``pipeline.config.grid``)."""
+ONCE = {"Grid.load": 1, "pretrain_runs": 2, "finetune_runs": 1, "memory_probes": 1}
+"""One grid per call: ``Grid.load`` once, which enumerates each kind of spec once; ``pretrain_runs`` once more by
+``load_preset``, whose cross-reference check reads the run ids (``pipeline.config.references``)."""
+COUNTING = r"""
+import atexit, collections, json, runpy, sys
+
+import pipeline.config.grid as spec_grid
+
+counts = collections.Counter()
+
+
+def counting(name, function):
+    def counted(*args, **kwargs):
+        counts[name] += 1
+        return function(*args, **kwargs)
+
+    return counted
+
+
+for name in ("pretrain_runs", "finetune_runs", "memory_probes"):
+    original = getattr(spec_grid, name)
+    for module in [m for key, m in list(sys.modules.items()) if key.startswith("pipeline")]:
+        if getattr(module, name, None) is original:
+            setattr(module, name, counting(name, original))
+from pipeline.planning.grid import Grid
+
+Grid.load = classmethod(counting("Grid.load", Grid.load.__func__))
+out, sys.argv = sys.argv[1], ["snakemake", *sys.argv[2:]]
+atexit.register(lambda: open(out, "w").write(json.dumps(counts)))
+runpy.run_module("snakemake", run_name="__main__")
+"""
+"""``python -c COUNTING <counts.json> <snakemake arguments>``: Snakemake with the enumerating functions counted."""
+
+
+@pytest.fixture
+def enumerations(monkeypatch):
+    """Calls of ``Grid.load`` and of each of ``ENUMERATIONS``, wherever the package imported them."""
+    counts = collections.Counter()
+
+    def counting(name, function):
+        def counted(*args, **kwargs):
+            counts[name] += 1
+            return function(*args, **kwargs)
+
+        return counted
+
+    for name in ENUMERATIONS:
+        original = getattr(spec_grid, name)
+        for key, module in list(sys.modules.items()):
+            if key.startswith("pipeline") and getattr(module, name, None) is original:
+                monkeypatch.setattr(module, name, counting(name, original))
+    monkeypatch.setattr(Grid, "load", classmethod(counting("Grid.load", Grid.load.__func__)))
+    return counts
+
+
+def no_plans(requests, gpus):
+    """XLA's plans replaced: every request fits in a byte per device."""
+    keys = ("parameters", "trainable_parameters", "param_bytes", "replicated_param_bytes", "optimizer_bytes")
+    return [{**dict.fromkeys(keys, 1), "temp_bytes": 0, "total_bytes": 1, "gpus": gpus} for _ in requests]
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ["cost", "--preset", "tiny"],
+        ["fit", "--preset", "tiny", "--device", "h100", "--gpus", "1"],
+        ["preflight", "--preset", "tiny"],
+    ],
+    ids=lambda verb: verb[0],
+)
+def test_cost_fit_and_preflight_enumerate_the_grid_once(verb, enumerations, monkeypatch, tmp_path):
+    monkeypatch.setattr(fit, "plans_in_subprocess", no_plans)
+    outputs = ["--csv", str(tmp_path / "fit.csv"), "--md", str(tmp_path / "fit.md")] if verb[0] == "fit" else []
+    assert main([*verb, *outputs]) == 0
+    assert dict(enumerations) == ONCE
+
+
+def test_a_snakemake_parse_enumerates_the_grid_once_and_schedules_its_jobs(tmp_path):
+    counts = tmp_path / "counts.json"
+    result = subprocess.run(
+        [sys.executable, "-c", COUNTING, str(counts), "all", "preflight", "-n", "--cores", "1"]
+        + ["--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path / "work")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(counts.read_text()) == ONCE
+    scheduled = collections.defaultdict(set)
+    for rule, wildcards in re.findall(
+        r"^(?:local)?rule (\w+):\n(?:    .*\n)*?    wildcards: (.*)$", result.stdout, re.M
+    ):
+        scheduled[rule].add(wildcards.split("=", 1)[1])
+    grid = Grid.load(load_preset({"preset": "tiny"}))
+    assert scheduled["pretrain"] == set(grid.pretraining)
+    assert scheduled["finetune"] == set(grid.finetunes)
+    assert scheduled["memory_probe"] == set(grid.probes)
+    assert scheduled["downstream"] == {job.model_id for job in grid.downstream.values()}
+    for name, jobs in grid.analyses.items():
+        assert scheduled[name] == set(jobs), name
+    from pipeline.planning.jobs import JobSizing
+
+    shapes = training_shapes(JobSizing(grid, None))
+    assert scheduled["preflight_job"] == set(shapes)
+    assert scheduled["preflight_stage"] == set(stage_jobs(grid, run_shapes(shapes)))
