@@ -401,9 +401,10 @@ def test_fit_plans_the_rows_of_the_config_the_dry_run_resolved(tmp_path, monkeyp
 
 def test_the_fit_cli_without_a_site_leaves_the_site_planned_table_alone(tmp_path, monkeypatch):
     from pipeline.cli import main
-    from pipeline.planning import commands, fit
+    from pipeline.config import site
+    from pipeline.planning import fit
 
-    monkeypatch.setattr(commands, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(site, "REPO_ROOT", tmp_path)
     monkeypatch.setattr(
         fit,
         "plans_in_subprocess",
