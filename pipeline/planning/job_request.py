@@ -1,4 +1,4 @@
-"""What one job asks of SLURM: where it runs (``Placement``) and how much (``JobRequest``), as
+"""What one job asks of SLURM: its kind (``JobKind``), where it runs (``Placement``) and how much (``JobRequest``), as
 ``pipeline.planning.jobs`` sizes it.
 
 A training job is warned ``signal_lead_s`` before its walltime ends (``--signal=URG@<lead>``), so that it saves a
@@ -9,6 +9,33 @@ half its walltime: a job shorter than twice the site's lead (a preflight job, a 
 from __future__ import annotations
 
 import dataclasses
+import enum
+
+
+class JobKind(enum.StrEnum):
+    """A kind of job, valued as the site file's ``slurm_extra`` keys name it: pretraining and fine-tunes
+    (``TRAINING``); lm-eval, the GPU analyses and memory probes (``GPU``); corpus, tokenizer, token cache and fit
+    (``CPU``)."""
+
+    TRAINING = "training"
+    GPU = "gpu"
+    CPU = "cpu"
+
+    @property
+    def resumable(self) -> bool:
+        """A training job: it trains at a ``micro_batch``, is warned ``signal_lead_s`` before its walltime ends and
+        resumes from its checkpoint, so a run longer than its partition's limit is a chain of ``chunks`` jobs."""
+        return self is JobKind.TRAINING
+
+    @property
+    def on_gpu(self) -> bool:
+        """Runs on the GPU partition at a site with GPUs (else on the CPU partition)."""
+        return self is not JobKind.CPU
+
+    @property
+    def partition_keys(self) -> tuple[str, str]:
+        """The site file's keys of its partition and that partition's walltime limit."""
+        return ("gpu_partition", "max_runtime_min") if self.on_gpu else ("cpu_partition", "cpu_max_runtime_min")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,7 +48,7 @@ from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, Site, preset_results
 from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
 from pipeline.planning.checkpoint_disk import CHECKPOINT_BYTES_PER_PARAMETER
 from pipeline.planning.grid import Grid
-from pipeline.planning.job_request import JobRequest, Placement
+from pipeline.planning.job_request import JobKind, JobRequest, Placement
 from pipeline.planning.preflight_rows import PreflightRow, preflight_throughput, read_rows, require_green, shape_id
 from pipeline.planning.workloads import Workload, workload_vocab_size
 
@@ -76,9 +76,6 @@ step, 1–3 CPU-minutes each for the largest); CPUs and memory capped by the sit
 SMALL_CPU_JOB = {"cpus": 2, "mem_mb": 8000, "minutes": 60}
 """Any CPU job of a preset that reads no hub corpus (its corpora are the shipped ones of a few MB, e.g. ``tiny``):
 seconds to minutes, so ``minutes`` is a ceiling, not an estimate (a shorter partition limit grants that limit)."""
-JOB_KINDS = ("training", "gpu", "cpu")
-"""Kinds of jobs a site gives their own sbatch extras: pretraining and fine-tunes; lm-eval, the GPU analyses and
-memory probes; corpus, tokenizer, token cache and fit."""
 GPU_ANALYSIS_MINUTES = {"spectra": 60, "lyapunov": 60, "frontier": 240, "downstream": 60, "memory_probe": 60}
 """Walltime of the one-GPU analyses (the frontier: 2 solvers × 5 step counts over a validation split) and of a
 memory probe (a few steps); ``downstream`` gets this plus its lm-eval GPU-hours × ``safety_factor``."""
@@ -189,14 +186,14 @@ class JobSizing:
         """Stop (``PreflightError``) where the preflight row ``row_key`` that stands for ``grid_job`` is red."""
         require_green(self.preflight_table, self._preflight_rows, row_key, grid_job)
 
-    def placement(self, kind: str) -> Placement:
-        """Where jobs of ``kind`` (one of ``JOB_KINDS``) run: GPU jobs on the GPU partition (on the CPU partition at
-        a site without GPUs), with that partition's constraint; a training job is sent SIGURG ``signal_lead_s``
-        before its walltime ends (at most half its walltime: ``pipeline.planning.job_request``), so that it saves a
-        checkpoint and stops (``pipeline.execution.stop_signals``: SLURM signals every process of the job, and the
-        embedded Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
+    def placement(self, kind: JobKind) -> Placement:
+        """Where jobs of ``kind`` run: GPU jobs on the GPU partition (on the CPU partition at a site without GPUs),
+        with that partition's constraint, and the site's ``slurm_extra`` of the kind; a training job is sent SIGURG
+        ``signal_lead_s`` before its walltime ends (at most half its walltime: ``pipeline.planning.job_request``), so
+        that it saves a checkpoint and stops (``pipeline.execution.stop_signals``: SLURM signals every process of the
+        job, and the embedded Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
         site = self.site
-        on_gpus = kind != "cpu" and site.gpus_per_node > 0
+        on_gpus = kind.on_gpu and site.gpus_per_node > 0
         flags = [f"--reservation={site.reservation}"] if site.reservation else []
         if site.slurm_extra[kind]:
             flags.append(site.slurm_extra[kind])
@@ -206,10 +203,10 @@ class JobSizing:
             site.qos,
             site.gpu_constraint if on_gpus else site.cpu_constraint,
             tuple(flags),
-            site.signal_lead_s if kind == "training" else 0,
+            site.signal_lead_s if kind.resumable else 0,
         )
 
-    def walltime(self, job: str, kind: str, needed: int) -> tuple[int, int]:
+    def walltime(self, job: str, kind: JobKind, needed: int) -> tuple[int, int]:
         """The minutes granted to each SLURM job of ``job`` (of ``kind``) that needs ``needed`` minutes, and its
         chunks: a training job longer than its partition's limit is a chain of jobs of that limit (``chunk_count``);
         any other job longer than the limit, or a chain whose jobs would train no minute, raises
@@ -218,12 +215,12 @@ class JobSizing:
         limit = self.site.partition_limit_min(placement.partition)
         if needed <= limit:
             return needed, 1
-        if kind != "training":
-            key = ("cpu_partition", "cpu_max_runtime_min") if kind == "cpu" else ("gpu_partition", "max_runtime_min")
+        if not kind.resumable:
+            partition_key, limit_key = kind.partition_keys
             raise WalltimeError(
                 f"{job} needs an estimated {needed} min but partition {placement.partition!r} allows "
-                f"{limit} min and the job cannot resume; set {key[0]} in the site file to a partition "
-                f"that allows at least {needed} min and {key[1]} to its limit."
+                f"{limit} min and the job cannot resume; set {partition_key} in the site file to a partition "
+                f"that allows at least {needed} min and {limit_key} to its limit."
             )
         startup = self.site.chunk_startup_min
         chunks = chunk_count(needed, limit, placement.signal_lead_s, startup)
@@ -237,7 +234,7 @@ class JobSizing:
         return limit, chunks
 
     def _gpu_job(
-        self, job: str, kind: str, gpus: int, minutes: int | None, micro_batch: int | None = None
+        self, job: str, kind: JobKind, gpus: int, minutes: int | None, micro_batch: int | None = None
     ) -> JobRequest:
         """``job`` (named so in a ``WalltimeError``), of ``kind``, on ``gpus`` GPUs, needing ``minutes``
         (``walltime``). At a site without GPUs it runs on the CPU partition with the CPU job limits: a training run
@@ -246,7 +243,7 @@ class JobSizing:
         site = self.site
         if site.gpus_per_node == 0:
             placement = self.placement(kind)
-            if kind != "training" or minutes is None:
+            if not kind.resumable or minutes is None:
                 return JobRequest(
                     0,
                     micro_batch,
@@ -285,7 +282,7 @@ class JobSizing:
         if self.site is None:
             return 1
         needed = self.training_need(workload_id)[1]
-        return 1 if needed is None else self.walltime(f"run {workload_id}", "training", needed)[1]
+        return 1 if needed is None else self.walltime(f"run {workload_id}", JobKind.TRAINING, needed)[1]
 
     def training_need(self, workload_id: str) -> tuple[int, int | None]:
         """(GPUs, minutes needed) of a pretraining run or fine-tune at the site (``training_minutes``). Without GPUs:
@@ -384,7 +381,7 @@ class JobSizing:
         else:
             gpus, minutes = self.training_need(workload_id)
             micro_batch = self.micro_batch(workload_id, gpus) if gpus else preset_micro_batch
-            request = self._gpu_job(f"run {workload_id}", "training", gpus, minutes, micro_batch)
+            request = self._gpu_job(f"run {workload_id}", JobKind.TRAINING, gpus, minutes, micro_batch)
         workload = self._workloads[workload_id]
         if check_preflight:
             self.require_green_preflight(workload.preflight_key(self), f"{workload.noun} {workload_id}")
@@ -439,7 +436,7 @@ class JobSizing:
             return JobRequest()
         gpus = self.memory_probe_gpu_count(probe_id) if self.site.gpus_per_node else 0
         if gpus == 0 or self.fit_table is None:
-            return self._gpu_job(f"memory probe {probe_id}", "gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
+            return self._gpu_job(f"memory probe {probe_id}", JobKind.GPU, gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
         row = self.fit_row(probe_id, gpus)
         if row is None:
             raise FitTableError(
@@ -454,7 +451,7 @@ class JobSizing:
                 "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
                 "(gpu_memory_gb) or more per node (gpus_per_node), then plan it again."
             )
-        return self._gpu_job(f"memory probe {probe_id}", "gpu", gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
+        return self._gpu_job(f"memory probe {probe_id}", JobKind.GPU, gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
 
     def gpu_analysis(self, rule: str, run_id: str, check_preflight: bool = True) -> JobRequest:
         """One GPU; ``downstream`` adds its lm-eval GPU-hours × safety factor to the walltime. The preflight's stage
@@ -467,7 +464,7 @@ class JobSizing:
         minutes = GPU_ANALYSIS_MINUTES[rule]
         if rule == "downstream" and self.site.gpus_per_node:
             minutes += math.ceil(self.cost(f"downstream-{run_id}")["gpu_hours"] * self.site.safety_factor * 60)
-        return self._gpu_job(f"{rule} of run {run_id}", "gpu", 1, minutes)
+        return self._gpu_job(f"{rule} of run {run_id}", JobKind.GPU, 1, minutes)
 
     def cpu(self, rule: str) -> JobRequest:
         """A CPU job on the CPU partition: its paper-scale need (``CPU_JOBS``) where the preset reads a hub corpus,
@@ -480,6 +477,6 @@ class JobSizing:
         cpus, mem_mb = min(need["cpus"], self.site.cpu_max_cpus), min(need["mem_mb"], self.site.cpu_max_mem_mb)
         if not hub_corpora:
             minutes = min(SMALL_CPU_JOB["minutes"], self.site.partition_limit_min(self.site.cpu_partition))
-            return JobRequest(0, None, self.placement("cpu"), None, cpus, mem_mb, minutes)
-        minutes, _ = self.walltime(f"{rule} job", "cpu", need["minutes"])
-        return JobRequest(0, None, self.placement("cpu"), None, cpus, mem_mb, minutes, need["minutes"])
+            return JobRequest(0, None, self.placement(JobKind.CPU), None, cpus, mem_mb, minutes)
+        minutes, _ = self.walltime(f"{rule} job", JobKind.CPU, need["minutes"])
+        return JobRequest(0, None, self.placement(JobKind.CPU), None, cpus, mem_mb, minutes, need["minutes"])

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.planning.job_request import JobRequest
+from pipeline.planning.job_request import JobKind, JobRequest
 from pipeline.planning.jobs import JobSizing
 
 
-def resource_names(kind: str, sizing: JobSizing) -> list[str]:
-    """The names of the resources each job of a kind has (``training``, ``gpu`` or ``cpu``: ``gpu`` only without a
-    site; with one, also placement and limits, ``gpu_model`` for GPU jobs where the site names one, and each
-    sbatch option the site sets for the kind; ``micro_batch`` for training jobs, and their ``chunks`` at a site)."""
-    micro_batch = ["micro_batch"] if kind == "training" else []
+def resource_names(kind: JobKind, sizing: JobSizing) -> list[str]:
+    """The names of the resources each job of ``kind`` has: ``gpu`` only without a site; with one, also placement
+    and limits, ``gpu_model`` for GPU jobs where the site names one, and each sbatch option the site sets for the
+    kind; ``micro_batch`` for training jobs, and their ``chunks`` at a site."""
+    micro_batch = ["micro_batch"] if kind.resumable else []
     site = sizing.site
     if site is None:
         return ["gpu", *micro_batch]
@@ -24,10 +24,10 @@ def resource_names(kind: str, sizing: JobSizing) -> list[str]:
         "qos": placement.qos,
         "constraint": placement.constraint,
         "slurm_extra": placement.flags(),
-        "gpu_model": kind != "cpu" and site.gpus_per_node and site.gpu_model,
+        "gpu_model": kind.on_gpu and site.gpus_per_node and site.gpu_model,
     }
     names = ["slurm_partition", "nodes", "gpu", "cpus_per_task", "mem_mb", "runtime", "needed_min"]
-    chunks = ["chunks"] if kind == "training" else []
+    chunks = ["chunks"] if kind.resumable else []
     return names + [name for name, value in optional.items() if value] + micro_batch + chunks
 
 

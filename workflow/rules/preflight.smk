@@ -51,7 +51,7 @@ rule preflight_stage:
     benchmark:
         f"{RESULTS}/benchmarks/preflight/stages/{{kind}}.tsv"
     resources:
-        **rule_resources(preflight_stage_shape, "gpu"),
+        **rule_resources(preflight_stage_shape, JobKind.GPU),
     shell:
         "python -m pipeline preflight-stage --kind {wildcards.kind:q} --run-id {params.run_id:q}"
         " --runs {params.runs:q} --source-shape {params.source_shape:q}"

@@ -55,7 +55,7 @@ def preflight_job_resources():
         shape = JOBS.training(preflight.run_id, check_preflight=False)
         return preflight_walltime(shape, preflight.minutes)
 
-    return rule_resources(shape_of, "training")
+    return rule_resources(shape_of, JobKind.TRAINING)
 
 
 def preflight_stage_inputs(wildcards):

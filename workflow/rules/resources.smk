@@ -1,6 +1,7 @@
 """Each rule's `resources:` and `retries:`, from the job sizing of pipeline/planning/jobs.py (wiring: the names and
 values come from pipeline/planning/slurm_resources.py; a job that cannot be sized stops the workflow here)."""
 
+from pipeline.planning.job_request import JobKind
 from pipeline.planning.jobs import FitTableError, JobSizing, WalltimeError
 from pipeline.planning.preflight_rows import PreflightError
 from pipeline.planning.slurm_resources import resource_names, resource_values
@@ -15,9 +16,9 @@ TIDY_FILE_RESOURCES = {"gpu": 0, "mem_mb": 2000, "runtime": 10}
 
 
 def rule_resources(shape_of, kind):
-    """A rule's ``resources:``: one callable of the job's wildcards per name, from the job's shape
-    ``shape_of(wildcards)``; a job the fit table cannot size, or whose preflight row is red, stops the
-    workflow with one sentence."""
+    """A rule's ``resources:`` for its jobs of ``kind`` (a ``JobKind``): one callable of the job's wildcards per
+    name, from the job's shape ``shape_of(wildcards)``; a job the fit table cannot size, or whose preflight row is
+    red, stops the workflow with one sentence."""
 
     def resource(name):
         def value(wildcards):
@@ -37,7 +38,7 @@ def rule_resources(shape_of, kind):
 
 def training_resources(wildcard):
     """A training rule's resources: per run (its ``wildcard``) from its size, the site and the fit table."""
-    return rule_resources(lambda wildcards: JOBS.training(getattr(wildcards, wildcard)), "training")
+    return rule_resources(lambda wildcards: JOBS.training(getattr(wildcards, wildcard)), JobKind.TRAINING)
 
 
 def chain_retries(workload_ids):
@@ -53,13 +54,13 @@ def chain_retries(workload_ids):
 
 
 def memory_probe_resources():
-    return rule_resources(lambda wildcards: JOBS.memory_probe(wildcards.probe), "gpu")
+    return rule_resources(lambda wildcards: JOBS.memory_probe(wildcards.probe), JobKind.GPU)
 
 
 def gpu_analysis_resources(rule):
     """One GPU at a site with GPUs (the run is the ``run`` wildcard)."""
-    return rule_resources(lambda wildcards: JOBS.gpu_analysis(rule, wildcards.run), "gpu")
+    return rule_resources(lambda wildcards: JOBS.gpu_analysis(rule, wildcards.run), JobKind.GPU)
 
 
 def cpu_resources(rule):
-    return rule_resources(lambda wildcards: JOBS.cpu(rule), "cpu")
+    return rule_resources(lambda wildcards: JOBS.cpu(rule), JobKind.CPU)
