@@ -258,7 +258,7 @@ def grid_job_request(sizing: JobSizing, grid_job: str):
     if grid_job.startswith("fine-tune "):
         return sizing.training(grid_job.removeprefix("fine-tune "))
     rule, run = grid_job.split(" of run ")
-    return sizing.gpu_analysis(rule, run)
+    return sizing.downstream(run) if rule == "downstream" else sizing.gpu_analysis(rule, run)
 
 
 @pytest.mark.parametrize("kind", sorted(STAGE_GRID_JOBS))

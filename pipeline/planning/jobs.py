@@ -78,7 +78,8 @@ SMALL_CPU_JOB = {"cpus": 2, "mem_mb": 8000, "minutes": 60}
 seconds to minutes, so ``minutes`` is a ceiling, not an estimate (a shorter partition limit grants that limit)."""
 GPU_ANALYSIS_MINUTES = {"spectra": 60, "lyapunov": 60, "frontier": 240, "downstream": 60, "memory_probe": 60}
 """Walltime of the one-GPU analyses (the frontier: 2 solvers × 5 step counts over a validation split) and of a
-memory probe (a few steps); ``downstream`` gets this plus its lm-eval GPU-hours × ``safety_factor``."""
+memory probe (a few steps); ``downstream`` gets this plus its lm-eval GPU-hours × ``safety_factor``
+(``JobSizing.downstream``)."""
 
 
 class WalltimeError(ValueError):
@@ -454,17 +455,26 @@ class JobSizing:
         return self._gpu_job(f"memory probe {probe_id}", JobKind.GPU, gpus, GPU_ANALYSIS_MINUTES["memory_probe"])
 
     def gpu_analysis(self, rule: str, run_id: str, check_preflight: bool = True) -> JobRequest:
-        """One GPU; ``downstream`` adds its lm-eval GPU-hours × safety factor to the walltime. The preflight's stage
-        job of the same name (lm-eval, spectra, Lyapunov, frontier) stands for it: red, it raises
-        (``check_preflight``)."""
+        """A GPU analysis (spectra, lyapunov, frontier) of run ``run_id``: one GPU for its ``GPU_ANALYSIS_MINUTES``.
+        The preflight's stage job of the same name stands for it: red, it raises (``check_preflight``)."""
         if check_preflight:
             self.require_green_preflight(rule, f"{rule} of run {run_id}")
         if self.site is None:
             return JobRequest()
-        minutes = GPU_ANALYSIS_MINUTES[rule]
-        if rule == "downstream" and self.site.gpus_per_node:
+        return self._gpu_job(f"{rule} of run {run_id}", JobKind.GPU, 1, GPU_ANALYSIS_MINUTES[rule])
+
+    def downstream(self, run_id: str, check_preflight: bool = True) -> JobRequest:
+        """lm-eval of run ``run_id``: one GPU for ``GPU_ANALYSIS_MINUTES["downstream"]`` plus, at a site with GPUs,
+        its lm-eval GPU-hours × safety factor. The preflight's lm-eval stage job stands for it: red, it raises
+        (``check_preflight``)."""
+        if check_preflight:
+            self.require_green_preflight("downstream", f"downstream of run {run_id}")
+        if self.site is None:
+            return JobRequest()
+        minutes = GPU_ANALYSIS_MINUTES["downstream"]
+        if self.site.gpus_per_node:
             minutes += math.ceil(self.cost(f"downstream-{run_id}")["gpu_hours"] * self.site.safety_factor * 60)
-        return self._gpu_job(f"{rule} of run {run_id}", JobKind.GPU, 1, minutes)
+        return self._gpu_job(f"downstream of run {run_id}", JobKind.GPU, 1, minutes)
 
     def cpu(self, rule: str) -> JobRequest:
         """A CPU job on the CPU partition: its paper-scale need (``CPU_JOBS``) where the preset reads a hub corpus,

@@ -88,6 +88,9 @@ class DownstreamStage(StageJob):
 
     uses_torch = True
 
+    def resources(self, sizing) -> JobRequest:
+        return sizing.downstream(self.run_id, check_preflight=False)
+
     @staticmethod
     def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
         from pipeline.evaluate.harness import evaluate_downstream

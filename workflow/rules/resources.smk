@@ -62,5 +62,10 @@ def gpu_analysis_resources(rule):
     return rule_resources(lambda wildcards: JOBS.gpu_analysis(rule, wildcards.run), JobKind.GPU)
 
 
+def downstream_resources():
+    """lm-eval's GPU, for its requests' estimated GPU-hours (the run is the ``run`` wildcard)."""
+    return rule_resources(lambda wildcards: JOBS.downstream(wildcards.run), JobKind.GPU)
+
+
 def cpu_resources(rule):
     return rule_resources(lambda wildcards: JOBS.cpu(rule), JobKind.CPU)

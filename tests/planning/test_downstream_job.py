@@ -1,0 +1,43 @@
+"""lm-eval's job (``JobSizing.downstream``): one GPU for the base minutes of ``GPU_ANALYSIS_MINUTES`` plus its
+requests' estimated GPU-hours, sized apart from the GPU analyses."""
+
+import math
+
+from pipeline.config import load_preset
+from pipeline.config.site import EXAMPLE, load_site
+from pipeline.planning.grid import Grid
+from pipeline.planning.job_request import JobKind, JobRequest
+from pipeline.planning.jobs import GPU_ANALYSIS_MINUTES, JobSizing
+from pipeline.preflight.stages import DownstreamStage, SpectraStage
+
+SITE = load_site(EXAMPLE)
+
+
+def test_downstream_gets_one_gpu_for_its_base_minutes_plus_its_lm_eval_gpu_hours_at_the_example_site():
+    grid = Grid.load(load_preset({"preset": "paper"}))
+    jobs = JobSizing(grid, SITE)
+    runs = [job.model_id for job in grid.downstream.values()]
+    assert len(runs) == 4
+    for run_id in runs:
+        hours = jobs.cost(f"downstream-{run_id}")["gpu_hours"]
+        minutes = GPU_ANALYSIS_MINUTES["downstream"] + math.ceil(hours * SITE.safety_factor * 60)
+        assert minutes > GPU_ANALYSIS_MINUTES["downstream"]
+        assert jobs.downstream(run_id) == JobRequest(
+            gpus=1,
+            placement=jobs.placement(JobKind.GPU),
+            gpu_model=SITE.gpu_model,
+            cpus=SITE.cpus_per_gpu,
+            mem_mb=SITE.mem_mb_per_gpu,
+            minutes=minutes,
+            needed_minutes=minutes,
+        ), run_id
+    assert JobSizing(grid, None).downstream(runs[0]) == JobRequest()
+
+
+def test_the_preflights_lm_eval_stage_job_is_sized_as_downstream_and_an_analysis_stage_job_as_its_analysis():
+    jobs = JobSizing(Grid.load(load_preset({"preset": "paper"})), SITE)
+    lm_eval = DownstreamStage("downstream", "owt-large-gpt", 1, "gpt-large-g1-mb0")
+    assert lm_eval.resources(jobs) == jobs.downstream("owt-large-gpt", check_preflight=False)
+    spectra = SpectraStage("spectra", "owt-large-gpt", 1, "gpt-large-g1-mb0")
+    assert spectra.resources(jobs) == jobs.gpu_analysis("spectra", "owt-large-gpt")
+    assert spectra.resources(jobs).minutes == GPU_ANALYSIS_MINUTES["spectra"]
