@@ -225,7 +225,7 @@ def paper_fit_table(planned_fit_row):
     and memory probe of the paper preset at the GPUs the example site gives it, at micro-batch
     ``micro_batches[run]`` or else the whole per-GPU batch (a SLURM-profile DAG of the paper preset needs the table:
     ``pipeline/planning/jobs.py``); at the GPUs ``site_file`` gives it where one is given."""
-    from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
+    from pipeline.config import load_preset
     from pipeline.config.site import load_site
     from pipeline.planning.fit_table import fit_table
     from pipeline.planning.grid import Grid
@@ -234,18 +234,18 @@ def paper_fit_table(planned_fit_row):
     def write(workdir: Path, micro_batches: dict[str, int], site_file: Path | None = None) -> Path:
         config = load_preset({"preset": "paper"})
         site = load_site(site_file or ROOT / "profiles" / "slurm" / "site.example.yaml")
-        jobs = JobSizing(Grid.load(config), site)
+        grid = Grid.load(config)
+        jobs = JobSizing(grid, site)
         rows = []
-        for runs in (pretrain_runs(config), finetune_runs(config)):
-            for run_id, spec in runs.items():
-                gpus = jobs.training_gpu_count(run_id)
-                micro_batch = micro_batches.get(run_id, spec.train.batch_size // gpus)
-                rows.append(planned_fit_row(config, run_id, gpus, micro_batch, device_bytes=site.gpu_memory_bytes))
-        for probe_id, spec in memory_probes(config).items():
+        for run_id, job in grid.training.items():
+            gpus = jobs.training_gpu_count(run_id)
+            micro_batch = micro_batches.get(run_id, job.train.batch_size // gpus)
+            rows.append(planned_fit_row(config, run_id, gpus, micro_batch, device_bytes=site.gpu_memory_bytes))
+        for probe_id, probe in grid.probes.items():
             gpus = jobs.memory_probe_gpu_count(probe_id)
             rows.append(
                 planned_fit_row(
-                    config, probe_id, gpus, spec.train.batch_size // gpus, device_bytes=site.gpu_memory_bytes
+                    config, probe_id, gpus, probe.train.batch_size // gpus, device_bytes=site.gpu_memory_bytes
                 )
             )
         table = workdir / "results" / "paper" / "fit.csv"

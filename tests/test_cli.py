@@ -65,7 +65,8 @@ from pipeline.config import finetune_runs, load_preset, pretrain_runs
 submitted = []
 pipeline.execution.runner.run_on_ray = lambda target, *args, **kwargs: submitted.append(target) or {}
 preset = load_preset({"preset": "tiny"})
-spec = pretrain_runs(preset)["wt103-ft18-diffeq"]
+runs = pretrain_runs(preset)
+spec, finetune = runs["wt103-ft18-diffeq"], finetune_runs(preset, runs)["ft-wt103-owt-diffeq6-n3-lora"]
 source = Path(sys.argv[1])
 (source / "checkpoints" / "step-2").mkdir(parents=True)
 (source / "checkpoints" / "step-2" / "metadata.json").write_text("{}")
@@ -73,8 +74,8 @@ source = Path(sys.argv[1])
 (source / "config.yaml").write_text(spec.to_json())
 common = ["--run-dir", str(source), "--tokenizer", "tok"]
 verbs = [["pretrain", "--spec", spec.to_json(), "--run-dir", "run", "--cache", "c", "--tokenizer", "tok"],
-         ["finetune", "--spec", finetune_runs(preset)["ft-wt103-owt-diffeq6-n3-lora"].to_json(), "--run-dir", "ft",
-          "--source", str(source), "--cache", "c", "--tokenizer", "tok"],
+         ["finetune", "--spec", finetune.to_json(), "--run-dir", "ft", "--source", str(source), "--cache", "c",
+          "--tokenizer", "tok"],
          ["downstream", *common, "--out-dir", "d", "--pair", "p", "--tasks", "lambada_openai", "--shots", "0"],
          ["spectra", *common, "--time-oversampling", "2", "--out", "s.csv", "--untrained-out", "u.csv"],
          ["lyapunov", *common, "--sentences", '["a b"]', "--output-token", "1", "--out", "l.csv", "--html", "l.html"],
@@ -127,7 +128,8 @@ def test_a_training_verbs_micro_batch_reaches_the_spec_its_task_trains(monkeypat
         pipeline.execution.runner, "run_on_ray", lambda target, spec, *args, **kwargs: submitted.append(spec) or {}
     )
     preset = load_preset({"preset": "paper"})
-    spec = pretrain_runs(preset)["owt-small-gpt"]
+    runs = pretrain_runs(preset)
+    spec = runs["owt-small-gpt"]
     common = ["--run-dir", "run", "--cache", "c", "--tokenizer", "tok"]
     for micro_batch in ("16", "0"):
         assert main(["pretrain", "--spec", spec.to_json(), *common, "--micro-batch", micro_batch]) == 0
@@ -135,7 +137,7 @@ def test_a_training_verbs_micro_batch_reaches_the_spec_its_task_trains(monkeypat
         dataclasses.replace(spec.train, micro_batch_size=16),
         dataclasses.replace(spec.train, micro_batch_size=None),
     ]
-    finetune = finetune_runs(preset)["ft-wt103-owt-diffeq18-n9-lora"]
+    finetune = finetune_runs(preset, runs)["ft-wt103-owt-diffeq18-n9-lora"]
     assert FinetuneSpec.from_json(with_micro_batch(finetune.to_json(), 8)).train == dataclasses.replace(
         finetune.train, micro_batch_size=8
     )

@@ -85,10 +85,12 @@ def test_paper_preset_matches_experiment_facts():
 def test_fine_tunes_are_scored_on_the_targets_test_split_where_it_has_one(preset):
     """docs/paper.md#fine-tune-test-split: OWT → WikiText-103 on its test split; OWT has none, so WT103 → OWT on
     validation."""
-    runs = finetune_runs(load_preset({"preset": preset}))
+    config = load_preset({"preset": preset})
+    runs = finetune_runs(config, pretrain_runs(config))
     splits = {(spec.target_dataset, spec.eval_split) for spec in runs.values()}
     assert splits == {("wt103", "test"), ("owt", "validation")}
-    modern = finetune_runs(load_preset({"preset": preset, "fidelity": {"eval_split": "validation"}}))
+    modern_config = load_preset({"preset": preset, "fidelity": {"eval_split": "validation"}})
+    modern = finetune_runs(modern_config, pretrain_runs(modern_config))
     assert {spec.eval_split for spec in modern.values()} == {"validation"}
 
 

@@ -41,7 +41,8 @@ def fake_data(root):
 def test_every_compared_configuration_trains_at_three_seeds_with_distinct_fingerprints(mini, tmp_path):
     tokenizer, cache = fake_data(tmp_path)
     fingerprints = defaultdict(dict)
-    runs = {**pretrain_runs(mini), **finetune_runs(mini)}
+    pretrain = pretrain_runs(mini)
+    runs = {**pretrain, **finetune_runs(mini, pretrain)}
     for run_id, spec in runs.items():
         configuration, seed = re.fullmatch(r"(.+)-s(\d+)", run_id).groups()
         assert spec.train.seed == int(seed)

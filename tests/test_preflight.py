@@ -24,7 +24,7 @@ from pipeline.train.identity import RunIdentity, stored_fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = load_preset({"preset": "tiny"})
-FINETUNE_SPECS = finetune_runs(TINY)
+FINETUNE_SPECS = finetune_runs(TINY, pretrain_runs(TINY))
 SHAPE, RUN = "gpt-small-g0-mb0", "wt103-small-gpt"
 VIRTUAL_DEVICES = 8
 pytestmark = pytest.mark.e2e

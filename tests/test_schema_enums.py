@@ -91,5 +91,6 @@ def test_every_fidelity_decay_mask_resolves_to_a_mask_the_optimizer_knows():
 
     for choice in preset_enums()["fidelity.decay_mask"]:
         config = load_preset({"preset": "tiny", "fidelity": {"decay_mask": choice}})
-        runs = [*pretrain_runs(config).values(), *finetune_runs(config).values()]
+        pretrain = pretrain_runs(config)
+        runs = [*pretrain.values(), *finetune_runs(config, pretrain).values()]
         assert {spec.train.decay_mask for spec in runs} <= set(DECAY_MASKS), choice

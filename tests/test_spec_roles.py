@@ -103,7 +103,8 @@ def test_the_plan_reads_the_plan_fields_of_the_model_the_train_step_and_the_fine
 @pytest.mark.parametrize("micro_batch, expected", [(0, None), (4, 4)])
 def test_a_spec_bounded_to_n_updates_evaluates_and_checkpoints_once_at_the_last(micro_batch, expected):
     config = load_preset({"preset": "tiny"})
-    for spec in (pretrain_runs(config)["wt103-small-gpt"], next(iter(finetune_runs(config).values()))):
+    runs = pretrain_runs(config)
+    for spec in (runs["wt103-small-gpt"], next(iter(finetune_runs(config, runs).values()))):
         bounded = spec.bounded(5, micro_batch)
         assert (bounded.train.steps, bounded.train.eval_every, bounded.train.checkpoint_every) == (5, 5, 5)
         assert bounded.train.keep_checkpoints_every is None and bounded.train.micro_batch_size == expected

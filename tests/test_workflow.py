@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from pipeline.cli import runs_a_ray_task
-from pipeline.config import finetune_runs, load_preset, memory_probes, pretrain_runs
+from pipeline.config import load_preset, memory_probes, pretrain_runs
 from pipeline.config.site import load_site
 from pipeline.execution.job_env import FORWARDED_ENV, RAY_PLACEMENT_ENV
 from pipeline.planning.grid import Grid
@@ -90,14 +90,15 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
     )
     assert result.returncode == 0, result.stderr[-2000:]
     config = load_preset({"preset": "paper"})
-    sizing = JobSizing(Grid.load(config), load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
+    grid = Grid.load(config)
+    sizing = JobSizing(grid, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
     jobs = dry_run_jobs(result.stdout)
     [fit] = [job for job in jobs if job["rule"] == "fit"]
     assert "--site profiles/slurm/site.example.yaml" in fit["shell"] and fit["resources"]["slurm_partition"] == "cpu"
     pretrain = {job["wildcards"]["run"]: job for job in jobs if job["rule"] == "pretrain"}
     assert set(pretrain) == set(pretrain_runs(config))
     finetunes = {job["wildcards"]["finetune"]: job for job in jobs if job["rule"] == "finetune"}
-    assert set(finetunes) == set(finetune_runs(config))
+    assert set(finetunes) == set(grid.finetunes)
     probes = [job for job in jobs if job["rule"] == "memory_probe"]
     assert len(probes) == len(memory_probes(config)) == 7
     for runs in (pretrain, finetunes):

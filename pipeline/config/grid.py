@@ -139,20 +139,19 @@ def finetune_eval_split(config: dict[str, Any], target_dataset: str) -> str:
     return "test" if config["fidelity"]["eval_split"] == "test" and has_test else "validation"
 
 
-def finetune_runs(config: dict[str, Any], runs: dict[str, RunSpec] | None = None) -> dict[str, FinetuneSpec]:
+def finetune_runs(config: dict[str, Any], runs: dict[str, RunSpec]) -> dict[str, FinetuneSpec]:
     """Every fine-tune of Fig. 5: per direction and method, the DiffEqFormer source resampled to each N' (Euler
     steps) of ``steps_grid`` (``ft-<src>-<tgt>-diffeq<L>-n<N'>-<method>``) and the baseline
     (``ft-<src>-<tgt>-gpt<L>-<method>``), per seed (suffix ``-s<seed>``, the source of the same seed) when the
-    preset lists ``seeds``. ``runs``: the preset's pretraining runs where the caller has them, else enumerated here."""
-    sources = pretrain_runs(config) if runs is None else runs
+    preset lists ``seeds``. ``runs``: the preset's pretraining runs (``pretrain_runs``), the fine-tunes' sources."""
     finetune = config["finetune"]
     finetunes: dict[str, FinetuneSpec] = {}
     for (source_dataset, target_dataset), (suffix, seed) in itertools.product(
         finetune["directions"], run_seeds(config).items()
     ):
         train = _seeded(_train_spec(config, finetune["train"], fine_tuning=True), seed)
-        diffeq = _source_run(config, sources, source_dataset, finetune["diffeq_source"], True, suffix)
-        baseline = _source_run(config, sources, source_dataset, finetune["baseline_source"], False, suffix)
+        diffeq = _source_run(config, runs, source_dataset, finetune["diffeq_source"], True, suffix)
+        baseline = _source_run(config, runs, source_dataset, finetune["baseline_source"], False, suffix)
         variants = [(diffeq, f"diffeq{diffeq.model.num_layers}-n{n}", n) for n in finetune["steps_grid"]]
         variants.append((baseline, f"{baseline.model.family}{baseline.model.num_layers}", None))
         for method, options in finetune["methods"].items():

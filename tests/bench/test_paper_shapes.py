@@ -74,7 +74,8 @@ def take_steps(trainer, state, batch, steps: int):
 @pytest.fixture(scope="module")
 def paper():
     config = load_preset({"preset": "paper"})
-    return pretrain_runs(config), finetune_runs(config)
+    runs = pretrain_runs(config)
+    return runs, finetune_runs(config, runs)
 
 
 @pytest.mark.parametrize("run_id", ["wt103-small-gpt", "wt103-small-diffeq"])

@@ -78,7 +78,8 @@ def test_finetunes_start_from_the_resampled_source_and_learn_the_target(tiny_dag
     """Fig. 5 data: every curve starts at step 0 from the resampled source (LoRA's B = 0 makes its start equal
     full fine-tuning's) and ends lower on the target's test split (validation for OWT, which has none); LoRA trains
     a fraction of the parameters."""
-    runs = finetune_runs(load_preset({"preset": "tiny"}))
+    tiny = load_preset({"preset": "tiny"})
+    runs = finetune_runs(tiny, pretrain_runs(tiny))
     assert len(runs) == 16
     summaries = {run_id: json.loads((tiny_dag / "runs" / run_id / "summary.json").read_text()) for run_id in runs}
     for run_id, spec in runs.items():

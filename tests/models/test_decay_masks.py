@@ -33,7 +33,8 @@ def trained_parameters(run: str, family: str, decay: str) -> dict[str, bool]:
     """Every trained parameter of the tiny preset's ``run`` kind (a tiny model of ``family``, resampled and wrapped
     as a fine-tune is) and whether the run's optimizer, with ``fidelity.decay_mask: decay``, decays it."""
     config = load_preset({"preset": "tiny", "fidelity": {"decay_mask": decay}})
-    specs = {**pretrain_runs(config), **finetune_runs(config)}
+    pretrain = pretrain_runs(config)
+    specs = {**pretrain, **finetune_runs(config, pretrain)}
     spec = specs[TINY_RUNS[run, family]]
     model = tiny_model(family)
     if run in ("lora", "full"):

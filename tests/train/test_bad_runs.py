@@ -48,12 +48,12 @@ def test_checkpoint_and_tokenizer_vocab_mismatch_is_named(tmp_path):
 
 
 def test_finetune_without_its_source_checkpoint_stops_before_starting(tmp_path):
-    spec = finetune_runs(load_preset({"preset": "tiny"}))["ft-wt103-owt-diffeq6-n3-lora"]
+    tiny = load_preset({"preset": "tiny"})
+    runs = pretrain_runs(tiny)
+    spec = finetune_runs(tiny, runs)["ft-wt103-owt-diffeq6-n3-lora"]
     source = tmp_path / "wt103-ft18-diffeq"
     source.mkdir()
-    (source / "config.yaml").write_text(
-        yaml.safe_dump(dataclasses.asdict(pretrain_runs(load_preset({"preset": "tiny"}))["wt103-ft18-diffeq"]))
-    )
+    (source / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(runs["wt103-ft18-diffeq"])))
     run_dir = tmp_path / spec.run_id
     result = pipeline_verb(
         "finetune",

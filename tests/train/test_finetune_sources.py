@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import finetune_runs, load_preset
+from pipeline.config import finetune_runs, load_preset, pretrain_runs
 
 ROOT = Path(__file__).resolve().parents[2]
-FINETUNES = finetune_runs(load_preset({"preset": "tiny"}))
+TINY = load_preset({"preset": "tiny"})
+FINETUNES = finetune_runs(TINY, pretrain_runs(TINY))
 pytestmark = pytest.mark.e2e
 
 
