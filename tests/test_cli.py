@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_testkit import pipeline_verb
+
 ROOT = Path(__file__).resolve().parent.parent
 SUBPROCESS_WORKERS = {"pipeline/planning/plans.py"}
 """Modules a verb starts as a child process (``fit``: one XLA plan per process), not commands for a person."""
@@ -23,9 +25,7 @@ COMMAND = re.compile(r"python -m pipeline(\.[\w.]+)?(?: ([a-z][\w-]*))?(?: ([a-z
 
 def listed_choices(*args: str) -> set[str]:
     """The subcommands ``python -m pipeline <args> --help`` lists."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline", *args, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+    result = pipeline_verb(*args, "--help", timeout=60)
     assert result.returncode == 0, result.stderr
     return set(re.search(r"\{([\w,-]+)\}", result.stdout).group(1).split(","))
 

@@ -6,6 +6,7 @@ import sys
 import time
 
 import pytest
+from cli_testkit import pipeline_verb
 
 from pipeline.bench.dag import job_timings, kind_table, phase_seconds
 from pipeline.cli import main
@@ -126,12 +127,7 @@ def test_bench_dag_names_the_missing_logs_folder(tmp_path, capsys):
 
 def test_a_pipeline_job_logs_its_process_start_and_exit(dag, tmp_path):
     started = time.time()
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline", "bench", "dag", str(dag), "--label", "x", "--out-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = pipeline_verb("bench", "dag", str(dag), "--label", "x", "--out-dir", str(tmp_path), timeout=60)
     assert result.returncode == 0, result.stderr
     seconds = phase_seconds(result.stderr)
     assert list(seconds) == ["interpreter"] and 0 < seconds["interpreter"] < time.time() - started + 1

@@ -3,14 +3,12 @@ the cache fail with one sentence naming the prefetch, lm-eval tasks load one by 
 still load)."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import datasets
 import pytest
+from cli_testkit import pipeline_verb
 from lm_eval.tasks._factory import TaskFactory
 
 from pipeline.config import load_preset
@@ -27,8 +25,8 @@ DOCS = [f"Web page {i}: some words about the open web." for i in range(40)]
 
 
 def offline_env(tmp_path) -> dict:
+    """An offline job's environment beyond this process's: the test's own Hugging Face cache, the hub offline."""
     return {
-        **os.environ,
         "HF_HOME": str(tmp_path / "hf"),
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
@@ -94,12 +92,8 @@ def test_openwebtext_exports_offline_from_a_local_copy_of_its_parquet_branch(tmp
     ],
 )
 def test_an_offline_job_missing_a_hub_item_names_it_and_the_prefetch(tmp_path, verb, option, spec, item):
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline", verb, option, json.dumps(spec), "--out", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        env=offline_env(tmp_path),
-        timeout=300,
+    result = pipeline_verb(
+        verb, option, json.dumps(spec), "--out", str(tmp_path / "out"), env=offline_env(tmp_path), timeout=300
     )
     assert result.returncode == 1, result.stderr[-3000:]
     assert result.stderr.splitlines()[-1] == (
@@ -128,21 +122,14 @@ def test_a_job_given_the_prefetch_record_of_another_revision_names_it_and_the_pr
     record.write_text(
         json.dumps({"name": "old", "id": spec.get("id", spec.get("name")), "revision": "v1", "commit": "0" * 40})
     )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline",
-            verb,
-            option,
-            json.dumps(spec),
-            "--prefetched",
-            str(record),
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
+    result = pipeline_verb(
+        verb,
+        option,
+        json.dumps(spec),
+        "--prefetched",
+        str(record),
+        "--out",
+        str(tmp_path / "out"),
         env=offline_env(tmp_path),
         timeout=300,
     )

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from cli_testkit import pipeline_verb
 from tokenizers import Tokenizer
 
 from pipeline.config.site import EXAMPLE, load_site
@@ -261,19 +262,13 @@ def run_snakemake(workdir: Path, preset: Path, site: Path, *targets: str, keep_g
 def prefetch_directly(tmp_path: Path, mirror: HubMirror, item: dict, out: Path) -> subprocess.CompletedProcess:
     """`python -m pipeline prefetch` of dataset ``item`` from ``mirror`` into the test's cache, as another preset
     would."""
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline", "prefetch", "--dataset", json.dumps(item), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={
-            **os.environ,
-            "HF_HOME": str(tmp_path / "hf"),
-            "HF_ENDPOINT": mirror.endpoint,
-            "HF_HUB_OFFLINE": "0",
-            "HF_DATASETS_OFFLINE": "0",
-        },
-    )
+    env = {
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_ENDPOINT": mirror.endpoint,
+        "HF_HUB_OFFLINE": "0",
+        "HF_DATASETS_OFFLINE": "0",
+    }
+    return pipeline_verb("prefetch", "--dataset", json.dumps(item), "--out", str(out), env=env, timeout=300)
 
 
 def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_the_pinned_commits(tmp_path, hub_mirror):

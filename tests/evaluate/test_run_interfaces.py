@@ -4,9 +4,6 @@ run is one the tiny DAG trained (``tiny_dag_run``, tests/conftest.py)."""
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +11,7 @@ import pytest
 import torch
 import transformers
 import yaml
+from cli_testkit import pipeline_verb
 from conftest import torch_loglikelihoods
 from levanter.compat.hf_checkpoints import load_tokenizer
 
@@ -22,13 +20,6 @@ from pipeline.config import load_preset, pretrain_runs
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DIR = ROOT / "pipeline" / "evaluate" / "tasks"
 TASKS = ("tiny_lambada", "tiny_choice")
-
-
-def pipeline_verb(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=timeout
-    )
 
 
 @pytest.fixture(scope="module")

@@ -2,24 +2,17 @@
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_testkit import pipeline_verb
 
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def pipeline_verb(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout
-    )
 
 
 def fake_run_folder(path: Path, spec, vocab: int) -> Path:
@@ -96,6 +89,7 @@ def test_nan_loss_stops_the_run_and_says_so(tiny_data_workdir):
         str(data / "caches" / "wt103-bpe"),
         "--tokenizer",
         str(data / "tokenizers" / "bpe"),
+        timeout=300,
     )
     assert result.returncode == 1
     last_line = result.stderr.strip().splitlines()[-1]

@@ -4,19 +4,15 @@ tests/test_driver_stop.py)."""
 
 import dataclasses
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_testkit import pipeline_verb
 
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.train.identity import IDENTITY_FILE, RunIdentity, cache_digest, claim_run_folder, tokenizer_digest
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def tiny_spec(**train):
@@ -25,10 +21,9 @@ def tiny_spec(**train):
 
 
 def pretrain_args(spec, run_dir: Path, data: Path, *extra: str, cache: Path | None = None) -> list[str]:
+    """The ``pretrain`` verb's arguments: ``spec`` into ``run_dir`` on the tiny data in ``data`` (or ``cache``), one
+    Ray CPU, then ``extra``."""
     return [
-        sys.executable,
-        "-m",
-        "pipeline",
         "pretrain",
         "--spec",
         spec.to_json(),
@@ -42,11 +37,6 @@ def pretrain_args(spec, run_dir: Path, data: Path, *extra: str, cache: Path | No
         "1",
         *extra,
     ]
-
-
-def run_verb(args: list[str], timeout: int = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", **(env or {})}
-    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def metric_records(run_dir: Path) -> list[dict]:
@@ -79,7 +69,7 @@ def test_a_run_longer_than_two_passes_takes_exactly_its_steps(data, small_cache,
     """A run of several passes over its data: Levanter's loader would stop at the end of the first."""
     spec = tiny_spec(steps=60, eval_every=30, checkpoint_every=20, eval_batches=1)
     run_dir = tmp_path / "multi-pass"
-    result = run_verb(pretrain_args(spec, run_dir, data, cache=small_cache))
+    result = pipeline_verb(*pretrain_args(spec, run_dir, data, cache=small_cache))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps_done"] == 60 and summary["passes"] > 2
@@ -101,8 +91,8 @@ def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_p
     environment, so JAX logs each compile of the task."""
     spec = tiny_spec(steps=4, eval_every=2, checkpoint_every=4, eval_batches=2)
     run_dir = tmp_path / "evaluations"
-    result = run_verb(
-        pretrain_args(spec, run_dir, data),
+    result = pipeline_verb(
+        *pretrain_args(spec, run_dir, data),
         env={"JAX_LOG_COMPILES": "1", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache")},
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -128,7 +118,7 @@ def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_pa
     }
     misses = {}
     for name, spec in runs.items():
-        result = run_verb(pretrain_args(spec, tmp_path / name, data), env=env)
+        result = pipeline_verb(*pretrain_args(spec, tmp_path / name, data), env=env)
         assert result.returncode == 0, result.stderr[-3000:]
         misses[name] = set(re.findall(r"PERSISTENT COMPILATION CACHE MISS for '(\w+)'", result.stderr))
     assert {"jit__train_step", "jit_init_and_merge", "jit_accum_for_batch"} <= misses["first"]
@@ -145,7 +135,7 @@ def test_a_micro_batch_splits_each_update_and_the_summary_says_so(data, small_ca
     records = {}
     for micro_batch in ("0", "4"):
         run_dir = tmp_path / f"micro-{micro_batch}"
-        result = run_verb(pretrain_args(spec, run_dir, data, "--micro-batch", micro_batch, cache=small_cache))
+        result = pipeline_verb(*pretrain_args(spec, run_dir, data, "--micro-batch", micro_batch, cache=small_cache))
         assert result.returncode == 0, result.stderr[-3000:]
         summary = json.loads((run_dir / "summary.json").read_text())
         records[micro_batch] = [r["loss"] for r in metric_records(run_dir) if "loss" in r]
@@ -171,7 +161,7 @@ def test_a_cache_without_the_test_split_a_fine_tune_is_scored_on_is_named(data, 
 
 def test_gpus_the_machine_does_not_have_are_refused_before_training(data, tmp_path):
     run_dir = tmp_path / "gpu-run"
-    result = run_verb(pretrain_args(tiny_spec(), run_dir, data, "--gpus", "1"), timeout=120)
+    result = pipeline_verb(*pretrain_args(tiny_spec(), run_dir, data, "--gpus", "1"), timeout=120)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         "error: pretrain: the job asks for 1 GPU(s) but the Ray cluster (embedded local Ray) has 0; run on a GPU "
@@ -197,7 +187,7 @@ def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the
     Levanter's load fails) are both moved aside; the run resumes from the one before and finishes exactly."""
     spec = tiny_spec(steps=6, checkpoint_every=2, keep_checkpoints_every=2, eval_every=6, eval_batches=1)
     run_dir = tmp_path / "corrupt"
-    assert run_verb(pretrain_args(spec, run_dir, data)).returncode == 0
+    assert pipeline_verb(*pretrain_args(spec, run_dir, data)).returncode == 0
     checkpoints = run_dir / "checkpoints"
     assert sorted(p.name for p in checkpoints.glob("step-*")) == ["step-2", "step-4", "step-5"]
     for step in (4, 5):
@@ -210,7 +200,7 @@ def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the
     (checkpoints / "step-4" / "checksums.json").unlink()
     (run_dir / "summary.json").unlink()
 
-    result = run_verb(pretrain_args(spec, run_dir, data))
+    result = pipeline_verb(*pretrain_args(spec, run_dir, data))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["resumed_from_step"] == 3 and summary["steps_done"] == 6
