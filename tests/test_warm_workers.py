@@ -1,6 +1,7 @@
 """Warm Ray workers (pipeline/execution/warm_workers.py): jobs on an existing Ray cluster run in long-lived workers,
 and what one job leaves in its worker changes nothing of the next one's results; a worker whose job raised is not
-reused; a job's log shows its output while it runs; a job whose driver was killed stops and frees its worker."""
+reused; a job's log shows its output while it runs; a job whose driver was killed stops and frees its worker; a job
+whose worker was killed ends with one sentence."""
 
 import dataclasses
 import json
@@ -148,24 +149,17 @@ def test_a_warm_worker_whose_job_raised_is_not_reused_and_the_next_job_succeeds(
     assert json.loads((tmp_path / "next" / "summary.json").read_text())["steps_done"] == 4
 
 
-def test_a_warm_jobs_log_shows_its_output_while_the_job_runs(data, ray_head, tmp_path):
-    spec = tiny_spec(steps=150, eval_every=150, checkpoint_every=150, eval_batches=1)
-    log = tmp_path / "job.log"
-    driver = start_pretrain(spec, tmp_path / "run", data, log, ray_head)
-    wait_for(lambda: "phase train at" in log.read_text() or driver.poll() is not None, timeout_s=300)
-    running = driver.poll() is None and not (tmp_path / "run" / "summary.json").exists()
-    driver.wait(timeout=300)
-    assert driver.returncode == 0, log.read_text()[-3000:]
-    assert running, "the job's log showed the worker's phase marker 'train' only after the job ended"
-
-
-def test_a_warm_job_whose_driver_was_killed_stops_with_a_checkpoint_and_frees_its_worker(data, ray_head, tmp_path):
+def test_a_warm_jobs_log_shows_its_training_and_a_killed_driver_stops_it_with_a_checkpoint(data, ray_head, tmp_path):
     steps = 5000
     spec = tiny_spec(steps=steps, eval_every=steps, checkpoint_every=steps, eval_batches=1)
     run_dir, log = tmp_path / "orphan", tmp_path / "orphan.log"
     driver = start_pretrain(spec, run_dir, data, log, ray_head)
-    wait_for(lambda: trained_steps(run_dir) >= 20 or driver.poll() is not None, timeout_s=300)
+    wait_for(
+        lambda: (trained_steps(run_dir) >= 20 and "phase train at" in log.read_text()) or driver.poll() is not None,
+        timeout_s=300,
+    )
     assert driver.poll() is None, log.read_text()[-3000:]
+    assert "phase train at" in log.read_text(), "the job's log showed nothing of its training while it ran"
     pid = warm_process(log.read_text())
     driver.send_signal(signal.SIGKILL)
     driver.wait()
@@ -184,3 +178,17 @@ def test_a_warm_job_whose_driver_was_killed_stops_with_a_checkpoint_and_frees_it
     )
     assert after.returncode == 0, after.stderr[-3000:]
     assert warm_process(after.stderr) != pid
+
+
+def test_a_warm_worker_killed_under_its_job_ends_the_job_with_one_sentence(data, ray_head, tmp_path):
+    spec = tiny_spec(steps=5000, eval_every=5000, checkpoint_every=5000, eval_batches=1)
+    log = tmp_path / "job.log"
+    driver = start_pretrain(spec, tmp_path / "run", data, log, ray_head)
+    wait_for(lambda: "phase setup at" in log.read_text() or driver.poll() is not None, timeout_s=300)
+    assert driver.poll() is None, log.read_text()[-3000:]
+    os.kill(warm_process(log.read_text()), signal.SIGKILL)
+    driver.wait(timeout=120)
+    last_line = log.read_text().strip().splitlines()[-1]
+    assert driver.returncode == 1 and last_line.startswith(
+        f"error: the Ray worker running `pretrain` for {tmp_path / 'run'} died (WarmWorkerLost: "
+    ), log.read_text()[-3000:]

@@ -8,7 +8,8 @@ Failure classes, in the order they are recognised (anywhere in the exception's c
 - host out of memory (``MemoryError``, Ray's ``OutOfMemoryError``): more memory (``mem_mb``) or a smaller batch;
 - device out of memory (XLA ``RESOURCE_EXHAUSTED``): a smaller batch or more or larger GPUs;
 - worker crash (Ray's ``WorkerCrashedError``, ``NodeDiedError``, ``LocalRayletDiedError``, ``ActorDiedError``,
-  ``ObjectLostError``): where Ray's logs are, and rerun (training resumes from its newest checkpoint);
+  ``ObjectLostError``; a warm worker that ended under its job, ``WarmWorkerLost``): where Ray's logs are, and rerun
+  (training resumes from its newest checkpoint);
 - disk full (``OSError`` ENOSPC or EDQUOT, or "No space left on device" in a library's message): which file, and
   to free space;
 - config, data, checkpoint, NaN loss (``ValueError``/``FileNotFoundError`` raised with a sentence:
@@ -36,6 +37,10 @@ PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 
 class RunStopped(Exception):
     """A run stopped because it was asked to (SIGTERM, a cancelled Ray task), after saving a checkpoint."""
+
+
+class WarmWorkerLost(RuntimeError):
+    """A job's warm worker died under it: killed, out of memory, or recycled because the driver went silent."""
 
 
 STOPPED_AT = re.compile(r"stopped on request \((\w+):.*\) after (\d+) of (\d+) updates")
@@ -90,7 +95,7 @@ def failure_sentence(error: BaseException, what: str) -> tuple[str, bool]:
                 f"it more or larger GPUs (the rule's gpu resource), then rerun; the traceback is in the job "
                 f"log."
             ), True
-        if _ray_error(cause, RAY_CRASHES):
+        if isinstance(cause, WarmWorkerLost) or _ray_error(cause, RAY_CRASHES):
             return (
                 f"error: the Ray worker running {what} died ({type(cause).__name__}: its process was killed, "
                 f"e.g. by the kernel's out-of-memory killer, or its node went away); see the job log and Ray's "

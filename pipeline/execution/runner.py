@@ -29,6 +29,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from pipeline.execution.errors import WarmWorkerLost
 from pipeline.execution.phases import mark_phase
 from pipeline.execution.stop_signals import StopSignals
 from pipeline.execution.warm_pool import warm_pool, worker_key
@@ -143,10 +144,6 @@ def run_in_warm_worker(
         return value
     finally:
         ray.get(pool.release.remote(name, reusable))
-
-
-class WarmWorkerLost(RuntimeError):
-    """A job's warm worker died under it: killed, out of memory, or recycled because the driver went silent."""
 
 
 class GpuRequestError(ValueError):
