@@ -25,21 +25,21 @@ RAY = str(Path(sys.executable).parent / "ray")
 LONGEST_FIRST = (
     "tests/e2e/test_tiny_dag.py",
     "tests/cluster/test_slurm.py",
-    "tests/bench/test_paper_shapes.py",
     "tests/train/test_run_integrity.py",
+    "tests/bench/test_paper_shapes.py",
     "tests/test_warm_workers.py",
+    "tests/test_preflight.py",
     "tests/train/test_resume.py",
-    "tests/planning/test_fit.py",
     "tests/models/test_discretize.py",
+    "tests/planning/test_fit.py",
+    "tests/test_driver_stop.py",
     "tests/data/test_data_cache.py",
-    "tests/planning/test_cost.py",
 )
-"""The longest test modules, longest first (their wall time in CI from a fresh clone of 466f9a9, 2026-11-24: the
-tiny DAG ~24 min; the SLURM cluster and the paper-shape smoke ~5 min each; run integrity ~4.5; the warm workers'
-module, added later, 11.5 without the data fixture at a 1-minute load of 30 on 2026-11-27;
-resume ~2; the rest 1–1.5), then the others. ``-n 2 --dist loadfile`` hands modules to the workers in this order:
-the tiny DAG takes one worker, the other works through the long modules beside it, and the short ones come last,
-so both workers finish close together."""
+"""The longest test modules, longest first (worker time in CI from a fresh clone of a953c91 with three workers,
+2026-11-27: the tiny DAG ~19 min; the SLURM cluster ~15; run integrity ~10; the paper-shape smoke ~7; the warm
+workers ~4; the preflight and resume ~3; the rest under 2), then the others. ``-n 3 --dist loadfile`` hands
+modules to the workers in this order: the three longest take a worker each, the long modules follow, and the short
+ones come last, so the workers finish close together."""
 
 
 READ_THE_TINY_DAG = ("tests/evaluate/test_run_interfaces.py", "tests/train/test_finetune_sources.py")
