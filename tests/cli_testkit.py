@@ -1,12 +1,18 @@
 """``python -m pipeline <verb>`` in a subprocess, as the tests run a job's command (``from cli_testkit import
-pipeline_verb``: tests/ is on the tests' import path, as for tests/models/models_testkit.py)."""
+pipeline_verb``: tests/ is on the tests' import path, as for tests/models/models_testkit.py), and the tiny
+``pretrain`` job the training tests run that way."""
 
+import dataclasses
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from pipeline.config import RunSpec, load_preset, pretrain_runs
+
 ROOT = Path(__file__).resolve().parent.parent
+PIPELINE = [sys.executable, "-m", "pipeline"]
+"""The command line of the pipeline's verbs, as a rule's shell runs them."""
 
 
 def pipeline_verb(
@@ -16,10 +22,41 @@ def pipeline_verb(
     (``RAY_AUTH_MODE=disabled``) and ``env`` on top; its output captured as text, its exit status left to the
     caller."""
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
+        [*PIPELINE, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         env={**os.environ, "RAY_AUTH_MODE": "disabled", **(env or {})},
         timeout=timeout,
     )
+
+
+def tiny_spec(**train) -> RunSpec:
+    """The tiny preset's ``wt103-small-gpt`` with the ``train`` fields given."""
+    base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
+    return dataclasses.replace(base, train=dataclasses.replace(base.train, **train))
+
+
+def pretrain_args(
+    spec: RunSpec,
+    run_dir: Path,
+    data: Path,
+    *extra: str,
+    cache: Path | None = None,
+    ray: tuple[str, ...] = ("--ray-num-cpus", "1"),
+) -> list[str]:
+    """The ``pretrain`` verb's arguments: ``spec`` into ``run_dir`` on the tiny data in ``data`` (or ``cache``), on
+    ``ray`` (default: an embedded Ray of one CPU), then ``extra``."""
+    return [
+        "pretrain",
+        "--spec",
+        spec.to_json(),
+        "--run-dir",
+        str(run_dir),
+        "--cache",
+        str(cache or data / "caches" / "wt103-bpe"),
+        "--tokenizer",
+        str(data / "tokenizers" / "bpe"),
+        *ray,
+        *extra,
+    ]

@@ -3,22 +3,19 @@ and what one job leaves in its worker changes nothing of the next one's results;
 reused; a job's log shows its output while it runs; a job whose driver was killed stops and frees its worker; a job
 whose worker was killed ends with one sentence."""
 
-import dataclasses
 import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_testkit import PIPELINE, ROOT, pipeline_verb, pretrain_args, tiny_spec
 
-from pipeline.config import load_preset, pretrain_runs
 from pipeline.execution.warm_workers import HEARTBEAT_S
 
-ROOT = Path(__file__).resolve().parents[1]
 TIMINGS = {"tokens_per_s", "step_s", "throughput/loading_time", "mean_tokens_per_s"}
 """Wall-clock measurements in a run's metrics and summary: the only values two runs of one spec may differ in."""
 
@@ -28,45 +25,15 @@ def data(tiny_data_workdir) -> Path:
     return tiny_data_workdir / "results" / "tiny" / "data"
 
 
-def tiny_spec(**train):
-    base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
-    return dataclasses.replace(base, train=dataclasses.replace(base.train, **train))
-
-
-def pretrain_args(spec, run_dir: Path, data: Path, *ray: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pipeline",
-        "pretrain",
-        "--spec",
-        spec.to_json(),
-        "--run-dir",
-        str(run_dir),
-        "--cache",
-        str(data / "caches" / "wt103-bpe"),
-        "--tokenizer",
-        str(data / "tokenizers" / "bpe"),
-        *ray,
-    ]
-
-
 def pretrain(spec, run_dir: Path, data: Path, *ray: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        pretrain_args(spec, run_dir, data, *ray),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
-        timeout=600,
-    )
+    return pipeline_verb(*pretrain_args(spec, run_dir, data, ray=ray))
 
 
 def start_pretrain(spec, run_dir: Path, data: Path, log: Path, ray_head: str) -> subprocess.Popen:
     """A pretraining job's driver on the warm path, its stderr (the job's log) going to ``log``."""
     with log.open("w") as stderr:
         return subprocess.Popen(
-            pretrain_args(spec, run_dir, data, "--ray-address", ray_head),
+            [*PIPELINE, *pretrain_args(spec, run_dir, data, ray=("--ray-address", ray_head))],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=stderr,

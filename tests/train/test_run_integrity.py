@@ -2,41 +2,15 @@
 to one fingerprint, GPUs that JAX must see, and the resume-path faults as sentences (SIGTERM → checkpoint → resume:
 tests/test_driver_stop.py)."""
 
-import dataclasses
 import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
-from cli_testkit import pipeline_verb
+from cli_testkit import pipeline_verb, pretrain_args, tiny_spec
 
-from pipeline.config import load_preset, pretrain_runs
 from pipeline.train.identity import IDENTITY_FILE, RunIdentity, cache_digest, claim_run_folder, tokenizer_digest
-
-
-def tiny_spec(**train):
-    base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
-    return dataclasses.replace(base, train=dataclasses.replace(base.train, **train))
-
-
-def pretrain_args(spec, run_dir: Path, data: Path, *extra: str, cache: Path | None = None) -> list[str]:
-    """The ``pretrain`` verb's arguments: ``spec`` into ``run_dir`` on the tiny data in ``data`` (or ``cache``), one
-    Ray CPU, then ``extra``."""
-    return [
-        "pretrain",
-        "--spec",
-        spec.to_json(),
-        "--run-dir",
-        str(run_dir),
-        "--cache",
-        str(cache or data / "caches" / "wt103-bpe"),
-        "--tokenizer",
-        str(data / "tokenizers" / "bpe"),
-        "--ray-num-cpus",
-        "1",
-        *extra,
-    ]
 
 
 def metric_records(run_dir: Path) -> list[dict]:
