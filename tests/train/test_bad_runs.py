@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_testkit import pipeline_verb
+from cli_testkit import pipeline_verb, pretrain_args, tiny_spec
 
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
 
@@ -71,26 +71,9 @@ def test_finetune_without_its_source_checkpoint_stops_before_starting(tmp_path):
 
 def test_nan_loss_stops_the_run_and_says_so(tiny_data_workdir):
     data = tiny_data_workdir / "results" / "tiny" / "data"
-    base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
-    spec = dataclasses.replace(
-        base,
-        train=dataclasses.replace(
-            base.train, steps=6, lr=1e12, warmup_fraction=0.0, eval_every=6, checkpoint_every=6, eval_batches=1
-        ),
-    )
+    spec = tiny_spec(steps=6, lr=1e12, warmup_fraction=0.0, eval_every=6, checkpoint_every=6, eval_batches=1)
     run_dir = tiny_data_workdir / "nan-run"
-    result = pipeline_verb(
-        "pretrain",
-        "--spec",
-        spec.to_json(),
-        "--run-dir",
-        str(run_dir),
-        "--cache",
-        str(data / "caches" / "wt103-bpe"),
-        "--tokenizer",
-        str(data / "tokenizers" / "bpe"),
-        timeout=300,
-    )
+    result = pipeline_verb(*pretrain_args(spec, run_dir, data, ray=()), timeout=300)
     assert result.returncode == 1
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith("error: wt103-small-gpt: training loss became nan at step ")

@@ -4,11 +4,11 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import draccus
 import pytest
+from cli_testkit import PIPELINE, pretrain_args, tiny_spec
 from levanter.tracker import TrackerConfig
 
 from pipeline.artifacts import read_metrics, resume_metrics
@@ -90,10 +90,7 @@ def test_two_presets_runs_of_one_run_id_are_different_wandb_runs_with_the_preset
 def test_a_run_with_tensorboard_and_offline_wandb_writes_all_three(tiny_data_workdir, tmp_path):
     """One tiny pretraining job with every tracker; W&B offline with an unreachable server (no network used)."""
     data = tiny_data_workdir / "results" / "tiny" / "data"
-    base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
-    spec = dataclasses.replace(
-        base, train=dataclasses.replace(base.train, steps=4, eval_every=2, checkpoint_every=4, eval_batches=1)
-    )
+    spec = tiny_spec(steps=4, eval_every=2, checkpoint_every=4, eval_batches=1)
     run_dir = tmp_path / spec.run_id
     env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
     env.update(
@@ -103,22 +100,7 @@ def test_a_run_with_tensorboard_and_offline_wandb_writes_all_three(tiny_data_wor
         WANDB_BASE_URL="http://127.0.0.1:9",
     )
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline",
-            "pretrain",
-            "--spec",
-            spec.to_json(),
-            "--run-dir",
-            str(run_dir),
-            "--cache",
-            str(data / "caches" / "wt103-bpe"),
-            "--tokenizer",
-            str(data / "tokenizers" / "bpe"),
-            "--ray-num-cpus",
-            "1",
-        ],
+        [*PIPELINE, *pretrain_args(spec, run_dir, data)],
         cwd=ROOT,
         capture_output=True,
         text=True,
