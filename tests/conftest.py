@@ -68,31 +68,43 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def tiny_data_workdir(tmp_path_factory):
+def tiny_data_workdir(tmp_path_factory, worker_id):
     """A Snakemake working directory where the real rules have built the tiny preset's WikiText-stand-in data
-    (corpus, BPE tokenizer, Levanter cache)."""
-    workdir = tmp_path_factory.mktemp("tiny-data")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(workdir),
-            "--profile",
-            str(ROOT / "profiles" / "ci"),
-            "results/tiny/data/caches/wt103-bpe",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    (corpus, BPE tokenizer, Levanter cache). Built once per test session, as ``tiny_dag``: the first pytest-xdist
+    worker to ask builds it in the folder the workers share, under a file lock, and records the outcome; every worker
+    gets its own copy (outputs and Snakemake's records of them, mtimes kept), so that what its tests write there
+    (Snakemake runs, bad runs) stays its own."""
+    from filelock import FileLock
+
+    shared = shared_folder(tmp_path_factory, worker_id)
+    built, record = shared / "tiny-data-built", shared / "tiny-data.json"
+    with FileLock(shared / "tiny-data.lock"):
+        if not record.exists():
+            env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+            result = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "snakemake",
+                    "-s",
+                    str(ROOT / "workflow" / "Snakefile"),
+                    "--directory",
+                    str(built),
+                    "--profile",
+                    str(ROOT / "profiles" / "ci"),
+                    "results/tiny/data/caches/wt103-bpe",
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=600,
+            )
+            record.write_text(json.dumps({"returncode": result.returncode, "stderr": result.stderr[-3000:]}))
+    outcome = json.loads(record.read_text())
+    assert outcome["returncode"] == 0, outcome["stderr"]
+    workdir = tmp_path_factory.getbasetemp() / "tiny-data"
+    shutil.copytree(built, workdir, symlinks=True, ignore=shutil.ignore_patterns("locks"))
     return workdir
 
 

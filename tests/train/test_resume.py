@@ -52,7 +52,7 @@ def final_parameters(run_dir: Path) -> list[np.ndarray]:
 def test_sigkilled_run_resumes_to_the_same_parameters(tiny_data_workdir):
     data_dir = tiny_data_workdir / "results" / "tiny" / "data"
     base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
-    train = dataclasses.replace(base.train, steps=240, checkpoint_every=40, eval_every=120)
+    train = dataclasses.replace(base.train, steps=120, checkpoint_every=20, eval_every=60)
     spec = dataclasses.replace(base, train=train)
     runs = data_dir.parent / "resume-runs"
 
@@ -67,7 +67,7 @@ def test_sigkilled_run_resumes_to_the_same_parameters(tiny_data_workdir):
         start_new_session=True,
     )
     deadline = time.time() + 300
-    while not any((killed / "checkpoints").glob("step-40/metadata.json")) and time.time() < deadline:
+    while not any((killed / "checkpoints").glob("step-20/metadata.json")) and time.time() < deadline:
         time.sleep(0.2)
     os.killpg(job.pid, signal.SIGKILL)
     job.wait()
