@@ -15,6 +15,18 @@ PIPELINE = [sys.executable, "-m", "pipeline"]
 """The command line of the pipeline's verbs, as a rule's shell runs them."""
 
 
+def snakemake_in(workdir: Path) -> list[str]:
+    """The command line of Snakemake on this repository's workflow in the working directory ``workdir``; the
+    caller adds the profile, targets and options."""
+    return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory", str(workdir)]
+
+
+def venv_on_path() -> dict[str, str]:
+    """This process's environment with the virtual environment's ``bin`` first on ``PATH``, where Snakemake's jobs
+    find ``python`` and the tools."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
 def pipeline_verb(
     *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess:

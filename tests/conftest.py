@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_testkit import snakemake_in, venv_on_path
 
 ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")
@@ -80,16 +81,10 @@ def tiny_data_workdir(tmp_path_factory, worker_id):
     built, record = shared / "tiny-data-built", shared / "tiny-data.json"
     with FileLock(shared / "tiny-data.lock"):
         if not record.exists():
-            env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+            env = venv_on_path()
             result = subprocess.run(
                 [
-                    sys.executable,
-                    "-m",
-                    "snakemake",
-                    "-s",
-                    str(ROOT / "workflow" / "Snakefile"),
-                    "--directory",
-                    str(built),
+                    *snakemake_in(built),
                     "--profile",
                     str(ROOT / "profiles" / "ci"),
                     "results/tiny/data/caches/wt103-bpe",

@@ -4,14 +4,14 @@ checkpoint at the stop step), Ray after it, the lock is released, and a rerun re
 another micro-batch (not part of the run's identity) which its summary records."""
 
 import json
-import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
+
+from cli_testkit import snakemake_in, venv_on_path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "results/tiny/runs/wt103-small-gpt"
@@ -21,13 +21,7 @@ STEPS = 150
 def driver_args(workdir: Path, micro_batch: int | None = None) -> list[str]:
     train = f"steps: {STEPS}, eval_every: {STEPS}, micro_batch_size: {micro_batch or 'null'}"
     return [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(ROOT / "workflow" / "Snakefile"),
-        "--directory",
-        str(workdir),
+        *snakemake_in(workdir),
         "--profile",
         str(ROOT / "profiles" / "ci"),
         f"{RUN}/summary.json",
@@ -47,7 +41,7 @@ def test_sigterm_to_the_local_driver_stops_its_training_job_with_a_checkpoint_an
 ):
     workdir = tmp_path / "driver"
     shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = venv_on_path()
     driver = subprocess.Popen(
         driver_args(workdir), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
     )

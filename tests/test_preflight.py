@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_testkit import snakemake_in
 
 from pipeline.cli import main
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
@@ -33,13 +34,7 @@ pytestmark = pytest.mark.e2e
 def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(workdir),
+            *snakemake_in(workdir),
             "--profile",
             str(ROOT / "profiles" / "ci"),
             *args,

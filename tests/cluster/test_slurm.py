@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_testkit import snakemake_in, venv_on_path
 
 from pipeline.preflight.report import IDENTITY_COLUMNS, MEASURED_COLUMNS
 
@@ -84,20 +85,14 @@ def test_tiny_dag_runs_offline_through_the_slurm_profile(tmp_path, slurm_partiti
     each job's embedded Ray counts the CPUs SLURM gave the job."""
     links = subprocess.run(["ip", "-n", NETNS, "-o", "link"], capture_output=True, text=True, check=True).stdout
     assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"]
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = venv_on_path()
     run = "results/tiny/runs/owt-large-gpt/summary.json"
     downstream = "results/tiny/downstream/owt-large-gpt/downstream.csv"
     preflight = "results/tiny/preflight/gpt-large-g0-mb0/row.json"
     started = time.monotonic()
     result = subprocess.run(
         in_netns(
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(tmp_path),
+            *snakemake_in(tmp_path),
             "--profile",
             str(ROOT / "profiles" / "slurm"),
             "--config",
@@ -205,9 +200,9 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     assert any(re.fullmatch(r"slurm_extra='--signal=URG@\d+'", item) for item in profile["default-resources"])
     workdir = tmp_path / "walltime"
     shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = venv_on_path()
     run, steps = "results/tiny/runs/wt103-small-gpt", 700  # ~47 s of updates on 2 idle cores: more than a
-    # 1-minute job trains after its start-up (~20 s idle), so at least 2 chunks; 3–5 under CI's load
+    # 1-minute job trains after its start-up (~20 s idle), so at least 2 chunks (3 alone on an idle machine, 2026-11-27)
     train = f"steps: {steps}, eval_every: {steps}, eval_batches: 1, checkpoint_every: {steps}"
     site = localhost_site(
         tmp_path, slurm_partition, max_runtime_min=1, signal_lead_s=2, device="cpu2", chunk_startup_min=0.5
@@ -215,13 +210,7 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     started = time.monotonic()
     result = subprocess.run(
         in_netns(
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(workdir),
+            *snakemake_in(workdir),
             f"{run}/summary.json",
             "--profile",
             str(ROOT / "profiles" / "slurm"),

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from cli_testkit import pipeline_verb
+from cli_testkit import pipeline_verb, snakemake_in, venv_on_path
 from tokenizers import Tokenizer
 
 from pipeline.config.site import EXAMPLE, load_site
@@ -230,16 +230,10 @@ def test_the_site_hub_mirror_defaults_to_the_hub_and_must_be_a_url(tmp_path):
 
 def run_snakemake(workdir: Path, preset: Path, site: Path, *targets: str, keep_going: bool = False) -> str:
     """Snakemake's output; it must succeed unless ``keep_going`` (then the jobs that can run do)."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = venv_on_path()
     result = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(workdir),
+            *snakemake_in(workdir),
             "--cores",
             "1",
             "--show-failed-logs",

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_testkit import snakemake_in
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,13 +21,7 @@ def snakemake(workdir: Path, ray_address: str, *args: str, config: tuple[str, ..
     }
     return subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(workdir),
+            *snakemake_in(workdir),
             "--profile",
             str(ROOT / "profiles" / "ci"),
             *args,

@@ -1,11 +1,10 @@
 """The Snakemake report of the report rules, rendered in headless Chromium, lists and shows each figure."""
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from chromium import assert_report_shows_figures, chromium_binary
+from cli_testkit import snakemake_in, venv_on_path
 from contract_files import populate_preset
 
 from pipeline.config import load_preset, pretrain_runs
@@ -23,16 +22,10 @@ TARGETS = [
 
 def snakemake(workdir: Path, *args: str) -> None:
     """Snakemake on ``TARGETS`` with only the report's rules allowed (the synthetic inputs stand for the rest)."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = venv_on_path()
     result = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(workdir),
+            *snakemake_in(workdir),
             "--cores",
             "2",
             *args,
