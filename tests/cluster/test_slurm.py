@@ -201,8 +201,10 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     workdir = tmp_path / "walltime"
     shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
     env = venv_on_path()
-    run, steps = "results/tiny/runs/wt103-small-gpt", 700  # ~47 s of updates on 2 idle cores: more than a
-    # 1-minute job trains after its start-up (~20 s idle), so at least 2 chunks (3 alone on an idle machine, 2026-11-27)
+    # ~100 s of updates on 2 idle cores (~25 per s, 2026-11-27): more than one job can train even if SLURM ends it
+    # late. SLURM checks limits and sends --signal on a 30-s timer, so a 1-minute job can run ~90 s (one trained all of
+    # 700 updates); alone, jobs trained 170 to 1160 updates each.
+    run, steps = "results/tiny/runs/wt103-small-gpt", 2400
     train = f"steps: {steps}, eval_every: {steps}, eval_batches: 1, checkpoint_every: {steps}"
     site = localhost_site(
         tmp_path, slurm_partition, max_runtime_min=1, signal_lead_s=2, device="cpu2", chunk_startup_min=0.5
