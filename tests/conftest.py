@@ -71,33 +71,23 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def tiny_data_workdir(tmp_path_factory, worker_id):
     """A Snakemake working directory where the real rules have built the tiny preset's WikiText-stand-in data
-    (corpus, BPE tokenizer, Levanter cache). Built once per test session, as ``tiny_dag``: the first pytest-xdist
-    worker to ask builds it in the folder the workers share, under a file lock, and records the outcome; every worker
-    gets its own copy (outputs and Snakemake's records of them, mtimes kept), so that what its tests write there
-    (Snakemake runs, bad runs) stays its own."""
-    from filelock import FileLock
+    (corpus, BPE tokenizer, Levanter cache). Built once per test session (``built_once``) in the folder the
+    pytest-xdist workers share; every worker gets its own copy (outputs and Snakemake's records of them, mtimes
+    kept), so that what its tests write there (Snakemake runs, bad runs) stays its own."""
 
-    shared = shared_folder(tmp_path_factory, worker_id)
-    built, record = shared / "tiny-data-built", shared / "tiny-data.json"
-    with FileLock(shared / "tiny-data.lock"):
-        if not record.exists():
-            env = venv_on_path()
-            result = subprocess.run(
-                [
-                    *snakemake_in(built),
-                    "--profile",
-                    str(ROOT / "profiles" / "ci"),
-                    "results/tiny/data/caches/wt103-bpe",
-                ],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=600,
-            )
-            record.write_text(json.dumps({"returncode": result.returncode, "stderr": result.stderr[-3000:]}))
-    outcome = json.loads(record.read_text())
-    assert outcome["returncode"] == 0, outcome["stderr"]
+    def build(built: Path) -> dict:
+        result = subprocess.run(
+            [*snakemake_in(built), "--profile", str(ROOT / "profiles" / "ci"), "results/tiny/data/caches/wt103-bpe"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=venv_on_path(),
+            timeout=600,
+        )
+        return {"returncode": result.returncode, "output": result.stderr[-3000:]}
+
+    built = shared_folder(tmp_path_factory, worker_id) / "tiny-data-built"
+    built_once(built, build)
     workdir = tmp_path_factory.getbasetemp() / "tiny-data"
     shutil.copytree(built, workdir, symlinks=True, ignore=shutil.ignore_patterns("locks"))
     return workdir
@@ -153,26 +143,37 @@ def shared_folder(tmp_path_factory, worker_id: str) -> Path:
     return tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
 
 
-@pytest.fixture(scope="session")
-def tiny_dag(request, tmp_path_factory, worker_id) -> Path:
-    """``results/tiny`` of the whole tiny DAG and its report, built once per test session. Under pytest-xdist every
-    worker has its own session, so the first worker to ask builds it in the folder the workers share, under a file
-    lock that the others wait on (pytest-xdist's recipe for a session fixture built once), and records the outcome
-    there: a failed build fails the others at once instead of being built again. Its working directory starts from
-    the builder's ``tiny_data_workdir``, and its jobs run on the builder's ``ray_head``."""
-    from e2e.dag_snakemake import build_tiny_dag
+def built_once(folder: Path, build) -> dict:
+    """The record of ``build(folder)`` (a dict with ``returncode`` and ``output``), kept in ``<folder>.json``. Under
+    pytest-xdist every worker has its own session, so the first worker to ask builds, under a file lock that the
+    others wait on (pytest-xdist's recipe for a session fixture built once), and records the outcome: a failed build
+    fails the others at once instead of being built again."""
     from filelock import FileLock
 
-    shared = shared_folder(tmp_path_factory, worker_id)
-    workdir, record = shared / "tiny-dag", shared / "tiny-dag.json"
-    with FileLock(shared / "tiny-dag.lock"):
+    record = folder.with_name(f"{folder.name}.json")
+    with FileLock(folder.with_name(f"{folder.name}.lock")):
         if not record.exists():
-            ray_address = request.getfixturevalue("ray_head")
-            built = build_tiny_dag(workdir, request.getfixturevalue("tiny_data_workdir"), ray_address)
-            output = built.stdout[-4000:] + built.stderr[-4000:]
-            record.write_text(json.dumps({"returncode": built.returncode, "output": output, "ray": ray_address}))
+            record.write_text(json.dumps(build(folder)))
     outcome = json.loads(record.read_text())
     assert outcome["returncode"] == 0, outcome["output"]
+    return outcome
+
+
+@pytest.fixture(scope="session")
+def tiny_dag(request, tmp_path_factory, worker_id) -> Path:
+    """``results/tiny`` of the whole tiny DAG and its report, built once per test session (``built_once``) in the
+    folder the pytest-xdist workers share. Its working directory starts from the builder's ``tiny_data_workdir``, and
+    its jobs run on the builder's ``ray_head``."""
+    from e2e.dag_snakemake import build_tiny_dag
+
+    def build(workdir: Path) -> dict:
+        ray_address = request.getfixturevalue("ray_head")
+        built = build_tiny_dag(workdir, request.getfixturevalue("tiny_data_workdir"), ray_address)
+        output = built.stdout[-4000:] + built.stderr[-4000:]
+        return {"returncode": built.returncode, "output": output, "ray": ray_address}
+
+    workdir = shared_folder(tmp_path_factory, worker_id) / "tiny-dag"
+    built_once(workdir, build)
     return workdir / "results" / "tiny"
 
 
