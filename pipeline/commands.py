@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pipeline.execution.driver_stop import child_processes, stop_jobs_on_signals
 from pipeline.execution.job_env import RAY_FRESH_PROCESS_ENV, RAY_PLACEMENT_ENV
+from pipeline.execution.local_ray import start_local_ray
 from pipeline.execution.stop_signals import DRIVER_STOP_SIGNALS
 
 
@@ -25,7 +26,7 @@ def start_shared_local_ray(num_cpus: int) -> str:
     import ray
 
     before_ray = {number: signal.getsignal(number) for number in DRIVER_STOP_SIGNALS}
-    context = ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    context = start_local_ray(num_cpus=num_cpus, log_to_driver=False)
     stop_jobs_on_signals(before_ray, spared=child_processes(os.getpid()), shutdown=ray.shutdown)
     address = context.address_info["gcs_address"]
     os.environ[RAY_PLACEMENT_ENV["address"]] = address

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from cli_testkit import snakemake_in, venv_on_path
 
+from pipeline.execution.local_ray import LOCAL_RAY_SYSTEM_CONFIG
+
 ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")
 
@@ -101,7 +103,8 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def ray_head():
-    """An external Ray cluster (``ray start --head`` on loopback, 2 CPUs) and its address. Its temp dir is short
+    """An external Ray cluster (``ray start --head`` on loopback, 2 CPUs, the settings of a Ray the pipeline starts
+    itself: ``pipeline.execution.local_ray``) and its address. Its temp dir is short
     because Ray's Unix sockets live there (107-byte limit); token auth is off because separately started Ray
     processes here do not share a token. Its processes run in their own process group, which the teardown kills:
     ``ray stop`` would also stop the Ray clusters of other test workers running in parallel."""
@@ -118,6 +121,7 @@ def ray_head():
             "--num-cpus=2",
             "--include-dashboard=false",
             "--disable-usage-stats",
+            f"--system-config={json.dumps(LOCAL_RAY_SYSTEM_CONFIG)}",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

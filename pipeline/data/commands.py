@@ -80,13 +80,12 @@ def _cache(args: argparse.Namespace) -> None:
     if args.ray_address:
         os.environ["RAY_ADDRESS"] = args.ray_address
     elif args.builder == "ray":
-        import ray
-
         from pipeline.execution.job_env import slurm_allocation
+        from pipeline.execution.local_ray import start_local_ray
 
         # Levanter's builder joins this Ray: inside a SLURM job it gets the job's CPUs, not the whole node's.
         allocation = {**slurm_allocation(), **({"num_cpus": args.ray_num_cpus} if args.ray_num_cpus else {})}
-        ray.init(address="local", include_dashboard=False, **allocation)
+        start_local_ray(**allocation)
     with atomic_directory(args.out, overwrite=True) as staging:
         stats = {
             split: build_token_cache(

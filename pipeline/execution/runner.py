@@ -30,6 +30,7 @@ from functools import partial
 from typing import Any
 
 from pipeline.execution.errors import WarmWorkerLost
+from pipeline.execution.local_ray import start_local_ray
 from pipeline.execution.phases import mark_phase
 from pipeline.execution.stop_signals import StopSignals
 from pipeline.execution.warm_pool import warm_pool, worker_key
@@ -65,19 +66,15 @@ def run_on_ray(
     env_vars[GPU_MEMORY_FRACTION_ENV] = str(gpu_memory_fraction())
     if not uses_torch:
         env_vars["USE_TORCH"] = "0"
-    init_args: dict[str, Any] = {
-        "include_dashboard": False,
-        "log_to_driver": True,
-        "runtime_env": {"env_vars": env_vars},
-    }
+    init_args: dict[str, Any] = {"log_to_driver": True, "runtime_env": {"env_vars": env_vars}}
     if address is None:
         # Inside a SLURM job: the job's CPUs and GPUs, not the node's (an explicit num_cpus still wins).
-        init_args.update({"address": "local", **slurm_allocation(), **({"num_cpus": num_cpus} if num_cpus else {})})
+        mark_phase("ray")
+        start_local_ray(**{**init_args, **slurm_allocation(), **({"num_cpus": num_cpus} if num_cpus else {})})
     else:
         require_ray_cluster_answers(address)
-        init_args["address"] = address
-    mark_phase("ray")
-    ray.init(**init_args)
+        mark_phase("ray")
+        ray.init(address=address, include_dashboard=False, **init_args)
     try:
         available = ray.cluster_resources().get("GPU", 0)
         if num_gpus > available:
