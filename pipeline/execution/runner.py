@@ -67,13 +67,13 @@ def run_on_ray(
     if not uses_torch:
         env_vars["USE_TORCH"] = "0"
     init_args: dict[str, Any] = {"log_to_driver": True, "runtime_env": {"env_vars": env_vars}}
+    if address is not None:
+        require_ray_cluster_answers(address)
+    mark_phase("ray")
     if address is None:
         # Inside a SLURM job: the job's CPUs and GPUs, not the node's (an explicit num_cpus still wins).
-        mark_phase("ray")
         start_local_ray(**{**init_args, **slurm_allocation(), **({"num_cpus": num_cpus} if num_cpus else {})})
     else:
-        require_ray_cluster_answers(address)
-        mark_phase("ray")
         ray.init(address=address, include_dashboard=False, **init_args)
     try:
         available = ray.cluster_resources().get("GPU", 0)
