@@ -1,6 +1,7 @@
 """`python -m pipeline bench dag` on a synthetic finished DAG: phase markers in job logs + Snakemake benchmarks."""
 
 import csv
+import os
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ from cli_testkit import pipeline_verb
 
 from pipeline.bench.dag import job_timings, kind_table, phase_seconds
 from pipeline.cli import main
+from pipeline.execution.phases import MARKER
 
 BENCHMARK_HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
@@ -142,3 +144,22 @@ def test_a_ray_task_logs_its_start_and_return():
 
 def test_markers_of_the_same_millisecond_keep_their_log_order():
     assert phase_seconds(marker("task", 5) + marker("shutdown", 5) + marker("exit", 7)) == {"task": 0, "shutdown": 2}
+
+
+def test_a_job_marks_its_ray_stopping_itself_after_the_task_returns():
+    """The driver's own markers (not those forwarded from the Ray worker, which Ray can drop as it stops) begin the
+    ``shutdown`` phase after the task returned, so an embedded Ray's stop is not counted as the task's last phase."""
+    code = (
+        "from pipeline.execution.runner import run_on_ray; "
+        "assert run_on_ray('operator:add', 1, 1, address=None, num_cpus=1) == 2"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    driver_lines = "\n".join(line for line in result.stderr.splitlines() if " pid=" not in line)
+    assert [m["name"] for m in MARKER.finditer(driver_lines)] == ["ray", "shutdown"], result.stderr[-3000:]
