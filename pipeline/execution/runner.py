@@ -97,8 +97,8 @@ def run_on_ray(
                 logger.error("%s failed in its Ray task:\n%s", task_name(target), error)
                 raise error.cause from None
     finally:
-        # Marked here, not only by the task: a Ray worker's last log lines can be lost when Ray stops, and its Ray's
-        # stop (1 to 1.5 s for an embedded one) would count as the task's last phase.
+        # Marked here, not only by the task: a Ray worker's last log lines can be lost when Ray stops, and the stop
+        # of an embedded Ray would then count as the task's last phase.
         mark_phase("shutdown")
         ray.shutdown()
 
