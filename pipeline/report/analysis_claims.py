@@ -98,8 +98,9 @@ def clustering_parts(sweep: pd.DataFrame, regime: str, cut: float) -> dict[str, 
 
 def clustering_claims(sweep_csv: Path | None) -> list[dict]:
     """(6) in three parts (``clustering_parts``) on the sweep's ``claim`` regime at the claim's cut, each a primary
-    claim (> 50 % of seeds, minimum effect ``power.EFFECT_FRACTION``) whose caption shows the ``control`` regime
-    (equal mean strength); the other cuts and the ``sensitivity`` regimes are sensitivity rows."""
+    claim (> 50 % of seeds, minimum effect ``power.EFFECT_FRACTION``); the claim regime's rows show the ``control``
+    regime (equal mean strength) in their caption; the other cuts and the ``sensitivity`` regimes are sensitivity
+    rows."""
     if sweep_csv is None:
         return []
     sweep = read_csv(
@@ -125,7 +126,7 @@ def clustering_claims(sweep_csv: Path | None) -> list[dict]:
         primary = regime == claim_regime and cut == CLUSTER_CUTS[0]
         setting = roles.loc[regime]
         for part, (interval, among) in clustering_parts(sweep, regime, cut).items():
-            control = controls[cut][part][0] if cut in controls else None
+            control = controls[cut][part][0] if regime == claim_regime and cut in controls else None
             caption = (
                 f"; equal-mean control {control.mean:.0%} [{control.low:.0%}, {control.high:.0%}]" if control else ""
             )
