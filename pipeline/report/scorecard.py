@@ -52,15 +52,17 @@ class ScorecardInputs:
 
 def decide(claims: list[dict], plans: list[Plan], seeds: dict[str, int]) -> tuple[list[dict], str]:
     """The family is what the design (``plans`` at the preset's ``seeds``, ``power.powered_family``) powers, fixed
-    before the run: Holm counts each member hypothesis once, with the largest p of its rows (it must hold on each)
-    or p = 1 when it has no scored row; each row of a member gets the adjusted p and its verdict (a fraction below
-    its plan's minimum effect stays inconclusive). A primary claim outside the family is not tested at this scale."""
+    before the run: Holm counts each member hypothesis once, with the largest p of its rows (it must hold on each),
+    a row that cannot be scored (or no row) counting as p = 1; each row of a member gets the adjusted p and its
+    verdict (a fraction below its plan's minimum effect stays inconclusive). A primary claim outside the family is
+    not tested at this scale."""
     family, _ = powered_family(plans, seeds)
     minimum = {plan.hypothesis: plan.effect for plan in plans if plan.test == "sign"}
     members = sorted(family)
     rows = {member: [claim for claim in claims if claim.get("hypothesis") == member] for member in members}
     p_values = [
-        max((row["p"] if row["scored"] else math.nan for row in rows[member]), default=math.nan) for member in members
+        max((row["p"] if row["scored"] and math.isfinite(row["p"]) else 1.0 for row in rows[member]), default=1.0)
+        for member in members
     ]
     for member, adjusted in zip(members, holm(p_values), strict=True):
         for claim in rows[member]:
