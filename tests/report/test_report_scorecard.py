@@ -403,3 +403,23 @@ def test_a_significant_fraction_below_the_minimum_effect_is_inconclusive(tmp_pat
     row = by_item(pd.DataFrame(decided)).loc[primary(CLUSTERING_PARTS[1])]
     assert row["ours"] == pytest.approx(139 / 208) and row["p"] < 1e-5
     assert row["status"] == INCONCLUSIVE and "below the minimum effect 75%" in row["evidence"]
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_a_hypothesis_on_several_rows_counts_once_with_its_largest_p(order):
+    """(4) on two rows, one clear (p = 0.001) and one with a single value (no p): Holm counts the hypothesis once
+    with p = 1 — it must hold on each row — whichever row comes first."""
+    from pipeline.report.claim_rows import claim
+    from pipeline.report.intervals import Interval
+
+    rows = [
+        claim("(4) OV", "Fig. 2a/b", Interval(0.8, 0.6, 0.9, 6, 0.001), "ρ", "", hypothesis="(4) spectra grow with t"),
+        claim(
+            "(4) QK", "Fig. 2a/b", Interval(0.8, math.nan, math.nan, 1), "ρ", "", hypothesis="(4) spectra grow with t"
+        ),
+    ][::order]
+    for row in rows:
+        row["claimed"] = "above"
+    decided, family = decide(rows, MINI_PLANS, {"(4) spectra grow with t": 40})
+    assert "Holm family (1 hypotheses" in family
+    assert [(row["status"], row["p_holm"]) for row in decided] == [(INCONCLUSIVE, 1.0)] * 2
