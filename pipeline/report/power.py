@@ -142,6 +142,20 @@ def spread(differences: pd.Series, source: str) -> tuple[float, str, int]:
     return sd, f"{source} ({n} seeds, df {n - 1})" if n > 1 else f"{source}: no recorded spread", n
 
 
+def lora_hypotheses(config: dict) -> dict[str, tuple[str, int]]:
+    """Claim (2)'s primary hypotheses in ``config``: per fine-tune direction, LoRA at N′ = L/2 and N′ = L (L the
+    DiffEqFormer source's steps), each with its scorecard row's item and its N′."""
+    finetune = config.get("finetune") or {}
+    hypotheses = {}
+    for source, target in finetune.get("directions", []) if "lora" in finetune.get("methods", {}) else []:
+        size = config["pretrain"][f"{source}-{finetune['diffeq_source']}"]["size"]
+        layers = config["sizes"][size]["num_layers"]
+        for depth, steps in (("L/2", layers // 2), ("L", layers)):
+            item = f"(2) lora DiffEqFormer N′={steps} beats GPT, {source}→{target}"
+            hypotheses[f"(2) lora N′={depth}, {source}→{target}"] = (item, steps)
+    return hypotheses
+
+
 def planned_claims(config: dict, study_csv: Path = STUDY_CSV) -> list[Plan]:
     """The primary claims of ``config``'s design, each planned with the spread ``study_csv`` recorded on the same
     stand-in (table group, fine-tune direction) the preset runs (docs/experiments.md, "Power and the family")."""
@@ -164,14 +178,10 @@ def planned_claims(config: dict, study_csv: Path = STUDY_CSV) -> list[Plan]:
             gap = wide["shared"] - others if "shared" in wide else pd.Series(dtype=float)
             sd, source, n = spread(gap, f"per-seed Δ log-ppl shared − best other, {group}, {study_csv.name}")
             plans.append(Plan(f"(5) weight sharing is worse, {group}", "t", sd, EFFECT_NATS, source, n))
-    finetune = config.get("finetune") or {}
-    layers = config["sizes"][finetune["diffeq_source"]]["num_layers"] if finetune else 0
-    for source_data, target in finetune.get("directions", []) if "lora" in finetune.get("methods", {}) else []:
-        for depth, steps in (("L/2", layers // 2), ("L", layers)):
-            item = f"(2) lora DiffEqFormer N′={steps} beats GPT, {source_data}→{target}"
-            sd, n = interval_sd(claims.loc[item]) if item in claims.index else (math.nan, 0)
-            source = f"95 % interval of '{item}' ({n} seeds, df {n - 1})" if n else f"'{item}': no recorded spread"
-            plans.append(Plan(f"(2) lora N′={depth}, {source_data}→{target}", "t", sd, EFFECT_NATS, source, n))
+    for hypothesis, (item, _) in lora_hypotheses(config).items():
+        sd, n = interval_sd(claims.loc[item]) if item in claims.index else (math.nan, 0)
+        source = f"95 % interval of '{item}' ({n} seeds, df {n - 1})" if n else f"'{item}': no recorded spread"
+        plans.append(Plan(hypothesis, "t", sd, EFFECT_NATS, source, n))
     spectra = [interval_sd(row) for item, row in claims.iterrows() if re.match(r"\(4\) \w+ spectrum grows", item)]
     plans.append(
         Plan(
@@ -231,11 +241,8 @@ def preset_seeds(config: dict) -> dict[str, int]:
             design[f"(1) better, {group}"] = design[f"(1) non-inferior, {group}"] = seeds
         if "shared" in families:
             design[f"(5) weight sharing is worse, {group}"] = seeds
-    if "lora" in finetune.get("methods", {}):
-        layers = config["sizes"][finetune["diffeq_source"]]["num_layers"]
-        for source, target in finetune["directions"]:
-            for depth, steps in (("L/2", layers // 2), ("L", layers)):
-                design[f"(2) lora N′={depth}, {source}→{target}"] = seeds if steps in finetune["steps_grid"] else 0
+    for hypothesis, (_, steps) in lora_hypotheses(config).items():
+        design[hypothesis] = seeds if steps in finetune["steps_grid"] else 0
     spectra = config.get("analysis", {}).get("spectra", {}).get("runs", [])
     design["(4) spectra grow with t"] = min(
         (sum(run.startswith(f"{group}-diffeq-") for run in spectra) for group in groups), default=0

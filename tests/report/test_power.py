@@ -30,7 +30,8 @@ def test_the_power_design_reads_the_spread_of_the_stand_in_the_preset_runs(tmp_p
     says from how many seeds), never the other's."""
     study = recorded_study(tmp_path / "study.csv", {"owt-small": 0.114, "wt103-small": 0.02})
     mini = load_preset({"preset": "mini"})
-    config = {**mini, "pretrain": {group: {**mini["pretrain"]["owt-small"], "dataset": group.split("-")[0]}}}
+    pretrain = {group: {**mini["pretrain"]["owt-small"], "dataset": group.split("-")[0]}}
+    config = {**mini, "pretrain": pretrain, "finetune": None}
     plans = {plan.hypothesis: plan for plan in planned_claims(config, study)}
     better = plans[f"(1) better, {group}"]
     assert better.sd == pytest.approx(sd) and better.sd_seeds == 6 and "(6 seeds, df 5)" in better.sd_source
