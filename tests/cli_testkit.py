@@ -3,7 +3,9 @@ pipeline_verb``: tests/ is on the tests' import path, as for tests/models/models
 job the training tests run that way, and the same job as a ``TrainJob`` the loop tests hand to ``train_run`` in
 process."""
 
+import contextlib
 import dataclasses
+import logging
 import os
 import subprocess
 import sys
@@ -56,6 +58,20 @@ def tiny_job(data: Path, run_dir: Path, cache: Path | None = None, **train) -> T
     return TrainJob.pretraining(
         tiny_spec(**train), run_dir, cache or data / "caches" / "wt103-bpe", data / "tokenizers" / "bpe"
     )
+
+
+@contextlib.contextmanager
+def logged(name: str):
+    """The messages logged to the logger ``name`` (and those below it) inside the block, as a list. The loop's
+    ``levanter.initialize`` replaces the root logger's handlers, pytest's ``caplog`` among them."""
+    messages: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logging.getLogger(name).addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logging.getLogger(name).removeHandler(handler)
 
 
 def pretrain_args(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_testkit import pipeline_verb, pretrain_args, tiny_job, tiny_spec
+from cli_testkit import logged, pipeline_verb, pretrain_args, tiny_job, tiny_spec
 
 from pipeline.artifacts import read_metrics
 from pipeline.train.identity import IDENTITY_FILE, RunIdentity, cache_digest, claim_run_folder, tokenizer_digest
@@ -54,7 +54,7 @@ def test_a_run_longer_than_two_passes_takes_exactly_its_steps(data, small_cache,
     assert kept == ["step-59"], "only the newest (final) checkpoint is kept by default"
 
 
-def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_path, caplog):
+def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_path):
     """The untrained model's evaluation, the periodic ones (their first ``eval_batches`` batches) and the final one
     (the whole split) all call one jitted Levanter evaluation step, compiled once per run: Levanter 1.2 compiled it
     again for the final evaluator and again on each evaluator's second batch (0.8–1.3 s of CPU per trace and compile
@@ -63,10 +63,10 @@ def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_p
 
     run_dir = tmp_path / "evaluations"
     job = tiny_job(data, run_dir, steps=4, eval_every=2, checkpoint_every=4, eval_batches=2)
-    with jax.log_compiles(), caplog.at_level("WARNING", logger="jax._src.dispatch"):
+    with jax.log_compiles(), logged("jax._src.dispatch") as messages:
         train_run(job)
     assert [r["step"] for r in read_metrics(run_dir / "metrics.jsonl") if "eval_loss" in r] == [0, 2, 4]
-    compiled = re.findall(r"Finished XLA compilation of jit\((\w+)\)", caplog.text)
+    compiled = re.findall(r"Finished XLA compilation of jit\((\w+)\)", "\n".join(messages))
     assert "_train_step" in compiled, "JAX logged no compile of the run"
     assert compiled.count("accum_for_batch") == 1, compiled
 
@@ -171,7 +171,7 @@ def test_jax_without_the_accelerators_the_job_was_given_is_refused():
     )
 
 
-def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the_previous_one(data, tmp_path, caplog):
+def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the_previous_one(data, tmp_path):
     """A torn array file in the newest complete checkpoint (its checksums disagree) and one in the next (no checksums:
     Levanter's load fails) are both moved aside; the same job, run again, resumes from the one before and finishes
     exactly."""
@@ -189,12 +189,14 @@ def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the
         max(chunks, key=lambda path: path.stat().st_size).write_bytes(b"\x00torn write")
     (checkpoints / "step-4" / "checksums.json").unlink()
 
-    result = train_run(job)
+    with logged("pipeline.train.checkpoints") as messages:
+        result = train_run(job)
+    log = "\n".join(messages)
     assert result.resumed_from_step == 3 and result.steps_done == 6
     assert [r["step"] for r in read_metrics(run_dir / "metrics.jsonl") if "loss" in r] == list(range(6))
     assert sorted(p.name for p in (run_dir / "unreadable-checkpoints").iterdir()) == ["step-4", "step-5"]
-    assert "step-5 (" in caplog.text and "no longer match the checksums written at its save" in caplog.text
-    assert "step-4 (" in caplog.text and "it failed to load" in caplog.text
+    assert "step-5 (" in log and "no longer match the checksums written at its save" in log
+    assert "step-4 (" in log and "it failed to load" in log
 
 
 def test_checkpoints_of_another_fingerprint_are_moved_aside_and_the_same_one_resumes(data, tmp_path, caplog):
