@@ -59,10 +59,9 @@ class TrainingStoppedError(RunStopped):
 
 @dataclass(frozen=True)
 class TrainJob:
-    """One training job, handed whole to ``train_run`` (as Levanter's ``TrainLmConfig`` goes to its trainer): the
-    ``spec`` it trains (its run folder's ``config.yaml``) at ``seq_len``, its folders, ``build_model(vocab_axis,
-    key)``, its ``identity`` (``pipeline.train.identity``), and what ``train_run`` says of ``build_in_jit``,
-    ``trainable`` and ``eval_split``."""
+    """One training job, handed whole to ``train_run`` as Levanter's ``TrainLmConfig`` goes to its trainer: the ``spec``
+    (its run folder's ``config.yaml``) at ``seq_len``, its folders, ``build_model(vocab_axis, key)``, its ``identity``
+    (``pipeline.train.identity``), and ``build_in_jit``, ``trainable`` and ``eval_split`` (``train_run``)."""
 
     spec: RunSpec | FinetuneSpec
     seq_len: int
@@ -77,7 +76,13 @@ class TrainJob:
 
     @classmethod
     def pretraining(
-        cls, spec: RunSpec, run_dir: str | Path, cache_dir: str | Path, tokenizer_dir: str | Path, preflight=False
+        cls,
+        spec: RunSpec,
+        run_dir: str | Path,
+        cache_dir: str | Path,
+        tokenizer_dir: str | Path,
+        *,
+        preflight: bool = False,
     ) -> TrainJob:
         """A fresh model of the run's family and dimensions, initialised by its ``init`` scheme
         (``pipeline.models.init``); ``preflight``: a preflight job's bounded spec (``RunIdentity.of``)."""
@@ -104,7 +109,8 @@ class TrainJob:
         source_dir: str | Path,
         cache_dir: str | Path,
         tokenizer_dir: str | Path,
-        preflight=False,
+        *,
+        preflight: bool = False,
     ) -> TrainJob:
         """The source run's final checkpoint resampled (``pipeline.train.finetune``) at the source's ``seq_len``, built
         eagerly; its identity includes the source's (from its ``summary.json``; a preflight source has none, so its
