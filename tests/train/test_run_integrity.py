@@ -14,7 +14,7 @@ from cli_testkit import logged, pipeline_verb, pretrain_args, tiny_job, tiny_spe
 
 from pipeline.artifacts import read_metrics
 from pipeline.train.identity import IDENTITY_FILE, RunIdentity, cache_digest, claim_run_folder, tokenizer_digest
-from pipeline.train.loop import TrainJob, train_run
+from pipeline.train.loop import train_run
 
 
 @pytest.fixture(scope="module")
@@ -114,25 +114,26 @@ def test_a_micro_batch_splits_each_update_into_the_same_update(data, small_cache
 def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, tmp_path):
     """docs/paper.md#fine-tune-test-split: a fine-tune into WikiText-103 is scored on its test split. Step 0 of a full
     fine-tune of a GPT source is the source itself, so its loss equals the source's validation loss on ``validation``
-    and not on ``test``. The source: the tiny GPT trained on WikiText-103 for 2 updates (a complete run folder)."""
+    and not on ``test``. The source: the tiny GPT trained on WikiText-103 for 2 updates; both run in this process
+    through the verbs' Ray task functions (a ``TrainJob`` each, and its summary)."""
     from pipeline.config import finetune_runs, load_preset, pretrain_runs
-    from pipeline.train.runs import pretrain
+    from pipeline.train.runs import finetune, pretrain
 
     tiny = load_preset({"preset": "tiny"})
     tuned = finetune_runs(tiny, pretrain_runs(tiny))["ft-owt-wt103-gpt8-full"]
     assert tuned.eval_split == "test"
-    source, source_dir = tiny_spec(steps=2, eval_every=2, checkpoint_every=2), tmp_path / "source"
-    folders = data / "caches" / "wt103-bpe", data / "tokenizers" / "bpe"
-    source_loss = pretrain(source.to_json(), str(source_dir), *map(str, folders))["val_loss"]
+    source, source_dir = tiny_spec(steps=2, eval_every=2, checkpoint_every=2), str(tmp_path / "source")
+    folders = str(data / "caches" / "wt103-bpe"), str(data / "tokenizers" / "bpe")
+    source_loss = pretrain(source.to_json(), source_dir, *folders)["val_loss"]
     losses = {}
     for split in ("validation", "test"):
         train = dataclasses.replace(tuned.train, steps=1, eval_batches=None)
         spec = dataclasses.replace(
             tuned, source_run=source.run_id, source_dataset="wt103", eval_split=split, train=train
         )
-        result = train_run(TrainJob.finetuning(spec, tmp_path / split, source_dir, *folders))
-        assert result.eval_split == split
-        losses[split] = result.initial_val_loss
+        summary = finetune(spec.to_json(), str(tmp_path / split), source_dir, *folders)
+        assert summary["eval_split"] == split
+        losses[split] = summary["initial_val_loss"]
     assert abs(losses["validation"] - source_loss) < 1e-5
     assert abs(losses["test"] - source_loss) > 1e-3
 
