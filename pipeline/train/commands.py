@@ -27,7 +27,7 @@ def _pretrain(args: argparse.Namespace) -> None:
 
     paths = absolute(args.run_dir, args.cache, args.tokenizer)
     spec = with_micro_batch(args.spec, args.micro_batch)
-    summary = run_on_ray("pipeline.train.pretrain:pretrain", spec, *paths, **ray_placement(args))
+    summary = run_on_ray("pipeline.train.runs:pretrain", spec, *paths, **ray_placement(args))
     logging.info("pretrain finished: %s", json.dumps(summary))
 
 
@@ -43,7 +43,7 @@ def _finetune(args: argparse.Namespace) -> None:
     recorded_fingerprint(args.source)
     paths = absolute(args.run_dir, args.source, args.cache, args.tokenizer)
     spec = with_micro_batch(args.spec, args.micro_batch)
-    summary = run_on_ray("pipeline.train.finetune:finetune", spec, *paths, **ray_placement(args))
+    summary = run_on_ray("pipeline.train.runs:finetune", spec, *paths, **ray_placement(args))
     logging.info("finetune finished: %s", json.dumps(summary))
 
 
