@@ -5,9 +5,10 @@ Each attempt records in ``<run>/attempt.json`` (written atomically) its number, 
 step when it began, and how it ended: ``stopped`` (a stop signal, i.e. SLURM's walltime warning or a preemption, after
 a checkpoint), ``failed`` with its one-sentence error (``pipeline.execution.errors``) and traceback, ``done``, or
 ``running`` while it runs and after it was killed without a word (a lost node, SIGKILL). Attempt 1 (a new
-``snakemake`` call, or the verb by hand) always trains. A later attempt trains where the recorded one stopped, or was
-killed after saving a newer checkpoint than it began from; otherwise it ends at once, repeating the recorded
-attempt's sentence (the record keeps the first failure, so every later attempt repeats that one).
+``snakemake`` call, or the verb by hand) always trains. A later attempt trains where the recorded one stopped, was
+killed after saving a newer checkpoint than it began from, or is this attempt itself, which SLURM requeued after a
+preemption or a node failure (``slurm-requeue``: the same attempt runs again); otherwise it ends at once, repeating
+the recorded attempt's sentence (the record keeps the first failure, so every later attempt repeats that one).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def refusal(record: dict, run_dir: Path, attempt: int, what: str) -> AttemptRefu
             f"{earlier} failed and only a stop by walltime or preemption is retried (fix the cause, then run "
             f"snakemake again); attempt {record['attempt']} said: {record['sentence'].removeprefix('error: ')}"
         )
-    if newest_step(run_dir) > record["from_step"]:
+    if record["attempt"] == attempt or newest_step(run_dir) > record["from_step"]:
         return None
     return AttemptRefused(
         f"{earlier} ended without a sentence (killed: a lost node, the out-of-memory killer) and saved no checkpoint "

@@ -57,12 +57,6 @@ def _micro_batch(value: str) -> int:
     return int(value)
 
 
-def _attempt(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    return int(value)
-
-
 def _add_job_options(verb: argparse.ArgumentParser) -> None:
     """``--micro-batch`` and ``--attempt`` of a training verb."""
     verb.add_argument(
@@ -74,7 +68,7 @@ def _add_job_options(verb: argparse.ArgumentParser) -> None:
     )
     verb.add_argument(
         "--attempt",
-        type=_attempt,
+        type=int,
         default=1,
         help="Snakemake's attempt of this job (default 1: a new call, which always trains); a later attempt trains "
         "only where the one before it was stopped by its walltime or a preemption (pipeline.train.attempts)",

@@ -13,6 +13,7 @@ from cli_testkit import pipeline_verb, pretrain_args, snakemake_in, tiny_spec, v
 
 from pipeline.execution.errors import RunStopped
 from pipeline.execution.phases import MARKER
+from pipeline.planning.status import run_state
 from pipeline.train.attempts import ATTEMPT_FILE, AttemptRefused, recorded_attempt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,13 +68,17 @@ def test_a_retry_after_a_walltime_stop_trains_and_a_new_call_always_trains(tmp_p
     assert json.loads((tmp_path / ATTEMPT_FILE).read_text())["outcome"] == "done"
 
 
-def test_a_retry_after_an_attempt_killed_without_a_word_trains_only_if_it_saved_a_checkpoint(tmp_path):
+def test_a_retry_after_an_attempt_killed_without_a_word_trains_only_if_it_saved_a_checkpoint_or_was_requeued(tmp_path):
     saved_checkpoint(tmp_path, 4)
     (tmp_path / ATTEMPT_FILE).write_text(json.dumps({"attempt": 1, "from_step": 4, "outcome": "running"}))
     with pytest.raises(AttemptRefused, match=r"attempt 1 ended without a sentence .* no checkpoint after step 4;"):
         attempt(tmp_path, 2)
     saved_checkpoint(tmp_path, 8)
     assert attempt(tmp_path, 2)
+    (tmp_path / ATTEMPT_FILE).write_text(json.dumps({"attempt": 2, "from_step": 8, "outcome": "running"}))
+    with pytest.raises(AttemptRefused, match=r"attempt 2 ended without a sentence .* no checkpoint after step 8;"):
+        attempt(tmp_path, 3)
+    assert attempt(tmp_path, 2), "SLURM requeued attempt 2 after a preemption: it runs again"
 
 
 def test_the_pretrain_verb_refuses_a_retry_after_a_real_failure_before_ray_starts(tmp_path):
@@ -131,3 +136,5 @@ def test_snakemake_does_not_train_a_run_again_after_its_first_attempt_failed(tin
     assert log.strip().splitlines()[-1].endswith(refusal), log[-3000:]
     assert "Submitting pretrain" not in log, log[-3000:]
     assert log_path.stat().st_mtime - float(MARKER.search(log)["time"]) < 30, log[-3000:]
+    state = run_state(workdir / "results" / "tiny", "pretrain", "wt103-small-gpt", 40, gpus=0, chunks=1)
+    assert (state.state, state.detail) == ("failed", log.strip().splitlines()[-1])
