@@ -87,7 +87,8 @@ class AdamInStateState(NamedTuple):
 def scale_by_adam_in_state(b1: float, b2: float, eps: float) -> optax.GradientTransformation:
     """optax's ``scale_by_adam`` reading β1, β2, ε from its state: m ← (1 − β1)·g + β1·m, v ← (1 − β2)·g² + β2·v,
     u = (m/(1 − β1^t)) / (√(v/(1 − β2^t)) + ε), in optax's operation order, with 1 − β rounded from a Python float
-    as optax does (``b1_complement``, ``b2_complement``)."""
+    as optax does (``b1_complement``, ``b2_complement``). The numbers are this transform's own float32 state, not
+    ``inject_hyperparams``'s, which casts to the parameters' dtype (β2 0.999 is 1.0 in bfloat16)."""
 
     def init(params) -> AdamInStateState:
         return AdamInStateState(
