@@ -73,17 +73,17 @@ def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_p
 
 def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_path):
     """Runs of the tiny GPT after a first one, in one JAX persistent compilation cache (JAX logs each cache miss):
-    with another seed, the run compiles nothing; with other step counts, learning rate and warm-up, it compiles no
-    train step and no evaluation step (only the initialisation, whose optimizer state starts from the schedule's
-    numbers). Before, the schedule's numbers were constants of the train step and the model's key one of the
-    initialisation (``pipeline.train.schedule``), and programs compiled in under 1 s (the evaluation step) were not
-    cached (``pipeline.train.setup.PERSISTENT_CACHE_EVERY_PROGRAM``)."""
+    with another seed, the run compiles nothing; with other step counts, learning rate, warm-up and Adam's β1, β2, ε,
+    it compiles no train step and no evaluation step (only the initialisation, whose optimizer state starts from those
+    numbers). Before, the schedule's numbers and β1, β2, ε were constants of the train step and the model's key one
+    of the initialisation (``pipeline.train.schedule``), and programs compiled in under 1 s (the evaluation step) were
+    not cached (``pipeline.train.setup.PERSISTENT_CACHE_EVERY_PROGRAM``)."""
     env = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache"), "JAX_EXPLAIN_CACHE_MISSES": "1"}
     shape = {"eval_every": 2, "checkpoint_every": 2, "eval_batches": 1}
     runs = {
         "first": tiny_spec(steps=2, **shape),
         "other seed": tiny_spec(steps=2, seed=1, **shape),
-        "other schedule": tiny_spec(steps=4, lr=3e-3, warmup_fraction=0.5, **shape),
+        "other numbers": tiny_spec(steps=4, lr=3e-3, warmup_fraction=0.5, beta1=0.8, beta2=0.95, epsilon=1e-6, **shape),
     }
     misses = {}
     for name, spec in runs.items():
@@ -92,7 +92,7 @@ def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_pa
         misses[name] = set(re.findall(r"PERSISTENT COMPILATION CACHE MISS for '(\w+)'", result.stderr))
     assert {"jit__train_step", "jit_init_and_merge", "jit_accum_for_batch"} <= misses["first"]
     assert misses["other seed"] == set()
-    assert not {"jit__train_step", "jit_accum_for_batch"} & misses["other schedule"]
+    assert not {"jit__train_step", "jit_accum_for_batch"} & misses["other numbers"]
 
 
 def test_a_micro_batch_splits_each_update_into_the_same_update(data, small_cache, tmp_path):
