@@ -1,4 +1,4 @@
-"""What the grid reads back from a preflight report (pipeline/planning/preflight_rows.py): measured throughput in the
+"""What the grid reads back from a preflight report (pipeline/planning/measured.py): measured throughput in the
 cost preview and the training walltimes (a pretraining shape's; a fine-tune method's), and the stop of a red row (a
 training shape's; a stage job's) in the grid's dry run."""
 
@@ -16,9 +16,10 @@ from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import EXAMPLE, load_site
 from pipeline.planning.cost import preview
 from pipeline.planning.grid import Grid
-from pipeline.planning.jobs import STARTUP_MIN, JobSizing
+from pipeline.planning.jobs import JobSizing
+from pipeline.planning.measured import PreflightError, read_preflight_rows
 from pipeline.planning.model_cost import model_cost
-from pipeline.planning.preflight_rows import PreflightError, read_rows
+from pipeline.planning.placement import STARTUP_MIN
 from pipeline.preflight.report import COLUMNS, markdown, with_verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -398,6 +399,6 @@ def test_a_preflight_row_reads_back_typed_and_a_column_that_does_not_apply_as_no
     report = write_report(
         tmp_path / "preflight.csv", "finetune-lora", "ft-owt-wt103-diffeq6-n3-lora", "h100", budget_bytes="n/a"
     )
-    row = read_rows(report)["finetune-lora"]
+    row = read_preflight_rows(report)["finetune-lora"]
     assert (row.tokens_per_s_per_device, row.peak_memory_bytes, row.budget_bytes) == (100.0, 1e9, None)
     assert (row.run_id, row.device_label, row.verdict) == ("ft-owt-wt103-diffeq6-n3-lora", "h100", "ok")

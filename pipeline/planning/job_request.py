@@ -80,3 +80,32 @@ class JobRequest:
     def sbatch_flags(self) -> tuple[str, ...]:
         """The job's further sbatch flags, its walltime warning capped by its ``minutes`` (``Placement.flags``)."""
         return () if self.placement is None else self.placement.flags(self.minutes)
+
+    def resources(self) -> dict:
+        """The request under Snakemake's and the SLURM executor plugin's resource names (one node; ``needed_min``
+        the job's own estimate, else its walltime), plus the pipeline's own (``micro_batch``, ``chunks``) that a
+        rule's shell command reads."""
+        values = {"gpu": self.gpus, "micro_batch": self.micro_batch}
+        if self.placement is not None:
+            values |= {
+                "slurm_partition": self.placement.partition,
+                "slurm_account": self.placement.account,
+                "qos": self.placement.qos,
+                "constraint": self.placement.constraint,
+                "slurm_extra": " ".join(self.sbatch_flags),
+                "nodes": 1,
+                "gpu_model": self.gpu_model,
+                "cpus_per_task": self.cpus,
+                "mem_mb": self.mem_mb,
+                "runtime": self.minutes,
+                "needed_min": self.minutes if self.needed_minutes is None else self.needed_minutes,
+                "chunks": self.chunks,
+            }
+        return values
+
+    def for_preflight(self, minutes: int) -> JobRequest:
+        """The request of the preflight job that stands for this job: granted ``minutes`` in one chunk (its need:
+        those minutes); without a site (no walltime) this request as it is."""
+        if self.minutes is None:
+            return self
+        return dataclasses.replace(self, minutes=minutes, needed_minutes=minutes, chunks=1)

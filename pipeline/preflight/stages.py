@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from pipeline.evaluate import BATCH_SIZE
 from pipeline.planning.grid import Grid
 from pipeline.planning.job_request import JobRequest
-from pipeline.planning.preflight_rows import FINETUNE_METHODS, finetune_stage
+from pipeline.planning.measured import FINETUNE_METHODS, finetune_stage
 
 FINETUNE_UPDATES = 3
 LM_EVAL_LIMIT = 2

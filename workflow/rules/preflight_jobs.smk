@@ -4,7 +4,6 @@ and each job's inputs, settings and resources."""
 import functools
 import os
 
-from pipeline.planning.slurm_resources import preflight_walltime
 from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, run_shapes, training_shapes
 from pipeline.preflight.stages import STAGE_KINDS, DownstreamStage, FinetuneStage, stage_jobs
 
@@ -43,8 +42,10 @@ def preflight_job_inputs(wildcards):
 def preflight_plan_option(wildcards):
     """The fit row's plan of the shape's job (with a site), else none: the job plans itself."""
     shape = preflight_shape(wildcards)
-    row = JOBS.fit_row(shape.run_id, shape.gpus) if SITE is not None and shape.gpus else None
-    return [] if row is None else ["--planned-bytes", row["total_bytes"], "--budget-bytes", row["usable_bytes"]]
+    if SITE is None or not shape.gpus:
+        return []
+    row = JOBS.measured.fit_row(shape.run_id, shape.gpus, SITE.gpu_memory_bytes)
+    return [] if row is None else ["--planned-bytes", row.total_bytes, "--budget-bytes", row.usable_bytes]
 
 
 def preflight_job_resources():
@@ -53,7 +54,7 @@ def preflight_job_resources():
     def shape_of(wildcards):
         preflight = preflight_shape(wildcards)
         shape = JOBS.training(preflight.run_id, check_preflight=False)
-        return preflight_walltime(shape, preflight.minutes)
+        return shape.for_preflight(preflight.minutes)
 
     return rule_resources(shape_of, JobKind.TRAINING)
 
@@ -94,4 +95,4 @@ def preflight_stage_settings(wildcards, input):
 def preflight_stage_shape(wildcards):
     """A stage job's shape: its fine-tune's or analysis's, for ``PREFLIGHT_RUNTIME_MIN`` minutes."""
     shape = preflight_stage_jobs()[wildcards.kind].resources(JOBS)
-    return preflight_walltime(shape, PREFLIGHT_RUNTIME_MIN)
+    return shape.for_preflight(PREFLIGHT_RUNTIME_MIN)
