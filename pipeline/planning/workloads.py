@@ -51,16 +51,14 @@ class ModelRecipe:
 @dataclasses.dataclass(frozen=True)
 class Workload:
     """One job of the grid on the run ``run``; a subclass per kind says what differs (its id, batch, devices,
-    passes, model, verb and the preflight row that stands for it), so that no reader branches on ``kind``.
+    passes, model and the preflight row that stands for it), so that no reader branches on ``kind``.
 
-    ``kind``: the fit table's ``role`` and the workload's name in a plan; ``stage``: the cost preview's stage;
-    ``verb``: the ``python -m pipeline`` verb that runs it."""
+    ``kind``: the fit table's ``role`` and the workload's name in a plan; ``stage``: the cost preview's stage."""
 
     run: RunSpec
 
     kind: ClassVar[str]
     stage: ClassVar[str]
-    verb: ClassVar[str]
     noun: ClassVar[str]
     """What a message calls it: ``<noun> <id>``."""
     trains: ClassVar[bool] = True
@@ -159,7 +157,7 @@ class Workload:
 class Pretraining(Workload):
     """A pretraining run; its preflight row is its shape's (``JobSizing.preflight_shape``)."""
 
-    kind, stage, verb, noun = "pretrain", "pretrain", "pretrain", "run"
+    kind, stage, noun = "pretrain", "pretrain", "run"
     preflight_row_kind = "pretrain"
     measured_by_shape = True
 
@@ -167,7 +165,7 @@ class Pretraining(Workload):
 class MemoryProbe(Workload):
     """A memory probe (Fig. 16): one step of its whole batch on one node's GPUs."""
 
-    kind, stage, verb, noun = "probe", "probe", "memory-probe", "memory probe"
+    kind, stage, noun = "probe", "probe", "memory probe"
     whole_batch = True
 
 
@@ -177,7 +175,7 @@ class Finetuning(Workload):
     source's, discretised to N' Euler steps (a DiffEqFormer source) or the baseline at its own depth."""
 
     finetune: FinetuneSpec
-    kind, stage, verb, noun = "finetune", "finetune", "finetune", "fine-tune"
+    kind, stage, noun = "finetune", "finetune", "fine-tune"
 
     @property
     def run_id(self) -> str:
@@ -230,7 +228,7 @@ class Downstream(Workload):
     """lm-eval's forward passes on the pretrained run ``run`` (App. C.7), on one GPU, ``BATCH_SIZE`` requests per
     forward pass; the preflight's lm-eval stage job stands for it."""
 
-    kind, stage, verb, noun = "downstream", "evaluate", "downstream", "downstream"
+    kind, stage, noun = "downstream", "evaluate", "downstream"
     trains = False
 
     @property

@@ -5,7 +5,7 @@ import functools
 import os
 
 from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, run_shapes, training_shapes
-from pipeline.preflight.stages import STAGE_KINDS, DownstreamStage, FinetuneStage, stage_jobs
+from pipeline.preflight.stages import STAGE_KINDS, stage_jobs
 
 PREFLIGHT = f"{RESULTS}/preflight"
 PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
@@ -63,16 +63,13 @@ def preflight_stage_inputs(wildcards):
     """The source shape's preflight row (its checkpoint beside it), the tokenizer, and the token cache: a fine-tune's
     target's, else the source run's; lm-eval also its task files and prefetch records."""
     job = preflight_stage_jobs()[wildcards.kind]
-    inputs = {"source": f"{PREFLIGHT}/{job.source_shape}/row.json"}
-    if isinstance(job, FinetuneStage):
-        spec = FINETUNE_RUNS[job.run_id]
-        inputs |= {
-            "cache": f"{DATA}/caches/{spec.target_dataset}-{spec.tokenizer}",
-            "tokenizer": f"{DATA}/tokenizers/{spec.tokenizer}",
-        }
-    else:
-        inputs |= run_data(job.run_id)
-    if isinstance(job, DownstreamStage):
+    workload = GRID.workloads[job.run_id]
+    inputs = {
+        "source": f"{PREFLIGHT}/{job.source_shape}/row.json",
+        "cache": f"{DATA}/caches/{workload.dataset}-{workload.tokenizer}",
+        "tokenizer": f"{DATA}/tokenizers/{workload.tokenizer}",
+    }
+    if job.reads_lm_eval_tasks:
         inputs |= {
             "task_files": EVALUATE_TASK_FILES,
             "prefetched": [f"{PREFETCH}/lm_eval/{task}.json" for task in HUB_ITEMS["lm_eval_tasks"]],
@@ -81,15 +78,10 @@ def preflight_stage_inputs(wildcards):
 
 
 def preflight_stage_settings(wildcards, input):
-    """What the stage's verb is given besides paths, as JSON: the fine-tune's spec, or the preset's section."""
-    job = preflight_stage_jobs()[wildcards.kind]
-    if isinstance(job, FinetuneStage):
-        return FINETUNE_RUNS[job.run_id].to_json()
-    if isinstance(job, DownstreamStage):
-        task_dir = None if EVALUATE_TASK_DIR is None else str(EVALUATE_TASK_DIR)
-        settings = {**config["downstream"], "task_dir": task_dir, "pair": EVALUATED_RUN_PAIR[job.run_id]}
-        return json.dumps({**settings, "prefetched": [os.path.abspath(path) for path in input.prefetched]})
-    return json.dumps(config["analysis"][job.kind])
+    """What the stage's verb is given besides paths, as JSON (pipeline/preflight/stages.py ``StageJob.settings``)."""
+    task_dir = None if EVALUATE_TASK_DIR is None else str(EVALUATE_TASK_DIR)
+    prefetched = [os.path.abspath(path) for path in input.get("prefetched", [])]
+    return preflight_stage_jobs()[wildcards.kind].settings(GRID, {"task_dir": task_dir, "prefetched": prefetched})
 
 
 def preflight_stage_shape(wildcards):
