@@ -10,9 +10,9 @@ import yaml
 from cli_testkit import dry_run
 
 from pipeline.config import REPO_ROOT, finetune_runs, load_preset, pretrain_runs
+from pipeline.config.paths import BENCHMARKS_DIR
 from pipeline.planning.cost import preview
 from pipeline.planning.grid import Grid
-from pipeline.planning.throughput import BENCHMARKS_DIR
 from pipeline.train.identity import RunIdentity
 
 STUDY_BUDGET_S = 90 * 60

@@ -30,16 +30,34 @@ import logging
 import math
 from pathlib import Path
 
+from pipeline.config.paths import BENCHMARKS_DIR
 from pipeline.config.site import preset_results
 from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec
 from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
 from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, plan_key
 from pipeline.planning.grid import Grid
 from pipeline.planning.model_cost import model_cost
-from pipeline.planning.throughput import THROUGHPUT_COLUMNS, default_throughput_path
 from pipeline.planning.workloads import Workload, workload_vocab_size
 
 logger = logging.getLogger(__name__)
+THROUGHPUT_COLUMNS = (
+    "device",
+    "family",
+    "size",
+    "hidden_dim",
+    "num_layers",
+    "seq_len",
+    "params",
+    "tokens_per_s_per_gpu",
+    "measured_on",
+    "notes",
+)
+"""Columns of a measured throughput table (one row per device, family and size; tokens/s of training)."""
+
+
+def default_throughput_path(device: str) -> Path:
+    """``bench throughput-sizes``' table of ``device``."""
+    return BENCHMARKS_DIR / f"throughput-sizes-{device}.csv"
 
 
 class PreflightError(ValueError):

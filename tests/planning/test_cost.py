@@ -8,9 +8,9 @@ import pytest
 from pipeline.bench import throughput_sizes
 from pipeline.cli import main
 from pipeline.config import load_preset
-from pipeline.planning import cost, lm_eval_size, throughput
+from pipeline.planning import cost, lm_eval_size
 from pipeline.planning.grid import Grid
-from pipeline.planning.measured import read_throughput
+from pipeline.planning.measured import THROUGHPUT_COLUMNS, read_throughput
 from pipeline.planning.workloads import vocab_size
 
 H100_PEAK_BF16 = 989e12
@@ -26,7 +26,7 @@ def paper_workloads(paper):
     return {(w.stage, w.model_id): w for w in Grid.load(paper).costed}
 
 
-def write_table(path, rows, columns=throughput.THROUGHPUT_COLUMNS):
+def write_table(path, rows, columns=THROUGHPUT_COLUMNS):
     with path.open("w", newline="") as stream:
         writer = csv.DictWriter(stream, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
@@ -111,19 +111,19 @@ def test_measured_table_overrides_the_estimate_for_its_sizes(tmp_path):
     [
         (
             [table_row("gpt", "large", 36, 1e5)],
-            [c for c in throughput.THROUGHPUT_COLUMNS if c != "tokens_per_s_per_gpu"],
+            [c for c in THROUGHPUT_COLUMNS if c != "tokens_per_s_per_gpu"],
             "missing column 'tokens_per_s_per_gpu'",
         ),
         (
             [table_row("gpt", "large", 36, "fast")],
-            throughput.THROUGHPUT_COLUMNS,
+            THROUGHPUT_COLUMNS,
             "column 'tokens_per_s_per_gpu' must hold a positive number on line 2",
         ),
-        ([table_row("gpt", "large", 36.5, 1e5)], throughput.THROUGHPUT_COLUMNS, "column 'num_layers'"),
-        ([table_row("gpt", "large", 36, 1e5)] * 2, throughput.THROUGHPUT_COLUMNS, "line 3 repeats family 'gpt'"),
+        ([table_row("gpt", "large", 36.5, 1e5)], THROUGHPUT_COLUMNS, "column 'num_layers'"),
+        ([table_row("gpt", "large", 36, 1e5)] * 2, THROUGHPUT_COLUMNS, "line 3 repeats family 'gpt'"),
         (
             [table_row("gpt", "large", 36, 1e5, device="a100")],
-            throughput.THROUGHPUT_COLUMNS,
+            THROUGHPUT_COLUMNS,
             "no row for device 'h100'",
         ),
     ],

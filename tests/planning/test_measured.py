@@ -6,8 +6,7 @@ import csv
 from pipeline.artifacts import csv_text
 from pipeline.config import load_preset
 from pipeline.planning.grid import Grid
-from pipeline.planning.measured import MeasuredTable
-from pipeline.planning.throughput import THROUGHPUT_COLUMNS
+from pipeline.planning.measured import THROUGHPUT_COLUMNS, MeasuredTable
 from pipeline.preflight.report import COLUMNS, with_verdicts
 
 GRID = Grid.load(load_preset({"preset": "tiny"}))
