@@ -40,10 +40,11 @@ from typing import Any
 
 from pipeline.config.site import Site, preset_results
 from pipeline.planning.grid import Grid
-from pipeline.planning.job_request import JobKind, JobRequest
 from pipeline.planning.measured import FitTableError, MeasuredTable, shape_id
 from pipeline.planning.placement import (
     CHAIN_MARGIN_RETRIES,
+    JobKind,
+    JobRequest,
     node_gpu_counts,
     placement,
     site_request,

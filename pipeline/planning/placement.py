@@ -1,4 +1,5 @@
-"""Where and how long a job runs at a SLURM site, whatever the job: its partition and sbatch options
+"""What one job asks of a SLURM site and where it runs, whatever the job: its kind (``JobKind``), sbatch options
+(``Placement``) and request (``JobRequest``, which renders its own Snakemake resources); its partition
 (``placement``), the walltime it is granted and the chain of jobs a resumable run longer than its partition's limit
 takes (``walltime``, ``chunk_count``), and the request of a job of known GPUs and minutes (``site_request``): the
 site's side of job sizing; ``pipeline.planning.jobs`` computes each job's GPUs and minutes
@@ -6,14 +7,119 @@ site's side of job sizing; ``pipeline.planning.jobs`` computes each job's GPUs a
 
 A job that cannot resume (data, fit, lm-eval, GPU analyses) and needs longer than its partition's limit raises
 ``WalltimeError`` naming the job, its estimate and the limit: nothing is clipped.
+
+A training job is warned ``signal_lead_s`` before its walltime ends (``--signal=URG@<lead>``), so that it saves a
+checkpoint and stops. SLURM sends no warning whose lead reaches back to the job's start, so a job's lead is capped at
+half its walltime: a job shorter than twice the site's lead (a preflight job, a short run) is warned half-way.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import math
 
 from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, Site
-from pipeline.planning.job_request import JobKind, JobRequest, Placement
+
+
+class JobKind(enum.StrEnum):
+    """A kind of job, valued as the site file's ``slurm_extra`` keys name it: pretraining and fine-tunes
+    (``TRAINING``); lm-eval, the GPU analyses and memory probes (``GPU``); corpus, tokenizer, token cache and fit
+    (``CPU``)."""
+
+    TRAINING = "training"
+    GPU = "gpu"
+    CPU = "cpu"
+
+    @property
+    def resumable(self) -> bool:
+        """A training job: it trains at a ``micro_batch``, is warned ``signal_lead_s`` before its walltime ends and
+        resumes from its checkpoint, so a run longer than its partition's limit is a chain of ``chunks`` jobs."""
+        return self is JobKind.TRAINING
+
+    @property
+    def on_gpu(self) -> bool:
+        """Runs on the GPU partition at a site with GPUs (else on the CPU partition)."""
+        return self is not JobKind.CPU
+
+    @property
+    def partition_keys(self) -> tuple[str, str]:
+        """The site file's keys of its partition and that partition's walltime limit."""
+        return ("gpu_partition", "max_runtime_min") if self.on_gpu else ("cpu_partition", "cpu_max_runtime_min")
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where a kind of job runs at a site, as sbatch options: its partition, account, QoS, node constraint, further
+    flags (the reservation, the site's extras for the kind), and a training job's walltime warning lead (0: none)."""
+
+    partition: str
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    sbatch_flags: tuple[str, ...] = ()
+    signal_lead_s: int = 0
+
+    def flags(self, minutes: int | None = None) -> tuple[str, ...]:
+        """The sbatch flags of a job of ``minutes`` walltime (None: not yet known, the lead uncapped): ``sbatch_flags``
+        and the warning ``--signal=URG@<lead>``, the lead at most half the walltime (module docstring)."""
+        if not self.signal_lead_s:
+            return self.sbatch_flags
+        lead = self.signal_lead_s if minutes is None else min(self.signal_lead_s, minutes * 60 // 2)
+        return (*self.sbatch_flags, f"--signal=URG@{lead}")
+
+
+@dataclasses.dataclass(frozen=True)
+class JobRequest:
+    """What one job asks for. Without a site (``placement`` None) a local job on this machine's CPU: ``gpus`` 0 and
+    only ``micro_batch`` set; ``gpu_model`` only on a GPU partition that names one. ``minutes`` is the walltime
+    granted to each SLURM job, ``needed_minutes`` the job's own estimate (None: not estimated) and ``chunks`` how
+    many jobs of ``minutes`` a resumable training run takes, each resuming the previous one's checkpoint."""
+
+    gpus: int = 0
+    micro_batch: int | None = None
+    placement: Placement | None = None
+    gpu_model: str | None = None
+    cpus: int | None = None
+    mem_mb: int | None = None
+    minutes: int | None = None
+    needed_minutes: int | None = None
+    chunks: int = 1
+
+    @property
+    def sbatch_flags(self) -> tuple[str, ...]:
+        """The job's further sbatch flags, its walltime warning capped by its ``minutes`` (``Placement.flags``)."""
+        return () if self.placement is None else self.placement.flags(self.minutes)
+
+    def resources(self) -> dict:
+        """The request under Snakemake's and the SLURM executor plugin's resource names (one node; ``needed_min``
+        the job's own estimate, else its walltime), plus the pipeline's own (``micro_batch``, ``chunks``) that a
+        rule's shell command reads."""
+        values = {"gpu": self.gpus, "micro_batch": self.micro_batch}
+        if self.placement is not None:
+            values |= {
+                "slurm_partition": self.placement.partition,
+                "slurm_account": self.placement.account,
+                "qos": self.placement.qos,
+                "constraint": self.placement.constraint,
+                "slurm_extra": " ".join(self.sbatch_flags),
+                "nodes": 1,
+                "gpu_model": self.gpu_model,
+                "cpus_per_task": self.cpus,
+                "mem_mb": self.mem_mb,
+                "runtime": self.minutes,
+                "needed_min": self.minutes if self.needed_minutes is None else self.needed_minutes,
+                "chunks": self.chunks,
+            }
+        return values
+
+    def for_preflight(self, minutes: int) -> JobRequest:
+        """The request of the preflight job that stands for this job: granted ``minutes`` in one chunk (its need:
+        those minutes); without a site (no walltime) this request as it is."""
+        if self.minutes is None:
+            return self
+        return dataclasses.replace(self, minutes=minutes, needed_minutes=minutes, chunks=1)
+
 
 STARTUP_MIN = DEFAULT_CHUNK_STARTUP_MIN
 """The default of the site's ``chunk_startup_min``: minutes a training job spends before its first step and after
@@ -47,7 +153,7 @@ def node_gpu_counts(batch_size: int, site: Site) -> list[int]:
 def placement(site: Site, kind: JobKind) -> Placement:
     """Where jobs of ``kind`` run: GPU jobs on the GPU partition (on the CPU partition at a site without GPUs), with
     that partition's constraint, and the site's ``slurm_extra`` of the kind; a training job is sent SIGURG
-    ``signal_lead_s`` before its walltime ends (at most half its walltime: ``pipeline.planning.job_request``), so
+    ``signal_lead_s`` before its walltime ends (at most half its walltime: ``Placement.flags``), so
     that it saves a checkpoint and stops (``pipeline.execution.stop_signals``: SLURM signals every process of the
     job, and the embedded Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
     on_gpus = kind.on_gpu and site.gpus_per_node > 0

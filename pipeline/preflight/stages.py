@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 
 from pipeline.evaluate import BATCH_SIZE
 from pipeline.planning.grid import Grid
-from pipeline.planning.job_request import JobRequest
 from pipeline.planning.measured import FINETUNE_METHODS, finetune_stage
+from pipeline.planning.placement import JobRequest
 
 FINETUNE_UPDATES = 3
 LM_EVAL_LIMIT = 2

@@ -6,9 +6,8 @@ import math
 from pipeline.config import load_preset
 from pipeline.config.site import EXAMPLE, load_site
 from pipeline.planning.grid import Grid
-from pipeline.planning.job_request import JobKind, JobRequest
 from pipeline.planning.jobs import GPU_ANALYSIS_MINUTES, JobSizing
-from pipeline.planning.placement import placement
+from pipeline.planning.placement import JobKind, JobRequest, placement
 from pipeline.preflight.stages import DownstreamStage, SpectraStage
 
 SITE = load_site(EXAMPLE)

@@ -1,4 +1,4 @@
-"""Job kinds (pipeline/planning/job_request.py ``JobKind``): the site file's ``slurm_extra`` keys, each with what its
+"""Job kinds (pipeline/planning/placement.py ``JobKind``): the site file's ``slurm_extra`` keys, each with what its
 jobs differ by stated once."""
 
 import dataclasses
@@ -6,8 +6,7 @@ import dataclasses
 import yaml
 
 from pipeline.config.site import EXAMPLE, SITE_SCHEMA, Site, load_site
-from pipeline.planning.job_request import JobKind
-from pipeline.planning.placement import placement, resource_names
+from pipeline.planning.placement import JobKind, placement, resource_names
 
 SITE = load_site(EXAMPLE)
 

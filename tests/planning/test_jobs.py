@@ -9,9 +9,15 @@ import pytest
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import EXAMPLE, load_site
 from pipeline.planning.grid import Grid
-from pipeline.planning.job_request import JobRequest, Placement
 from pipeline.planning.jobs import JobSizing, training_gpus, training_minutes
-from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, STARTUP_MIN, WalltimeError, chunk_count
+from pipeline.planning.placement import (
+    CHAIN_MARGIN_RETRIES,
+    STARTUP_MIN,
+    JobRequest,
+    Placement,
+    WalltimeError,
+    chunk_count,
+)
 from pipeline.preflight.shapes import CHECKPOINT_GB_PER_MIN, PREFLIGHT_BASE_MIN, preflight_minutes
 
 SITE = load_site(EXAMPLE)

@@ -2,7 +2,7 @@
 from pipeline/planning/placement.py, the values from each job's request; a job that cannot be sized stops the
 workflow here)."""
 
-from pipeline.planning.job_request import JobKind
+from pipeline.planning.placement import JobKind
 from pipeline.planning.jobs import JobSizing
 from pipeline.planning.measured import FitTableError, PreflightError
 from pipeline.planning.placement import WalltimeError, resource_names
