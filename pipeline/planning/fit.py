@@ -50,22 +50,14 @@ from typing import Any
 from pipeline.config.site import Site
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.planning.devices import DEVICES
-from pipeline.planning.fit_table import FitRow, fit_table, plan_key
+from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, fit_table, plan_key
 from pipeline.planning.grid import Grid
 from pipeline.planning.plans import plans_in_subprocess
 from pipeline.planning.workloads import Workload, workload_vocab_size
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
-PLAN_BYTES = (
-    "parameters",
-    "trainable_parameters",
-    "param_bytes",
-    "replicated_param_bytes",
-    "optimizer_bytes",
-    "temp_bytes",
-    "total_bytes",
-)
+PLAN_BYTES = FIT_COLUMNS[FIT_COLUMNS.index("parameters") : FIT_COLUMNS.index("device_bytes")]
 """What a plan (``pipeline.planning.plans``) gives a fit row: parameter counts and bytes per device."""
 
 

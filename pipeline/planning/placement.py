@@ -204,24 +204,14 @@ def site_request(
     At a site without GPUs it runs on the CPU partition with the CPU job limits: a training run whose ``minutes``
     were estimated as planned, any other job for the whole limit, its need not estimated."""
     where = placement(site, kind)
-    if site.gpus_per_node == 0:
-        if not kind.resumable or minutes is None:
-            limit = site.partition_limit_min(where.partition)
-            return JobRequest(0, micro_batch, where, None, site.cpu_max_cpus, site.cpu_max_mem_mb, limit)
-        granted, chunks = walltime(site, job, kind, minutes)
-        return JobRequest(0, micro_batch, where, None, site.cpu_max_cpus, site.cpu_max_mem_mb, granted, minutes, chunks)
+    if site.gpus_per_node == 0 and (not kind.resumable or minutes is None):
+        limit = site.partition_limit_min(where.partition)
+        return JobRequest(0, micro_batch, where, None, site.cpu_max_cpus, site.cpu_max_mem_mb, limit)
     granted, chunks = walltime(site, job, kind, minutes)
-    return JobRequest(
-        gpus,
-        micro_batch,
-        where,
-        site.gpu_model,
-        site.cpus_per_gpu * gpus,
-        site.mem_mb_per_gpu * gpus,
-        granted,
-        minutes,
-        chunks,
-    )
+    if site.gpus_per_node == 0:
+        return JobRequest(0, micro_batch, where, None, site.cpu_max_cpus, site.cpu_max_mem_mb, granted, minutes, chunks)
+    cpus, mem_mb = site.cpus_per_gpu * gpus, site.mem_mb_per_gpu * gpus
+    return JobRequest(gpus, micro_batch, where, site.gpu_model, cpus, mem_mb, granted, minutes, chunks)
 
 
 def resource_names(site: Site | None, kind: JobKind) -> list[str]:
