@@ -5,11 +5,15 @@ process."""
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 from pipeline.config import RunSpec, load_preset, pretrain_runs
 from pipeline.train.loop import TrainJob
@@ -97,3 +101,51 @@ def pretrain_args(
         *ray,
         *extra,
     ]
+
+
+def dry_run(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``snakemake <args> -n --printshellcmds`` on this repository's workflow in ``workdir``, run from the
+    repository root (where the profiles are), its output captured as text, its exit status left to the caller."""
+    return subprocess.run(
+        [*snakemake_in(workdir), *args, "-n", "--printshellcmds"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**venv_on_path(), "PYTHONPATH": str(ROOT)},
+        timeout=timeout,
+    )
+
+
+def example_site(path: Path, **changes) -> Path:
+    """``profiles/slurm/site.example.yaml`` with the site keys ``changes``, written to ``path``."""
+    raw = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())
+    raw["site"].update(changes)
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+DROPPED_JOB_FIELDS = ("jobid", "reason")
+"""What a dry run's job block says that changes from run to run: Snakemake's job number and why it runs."""
+
+
+def dry_run_jobs(output: str, workdir: Path) -> list[dict[str, object]]:
+    """The jobs of a dry run's ``output``, sorted, each one record: rule, local or not, its fields (input, output,
+    log, benchmark, wildcards; ``resources`` as a sorted mapping) and its shell command, without
+    ``DROPPED_JOB_FIELDS`` and with ``workdir`` and the repository's path written as placeholders."""
+    jobs: list[dict[str, object]] = []
+    shell = False
+    for line in output.replace(str(workdir), "<workdir>").replace(str(ROOT), "<repo>").splitlines():
+        if match := re.match(r"^(local)?rule (\w+):$", line):
+            jobs.append({"rule": match[2], "local": bool(match[1])})
+            shell = False
+        elif not jobs or not line.strip() or line.startswith("["):
+            shell = False
+        elif line.startswith("Shell command: ") or shell:
+            jobs[-1]["shell"] = (str(jobs[-1].get("shell", "")) + "\n" + line.removeprefix("Shell command: ")).strip()
+            shell = True
+        elif match := re.match(r"^    (\w+): (.*)$", line):
+            if match[1] == "resources":
+                jobs[-1]["resources"] = dict(sorted(item.split("=", 1) for item in match[2].split(", ")))
+            elif match[1] not in DROPPED_JOB_FIELDS:
+                jobs[-1][match[1]] = match[2]
+    return sorted(jobs, key=lambda job: json.dumps(job, sort_keys=True))

@@ -205,7 +205,7 @@ def planned_fit_row():
     as ``fit`` would plan it (its ``plan_key``, memory and usable share) on ``gpus`` GPUs at ``micro_batch``; byte
     columns 0. ``fits_at_paper_batch``: the whole per-GPU batch unless given."""
     from pipeline.execution.job_env import gpu_memory_fraction
-    from pipeline.planning.fit_table import FIT_COLUMNS, plan_key
+    from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, plan_key
     from pipeline.planning.grid import Grid
     from pipeline.planning.workloads import workload_vocab_size
 
@@ -218,28 +218,32 @@ def planned_fit_row():
         device_bytes: int = 80 * 10**9,
         fits: bool = True,
         fits_at_paper_batch: bool | None = None,
-    ) -> dict:
+    ) -> FitRow:
         workload = Grid.load(config).workloads[run_id]
         per_device = workload.batch_size // gpus
-        return {
-            **dict.fromkeys(FIT_COLUMNS, 0),
-            "run_id": run_id,
-            "plan_key": plan_key(workload, workload_vocab_size(config, workload)),
-            "role": workload.kind,
-            "family": workload.run.model.family,
-            "size": workload.run.size,
-            "time_embed_dim": workload.run.model.time_embed_dim,
-            "seq_len": workload.run.model.seq_len,
-            "batch_size": workload.batch_size,
-            "gpus": gpus,
-            "per_device_batch": per_device,
-            "micro_batch": micro_batch,
-            "accumulation": per_device // micro_batch,
-            "device_bytes": device_bytes,
-            "usable_bytes": int(device_bytes * gpu_memory_fraction()),
-            "fits": fits,
-            "fits_at_paper_batch": micro_batch == per_device if fits_at_paper_batch is None else fits_at_paper_batch,
-        }
+        return FitRow(
+            **{
+                **dict.fromkeys(FIT_COLUMNS, 0),
+                "run_id": run_id,
+                "plan_key": plan_key(workload, workload_vocab_size(config, workload)),
+                "role": workload.kind,
+                "family": workload.run.model.family,
+                "size": workload.run.size,
+                "time_embed_dim": workload.run.model.time_embed_dim,
+                "seq_len": workload.run.model.seq_len,
+                "batch_size": workload.batch_size,
+                "gpus": gpus,
+                "per_device_batch": per_device,
+                "micro_batch": micro_batch,
+                "accumulation": per_device // micro_batch,
+                "device_bytes": device_bytes,
+                "usable_bytes": int(device_bytes * gpu_memory_fraction()),
+                "fits": fits,
+                "fits_at_paper_batch": micro_batch == per_device
+                if fits_at_paper_batch is None
+                else fits_at_paper_batch,
+            }
+        )
 
     return row
 

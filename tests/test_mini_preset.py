@@ -7,11 +7,12 @@ from collections import defaultdict
 
 import pytest
 import yaml
+from cli_testkit import dry_run
 
 from pipeline.config import REPO_ROOT, finetune_runs, load_preset, pretrain_runs
+from pipeline.config.paths import BENCHMARKS_DIR
 from pipeline.planning.cost import preview
 from pipeline.planning.grid import Grid
-from pipeline.planning.throughput import BENCHMARKS_DIR
 from pipeline.train.identity import RunIdentity
 
 STUDY_BUDGET_S = 90 * 60
@@ -96,31 +97,7 @@ def test_the_mini_preset_gives_its_decidable_primary_claims_the_seeds_power_asks
 def test_the_mini_study_plans_in_a_dry_run_with_the_designed_grid(tmp_path):
     """CI never trains the mini study but plans it: the DAG resolves, with the power design's 18 pretraining runs
     (3 families × 6 seeds) and 18 LoRA fine-tunes (N′ = 2, 4 and GPT × 6 seeds)."""
-    import os
-    import subprocess
-    import sys
-
-    planned = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-n",
-            "--config",
-            "preset=mini",
-            "--snakefile",
-            str(REPO_ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(tmp_path),
-            "--cores",
-            "1",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
+    planned = dry_run(tmp_path, "--config", "preset=mini")
     assert planned.returncode == 0, planned.stderr[-2000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", planned.stdout, flags=re.M))
     assert counts["pretrain"] == "18" and counts["finetune"] == "18", planned.stdout[-3000:]

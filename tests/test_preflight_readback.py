@@ -1,14 +1,12 @@
-"""What the grid reads back from a preflight report (pipeline/planning/preflight_rows.py): measured throughput in the
+"""What the grid reads back from a preflight report (pipeline/planning/measured.py): measured throughput in the
 cost preview and the training walltimes (a pretraining shape's; a fine-tune method's), and the stop of a red row (a
 training shape's; a stage job's) in the grid's dry run."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_testkit import dry_run
 
 from pipeline.artifacts import csv_text
 from pipeline.cli import main
@@ -16,12 +14,12 @@ from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import EXAMPLE, load_site
 from pipeline.planning.cost import preview
 from pipeline.planning.grid import Grid
-from pipeline.planning.jobs import STARTUP_MIN, JobSizing
+from pipeline.planning.jobs import JobSizing
+from pipeline.planning.measured import PreflightError, read_preflight_rows
 from pipeline.planning.model_cost import model_cost
-from pipeline.planning.preflight_rows import PreflightError, read_rows
+from pipeline.planning.placement import STARTUP_MIN
 from pipeline.preflight.report import COLUMNS, markdown, with_verdicts
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = load_preset({"preset": "tiny"})
 TINY_RUNS = pretrain_runs(TINY)
 
@@ -94,7 +92,7 @@ RED_ROWS = {
 
 
 @pytest.mark.parametrize("red", sorted(RED_ROWS))
-def test_a_red_preflight_row_stops_the_grids_dry_run_with_one_sentence(tmp_path, red):
+def test_a_red_preflight_row_stops_its_runs_with_one_sentence(tmp_path, red):
     changes, sentence = RED_ROWS[red]
     report = write_report(
         tmp_path / "results" / "tiny" / "preflight.csv", "gpt-small-g0-mb0", "wt103-small-gpt", "cpu", **changes
@@ -103,28 +101,6 @@ def test_a_red_preflight_row_stops_the_grids_dry_run_with_one_sentence(tmp_path,
     with pytest.raises(ValueError, match=expected.replace("(", r"\(").replace(")", r"\)")):
         JobSizing(Grid.load(TINY), None, preflight_table=report).training("wt103-small-gpt")
     JobSizing(Grid.load(TINY), None, preflight_table=report).training("wt103-medium-gpt")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-n",
-            "--snakefile",
-            str(ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(tmp_path),
-            "--cores",
-            "1",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert result.returncode != 0
-    output = " ".join((result.stdout + result.stderr).split())
-    assert any(sentence.format(run=run) in output for run in ("wt103-small-gpt", "owt-small-gpt")), output[-2000:]
 
 
 def test_a_preflight_job_whose_verb_fails_writes_its_sentence_and_its_row_stops_the_run(tmp_path):
@@ -298,29 +274,7 @@ def test_a_failed_stage_row_stops_the_grids_dry_run_but_not_the_preflights(tmp_p
         error="the job ran out of accelerator memory",
     )
 
-    def dry_run(target: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "snakemake",
-                "-n",
-                target,
-                "--snakefile",
-                str(ROOT / "workflow" / "Snakefile"),
-                "--directory",
-                str(tmp_path),
-                "--cores",
-                "1",
-            ],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-
-    stopped = dry_run("results/tiny/analysis/spectra/owt-medium-gpt.csv")
+    stopped = dry_run(tmp_path, "results/tiny/analysis/spectra/owt-medium-gpt.csv")
     output = " ".join((stopped.stdout + stopped.stderr).split())
     assert stopped.returncode != 0
     assert (
@@ -329,7 +283,7 @@ def test_a_failed_stage_row_stops_the_grids_dry_run_but_not_the_preflights(tmp_p
         "and rerun the preflight before the grid (snakemake --profile profiles/slurm preflight, with this "
         "command's --config)."
     ) in output, output[-2000:]
-    preflight = dry_run("preflight")
+    preflight = dry_run(tmp_path, "preflight")
     assert preflight.returncode == 0, preflight.stderr[-2000:]
 
 
@@ -398,6 +352,6 @@ def test_a_preflight_row_reads_back_typed_and_a_column_that_does_not_apply_as_no
     report = write_report(
         tmp_path / "preflight.csv", "finetune-lora", "ft-owt-wt103-diffeq6-n3-lora", "h100", budget_bytes="n/a"
     )
-    row = read_rows(report)["finetune-lora"]
+    row = read_preflight_rows(report)["finetune-lora"]
     assert (row.tokens_per_s_per_device, row.peak_memory_bytes, row.budget_bytes) == (100.0, 1e9, None)
     assert (row.run_id, row.device_label, row.verdict) == ("ft-owt-wt103-diffeq6-n3-lora", "h100", "ok")

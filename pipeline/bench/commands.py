@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pipeline.bench import dag
 from pipeline.bench.throughput import IDLE_LOAD, BenchConfig
-from pipeline.planning.throughput import BENCHMARKS_DIR
+from pipeline.config.paths import BENCHMARKS_DIR
 
 
 def _throughput_sizes(args: argparse.Namespace) -> None:

@@ -212,7 +212,7 @@ def _bench_dag(args: argparse.Namespace) -> None:
 
 def register(benchmarks: argparse._SubParsersAction) -> None:
     """``bench dag`` among the subcommands of ``bench`` (``pipeline.bench.commands``)."""
-    from pipeline.planning.throughput import BENCHMARKS_DIR
+    from pipeline.config.paths import BENCHMARKS_DIR
 
     dag = benchmarks.add_parser("dag", help="per job kind, the split of a finished DAG's wall time into phases")
     dag.add_argument("workdir", type=Path, help="the DAG's working directory (snakemake --directory)")

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 
 from pipeline.planning.grid import Grid
-from pipeline.planning.throughput import THROUGHPUT_COLUMNS, default_throughput_path
+from pipeline.planning.measured import THROUGHPUT_COLUMNS, default_throughput_path
 from pipeline.planning.workloads import Workload, vocab_size
 
 logger = logging.getLogger(__name__)

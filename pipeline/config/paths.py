@@ -8,3 +8,5 @@ PRESET_DIR = PACKAGE_DIR / "presets"
 SCHEMA_PATH = PACKAGE_DIR / "schema.yaml"
 """The JSON schema every preset is validated against."""
 REPO_ROOT = PACKAGE_DIR.parent.parent
+BENCHMARKS_DIR = REPO_ROOT / "results" / "benchmarks"
+"""Measured tables and benchmark records (``results/benchmarks/``)."""

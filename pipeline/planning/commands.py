@@ -9,15 +9,14 @@ import logging
 from pathlib import Path
 
 from pipeline.config import load_preset
-from pipeline.planning.throughput import DEFAULT_MFU
+from pipeline.planning.devices import DEFAULT_MFU
 
 
 def _cost(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text, csv_text
     from pipeline.planning.cost import format_passes_table, format_stage_table, preview
     from pipeline.planning.grid import Grid
-    from pipeline.planning.preflight_rows import preflight_path
-    from pipeline.planning.throughput import default_throughput_path
+    from pipeline.planning.measured import default_throughput_path, preflight_path
 
     grid = Grid.load(load_preset({"preset": args.preset}))
     stages, runs = preview(grid, args.device, args.throughput, args.mfu, args.preflight)
@@ -70,7 +69,7 @@ def _status(args: argparse.Namespace) -> None:
         return
     training = grid.training
     device = site.device if site is not None else args.device
-    rows = cost_rows(list(training.values()), device, {}, args.mfu, config, results=results)
+    rows = cost_rows(list(training.values()), device, args.mfu, config, results=results)
     preview_hours = {workload_id: row["gpu_hours"] for workload_id, row in zip(training, rows, strict=True)}
 
     def plan(workload_id: str) -> tuple[int, int]:
@@ -114,9 +113,9 @@ def _fit(args: argparse.Namespace) -> None:
     logging.info(
         "fit finished: %d workloads, %d fit at the paper batch, %d with gradient accumulation, %d do not fit",
         len(rows),
-        sum(r["fits_at_paper_batch"] for r in rows),
-        sum(r["fits"] and not r["fits_at_paper_batch"] for r in rows),
-        sum(not r["fits"] for r in rows),
+        sum(r.fits_at_paper_batch for r in rows),
+        sum(r.fits and not r.fits_at_paper_batch for r in rows),
+        sum(not r.fits for r in rows),
     )
 
 

@@ -17,10 +17,10 @@ Each training run also shows its passes over its training data (tokens / the tra
 ``stats.json``, else the corpus's published size) and its checkpoint disk at 12 bytes per parameter (f32 weights +
 Adam's two moments), kept when finished and held while it trains (``pipeline.planning.checkpoint_disk``).
 
-Seconds per training token come from the preset's preflight report on the device (``results/<preset>/preflight.csv``:
-a pretraining shape's model, a fine-tune method's measured MFU; ``pipeline.planning.preflight_rows``), else from a
-measured table ``results/benchmarks/throughput-sizes-<device>.csv`` (``python -m pipeline bench throughput-sizes``;
-matched on family, size and num_layers) or, for a model neither has, from an estimate: Levanter's forward FLOPs per
+Seconds per training token come from the measured table (``pipeline.planning.measured``: the preset's preflight
+report on the device, a pretraining shape's model, a fine-tune method's measured MFU; else
+``results/benchmarks/throughput-sizes-<device>.csv``, matched on family, size and num_layers) or, for a model neither
+has, from an estimate: Levanter's forward FLOPs per
 token (``LmConfig.flops_per_token``: matmuls, the attention map, the LM head) × 3 (forward + backward), as
 Levanter's MFU accounting, / (MFU × the device's dense peak); a forward-only token costs a third. GPU-hours
 assume linear data-parallel scaling: wall-clock = GPU-hours / GPUs.
@@ -34,16 +34,10 @@ from typing import Any
 
 from pipeline.config.site import preset_results
 from pipeline.planning.checkpoint_disk import checkpoint_disk
-from pipeline.planning.devices import DEVICES
+from pipeline.planning.devices import DEFAULT_MFU, DEVICES, compute_precision
 from pipeline.planning.grid import Grid
+from pipeline.planning.measured import MeasuredTable, preflight_path
 from pipeline.planning.model_cost import model_cost
-from pipeline.planning.preflight_rows import preflight_path, preflight_throughput
-from pipeline.planning.throughput import (
-    DEFAULT_MFU,
-    compute_precision,
-    default_throughput_path,
-    read_throughput,
-)
 from pipeline.planning.workloads import TRAIN_PASSES, Workload
 
 PUBLISHED_TRAIN_TOKENS = {("dlwh/wikitext_103_detokenized", "gpt2"): 0.12e9, ("Skylion007/openwebtext", "gpt2"): 9.04e9}
@@ -85,17 +79,14 @@ def corpus_train_tokens(config: dict[str, Any], results: Path, dataset: str, tok
 def cost_rows(
     workloads: list[Workload],
     device: str,
-    measured: dict[tuple[str, str, int], float],
     mfu: float,
     config: dict[str, Any],
-    preflight: dict[str, float] | None = None,
+    measured: MeasuredTable | None = None,
     results: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per run: tokens, training tokens/s per GPU (the preflight's by workload id, else ``measured`` by
-    model, else estimated), GPU-hours = tokens × passes / 3 / tokens_per_s / 3600, passes over the training data
-    (of the caches built in ``results``, the preset's results folder: default the repository's), checkpoint bytes
-    kept, and held while it trains."""
-    preflight = preflight or {}
+    """One row per run on ``device``: tokens, training tokens/s per GPU (``measured``'s, else estimated), GPU-hours =
+    tokens × passes / 3 / tokens_per_s / 3600, passes over the training data (of the caches built in ``results``,
+    the preset's results folder: default the repository's), checkpoint bytes kept, and held while it trains."""
     results = results or preset_results(None, config["preset"])
     rows = []
     for workload in workloads:
@@ -103,12 +94,10 @@ def cost_rows(
         corpus = corpus_train_tokens(config, results, workload.dataset, workload.tokenizer) if training else None
         parameters, forward_flops = model_cost(workload, config)
         tokens = workload.tokens(config)
-        if workload.run_id in preflight:
-            tokens_per_s, source = preflight[workload.run_id], "preflight"
-        elif workload.throughput_key in measured:
-            tokens_per_s, source = measured[workload.throughput_key], "measured"
-        else:
-            tokens_per_s, source = estimated_tokens_per_s(workload, device, mfu, config), "estimate"
+        tokens_per_s, source = (measured and measured.tokens_per_s(workload)) or (
+            estimated_tokens_per_s(workload, device, mfu, config),
+            "estimate",
+        )
         gpu_hours = tokens * workload.passes / TRAIN_PASSES / tokens_per_s / 3600
         rows.append(
             {
@@ -185,10 +174,10 @@ def preview(
     if not 0 < mfu <= 1:
         raise ValueError(f"--mfu must be in (0, 1] (got {mfu}).")
     config = grid.config
-    path = throughput or default_throughput_path(device)
-    measured = read_throughput(path, device) if throughput or path.is_file() else {}
-    by_preflight = preflight_throughput(preflight or preflight_path(config["preset"]), device, grid)
-    run_rows = cost_rows(grid.costed, device, measured, mfu, config, by_preflight)
+    measured = MeasuredTable(
+        grid, device, preflight=preflight or preflight_path(config["preset"]), throughput=throughput
+    )
+    run_rows = cost_rows(grid.costed, device, mfu, config, measured)
     return stage_rows(run_rows, analysis_run_count(config)), run_rows
 
 

@@ -41,6 +41,7 @@ its rows into an existing table.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -49,16 +50,18 @@ from typing import Any
 from pipeline.config.site import Site
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.planning.devices import DEVICES
-from pipeline.planning.fit_table import fit_table, job_key, plan_key, read_fit_rows
+from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, fit_table, plan_key
 from pipeline.planning.grid import Grid
 from pipeline.planning.plans import plans_in_subprocess
 from pipeline.planning.workloads import Workload, workload_vocab_size
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
+PLAN_BYTES = FIT_COLUMNS[FIT_COLUMNS.index("parameters") : FIT_COLUMNS.index("device_bytes")]
+"""What a plan (``pipeline.planning.plans``) gives a fit row: parameter counts and bytes per device."""
 
 
-def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int, plan: dict[str, Any]) -> dict[str, Any]:
+def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int, plan: dict[str, Any]) -> FitRow:
     """The workload's row from its ``plan`` at the whole batch per device; a train step that does not fit is
     planned again at the largest micro-batch (a divisor of the per-device batch) that the plan's temporaries,
     scaled linearly with the micro-batch, predict to fit, halved further until XLA's plan fits (or one example per
@@ -76,41 +79,28 @@ def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int, p
         logger.info(
             "%s: micro-batch %d plans %.1f GB per device", workload.run_id, micro_batch, plan["total_bytes"] / 1e9
         )
-    return {
-        "run_id": workload.run_id,
-        "plan_key": plan_key(workload, vocab_size),
-        "role": workload.kind,
-        "family": workload.run.model.family,
-        "size": workload.run.size,
-        "time_embed_dim": workload.run.model.time_embed_dim,
-        "seq_len": workload.run.model.seq_len,
-        "batch_size": workload.batch_size,
-        "gpus": devices,
-        "per_device_batch": per_device,
-        "micro_batch": micro_batch,
-        "accumulation": per_device // micro_batch,
-        **{
-            key: plan[key]
-            for key in (
-                "parameters",
-                "trainable_parameters",
-                "param_bytes",
-                "replicated_param_bytes",
-                "optimizer_bytes",
-                "temp_bytes",
-                "total_bytes",
-            )
-        },
-        "device_bytes": device_bytes,
-        "usable_bytes": usable,
-        "fits": plan["total_bytes"] <= usable,
-        "fits_at_paper_batch": fits_at_batch,
-    }
+    return FitRow(
+        run_id=workload.run_id,
+        plan_key=plan_key(workload, vocab_size),
+        role=workload.kind,
+        family=workload.run.model.family,
+        size=workload.run.size,
+        time_embed_dim=workload.run.model.time_embed_dim,
+        seq_len=workload.run.model.seq_len,
+        batch_size=workload.batch_size,
+        gpus=devices,
+        per_device_batch=per_device,
+        micro_batch=micro_batch,
+        accumulation=per_device // micro_batch,
+        **{key: plan[key] for key in PLAN_BYTES},
+        device_bytes=device_bytes,
+        usable_bytes=usable,
+        fits=plan["total_bytes"] <= usable,
+        fits_at_paper_batch=fits_at_batch,
+    )
 
 
-def fit_rows(
-    chosen: list[Workload], vocab_sizes: list[int], gpus: list[int], device_bytes: int
-) -> list[dict[str, Any]]:
+def fit_rows(chosen: list[Workload], vocab_sizes: list[int], gpus: list[int], device_bytes: int) -> list[FitRow]:
     """The rows of ``chosen`` (vocabulary sizes ``vocab_sizes``, training jobs of ``gpus`` GPUs): every first plan,
     at the whole batch per device, in one process per device count, then each row's micro-batch search."""
     for workload, count in zip(chosen, gpus, strict=True):
@@ -135,7 +125,7 @@ def fit_rows(
     rows = []
     for i, (workload, vocab_size, _) in enumerate(requests):
         rows.append(fit_run(workload, vocab_size, gpus[i], device_bytes, plans[i]))
-        logger.info("%s: %s", workload.run_id, json.dumps(rows[-1]))
+        logger.info("%s: %s", workload.run_id, json.dumps(dataclasses.asdict(rows[-1])))
     return rows
 
 
@@ -153,7 +143,7 @@ def site_gpus(
     sizings = [JobSizing(grid, site)]
     if preflight_table is not None and Path(preflight_table).is_file():
         sizings.append(JobSizing(grid, site, preflight_table=preflight_table))
-    return [tuple(dict.fromkeys(workload.gpus_at(jobs) for jobs in sizings)) for workload in chosen]
+    return [tuple(dict.fromkeys(jobs.gpu_count(workload.run_id) for jobs in sizings)) for workload in chosen]
 
 
 def planned_jobs(
@@ -215,13 +205,14 @@ def write_fit(
     out_csv: Path,
     site: Site | None = None,
     preflight_table: Path | None = None,
-) -> list[dict[str, Any]]:
+) -> list[FitRow]:
     """Plan every workload of the preset's ``grid`` (or those of ``run_ids``) and write the fit table: on ``gpus`` GPUs
     per training job of ``device``, or, given a ``site``, on each GPU count the site may give each job (before and,
     where the preflight report ``preflight_table`` exists, after the preflight resized it), of the site's memory.
     With ``run_ids``, the new rows replace the rows of the same jobs in an existing ``out_csv`` and the others are
     kept; without, the table holds the new rows only. Returns the new rows."""
     from pipeline.artifacts import atomic_write_text
+    from pipeline.planning.measured import read_fit_rows
 
     jobs = planned_jobs(grid, device, gpus, site, run_ids, preflight_table)
     device_bytes = jobs[0][2]
@@ -234,8 +225,8 @@ def write_fit(
     )
     kept = []
     if run_ids and Path(out_csv).is_file():
-        replaced = {job_key(row) for row in rows}
-        kept = [row for row in read_fit_rows(out_csv) if job_key(row) not in replaced]
+        replaced = {row.job_key for row in rows}
+        kept = [row for row in read_fit_rows(out_csv) if row.job_key not in replaced]
     markdown, table = fit_table(kept + rows)
     atomic_write_text(out_csv, table)
     atomic_write_text(out_md, markdown)

@@ -1,53 +1,68 @@
-"""The fit table on disk (``results/<preset>/fit.csv`` and its markdown): one row per job, found by
-``(run_id, gpus, device_bytes)``. A row holds for the run as the preset defines it only while its ``plan_key`` (a
-hash of what the plan depends on) and its ``usable_bytes`` are the current ones; ``stale_field`` names what
-changed."""
+"""The fit table's rows and how ``fit`` writes them (``results/<preset>/fit.csv`` and its markdown): one typed row
+per job, found by ``(run_id, gpus, device_bytes)``, and its ``plan_key`` (a hash of what the plan depends on).
+Reading them, and refusing a stale row, is ``pipeline.planning.measured``'s."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import logging
-from pathlib import Path
 from typing import Any
 
 from pipeline.artifacts import csv_text, markdown_table
-from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec, role_values
+from pipeline.config.specs import PLAN, role_values
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.planning.workloads import Workload
 from pipeline.train.digests import json_digest
 
-FIT_COLUMNS = (
-    "run_id",
-    "plan_key",
-    "role",
-    "family",
-    "size",
-    "time_embed_dim",
-    "seq_len",
-    "batch_size",
-    "gpus",
-    "per_device_batch",
-    "micro_batch",
-    "accumulation",
-    "parameters",
-    "trainable_parameters",
-    "param_bytes",
-    "replicated_param_bytes",
-    "optimizer_bytes",
-    "temp_bytes",
-    "total_bytes",
-    "device_bytes",
-    "usable_bytes",
-    "fits",
-    "fits_at_paper_batch",
-)
-"""Per workload (``role``: its kind): the chosen micro-batch (examples per device per forward/backward) and its
-plan, bytes per device."""
-TEXT_COLUMNS = {"run_id", "plan_key", "role", "family", "size"}
-VERDICT_COLUMNS = {"fits", "fits_at_paper_batch"}
 
-logger = logging.getLogger(__name__)
+@dataclasses.dataclass(frozen=True)
+class FitRow:
+    """One job's row (``role``: its workload's kind): the chosen micro-batch (examples per device per
+    forward/backward) and its plan, bytes per device; ``time_embed_dim`` None for a family without one."""
+
+    run_id: str
+    plan_key: str
+    role: str
+    family: str
+    size: str
+    time_embed_dim: int | None
+    seq_len: int
+    batch_size: int
+    gpus: int
+    per_device_batch: int
+    micro_batch: int
+    accumulation: int
+    parameters: int
+    trainable_parameters: int
+    param_bytes: int
+    replicated_param_bytes: int
+    optimizer_bytes: int
+    temp_bytes: int
+    total_bytes: int
+    device_bytes: int
+    usable_bytes: int
+    fits: bool
+    fits_at_paper_batch: bool
+
+    @property
+    def job_key(self) -> tuple[str, int, int]:
+        """The job the row is for: ``(run_id, gpus, device_bytes)``."""
+        return self.run_id, self.gpus, self.device_bytes
+
+    @classmethod
+    def from_csv(cls, row: dict[str, str]) -> FitRow:
+        """A row as ``csv.DictReader`` reads it: numbers and verdicts parsed."""
+
+        def parse(field: dataclasses.Field, value: str) -> Any:
+            if field.type == "str":
+                return value
+            if field.type == "bool":
+                return value == "True"
+            return int(value) if value else None
+
+        return cls(**{field.name: parse(field, row[field.name]) for field in dataclasses.fields(cls)})
+
+
+FIT_COLUMNS = tuple(field.name for field in dataclasses.fields(FitRow))
 
 
 def plan_parts(workload: Workload, vocab_size: int) -> dict[str, Any]:
@@ -74,74 +89,7 @@ def plan_key(workload: Workload, vocab_size: int) -> str:
     return json_digest(plan_parts(workload, vocab_size), length=16)
 
 
-def job_key(row: dict[str, Any]) -> tuple[str, int, int]:
-    """The job a row is for: ``(run_id, gpus, device_bytes)``."""
-    return row["run_id"], int(row["gpus"]), int(row["device_bytes"])
-
-
-def read_fit_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a fit table CSV with numbers and verdicts parsed; rows of a table from before a column existed
-    are dropped (they can no longer be matched to a job), with a warning."""
-    with Path(path).open(newline="") as stream:
-        raw = list(csv.DictReader(stream))
-    rows = [
-        row
-        for row in raw
-        if all(row.get(column) not in (None, "") for column in FIT_COLUMNS if column != "time_embed_dim")
-    ]
-    if len(rows) < len(raw):
-        logger.warning(
-            "%s: %d row(s) lack a column of this version's table and were dropped", path, len(raw) - len(rows)
-        )
-
-    def parse(column: str, value: str) -> Any:
-        if column in TEXT_COLUMNS:
-            return value
-        if column in VERDICT_COLUMNS:
-            return value == "True"
-        return int(value) if value else None
-
-    return [{column: parse(column, row[column]) for column in FIT_COLUMNS} for row in rows]
-
-
-def _plan_fields(spec_type: type, prefix: str) -> dict[str, str]:
-    """The fields of role ``PLAN`` of ``spec_type`` by name, each with its preset key ``<prefix>.<name>``."""
-    return {
-        field.name: f"{prefix}.{field.name}"
-        for field in dataclasses.fields(spec_type)
-        if PLAN in field.metadata["roles"]
-    }
-
-
-STALE_COLUMNS = {
-    column: key
-    for column, key in {**_plan_fields(ModelSpec, "model"), **_plan_fields(TrainSpec, "train")}.items()
-    if column in FIT_COLUMNS
-}
-"""Columns of a row that restate a field its ``plan_key`` covers, by the preset key they come from."""
-UNRESTATED_PLAN_FIELDS = (
-    "a field of its model, its vocabulary, "
-    + ", ".join(key for column, key in _plan_fields(TrainSpec, "train").items() if column not in STALE_COLUMNS)
-    + ", its fine-tune's "
-    + "/".join(_plan_fields(FinetuneSpec, "finetune"))
-    + ", or the train step's version"
-)
-"""What else ``plan_parts`` covers, named where no column says which changed."""
-
-
-def stale_field(row: dict[str, Any], workload: Workload, vocab_size: int) -> str | None:
-    """What changed since ``row`` was planned (``None``: the row holds): the first of ``STALE_COLUMNS`` whose value
-    differs from the workload's now, with both values; else ``UNRESTATED_PLAN_FIELDS``."""
-    if row["plan_key"] == plan_key(workload, vocab_size):
-        return None
-    for column, key in STALE_COLUMNS.items():
-        spec = workload.run.model if key.startswith("model.") else workload.train
-        if row[column] != getattr(spec, column):
-            return f"{key} (planned {row[column]}, now {getattr(spec, column)})"
-    return UNRESTATED_PLAN_FIELDS
-
-
-def fit_table(rows: list[dict[str, Any]]) -> tuple[str, str]:
+def fit_table(rows: list[FitRow]) -> tuple[str, str]:
     """``(markdown, csv)`` of the fit rows; sizes in GB (10⁹ bytes) per device."""
     gb = 1e9
     note = (
@@ -167,19 +115,21 @@ def fit_table(rows: list[dict[str, Any]]) -> tuple[str, str]:
     ]
     cells = [
         [
-            row["run_id"],
-            row["role"],
-            f"{row['parameters'] / 1e6:.0f} M",
-            str(row["gpus"]),
-            f"{row['device_bytes'] / gb:.0f} ({row['usable_bytes'] / gb:.0f})",
-            str(row["per_device_batch"]),
-            str(row["micro_batch"]),
-            f"{row['param_bytes'] / gb:.2f}",
-            f"{row['optimizer_bytes'] / gb:.2f}",
-            f"{row['temp_bytes'] / gb:.1f}",
-            f"{row['total_bytes'] / gb:.1f}",
-            "yes" if row["fits_at_paper_batch"] else ("with accumulation" if row["fits"] else "no"),
+            row.run_id,
+            row.role,
+            f"{row.parameters / 1e6:.0f} M",
+            str(row.gpus),
+            f"{row.device_bytes / gb:.0f} ({row.usable_bytes / gb:.0f})",
+            str(row.per_device_batch),
+            str(row.micro_batch),
+            f"{row.param_bytes / gb:.2f}",
+            f"{row.optimizer_bytes / gb:.2f}",
+            f"{row.temp_bytes / gb:.1f}",
+            f"{row.total_bytes / gb:.1f}",
+            "yes" if row.fits_at_paper_batch else ("with accumulation" if row.fits else "no"),
         ]
         for row in rows
     ]
-    return f"{note}\n\n{markdown_table(columns, cells, align='llrrrrrrrrrl')}\n", csv_text(rows, FIT_COLUMNS)
+    return f"{note}\n\n{markdown_table(columns, cells, align='llrrrrrrrrrl')}\n", csv_text(
+        map(dataclasses.asdict, rows), FIT_COLUMNS
+    )

@@ -26,10 +26,6 @@ class Analysis:
     run: RunSpec
 
     @property
-    def verb(self) -> str:
-        return self.name
-
-    @property
     def run_id(self) -> str:
         return self.run.run_id
 

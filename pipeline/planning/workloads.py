@@ -51,23 +51,26 @@ class ModelRecipe:
 @dataclasses.dataclass(frozen=True)
 class Workload:
     """One job of the grid on the run ``run``; a subclass per kind says what differs (its id, batch, devices,
-    passes, model, verb and the preflight row that stands for it), so that no reader branches on ``kind``.
+    passes, model and the preflight row that stands for it), so that no reader branches on ``kind``.
 
-    ``kind``: the fit table's ``role`` and the workload's name in a plan; ``stage``: the cost preview's stage;
-    ``verb``: the ``python -m pipeline`` verb that runs it."""
+    ``kind``: the fit table's ``role`` and the workload's name in a plan; ``stage``: the cost preview's stage."""
 
     run: RunSpec
 
     kind: ClassVar[str]
     stage: ClassVar[str]
-    verb: ClassVar[str]
     noun: ClassVar[str]
     """What a message calls it: ``<noun> <id>``."""
     trains: ClassVar[bool] = True
     """Whether it runs train steps (forward and backward; a batch too large for a device's memory is split into
     micro-batches), else forward passes only."""
     preflight_row_kind: ClassVar[str | None] = None
-    """The ``kind`` of the preflight row that measures this workload's training throughput (None: none does)."""
+    """The ``kind`` of the preflight row that measures this workload's training throughput (None: none does), and
+    the row that stands for it, unless ``measured_by_shape``."""
+    measured_by_shape: ClassVar[bool] = False
+    """Whether the preflight row that stands for it is its training shape's (``pipeline.planning.measured``)."""
+    whole_batch: ClassVar[bool] = False
+    """Whether it steps its whole batch at once on one node's GPUs, never accumulated (a memory probe)."""
 
     @property
     def passes(self) -> int:
@@ -138,14 +141,6 @@ class Workload:
         """Which of the model's parameters train (``pipeline.train.finetune.trainable_filter``); None: all."""
         return None
 
-    def gpus_at(self, sizing) -> int:
-        """The GPUs ``sizing`` (a ``pipeline.planning.jobs.JobSizing`` at a site with GPUs) gives this job."""
-        return sizing.training_gpu_count(self.run_id)
-
-    def preflight_key(self, sizing) -> str | None:
-        """The preflight row that stands for this job as ``sizing`` sizes it (None: no row measures it)."""
-        return None
-
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "run": to_dict(self.run)}
 
@@ -162,20 +157,16 @@ class Workload:
 class Pretraining(Workload):
     """A pretraining run; its preflight row is its shape's (``JobSizing.preflight_shape``)."""
 
-    kind, stage, verb, noun = "pretrain", "pretrain", "pretrain", "run"
+    kind, stage, noun = "pretrain", "pretrain", "run"
     preflight_row_kind = "pretrain"
-
-    def preflight_key(self, sizing) -> str:
-        return sizing.preflight_shape(self.run_id)
+    measured_by_shape = True
 
 
 class MemoryProbe(Workload):
     """A memory probe (Fig. 16): one step of its whole batch on one node's GPUs."""
 
-    kind, stage, verb, noun = "probe", "probe", "memory-probe", "memory probe"
-
-    def gpus_at(self, sizing) -> int:
-        return sizing.memory_probe_gpu_count(self.run_id)
+    kind, stage, noun = "probe", "probe", "memory probe"
+    whole_batch = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +175,7 @@ class Finetuning(Workload):
     source's, discretised to N' Euler steps (a DiffEqFormer source) or the baseline at its own depth."""
 
     finetune: FinetuneSpec
-    kind, stage, verb, noun = "finetune", "finetune", "finetune", "fine-tune"
+    kind, stage, noun = "finetune", "finetune", "fine-tune"
 
     @property
     def run_id(self) -> str:
@@ -225,9 +216,6 @@ class Finetuning(Workload):
         """Its method's stage job (``finetune-lora``, ``finetune-full``)."""
         return f"finetune-{self.finetune.method}"
 
-    def preflight_key(self, sizing) -> str:
-        return self.preflight_row_kind
-
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "finetune": to_dict(self.finetune)}
 
@@ -240,7 +228,7 @@ class Downstream(Workload):
     """lm-eval's forward passes on the pretrained run ``run`` (App. C.7), on one GPU, ``BATCH_SIZE`` requests per
     forward pass; the preflight's lm-eval stage job stands for it."""
 
-    kind, stage, verb, noun = "downstream", "evaluate", "downstream", "downstream"
+    kind, stage, noun = "downstream", "evaluate", "downstream"
     trains = False
 
     @property
@@ -263,12 +251,6 @@ class Downstream(Workload):
 
     def devices(self, gpus: int) -> int:
         return 1
-
-    def gpus_at(self, sizing) -> int:
-        return 1
-
-    def preflight_key(self, sizing) -> str:
-        return "downstream"
 
 
 WORKLOAD_CLASSES = {cls.kind: cls for cls in (Pretraining, MemoryProbe, Finetuning, Downstream)}

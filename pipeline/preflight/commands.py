@@ -162,7 +162,7 @@ def _report(args: argparse.Namespace) -> None:
     run_gpus = {run: item["gpus"] for item in shapes.values() for run in item["runs"]}
     workloads = list(Grid.load(config).pretraining.values())
     if args.device_label in DEVICES:
-        costs = cost_rows(workloads, args.device_label, {}, args.mfu, config)
+        costs = cost_rows(workloads, args.device_label, args.mfu, config)
     else:
         costs = [
             {"stage": w.stage, "run_id": w.run_id, "tokens": w.tokens(config), "gpu_hours": math.nan} for w in workloads

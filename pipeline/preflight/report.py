@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from pipeline.artifacts import markdown_table
-from pipeline.planning.preflight_rows import NOT_APPLICABLE
+from pipeline.planning.measured import NOT_APPLICABLE
 
 IDENTITY_COLUMNS = ("shape", "kind", "run_id", "runs", "device_label", "status", "error")
 MEASURED_COLUMNS = (

@@ -12,13 +12,20 @@ import dataclasses
 import math
 from typing import Any
 
-from pipeline.planning.preflight_rows import shape_id
+from pipeline.planning.checkpoint_disk import CHECKPOINT_BYTES_PER_PARAMETER
+from pipeline.planning.measured import shape_id
+from pipeline.planning.placement import WalltimeError
 from pipeline.preflight.stages import StageJob
 
 PREFLIGHT_RUNTIME_MIN = 20
 """Walltime of a preflight stage job, and the least of a training shape's (whose own is estimated from its run:
-``pipeline.planning.jobs.JobSizing.preflight_minutes``): start-up (JAX compilation, the token cache) plus a few
+``preflight_minutes``): start-up (JAX compilation, the token cache) plus a few
 minutes of updates, an evaluation, a checkpoint save and a restore."""
+PREFLIGHT_BASE_MIN = 15
+"""Minutes of a preflight training job besides its updates and checkpoint I/O: two start-ups (the job and its
+restart from the checkpoint: JAX compilation, opening the token cache) and two evaluations."""
+CHECKPOINT_GB_PER_MIN = 30
+"""Shared-filesystem bandwidth a preflight job's checkpoint save and restore are planned at (0.5 GB/s)."""
 DEFAULT_WARMUP, DEFAULT_TIMED = 3, 20
 """Untimed (compilation) and timed updates of a preflight training job; the preset's ``preflight`` key sets them."""
 
@@ -49,6 +56,31 @@ def preflight_updates(config: dict[str, Any]) -> int:
     return settings.get("warmup", DEFAULT_WARMUP) + settings.get("timed", DEFAULT_TIMED)
 
 
+def preflight_minutes(jobs, run_id: str, updates: int) -> int | None:
+    """Walltime of the preflight job that trains ``updates`` updates of pretraining run ``run_id`` on the GPUs
+    ``jobs`` (a ``JobSizing``) gives it: ``PREFLIGHT_BASE_MIN`` + the updates at the run's estimated seconds per
+    update (GPU-hours × safety factor / GPUs / steps) + a save and a restore of one checkpoint at
+    ``CHECKPOINT_GB_PER_MIN`` + the site's walltime warning lead, so that the warning comes after the work; None
+    without GPUs to estimate it on. Longer than the GPU partition's limit: ``WalltimeError``."""
+    site = jobs.site
+    if site is None or site.gpus_per_node == 0:
+        return None
+    cost, gpus = jobs.cost(run_id), jobs.training_gpu_count(run_id)
+    step_min = cost["gpu_hours"] * site.safety_factor / gpus / jobs.grid.workloads[run_id].train.steps * 60
+    checkpoint_gb = cost["parameters"] * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
+    minutes = math.ceil(
+        PREFLIGHT_BASE_MIN + updates * step_min + 2 * checkpoint_gb / CHECKPOINT_GB_PER_MIN + site.signal_lead_s / 60
+    )
+    limit = site.partition_limit_min(site.gpu_partition)
+    if minutes > limit:
+        raise WalltimeError(
+            f"the preflight job of run {run_id} needs an estimated {minutes} min but partition "
+            f"{site.gpu_partition!r} allows {limit} min; lower the preset's preflight.timed updates or raise "
+            "max_runtime_min in the site file."
+        )
+    return minutes
+
+
 def training_shapes(jobs) -> dict[str, Shape]:
     """Every pretraining run of the grid ``jobs`` (a ``JobSizing``) sizes, grouped by shape, by shape id; each shape's
     walltime that of its first run's preflight job, at least ``PREFLIGHT_RUNTIME_MIN`` (both as sized before the
@@ -64,7 +96,7 @@ def training_shapes(jobs) -> dict[str, Shape]:
         Shape(
             *key,
             runs=tuple(runs),
-            minutes=max(PREFLIGHT_RUNTIME_MIN, jobs.preflight_minutes(runs[0], updates) or 0),
+            minutes=max(PREFLIGHT_RUNTIME_MIN, preflight_minutes(jobs, runs[0], updates) or 0),
         )
         for key, runs in grouped.items()
     ]

@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 
 from pipeline.evaluate import BATCH_SIZE
 from pipeline.planning.grid import Grid
-from pipeline.planning.job_request import JobRequest
-from pipeline.planning.preflight_rows import FINETUNE_METHODS, finetune_stage
+from pipeline.planning.measured import FINETUNE_METHODS, finetune_stage
+from pipeline.planning.placement import JobRequest
 
 FINETUNE_UPDATES = 3
 LM_EVAL_LIMIT = 2
@@ -58,10 +58,17 @@ class StageJob(abc.ABC):
 
     uses_torch: ClassVar[bool] = False
     """Whether its work imports torch (lm-eval)."""
+    reads_lm_eval_tasks: ClassVar[bool] = False
+    """Whether it reads lm-eval's task files and prefetch records (lm-eval)."""
 
     def resources(self, sizing) -> JobRequest:
         """What ``sizing`` (a ``pipeline.planning.jobs.JobSizing``) gives the grid's jobs of this kind."""
         return sizing.gpu_analysis(self.kind, self.run_id, check_preflight=False)
+
+    def settings(self, grid: Grid, lm_eval: dict[str, Any]) -> str:
+        """What its verb is given besides paths, as JSON (``work``'s ``settings``): the preset's ``analysis.<kind>``
+        section; ``lm_eval`` (the task folder and prefetch records) is lm-eval's."""
+        return json.dumps(grid.config["analysis"][self.kind])
 
     @staticmethod
     @abc.abstractmethod
@@ -76,6 +83,9 @@ class FinetuneStage(StageJob):
     def resources(self, sizing) -> JobRequest:
         return sizing.training(self.run_id, check_preflight=False)
 
+    def settings(self, grid: Grid, lm_eval: dict[str, Any]) -> str:
+        return grid.finetunes[self.run_id].finetune.to_json()
+
     @staticmethod
     def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
         return preflight_finetune(
@@ -86,10 +96,18 @@ class FinetuneStage(StageJob):
 class DownstreamStage(StageJob):
     """lm-eval at ``limit`` ``LM_EVAL_LIMIT``, the first shot count."""
 
-    uses_torch = True
+    uses_torch = reads_lm_eval_tasks = True
 
     def resources(self, sizing) -> JobRequest:
         return sizing.downstream(self.run_id, check_preflight=False)
+
+    def settings(self, grid: Grid, lm_eval: dict[str, Any]) -> str:
+        """The preset's ``downstream`` section, the task folder, the pair its run belongs to, the prefetch records."""
+        downstream = grid.config["downstream"]
+        pair = next(pair for pair, run_ids in downstream["pairs"].items() if self.run_id in run_ids)
+        return json.dumps(
+            {**downstream, "task_dir": lm_eval["task_dir"], "pair": pair, "prefetched": lm_eval["prefetched"]}
+        )
 
     @staticmethod
     def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:

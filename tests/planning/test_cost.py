@@ -8,8 +8,9 @@ import pytest
 from pipeline.bench import throughput_sizes
 from pipeline.cli import main
 from pipeline.config import load_preset
-from pipeline.planning import cost, lm_eval_size, throughput
+from pipeline.planning import cost, lm_eval_size
 from pipeline.planning.grid import Grid
+from pipeline.planning.measured import THROUGHPUT_COLUMNS, read_throughput
 from pipeline.planning.workloads import vocab_size
 
 H100_PEAK_BF16 = 989e12
@@ -25,7 +26,7 @@ def paper_workloads(paper):
     return {(w.stage, w.model_id): w for w in Grid.load(paper).costed}
 
 
-def write_table(path, rows, columns=throughput.THROUGHPUT_COLUMNS):
+def write_table(path, rows, columns=THROUGHPUT_COLUMNS):
     with path.open("w", newline="") as stream:
         writer = csv.DictWriter(stream, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
@@ -84,7 +85,7 @@ def test_estimate_is_levanter_flops_at_mfu_of_the_peak(paper_workloads):
     attention = (2 * seq**2 * hidden + 3 * seq**2 * 20 + 2 * seq**2 * hidden) / seq
     per_layer = 2 * 2 * hidden * 4 * hidden + 2 * hidden * 3 * hidden + 2 * hidden * hidden + attention
     forward = layers * per_layer + 2 * hidden * vocab
-    [row] = cost.cost_rows([large], "h100", {}, mfu=0.4, config=load_preset({"preset": "paper"}))
+    [row] = cost.cost_rows([large], "h100", mfu=0.4, config=load_preset({"preset": "paper"}))
     assert row["forward_flops_per_token"] == pytest.approx(forward)
     assert row["gpu_hours"] == pytest.approx(row["tokens"] * 3 * forward / (0.4 * H100_PEAK_BF16) / 3600)
     assert row["source"] == "estimate" and row["parameters"] == 774_030_080
@@ -110,19 +111,19 @@ def test_measured_table_overrides_the_estimate_for_its_sizes(tmp_path):
     [
         (
             [table_row("gpt", "large", 36, 1e5)],
-            [c for c in throughput.THROUGHPUT_COLUMNS if c != "tokens_per_s_per_gpu"],
+            [c for c in THROUGHPUT_COLUMNS if c != "tokens_per_s_per_gpu"],
             "missing column 'tokens_per_s_per_gpu'",
         ),
         (
             [table_row("gpt", "large", 36, "fast")],
-            throughput.THROUGHPUT_COLUMNS,
+            THROUGHPUT_COLUMNS,
             "column 'tokens_per_s_per_gpu' must hold a positive number on line 2",
         ),
-        ([table_row("gpt", "large", 36.5, 1e5)], throughput.THROUGHPUT_COLUMNS, "column 'num_layers'"),
-        ([table_row("gpt", "large", 36, 1e5)] * 2, throughput.THROUGHPUT_COLUMNS, "line 3 repeats family 'gpt'"),
+        ([table_row("gpt", "large", 36.5, 1e5)], THROUGHPUT_COLUMNS, "column 'num_layers'"),
+        ([table_row("gpt", "large", 36, 1e5)] * 2, THROUGHPUT_COLUMNS, "line 3 repeats family 'gpt'"),
         (
             [table_row("gpt", "large", 36, 1e5, device="a100")],
-            throughput.THROUGHPUT_COLUMNS,
+            THROUGHPUT_COLUMNS,
             "no row for device 'h100'",
         ),
     ],
@@ -130,7 +131,7 @@ def test_measured_table_overrides_the_estimate_for_its_sizes(tmp_path):
 def test_malformed_table_fails_with_one_sentence_naming_file_and_column(tmp_path, rows, columns, message):
     table = write_table(tmp_path / "bad.csv", rows, columns)
     with pytest.raises(ValueError, match=message) as error:
-        throughput.read_throughput(table, "h100")
+        read_throughput(table, "h100")
     text = str(error.value)
     assert text.startswith(f"{table}: ") and text.endswith(".") and "\n" not in text
 
@@ -165,7 +166,7 @@ def test_measure_writes_a_table_the_preview_reads(tmp_path, monkeypatch):
     measured = {"tokens_per_s": 1234.5, "median_ms": 1.0, "iqr_ms": 0.1, "params": 99, "micro_batch": 8}
     monkeypatch.setattr(throughput_sizes, "measure_workload", lambda *args: measured)
     throughput_sizes.measure("tiny", "h100", 8, 1, 1, families=["gpt"], sizes=["small"], out=out)
-    table = throughput.read_throughput(out, "h100")
+    table = read_throughput(out, "h100")
     assert table == {("gpt", "other", 3): 7.0, ("gpt", "small", 4): 1234.5}
     stages, runs = cost.preview(Grid.load(load_preset({"preset": "tiny"})), "h100", out)
     assert {row["run_id"] for row in runs if row["source"] == "measured"} == {"wt103-small-gpt", "owt-small-gpt"}
@@ -195,14 +196,14 @@ def test_passes_over_the_data_and_checkpoint_disk_per_run(paper, paper_workloads
     small, large = paper_workloads[("pretrain", "wt103-small-gpt")], paper_workloads[("pretrain", "owt-large-gpt")]
     kept_train = dataclasses.replace(large.train, keep_checkpoints_every=1000)
     kept_every = dataclasses.replace(large, run=dataclasses.replace(large.run, train=kept_train))
-    rows = cost.cost_rows([small, large, kept_every], "h100", {}, mfu=0.4, config=config)
+    rows = cost.cost_rows([small, large, kept_every], "h100", mfu=0.4, config=config)
     assert rows[0]["data_passes"] == pytest.approx(10_000 * 256 * 1024 / 0.12e9)
     assert rows[1]["data_passes"] == pytest.approx(40_000 * 256 * 1024 / 9.04e9)
     assert rows[1]["checkpoint_bytes"] == 774_030_080 * 12
     assert rows[1]["running_checkpoint_bytes"] == 774_030_080 * 12 * 3, "two complete and one being written"
     assert rows[2]["checkpoint_bytes"] == 774_030_080 * 12 * 40  # steps 1000 ... 39000, and step-39999
     llama = paper_workloads[("pretrain", "owt-llama1b-llama")]
-    assert cost.cost_rows([llama], "h100", {}, mfu=0.4, config=config)[0]["data_passes"] is None
+    assert cost.cost_rows([llama], "h100", mfu=0.4, config=config)[0]["data_passes"] is None
 
 
 MODEL_COST_PROBE = r"""

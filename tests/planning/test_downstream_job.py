@@ -6,8 +6,8 @@ import math
 from pipeline.config import load_preset
 from pipeline.config.site import EXAMPLE, load_site
 from pipeline.planning.grid import Grid
-from pipeline.planning.job_request import JobKind, JobRequest
 from pipeline.planning.jobs import GPU_ANALYSIS_MINUTES, JobSizing
+from pipeline.planning.placement import JobKind, JobRequest, placement
 from pipeline.preflight.stages import DownstreamStage, SpectraStage
 
 SITE = load_site(EXAMPLE)
@@ -24,7 +24,7 @@ def test_downstream_gets_one_gpu_for_its_base_minutes_plus_its_lm_eval_gpu_hours
         assert minutes > GPU_ANALYSIS_MINUTES["downstream"]
         assert jobs.downstream(run_id) == JobRequest(
             gpus=1,
-            placement=jobs.placement(JobKind.GPU),
+            placement=placement(SITE, JobKind.GPU),
             gpu_model=SITE.gpu_model,
             cpus=SITE.cpus_per_gpu,
             mem_mb=SITE.mem_mb_per_gpu,

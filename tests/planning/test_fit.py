@@ -14,6 +14,7 @@ import pytest
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.planning import fit, fit_table
 from pipeline.planning.grid import Grid
+from pipeline.planning.measured import read_fit_rows
 from pipeline.planning.workloads import Pretraining
 
 REPLICATED_BOUND_BYTES = 4 * 2**20
@@ -109,8 +110,8 @@ def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, per_example, 
     plans, calls = fake_plan(per_example, 5 * 10**9)
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
     [row] = fit.fit_rows([workload], [50257], [8], 80 * 10**9)
-    assert (row["micro_batch"], row["fits_at_paper_batch"], row["fits"]) == (expected_micro_batch, fits_at_batch, True)
-    assert row["accumulation"] * row["micro_batch"] * row["gpus"] == workload.batch_size
+    assert (row.micro_batch, row.fits_at_paper_batch, row.fits) == (expected_micro_batch, fits_at_batch, True)
+    assert row.accumulation * row.micro_batch * row.gpus == workload.batch_size
     assert calls[0] == 32 and len(calls) <= 3
 
 
@@ -118,7 +119,7 @@ def test_a_run_that_fits_at_no_micro_batch_says_so(monkeypatch):
     plans, _ = fake_plan(10**9, 90 * 10**9)
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
     [row] = fit.fit_rows([medium_gpt()], [50257], [8], 80 * 10**9)
-    assert (row["micro_batch"], row["fits"]) == (1, False)
+    assert (row.micro_batch, row.fits) == (1, False)
     assert "| no |" in fit_table.fit_table([row])[0]
 
 
@@ -147,13 +148,13 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
 
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
     rows = fit.write_fit(Grid.load(config), None, None, list(expected), tmp_path / "fit.md", tmp_path / "fit.csv", site)
-    assert {row["run_id"]: row["gpus"] for row in rows} == expected
-    assert {row["device_bytes"] for row in rows} == {80 * 10**9}
+    assert {row.run_id: row.gpus for row in rows} == expected
+    assert {row.device_bytes for row in rows} == {80 * 10**9}
     first_plans = processes[: len(set(expected.values()))]
     assert sorted(gpus for gpus, _ in first_plans) == sorted(set(expected.values()))
     assert all(expected[run_id] == gpus for gpus, ids in processes for run_id in ids)
-    small = next(row for row in rows if row["run_id"] == "owt-small-gpt")
-    assert (small["per_device_batch"], small["micro_batch"], small["fits_at_paper_batch"]) == (512, 64, False)
+    small = next(row for row in rows if row.run_id == "owt-small-gpt")
+    assert (small.per_device_batch, small.micro_batch, small.fits_at_paper_batch) == (512, 64, False)
     planned = JobSizing(Grid.load(config), site, fit_table=tmp_path / "fit.csv")
     assert planned.training("owt-small-gpt").micro_batch == 64
 
@@ -168,22 +169,20 @@ def test_planning_some_runs_merges_their_rows_into_the_table(monkeypatch, tmp_pa
     fit.write_fit(Grid.load(config), "h200", 8, ["owt-small-gpt"], md, table)
     monkeypatch.setattr(fit, "plans_in_subprocess", fake_plan(2 * 10**9, 5 * 10**9)[0])
     [replanned] = fit.write_fit(Grid.load(config), "h100", 8, ["owt-medium-gpt"], md, table)
-    rows = fit_table.read_fit_rows(table)
-    assert [(row["run_id"], row["device_bytes"]) for row in rows] == [
+    rows = read_fit_rows(table)
+    assert [(row.run_id, row.device_bytes) for row in rows] == [
         ("owt-small-gpt", 80 * 10**9),
         ("owt-small-gpt", 141 * 10**9),
         ("owt-medium-gpt", 80 * 10**9),
     ]
-    assert rows[-1] == replanned and rows[-1]["temp_bytes"] == 64 * 10**9
+    assert rows[-1] == replanned and rows[-1].temp_bytes == 64 * 10**9
     assert [line.split(" | ")[4] for line in md.read_text().splitlines() if line.startswith("| owt-")] == [
         "80 (72)",
         "141 (127)",
         "80 (72)",
     ]
     fit.write_fit(Grid.load(config), "h100", 8, None, md, table)
-    assert len(fit_table.read_fit_rows(table)) == len(Grid.load(config).workloads), (
-        "without --runs: the whole table, new"
-    )
+    assert len(read_fit_rows(table)) == len(Grid.load(config).workloads), "without --runs: the whole table, new"
 
 
 def test_the_fit_rules_parameter_changes_with_what_a_row_means_and_only_then():
@@ -237,20 +236,20 @@ def tiny_rows(tmp_path_factory):
         out / "fit.md",
         out / "fit.csv",
     )
-    return {row["run_id"]: row for row in rows}, (out / "fit.csv").read_text()
+    return {row.run_id: row for row in rows}, (out / "fit.csv").read_text()
 
 
 def test_a_finetune_and_a_downstream_run_are_planned(tiny_rows):
     rows, table = tiny_rows
-    assert [(rows[run_id]["role"], rows[run_id]["gpus"]) for run_id in (TINY_LORA, TINY_FULL, TINY_DOWNSTREAM)] == [
+    assert [(rows[run_id].role, rows[run_id].gpus) for run_id in (TINY_LORA, TINY_FULL, TINY_DOWNSTREAM)] == [
         ("finetune", 2),
         ("finetune", 2),
         ("downstream", 1),
     ]
     assert table.splitlines()[0].startswith("run_id,plan_key,role,")
     full = rows[TINY_FULL]
-    assert full["trainable_parameters"] == full["parameters"] > 0
-    assert 0 < full["param_bytes"] < full["total_bytes"] and full["temp_bytes"] > 0
+    assert full.trainable_parameters == full.parameters > 0
+    assert 0 < full.param_bytes < full.total_bytes and full.temp_bytes > 0
 
 
 def test_lora_plans_fewer_optimizer_bytes_than_full(tiny_rows):
@@ -258,16 +257,16 @@ def test_lora_plans_fewer_optimizer_bytes_than_full(tiny_rows):
     (the frozen resampled weights + the adapters)."""
     rows, _ = tiny_rows
     lora, full = rows[TINY_LORA], rows[TINY_FULL]
-    assert lora["parameters"] > full["parameters"]
-    assert lora["trainable_parameters"] < full["trainable_parameters"]
-    assert 0 < lora["optimizer_bytes"] < full["optimizer_bytes"]
+    assert lora.parameters > full.parameters
+    assert lora.trainable_parameters < full.trainable_parameters
+    assert 0 < lora.optimizer_bytes < full.optimizer_bytes
 
 
 def test_downstream_row_has_no_optimizer_state(tiny_rows):
     rows, _ = tiny_rows
     downstream = rows[TINY_DOWNSTREAM]
-    assert (downstream["optimizer_bytes"], downstream["trainable_parameters"], downstream["batch_size"]) == (0, 0, 32)
-    assert 0 < downstream["param_bytes"] < downstream["total_bytes"] and downstream["temp_bytes"] > 0
+    assert (downstream.optimizer_bytes, downstream.trainable_parameters, downstream.batch_size) == (0, 0, 32)
+    assert 0 < downstream.param_bytes < downstream.total_bytes and downstream.temp_bytes > 0
 
 
 @pytest.mark.parametrize(("micro_batch", "expected"), [(None, -1), (4, 4)])

@@ -1,16 +1,12 @@
-"""Job kinds (pipeline/planning/job_request.py ``JobKind``): the site file's ``slurm_extra`` keys, each with what its
+"""Job kinds (pipeline/planning/placement.py ``JobKind``): the site file's ``slurm_extra`` keys, each with what its
 jobs differ by stated once."""
 
 import dataclasses
 
 import yaml
 
-from pipeline.config import load_preset
 from pipeline.config.site import EXAMPLE, SITE_SCHEMA, Site, load_site
-from pipeline.planning.grid import Grid
-from pipeline.planning.job_request import JobKind
-from pipeline.planning.jobs import JobSizing
-from pipeline.planning.slurm_resources import resource_names
+from pipeline.planning.placement import JobKind, placement, resource_names
 
 SITE = load_site(EXAMPLE)
 
@@ -37,21 +33,19 @@ def test_each_job_kinds_placement_and_resource_names_follow_its_properties():
     site = dataclasses.replace(
         SITE, gpu_model="h100", slurm_extra={"training": "--exclusive", "gpu": None, "cpu": "--nice=10"}
     )
-    jobs = JobSizing(Grid.load(load_preset({"preset": "paper"})), site)
-    placements = {kind: jobs.placement(kind) for kind in JobKind}
+    placements = {kind: placement(site, kind) for kind in JobKind}
     assert {kind: (p.partition, p.sbatch_flags, p.signal_lead_s) for kind, p in placements.items()} == {
         JobKind.TRAINING: ("gpu", ("--exclusive",), 600),
         JobKind.GPU: ("gpu", (), 0),
         JobKind.CPU: ("cpu", ("--nice=10",), 0),
     }
     common = ["slurm_partition", "nodes", "gpu", "cpus_per_task", "mem_mb", "runtime", "needed_min"]
-    assert {kind: resource_names(kind, jobs) for kind in JobKind} == {
+    assert {kind: resource_names(site, kind) for kind in JobKind} == {
         JobKind.TRAINING: [*common, "slurm_extra", "gpu_model", "micro_batch", "chunks"],
         JobKind.GPU: [*common, "gpu_model"],
         JobKind.CPU: [*common, "slurm_extra"],
     }
-    local = JobSizing(Grid.load(load_preset({"preset": "tiny"})), None)
-    assert {kind: resource_names(kind, local) for kind in JobKind} == {
+    assert {kind: resource_names(None, kind) for kind in JobKind} == {
         JobKind.TRAINING: ["gpu", "micro_batch"],
         JobKind.GPU: ["gpu"],
         JobKind.CPU: ["gpu"],

@@ -9,18 +9,16 @@ import pytest
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import EXAMPLE, load_site
 from pipeline.planning.grid import Grid
-from pipeline.planning.job_request import JobRequest, Placement
-from pipeline.planning.jobs import (
+from pipeline.planning.jobs import JobSizing, training_gpus, training_minutes
+from pipeline.planning.placement import (
     CHAIN_MARGIN_RETRIES,
-    CHECKPOINT_GB_PER_MIN,
-    PREFLIGHT_BASE_MIN,
     STARTUP_MIN,
-    JobSizing,
+    JobRequest,
+    Placement,
     WalltimeError,
     chunk_count,
-    training_gpus,
-    training_minutes,
 )
+from pipeline.preflight.shapes import CHECKPOINT_GB_PER_MIN, PREFLIGHT_BASE_MIN, preflight_minutes
 
 SITE = load_site(EXAMPLE)
 
@@ -178,7 +176,7 @@ def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its
         + 23 * cost["gpu_hours"] * 2 / 8 / 40000 * 60
         + 2 * cost["parameters"] * 12 / 1e9 / CHECKPOINT_GB_PER_MIN
     )
-    minutes = jobs.preflight_minutes("owt-llama1b-diffeq_llama", 23)
+    minutes = preflight_minutes(jobs, "owt-llama1b-diffeq_llama", 23)
     assert work + 10 <= minutes < work + 11 and cost["parameters"] * 12 > 75e9
     lead = dataclasses.replace(jobs.training("owt-llama1b-diffeq_llama"), minutes=minutes).sbatch_flags
     assert lead == ("--signal=URG@600",) and minutes - 10 >= work
@@ -190,9 +188,11 @@ def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its
         match="the preflight job of run owt-llama1b-diffeq_llama needs an estimated "
         rf"{minutes} min but partition 'gpu' allows 30 min",
     ):
-        JobSizing(
-            Grid.load(paper), dataclasses.replace(SITE, max_runtime_min=30, target_runtime_min=30)
-        ).preflight_minutes("owt-llama1b-diffeq_llama", 23)
+        preflight_minutes(
+            JobSizing(Grid.load(paper), dataclasses.replace(SITE, max_runtime_min=30, target_runtime_min=30)),
+            "owt-llama1b-diffeq_llama",
+            23,
+        )
 
 
 def test_without_a_site_every_job_is_local_on_the_cpu():

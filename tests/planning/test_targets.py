@@ -1,43 +1,23 @@
 """A table's target plans only the runs the table reads: the dry run of a table of the paper preset trains exactly
 its runs (the list of every run, ``pretrain_runs.csv``, is its own rule)."""
 
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_testkit import dry_run, dry_run_jobs
 
 from pipeline.config import load_preset, pretrain_runs
 
-ROOT = Path(__file__).resolve().parents[2]
 RUNS = pretrain_runs(load_preset({"preset": "paper"}))
 TABLE_RUNS = {run_id for run_id, spec in RUNS.items() if spec.role == "table"}
 
 
 def planned_runs(workdir: Path, target: str) -> set[str]:
     """The pretraining runs the local dry run of ``target`` of the paper preset trains."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            target,
-            "-n",
-            "--snakefile",
-            str(ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(workdir),
-            "--config",
-            "preset=paper",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = dry_run(workdir, target, "--config", "preset=paper")
     assert result.returncode == 0, result.stderr[-2000:]
-    return set(re.findall(r"^rule pretrain:\n(?:    .*\n)*?    wildcards: run=(\S+)$", result.stdout, re.M))
+    jobs = dry_run_jobs(result.stdout, workdir)
+    return {job["wildcards"].removeprefix("run=") for job in jobs if job["rule"] == "pretrain"}
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,8 @@ and each job's inputs, settings and resources."""
 import functools
 import os
 
-from pipeline.planning.slurm_resources import preflight_walltime
 from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, run_shapes, training_shapes
-from pipeline.preflight.stages import STAGE_KINDS, DownstreamStage, FinetuneStage, stage_jobs
+from pipeline.preflight.stages import STAGE_KINDS, stage_jobs
 
 PREFLIGHT = f"{RESULTS}/preflight"
 PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
@@ -43,8 +42,10 @@ def preflight_job_inputs(wildcards):
 def preflight_plan_option(wildcards):
     """The fit row's plan of the shape's job (with a site), else none: the job plans itself."""
     shape = preflight_shape(wildcards)
-    row = JOBS.fit_row(shape.run_id, shape.gpus) if SITE is not None and shape.gpus else None
-    return [] if row is None else ["--planned-bytes", row["total_bytes"], "--budget-bytes", row["usable_bytes"]]
+    if SITE is None or not shape.gpus:
+        return []
+    row = JOBS.measured.fit_row(shape.run_id, shape.gpus, SITE.gpu_memory_bytes)
+    return [] if row is None else ["--planned-bytes", row.total_bytes, "--budget-bytes", row.usable_bytes]
 
 
 def preflight_job_resources():
@@ -53,7 +54,7 @@ def preflight_job_resources():
     def shape_of(wildcards):
         preflight = preflight_shape(wildcards)
         shape = JOBS.training(preflight.run_id, check_preflight=False)
-        return preflight_walltime(shape, preflight.minutes)
+        return shape.for_preflight(preflight.minutes)
 
     return rule_resources(shape_of, JobKind.TRAINING)
 
@@ -62,16 +63,13 @@ def preflight_stage_inputs(wildcards):
     """The source shape's preflight row (its checkpoint beside it), the tokenizer, and the token cache: a fine-tune's
     target's, else the source run's; lm-eval also its task files and prefetch records."""
     job = preflight_stage_jobs()[wildcards.kind]
-    inputs = {"source": f"{PREFLIGHT}/{job.source_shape}/row.json"}
-    if isinstance(job, FinetuneStage):
-        spec = FINETUNE_RUNS[job.run_id]
-        inputs |= {
-            "cache": f"{DATA}/caches/{spec.target_dataset}-{spec.tokenizer}",
-            "tokenizer": f"{DATA}/tokenizers/{spec.tokenizer}",
-        }
-    else:
-        inputs |= run_data(job.run_id)
-    if isinstance(job, DownstreamStage):
+    workload = GRID.workloads[job.run_id]
+    inputs = {
+        "source": f"{PREFLIGHT}/{job.source_shape}/row.json",
+        "cache": f"{DATA}/caches/{workload.dataset}-{workload.tokenizer}",
+        "tokenizer": f"{DATA}/tokenizers/{workload.tokenizer}",
+    }
+    if job.reads_lm_eval_tasks:
         inputs |= {
             "task_files": EVALUATE_TASK_FILES,
             "prefetched": [f"{PREFETCH}/lm_eval/{task}.json" for task in HUB_ITEMS["lm_eval_tasks"]],
@@ -80,18 +78,13 @@ def preflight_stage_inputs(wildcards):
 
 
 def preflight_stage_settings(wildcards, input):
-    """What the stage's verb is given besides paths, as JSON: the fine-tune's spec, or the preset's section."""
-    job = preflight_stage_jobs()[wildcards.kind]
-    if isinstance(job, FinetuneStage):
-        return FINETUNE_RUNS[job.run_id].to_json()
-    if isinstance(job, DownstreamStage):
-        task_dir = None if EVALUATE_TASK_DIR is None else str(EVALUATE_TASK_DIR)
-        settings = {**config["downstream"], "task_dir": task_dir, "pair": EVALUATED_RUN_PAIR[job.run_id]}
-        return json.dumps({**settings, "prefetched": [os.path.abspath(path) for path in input.prefetched]})
-    return json.dumps(config["analysis"][job.kind])
+    """What the stage's verb is given besides paths, as JSON (pipeline/preflight/stages.py ``StageJob.settings``)."""
+    task_dir = None if EVALUATE_TASK_DIR is None else str(EVALUATE_TASK_DIR)
+    prefetched = [os.path.abspath(path) for path in input.get("prefetched", [])]
+    return preflight_stage_jobs()[wildcards.kind].settings(GRID, {"task_dir": task_dir, "prefetched": prefetched})
 
 
 def preflight_stage_shape(wildcards):
     """A stage job's shape: its fine-tune's or analysis's, for ``PREFLIGHT_RUNTIME_MIN`` minutes."""
     shape = preflight_stage_jobs()[wildcards.kind].resources(JOBS)
-    return preflight_walltime(shape, PREFLIGHT_RUNTIME_MIN)
+    return shape.for_preflight(PREFLIGHT_RUNTIME_MIN)

@@ -1,16 +1,17 @@
-"""Each rule's `resources:` and `retries:`, from the job sizing of pipeline/planning/jobs.py (wiring: the names and
-values come from pipeline/planning/slurm_resources.py; a job that cannot be sized stops the workflow here)."""
+"""Each rule's `resources:` and `retries:`, from the job sizing of pipeline/planning/jobs.py (wiring: the names come
+from pipeline/planning/placement.py, the values from each job's request; a job that cannot be sized stops the
+workflow here)."""
 
-from pipeline.planning.job_request import JobKind
-from pipeline.planning.jobs import FitTableError, JobSizing, WalltimeError
-from pipeline.planning.preflight_rows import PreflightError
-from pipeline.planning.slurm_resources import resource_names, resource_values
+from pipeline.planning.placement import JobKind
+from pipeline.planning.jobs import JobSizing
+from pipeline.planning.measured import FitTableError, PreflightError
+from pipeline.planning.placement import WalltimeError, resource_names
 
 JOBS = JobSizing(GRID, SITE, fit_table=f"{RESULTS}/fit.csv", preflight_table=f"{RESULTS}/preflight.csv")
 PLAN_COMMAND = "snakemake --profile profiles/slurm fit, with this command's --config"
 """How the fit table is planned again, added to a job-sizing error (pipeline/planning/jobs.py)."""
 PREFLIGHT_COMMAND = "snakemake --profile profiles/slurm preflight, with this command's --config"
-"""How the preflight is run again, added to a red preflight row's sentence (pipeline/planning/preflight_rows.py)."""
+"""How the preflight is run again, added to a red preflight row's sentence (pipeline/planning/measured.py)."""
 TIDY_FILE_RESOURCES = {"gpu": 0, "mem_mb": 2000, "runtime": 10}
 """A table, figure or scorecard job: seconds of CPU reading tidy files, run on the submit host (``localrule``)."""
 
@@ -23,7 +24,7 @@ def rule_resources(shape_of, kind):
     def resource(name):
         def value(wildcards):
             try:
-                return resource_values(shape_of(wildcards))[name]
+                return shape_of(wildcards).resources()[name]
             except FitTableError as error:
                 raise WorkflowError(f"{str(error).rstrip('.')} ({PLAN_COMMAND}).") from None
             except PreflightError as error:
@@ -33,7 +34,7 @@ def rule_resources(shape_of, kind):
 
         return value
 
-    return {name: resource(name) for name in resource_names(kind, JOBS)}
+    return {name: resource(name) for name in resource_names(SITE, kind)}
 
 
 def training_resources(wildcard):

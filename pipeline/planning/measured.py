@@ -1,0 +1,354 @@
+"""One measured table per job shape: what planning knows of a job on the site's GPUs before it runs, and the only
+reader of the files that hold it (docs/planning.md#the-measured-table).
+
+Each question has one answer, taken in this precedence:
+
+- **tokens/s per GPU** of a training workload: measured by the preflight (a green row of ``results/<preset>/
+  preflight.csv`` on the same device: ``preflight_tokens_per_s``), else by ``bench throughput-sizes``
+  (``results/benchmarks/throughput-sizes-<device>.csv``, by family, size and layers), else ``None``: the cost
+  preview estimates it from FLOPs (``pipeline.planning.cost``);
+- **peak memory and micro-batch** of a job on ``gpus`` GPUs: planned by XLA (``results/<preset>/fit.csv``,
+  ``fit_row``), the preflight only checks it (a red row stops the jobs it stands for: ``require_green``).
+
+One staleness rule: a fit row holds for a job while its ``plan_key`` (a hash of the fields of role ``PLAN`` of the
+job's specs, ``pipeline.config.specs``) and the share of GPU memory JAX reserves are the current ones; otherwise the
+row is refused, naming the first field that changed (``stale_field``). A preflight row holds for the grid job it
+measured (its ``run_id`` and kind) on its device. Where nothing answers, the reader says what fills the table:
+``python -m pipeline fit`` (``snakemake --profile profiles/slurm fit``) or the preflight.
+
+Longer than 300 lines because it is the one reader of all three files, so that their precedence and staleness are
+stated once.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import io
+import logging
+import math
+from pathlib import Path
+
+from pipeline.config.paths import BENCHMARKS_DIR
+from pipeline.config.site import preset_results
+from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec
+from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
+from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, plan_key
+from pipeline.planning.grid import Grid
+from pipeline.planning.model_cost import model_cost
+from pipeline.planning.workloads import Workload, workload_vocab_size
+
+logger = logging.getLogger(__name__)
+THROUGHPUT_COLUMNS = (
+    "device",
+    "family",
+    "size",
+    "hidden_dim",
+    "num_layers",
+    "seq_len",
+    "params",
+    "tokens_per_s_per_gpu",
+    "measured_on",
+    "notes",
+)
+"""Columns of a measured throughput table (one row per device, family and size; tokens/s of training)."""
+
+
+def default_throughput_path(device: str) -> Path:
+    """``bench throughput-sizes``' table of ``device``."""
+    return BENCHMARKS_DIR / f"throughput-sizes-{device}.csv"
+
+
+class PreflightError(ValueError):
+    """A preflight row of a job's shape is red (its job failed, or it peaked over its memory plan); the message
+    names the shape and what to do."""
+
+
+class FitTableError(ValueError):
+    """A training job or memory probe has no usable fit row (missing, stale, or it fits at no micro-batch); the
+    message says what to change, and the caller says how to plan the table again."""
+
+
+def shape_id(family: str, size: str, gpus: int, micro_batch: int) -> str:
+    """A training job's shape, ``<family>-<size>-g<GPUs>-mb<micro-batch>`` (micro-batch 0: the whole per-device batch
+    at once): what decides its speed and memory, and what one preflight job measures."""
+    return f"{family}-{size}-g{gpus}-mb{micro_batch}"
+
+
+def preflight_path(preset: str) -> Path:
+    """The preflight report the cost preview reads by default (``results/<preset>/preflight.csv``)."""
+    return preset_results(None, preset) / "preflight.csv"
+
+
+NOT_APPLICABLE = "n/a"
+"""What a measured column of a job that ran holds where it does not apply to the job's kind (the training columns of
+lm-eval and the analyses; the memory plan and the restore of a fine-tune)."""
+FINETUNE_METHODS = ("lora", "full")
+
+
+def finetune_stage(method: str) -> str:
+    """The stage job (and row) that stands for the fine-tunes of ``method`` (one of ``FINETUNE_METHODS``)."""
+    return f"finetune-{method}"
+
+
+def _number(text: str) -> float | None:
+    """A measured column's value: None where it does not apply or was not measured (a failed job's)."""
+    return None if text in ("", NOT_APPLICABLE) else float(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class PreflightRow:
+    """The columns of a report row that planning reads, typed: the row's shape (or stage job), kind, the grid job it
+    measured, the device it ran on, its verdict and error, its training tokens/s per device and its peak memory
+    against its budget (None where they do not apply, or its job measured nothing)."""
+
+    shape: str
+    kind: str
+    run_id: str
+    device_label: str
+    verdict: str
+    error: str
+    tokens_per_s_per_device: float | None
+    peak_memory_bytes: float | None
+    budget_bytes: float | None
+
+    @classmethod
+    def from_csv(cls, row: dict[str, str]) -> PreflightRow:
+        numbers = ("tokens_per_s_per_device", "peak_memory_bytes", "budget_bytes")
+        return cls(
+            **{
+                field.name: _number(row[field.name]) if field.name in numbers else row[field.name]
+                for field in dataclasses.fields(cls)
+            }
+        )
+
+
+def read_preflight_rows(path: str | Path | None) -> dict[str, PreflightRow]:
+    """The report's rows by shape id (empty without a report)."""
+    if path is None or not Path(path).is_file():
+        return {}
+    with Path(path).open(newline="") as stream:
+        return {row["shape"]: PreflightRow.from_csv(row) for row in csv.DictReader(stream)}
+
+
+def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float]:
+    """``bench throughput-sizes``' training tokens/s per GPU of ``device``, keyed by (family, size, num_layers)."""
+
+    def fail(message: str) -> ValueError:
+        return ValueError(f"{path}: {message}")
+
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: no throughput table; measure one with `python -m pipeline bench throughput-sizes`."
+        )
+    reader = csv.DictReader(io.StringIO(path.read_text()))
+    missing = [column for column in THROUGHPUT_COLUMNS if column not in (reader.fieldnames or [])]
+    if missing:
+        raise fail(f"missing column {missing[0]!r}; expected the columns {list(THROUGHPUT_COLUMNS)}.")
+    table: dict[tuple[str, str, int], float] = {}
+    for line, row in enumerate(reader, start=2):
+        if row["device"] != device:
+            continue
+        for column in ("num_layers", "tokens_per_s_per_gpu"):
+            try:
+                value = float(row[column])
+            except (TypeError, ValueError):
+                value = math.nan
+            if not value > 0 or (column == "num_layers" and not value.is_integer()):
+                raise fail(f"column {column!r} must hold a positive number on line {line} (got {row[column]!r}).")
+        key = (row["family"], row["size"], int(row["num_layers"]))
+        if key in table:
+            raise fail(
+                f"line {line} repeats family {key[0]!r}, size {key[1]!r}, num_layers {key[2]} "
+                f"for device {device!r}; expected one row each."
+            )
+        table[key] = float(row["tokens_per_s_per_gpu"])
+    if not table:
+        raise fail(f"column 'device' has no row for device {device!r}.")
+    return table
+
+
+def read_fit_rows(path: Path) -> list[FitRow]:
+    """The rows of a fit table CSV, typed; rows of a table from before a column existed are dropped (they can no
+    longer be matched to a job), with a warning."""
+    with Path(path).open(newline="") as stream:
+        raw = list(csv.DictReader(stream))
+    rows = [
+        row
+        for row in raw
+        if all(row.get(column) not in (None, "") for column in FIT_COLUMNS if column != "time_embed_dim")
+    ]
+    if len(rows) < len(raw):
+        logger.warning(
+            "%s: %d row(s) lack a column of this version's table and were dropped", path, len(raw) - len(rows)
+        )
+    return [FitRow.from_csv(row) for row in rows]
+
+
+def _plan_fields(spec_type: type, prefix: str) -> dict[str, str]:
+    """The fields of role ``PLAN`` of ``spec_type`` by name, each with its preset key ``<prefix>.<name>``."""
+    return {
+        field.name: f"{prefix}.{field.name}"
+        for field in dataclasses.fields(spec_type)
+        if PLAN in field.metadata["roles"]
+    }
+
+
+STALE_COLUMNS = {
+    column: key
+    for column, key in {**_plan_fields(ModelSpec, "model"), **_plan_fields(TrainSpec, "train")}.items()
+    if column in FIT_COLUMNS
+}
+"""Columns of a row that restate a field its ``plan_key`` covers, by the preset key they come from."""
+UNRESTATED_PLAN_FIELDS = (
+    "a field of its model, its vocabulary, "
+    + ", ".join(key for column, key in _plan_fields(TrainSpec, "train").items() if column not in STALE_COLUMNS)
+    + ", its fine-tune's "
+    + "/".join(_plan_fields(FinetuneSpec, "finetune"))
+    + ", or the train step's version"
+)
+"""What else ``plan_parts`` covers, named where no column says which changed."""
+
+
+def stale_field(row: FitRow, workload: Workload, vocab_size: int) -> str | None:
+    """What changed since ``row`` was planned (``None``: the row holds): the first of ``STALE_COLUMNS`` whose value
+    differs from the workload's now, with both values; else ``UNRESTATED_PLAN_FIELDS``."""
+    if row.plan_key == plan_key(workload, vocab_size):
+        return None
+    for column, key in STALE_COLUMNS.items():
+        spec = workload.run.model if key.startswith("model.") else workload.train
+        if getattr(row, column) != getattr(spec, column):
+            return f"{key} (planned {getattr(row, column)}, now {getattr(spec, column)})"
+    return UNRESTATED_PLAN_FIELDS
+
+
+class MeasuredTable:
+    """What the preflight measured, XLA planned and ``bench throughput-sizes`` timed for the jobs of ``grid`` on
+    ``device`` (module docstring): read once, each file by this class only. ``throughput``: the throughput table
+    (None: the device's default, where it exists); ``preflight``, ``fit``: the preset's report and fit table (None or
+    a missing file: nothing measured, nothing planned)."""
+
+    def __init__(
+        self,
+        grid: Grid,
+        device: str,
+        *,
+        preflight: str | Path | None = None,
+        fit: str | Path | None = None,
+        throughput: Path | None = None,
+    ):
+        self.grid = grid
+        self.device = device
+        self.preflight_table = preflight
+        self.fit_table = fit
+        self.throughput_table = throughput
+
+    @functools.cached_property
+    def preflight_rows(self) -> dict[str, PreflightRow]:
+        return read_preflight_rows(self.preflight_table)
+
+    @functools.cached_property
+    def throughput_rows(self) -> dict[tuple[str, str, int], float]:
+        path = self.throughput_table or default_throughput_path(self.device)
+        return read_throughput(path, self.device) if self.throughput_table or path.is_file() else {}
+
+    @functools.cached_property
+    def fit_rows(self) -> dict[tuple[str, int, int], FitRow]:
+        if self.fit_table is None or not Path(self.fit_table).is_file():
+            return {}
+        return {row.job_key: row for row in read_fit_rows(Path(self.fit_table))}
+
+    @functools.cached_property
+    def preflight_tokens_per_s(self) -> dict[str, float]:
+        """Training tokens/s per device of every workload a green row of ``device`` measured, by workload id:
+
+        - a fine-tune of a method whose stage job (``finetune_stage``) measured fine-tune m: m's model FLOP rate per
+          device carried over, i.e. the method's MFU on the device: tokens/s = tokens/s_m × F_m / F, F a model's
+          forward FLOPs per token (``pipeline.planning.model_cost``; tokens/s × 3F = MFU × peak);
+        - else a workload whose model (family, size, num_layers) a pretraining row measured: that row's tokens/s.
+
+        Rows of lm-eval and the analyses (which train nothing), and of a job the preset no longer has, are not read.
+        """
+        jobs, finetunes, config = self.grid.workloads, self.grid.finetunes, self.grid.config
+        by_model, flops_by_method = {}, {}
+        for row in self.preflight_rows.values():
+            measured = jobs.get(row.run_id)
+            if (
+                row.device_label != self.device
+                or row.verdict != "ok"
+                or measured is None
+                or measured.preflight_row_kind != row.kind
+            ):
+                continue
+            if measured.run_id in finetunes:
+                method = finetunes[measured.run_id].finetune.method
+                flops_by_method[method] = row.tokens_per_s_per_device * model_cost(measured, config)[1]
+            else:
+                by_model[measured.throughput_key] = row.tokens_per_s_per_device
+        throughput = {}
+        for workload_id, workload in jobs.items():
+            method = finetunes[workload_id].finetune.method if workload_id in finetunes else None
+            if method in flops_by_method:
+                throughput[workload_id] = flops_by_method[method] / model_cost(workload, config)[1]
+            elif workload.throughput_key in by_model:
+                throughput[workload_id] = by_model[workload.throughput_key]
+        return throughput
+
+    def tokens_per_s(self, workload: Workload) -> tuple[float, str] | None:
+        """``(training tokens/s per GPU, source)`` of ``workload`` on the device: the preflight's (``preflight``),
+        else the throughput table's (``measured``); None where neither measured it (the caller estimates)."""
+        if workload.run_id in self.preflight_tokens_per_s:
+            return self.preflight_tokens_per_s[workload.run_id], "preflight"
+        if workload.throughput_key in self.throughput_rows:
+            return self.throughput_rows[workload.throughput_key], "measured"
+        return None
+
+    def fit_row(self, workload_id: str, gpus: int, device_bytes: int) -> FitRow | None:
+        """The fit row of the job of ``workload_id`` (a pretraining run, fine-tune or memory probe) on ``gpus`` GPUs
+        of ``device_bytes``; ``None`` without one. A row planned for another spec of the run or another share of the
+        GPU's memory is stale: ``FitTableError`` naming what changed."""
+        row = self.fit_rows.get((workload_id, gpus, device_bytes))
+        if row is None:
+            return None
+        workload = self.grid.workloads[workload_id]
+        changed = stale_field(row, workload, workload_vocab_size(self.grid.config, workload))
+        if changed is not None:
+            raise FitTableError(
+                f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) is stale: {changed} "
+                "changed since it was planned; plan it again."
+            )
+        usable = int(device_bytes * gpu_memory_fraction())
+        if row.usable_bytes != usable:
+            raise FitTableError(
+                f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) was planned for "
+                f"{row.usable_bytes / 1e9:g} GB usable per GPU, but JAX now reserves "
+                f"{usable / 1e9:g} GB ({GPU_MEMORY_FRACTION_ENV}); plan it again."
+            )
+        return row
+
+    def require_green(self, row_key: str | None, grid_job: str) -> None:
+        """Stop, in one sentence naming the preflight job, the grid's job and what to do, when the row ``row_key`` (a
+        training shape, or a stage job's kind) that stands for ``grid_job`` is red (its job failed, or its peak
+        memory exceeded its plan)."""
+        row = self.preflight_rows.get(row_key)
+        if row is None or row.verdict in ("ok", "stopped"):
+            return
+        path = Path(self.preflight_table)
+        subject = f"shape {row_key}" if row.kind == "pretrain" else f"stage job {row_key}"
+        row_file = path.parent / "preflight" / ("" if row.kind == "pretrain" else "stages") / row_key / "row.json"
+        rerun = f"delete {row_file} and rerun the preflight before the grid"
+        if row.verdict == "failed":
+            raise PreflightError(
+                f"{path}: the preflight of {subject} ({grid_job}) failed ({row.error}); fix that, {rerun}."
+            )
+        raise PreflightError(
+            f"{path}: the preflight of {subject} ({grid_job}) peaked at "
+            f"{row.peak_memory_bytes / 1e9:.3g} GB, over its plan's "
+            f"{row.budget_bytes / 1e9:.3g} GB; set a smaller micro-batch "
+            f"(train.micro_batch_size, or rerun `fit`), then {rerun}."
+        )
+
+    def without_preflight(self) -> MeasuredTable:
+        """This table as it stood before the preflight measured anything: how the preflight sized its shapes."""
+        return MeasuredTable(self.grid, self.device, fit=self.fit_table, throughput=self.throughput_table)

@@ -1,0 +1,55 @@
+"""The jobs a dry run plans and what each asks for: the paper preset at the example site with a 4-hour GPU
+partition, record by record against ``paper_4h_site_jobs.json`` (a change to the job sizing, the placement or the
+rules' wiring shows here as the records that differ), and the chains its long runs become."""
+
+import json
+from pathlib import Path
+
+from cli_testkit import dry_run, dry_run_jobs, example_site
+
+from pipeline.config import load_preset, pretrain_runs
+from pipeline.config.site import load_site
+from pipeline.planning.grid import Grid
+from pipeline.planning.jobs import JobSizing
+from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, STARTUP_MIN
+
+EXPECTED = Path(__file__).with_name("paper_4h_site_jobs.json")
+"""The expected records; after a deliberate change, rewrite it from ``planned_jobs`` and review its diff."""
+HOST_RESOURCES = ("tmpdir", "disk", "disk_mb", "disk_mib")
+"""Resources Snakemake fills in from the machine it runs on, left out of a record."""
+
+
+def planned_jobs(workdir: Path, site: Path) -> list[dict]:
+    """(rule, wildcards, resources) of each job of the paper preset's dry run at ``site``, sorted."""
+    result = dry_run(workdir, "all", "--profile", "profiles/slurm", "--config", f"site={site}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return [
+        {
+            "rule": job["rule"],
+            "wildcards": job.get("wildcards", ""),
+            "resources": {name: value for name, value in job["resources"].items() if name not in HOST_RESOURCES},
+        }
+        for job in dry_run_jobs(result.stdout, workdir)
+    ]
+
+
+def test_at_a_4_hour_site_the_dry_run_plans_the_expected_jobs_and_long_runs_are_chains(tmp_path, paper_fit_table):
+    site = example_site(tmp_path / "site.yaml", max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=1440)
+    paper_fit_table(tmp_path, {}, site)
+    jobs = planned_jobs(tmp_path, site)
+    expected = json.loads(EXPECTED.read_text())
+    differing = [job for job in jobs if job not in expected] + [job for job in expected if job not in jobs]
+    assert len(jobs) == len(expected) and not differing, differing[:4]
+    trains = 240 - STARTUP_MIN - 600 / 60
+    pretrain = {job["wildcards"]: job["resources"] for job in jobs if job["rule"] == "pretrain"}
+    for run_id in ("owt-llama1b-llama", "owt-llama1b-diffeq_llama"):
+        resources = pretrain[f"run={run_id}"]
+        needed, granted, chunks = (int(resources[key]) for key in ("needed_min", "runtime", "chunks"))
+        assert granted == 240 and needed > 4 * 240 and chunks >= 5, resources
+        assert chunks * trains >= needed - STARTUP_MIN > (chunks - 1) * trains
+    sizing = JobSizing(Grid.load(load_preset({"preset": "paper"})), load_site(site))
+    most_chunks = max(int(resources["chunks"]) for resources in pretrain.values())
+    assert sizing.chain_retries(pretrain_runs(sizing.config)) == most_chunks - 1 + CHAIN_MARGIN_RETRIES
+    for job in jobs:
+        if "slurm_partition" in job["resources"] and job["rule"] not in ("pretrain", "finetune"):
+            assert job["resources"]["runtime"] == job["resources"]["needed_min"], job
