@@ -80,7 +80,7 @@ def _prefetch(args: argparse.Namespace) -> None:
 
 def _cache(args: argparse.Namespace) -> None:
     """Every split of the corpus into ``<out>/{train,validation[,test]}``, the layout Levanter's ``cache_dir``
-    expects."""
+    expects; a rerun keeps the splits and shards an interrupted one finished (``build_token_cache``)."""
     from pipeline.data.cache import build_token_cache
     from pipeline.data.corpora import corpus_split_files, corpus_splits
     from pipeline.data.files import atomic_directory
@@ -94,10 +94,14 @@ def _cache(args: argparse.Namespace) -> None:
         # Levanter's builder joins this Ray: inside a SLURM job it gets the job's CPUs, not the whole node's.
         allocation = {**slurm_allocation(), **({"num_cpus": args.ray_num_cpus} if args.ray_num_cpus else {})}
         start_local_ray(**allocation)
-    with atomic_directory(args.out, overwrite=True) as staging:
+    with atomic_directory(args.out, overwrite=True, resumable=True) as staging:
         stats = {
             split: build_token_cache(
-                corpus_split_files(args.corpus, split), args.tokenizer, staging / split, builder=args.builder
+                corpus_split_files(args.corpus, split),
+                args.tokenizer,
+                staging / split,
+                builder=args.builder,
+                overwrite=True,
             )
             for split in corpus_splits(args.corpus)
         }

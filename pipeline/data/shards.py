@@ -110,7 +110,7 @@ class _ShardWriter:
                 raise RunStopped(
                     f"{self.what}: stopped on request ({self.stop.signal_name}: SIGTERM to the job or SLURM's "
                     f"walltime warning) after {self.done} of {self.planned} shards; the finished ones are kept in "
-                    f"{self.staging}, rerun the job to resume after them."
+                    f"{self.staging}, rerun the job to resume."
                 )
             if text.strip():
                 yield row, text
