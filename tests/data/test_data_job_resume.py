@@ -68,6 +68,7 @@ def test_a_stopped_export_resumes_after_its_finished_shards_and_rewrites_a_torn_
     caplog.set_level(logging.INFO)
     assert main(_export_command(out)) == 0
     assert f"shard {torn.name} is missing or torn (another sha256); writing it again" in caplog.text
+    assert "Tiny corpus 'fortunes': rows 14304 of 14304 done (100.0 %), shards 4768 of 4768, ETA 0 s" in caplog.text
 
     reference = export_tiny_corpus("fortunes", tmp_path / "reference", docs_per_shard=DOCS_PER_SHARD)
     manifest = json.loads((out / "manifest.json").read_text())
