@@ -81,7 +81,7 @@ def build_token_cache(
         return {**cache_stats(out_dir), "seconds": 0.0}
     start = time.perf_counter()
     with StopSignals() as stop, atomic_directory(out_dir, overwrite=overwrite, resumable=True) as tmp:
-        if builder == "serial" or _recorded_inputs(tmp) != inputs:
+        if builder == "serial" or _recorded_inputs(tmp) != inputs or whole_ledger(tmp) is None:
             shutil.rmtree(tmp)
             tmp.mkdir()
         (tmp / INPUTS_FILE).write_text(inputs)
@@ -168,6 +168,22 @@ def _build_ray(
                 raise _stopped(
                     cache_dir, stop, done, progress.total, "Levanter's ledger keeps the finished ones"
                 ) from None
+
+
+def whole_ledger(cache_dir: Path) -> dict | None:
+    """The shard ledger of an unfinished Levanter cache, None without a readable one. Levanter rewrites its ledger in
+    place after copying it to ``<ledger>.bak``: a job stopped while it wrote leaves a torn ledger and a whole backup,
+    which is put in its place (a state a few rows behind, which the builder trims and writes again)."""
+    for path in (cache_dir / LEDGER_FILE, cache_dir / f"{LEDGER_FILE}.bak"):
+        try:
+            ledger = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if path.name != LEDGER_FILE:
+            shutil.copyfile(path, cache_dir / LEDGER_FILE)
+            logger.info("%s: the ledger was torn; resuming from its backup", cache_dir)
+        return ledger
+    return None
 
 
 def finished_shard_count(cache_dir: Path, default: int = 0) -> int:
