@@ -69,12 +69,25 @@ def test_the_site_refuses_every_sbatch_flag_the_slurm_plugin_refuses():
     assert set(FORBIDDEN_SBATCH_FLAGS.values()) == set(get_forbidden_slurm_options())
 
 
-def test_a_site_file_without_chunk_startup_min_plans_30_minutes_per_chunk(tmp_path):
+@pytest.mark.parametrize(
+    ("key", "changes", "meaning"),
+    [
+        ("chunk_startup_min", {}, lambda site: site.chunk_startup_min == SITE.chunk_startup_min == 30),
+        (
+            "cpu_max_runtime_min",
+            {"max_runtime_min": 240, "target_runtime_min": 240},
+            lambda site: site.cpu_max_runtime_min is None and site.partition_limit_min(site.cpu_partition) == 240,
+        ),
+    ],
+)
+def test_a_site_file_without_an_optional_key_loads_with_its_default(tmp_path, key, changes, meaning):
+    """A site file written before the key existed: 30 minutes per chunk; the CPU partition at the GPU one's limit."""
     raw = yaml.safe_load(EXAMPLE.read_text())
-    del raw["site"]["chunk_startup_min"]
+    raw["site"].update(changes)
+    del raw["site"][key]
     path = tmp_path / "site.yaml"
     path.write_text(yaml.safe_dump(raw))
-    assert load_site(path).chunk_startup_min == SITE.chunk_startup_min == 30
+    assert meaning(load_site(path))
 
 
 def test_each_partition_has_its_own_walltime_limit(tmp_path):

@@ -23,8 +23,9 @@ from pipeline.config.paths import PACKAGE_DIR
 EXAMPLE = REPO_ROOT / "profiles" / "slurm" / "site.example.yaml"
 SITE_SCHEMA = PACKAGE_DIR / "site_schema.yaml"
 DEFAULT_CHUNK_STARTUP_MIN = 30
-"""``chunk_startup_min`` of a site file that omits it (the one optional key): a GPU job's JAX compilation, token
-cache opening and checkpoint load and save at paper scale."""
+"""``chunk_startup_min`` of a site file that omits it (one of the two optional keys): a GPU job's JAX compilation,
+token cache opening and checkpoint load and save at paper scale. The other, ``cpu_max_runtime_min``, left out is
+``None``: the CPU partition's limit is the GPU partition's."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +43,6 @@ class Site:
     cpu_max_cpus: int
     cpu_max_mem_mb: int
     max_runtime_min: int
-    cpu_max_runtime_min: int | None
     target_runtime_min: int
     device: str
     mfu: float
@@ -58,6 +58,7 @@ class Site:
     signal_lead_s: int
     results_dir: str | None
     chunk_startup_min: float = DEFAULT_CHUNK_STARTUP_MIN
+    cpu_max_runtime_min: int | None = None
 
     @property
     def gpu_memory_bytes(self) -> int:

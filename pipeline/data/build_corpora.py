@@ -46,10 +46,6 @@ class DebSource:
     """Whether the corpus ships a test split, as the dataset it stands in for has (WikiText-103 does, OpenWebText
     does not; docs/paper.md#data and docs/paper.md#fine-tune-test-split)."""
 
-    @property
-    def filename(self) -> str:
-        return self.pool_path.rsplit("/", 1)[1]
-
 
 SOURCES = {
     "pydocs": DebSource(
@@ -261,7 +257,7 @@ def corpus_filename(name: str, split: str) -> str:
 
 def fetch_deb(source: DebSource, deb_dir: Path) -> Path:
     """Path of the pinned .deb in `deb_dir`, downloaded with `apt-get download` if absent; sha256-checked."""
-    deb = deb_dir / source.filename
+    deb = deb_dir / Path(source.pool_path).name
     if not deb.exists():
         subprocess.run(["apt-get", "download", f"{source.package}={source.version}"], cwd=deb_dir, check=True)
         downloaded = sorted(deb_dir.glob(f"{source.package}_*.deb"))

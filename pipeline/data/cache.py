@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import json
+import logging
 import os
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,10 +21,17 @@ from levanter.store.cache import CacheLedger, CacheMetadata, CacheOptions, Seria
 
 from pipeline.data.files import TEXT_FIELD, atomic_directory, iter_jsonl
 from pipeline.data.tokenizer import check_tokenizer_dir
+from pipeline.execution.errors import RunStopped
+from pipeline.execution.progress import Progress
+from pipeline.execution.stop_signals import StopSignals
 
 Builder = Literal["serial", "ray"]
 BATCH_SIZE = 1024
 LEDGER_FILE = "shard_ledger.json"
+INPUTS_FILE = "inputs.json"
+WAIT_S = 1.0
+"""Seconds between looks at the Ray builder's ledger (progress, a stop signal)."""
+logger = logging.getLogger(__name__)
 
 
 def lm_processor(tokenizer_dir: str | Path, text_field: str = TEXT_FIELD) -> BatchTokenizer:
@@ -50,44 +60,93 @@ def build_token_cache(
     builder="serial" writes with Levanter's SerialCacheWriter in this process; builder="ray" runs Levanter's
     own `build_lm_dataset_cache` on Ray (`ray.init()` on demand) and waits for it. Both store the same token
     ids and the same CacheMetadata, so `UrlSingleDatasetLMConfig(cache_dir=<parent>, tokenizer=<same string>)`
-    loads the cache without rebuilding. The cache is built beside `out_dir` and renamed into place at the end.
-    Returns {"documents", "tokens", "seconds"}.
+    loads the cache without rebuilding. Returns {"documents", "tokens", "seconds"}.
+
+    The cache is built in `out_dir`'s staging folder (``atomic_directory(..., resumable=True)``) and renamed into place
+    at the end; `INPUTS_FILE` there records what it is built from (``cache_inputs``). A rerun with the same inputs
+    keeps what an interrupted build finished: the Ray builder resumes from Levanter's shard ledger (finished corpus
+    shards are neither read nor tokenized again), the serial builder, which keeps no ledger until it ends, starts the
+    split over; an `out_dir` already built from the same inputs is kept as it is (with `overwrite`). SIGTERM, SIGINT or
+    SIGURG (SLURM's walltime warning) ends the build with ``RunStopped`` (docs/runs.md#data-jobs-resume).
     """
     if builder not in ("serial", "ray"):
         raise ValueError(f"Token cache {out_dir}: builder={builder!r}; expected 'serial' or 'ray'.")
     if not jsonl_files:
         raise ValueError(f"No JSONL files given for token cache {out_dir}; expected at least one.")
     processor = lm_processor(tokenizer_dir, text_field)
+    inputs = cache_inputs(jsonl_files, processor, builder)
+    out_dir = Path(out_dir)
+    if overwrite and _recorded_inputs(out_dir) == inputs:
+        logger.info("Token cache %s is already built from these inputs; kept", out_dir)
+        return {**cache_stats(out_dir), "seconds": 0.0}
     start = time.perf_counter()
-    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
-        if builder == "serial":
-            documents = _build_serial(jsonl_files, processor, tmp, text_field)
-        else:
-            documents = _build_ray(jsonl_files, processor, tmp, text_field)
+    with StopSignals() as stop, atomic_directory(out_dir, overwrite=overwrite, resumable=True) as tmp:
+        if builder == "serial" or _recorded_inputs(tmp) != inputs or whole_ledger(tmp) is None:
+            shutil.rmtree(tmp)
+            tmp.mkdir()
+        (tmp / INPUTS_FILE).write_text(inputs)
+        build = _build_serial if builder == "serial" else _build_ray
+        documents = build(jsonl_files, processor, tmp, text_field, stop)
         stats = cache_stats(tmp)
         if stats["documents"] != documents:
             raise RuntimeError(f"Token cache {out_dir} holds {stats['documents']} documents; expected {documents}.")
     return {**stats, "seconds": round(time.perf_counter() - start, 3)}
 
 
+def cache_inputs(jsonl_files: Sequence[str | Path], processor: BatchTokenizer, builder: Builder) -> str:
+    """What a token cache is built from, as JSON: each file's path, size and modification time (None where it is
+    missing), the tokenizer's metadata and the builder."""
+    files = [Path(path).resolve() for path in jsonl_files]
+    stats = [(path.stat().st_size, path.stat().st_mtime_ns) if path.is_file() else None for path in files]
+    described = {"files": [[str(path), stat] for path, stat in zip(files, stats, strict=True)], "builder": builder}
+    return json.dumps({**described, "processor": processor.metadata}, sort_keys=True, default=str)
+
+
+def _recorded_inputs(cache_dir: Path) -> str | None:
+    path = cache_dir / INPUTS_FILE
+    return path.read_text() if path.is_file() else None
+
+
+def _stopped(cache_dir: Path, stop: StopSignals, done: int, total: int, kept: str) -> RunStopped:
+    return RunStopped(
+        f"Token cache {cache_dir}: stopped on request ({stop.signal_name}: SIGTERM to the job or SLURM's walltime "
+        f"warning) after {done} of {total} shards; {kept}, rerun the job to resume."
+    )
+
+
 def _build_serial(
-    jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cache_dir: Path, text_field: str
+    jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cache_dir: Path, text_field: str, stop: StopSignals
 ) -> int:
     """Tokenize in this process with Levanter's SerialCacheWriter; returns the number of documents."""
     metadata = CacheMetadata(preprocessor_metadata=processor.metadata)
-    docs = (obj for path in jsonl_files for obj in iter_jsonl(path, text_field))
+    progress = Progress(f"Token cache {cache_dir}", len(jsonl_files), "shards")
     documents = 0
     with SerialCacheWriter(str(cache_dir), processor.output_exemplar, metadata=metadata) as writer:
-        while batch := list(itertools.islice(docs, BATCH_SIZE)):
-            writer.write_batch(processor(batch))
-            documents += len(batch)
+        for path in jsonl_files:
+            docs = iter_jsonl(path, text_field)
+            while batch := list(itertools.islice(docs, BATCH_SIZE)):
+                if stop.signal_name is not None:
+                    raise _stopped(cache_dir, stop, progress.done, progress.total, "the serial builder keeps none")
+                writer.write_batch(processor(batch))
+                documents += len(batch)
+            progress.advance()
     return documents
 
 
-def _build_ray(jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cache_dir: Path, text_field: str) -> int:
-    """Validate the files here (clear errors), then run Levanter's Ray cache builder and wait for it."""
-    documents = sum(1 for path in jsonl_files for _ in iter_jsonl(path, text_field))
+def _build_ray(
+    jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cache_dir: Path, text_field: str, stop: StopSignals
+) -> int:
+    """Validate the files of the shards Levanter's ledger in `cache_dir` has not finished here (clear errors), then run
+    Levanter's Ray cache builder, which resumes from that ledger, and wait for it."""
     source = UrlDataSource([str(Path(path).resolve()) for path in jsonl_files])
+    ledger = CacheLedger.load(str(cache_dir)) if (cache_dir / LEDGER_FILE).is_file() else None
+    finished = set(ledger.finished_shards) if ledger is not None else set()
+    shards = zip(source.shard_names, jsonl_files, strict=True) if finished else []  # names: Levanter's, for files
+    unfinished = [path for name, path in shards if name not in finished] if finished else jsonl_files
+    documents = sum(ledger.shard_rows[name] for name in finished) + sum(
+        1 for path in unfinished for _ in iter_jsonl(path, text_field)
+    )
+    progress = Progress(f"Token cache {cache_dir}", len(jsonl_files), "shards", done=len(finished))
     cache = build_lm_dataset_cache(
         str(cache_dir),
         source,
@@ -97,8 +156,43 @@ def _build_ray(jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cac
         enforce_eos=True,
         monitors=False,
     )
-    cache.await_finished(timeout=None, await_cleanup=True)
-    return documents
+    while True:
+        try:
+            cache.await_finished(timeout=WAIT_S, await_cleanup=True)
+            return documents
+        except TimeoutError:
+            done = finished_shard_count(cache_dir, progress.done)
+            progress.advance(done - progress.done)
+            if stop.signal_name is not None:
+                ray.shutdown()  # the builder's actor and tasks end with this driver's job, before the sentence
+                raise _stopped(
+                    cache_dir, stop, done, progress.total, "Levanter's ledger keeps the finished ones"
+                ) from None
+
+
+def whole_ledger(cache_dir: Path) -> dict | None:
+    """The shard ledger of an unfinished Levanter cache, None without a readable one. Levanter rewrites its ledger in
+    place after copying it to ``<ledger>.bak``: a job stopped while it wrote leaves a torn ledger and a whole backup,
+    which is put in its place (a state a few rows behind, which the builder trims and writes again)."""
+    for path in (cache_dir / LEDGER_FILE, cache_dir / f"{LEDGER_FILE}.bak"):
+        try:
+            ledger = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if path.name != LEDGER_FILE:
+            shutil.copyfile(path, cache_dir / LEDGER_FILE)
+            logger.info("%s: the ledger was torn; resuming from its backup", cache_dir)
+        return ledger
+    return None
+
+
+def finished_shard_count(cache_dir: Path, default: int = 0) -> int:
+    """The shards Levanter's ledger in ``cache_dir`` lists as finished; ``default`` without a ledger, or while the
+    builder rewrites it."""
+    try:
+        return len(json.loads((cache_dir / LEDGER_FILE).read_text())["finished_shards"])
+    except (OSError, ValueError, KeyError):
+        return default
 
 
 def _ray_cache_options() -> CacheOptions:

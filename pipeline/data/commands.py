@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipeline.artifacts import atomic_write_json
 from pipeline.commands import add_ray_options
+from pipeline.data.shards import DOCS_PER_SHARD
 
 
 def _revision(prefetched: Path | None, item_id: str, revision: str | None) -> str | None:
@@ -22,13 +23,17 @@ def _revision(prefetched: Path | None, item_id: str, revision: str | None) -> st
 
 
 def _corpus(args: argparse.Namespace) -> None:
-    from pipeline.data.corpora import export_tiny_corpus
+    from pipeline.data.corpora import corpus_splits, export_tiny_corpus
     from pipeline.data.hf_corpora import export_hf_corpus
 
     source = json.loads(args.source)
     if source["kind"] == "tiny":
         stats = export_tiny_corpus(
-            source["corpus"], args.out, test_split=source.get("test_split", False), overwrite=True
+            source["corpus"],
+            args.out,
+            test_split=source.get("test_split", False),
+            docs_per_shard=args.docs_per_shard,
+            overwrite=True,
         )
     else:
         revision = _revision(args.prefetched, source["id"], source.get("revision"))
@@ -40,9 +45,12 @@ def _corpus(args: argparse.Namespace) -> None:
             seed=source.get("seed", 0),
             test_split=source.get("test_split", False),
             revision=revision,
+            docs_per_shard=args.docs_per_shard,
             overwrite=True,
         )
-    logging.info("corpus %s: %s", args.out, json.dumps(stats))
+    splits = corpus_splits(args.out)
+    totals = {split: {key: stats[split][key] for key in ("documents", "characters")} for split in splits}
+    logging.info("corpus %s: %s", args.out, json.dumps(totals))
 
 
 def _tokenizer(args: argparse.Namespace) -> None:
@@ -72,7 +80,7 @@ def _prefetch(args: argparse.Namespace) -> None:
 
 def _cache(args: argparse.Namespace) -> None:
     """Every split of the corpus into ``<out>/{train,validation[,test]}``, the layout Levanter's ``cache_dir``
-    expects."""
+    expects; a rerun keeps the splits and shards an interrupted one finished (``build_token_cache``)."""
     from pipeline.data.cache import build_token_cache
     from pipeline.data.corpora import corpus_split_files, corpus_splits
     from pipeline.data.files import atomic_directory
@@ -86,10 +94,14 @@ def _cache(args: argparse.Namespace) -> None:
         # Levanter's builder joins this Ray: inside a SLURM job it gets the job's CPUs, not the whole node's.
         allocation = {**slurm_allocation(), **({"num_cpus": args.ray_num_cpus} if args.ray_num_cpus else {})}
         start_local_ray(**allocation)
-    with atomic_directory(args.out, overwrite=True) as staging:
+    with atomic_directory(args.out, overwrite=True, resumable=True) as staging:
         stats = {
             split: build_token_cache(
-                corpus_split_files(args.corpus, split), args.tokenizer, staging / split, builder=args.builder
+                corpus_split_files(args.corpus, split),
+                args.tokenizer,
+                staging / split,
+                builder=args.builder,
+                overwrite=True,
             )
             for split in corpus_splits(args.corpus)
         }
@@ -113,6 +125,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     corpus.add_argument("--source", required=True, help="the dataset's `source` entry of the preset, as JSON")
     corpus.add_argument("--out", type=Path, required=True)
     corpus.add_argument("--prefetched", type=Path, default=None, help=PREFETCHED_HELP)
+    corpus.add_argument(
+        "--docs-per-shard",
+        type=int,
+        default=DOCS_PER_SHARD,
+        help=f"documents per shard; an interrupted export resumes after its last finished shard ({DOCS_PER_SHARD})",
+    )
     corpus.set_defaults(run=_corpus)
 
     tokenizer = verbs.add_parser("tokenizer", help="train a byte-level BPE or save a pretrained tokenizer")

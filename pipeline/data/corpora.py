@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 from pipeline.data.build_corpora import CORPORA_DIR, SOURCES, corpus_filename
-from pipeline.data.files import atomic_directory, iter_texts, write_jsonl
+from pipeline.data.files import iter_texts
+from pipeline.data.shards import DOCS_PER_SHARD, SplitSource, export_shards
 
 SPLITS = ("train", "validation", "test")
 """Every split a corpus can have; "test" only where the source has one (``corpus_splits``)."""
@@ -35,27 +37,43 @@ def tiny_corpus_file(name: str, split: str) -> Path:
     return CORPORA_DIR / corpus_filename(name, split)
 
 
-def export_tiny_corpus(name: str, out_dir: Path, *, test_split: bool = False, overwrite: bool = False) -> dict:
-    """Write `out_dir/{train,validation}.jsonl` (uncompressed) from a shipped tiny corpus, and `test.jsonl` with
-    ``test_split`` (the corpus must ship one).
+def export_tiny_corpus(
+    name: str,
+    out_dir: Path,
+    *,
+    test_split: bool = False,
+    docs_per_shard: int = DOCS_PER_SHARD,
+    overwrite: bool = False,
+) -> dict:
+    """Export a shipped tiny corpus as `out_dir/{train,validation}-NNNNN.jsonl.gz` shards, and the test split's with
+    ``test_split`` (the corpus must ship one), resumed from the shards an interrupted export finished
+    (``pipeline.data.shards``).
 
     The directory appears atomically, with a `manifest.json` holding the returned stats:
-    {"corpus", "train": {"documents", "characters", "files"}, "validation": {...}[, "test": {...}]}.
+    {"corpus", "train": {"documents", "characters", "files", "dropped_blank", "shards"}, "validation": {...}[, "test":
+    {...}]}.
     """
     if test_split and "test" not in tiny_corpus_splits(name):
         raise ValueError(
             f"Tiny corpus {name!r} ships no test split; set test_split: false in its dataset source "
             f"or use one of {[n for n in TINY_CORPORA if 'test' in tiny_corpus_splits(n)]}."
         )
-    sources = {split: tiny_corpus_file(name, split) for split in (SPLITS if test_split else SPLITS[:2])}
-    out_dir = Path(out_dir)
-    stats: dict = {"corpus": name}
-    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
-        for split, source in sources.items():
-            stats[split] = write_jsonl(tmp / f"{split}.jsonl", iter_texts([source]))
-            stats[split]["files"] = [str((out_dir / f"{split}.jsonl").resolve())]
-        (tmp / "manifest.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
-    return stats
+    files = {split: tiny_corpus_file(name, split) for split in (SPLITS if test_split else SPLITS[:2])}
+    sources = {
+        split: SplitSource(
+            sum(1 for _ in iter_texts([file])),
+            lambda start, file=file: itertools.islice(iter_texts([file]), start, None),
+        )
+        for split, file in files.items()
+    }
+    return export_shards(
+        out_dir,
+        sources,
+        {"corpus": name},
+        what=f"Tiny corpus {name!r}",
+        docs_per_shard=docs_per_shard,
+        overwrite=overwrite,
+    )
 
 
 def corpus_splits(corpus_dir: str | Path) -> list[str]:

@@ -91,11 +91,19 @@ def write_jsonl(path: Path, texts: Iterable[str], *, compresslevel: int | None =
     return {"documents": documents, "characters": characters}
 
 
-@contextmanager
-def atomic_directory(out_dir: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a fresh temporary directory beside `out_dir`, renamed to `out_dir` only on success.
+def staging_directory(out_dir: str | Path) -> Path:
+    """Where a resumable build of ``out_dir`` keeps what it finished until it is complete: ``.<name>.partial``."""
+    out_dir = Path(out_dir)
+    return out_dir.with_name(f".{out_dir.name}.partial")
 
-    A build killed midway leaves only a `.<name>.partial-*` directory, never something at `out_dir`.
+
+@contextmanager
+def atomic_directory(out_dir: str | Path, *, overwrite: bool = False, resumable: bool = False) -> Iterator[Path]:
+    """Yield a staging directory beside `out_dir`, renamed to `out_dir` only on success.
+
+    A build killed midway never leaves something at `out_dir`. Its staging directory is a fresh `.<name>.partial-*`,
+    removed on failure; with `resumable` it is `staging_directory(out_dir)`, kept on failure with what the build
+    finished, for its rerun to resume from (the rerun must check what it finds there).
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not overwrite:
@@ -103,7 +111,11 @@ def atomic_directory(out_dir: str | Path, *, overwrite: bool = False) -> Iterato
             f"Output directory {out_dir} already exists; expected a new path (or pass overwrite=True)."
         )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    if resumable:
+        tmp = staging_directory(out_dir)
+        tmp.mkdir(exist_ok=True)
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
     try:
         yield tmp
         tmp.chmod(0o755)
@@ -111,7 +123,8 @@ def atomic_directory(out_dir: str | Path, *, overwrite: bool = False) -> Iterato
             shutil.rmtree(out_dir)
         tmp.rename(out_dir)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not resumable:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def sha256_file(path: str | Path) -> str:

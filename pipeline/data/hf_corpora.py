@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import itertools
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
 
-from pipeline.data.files import TEXT_FIELD, atomic_directory, iter_jsonl, write_jsonl
+from pipeline.data.files import TEXT_FIELD, iter_jsonl
+from pipeline.data.shards import DOCS_PER_SHARD, SplitSource, export_shards
 
 HF_CORPORA: dict[str, dict] = {
     # WikiText-103 (detokenized) ships its own train/validation/test splits.
@@ -18,8 +17,6 @@ HF_CORPORA: dict[str, dict] = {
     # OpenWebText has only train; validation = 0.05 % of it, as nanoGPT's prepare.py (the authors' base) does.
     "openwebtext": {"source": "Skylion007/openwebtext", "validation_fraction": 0.0005, "seed": 2357},
 }
-DOCS_PER_SHARD = 100_000
-SHARD_GZIP_LEVEL = 1  # fast; OpenWebText is ~40 GB of text
 _LOCAL_JSONL = ("*.jsonl", "*.jsonl.gz")
 _LOCAL_PARQUET = "*.parquet"
 
@@ -111,16 +108,17 @@ def _splits(
     return {"train": split["train"], "validation": split["test"]}
 
 
-def _texts(dataset: str, split: str, ds: datasets.Dataset, text_field: str) -> Iterator[str]:
-    """Yield the non-blank texts of one split, in order."""
-    for row, text in enumerate(t for batch in ds.select_columns([text_field]).iter(1000) for t in batch[text_field]):
+def _texts(dataset: str, split: str, ds: datasets.Dataset, text_field: str, start: int) -> Iterator[str]:
+    """Yield the texts of one split from row ``start`` on, in order, blank ones included."""
+    rows = ds.select_columns([text_field])
+    rows = rows.select(range(start, len(rows))) if start else rows
+    for row, text in enumerate((t for batch in rows.iter(1000) for t in batch[text_field]), start):
         if not isinstance(text, str):
             raise ValueError(
                 f"Dataset {dataset!r} split {split!r}, row {row}: field {text_field!r} is "
                 f"{type(text).__name__}; expected a string."
             )
-        if text.strip():
-            yield text
+        yield text
 
 
 def export_hf_corpus(
@@ -145,8 +143,10 @@ def export_hf_corpus(
     `train.train_test_split(test_size=validation_fraction, seed=seed, shuffle=True)["test"]`. `test_split`
     also exports the source's own "test" split (it must exist; never carved from train). Blank
     documents are dropped. `revision` (hub only), `num_proc` and `cache_dir` go to `datasets.load_dataset`.
-    The directory appears atomically, with a `manifest.json` of the returned stats: {"corpus", "source", "revision",
-    "train": {"documents", "characters", "files", "dropped_blank"}, "validation": {...}[, "test": {...}]}.
+    The directory appears atomically, resumed from the shards an interrupted export finished
+    (``pipeline.data.shards``), with a `manifest.json` of the returned stats: {"corpus", "source", "revision",
+    "text_field", "validation_fraction", "seed", "train": {"documents", "characters", "files", "dropped_blank",
+    "shards"}, "validation": {...}[, "test": {...}]}.
     """
     cache = None if cache_dir is None else str(cache_dir)
     loaded = _load(dataset, source, text_field, revision, num_proc, cache)
@@ -157,35 +157,18 @@ def export_hf_corpus(
                 f"Dataset {dataset!r} split {split!r} has columns {ds.column_names}; expected a string "
                 f"column {text_field!r}."
             )
-    out_dir = Path(out_dir)
-    stats: dict = {"corpus": dataset, "source": str(source), "revision": revision}
-    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
-        for split, ds in splits.items():
-            stats[split] = _write_shards(dataset, split, ds, text_field, docs_per_shard, tmp, out_dir)
-        (tmp / "manifest.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
-    return stats
-
-
-def _write_shards(
-    dataset: str, split: str, ds: datasets.Dataset, text_field: str, docs_per_shard: int, tmp: Path, out_dir: Path
-) -> dict:
-    """Write one split as `{split}-NNNNN.jsonl.gz` shards of `docs_per_shard` documents."""
-    texts = _texts(dataset, split, ds, text_field)
-    totals: dict = {"documents": 0, "characters": 0, "files": []}
-    for index in itertools.count():
-        first = next(texts, None)
-        if first is None:
-            break
-        name = f"{split}-{index:05d}.jsonl.gz"
-        shard = itertools.chain([first], itertools.islice(texts, docs_per_shard - 1))
-        written = write_jsonl(tmp / name, shard, compresslevel=SHARD_GZIP_LEVEL)
-        totals["documents"] += written["documents"]
-        totals["characters"] += written["characters"]
-        totals["files"].append(str((out_dir / name).resolve()))
-    if totals["documents"] == 0:
-        raise ValueError(
-            f"Dataset {dataset!r} split {split!r} has no non-blank documents in field {text_field!r}; "
-            "expected at least one."
-        )
-    totals["dropped_blank"] = len(ds) - totals["documents"]
-    return totals
+    header = {
+        "corpus": dataset,
+        "source": str(source),
+        "revision": revision,
+        "text_field": text_field,
+        "validation_fraction": validation_fraction,
+        "seed": seed,
+    }
+    sources = {
+        split: SplitSource(len(ds), lambda start, split=split, ds=ds: _texts(dataset, split, ds, text_field, start))
+        for split, ds in splits.items()
+    }
+    return export_shards(
+        out_dir, sources, header, what=f"Dataset {dataset!r}", docs_per_shard=docs_per_shard, overwrite=overwrite
+    )

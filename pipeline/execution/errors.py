@@ -15,8 +15,8 @@ Failure classes, in the order they are recognised (anywhere in the exception's c
 - config, data, checkpoint, NaN loss (``ValueError``/``FileNotFoundError`` raised with a sentence:
   ``ConfigError``, ``NonFiniteLossError``, ...): that sentence, naming the file, key or run and what to do (with
   the traceback in front only when a library, not this package, raised it);
-- a run stopped on request (``RunStopped``: SIGTERM before a SLURM kill, a cancelled Ray task): its sentence, which
-  says where its checkpoint is;
+- a run or data job stopped on request (``RunStopped``: SIGTERM before a SLURM kill, SLURM's walltime warning, a
+  cancelled Ray task): its sentence, which says where its checkpoint or finished shards are;
 - anything else: the exception's type and first line, that the traceback is above it, that it is a bug.
 """
 
@@ -36,15 +36,17 @@ PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 
 
 class RunStopped(Exception):
-    """A run stopped because it was asked to (SIGTERM, a cancelled Ray task), after saving a checkpoint."""
+    """A run or a data job stopped because it was asked to (SIGTERM, SLURM's walltime warning, a cancelled Ray task),
+    after saving what it had done (a checkpoint; finished shards: ``pipeline.data.shards``)."""
 
 
 class WarmWorkerLost(RuntimeError):
     """A job's warm worker died under it: killed, out of memory, or recycled because the driver went silent."""
 
 
-STOPPED_AT = re.compile(r"stopped on request \((\w+):.*\) after (\d+) of (\d+) updates")
-"""A stopped run's sentence (``pipeline.train.loop``): the signal, the updates done and the run's updates."""
+STOPPED_AT = re.compile(r"stopped on request \((\w+):.*\) after (\d+) of (\d+) (?:updates|shards)")
+"""A stopped job's sentence: the signal, and the updates done of the run's (``pipeline.train.loop``) or the shards
+done of the data job's (``pipeline.data.shards``)."""
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:

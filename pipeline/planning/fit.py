@@ -49,6 +49,7 @@ from typing import Any
 
 from pipeline.config.site import Site
 from pipeline.execution.job_env import gpu_memory_fraction
+from pipeline.execution.progress import Progress
 from pipeline.planning.devices import DEVICES
 from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, fit_table, plan_key
 from pipeline.planning.grid import Grid
@@ -115,6 +116,7 @@ def fit_rows(chosen: list[Workload], vocab_sizes: list[int], gpus: list[int], de
         for workload, vocab_size, count in zip(chosen, vocab_sizes, gpus, strict=True)
     ]
     plans: dict[int, dict[str, Any]] = {}
+    progress = Progress("fit: first plans", len(requests), "rows", every_s=0)
     for devices in sorted({workload.devices(count) for workload, count in zip(chosen, gpus, strict=True)}):
         same = [
             i
@@ -122,6 +124,7 @@ def fit_rows(chosen: list[Workload], vocab_sizes: list[int], gpus: list[int], de
             if workload.devices(count) == devices
         ]
         plans.update(zip(same, plans_in_subprocess([requests[i] for i in same], devices), strict=True))
+        progress.advance(len(same), note=f"{devices} device(s) done")
     rows = []
     for i, (workload, vocab_size, _) in enumerate(requests):
         rows.append(fit_run(workload, vocab_size, gpus[i], device_bytes, plans[i]))

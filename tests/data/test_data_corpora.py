@@ -95,7 +95,7 @@ def test_the_wikitext_stand_in_ships_a_test_split_and_the_openwebtext_one_does_n
 def test_export_writes_the_test_split_only_when_asked_and_shipped(tmp_path):
     stats = export_tiny_corpus("pydocs", tmp_path / "pydocs", test_split=True)
     assert stats["test"]["documents"] == len(_texts("pydocs", "test"))
-    assert (tmp_path / "pydocs" / "test.jsonl").is_file()
+    assert (tmp_path / "pydocs" / "test-00000.jsonl.gz").is_file()
     assert "test" not in export_tiny_corpus("pydocs", tmp_path / "no-test")
     with pytest.raises(
         ValueError,
@@ -122,14 +122,14 @@ def test_export_tiny_corpus(tmp_path):
     stats = export_tiny_corpus("fortunes", tmp_path / "fortunes")
     assert sorted(p.name for p in (tmp_path / "fortunes").iterdir()) == [
         "manifest.json",
-        "train.jsonl",
-        "validation.jsonl",
+        "train-00000.jsonl.gz",
+        "validation-00000.jsonl.gz",
     ]
     for split in tiny_corpus_splits("fortunes"):
         texts = _texts("fortunes", split)
         assert stats[split]["documents"] == len(texts)
         assert stats[split]["characters"] == sum(map(len, texts))
-        assert stats[split]["files"] == [str((tmp_path / "fortunes" / f"{split}.jsonl").resolve())]
+        assert stats[split]["files"] == [str((tmp_path / "fortunes" / f"{split}-00000.jsonl.gz").resolve())]
         assert list(iter_texts(stats[split]["files"])) == texts
     assert json.loads((tmp_path / "fortunes" / "manifest.json").read_text()) == stats
     with pytest.raises(FileExistsError, match="already exists"):
@@ -253,7 +253,7 @@ def test_build_corpus_from_package_is_deterministic(tmp_path, monkeypatch):
 
 def test_fetch_deb_rejects_wrong_hash(tmp_path):
     source = SOURCES["fortunes"]
-    (tmp_path / source.filename).write_bytes(b"tampered")
+    (tmp_path / Path(source.pool_path).name).write_bytes(b"tampered")
     with pytest.raises(ValueError, match=f"has sha256 .*; expected the pinned {source.sha256}"):
         fetch_deb(source, tmp_path)
 

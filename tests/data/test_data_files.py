@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pipeline.data.files import atomic_directory, iter_jsonl, iter_texts, sha256_file, write_jsonl
+from pipeline.data.files import atomic_directory, iter_jsonl, iter_texts, sha256_file, staging_directory, write_jsonl
 
 
 def test_write_then_read_round_trip(tmp_path):
@@ -93,3 +93,15 @@ def test_atomic_directory_success_failure_and_overwrite(tmp_path):
     with atomic_directory(out, overwrite=True) as tmp:
         (tmp / "g").write_text("3")
     assert sorted(p.name for p in out.iterdir()) == ["g"]
+
+
+def test_a_resumable_atomic_directory_keeps_what_a_failed_build_finished_for_its_rerun(tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="stopped"):
+        with atomic_directory(out, resumable=True) as staging:
+            (staging / "finished").write_text("1")
+            raise RuntimeError("stopped")
+    assert not out.exists() and (staging_directory(out) / "finished").read_text() == "1"
+    with atomic_directory(out, resumable=True) as staging:
+        assert (staging / "finished").read_text() == "1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

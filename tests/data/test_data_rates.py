@@ -1,0 +1,23 @@
+"""Data jobs' minutes from the measured rates and the paper corpora's sizes (pipeline.data.rates)."""
+
+import pytest
+import yaml
+
+from pipeline.data.rates import RATES, data_job_minutes
+
+
+def test_a_faster_recorded_rate_gives_fewer_minutes_and_only_the_cache_scales_with_cpus(tmp_path):
+    table = yaml.safe_load(RATES.read_text())
+    table["rates"]["token_cache"]["per_cpu_s"] *= 2
+    faster = tmp_path / "rates.yaml"
+    faster.write_text(yaml.safe_dump(table))
+    measured = data_job_minutes("token_cache", "owt", 32)
+    assert data_job_minutes("token_cache", "owt", 32, faster) == pytest.approx(measured / 2)
+    assert data_job_minutes("token_cache", "owt", 16) == pytest.approx(2 * measured)
+    assert (
+        data_job_minutes("corpus", "owt", 8)
+        == data_job_minutes("corpus", "owt", 1)
+        > data_job_minutes("corpus", "wt103", 1)
+    )
+    with pytest.raises(ValueError, match="no rate of data job 'tokenizer' or no size of corpus 'owt'"):
+        data_job_minutes("tokenizer", "owt", 1)
