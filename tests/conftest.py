@@ -21,6 +21,8 @@ from cli_testkit import snakemake_in, venv_on_path
 
 from pipeline.execution.local_ray import LOCAL_RAY_SYSTEM_CONFIG
 
+pytest_plugins = ("tiers",)
+
 ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")
 

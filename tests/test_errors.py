@@ -88,6 +88,7 @@ def test_full_disk_ends_with_one_sentence(tmp_path):
     assert not any(disk.iterdir())  # the mount was private: the host's folder is untouched
 
 
+@pytest.mark.slow
 def test_ray_worker_killed_by_a_signal_ends_with_one_sentence(tmp_path):
     script = textwrap.dedent("""
         import sys

@@ -139,6 +139,7 @@ JOB_ENVIRONMENT = {*FORWARDED_ENV, *RAY_PLACEMENT_ENV.values(), "PYTHONPATH", "H
 """What the workflow sets for its jobs (pipeline/execution/job_env.py); the libraries it imports set others."""
 
 
+@pytest.mark.slow
 def test_jobs_get_the_presets_and_sites_environment_which_reading_the_workflow_leaves_alone(tmp_path):
     """A dry run (reading the workflow, planning the DAG) changes no environment variable; a job of the tiny preset at
     the example site then runs with the variables that preset and site set (pipeline/execution/job_env.py): here its
