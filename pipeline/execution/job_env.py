@@ -39,8 +39,9 @@ FORWARDED_ENV = (
 )
 """What a job hands on to its Ray task (a worker of an existing cluster does not inherit the job's environment)."""
 NO_TORCH_ENV = {"USE_TORCH": "0"}
-"""transformers' and ``datasets``' switch: they import no torch. A verb that never uses torch (the data stage's)
-starts seconds sooner: the tokenizer's imports 17 -> 4 s, the token cache's 25 -> 12 s on 2 cores
+"""transformers' and ``datasets``' switch: they import no torch. A Ray task that never uses torch runs with it
+(``runner.run_on_ray``), and so does the process of a verb that never uses torch (the data stage's), which starts
+seconds sooner: the tokenizer's imports 17 -> 4 s, the token cache's 25 -> 12 s on 2 cores
 (results/benchmarks/test-tiers-2026-11-29.md)."""
 
 
