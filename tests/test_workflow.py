@@ -351,6 +351,12 @@ def test_the_tiny_preset_on_the_slurm_profile_asks_for_tiny_cpu_jobs(tmp_path):
         }, job
 
 
+def plans_without_xla(requests: list, gpus: int) -> list[dict]:
+    """``fit.plans_in_subprocess`` without XLA: a plan of one parameter whose temporary bytes are its micro-batch."""
+    one = {"parameters": 1, "trainable_parameters": 1, "param_bytes": 1, "replicated_param_bytes": 0}
+    return [{**one, "optimizer_bytes": 0, "temp_bytes": mb, "total_bytes": 1 + mb, "gpus": gpus} for *_, mb in requests]
+
+
 @pytest.mark.parametrize("ablation", [False, True])
 def test_fit_plans_the_rows_of_the_config_the_dry_run_resolved(tmp_path, monkeypatch, ablation):
     """The ``fit`` job gets the preset file and the --config overrides of the dry run (here a copy of the tiny
@@ -376,23 +382,7 @@ def test_fit_plans_the_rows_of_the_config_the_dry_run_resolved(tmp_path, monkeyp
     planned = snakemake("fit", "-n", *workflow, "--profile", "profiles/slurm", "--printshellcmds", *config)
     assert planned.returncode == 0, planned.stderr[-2000:]
     [command] = [job["shell"] for job in dry_run_jobs(planned.stdout) if job["rule"] == "fit"]
-    monkeypatch.setattr(
-        fit,
-        "plans_in_subprocess",
-        lambda requests, gpus: [
-            {
-                "parameters": 1,
-                "trainable_parameters": 1,
-                "param_bytes": 1,
-                "replicated_param_bytes": 0,
-                "optimizer_bytes": 0,
-                "temp_bytes": micro_batch,
-                "total_bytes": 1 + micro_batch,
-                "gpus": gpus,
-            }
-            for _, _, micro_batch in requests
-        ],
-    )
+    monkeypatch.setattr(fit, "plans_in_subprocess", plans_without_xla)
     monkeypatch.chdir(tmp_path)
     words = shlex.split(command.split(">")[0])
     assert main(words[words.index("pipeline") + 1 :]) == 0
@@ -408,23 +398,7 @@ def test_the_fit_cli_without_a_site_leaves_the_site_planned_table_alone(tmp_path
     from pipeline.planning import fit
 
     monkeypatch.setattr(site, "REPO_ROOT", tmp_path)
-    monkeypatch.setattr(
-        fit,
-        "plans_in_subprocess",
-        lambda requests, gpus: [
-            {
-                "parameters": 1,
-                "trainable_parameters": 1,
-                "param_bytes": 1,
-                "replicated_param_bytes": 0,
-                "optimizer_bytes": 0,
-                "temp_bytes": 1,
-                "total_bytes": 2,
-                "gpus": gpus,
-            }
-            for _ in requests
-        ],
-    )
+    monkeypatch.setattr(fit, "plans_in_subprocess", plans_without_xla)
     table = tmp_path / "results" / "tiny" / "fit.csv"
     table.parent.mkdir(parents=True)
     table.write_text("site-planned\n")

@@ -1,8 +1,7 @@
-"""The fast tier and the slow one (docs/testing.md#two-tiers): a test is ``slow`` when it, its fixtures or the
-processes it starts start a Ray or run Snakemake jobs; ``pytest -m "not slow"`` runs the others, in process but for
-dry runs and tools. A test gets ``slow`` here by rule (its markers, its fixtures) or from its module; an unmarked test
-that starts a Ray anywhere below it, or a Snakemake that runs jobs, fails and names the mark, so a new slow test
-cannot join the fast tier unnoticed."""
+"""The fast tier and the slow one (docs/testing.md#two-tiers): a test is ``slow`` when it, its fixtures or the processes
+it starts start a Ray or run Snakemake jobs; ``pytest -m "not slow"`` runs the others. ``slow`` comes by rule (a
+test's markers and fixtures, below) or by hand; an unmarked test that starts a Ray anywhere below it, or a Snakemake
+that runs jobs, fails naming the mark, so a new slow test cannot join the fast tier unnoticed."""
 
 import os
 import shutil
@@ -13,34 +12,27 @@ from pathlib import Path
 import pytest
 
 SLOW_MARKERS = ("e2e", "paper_shape", "alone")
-"""The tiny DAG and what reads it, the SLURM cluster, the kill/resume tests, the paper-shape smoke."""
 SLOW_FIXTURES = ("tiny_data_workdir", "ray_head", "tiny_dag")
-"""Fixtures that run Snakemake jobs (the tiny data) or start a Ray: a test using one, itself or through another
-fixture, is slow."""
+"""They build the tiny data with Snakemake or start a Ray: a test using one, itself or through a fixture, is slow."""
 PLANS_ONLY = {"-n", "--dry-run", "--dryrun", "--lint"}
-"""Snakemake options under which it reads the workflow and runs no job."""
 FAST_RAY_TMPDIR = Path(tempfile.mkdtemp(prefix="ray-fast-", dir="/tmp"))
-"""``RAY_TMPDIR`` of a fast test and of every process below it: a Ray started there leaves its folder here."""
+"""A fast test's ``RAY_TMPDIR``, its subprocesses' too: a Ray started below it leaves its folder here."""
+SAVED_RAY_TMPDIR = pytest.StashKey[str | None]()
 MARK_IT = "mark it `pytest.mark.slow` (docs/testing.md#two-tiers)"
 
 
 class SlowTestUnmarked(Exception):
-    """A test outside the ``slow`` tier started a Ray or ran Snakemake jobs."""
-
-
-def runs_snakemake_jobs(command) -> bool:
-    """Whether a command line (a ``subprocess.Popen`` argument) is Snakemake running jobs, not only planning them."""
-    argv = command.split() if isinstance(command, str | bytes) else [os.fsdecode(part) for part in command]
-    snakemake = Path(argv[0]).name == "snakemake" or argv[1:3] == ["-m", "snakemake"]
-    return snakemake and not PLANS_ONLY & set(argv)
+    pass
 
 
 class FastTest:
     running = False
 
 
-SAVED_RAY_TMPDIR = pytest.StashKey[str | None]()
-"""A fast test's stash: ``RAY_TMPDIR`` before its set-up, restored after its teardown."""
+def runs_snakemake_jobs(command) -> bool:
+    """Whether a ``subprocess.Popen`` command line is Snakemake running jobs, not only planning them."""
+    argv = command.split() if isinstance(command, str | bytes) else [os.fsdecode(part) for part in command]
+    return (Path(argv[0]).name == "snakemake" or argv[1:3] == ["-m", "snakemake"]) and not PLANS_ONLY & set(argv)
 
 
 def refuse_snakemake_jobs(event: str, args: tuple) -> None:
@@ -72,11 +64,10 @@ def pytest_runtest_teardown(item):
     result = yield
     if SAVED_RAY_TMPDIR in item.stash:
         FastTest.running = False
-        saved = item.stash[SAVED_RAY_TMPDIR]
-        if saved is None:
+        if item.stash[SAVED_RAY_TMPDIR] is None:
             del os.environ["RAY_TMPDIR"]
         else:
-            os.environ["RAY_TMPDIR"] = saved
+            os.environ["RAY_TMPDIR"] = item.stash[SAVED_RAY_TMPDIR]
         started = sorted(FAST_RAY_TMPDIR.iterdir())
         for path in started:
             shutil.rmtree(path, ignore_errors=True)
