@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -142,29 +141,9 @@ def preflight(tiny_data_workdir, ray_head, tmp_path_factory):
     shapes = json.dumps({SHAPE: {"runs": [RUN, "owt-small-gpt"], "gpus": 0}})
     reports = tmp_path_factory.mktemp("preflight-report")
     outputs = {name: reports / f"preflight.{name}" for name in ("md", "csv", "html", "projection")}
-    report = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline",
-            "preflight-report",
-            "--preset",
-            "tiny",
-            "--rows",
-            str(row),
-            *map(str, stage_rows),
-            "--shapes",
-            shapes,
-            "--device-label",
-            "cpu",
-            *[arg for name, path in outputs.items() for arg in (f"--{name}", str(path))],
-        ],
-        cwd=tiny_data_workdir,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert report.returncode == 0, report.stderr[-2000:]
+    report = ["preflight-report", "--preset", "tiny", "--rows", str(row), *map(str, stage_rows), "--shapes", shapes]
+    outputs_args = [arg for name, path in outputs.items() for arg in (f"--{name}", str(path))]
+    assert main([*report, "--device-label", "cpu", *outputs_args]) == 0
     yield {"results": results, "run_dir": run_dir, "before": before, "outputs": outputs}
     shutil.rmtree(run_dir)
     shutil.rmtree(results / "preflight")
