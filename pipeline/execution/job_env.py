@@ -41,7 +41,7 @@ FORWARDED_ENV = (
 NO_TORCH_ENV = {"USE_TORCH": "0"}
 """transformers' and ``datasets``' switch: they import no torch. A Ray task that never uses torch runs with it
 (``runner.run_on_ray``), and so does the process of a verb that never uses torch (the data stage's), which starts
-seconds sooner: the tokenizer's imports 17 -> 4 s, the token cache's 25 -> 12 s on 2 cores
+seconds sooner: the tokenizer's imports 10.1 -> 2.1 s, the token cache's 14.2 -> 8.8 s on 2 shared cores
 (results/benchmarks/test-tiers-2026-11-29.md)."""
 
 
