@@ -1,14 +1,18 @@
 """``python -m pipeline <verb>`` in a subprocess, as the tests run a job's command (``from cli_testkit import
-pipeline_verb``: tests/ is on the tests' import path, as for tests/models/models_testkit.py), and the tiny
-``pretrain`` job the training tests run that way."""
+pipeline_verb``: tests/ is on the tests' import path, as for tests/models/models_testkit.py), the tiny ``pretrain``
+job the training tests run that way, and the same job as a ``TrainJob`` the loop tests hand to ``train_run`` in
+process."""
 
+import contextlib
 import dataclasses
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from pipeline.config import RunSpec, load_preset, pretrain_runs
+from pipeline.train.loop import TrainJob
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINE = [sys.executable, "-m", "pipeline"]
@@ -47,6 +51,27 @@ def tiny_spec(**train) -> RunSpec:
     """The tiny preset's ``wt103-small-gpt`` with the ``train`` fields given."""
     base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
     return dataclasses.replace(base, train=dataclasses.replace(base.train, **train))
+
+
+def tiny_job(data: Path, run_dir: Path, cache: Path | None = None, **train) -> TrainJob:
+    """``tiny_spec(**train)`` into ``run_dir`` on the tiny data in ``data`` (or ``cache``), as a training job."""
+    return TrainJob.pretraining(
+        tiny_spec(**train), run_dir, cache or data / "caches" / "wt103-bpe", data / "tokenizers" / "bpe"
+    )
+
+
+@contextlib.contextmanager
+def logged(name: str):
+    """The messages logged to the logger ``name`` (and those below it) inside the block, as a list. The loop's
+    ``levanter.initialize`` replaces the root logger's handlers, pytest's ``caplog`` among them."""
+    messages: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logging.getLogger(name).addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logging.getLogger(name).removeHandler(handler)
 
 
 def pretrain_args(

@@ -115,9 +115,10 @@ def test_a_jobs_driver_submits_its_work_by_name_and_imports_no_jax(tmp_path):
     assert all(callable(task_function(name)) for name in probe["submitted"])
 
 
-def test_a_training_verbs_micro_batch_reaches_the_spec_its_task_trains(monkeypatch):
+def test_a_training_verbs_micro_batch_reaches_the_spec_its_task_trains(monkeypatch, tmp_path):
     """``--micro-batch N`` (the fit table's choice, a resource of the job) sets ``train.micro_batch_size`` of the
     spec the Ray task trains (and writes to the run's config.yaml); 0 is the whole batch; the batch is unchanged."""
+    monkeypatch.chdir(tmp_path)  # the verb records its attempt in the run folder
     import pipeline.execution.runner
     from pipeline.cli import main
     from pipeline.config import FinetuneSpec, RunSpec, finetune_runs, load_preset, pretrain_runs
@@ -144,11 +145,12 @@ def test_a_training_verbs_micro_batch_reaches_the_spec_its_task_trains(monkeypat
 
 
 def test_the_presets_warm_workers_false_gives_every_task_a_fresh_process_and_a_memory_probe_always_gets_one(
-    monkeypatch,
+    monkeypatch, tmp_path
 ):
     """``ray.warm_workers`` (default true) reaches a job as ``PIPELINE_RAY_FRESH_PROCESS``, and its verb asks
     ``run_on_ray`` for a fresh Ray worker when it is false; a memory probe, which measures its own process, always
     asks for one."""
+    monkeypatch.chdir(tmp_path)  # the verb records its attempt in the run folder
     import pipeline.execution.runner
     from pipeline.cli import main
     from pipeline.config import load_preset, pretrain_runs

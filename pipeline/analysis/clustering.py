@@ -14,12 +14,15 @@ A regime (``analysis.clustering.regimes``) fixes T, dt, a scale s and the magnit
     equal_mean:  a(t) = s·(k+1)·(t/T)^k     (every degree has the constant's mean s over [0, T])
     power:       a(t) = s·t^k               (our earlier, unnormalised regime)
 
-The final state is summarised by the number of single-linkage clusters at distance ``CLUSTER_THRESHOLD`` and the
-mean pairwise distance (docs/experiments.md#analyses).
+The final state is summarised by the number of single-linkage clusters at distance ``CLUSTER_THRESHOLD`` (the sweep
+also at the sensitivity cuts ``CLUSTER_CUTS``) and the mean pairwise distance (docs/experiments.md#analyses). Claim
+(6)'s three per-seed statistics: the constant a(t) clusters, t⁴ does not, and Spearman ρ(k, clusters) of the trend
+in the degree.
 """
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +34,10 @@ ROLES = ("claim", "control", "sensitivity")
 CLUSTER_THRESHOLD = 0.1
 """Single-linkage merge distance below which final tokens count as one cluster (states have unit variance per
 token; the notebook judges clusters by eye, it has no criterion)."""
-CLUSTERED_MAX_FRACTION = 0.5
-"""A final state "clusters" when it has at most this fraction of its tokens as clusters."""
+CLUSTER_CUTS = (CLUSTER_THRESHOLD, 0.05, 0.2)
+"""The sweep's distance cuts: the claim's, then the sensitivity rows' (half and twice it)."""
+CLUSTERED_MAX_FRACTION = 0.25
+"""A final state "clusters" when it has at most this fraction of its tokens as clusters (10 of 40)."""
 NOTEBOOK_REGIME = {"horizon": 20.0, "dt": 0.1, "scale": 0.5, "magnitude": "notebook"}
 """The time-dependent cells of ``dynamic_transformers.ipynb`` (docs/paper.md#clustering-notebook)."""
 NOTEBOOK_SHAPE = {"tokens": 40, "hidden_dim": 3, "x0_range": 2.0}
@@ -86,15 +91,22 @@ def simulate(x0: np.ndarray, query_key: np.ndarray, value: np.ndarray, scales: n
     return np.stack(states)
 
 
+def cluster_counts(points: np.ndarray, cuts: tuple[float, ...]) -> list[int]:
+    """Single-linkage clusters of ``points`` at each distance cut: 1 + the merges above the cut (single-linkage
+    merge heights grow monotonically, so this is ``fcluster``'s "distance" criterion)."""
+    from scipy.cluster.hierarchy import linkage
+
+    heights = linkage(points, method="single")[:, 2]
+    return [1 + int((heights > cut).sum()) for cut in cuts]
+
+
 def cluster_statistics(points: np.ndarray, threshold: float = CLUSTER_THRESHOLD) -> dict[str, float]:
     """Clusters at single-linkage distance ``threshold``, and mean / max pairwise distance of ``points``."""
-    from scipy.cluster.hierarchy import fcluster, linkage
     from scipy.spatial.distance import pdist
 
     distances = pdist(points)
-    labels = fcluster(linkage(points, method="single"), threshold, criterion="distance")
     return {
-        "n_clusters": int(labels.max()),
+        "n_clusters": cluster_counts(points, (threshold,))[0],
         "threshold": threshold,
         "mean_pairwise_distance": float(distances.mean()),
         "max_pairwise_distance": float(distances.max()),
@@ -155,18 +167,19 @@ SWEEP_COLUMNS = [
     "magnitude",
     "degree",
     "tokens",
+    "threshold",
     "n_clusters",
-    "mean_pairwise_distance",
 ]
 
 
 def sweep_clustering(
     tokens: int, hidden_dim: int, x0_range: float, magnitudes: list[str], regimes: dict[str, dict], seeds: int
 ) -> pd.DataFrame:
-    """Final-state cluster statistics (``SWEEP_COLUMNS``) of every regime, seed (0..seeds−1) and magnitude; every
-    regime and magnitude of one seed starts from the same x0, A_0 and V_0 (paired), all seeds integrated at once."""
+    """Final-state clusters at each of ``CLUSTER_CUTS`` (``SWEEP_COLUMNS``) of every regime, seed (0..seeds−1) and
+    magnitude; every regime and magnitude of one seed starts from the same x0, A_0 and V_0 (paired), all seeds
+    integrated at once."""
     x0, query_key, value = draw_initial(list(range(seeds)), tokens, hidden_dim, x0_range)
-    statistics: dict[bytes, list[dict]] = {}  # the same a(t_n) and dt (the constant across families) run once
+    statistics: dict[bytes, list[list[int]]] = {}  # the same a(t_n) and dt (the constant across families) run once
     rows = []
     for label, regime in regimes.items():
         times = time_grid(regime["horizon"], regime["dt"])
@@ -175,8 +188,8 @@ def sweep_clustering(
             key = np.append(scales, regime["dt"]).tobytes()
             if key not in statistics:
                 final = simulate(x0, query_key, value, scales, regime["dt"])[-1]
-                statistics[key] = [cluster_statistics(points) for points in final]
-            for seed, stats in enumerate(statistics[key]):
+                statistics[key] = [cluster_counts(points, CLUSTER_CUTS) for points in final]
+            for (seed, counts), cut in itertools.product(enumerate(statistics[key]), range(len(CLUSTER_CUTS))):
                 rows.append(
                     {
                         "regime": label,
@@ -187,34 +200,42 @@ def sweep_clustering(
                         "magnitude": name,
                         "degree": MAGNITUDE_DEGREES[name],
                         "tokens": tokens,
-                        "n_clusters": stats["n_clusters"],
-                        "mean_pairwise_distance": stats["mean_pairwise_distance"],
+                        "threshold": CLUSTER_CUTS[cut],
+                        "n_clusters": counts[cut],
                     }
                 )
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
 
 
-def seed_clusters(sweep: pd.DataFrame, regime: str) -> pd.DataFrame:
-    """Clusters of ``regime`` as a seed × magnitude table."""
-    rows = sweep[sweep["regime"] == regime]
+def seed_clusters(sweep: pd.DataFrame, regime: str, threshold: float = CLUSTER_THRESHOLD) -> pd.DataFrame:
+    """Clusters of ``regime`` at distance cut ``threshold`` as a seed × magnitude table."""
+    rows = sweep[(sweep["regime"] == regime) & np.isclose(sweep["threshold"], threshold)]
     if rows.empty:
         raise ValueError(
-            f"clustering sweep: no rows for regime {regime!r}; expected one of {sorted(sweep['regime'].unique())}."
+            f"clustering sweep: no rows for regime {regime!r} at cut {threshold:g}; regimes "
+            f"{sorted(sweep['regime'].unique())}, cuts {sorted(sweep['threshold'].unique())}."
         )
     return rows.pivot(index="seed", columns="magnitude", values="n_clusters")
 
 
-def paired_cluster_gap(sweep: pd.DataFrame, regime: str) -> pd.Series:
-    """Per seed of ``regime``: clusters(quartic) − clusters(constant) (positive: t⁴ disperses more)."""
-    table = seed_clusters(sweep, regime)
-    return (table["quartic"] - table["constant"]).rename("cluster_gap")
+def clustered(sweep: pd.DataFrame, regime: str, magnitude_name: str, threshold: float) -> pd.Series:
+    """Per seed of ``regime``: whether ``magnitude_name``'s final state clusters (at most ``CLUSTERED_MAX_FRACTION``
+    of the tokens as clusters at cut ``threshold``)."""
+    counts = seed_clusters(sweep, regime, threshold)[magnitude_name]
+    return counts <= CLUSTERED_MAX_FRACTION * sweep.loc[sweep["regime"] == regime, "tokens"].iloc[0]
 
 
-def constant_clusters(sweep: pd.DataFrame, regime: str) -> pd.Series:
-    """Per seed of ``regime``: whether the constant a(t) clusters (at most ``CLUSTERED_MAX_FRACTION`` of the
-    tokens as clusters)."""
-    tokens = sweep.loc[sweep["regime"] == regime, "tokens"].iloc[0]
-    return (seed_clusters(sweep, regime)["constant"] <= CLUSTERED_MAX_FRACTION * tokens).rename("constant_clusters")
+def degree_trend(sweep: pd.DataFrame, regime: str, threshold: float) -> pd.Series:
+    """Per seed of ``regime``: Spearman ρ(degree k, final clusters) over the swept magnitudes, the Pearson
+    correlation of their ranks (+1: clusters grow monotonically with k; NaN when the counts are all equal)."""
+    table = seed_clusters(sweep, regime, threshold)
+    ranks = table.rank(axis=1).to_numpy(dtype=float, copy=True)
+    ranks -= ranks.mean(axis=1, keepdims=True)
+    degrees = np.array([MAGNITUDE_DEGREES[name] for name in table.columns], dtype=float)
+    degrees -= degrees.mean()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = ranks @ degrees / np.sqrt((ranks**2).sum(axis=1) * (degrees**2).sum())
+    return pd.Series(rho, index=table.index, name="rho")
 
 
 def write_clustering(out_dir: str, settings: dict) -> dict:

@@ -163,8 +163,8 @@ def trained_times(table: pd.DataFrame) -> pd.DataFrame:
 def spectral_trend(table: pd.DataFrame) -> pd.DataFrame:
     """The trend statistic of claim "spectra grow with t": per attention matrix (QK, OV) and head, Spearman's ρ of
     the head's largest |λ| against t over the trained times (``trained_times``; +1: grows monotonically with t, 0: no
-    trend; NaN when either is constant). ``table`` has the columns of ``spectra_table``; returns columns matrix,
-    head, rho."""
+    trend; NaN when either is constant) over its ``points`` times. ``table`` has the columns of ``spectra_table``;
+    returns columns matrix, head, rho, points."""
     attention = trained_times(table[table["matrix"].isin(["QK", "OV"])])
     magnitude = np.hypot(attention["real"], attention["imag"])
     largest = (
@@ -175,10 +175,11 @@ def spectral_trend(table: pd.DataFrame) -> pd.DataFrame:
             "matrix": matrix,
             "head": head,
             "rho": float(rows_of_head["t"].corr(rows_of_head["largest"], method="spearman")),
+            "points": len(rows_of_head),
         }
         for (matrix, head), rows_of_head in largest.groupby(["matrix", "head"])
     ]
-    return pd.DataFrame(rows, columns=["matrix", "head", "rho"])
+    return pd.DataFrame(rows, columns=["matrix", "head", "rho", "points"])
 
 
 def model_spectra(spec, model, time_oversampling: int) -> pd.DataFrame:

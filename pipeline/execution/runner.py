@@ -199,7 +199,7 @@ def cancel_on_stop_signals(cancel: Callable[[], Any]) -> StopSignals:
 
 
 def task_name(target: str) -> str:
-    """The function's name for log lines and errors: ``"pipeline.train.pretrain:pretrain"`` → ``pretrain``."""
+    """The function's name for log lines and errors: ``"pipeline.train.runs:pretrain"`` → ``pretrain``."""
     return target.rpartition(":")[2]
 
 

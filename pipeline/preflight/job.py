@@ -30,11 +30,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pipeline.artifacts import atomic_write_yaml, folder_bytes, read_metrics
+from pipeline.artifacts import folder_bytes, read_metrics
 from pipeline.config import RunSpec
-from pipeline.config.specs import to_dict
 from pipeline.execution.phases import MARKER
-from pipeline.train.identity import RunIdentity
 
 MATMUL_SIZE = 2048
 MATMUL_REPEATS = 5
@@ -176,38 +174,22 @@ def preflight_pretrain(
     import jax
     import jmp
 
-    from pipeline.models import build_initialised
     from pipeline.models.checkpoint import run_model_config
-    from pipeline.train.loop import train_run
+    from pipeline.train.loop import TrainJob, train_run
 
     started = time.perf_counter()
-    logging.getLogger("pipeline").setLevel(logging.INFO)
     spec = RunSpec.from_json(spec_json).bounded(warmup + timed, micro_batch)
-    train_dir = Path(job_dir) / "train"
+    train_dir = Path(job_dir) / "train"  # its config.yaml: what the later stages' loader reads
     shutil.rmtree(train_dir, ignore_errors=True)  # a rerun measures afresh: no resume from an earlier preflight
-    train_dir.mkdir(parents=True)
-    atomic_write_yaml(train_dir / "config.yaml", to_dict(spec))  # what the later stages' loader reads
+    job = TrainJob.pretraining(spec, train_dir, cache_dir, tokenizer_dir, preflight=True)
     model_config = run_model_config(spec)
-    identity = RunIdentity.of(spec, Path(tokenizer_dir), Path(cache_dir), preflight=True)
     clock = PhaseClock()
     logging.getLogger("pipeline.execution.phases").addHandler(clock)
 
-    def train():
-        return train_run(
-            spec.run_id,
-            spec.train,
-            spec.model.seq_len,
-            train_dir,
-            Path(cache_dir),
-            Path(tokenizer_dir),
-            lambda vocab, key: build_initialised(model_config, vocab, key=key, init=spec.model.init),
-            identity,
-        )
-
     try:
-        train()
+        train_run(job)
         restart_at = len(clock.phases)
-        train()
+        train_run(job)
     finally:
         logging.getLogger("pipeline.execution.phases").removeHandler(clock)
     records = read_metrics(train_dir / "metrics.jsonl")

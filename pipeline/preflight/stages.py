@@ -223,33 +223,14 @@ def preflight_finetune(
     (module docstring); its step time, tokens/s and micro-batch."""
     from pipeline.artifacts import folder_bytes, read_metrics, read_run_spec
     from pipeline.config import FinetuneSpec
-    from pipeline.train.finetune import resampled_source, trainable_filter
-    from pipeline.train.identity import RunIdentity, stored_fingerprint
-    from pipeline.train.loop import train_run
+    from pipeline.train.loop import TrainJob, train_run
 
-    source = Path(source_dir)
-    source_spec = read_run_spec(source)
+    source_spec = read_run_spec(source_dir)
     spec = FinetuneSpec.from_json(spec_json)
     spec = dataclasses.replace(spec.bounded(FINETUNE_UPDATES, micro_batch), source_run=source_spec.run_id)
     train_dir = Path(job_dir) / "train"
     shutil.rmtree(train_dir, ignore_errors=True)
-    train_dir.mkdir(parents=True)
-    identity = RunIdentity.of(
-        spec, Path(tokenizer_dir), Path(cache_dir), stored_fingerprint(source / "checkpoints"), preflight=True
-    )
-    train_run(
-        spec.run_id,
-        spec.train,
-        source_spec.model.seq_len,
-        train_dir,
-        Path(cache_dir),
-        Path(tokenizer_dir),
-        lambda vocab, key: resampled_source(spec, source, vocab.size, key),
-        identity,
-        build_in_jit=False,
-        trainable=trainable_filter(spec),
-        eval_split=spec.eval_split,
-    )
+    train_run(TrainJob.finetuning(spec, train_dir, source_dir, cache_dir, tokenizer_dir, preflight=True))
     records = read_metrics(train_dir / "metrics.jsonl")
     step_s = [r["step_s"] for r in records if "step_s" in r and r["step"] >= 1]  # the first update compiles
     split = next(r for r in records if "micro_batch" in r)

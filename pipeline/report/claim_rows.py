@@ -75,10 +75,13 @@ def claim(
     claimed: str = "",
     threshold: float = 0.0,
     status: str = NOT_TESTED,
+    scored: bool = True,
 ) -> dict:
     """A claim's row: the statistic's mean, interval and p; ``hypothesis`` names a primary claim (decided by the
-    scorecard, ``claimed`` "above", "below" or "equivalent" of ``threshold``), else ``status`` stands."""
+    scorecard, ``claimed`` "above", "below" or "non-inferior" of ``threshold``), else ``status`` stands. A primary
+    row that cannot be ``scored`` (a fine-tune whose curves did not plateau) counts with p = 1."""
     spread = "" if interval.n > 1 else f"; {SINGLE_RUN}"
+    spread += "" if scored else "; not scored (curves did not plateau): p = 1 in Holm's family"
     return {
         **row(
             "claim",
@@ -97,6 +100,7 @@ def claim(
         "claimed": claimed,
         "threshold": threshold,
         "n": interval.n,
+        "scored": scored,
     }
 
 

@@ -110,9 +110,9 @@ def _scorecard(args: argparse.Namespace) -> None:
 
 def _power(args: argparse.Namespace) -> None:
     from pipeline.config import load_preset
-    from pipeline.report.power import STUDY_CSV, design_table, preset_seeds
+    from pipeline.report.power import STUDY_CSV, design_table
 
-    table = design_table(preset_seeds(load_preset({"preset": args.preset})), args.study_csv or STUDY_CSV)
+    table = design_table(load_preset({"preset": args.preset}), args.study_csv or STUDY_CSV)
     print(table.to_markdown(index=False, floatfmt=".4g"))
 
 

@@ -4,9 +4,9 @@ A statistic measured once per seed has mean x̄ and sample sd s over n seeds; it
 x̄ ± t₀.₉₇₅,ₙ₋₁ · s/√n and its two-sided p the one-sample t-test of x̄ against the claim's threshold. A paired
 comparison uses the per-seed differences. Correlations are averaged and tested on Fisher's z = artanh ρ, so their
 interval stays within [−1, 1]. A 0/1 outcome per seed gets the Clopper–Pearson interval and the exact binomial
-(sign) test; a per-seed difference's signs the sign test (ties dropped). Two estimates with known standard errors
-(lm-eval's) are compared by the z-test. Equivalence within ±margin is the two one-sided t-tests (TOST): p = the larger
-of the two p-values.
+(sign) test; a per-seed difference's signs the sign test, its fraction and interval on the untied seeds (ties out of
+both). Two estimates with known standard errors (lm-eval's) are compared by the z-test. Non-inferiority at a margin
+(Δ < +margin) is the one-sided t-test against +margin with its one-sided upper bound x̄ + t₀.₉₅,ₙ₋₁ · s/√n.
 With n = 1 there is no interval and no test. P-values of one family are adjusted by Holm's step-down method.
 """
 
@@ -24,25 +24,25 @@ ALPHA = 1 - CONFIDENCE
 """The family-wise error rate of the primary claims (Holm)."""
 FLOAT_TIE = 1e-12
 """Values whose sample standard deviation is below this share of their mean's size are equal (float rounding)."""
-CORRELATION_CLIP = 1 - 1e-9
-"""|ρ| = 1 is clipped to this before artanh (finite z)."""
-SUPPORTED, CONTRADICTED, EQUIVALENT = "supported", "contradicted", "equivalent"
+SUPPORTED, CONTRADICTED, NON_INFERIOR = "supported", "contradicted", "non-inferior"
 INCONCLUSIVE, NOT_TESTED = "inconclusive", "not tested at this scale"
 CONTROL, SENSITIVITY = "control (no verdict)", "sensitivity (no verdict)"
 SINGLE_RUN = "n = 1: no interval, no verdict"
 """What a claim's row says when its statistic has one value (one seed, or one run per setting)."""
 VERDICT_RULE = (
-    "Each primary claim is one test (p, two-sided, against the claim's threshold; TOST for an "
-    "equivalence); p-values of the primary claims are Holm-adjusted together (family-wise α = 0.05). "
-    "supported: adjusted p < α and the statistic on the claimed side; contradicted: adjusted p < α on "
-    "the other side; equivalent: the TOST's adjusted p < α; inconclusive: adjusted p ≥ α; not tested "
-    "at this scale: the design cannot decide it (too few seeds for 80 % power, n = 1, a statistic with "
-    "too few values, or a fine-tune whose curve did not plateau). Controls and sensitivity rows carry "
-    "no verdict."
+    "Each primary claim is one test (p, two-sided, against the claim's threshold; one-sided against "
+    "+margin for a non-inferiority); the family and its m are fixed by the design before the run, a "
+    "member that cannot be scored counts with p = 1, and the members' p-values are Holm-adjusted "
+    "together (family-wise α = 0.05). supported: adjusted p < α, the statistic on the claimed side and "
+    "at least its minimum effect; contradicted: adjusted p < α on the other side; non-inferior: the "
+    "one-sided test's adjusted p < α; inconclusive: adjusted p ≥ α, or significant below the minimum "
+    "effect; not tested at this scale: the design cannot decide it (too few seeds for 80 % power, "
+    "n = 1 or a statistic with too few values). Controls and sensitivity rows carry no verdict."
 )
 INTERVAL_METHOD = (
     "95 % Student t-interval across seeds (paired per seed where two families are compared); "
-    "correlations on Fisher's z; 0/1 outcomes Clopper–Pearson; n = 1: no interval"
+    "correlations on Fisher's z; 0/1 outcomes Clopper–Pearson (sign tests on the untied seeds); "
+    "non-inferiority: the one-sided 95 % upper bound; n = 1: no interval"
 )
 
 
@@ -91,29 +91,38 @@ def paired_differences(challenger: dict[int, float], baseline: dict[int, float])
     return [challenger[seed] - baseline[seed] for seed in sorted(set(challenger) & set(baseline))]
 
 
-def tost_p(values: Sequence[float], margin: float) -> float:
-    """Equivalence of the mean to 0 within ±``margin``: max of the one-sided t-tests of x̄ > −margin and
-    x̄ < +margin (NaN when n < 2)."""
+def non_inferiority(values: Sequence[float], margin: float) -> Interval:
+    """Δ < +``margin``: the one-sided t-test of x̄ against +margin (p) and its matching bound, high =
+    x̄ + t_{CONFIDENCE, n−1} · s/√n (low −∞); n < 2: no bound, no test."""
     finite = _finite(values)
     if len(finite) < 2:
-        return math.nan
-    lower = stats.ttest_1samp(finite, -margin, alternative="greater").pvalue
-    upper = stats.ttest_1samp(finite, margin, alternative="less").pvalue
-    return float(max(lower, upper))
+        return Interval(float(finite.mean()) if len(finite) else math.nan, math.nan, math.nan, len(finite))
+    mean, error = float(finite.mean()), float(stats.sem(finite))
+    high = mean + float(stats.t.ppf(CONFIDENCE, len(finite) - 1)) * error
+    p = float(stats.ttest_1samp(finite, margin, alternative="less").pvalue)
+    return Interval(mean, -math.inf, high, len(finite), p)
 
 
-def correlation_interval(rhos: Sequence[float]) -> Interval:
-    """Per-seed correlations averaged on Fisher's z = artanh ρ: the t-interval and p (against ρ = 0) of z, mapped
-    back by tanh, so the bounds stay within [−1, 1]."""
-    finite = _finite(rhos)
-    z = t_interval(np.arctanh(np.clip(finite, -CORRELATION_CLIP, CORRELATION_CLIP)).tolist())
+def fisher_z(rhos: Sequence[float], points: int | Sequence[int]) -> np.ndarray:
+    """artanh ρ of Spearman correlations over ``points`` values each; |ρ| = 1 becomes the midpoint of 1 and the next
+    value such a ρ can take, 1 − 12/(p(p²−1)) (one adjacent swap), i.e. |ρ| = 1 − 6/(p(p²−1)); NaN stays NaN."""
+    points = np.asarray(points, dtype=float)
+    edge = 1 - 6 / (points * (points**2 - 1))
+    return np.arctanh(np.clip(np.asarray(rhos, dtype=float), -edge, edge))
+
+
+def correlation_interval(z_values: Sequence[float]) -> Interval:
+    """Per-seed correlations as Fisher's z (``fisher_z``): the t-interval and p (against ρ = 0) of z, mapped back by
+    tanh, so the bounds stay within [−1, 1]."""
+    z = t_interval(z_values)
     return Interval(float(np.tanh(z.mean)), float(np.tanh(z.low)), float(np.tanh(z.high)), z.n, z.p)
 
 
 def binomial_interval(successes: int, trials: int, null: float = 0.5) -> Interval:
-    """A fraction of 0/1 outcomes: its Clopper–Pearson interval and the exact two-sided binomial test of ``null``."""
-    if trials == 0:
-        return Interval(math.nan, math.nan, math.nan, 0)
+    """A fraction of 0/1 outcomes: its Clopper–Pearson interval and the exact two-sided binomial test of ``null``
+    (one trial: no interval, no test)."""
+    if trials < 2:
+        return Interval(successes / trials if trials else math.nan, math.nan, math.nan, trials)
     test = stats.binomtest(int(successes), int(trials), null)
     ci = test.proportion_ci(confidence_level=CONFIDENCE, method="exact")
     return Interval(successes / trials, float(ci.low), float(ci.high), trials, float(test.pvalue))
@@ -121,31 +130,21 @@ def binomial_interval(successes: int, trials: int, null: float = 0.5) -> Interva
 
 @dataclass(frozen=True)
 class SignTest:
-    """Per-seed differences as signs: ``positive``/``negative``/``ties`` seeds; ``fraction``: the share of all seeds
-    with a positive difference (Clopper–Pearson) carrying the exact sign test's p (ties dropped, against 0.5)."""
+    """Per-seed differences as signs: ``positive``/``negative``/``ties`` seeds; ``fraction``: the share of the untied
+    seeds with a positive difference, its Clopper–Pearson interval and the exact sign test's p (against 0.5)."""
 
     positive: int
     negative: int
     ties: int
     fraction: Interval
 
-    @property
-    def balance(self) -> float:
-        """(positive − negative) / untied seeds: the side the sign test points to (0 when every seed ties)."""
-        return (self.positive - self.negative) / max(self.positive + self.negative, 1)
-
 
 def sign_test(differences: Sequence[float]) -> SignTest:
-    """The signs of the finite per-seed ``differences``: their positive share and the exact sign test."""
+    """The signs of the finite per-seed ``differences``: the positive share of the untied ones and the sign test."""
     finite = _finite(differences)
     positive, negative = int((finite > 0).sum()), int((finite < 0).sum())
-    share = binomial_interval(positive, len(finite))
-    test = binomial_interval(positive, positive + negative)
     return SignTest(
-        positive,
-        negative,
-        len(finite) - positive - negative,
-        Interval(share.mean, share.low, share.high, share.n, test.p),
+        positive, negative, len(finite) - positive - negative, binomial_interval(positive, positive + negative)
     )
 
 
@@ -157,12 +156,12 @@ def z_test_p(difference: float, stderr: float) -> float:
 
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment of m p-values: the i-th smallest becomes max over j ≤ i of min(1, (m − j + 1)·p_(j));
-    NaN entries stay NaN and do not count in m."""
-    finite = [(p, index) for index, p in enumerate(p_values) if math.isfinite(p)]
-    adjusted = [math.nan] * len(p_values)
+    a member that could not be scored (NaN) counts in m with p = 1."""
+    scored = sorted((p if math.isfinite(p) else 1.0, index) for index, p in enumerate(p_values))
+    adjusted = [1.0] * len(p_values)
     running = 0.0
-    for rank, (p, index) in enumerate(sorted(finite)):
-        running = max(running, min(1.0, (len(finite) - rank) * p))
+    for rank, (p, index) in enumerate(scored):
+        running = max(running, min(1.0, (len(scored) - rank) * p))
         adjusted[index] = running
     return adjusted
 
@@ -178,8 +177,8 @@ def verdict(mean: float, adjusted_p: float, threshold: float, claimed: str) -> s
     return SUPPORTED if (mean > threshold) == (claimed == "above") else CONTRADICTED
 
 
-def equivalence_verdict(adjusted_p: float) -> str:
-    """``VERDICT_RULE`` for an equivalence claim tested by TOST."""
+def non_inferiority_verdict(adjusted_p: float) -> str:
+    """``VERDICT_RULE`` for a non-inferiority claim (the one-sided test against +margin)."""
     if not math.isfinite(adjusted_p):
         return NOT_TESTED
-    return EQUIVALENT if adjusted_p < ALPHA else INCONCLUSIVE
+    return NON_INFERIOR if adjusted_p < ALPHA else INCONCLUSIVE

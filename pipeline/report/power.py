@@ -1,18 +1,21 @@
-"""Power before running (docs/experiments.md, "Power and the family"): the seeds each primary claim needs for 80 %
-power at its stated effect size and the Holm-corrected α, from the per-seed spreads of the last mini study.
+"""Power before running (docs/experiments.md, "Power and the family"): the seeds each primary claim of a preset needs
+for 80 % power at its stated effect and the Holm-corrected α, from per-seed spreads recorded on the stand-in the
+preset runs (a recorded study's scorecard CSV; each spread with its seeds and df).
 
 A paired t-test of n seeds with per-seed sd σ and true effect δ has power P(|T| > t_{1−α/2,n−1}) with T
-noncentral t (df n − 1, noncentrality δ√n/σ). The TOST of equivalence within ±m at true difference 0 has power
-P(both one-sided tests reject), estimated by simulation (x̄ ~ N(0, σ²/n), s² ~ σ²χ²_{n−1}/(n−1)). The sign test of
-n sweep seeds rejects when the exact two-sided binomial p < α; its power is the binomial mass of that region at the
-true fraction. Holm's first step tests the smallest p at α/m, so a claim counts as powered when it reaches 80 % at
-α/m, m the number of powered primary claims (found by iterating until the family is stable). Claims short of their
-seeds are "not tested at this scale" by design.
+noncentral t (df n − 1, noncentrality δ√n/σ). Non-inferiority at margin M (one-sided test of Δ < M) at a true
+difference of 0 has power P(T > t_{1−α,n−1}), noncentrality M√n/σ. A fraction of seeds (claim 6) is tested by the
+exact two-sided binomial test of 0.5; its power is the binomial mass of the rejection region at the minimum effect,
+and its seeds are fixed by the precision of its interval (a 95 % Clopper–Pearson half-width of at most
+``FRACTION_HALF_WIDTH`` at 50 %), whichever needs more. Holm's first step tests the smallest p at α/m, so a claim
+counts as powered when it reaches 80 % at α/m, m the number of powered primary claims (found by iterating until the
+family is stable). Claims short of their seeds are "not tested at this scale" by design.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,31 +26,40 @@ from scipy import stats
 from pipeline.config import REPO_ROOT
 from pipeline.report.intervals import ALPHA, CONFIDENCE
 
-STUDY_CSV = REPO_ROOT / "results" / "benchmarks" / "mini-study-2026-11-25.csv"
-"""The planning study: its per-seed perplexities and its claims' 95 % t-intervals over 3 seeds."""
+STUDY_CSV = REPO_ROOT / "results" / "benchmarks" / "mini-study-2026-11-27.csv"
+"""The planning study: per-seed perplexities of the OpenWebText stand-in and its claims' 95 % t-intervals (6 seeds)."""
 POWER = 0.80
-EQUIVALENCE_MARGIN = 0.05
-"""Claim (1) 'comparable': |Δ log-ppl| < 0.05 nats (a 5 % perplexity ratio)."""
+NON_INFERIORITY_MARGIN = 0.05
+"""Claim (1) "comparable to or better than" (the abstract) as non-inferiority: Δ log-ppl < +0.05 nats (5 %)."""
 EFFECT_NATS = 0.10
 """The smallest perplexity gap a directional claim is powered for: 0.10 nats (a 10 % perplexity ratio)."""
 EFFECT_RHO = 0.5
 """Claim (4): a mean per-head Spearman ρ(t, largest |λ|) of 0.5."""
 EFFECT_FRACTION = 0.75
-"""Claim (6): t⁴ ends with more clusters than the constant in 75 % of sweep seeds (null: 50 %)."""
+"""Claim (6)'s parts: the minimum effect, 75 % of sweep seeds (null: 50 %); a significant fraction below it is
+inconclusive."""
+FRACTION_HALF_WIDTH = 0.07
+"""Claim (6)'s sweep seeds: enough for a 95 % Clopper–Pearson half-width ≤ 0.07 at a fraction of 50 % (208)."""
+CLUSTERING_PARTS = (
+    "(6a) the constant a(t) clusters",
+    "(6b) a(t) = 0.5·(t/T)^4 does not cluster",
+    "(6c) clusters grow with the degree k",
+)
 MAX_SEEDS = 1000
-SIMULATIONS = 20_000
 
 
 @dataclass(frozen=True)
 class Plan:
-    """One primary claim's test: ``test`` is "t", "tost" or "sign"; ``sd`` the per-seed sd (paired difference) it
-    is planned with (unused by the sign test) and ``effect`` the effect it must detect (the margin for TOST)."""
+    """One primary claim's test: ``test`` is "t", "non-inferiority" or "sign"; ``sd`` the per-seed sd (paired
+    difference) it is planned with, measured over ``sd_seeds`` seeds (unused by the sign test), and ``effect`` the
+    effect it must detect (the margin for non-inferiority, the minimum fraction for the sign test)."""
 
     hypothesis: str
     test: str
     sd: float
     effect: float
     sd_source: str
+    sd_seeds: int = 0
 
 
 def t_power(n: int, sd: float, effect: float, alpha: float) -> float:
@@ -58,13 +70,9 @@ def t_power(n: int, sd: float, effect: float, alpha: float) -> float:
     return float(stats.nct.sf(critical, df, noncentrality) + stats.nct.sf(critical, df, -noncentrality))
 
 
-def tost_power(n: int, sd: float, margin: float, alpha: float) -> float:
-    """TOST at true difference 0, by simulation with a fixed generator."""
-    rng = np.random.default_rng(0)
-    mean = rng.normal(0.0, sd / math.sqrt(n), SIMULATIONS)
-    error = sd * np.sqrt(rng.chisquare(n - 1, SIMULATIONS) / (n - 1)) / math.sqrt(n)
-    critical = stats.t.ppf(1 - alpha, n - 1)
-    return float(np.mean(((mean + margin) / error > critical) & ((mean - margin) / error < -critical)))
+def non_inferiority_power(n: int, sd: float, margin: float, alpha: float) -> float:
+    """One-sided t-test of Δ < +margin at a true Δ of 0: P(T > t_{1−α, n−1}), noncentrality margin·√n/σ."""
+    return float(stats.nct.sf(stats.t.ppf(1 - alpha, n - 1), n - 1, margin / sd * math.sqrt(n)))
 
 
 def sign_power(n: int, fraction: float, alpha: float) -> float:
@@ -79,14 +87,28 @@ def power(plan: Plan, n: int, alpha: float) -> float:
         return 0.0
     if plan.test == "t":
         return t_power(n, plan.sd, plan.effect, alpha)
-    if plan.test == "tost":
-        return tost_power(n, plan.sd, plan.effect, alpha)
+    if plan.test == "non-inferiority":
+        return non_inferiority_power(n, plan.sd, plan.effect, alpha)
     return sign_power(n, plan.effect, alpha)
 
 
+def precision_seeds(half_width: float = FRACTION_HALF_WIDTH) -> int:
+    """Fewest seeds whose 95 % Clopper–Pearson interval at k = ⌊n/2⌋ successes is at most ±``half_width`` around
+    k/n: bounds Beta⁻¹(α/2; k, n − k + 1) and Beta⁻¹(1 − α/2; k + 1, n − k)."""
+    n = np.arange(2, MAX_SEEDS + 1)
+    k = n // 2
+    low = stats.beta.ppf((1 - CONFIDENCE) / 2, k, n - k + 1)
+    high = stats.beta.ppf((1 + CONFIDENCE) / 2, k + 1, n - k)
+    return int(n[np.argmax(np.maximum(k / n - low, high - k / n) <= half_width)])
+
+
 def seeds_needed(plan: Plan, alpha: float) -> int:
-    """Fewest seeds with ``POWER`` at ``alpha`` (``MAX_SEEDS`` + 1 when none up to it)."""
-    return next((n for n in range(2, MAX_SEEDS + 1) if power(plan, n, alpha) >= POWER), MAX_SEEDS + 1)
+    """Fewest seeds with ``POWER`` at ``alpha`` (``MAX_SEEDS`` + 1 when none up to it, or when the plan has no
+    spread); a sign test needs at least ``precision_seeds``."""
+    if plan.test != "sign" and not math.isfinite(plan.sd):
+        return MAX_SEEDS + 1
+    needed = next((n for n in range(2, MAX_SEEDS + 1) if power(plan, n, alpha) >= POWER), MAX_SEEDS + 1)
+    return max(needed, precision_seeds()) if plan.test == "sign" else needed
 
 
 def powered_family(plans: list[Plan], seeds: dict[str, int]) -> tuple[set[str], float]:
@@ -100,72 +122,95 @@ def powered_family(plans: list[Plan], seeds: dict[str, int]) -> tuple[set[str], 
     return set(), ALPHA / max(len(plans), 1)
 
 
-def interval_sd(row: pd.Series) -> float:
-    """The per-seed sd behind a recorded 95 % t-interval: (high − low)/2 · √n / t_{0.975, n−1}."""
-    n = int(row["evidence"].rsplit("n=", 1)[1])
-    return float((row["high"] - row["low"]) / 2 * math.sqrt(n) / stats.t.ppf((1 + CONFIDENCE) / 2, n - 1))
+def interval_sd(row: pd.Series) -> tuple[float, int]:
+    """The per-seed sd behind a recorded 95 % t-interval, (high − low)/2 · √n / t_{0.975, n−1}, and its n."""
+    n = int(re.findall(r"n=(\d+)", row["evidence"])[-1])
+    return float((row["high"] - row["low"]) / 2 * math.sqrt(n) / stats.t.ppf((1 + CONFIDENCE) / 2, n - 1)), n
 
 
-def paired_log_ppl_sd(card: pd.DataFrame, group: str) -> float:
-    """Per-seed sd of log ppl(DiffEqFormer) − log ppl(GPT) in ``group`` from the recorded per-seed perplexities."""
-    ppl = card[card["item"].str.match(rf"{group}-(gpt|diffeq)-s\d+ validation perplexity")].copy()
-    ppl[["family", "seed"]] = ppl["item"].str.extract(rf"{group}-(gpt|diffeq)-s(\d+)")
-    wide = ppl.pivot(index="seed", columns="family", values="ours").astype(float)
-    return float((np.log(wide["diffeq"]) - np.log(wide["gpt"])).std(ddof=1))
+def per_seed_log_ppl(card: pd.DataFrame, group: str) -> pd.DataFrame:
+    """Recorded per-seed log perplexity of ``group``, seed × family (empty when the study did not run it)."""
+    ppl = card[card["item"].str.match(rf"{group}-\w+-s\d+ validation perplexity")].copy()
+    ppl[["family", "seed"]] = ppl["item"].str.extract(rf"{group}-(\w+)-s(\d+)")
+    return np.log(ppl.pivot(index="seed", columns="family", values="ours").astype(float))
 
 
-def planned_claims(study_csv: Path = STUDY_CSV) -> list[Plan]:
-    """The primary claims of the study design with the spreads of ``study_csv`` (docs/experiments.md)."""
+def spread(differences: pd.Series, source: str) -> tuple[float, str, int]:
+    """sd of per-seed ``differences`` with its source, seeds and df (NaN with fewer than 2 seeds)."""
+    n = int(differences.notna().sum())
+    sd = float(differences.std(ddof=1)) if n > 1 else math.nan
+    return sd, f"{source} ({n} seeds, df {n - 1})" if n > 1 else f"{source}: no recorded spread", n
+
+
+def lora_hypotheses(config: dict) -> dict[str, tuple[str, int]]:
+    """Claim (2)'s primary hypotheses in ``config``: per fine-tune direction, LoRA at N′ = L/2 and N′ = L (L the
+    DiffEqFormer source's steps), each with its scorecard row's item and its N′."""
+    finetune = config.get("finetune") or {}
+    hypotheses = {}
+    for source, target in finetune.get("directions", []) if "lora" in finetune.get("methods", {}) else []:
+        size = config["pretrain"][f"{source}-{finetune['diffeq_source']}"]["size"]
+        layers = config["sizes"][size]["num_layers"]
+        for depth, steps in (("L/2", layers // 2), ("L", layers)):
+            item = f"(2) lora DiffEqFormer N′={steps} beats GPT, {source}→{target}"
+            hypotheses[f"(2) lora N′={depth}, {source}→{target}"] = (item, steps)
+    return hypotheses
+
+
+def planned_claims(config: dict, study_csv: Path = STUDY_CSV) -> list[Plan]:
+    """The primary claims of ``config``'s design, each planned with the spread ``study_csv`` recorded on the same
+    stand-in (table group, fine-tune direction) the preset runs (docs/experiments.md, "Power and the family")."""
     card = pd.read_csv(study_csv)
     if "item" not in card or "evidence" not in card:
-        raise ValueError(f"{study_csv} has no item/evidence columns; point it at a mini-study scorecard CSV.")
+        raise ValueError(f"{study_csv} has no item/evidence columns; point --study-csv at a mini-study scorecard CSV.")
     claims = card.set_index("item")
     plans = []
-    for group in ("owt-small", "wt103-small"):
-        sd = paired_log_ppl_sd(card, group)
-        source = f"per-seed Δ log-ppl, {group}, {study_csv.name}"
-        plans += [
-            Plan(f"(1) better, {group}", "t", sd, EFFECT_NATS, source),
-            Plan(f"(1) comparable, {group}", "tost", sd, EQUIVALENCE_MARGIN, source),
-        ]
-    for depth, steps in (("L/2", 2), ("L", 4)):
-        item = f"(2) lora DiffEqFormer N′={steps} beats GPT, owt→wt103"
-        plans.append(
-            Plan(f"(2) lora N′={depth}", "t", interval_sd(claims.loc[item]), EFFECT_NATS, f"95 % interval of '{item}'")
-        )
-    spectra = [interval_sd(row) for item, row in claims.iterrows() if item.startswith("(4)") and "(trained)" in item]
+    for group, families in ((name, set(g["families"])) for name, g in config.get("pretrain", {}).items()):
+        wide = per_seed_log_ppl(card, group)
+        if {"gpt", "diffeq"} <= families:
+            pair = wide["diffeq"] - wide["gpt"] if {"gpt", "diffeq"} <= set(wide) else pd.Series(dtype=float)
+            sd, source, n = spread(pair, f"per-seed Δ log-ppl, {group}, {study_csv.name}")
+            plans += [
+                Plan(f"(1) better, {group}", "t", sd, EFFECT_NATS, source, n),
+                Plan(f"(1) non-inferior, {group}", "non-inferiority", sd, NON_INFERIORITY_MARGIN, source, n),
+            ]
+        if "shared" in families:
+            others = wide.drop(columns="shared", errors="ignore").min(axis=1)
+            gap = wide["shared"] - others if "shared" in wide else pd.Series(dtype=float)
+            sd, source, n = spread(gap, f"per-seed Δ log-ppl shared − best other, {group}, {study_csv.name}")
+            plans.append(Plan(f"(5) weight sharing is worse, {group}", "t", sd, EFFECT_NATS, source, n))
+    for hypothesis, (item, _) in lora_hypotheses(config).items():
+        sd, n = interval_sd(claims.loc[item]) if item in claims.index else (math.nan, 0)
+        source = f"95 % interval of '{item}' ({n} seeds, df {n - 1})" if n else f"'{item}': no recorded spread"
+        plans.append(Plan(hypothesis, "t", sd, EFFECT_NATS, source, n))
+    spectra = [interval_sd(row) for item, row in claims.iterrows() if re.match(r"\(4\) \w+ spectrum grows", item)]
     plans.append(
         Plan(
             "(4) spectra grow with t",
             "t",
-            float(np.mean(spectra)),
+            float(np.mean([sd for sd, _ in spectra])) if spectra else math.nan,
             EFFECT_RHO,
-            "mean of the 4 trained spectra rows' interval sds (ρ scale)",
+            f"mean of {len(spectra)} trained spectra rows' interval sds (ρ scale, "
+            f"{min((n for _, n in spectra), default=0)} seeds each), {study_csv.name}",
+            min((n for _, n in spectra), default=0),
         )
     )
-    item = "(5) weight sharing is worse: Shared parameter, wt103-small"
-    plans.append(
-        Plan(
-            "(5) weight sharing is worse", "t", interval_sd(claims.loc[item]), EFFECT_NATS, f"95 % interval of '{item}'"
-        )
-    )
-    plans.append(
-        Plan(
-            "(6) no clustering without weight sharing",
-            "sign",
-            math.nan,
-            EFFECT_FRACTION,
-            "sign test on the sweep seeds (no spread needed)",
-        )
-    )
+    plans += [
+        Plan(part, "sign", math.nan, EFFECT_FRACTION, "fraction of sweep seeds (no spread)")
+        for part in CLUSTERING_PARTS
+    ]
     return plans
 
 
-def design_table(seeds: dict[str, int], study_csv: Path = STUDY_CSV) -> pd.DataFrame:
-    """Per primary claim: the sd it is planned with, its effect, α after Holm, seeds for 80 % power, seeds in the
-    design and whether the design can decide it."""
-    plans = planned_claims(study_csv)
-    family, alpha = powered_family(plans, seeds)
+def design(config: dict, study_csv: Path = STUDY_CSV) -> tuple[list[Plan], dict[str, int], set[str], float]:
+    """``config``'s plans, the seeds it gives each, the family the design powers and its strictest α."""
+    plans, seeds = planned_claims(config, study_csv), preset_seeds(config)
+    return plans, seeds, *powered_family(plans, seeds)
+
+
+def design_table(config: dict, study_csv: Path = STUDY_CSV) -> pd.DataFrame:
+    """Per primary claim: the sd it is planned with (and its seeds), its effect, α after Holm, seeds for 80 % power,
+    seeds in the design and whether the design can decide it."""
+    plans, seeds, family, alpha = design(config, study_csv)
     return pd.DataFrame(
         [
             {
@@ -186,27 +231,21 @@ def design_table(seeds: dict[str, int], study_csv: Path = STUDY_CSV) -> pd.DataF
 
 def preset_seeds(config: dict) -> dict[str, int]:
     """Seeds each primary claim gets in a resolved preset: its ``seeds`` for trained-model claims where the preset
-    trains their runs, ``analysis.clustering.seeds`` (the sweep's seeds) for claim (6)."""
+    trains their runs, ``analysis.clustering.seeds`` (the sweep's seeds) for claim (6)'s parts."""
     seeds = len(config.get("seeds", [0]))
     groups = config.get("pretrain", {})
-    families = {name: set(group["families"]) for name, group in groups.items()}
     finetune = config.get("finetune") or {}
-    lora = "lora" in finetune.get("methods", {})
-    steps = set(finetune.get("steps_grid", []))
-    depth = {group["size"]: config["sizes"][group["size"]]["num_layers"] for group in groups.values()}
-    layers = depth.get(finetune.get("diffeq_source"), 0)
-    spectra = config.get("analysis", {}).get("spectra", {}).get("runs", [])
     design = {}
-    for group in ("owt-small", "wt103-small"):
-        if {"gpt", "diffeq"} <= families.get(group, set()):
-            design[f"(1) better, {group}"] = design[f"(1) comparable, {group}"] = seeds
-    design["(2) lora N′=L/2"] = seeds if lora and layers // 2 in steps else 0
-    design["(2) lora N′=L"] = seeds if lora and layers in steps else 0
+    for group, families in ((name, set(g["families"])) for name, g in groups.items()):
+        if {"gpt", "diffeq"} <= families:
+            design[f"(1) better, {group}"] = design[f"(1) non-inferior, {group}"] = seeds
+        if "shared" in families:
+            design[f"(5) weight sharing is worse, {group}"] = seeds
+    for hypothesis, (_, steps) in lora_hypotheses(config).items():
+        design[hypothesis] = seeds if steps in finetune["steps_grid"] else 0
+    spectra = config.get("analysis", {}).get("spectra", {}).get("runs", [])
     design["(4) spectra grow with t"] = min(
         (sum(run.startswith(f"{group}-diffeq-") for run in spectra) for group in groups), default=0
     )
-    design["(5) weight sharing is worse"] = seeds if any("shared" in f for f in families.values()) else 0
-    design["(6) no clustering without weight sharing"] = int(
-        config.get("analysis", {}).get("clustering", {}).get("seeds", 0)
-    )
-    return design
+    sweep = int(config.get("analysis", {}).get("clustering", {}).get("seeds", 0))
+    return design | dict.fromkeys(CLUSTERING_PARTS, sweep)

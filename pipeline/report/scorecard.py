@@ -2,9 +2,9 @@
 App. C.5/D) beside our evidence.
 
 Claims (``seeded_claims``: one per-seed statistic and test each) get a verdict (docs/experiments.md, "Verdicts"):
-the primary claims the design powers (``pipeline.report.power``) form one family whose p-values are Holm-adjusted;
-the others are not tested at this scale, controls or sensitivity rows. The secondary claims (``secondary_claims``)
-carry their own status, and the paper's numbers (``paper_numbers``) theirs.
+the primary claims the preset's design powers (``pipeline.report.power``, fixed before the run) form one family
+whose p-values are Holm-adjusted; the others are not tested at this scale, controls or sensitivity rows. The
+secondary claims (``secondary_claims``) carry their own status, and the paper's numbers (``paper_numbers``) theirs.
 """
 
 from __future__ import annotations
@@ -17,10 +17,19 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.artifacts import atomic_write_text
+from pipeline.config import load_preset
 from pipeline.report.claim_rows import SCORECARD_COLUMNS
-from pipeline.report.intervals import INTERVAL_METHOD, VERDICT_RULE, equivalence_verdict, holm, verdict
+from pipeline.report.intervals import (
+    INCONCLUSIVE,
+    INTERVAL_METHOD,
+    SUPPORTED,
+    VERDICT_RULE,
+    holm,
+    non_inferiority_verdict,
+    verdict,
+)
 from pipeline.report.paper_numbers import COMPARABLE_PRESET, downstream_numbers, parameter_numbers, perplexity_numbers
-from pipeline.report.power import planned_claims, powered_family
+from pipeline.report.power import Plan, planned_claims, powered_family, preset_seeds
 from pipeline.report.secondary_claims import ablation_claims, lambada_claims, memory_claims
 from pipeline.report.seeded_claims import seeded_claims
 from pipeline.report.table_views import TableFiles
@@ -41,28 +50,35 @@ class ScorecardInputs:
     untrained_spectra: list[Path] = field(default_factory=list)
 
 
-def decide(claims: list[dict]) -> tuple[list[dict], str]:
-    """The primary claims the design powers at each row's seed count (``power.powered_family``) form the family:
-    their p-values are Holm-adjusted together and each gets its verdict; a primary claim short of its seeds is not
-    tested at this scale. Returns the rows and a sentence naming the family."""
-    seeds: dict[str, int] = {}
+def decide(claims: list[dict], plans: list[Plan], seeds: dict[str, int]) -> tuple[list[dict], str]:
+    """The family is what the design (``plans`` at the preset's ``seeds``, ``power.powered_family``) powers, fixed
+    before the run: Holm counts each member hypothesis once, with the largest p of its rows (it must hold on each),
+    a row that cannot be scored (or no row) counting as p = 1; each row of a member gets the adjusted p and its
+    verdict (a fraction below its plan's minimum effect stays inconclusive). A primary claim outside the family is
+    not tested at this scale."""
+    family, _ = powered_family(plans, seeds)
+    minimum = {plan.hypothesis: plan.effect for plan in plans if plan.test == "sign"}
+    members = sorted(family)
+    rows = {member: [claim for claim in claims if claim.get("hypothesis") == member] for member in members}
+    p_values = [
+        max((row["p"] if row["scored"] and math.isfinite(row["p"]) else 1.0 for row in rows[member]), default=1.0)
+        for member in members
+    ]
+    for member, adjusted in zip(members, holm(p_values), strict=True):
+        for claim in rows[member]:
+            claim["p_holm"] = adjusted
+            if claim["claimed"] == "non-inferior":
+                claim["status"] = non_inferiority_verdict(adjusted)
+            else:
+                claim["status"] = verdict(claim["ours"], adjusted, claim["threshold"], claim["claimed"])
+            if claim["status"] == SUPPORTED and claim["ours"] < minimum.get(member, -math.inf):
+                claim["status"] = INCONCLUSIVE
+                claim["evidence"] += f"; below the minimum effect {minimum[member]:.0%} set before the run"
     for claim in claims:
-        if claim.get("hypothesis"):
-            seeds[claim["hypothesis"]] = min(seeds.get(claim["hypothesis"], claim["n"]), claim["n"])
-    family, _ = powered_family(planned_claims(), seeds)
-    members = [claim for claim in claims if claim.get("hypothesis") in family and math.isfinite(claim["p"])]
-    for claim, adjusted in zip(members, holm([claim["p"] for claim in members]), strict=True):
-        claim["p_holm"] = adjusted
-        claim["status"] = (
-            equivalence_verdict(adjusted)
-            if claim["claimed"] == "equivalent"
-            else verdict(claim.get("direction", claim["ours"] - claim["threshold"]), adjusted, 0.0, claim["claimed"])
-        )
-    for claim in claims:
-        if claim.get("hypothesis") and claim not in members:
+        if claim.get("hypothesis") and claim["hypothesis"] not in family:
             claim["evidence"] += "; fewer seeds than 80 % power needs (pipeline/report/power.py)"
-    names = "; ".join(claim["item"] for claim in members) or "none (no primary claim is powered at these seeds)"
-    return claims, f"Holm family ({len(members)} rows, family-wise α = 0.05): {names}."
+    names = "; ".join(members) or "none (no primary claim is powered at these seeds)"
+    return claims, f"Holm family ({len(members)} hypotheses, fixed by the design, family-wise α = 0.05): {names}."
 
 
 def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
@@ -86,10 +102,13 @@ def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
         ],
         "the pretrain run list",
     )
+    config = load_preset({"preset": inputs.preset})
     claims, family = decide(
         seeded_claims(
             runs, inputs.finetune_summaries, inputs.spectra, inputs.untrained_spectra, inputs.clustering_sweep
-        )
+        ),
+        planned_claims(config),
+        preset_seeds(config),
     )
     rows = (
         claims

@@ -8,6 +8,8 @@ import logging
 from pathlib import Path
 
 from pipeline.commands import absolute, add_ray_options, ray_placement
+from pipeline.execution.errors import subject
+from pipeline.train.attempts import recorded_attempt
 
 
 def with_micro_batch(spec_json: str, micro_batch: int | None) -> str:
@@ -27,7 +29,8 @@ def _pretrain(args: argparse.Namespace) -> None:
 
     paths = absolute(args.run_dir, args.cache, args.tokenizer)
     spec = with_micro_batch(args.spec, args.micro_batch)
-    summary = run_on_ray("pipeline.train.pretrain:pretrain", spec, *paths, **ray_placement(args))
+    with recorded_attempt(args.run_dir, args.attempt, subject("pretrain", args)):
+        summary = run_on_ray("pipeline.train.runs:pretrain", spec, *paths, **ray_placement(args))
     logging.info("pretrain finished: %s", json.dumps(summary))
 
 
@@ -43,7 +46,8 @@ def _finetune(args: argparse.Namespace) -> None:
     recorded_fingerprint(args.source)
     paths = absolute(args.run_dir, args.source, args.cache, args.tokenizer)
     spec = with_micro_batch(args.spec, args.micro_batch)
-    summary = run_on_ray("pipeline.train.finetune:finetune", spec, *paths, **ray_placement(args))
+    with recorded_attempt(args.run_dir, args.attempt, subject("finetune", args)):
+        summary = run_on_ray("pipeline.train.runs:finetune", spec, *paths, **ray_placement(args))
     logging.info("finetune finished: %s", json.dumps(summary))
 
 
@@ -53,13 +57,21 @@ def _micro_batch(value: str) -> int:
     return int(value)
 
 
-def _add_micro_batch(verb: argparse.ArgumentParser) -> None:
+def _add_job_options(verb: argparse.ArgumentParser) -> None:
+    """``--micro-batch`` and ``--attempt`` of a training verb."""
     verb.add_argument(
         "--micro-batch",
         type=_micro_batch,
         default=None,
         help="examples per device per forward/backward (gradient accumulation to the same batch; "
         "0: the whole batch at once; default: the spec's train.micro_batch_size)",
+    )
+    verb.add_argument(
+        "--attempt",
+        type=int,
+        default=1,
+        help="Snakemake's attempt of this job (default 1: a new call, which always trains); a later attempt trains "
+        "only where the one before it was stopped by its walltime or a preemption (pipeline.train.attempts)",
     )
 
 
@@ -69,7 +81,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     pretrain.add_argument("--run-dir", type=Path, required=True)
     pretrain.add_argument("--cache", type=Path, required=True)
     pretrain.add_argument("--tokenizer", type=Path, required=True)
-    _add_micro_batch(pretrain)
+    _add_job_options(pretrain)
     add_ray_options(pretrain, gpus=True)
     pretrain.set_defaults(run=_pretrain)
 
@@ -79,6 +91,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
     finetune.add_argument("--source", type=Path, required=True, help="the source run's folder")
     finetune.add_argument("--cache", type=Path, required=True, help="the target dataset's token cache")
     finetune.add_argument("--tokenizer", type=Path, required=True)
-    _add_micro_batch(finetune)
+    _add_job_options(finetune)
     add_ray_options(finetune, gpus=True)
     finetune.set_defaults(run=_finetune)

@@ -11,7 +11,8 @@
   same code, every parameter).
 - ``levanter``: this Levanter's default mask (every weight except norms, embeddings and biases).
 
-The same AdamW config keeps its learning-rate schedule in the optimizer state (``pipeline.train.schedule``).
+The same AdamW config keeps its learning-rate schedule and Adam's β1, β2, ε in the optimizer state
+(``pipeline.train.schedule``).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import dataclasses
 import functools
 import re
 
+import optax
 from levanter.optim import AdamConfig
 
-from pipeline.train.schedule import WarmupCosineInState
+from pipeline.train.schedule import WarmupCosineInState, scale_by_adam_in_state
 
 DECAY_MASKS = ("family", "all", "levanter")
 EMBEDDINGS = re.compile(r"(.*\.)?embeddings\.(token|position)_embeddings\.weight")
@@ -80,7 +82,7 @@ def decay_mask(params, mask: str = "family"):
 @dataclasses.dataclass(frozen=True)
 class MaskedAdamConfig(AdamConfig):
     """Levanter's AdamW whose weight-decay mask is ``decay_mask`` (one of ``DECAY_MASKS``) and whose learning-rate
-    schedule (warm-up, cosine decay) is optimizer state (``pipeline.train.schedule``)."""
+    schedule (warm-up, cosine decay) and β1, β2, ε are optimizer state (``pipeline.train.schedule``)."""
 
     decay_mask: str = "family"
 
@@ -104,6 +106,20 @@ class MaskedAdamConfig(AdamConfig):
         warmup_steps = int(self.warmup * num_train_steps)
         learning_rate = self.learning_rate if override_lr is None else override_lr
         return WarmupCosineInState(learning_rate, warmup_steps, num_train_steps - warmup_steps, self.min_lr_ratio)
+
+    def build(self, num_train_steps):
+        """Levanter's AdamW, θ ← θ − η_t·(Adam(clip(g)) + λ·mask·θ), with ``scale_by_adam_in_state`` for optax's
+        ``scale_by_adam`` (the run's spec sets none of Levanter's other AdamW options: Nesterov, update clipping,
+        skipped steps, AdamC); η_t is ``hyperparams["learning_rate"]`` of the state, as in Levanter."""
+
+        def adamw(learning_rate):
+            clipping = [optax.clip_by_global_norm(self.max_grad_norm)] if self.max_grad_norm else []
+            adam = scale_by_adam_in_state(self.beta1, self.beta2, self.epsilon)
+            mask = self.build_weight_decay_mask()
+            decay = [optax.add_decayed_weights(self.weight_decay, mask)] if self.weight_decay > 0 else []
+            return optax.chain(*clipping, adam, *decay, optax.scale(-learning_rate))
+
+        return optax.inject_hyperparams(adamw)(learning_rate=self.lr_scheduler(num_train_steps))
 
     def build_weight_decay_mask(self):
         if self.decay_mask == "levanter":

@@ -1,4 +1,4 @@
-"""Step-resampling fine-tunes (paper §6.2, Fig. 5; one function of one ``FinetuneSpec``).
+"""Step-resampling fine-tunes (paper §6.2, Fig. 5): the model one ``FinetuneSpec`` starts from and what it trains.
 
 The source run's final checkpoint is loaded; a DiffEqFormer is discretised to N' Euler steps (``discretize``:
 W(t_k) at t_k = k/N', dt' = 1/N' multiplying each block's output, or folded into the output projections, per
@@ -13,18 +13,9 @@ docs/paper.md#fine-tune-test-split).
 
 from __future__ import annotations
 
-import logging
-import math
-import time
 from pathlib import Path
-from typing import Any
 
-from pipeline.artifacts import atomic_write_yaml
 from pipeline.config import DIFFEQ_FAMILIES, LLAMA_FAMILIES, FinetuneSpec
-from pipeline.config.specs import to_dict
-from pipeline.train.identity import RunIdentity, source_fingerprint
-from pipeline.train.loop import train_run
-from pipeline.train.result import write_run_record
 
 
 def resampled_source(spec: FinetuneSpec, source_dir: Path, vocab_size: int, key):
@@ -78,58 +69,3 @@ def trainable_filter(spec: FinetuneSpec):
         return mask
 
     return lora_and_embeddings
-
-
-def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, tokenizer_dir: str) -> dict[str, Any]:
-    """Fine-tune one resampled source on the target dataset (resuming from checkpoints of the same fingerprint, which
-    includes the source run's); write the run folder."""
-    started = time.time()
-    logging.getLogger("pipeline").setLevel(logging.INFO)
-    spec = FinetuneSpec.from_json(spec_json)
-    run_path = Path(run_dir)
-    run_path.mkdir(parents=True, exist_ok=True)
-    atomic_write_yaml(run_path / "config.yaml", to_dict(spec))
-    source = Path(source_dir)
-    seq_len = _source_seq_len(source)
-    identity = RunIdentity.of(spec, Path(tokenizer_dir), Path(cache_dir), source_fingerprint(source))
-
-    result = train_run(
-        spec.run_id,
-        spec.train,
-        seq_len,
-        run_path,
-        Path(cache_dir),
-        Path(tokenizer_dir),
-        lambda vocab, key: resampled_source(spec, source, vocab.size, key),
-        identity,
-        build_in_jit=False,
-        trainable=trainable_filter(spec),
-        eval_split=spec.eval_split,
-    )
-    summary = {
-        "run_id": spec.run_id,
-        "preset": spec.preset,
-        "role": "finetune",
-        "family": spec.family,
-        "source_run": spec.source_run,
-        "source_dataset": spec.source_dataset,
-        "target_dataset": spec.target_dataset,
-        "method": spec.method,
-        "num_steps": spec.euler_steps or spec.source_euler_steps,
-        "source_steps": spec.source_euler_steps,
-        "train_steps": spec.train.steps,
-        "seed": spec.train.seed,
-        "trainable_parameters": result.trainable_parameters,
-        "trainable_fraction": result.trainable_parameters / result.parameters,
-        "initial_val_loss": result.initial_val_loss,
-        "initial_val_ppl": None if result.initial_val_loss is None else math.exp(result.initial_val_loss),
-        **result.scores(),
-    }
-    write_run_record(run_path, started, result, summary)
-    return summary
-
-
-def _source_seq_len(source_dir: Path) -> int:
-    from pipeline.artifacts import read_run_spec
-
-    return read_run_spec(source_dir).model.seq_len

@@ -42,12 +42,13 @@ TOKENIZER_FILES = (
     "tokenizer.model",
 )
 CACHE_SPLITS = ("train", "validation")
-TRAIN_STEP = "schedule-state-1"
-"""The train step's version: ``schedule-state-1`` is Levanter's step without buffer donation
-(``pipeline.train.trainer``) reading its learning-rate schedule from the optimizer state (``pipeline.train.schedule``):
-its rates differ from ``undonated-1``'s (the schedule's numbers as constants) by float32 rounding and its optimizer
-state has another structure, so checkpoints of ``undonated-1`` are not resumed; checkpoints of the donated step (no
-``train_step`` in their identity) got wrong gradients. Checkpoints of another version are moved aside."""
+TRAIN_STEP = "adam-state-1"
+"""The train step's version: ``adam-state-1`` is Levanter's step without buffer donation (``pipeline.train.trainer``)
+reading its learning-rate schedule and Adam's β1, β2, ε from the optimizer state (``pipeline.train.schedule``). Its
+updates equal ``schedule-state-1``'s (β, ε as constants) but its optimizer state has another structure, so those
+checkpoints cannot be restored; ``schedule-state-1``'s rates differ from ``undonated-1``'s (the schedule's numbers as
+constants) by float32 rounding; checkpoints of the donated step (no ``train_step`` in their identity) got wrong
+gradients. Checkpoints of another version are moved aside."""
 
 
 def _hash_files(digest: Any, root: Path, paths: list[Path]) -> None:

@@ -19,16 +19,19 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.artifacts import read_metrics, resume_metrics
-from pipeline.config import TrainSpec
+from pipeline.artifacts import atomic_write_yaml, read_metrics, read_run_spec, resume_metrics
+from pipeline.config import FinetuneSpec, RunSpec
+from pipeline.config.specs import to_dict
 from pipeline.execution.errors import RunStopped
 from pipeline.execution.phases import mark_phase
 from pipeline.execution.stop_signals import StopSignals
 from pipeline.train.checkpoints import prune_checkpoints, resume_or_initialize, write_checksums
-from pipeline.train.identity import RunIdentity, claim_run_folder
+from pipeline.train.finetune import resampled_source, trainable_filter
+from pipeline.train.identity import RunIdentity, claim_run_folder, source_fingerprint, stored_fingerprint
 from pipeline.train.levanter_patches import after_each_save, held_out_evaluators, trainer_checkpointer
 from pipeline.train.result import TrainingResult
 from pipeline.train.setup import (
@@ -54,23 +57,85 @@ class TrainingStoppedError(RunStopped):
     was saved first."""
 
 
-def train_run(
-    run_id: str,
-    train: TrainSpec,
-    seq_len: int,
-    run_dir: Path,
-    cache_dir: Path,
-    tokenizer_dir: Path,
-    build_model: Callable[[Any, Any], Any],
-    identity: RunIdentity,
-    *,
-    build_in_jit: bool = True,
-    trainable: Callable[[Any], Any] | None = None,
-    eval_split: str = "validation",
-) -> TrainingResult:
-    """Train ``build_model(vocab_axis, key)`` for exactly ``train.steps`` updates on the cache's train split
-    (resuming from the newest checkpoint of the same ``identity``), logging to ``<run_dir>/metrics.jsonl``, and
-    evaluate on the whole ``eval_split`` (validation; fine-tunes: the target's test split where it has one).
+@dataclass(frozen=True)
+class TrainJob:
+    """One training job, handed whole to ``train_run`` as Levanter's ``TrainLmConfig`` goes to its trainer: the ``spec``
+    (its run folder's ``config.yaml``) at ``seq_len``, its folders, ``build_model(vocab_axis, key)``, its ``identity``
+    (``pipeline.train.identity``), and ``build_in_jit``, ``trainable`` and ``eval_split`` (``train_run``)."""
+
+    spec: RunSpec | FinetuneSpec
+    seq_len: int
+    run_dir: Path
+    cache_dir: Path
+    tokenizer_dir: Path
+    build_model: Callable[[Any, Any], Any]
+    identity: RunIdentity
+    build_in_jit: bool = True
+    trainable: Callable[[Any], Any] | None = None
+    eval_split: str = "validation"
+
+    @classmethod
+    def pretraining(
+        cls,
+        spec: RunSpec,
+        run_dir: str | Path,
+        cache_dir: str | Path,
+        tokenizer_dir: str | Path,
+        *,
+        preflight: bool = False,
+    ) -> TrainJob:
+        """A fresh model of the run's family and dimensions, initialised by its ``init`` scheme
+        (``pipeline.models.init``); ``preflight``: a preflight job's bounded spec (``RunIdentity.of``)."""
+        from pipeline.models import build_initialised
+        from pipeline.models.checkpoint import run_model_config
+
+        model = run_model_config(spec)
+        cache, tokenizer = Path(cache_dir), Path(tokenizer_dir)
+        return cls(
+            spec,
+            spec.model.seq_len,
+            Path(run_dir),
+            cache,
+            tokenizer,
+            lambda vocab, key: build_initialised(model, vocab, key=key, init=spec.model.init),
+            RunIdentity.of(spec, tokenizer, cache, preflight=preflight),
+        )
+
+    @classmethod
+    def finetuning(
+        cls,
+        spec: FinetuneSpec,
+        run_dir: str | Path,
+        source_dir: str | Path,
+        cache_dir: str | Path,
+        tokenizer_dir: str | Path,
+        *,
+        preflight: bool = False,
+    ) -> TrainJob:
+        """The source run's final checkpoint resampled (``pipeline.train.finetune``) at the source's ``seq_len``, built
+        eagerly; its identity includes the source's (from its ``summary.json``; a preflight source has none, so its
+        checkpoints' fingerprint)."""
+        source, cache, tokenizer = Path(source_dir), Path(cache_dir), Path(tokenizer_dir)
+        source_identity = stored_fingerprint(source / "checkpoints") if preflight else source_fingerprint(source)
+        return cls(
+            spec,
+            read_run_spec(source).model.seq_len,
+            Path(run_dir),
+            cache,
+            tokenizer,
+            lambda vocab, key: resampled_source(spec, source, vocab.size, key),
+            RunIdentity.of(spec, tokenizer, cache, source_identity, preflight=preflight),
+            build_in_jit=False,
+            trainable=trainable_filter(spec),
+            eval_split=spec.eval_split,
+        )
+
+
+def train_run(job: TrainJob) -> TrainingResult:
+    """Write ``job``'s run folder (``config.yaml``; its checkpoints claimed for its identity), then train
+    ``job.build_model(vocab_axis, key)`` for exactly ``spec.train.steps`` updates on the cache's train split
+    (resuming from the newest checkpoint of the same identity), logging to ``<run_dir>/metrics.jsonl``, and evaluate
+    on the whole ``eval_split`` (validation; fine-tunes: the target's test split where it has one).
 
     ``build_in_jit``: a fresh initialisation is built by Levanter inside jit (sharded, never materialised whole);
     otherwise ``build_model`` runs eagerly (it may read a source checkpoint) and Levanter takes the result.
@@ -82,37 +147,10 @@ def train_run(
     # SLURM's walltime warning (SIGURG) reaches the worker directly, as every process of the job. From the start: a
     # stop asked for during set-up is taken after the first step.
     with StopSignals() as stop:
-        return _train_run(
-            run_id,
-            train,
-            seq_len,
-            run_dir,
-            cache_dir,
-            tokenizer_dir,
-            build_model,
-            identity,
-            stop,
-            build_in_jit=build_in_jit,
-            trainable=trainable,
-            eval_split=eval_split,
-        )
+        return _train_run(job, stop)
 
 
-def _train_run(
-    run_id: str,
-    train: TrainSpec,
-    seq_len: int,
-    run_dir: Path,
-    cache_dir: Path,
-    tokenizer_dir: Path,
-    build_model: Callable[[Any, Any], Any],
-    identity: RunIdentity,
-    stop: StopSignals,
-    *,
-    build_in_jit: bool,
-    trainable: Callable[[Any], Any] | None,
-    eval_split: str,
-) -> TrainingResult:
+def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
     import equinox as eqx
     import jax
     import jax.random as jrandom
@@ -124,31 +162,35 @@ def _train_run(
 
     from pipeline.train.trainer import UndonatedTrainer
 
+    logging.getLogger("pipeline").setLevel(logging.INFO)
+    run_id, train, run_dir = job.spec.run_id, job.spec.train, job.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_yaml(run_dir / "config.yaml", to_dict(job.spec))
     mark_phase("setup")
     gpus = assigned_gpus()
     require_accelerators(gpus)
     checkpoints = run_dir / "checkpoints"
-    claim_run_folder(run_dir, identity)
-    data = data_config(cache_dir, tokenizer_dir)
+    claim_run_folder(run_dir, job.identity)
+    data = data_config(job.cache_dir, job.tokenizer_dir)
     tokenizer = data.the_tokenizer
-    config = trainer_config(run_id, train, run_dir, require_accelerator=gpus > 0, identity=identity)
+    config = trainer_config(run_id, train, run_dir, require_accelerator=gpus > 0, identity=job.identity)
     optimizer = optimizer_config(train)
     levanter.initialize(config)
 
     with UndonatedTrainer(config, optimizer.build(train.steps), compute_next_token_loss) as trainer:
         data_key, model_key, training_key = jrandom.split(jrandom.PRNGKey(train.seed), 3)
         vocab = round_axis_for_partitioning(Axis("vocab", len(tokenizer)), trainer.parameter_axis_mapping)
-        if build_in_jit:
-            source = {"model_init": jax.tree_util.Partial(build_model, vocab, model_key)}  # the key: an argument
-            skeleton = eqx.filter_eval_shape(build_model, vocab, model_key)
+        if job.build_in_jit:
+            source = {"model_init": jax.tree_util.Partial(job.build_model, vocab, model_key)}  # the key: an argument
+            skeleton = eqx.filter_eval_shape(job.build_model, vocab, model_key)
         else:
-            source = {"model": build_model(vocab, model_key)}
+            source = {"model": job.build_model(vocab, model_key)}
             skeleton = source["model"]
-        is_trainable = True if trainable is None else trainable(skeleton)
-        Pos = Axis("position", seq_len)
-        training_set = cycled_training_set(data, Pos, config.batch_schedule, train, data_key, cache_dir, run_id)
+        is_trainable = True if job.trainable is None else job.trainable(skeleton)
+        Pos = Axis("position", job.seq_len)
+        training_set = cycled_training_set(data, Pos, config.batch_schedule, train, data_key, job.cache_dir, run_id)
         train_examples = training_set.examples
-        held_out = evaluation_set(data, Pos, cache_dir, eval_split)
+        held_out = evaluation_set(data, Pos, job.cache_dir, job.eval_split)
         state = resume_or_initialize(
             lambda: trainer.initial_state(training_key, is_trainable=is_trainable, **source), checkpoints
         )
@@ -167,8 +209,10 @@ def _train_run(
                 },
                 step=resumed_from,
             )
-        tokens_per_step = train.batch_size * seq_len
-        periodic_eval, final_eval = held_out_evaluators(trainer, held_out, eval_split, tokenizer, train.eval_batches)
+        tokens_per_step = train.batch_size * job.seq_len
+        periodic_eval, final_eval = held_out_evaluators(
+            trainer, held_out, job.eval_split, tokenizer, train.eval_batches
+        )
         last_eval = {}
         checkpointer = trainer_checkpointer(trainer)
         after_each_save(checkpointer, write_checksums)
@@ -177,7 +221,9 @@ def _train_run(
             mark_phase("eval")
             loss = periodic_eval.evaluate(model).micro_avg_loss
             levanter.tracker.log({"eval_loss": loss, "eval_ppl": math.exp(loss)}, step=updates)
-            logger.info("%s after %d updates: %s loss %.4f ppl %.2f", run_id, updates, eval_split, loss, math.exp(loss))
+            logger.info(
+                "%s after %d updates: %s loss %.4f ppl %.2f", run_id, updates, job.eval_split, loss, math.exp(loss)
+            )
             mark_phase("train")
             return loss
 
@@ -246,8 +292,8 @@ def _train_run(
         tokens_seen=steps_done * tokens_per_step,
         train_examples=train_examples,
         passes=steps_done * train.batch_size / train_examples,
-        fingerprint=identity.fingerprint,
-        eval_split=eval_split,
+        fingerprint=job.identity.fingerprint,
+        eval_split=job.eval_split,
         val_loss=final.micro_avg_loss,
         val_bpb=final.micro_bpb,
         devices=devices,

@@ -1,4 +1,5 @@
-"""The learning-rate schedule as optimizer state, so that one compiled train step serves every run of a shape.
+"""The learning-rate schedule and Adam's numbers as optimizer state, so that one compiled train step serves every run
+of a shape.
 
 Levanter's schedule is a Python closure over the peak rate, the warm-up and the decay steps; jitted into the train
 step, those numbers become constants of the program, and two runs of one shape with other step counts or rates
@@ -7,14 +8,17 @@ compile two steps (JAX's persistent cache keys on the program). Here the same sc
 ``join_schedules`` of ``linear_schedule`` and ``cosine_decay_schedule`` as Levanter builds them) reads its numbers
 from arrays in the optimizer state (optax's ``StatefulSchedule``, kept by ``inject_hyperparams``) and counts its
 steps there. The metrics log reads each step's rate from the state (``hyperparams["learning_rate"]``), as the step
-computed it: no eager schedule (a dozen one-op programs to compile per job).
+computed it: no eager schedule (a dozen one-op programs to compile per job). Adam's β1, β2 and ε are state the same
+way (``scale_by_adam_in_state``), so runs differing only in them (the β2 ablation) share the train step too.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
+import optax
 from optax import safe_increment
 from optax.schedules import StatefulSchedule
 
@@ -65,3 +69,47 @@ class WarmupCosineInState(StatefulSchedule):
         cosine = 0.5 * (1 + jnp.cos(jnp.pi * decayed_steps / state.decay_steps))
         decay = state.peak_lr * (state.decay_span * cosine + state.min_lr_ratio)
         return jnp.where(step < state.warmup_steps, warmup, decay)
+
+
+class AdamInStateState(NamedTuple):
+    """Adam's step count and moments (as optax's ``ScaleByAdamState``) and its numbers, as arrays."""
+
+    count: jnp.ndarray
+    mu: optax.Updates
+    nu: optax.Updates
+    b1: jnp.ndarray
+    b1_complement: jnp.ndarray
+    b2: jnp.ndarray
+    b2_complement: jnp.ndarray
+    eps: jnp.ndarray
+
+
+def scale_by_adam_in_state(b1: float, b2: float, eps: float) -> optax.GradientTransformation:
+    """optax's ``scale_by_adam`` reading β1, β2, ε from its state: m ← (1 − β1)·g + β1·m, v ← (1 − β2)·g² + β2·v,
+    u = (m/(1 − β1^t)) / (√(v/(1 − β2^t)) + ε), in optax's operation order, with 1 − β rounded from a Python float
+    as optax does (``b1_complement``, ``b2_complement``). The numbers are this transform's own float32 state, not
+    ``inject_hyperparams``'s, which casts to the parameters' dtype (β2 0.999 is 1.0 in bfloat16)."""
+
+    def init(params) -> AdamInStateState:
+        return AdamInStateState(
+            count=jnp.zeros([], jnp.int32),
+            mu=optax.tree.zeros_like(params),
+            nu=optax.tree.zeros_like(params),
+            b1=jnp.asarray(b1, jnp.float32),
+            b1_complement=jnp.asarray(1 - b1, jnp.float32),
+            b2=jnp.asarray(b2, jnp.float32),
+            b2_complement=jnp.asarray(1 - b2, jnp.float32),
+            eps=jnp.asarray(eps, jnp.float32),
+        )
+
+    def update(updates, state: AdamInStateState, params=None):
+        mu = jax.tree.map(lambda g, m: state.b1_complement * g + state.b1 * m, updates, state.mu)
+        nu = jax.tree.map(lambda g, v: state.b2_complement * g**2 + state.b2 * v, updates, state.nu)
+        count = safe_increment(state.count)
+        mu_hat = optax.tree.bias_correction(mu, state.b1, count)
+        nu_hat = optax.tree.bias_correction(nu, state.b2, count)
+        updates = jax.tree.map(lambda m, v: m / (jnp.sqrt(v) + state.eps), mu_hat, nu_hat)
+        moments = {"mu": optax.tree.cast_like(mu, state.mu), "nu": optax.tree.cast_like(nu, state.nu)}
+        return updates, state._replace(count=count, **moments)
+
+    return optax.GradientTransformation(init, update)

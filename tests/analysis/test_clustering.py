@@ -5,11 +5,12 @@ import pandas as pd
 import pytest
 
 from pipeline.analysis.clustering import (
+    CLUSTER_CUTS,
     SWEEP_COLUMNS,
     cluster_statistics,
-    constant_clusters,
+    clustered,
+    degree_trend,
     magnitude,
-    paired_cluster_gap,
     simulate,
     standardize,
     time_grid,
@@ -88,11 +89,12 @@ def test_sweep_reports_the_claim_and_the_equal_mean_control(tiny_outputs, tiny_s
     assert list(sweep.columns) == SWEEP_COLUMNS
     roles = sweep.groupby("regime")["role"].unique().map(list).to_dict()
     assert roles == {"authors": ["claim"], "equal-mean": ["control"]}
-    assert len(sweep) == 2 * tiny_settings["seeds"] * len(tiny_settings["magnitudes"])
+    assert len(sweep) == 2 * tiny_settings["seeds"] * len(tiny_settings["magnitudes"]) * len(CLUSTER_CUTS)
     assert set(sweep["horizon"]) == {20.0} and set(sweep["dt"]) == {0.1}
-    # the notebook's regime: the constant clusters and t⁴ ends with more clusters than the constant on most seeds
-    assert constant_clusters(sweep, "authors").mean() >= 0.5
-    assert (paired_cluster_gap(sweep, "authors") > 0).mean() >= 0.75
+    assert set(sweep["threshold"]) == set(CLUSTER_CUTS)
+    # the notebook's regime: t⁴ does not cluster and clusters grow with the degree on most seeds
+    assert (~clustered(sweep, "authors", "quartic", 0.1)).mean() >= 0.75
+    assert (degree_trend(sweep, "authors", 0.1) > 0).mean() >= 0.75
 
 
 def test_single_picture_uses_the_claim_regimes_dynamics(tiny_outputs):
@@ -102,28 +104,28 @@ def test_single_picture_uses_the_claim_regimes_dynamics(tiny_outputs):
     assert trajectories["step"].max() == 201
     assert trajectories["t"].max() == pytest.approx(20.1)
     assert trajectories[trajectories["step"] == 0][["x0", "x1", "x2"]].abs().to_numpy().max() <= 2.0
-    claim = sweep[(sweep["regime"] == "authors") & (sweep["seed"] == 0)].set_index("magnitude")
+    claim = sweep[(sweep["regime"] == "authors") & (sweep["seed"] == 0) & (sweep["threshold"] == 0.1)]
     picture = stats.set_index("magnitude")
-    assert picture["n_clusters"].to_dict() == claim.loc[picture.index, "n_clusters"].to_dict()
-    np.testing.assert_allclose(picture["mean_pairwise_distance"], claim.loc[picture.index, "mean_pairwise_distance"])
+    assert picture["n_clusters"].to_dict() == claim.set_index("magnitude").loc[picture.index, "n_clusters"].to_dict()
 
 
-def test_paired_cluster_gap_is_quartic_minus_constant_per_seed():
+def test_clustering_and_the_degree_trend_are_read_per_seed_at_a_cut():
+    """Seed 0 collapses with the constant (3 ≤ 10 of 40 clusters) and spreads with the degree (ρ = 1); seed 1 is
+    flat at 25 clusters (no clustering, ρ undefined); the cut selects its own counts."""
+    counts = {0.1: [3, 6, 9, 14, 20, 25, 25, 25, 25, 25], 0.2: [2, 2, 2, 2, 2, 25, 25, 25, 25, 25]}
     sweep = pd.DataFrame(
-        {
-            "regime": "authors",
-            "role": "claim",
-            "horizon": 20.0,
-            "dt": 0.1,
-            "seed": [0, 0, 1, 1],
-            "magnitude": ["constant", "quartic"] * 2,
-            "degree": [0, 4] * 2,
-            "tokens": 40,
-            "n_clusters": [3, 20, 25, 5],
-            "mean_pairwise_distance": 1.0,
-        }
-    )
-    assert paired_cluster_gap(sweep, "authors").to_dict() == {0: 17, 1: -20}
-    assert constant_clusters(sweep, "authors").to_dict() == {0: True, 1: False}
-    with pytest.raises(ValueError, match="no rows for regime 'T1-unnormalised'"):
-        paired_cluster_gap(sweep, "T1-unnormalised")
+        [
+            {"regime": "authors", "role": "claim", "horizon": 20.0, "dt": 0.1, "seed": seed, "magnitude": name,
+             "degree": degree, "tokens": 40, "threshold": cut, "n_clusters": values[5 * seed + degree]}
+            for cut, values in counts.items()
+            for seed in (0, 1)
+            for degree, name in enumerate(["constant", "linear", "quadratic", "cubic", "quartic"])
+        ]
+    )  # fmt: skip
+    assert clustered(sweep, "authors", "constant", 0.1).to_dict() == {0: True, 1: False}
+    assert clustered(sweep, "authors", "quartic", 0.1).to_dict() == {0: False, 1: False}
+    trend = degree_trend(sweep, "authors", 0.1)
+    assert trend[0] == pytest.approx(1.0) and np.isnan(trend[1])
+    assert np.isnan(degree_trend(sweep, "authors", 0.2)[0])
+    with pytest.raises(ValueError, match="no rows for regime 'T1-unnormalised' at cut 0.1"):
+        clustered(sweep, "T1-unnormalised", "constant", 0.1)

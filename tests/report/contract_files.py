@@ -267,12 +267,13 @@ def write_clustering(results: Path, *, clusters: dict[str, int] | None = None) -
             "magnitude": magnitude,
             "degree": degree,
             "tokens": 40,
+            "threshold": cut,
             "n_clusters": clusters[magnitude] * 4,
-            "mean_pairwise_distance": 0.5 + degree,
         }
         for regime, (role, horizon, dt) in regimes.items()
         for seed in range(3)
         for magnitude, degree in MAGNITUDES.items()
+        for cut in (0.1, 0.05, 0.2)
     ]
     pd.DataFrame(sweep).to_csv(folder / "sweep.csv", index=False)
     return folder / "trajectories.csv", folder / "stats.csv"

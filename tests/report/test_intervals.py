@@ -4,21 +4,23 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from pipeline.report.intervals import (
     CONTRADICTED,
-    EQUIVALENT,
     INCONCLUSIVE,
+    NON_INFERIOR,
     NOT_TESTED,
     SUPPORTED,
     binomial_interval,
     correlation_interval,
-    equivalence_verdict,
+    fisher_z,
     holm,
+    non_inferiority,
+    non_inferiority_verdict,
     paired_interval,
     sign_test,
     t_interval,
-    tost_p,
     verdict,
     z_test_p,
 )
@@ -70,14 +72,30 @@ def test_holm_turns_a_lone_p_of_three_percent_among_five_claims_into_inconclusiv
     assert adjusted == pytest.approx([1.0, 0.15, 1.0, 1.0, 1.0])  # (m − rank)·p, capped at 1, monotone
 
 
-def test_equivalence_within_the_margin_is_equivalent_and_outside_it_is_not():
-    """Per-seed Δ log-ppl scattered around 0 (sd 0.01, 10 seeds) lie within ±0.05 nats: TOST decides
-    'equivalent'; the same spread around 0.08 does not."""
-    rng = np.random.default_rng(2)
-    near_zero = rng.normal(0.0, 0.01, size=10)
-    assert equivalence_verdict(tost_p(near_zero, 0.05)) == EQUIVALENT
-    assert equivalence_verdict(tost_p(near_zero + 0.08, 0.05)) == INCONCLUSIVE
-    assert equivalence_verdict(tost_p([0.0], 0.05)) == NOT_TESTED
+def test_a_member_that_could_not_be_scored_keeps_its_place_in_holms_family():
+    """A family of 4 whose second member was not scored: p = 0.014 is above α/4 = 0.0125, so its adjusted p is
+    4 · 0.014 = 0.056 (inconclusive); dropping the member (m = 3) would have made it 0.042, supported."""
+    adjusted = holm([0.014, math.nan, 0.5, 0.6])
+    assert adjusted == pytest.approx([0.056, 1.0, 1.0, 1.0])
+    assert verdict(0.2, adjusted[0], 0.0, "above") == INCONCLUSIVE
+    assert holm([0.014, 0.5, 0.6])[0] == pytest.approx(0.042)
+
+
+def per_seed(mean: float, upper_bound: float, n: int = 10) -> np.ndarray:
+    """n values with ``mean`` whose one-sided 95 % upper bound x̄ + t₀.₉₅,ₙ₋₁ · s/√n is ``upper_bound``."""
+    shape = np.random.default_rng(2).normal(size=n)
+    shape = (shape - shape.mean()) / shape.std(ddof=1)
+    return mean + shape * (upper_bound - mean) * math.sqrt(n) / stats.t.ppf(0.95, n - 1)
+
+
+@pytest.mark.parametrize(("upper_bound", "expected"), [(0.04, NON_INFERIOR), (0.06, INCONCLUSIVE)])
+def test_non_inferiority_reads_the_one_sided_bound_against_the_margin(upper_bound, expected):
+    """Δ = +0.02 nats: an upper 95 % bound of 0.04 < 0.05 is non-inferior; a bound of 0.06 is inconclusive."""
+    interval = non_inferiority(per_seed(0.02, upper_bound), 0.05)
+    assert interval.mean == pytest.approx(0.02) and interval.high == pytest.approx(upper_bound)
+    assert interval.low == -math.inf and (interval.p < 0.05) == (upper_bound < 0.05)
+    assert non_inferiority_verdict(interval.p) == expected
+    assert non_inferiority_verdict(non_inferiority([0.0], 0.05).p) == NOT_TESTED
 
 
 def test_a_zero_one_outcome_gets_a_binomial_interval_inside_zero_one():
@@ -87,14 +105,24 @@ def test_a_zero_one_outcome_gets_a_binomial_interval_inside_zero_one():
     assert interval.low == pytest.approx(0.00127, abs=1e-4) and interval.high == pytest.approx(0.2487, abs=1e-4)
     assert t_interval([1.0] + [0.0] * 19).low < 0 <= interval.low
     assert binomial_interval(19, 20).p == pytest.approx(4.0e-5, rel=0.01)
+    single = binomial_interval(1, 1)
+    assert single.n == 1 and math.isnan(single.low) and math.isnan(single.high) and math.isnan(single.p)
 
 
 def test_a_correlation_interval_stays_within_minus_one_and_one():
     """Per-seed ρ 0.9, 0.2, 0.95: the t-interval of ρ passes 1; Fisher's z keeps it inside."""
     rhos = [0.9, 0.2, 0.95]
     assert t_interval(rhos).high > 1
-    interval = correlation_interval(rhos)
+    interval = correlation_interval(fisher_z(rhos, 10))
     assert -1 <= interval.low < interval.mean < interval.high <= 1
+
+
+def test_a_perfect_spearman_is_half_a_step_of_its_grid_not_a_clip_at_ten():
+    """ρ = ±1 over 4 points: |ρ| becomes 1 − 6/60 = 0.9 (between 1 and the next attainable 0.8), z = artanh 0.9 =
+    1.472, where clipping at 1 − 1e-9 gave 10.7; over 10 points the edge is 1 − 6/990."""
+    np.testing.assert_allclose(fisher_z([1.0, -1.0, 0.5], 4), [1.47222, -1.47222, np.arctanh(0.5)], rtol=1e-5)
+    assert fisher_z([1.0], 10)[0] == pytest.approx(np.arctanh(1 - 6 / 990))
+    assert math.isnan(fisher_z([math.nan], 4)[0])
 
 
 def test_equal_values_decide_only_by_the_sign_test():
@@ -103,14 +131,14 @@ def test_equal_values_decide_only_by_the_sign_test():
     assert t_interval([0.5] * 6).p == pytest.approx(0.03125)
 
 
-def test_a_sign_test_drops_ties_from_its_p_but_not_from_the_share_of_positive_seeds():
+def test_a_sign_test_leaves_ties_out_of_its_fraction_its_interval_and_its_p():
     signs = sign_test([3.0, 2.0, 1.0, 0.0, 0.0, -1.0, math.nan])
     assert (signs.positive, signs.negative, signs.ties) == (3, 1, 2)
-    # share: 3 of the 6 finite seeds; p: 3 of 4 untied, two-sided exact binomial = 2 · (1 + 4) / 16 = 0.625
-    assert signs.fraction.mean == 0.5 and signs.fraction.n == 6
+    # 3 of the 4 untied seeds; p: two-sided exact binomial = 2 · (1 + 4) / 16 = 0.625; interval of 3 in 4
+    assert signs.fraction.mean == 0.75 and signs.fraction.n == 4
     assert signs.fraction.p == pytest.approx(0.625)
-    assert signs.balance == 0.5
-    assert sign_test([0.0, 0.0]).balance == 0.0
+    assert (signs.fraction.low, signs.fraction.high) == (binomial_interval(3, 4).low, binomial_interval(3, 4).high)
+    assert sign_test([0.0, 0.0]).fraction.n == 0
 
 
 def test_a_z_test_of_two_standard_errors_apart_and_of_no_spread():

@@ -15,12 +15,28 @@ from contract_files import (
     write_spectra,
 )
 
+from pipeline.analysis import clustering
 from pipeline.cli import main
+from pipeline.config import load_preset
 from pipeline.report.analysis_claims import clustering_claims
 from pipeline.report.finetune_claims import finetune_claims, load_finetunes, overfit_claims
-from pipeline.report.intervals import CONTROL, EQUIVALENT, INCONCLUSIVE, NOT_TESTED, SENSITIVITY, SUPPORTED
+from pipeline.report.intervals import (
+    CONTRADICTED,
+    CONTROL,
+    INCONCLUSIVE,
+    NON_INFERIOR,
+    NOT_TESTED,
+    SENSITIVITY,
+    SUPPORTED,
+)
+from pipeline.report.power import CLUSTERING_PARTS, planned_claims, preset_seeds
+from pipeline.report.pretrain_claims import perplexity_claims, sharing_claims
 from pipeline.report.scorecard import ScorecardInputs, decide, scorecard, write_scorecard
 from pipeline.report.tables import write_perplexity_tables
+from pipeline.report.tidy_inputs import read_csv
+
+MINI = load_preset({"preset": "mini"})
+MINI_PLANS = planned_claims(MINI)
 
 
 @pytest.fixture
@@ -163,36 +179,53 @@ def test_scorecard_files_show_p_holm_and_the_family(tmp_path, runs_csv):
     assert {"p", "p_holm"} <= set(card.columns)
     assert set(card["section"]) == {"claim", "number"} and (card["section"] == "number").sum() >= 88 + 4
     markdown = (tmp_path / "scorecard.md").read_text()
-    assert "## Claims" in markdown and "## Numbers" in markdown and "Holm family (0 rows" in markdown
+    # the tiny design powers claim (6)'s three parts (208 sweep seeds): without a sweep they count with p = 1
+    assert "## Claims" in markdown and "## Numbers" in markdown and "Holm family (3 hypotheses" in markdown
     assert "Verdict rule:" in (tmp_path / "scorecard.html").read_text()
 
 
-def test_seeded_claims_are_decided_after_holm_and_equivalence_is_scored(tmp_path):
-    """20 seeds, DiffEqFormer within 0.01 nats of GPT: (1) 'comparable' is equivalent (TOST), 'better' is not
-    supported; sharing is worse (supported). Each is in the Holm family and has its adjusted p."""
-    card = by_item(scorecard(ScorecardInputs(preset="mini", runs_csv=seeded_runs(tmp_path, 20, 0.0))))
-    comparable = card.loc["(1) DiffEqFormer comparable to GPT (±0.05 nats, TOST), owt-small"]
-    assert comparable["status"] == EQUIVALENT and comparable["p_holm"] < 0.05
+def pretrain_rows(tmp_path, seeds: int, diffeq_effect: float) -> list[dict]:
+    """Claims (1) and (5) on ``seeded_runs``."""
+    runs = read_csv(seeded_runs(tmp_path, seeds, diffeq_effect), ["run_id"], "the synthetic run list")
+    return perplexity_claims(runs) + sharing_claims(runs)
+
+
+def test_seeded_claims_are_decided_after_holm_and_non_inferiority_is_scored(tmp_path):
+    """20 seeds in the design, DiffEqFormer within 0.01 nats of GPT: (1) 'comparable to or better than' is
+    non-inferior at +0.05 nats (one-sided, its upper bound below the margin), 'better' is not supported; sharing is
+    worse (supported). Each is in the Holm family and has its adjusted p."""
+    seeds = dict.fromkeys(preset_seeds(MINI), 20)
+    card = by_item(pd.DataFrame(decide(pretrain_rows(tmp_path, 20, 0.0), MINI_PLANS, seeds)[0]))
+    comparable = card.loc["(1) DiffEqFormer comparable to or better than GPT (non-inferior at +0.05 nats), owt-small"]
+    assert comparable["status"] == NON_INFERIOR and comparable["p_holm"] < 0.05 and comparable["high"] < 0.05
     better = card.loc["(1) DiffEqFormer better than GPT, owt-small"]
     assert better["status"] == INCONCLUSIVE and better["p_holm"] >= better["p"]
     sharing = card.loc["(5) weight sharing is worse: Shared parameter, owt-small"]
     assert sharing["status"] == SUPPORTED and sharing["low"] > 0
-    assert math.isnan(card.loc["(7) throughput only slightly below GPT, owt-small", "p_holm"])
-    assert card.loc["(7) throughput only slightly below GPT, owt-small", "status"] == NOT_TESTED
 
 
 def test_a_primary_claim_short_of_its_seeds_is_not_tested_by_design(tmp_path):
-    """3 seeds cannot power (1) on a 0.044-nat spread at 0.10 nats: a clear per-seed win reads 'not tested at this
-    scale' with its p shown; sharing (sd 0.005) is powered and decided."""
-    card = by_item(scorecard(ScorecardInputs(preset="mini", runs_csv=seeded_runs(tmp_path, 3, -0.3))))
+    """A design of 3 seeds cannot power (1) at 0.10 nats on the recorded 0.037-nat spread: a clear per-seed win reads
+    'not tested at this scale' with its p shown and no adjusted p."""
+    seeds = dict.fromkeys(preset_seeds(MINI), 3)
+    card = by_item(pd.DataFrame(decide(pretrain_rows(tmp_path, 3, -0.3), MINI_PLANS, seeds)[0]))
     better = card.loc["(1) DiffEqFormer better than GPT, owt-small"]
     assert better["status"] == NOT_TESTED and better["p"] < 0.05 and math.isnan(better["p_holm"])
-    assert card.loc["(5) weight sharing is worse: Shared parameter, owt-small", "status"] == SUPPORTED
 
 
-def test_finetune_claims_count_only_curves_that_plateaued(tmp_path):
-    """LoRA at N′ = L/2 and L against GPT over 6 seeds: N′ = L with plateaued curves is primary (a hypothesis of
-    the family), N′ = L/2 whose curves still fall is not tested at this scale."""
+def test_the_scorecard_reads_its_family_from_the_presets_design(tmp_path):
+    """The mini design (6 seeds) decides (1) better; the same 20-seed runs do not move (1) non-inferior, which the
+    design does not power, into the family after the run."""
+    card = by_item(scorecard(ScorecardInputs(preset="mini", runs_csv=seeded_runs(tmp_path, 20, 0.0))))
+    assert card.loc["(1) DiffEqFormer better than GPT, owt-small", "p_holm"] >= 0.05
+    comparable = card.loc["(1) DiffEqFormer comparable to or better than GPT (non-inferior at +0.05 nats), owt-small"]
+    assert comparable["status"] == NOT_TESTED and math.isnan(comparable["p_holm"])
+    assert card.loc["(7) throughput only slightly below GPT, owt-small", "status"] == NOT_TESTED
+
+
+def test_a_finetune_whose_curves_did_not_plateau_stays_in_the_family_with_p_one(tmp_path):
+    """LoRA at N′ = L/2 and L against GPT over 6 seeds, both in the design's family: N′ = L with plateaued curves is
+    scored; N′ = L/2, whose curves still fall, cannot be scored and counts with p = 1, so Holm still divides by 2."""
     paths = []
     for seed in range(6):
         for n, flat in ((2, 0), (4, 3)):
@@ -228,14 +261,16 @@ def test_finetune_claims_count_only_curves_that_plateaued(tmp_path):
         )
     rows = {row["item"]: row for row in finetune_claims(load_finetunes(paths))}
     at_depth = rows["(2) lora DiffEqFormer N′=4 beats GPT, owt→wt103"]
-    assert at_depth["hypothesis"] == "(2) lora N′=L" and "12 of 12 curves plateaued" in at_depth["evidence"]
+    assert at_depth["hypothesis"] == "(2) lora N′=L, owt→wt103" and "12 of 12 curves plateaued" in at_depth["evidence"]
     half = rows["(2) lora DiffEqFormer N′=2 beats GPT, owt→wt103"]
-    assert half["hypothesis"] is None and half["status"] == NOT_TESTED
-    assert "6 of 12 curves plateaued" in half["evidence"]
-    decided, _ = decide(list(rows.values()))
-    assert {row["item"]: row["status"] for row in decided}[
-        "(2) lora DiffEqFormer N′=4 beats GPT, owt→wt103"
-    ] == SUPPORTED
+    assert half["hypothesis"] == "(2) lora N′=L/2, owt→wt103" and not half["scored"]
+    assert "6 of 12 curves plateaued" in half["evidence"] and half["p"] < 0.05
+    seeds = {"(2) lora N′=L, owt→wt103": 40, "(2) lora N′=L/2, owt→wt103": 40}
+    decided, family = decide(list(rows.values()), MINI_PLANS, seeds)
+    status = {row["item"]: (row["status"], row["p_holm"]) for row in decided}
+    assert status["(2) lora DiffEqFormer N′=4 beats GPT, owt→wt103"] == (SUPPORTED, pytest.approx(2 * at_depth["p"]))
+    assert status["(2) lora DiffEqFormer N′=2 beats GPT, owt→wt103"] == (INCONCLUSIVE, 1.0)
+    assert "Holm family (2 hypotheses" in family
 
 
 def test_a_spearman_over_three_values_gets_no_verdict(tmp_path):
@@ -259,7 +294,7 @@ def test_a_spearman_over_three_values_gets_no_verdict(tmp_path):
     finetunes = load_finetunes(paths)
     finetunes["overfit"] = finetunes["num_steps"].map({2: 0.0, 4: 0.02, 6: 0.01})
     (row,) = overfit_claims(finetunes)
-    decided, _ = decide([row])
+    decided, _ = decide([row], MINI_PLANS, preset_seeds(MINI))
     assert row["ours"] == pytest.approx(0.5) and row["hypothesis"] is None
     assert decided[0]["status"] == NOT_TESTED and math.isnan(decided[0]["p_holm"])
 
@@ -292,45 +327,99 @@ def test_untrained_controls_are_never_scored_and_appear_once(tmp_path, runs_csv)
     assert trend["ours"] > 0.5 and trend["status"] == NOT_TESTED
 
 
-def test_clustering_claim_is_the_paired_gap_with_its_sign_test_beside_its_control(tmp_path):
-    """The claim regime (200 seeds): t⁴ ends with more clusters than the constant in 190, fewer in 6, ties 4; the
-    sign test decides it (supported) with a Clopper–Pearson interval on the fraction; the equal-mean control and a
-    sensitivity regime are reported without verdict."""
-    rows = []
-    for regime, role, seeds, more in (
-        ("notebook", "claim", 200, 190),
-        ("equal-mean", "control", 200, 10),
-        ("T10-unnormalised", "sensitivity", 20, 0),
-    ):
-        for seed in range(seeds):
-            constant = 3
-            quartic = 12 if seed < more else (3 if seed < more + 4 else 2)
-            rows += [
-                {
-                    "regime": regime,
-                    "role": role,
-                    "horizon": 20.0,
-                    "dt": 0.1,
-                    "seed": seed,
-                    "magnitude": m,
-                    "degree": d,
-                    "tokens": 32,
-                    "n_clusters": n,
-                    "mean_pairwise_distance": 1.0,
-                }
-                for m, d, n in (("constant", 0, constant), ("quartic", 4, quartic))
-            ]
-    path = tmp_path / "sweep.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
-    decided, family = decide(clustering_claims(path))
-    card = by_item(pd.DataFrame(decided))
-    claim = card.loc["(6) t⁴ ends with more clusters than the constant a(t): notebook (claim)"]
-    assert claim["status"] == SUPPORTED and claim["ours"] == pytest.approx(0.95)
-    assert 0.9 < claim["low"] < 0.95 < claim["high"] < 0.98 and claim["p"] < 1e-40
-    assert "sign test 190 vs 6 (ties 4)" in claim["evidence"] and "constant clusters in 100%" in claim["evidence"]
-    assert card.loc["(6) t⁴ ends with more clusters than the constant a(t): equal-mean (control)", "status"] == CONTROL
-    assert (
-        card.loc["(6) t⁴ ends with more clusters than the constant a(t): T10-unnormalised (sensitivity)", "status"]
-        == SENSITIVITY
-    )
-    assert "1 rows" in family
+def degree_simulator(clusters_by_degree: list[int]):
+    """A stand-in for ``clustering.simulate`` whose final state puts the tokens into ``clusters_by_degree[k]``
+    points one unit apart for a(t) of degree k (read off the magnitudes: max / mean = k + 1)."""
+
+    def simulate(x0, query_key, value, scales, dt):
+        degree = round(scales.max() / scales.mean() - 1)
+        tokens = np.arange(x0.shape[1]) % clusters_by_degree[degree]
+        final = np.zeros_like(x0)
+        final[..., 0] = tokens
+        return np.stack([x0, final])
+
+    return simulate
+
+
+def clustering_card(tmp_path, monkeypatch, clusters_by_degree: list[int]) -> pd.DataFrame:
+    """Claim (6) scored on the mini preset's regimes at its 208 seeds, with the injected simulator."""
+    monkeypatch.setattr(clustering, "simulate", degree_simulator(clusters_by_degree))
+    clustering.write_clustering(str(tmp_path), MINI["analysis"]["clustering"])
+    decided, family = decide(clustering_claims(tmp_path / "sweep.csv"), MINI_PLANS, preset_seeds(MINI))
+    assert "Holm family (5 hypotheses" in family  # (1) better, (2) at N′ = L and (6)'s three parts
+    return by_item(pd.DataFrame(decided))
+
+
+def primary(part: str) -> str:
+    return f"{part}: authors (claim), cut 0.1"
+
+
+def test_clustering_claims_three_parts_in_the_authors_regime_with_cut_sensitivity(tmp_path, monkeypatch):
+    """A simulator that clusters with the constant (2 of 40) and spreads more with each degree (up to 30): (6a),
+    (6b) and (6c) are supported; the equal-mean control is in each row's caption; the other cuts and regimes are
+    sensitivity rows."""
+    card = clustering_card(tmp_path, monkeypatch, [2, 8, 14, 22, 30])
+    for part in CLUSTERING_PARTS:
+        row = card.loc[primary(part)]
+        assert row["status"] == SUPPORTED and row["ours"] == 1.0 and row["p_holm"] < 1e-40
+        assert "equal-mean control 100% [" in row["evidence"] and "n=208" in row["evidence"]
+        for cut in (0.05, 0.2):
+            assert card.loc[f"{part}: authors (claim), cut {cut:g}", "status"] == SENSITIVITY
+        assert card.loc[f"{part}: T10-unnormalised (sensitivity), cut 0.1", "status"] == SENSITIVITY
+    assert not card.index.str.contains("equal-mean \\(control\\)").any()
+
+
+def test_t4_that_clusters_fails_6b(tmp_path, monkeypatch):
+    """t⁴ ends in 9 clusters of 40 (≤ 10: it clusters) while the count still grows with k: (6b) is contradicted,
+    (6c) holds."""
+    card = clustering_card(tmp_path, monkeypatch, [2, 4, 6, 8, 9])
+    assert card.loc[primary(CLUSTERING_PARTS[1]), "status"] == CONTRADICTED
+    assert card.loc[primary(CLUSTERING_PARTS[2]), "status"] == SUPPORTED
+
+
+def test_a_flat_trend_in_the_degree_fails_6c(tmp_path, monkeypatch):
+    """Every degree ends in 30 clusters: t⁴ does not cluster ((6b) holds) but nothing grows with k — every seed ties,
+    so (6c) has no untied seed and counts with p = 1 (inconclusive); the constant does not cluster either."""
+    card = clustering_card(tmp_path, monkeypatch, [30] * 5)
+    assert card.loc[primary(CLUSTERING_PARTS[1]), "status"] == SUPPORTED
+    trend = card.loc[primary(CLUSTERING_PARTS[2])]
+    assert trend["status"] == INCONCLUSIVE and trend["p_holm"] == 1.0 and "n=0" in trend["evidence"]
+    assert card.loc[primary(CLUSTERING_PARTS[0]), "status"] == CONTRADICTED
+
+
+def test_a_significant_fraction_below_the_minimum_effect_is_inconclusive(tmp_path, monkeypatch):
+    """Seeds alternate between a simulator whose t⁴ clusters and one whose t⁴ does not, 2 of 3 seeds not: 67 % is
+    far from 50 % at 208 seeds but below the 75 % set before the run."""
+
+    def simulate(x0, query_key, value, scales, dt):
+        spread = degree_simulator([2, 8, 14, 22, 30])(x0, query_key, value, scales, dt)
+        collapsed = degree_simulator([2, 2, 2, 2, 2])(x0, query_key, value, scales, dt)
+        spread[:, 2::3] = collapsed[:, 2::3]
+        return spread
+
+    monkeypatch.setattr(clustering, "simulate", simulate)
+    clustering.write_clustering(str(tmp_path), MINI["analysis"]["clustering"])
+    decided, _ = decide(clustering_claims(tmp_path / "sweep.csv"), MINI_PLANS, preset_seeds(MINI))
+    row = by_item(pd.DataFrame(decided)).loc[primary(CLUSTERING_PARTS[1])]
+    assert row["ours"] == pytest.approx(139 / 208) and row["p"] < 1e-5
+    assert row["status"] == INCONCLUSIVE and "below the minimum effect 75%" in row["evidence"]
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_a_hypothesis_on_several_rows_counts_once_with_its_largest_p(order):
+    """(4) on two rows, one clear (p = 0.001) and one with a single value (no p): Holm counts the hypothesis once
+    with p = 1 — it must hold on each row — whichever row comes first."""
+    from pipeline.report.claim_rows import claim
+    from pipeline.report.intervals import Interval
+
+    rows = [
+        claim("(4) OV", "Fig. 2a/b", Interval(0.8, 0.6, 0.9, 6, 0.001), "ρ", "", hypothesis="(4) spectra grow with t"),
+        claim(
+            "(4) QK", "Fig. 2a/b", Interval(0.8, math.nan, math.nan, 1), "ρ", "", hypothesis="(4) spectra grow with t"
+        ),
+    ][::order]
+    for row in rows:
+        row["claimed"] = "above"
+    decided, family = decide(rows, MINI_PLANS, {"(4) spectra grow with t": 40})
+    assert "Holm family (1 hypotheses" in family
+    assert [(row["status"], row["p_holm"]) for row in decided] == [(INCONCLUSIVE, 1.0)] * 2

@@ -2,13 +2,14 @@
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from cli_testkit import pipeline_verb, pretrain_args, tiny_spec
+from cli_testkit import pipeline_verb, tiny_job
 
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
 
@@ -69,16 +70,18 @@ def test_finetune_without_its_source_checkpoint_stops_before_starting(tmp_path):
     assert not (run_dir / "summary.json").exists()
 
 
-def test_nan_loss_stops_the_run_and_says_so(tiny_data_workdir):
+def test_nan_loss_stops_the_run_and_says_so(tiny_data_workdir, tmp_path):
+    from pipeline.train.loop import train_run
+    from pipeline.train.step_log import NonFiniteLossError
+
     data = tiny_data_workdir / "results" / "tiny" / "data"
-    spec = tiny_spec(steps=6, lr=1e12, warmup_fraction=0.0, eval_every=6, checkpoint_every=6, eval_batches=1)
-    run_dir = tiny_data_workdir / "nan-run"
-    result = pipeline_verb(*pretrain_args(spec, run_dir, data, ray=()), timeout=300)
-    assert result.returncode == 1
-    last_line = result.stderr.strip().splitlines()[-1]
-    assert last_line.startswith("error: wt103-small-gpt: training loss became nan at step ")
-    assert last_line.endswith("; the run was stopped (lower lr or check the data).")
-    assert not (run_dir / "summary.json").exists()
+    train = {"steps": 6, "lr": 1e12, "warmup_fraction": 0.0, "eval_every": 6, "checkpoint_every": 6, "eval_batches": 1}
+    with pytest.raises(NonFiniteLossError) as error:
+        train_run(tiny_job(data, tmp_path / "nan-run", **train))
+    assert re.fullmatch(
+        r"wt103-small-gpt: training loss became nan at step \d+; the run was stopped \(lower lr or check the data\)\.",
+        str(error.value),
+    )
 
 
 def test_missing_profile_is_named():

@@ -1,20 +1,20 @@
-"""Every run trains exactly what its spec says (issue 12): exact steps over several passes, checkpoints that belong
-to one fingerprint, GPUs that JAX must see, and the resume-path faults as sentences (SIGTERM → checkpoint → resume:
-tests/test_driver_stop.py)."""
+"""Every run trains exactly what its spec says (issue 12): exact steps over several passes, one compiled evaluation
+step, micro-batches, resuming past corrupt checkpoints and the split a fine-tune is scored on (the loop itself:
+``train_run`` of a tiny ``TrainJob`` in this process), checkpoints that belong to one fingerprint, GPUs that JAX must
+see, and the resume-path faults as sentences (SIGTERM → checkpoint → resume: tests/test_driver_stop.py)."""
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
-from cli_testkit import pipeline_verb, pretrain_args, tiny_spec
+from cli_testkit import logged, pipeline_verb, pretrain_args, tiny_job, tiny_spec
 
+from pipeline.artifacts import read_metrics
 from pipeline.train.identity import IDENTITY_FILE, RunIdentity, cache_digest, claim_run_folder, tokenizer_digest
-
-
-def metric_records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+from pipeline.train.loop import train_run
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +41,11 @@ def small_cache(data, tmp_path_factory) -> Path:
 
 def test_a_run_longer_than_two_passes_takes_exactly_its_steps(data, small_cache, tmp_path):
     """A run of several passes over its data: Levanter's loader would stop at the end of the first."""
-    spec = tiny_spec(steps=60, eval_every=30, checkpoint_every=20, eval_batches=1)
     run_dir = tmp_path / "multi-pass"
-    result = pipeline_verb(*pretrain_args(spec, run_dir, data, cache=small_cache))
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["steps_done"] == 60 and summary["passes"] > 2
-    assert summary["tokens_seen"] == 60 * 8 * 64
-    records = metric_records(run_dir)
+    job = tiny_job(data, run_dir, small_cache, steps=60, eval_every=30, checkpoint_every=20, eval_batches=1)
+    result = train_run(job)
+    assert result.steps_done == 60 and result.passes > 2 and result.tokens_seen == 60 * 8 * 64
+    records = read_metrics(run_dir / "metrics.jsonl")
     assert [r["step"] for r in records if "loss" in r] == list(range(60))
     assert [r["step"] for r in records if "eval_loss" in r] == [0, 30, 60]
     losses = [r["loss"] for r in records if "loss" in r]
@@ -61,34 +58,32 @@ def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_p
     """The untrained model's evaluation, the periodic ones (their first ``eval_batches`` batches) and the final one
     (the whole split) all call one jitted Levanter evaluation step, compiled once per run: Levanter 1.2 compiled it
     again for the final evaluator and again on each evaluator's second batch (0.8–1.3 s of CPU per trace and compile
-    on a tiny job; pipeline.train.levanter_patches.held_out_evaluators). The embedded Ray's worker inherits the driver's
-    environment, so JAX logs each compile of the task."""
-    spec = tiny_spec(steps=4, eval_every=2, checkpoint_every=4, eval_batches=2)
+    on a tiny job; pipeline.train.levanter_patches.held_out_evaluators). JAX logs each compile (``log_compiles``)."""
+    import jax
+
     run_dir = tmp_path / "evaluations"
-    result = pipeline_verb(
-        *pretrain_args(spec, run_dir, data),
-        env={"JAX_LOG_COMPILES": "1", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache")},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert [r["step"] for r in metric_records(run_dir) if "eval_loss" in r] == [0, 2, 4]
-    compiles = set(re.findall(r"Finished XLA compilation of jit\((\w+)\) in ([0-9.]+) sec", result.stderr))
-    assert any(name == "_train_step" for name, _ in compiles), "JAX logged no compile of the task"
-    assert sum(name == "accum_for_batch" for name, _ in compiles) == 1, sorted(compiles)
+    job = tiny_job(data, run_dir, steps=4, eval_every=2, checkpoint_every=4, eval_batches=2)
+    with jax.log_compiles(), logged("jax._src.dispatch") as messages:
+        train_run(job)
+    assert [r["step"] for r in read_metrics(run_dir / "metrics.jsonl") if "eval_loss" in r] == [0, 2, 4]
+    compiled = re.findall(r"Finished XLA compilation of jit\((\w+)\)", "\n".join(messages))
+    assert "_train_step" in compiled, "JAX logged no compile of the run"
+    assert compiled.count("accum_for_batch") == 1, compiled
 
 
 def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_path):
     """Runs of the tiny GPT after a first one, in one JAX persistent compilation cache (JAX logs each cache miss):
-    with another seed, the run compiles nothing; with other step counts, learning rate and warm-up, it compiles no
-    train step and no evaluation step (only the initialisation, whose optimizer state starts from the schedule's
-    numbers). Before, the schedule's numbers were constants of the train step and the model's key one of the
-    initialisation (``pipeline.train.schedule``), and programs compiled in under 1 s (the evaluation step) were not
-    cached (``pipeline.train.setup.PERSISTENT_CACHE_EVERY_PROGRAM``)."""
+    with another seed, the run compiles nothing; with other step counts, learning rate, warm-up and Adam's β1, β2, ε,
+    it compiles no train step and no evaluation step (only the initialisation, whose optimizer state starts from those
+    numbers). Before, the schedule's numbers and β1, β2, ε were constants of the train step and the model's key one
+    of the initialisation (``pipeline.train.schedule``), and programs compiled in under 1 s (the evaluation step) were
+    not cached (``pipeline.train.setup.PERSISTENT_CACHE_EVERY_PROGRAM``)."""
     env = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache"), "JAX_EXPLAIN_CACHE_MISSES": "1"}
     shape = {"eval_every": 2, "checkpoint_every": 2, "eval_batches": 1}
     runs = {
         "first": tiny_spec(steps=2, **shape),
         "other seed": tiny_spec(steps=2, seed=1, **shape),
-        "other schedule": tiny_spec(steps=4, lr=3e-3, warmup_fraction=0.5, **shape),
+        "other numbers": tiny_spec(steps=4, lr=3e-3, warmup_fraction=0.5, beta1=0.8, beta2=0.95, epsilon=1e-6, **shape),
     }
     misses = {}
     for name, spec in runs.items():
@@ -97,29 +92,50 @@ def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_pa
         misses[name] = set(re.findall(r"PERSISTENT COMPILATION CACHE MISS for '(\w+)'", result.stderr))
     assert {"jit__train_step", "jit_init_and_merge", "jit_accum_for_batch"} <= misses["first"]
     assert misses["other seed"] == set()
-    assert not {"jit__train_step", "jit_accum_for_batch"} & misses["other schedule"]
+    assert not {"jit__train_step", "jit_accum_for_batch"} & misses["other numbers"]
 
 
-def test_a_micro_batch_splits_each_update_and_the_summary_says_so(data, small_cache, tmp_path):
-    """``--micro-batch 4`` of a batch of 8 on one device: each update sums 2 accumulated micro-batches (Levanter's
+def test_a_micro_batch_splits_each_update_into_the_same_update(data, small_cache, tmp_path):
+    """``micro_batch_size`` 4 of a batch of 8 on one device: each update sums 2 accumulated micro-batches (Levanter's
     ``per_device_parallelism``), trains the same updates as the whole batch at once (without dropout, whose masks
-    are drawn per micro-batch: losses equal to float rounding), and the run's ``summary.json`` and ``config.yaml``
-    record the split it trained with."""
-    spec = tiny_spec(steps=4, eval_every=4, checkpoint_every=4, eval_batches=1, dropout=0.0)
-    records = {}
-    for micro_batch in ("0", "4"):
+    are drawn per micro-batch: losses equal to float rounding), and the run's result (its ``summary.json``) and
+    ``config.yaml`` record the split it trained with."""
+    losses = {}
+    for micro_batch, split in ((None, (8, 1)), (4, (4, 2))):
         run_dir = tmp_path / f"micro-{micro_batch}"
-        result = pipeline_verb(*pretrain_args(spec, run_dir, data, "--micro-batch", micro_batch, cache=small_cache))
-        assert result.returncode == 0, result.stderr[-3000:]
-        summary = json.loads((run_dir / "summary.json").read_text())
-        records[micro_batch] = [r["loss"] for r in metric_records(run_dir) if "loss" in r]
-        recorded = yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["micro_batch_size"]
-        split = (8, 1, None) if micro_batch == "0" else (4, 2, 4)
-        assert (
-            summary["micro_batches"] == [{"from_step": 0, "micro_batch": split[0], "gradient_accumulation": split[1]}]
-            and recorded == split[2]
+        train = {"steps": 4, "eval_every": 4, "checkpoint_every": 4, "eval_batches": 1, "dropout": 0.0}
+        result = train_run(tiny_job(data, run_dir, small_cache, micro_batch_size=micro_batch, **train))
+        assert result.micro_batches == [{"from_step": 0, "micro_batch": split[0], "gradient_accumulation": split[1]}]
+        assert yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["micro_batch_size"] == micro_batch
+        losses[micro_batch] = [r["loss"] for r in read_metrics(run_dir / "metrics.jsonl") if "loss" in r]
+    assert losses[4] == pytest.approx(losses[None], rel=1e-5)
+
+
+def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, tmp_path):
+    """docs/paper.md#fine-tune-test-split: a fine-tune into WikiText-103 is scored on its test split. Step 0 of a full
+    fine-tune of a GPT source is the source itself, so its loss equals the source's validation loss on ``validation``
+    and not on ``test``. The source: the tiny GPT trained on WikiText-103 for 2 updates; both run in this process
+    through the verbs' Ray task functions (a ``TrainJob`` each, and its summary)."""
+    from pipeline.config import finetune_runs, load_preset, pretrain_runs
+    from pipeline.train.runs import finetune, pretrain
+
+    tiny = load_preset({"preset": "tiny"})
+    tuned = finetune_runs(tiny, pretrain_runs(tiny))["ft-owt-wt103-gpt8-full"]
+    assert tuned.eval_split == "test"
+    source, source_dir = tiny_spec(steps=2, eval_every=2, checkpoint_every=2), str(tmp_path / "source")
+    folders = str(data / "caches" / "wt103-bpe"), str(data / "tokenizers" / "bpe")
+    source_loss = pretrain(source.to_json(), source_dir, *folders)["val_loss"]
+    losses = {}
+    for split in ("validation", "test"):
+        train = dataclasses.replace(tuned.train, steps=1, eval_batches=None)
+        spec = dataclasses.replace(
+            tuned, source_run=source.run_id, source_dataset="wt103", eval_split=split, train=train
         )
-    assert records["4"] == pytest.approx(records["0"], rel=1e-5)
+        summary = finetune(spec.to_json(), str(tmp_path / split), source_dir, *folders)
+        assert summary["eval_split"] == split
+        losses[split] = summary["initial_val_loss"]
+    assert abs(losses["validation"] - source_loss) < 1e-5
+    assert abs(losses["test"] - source_loss) > 1e-3
 
 
 def test_a_cache_without_the_test_split_a_fine_tune_is_scored_on_is_named(data, small_cache):
@@ -158,10 +174,11 @@ def test_jax_without_the_accelerators_the_job_was_given_is_refused():
 
 def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the_previous_one(data, tmp_path):
     """A torn array file in the newest complete checkpoint (its checksums disagree) and one in the next (no checksums:
-    Levanter's load fails) are both moved aside; the run resumes from the one before and finishes exactly."""
-    spec = tiny_spec(steps=6, checkpoint_every=2, keep_checkpoints_every=2, eval_every=6, eval_batches=1)
+    Levanter's load fails) are both moved aside; the same job, run again, resumes from the one before and finishes
+    exactly."""
     run_dir = tmp_path / "corrupt"
-    assert pipeline_verb(*pretrain_args(spec, run_dir, data)).returncode == 0
+    job = tiny_job(data, run_dir, steps=6, checkpoint_every=2, keep_checkpoints_every=2, eval_every=6, eval_batches=1)
+    train_run(job)
     checkpoints = run_dir / "checkpoints"
     assert sorted(p.name for p in checkpoints.glob("step-*")) == ["step-2", "step-4", "step-5"]
     for step in (4, 5):
@@ -172,15 +189,15 @@ def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the
         ]
         max(chunks, key=lambda path: path.stat().st_size).write_bytes(b"\x00torn write")
     (checkpoints / "step-4" / "checksums.json").unlink()
-    (run_dir / "summary.json").unlink()
 
-    result = pipeline_verb(*pretrain_args(spec, run_dir, data))
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["resumed_from_step"] == 3 and summary["steps_done"] == 6
+    with logged("pipeline.train.checkpoints") as messages:
+        result = train_run(job)
+    log = "\n".join(messages)
+    assert result.resumed_from_step == 3 and result.steps_done == 6
+    assert [r["step"] for r in read_metrics(run_dir / "metrics.jsonl") if "loss" in r] == list(range(6))
     assert sorted(p.name for p in (run_dir / "unreadable-checkpoints").iterdir()) == ["step-4", "step-5"]
-    assert "step-5 (" in result.stderr and "no longer match the checksums written at its save" in result.stderr
-    assert "step-4 (" in result.stderr and "it failed to load" in result.stderr
+    assert "step-5 (" in log and "no longer match the checksums written at its save" in log
+    assert "step-4 (" in log and "it failed to load" in log
 
 
 def test_checkpoints_of_another_fingerprint_are_moved_aside_and_the_same_one_resumes(data, tmp_path, caplog):

@@ -49,3 +49,37 @@ def test_a_schedule_the_state_cannot_hold_is_refused():
     adamw = optimizer_config(train)
     with pytest.raises(ValueError, match="one warm-up and one cosine decay"):
         type(adamw)(**{**adamw.__dict__, "lr_schedule": "linear"})
+
+
+def test_adam_numbers_in_the_state_update_as_levanters_constants_in_one_compiled_program():
+    """Levanter's AdamW (β1, β2, ε constants of the program) is the reference for ``MaskedAdamConfig``'s (β1, β2, ε
+    optimizer state): five updates of a small tree, half its leaves decayed, gradients large enough to be clipped,
+    for the tiny preset's β and the β2 ablation's, one compiled update for all."""
+    train = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"].train
+    key = jax.random.PRNGKey(0)
+    params = {
+        "embeddings": {"token_embeddings": {"weight": jax.random.normal(key, (8, 4))}},
+        "mlp": {"c_fc": {"weight": jax.random.normal(jax.random.fold_in(key, 1), (4, 4))}},
+        "ln": {"weight": jnp.ones(4)},
+    }
+    grads = [
+        jax.tree.map(lambda p, i=i: jax.random.normal(jax.random.fold_in(key, i), p.shape), params) for i in range(5)
+    ]
+
+    def update(optimizer):
+        return jax.jit(lambda g, state, p: optimizer.update(g, state, p))
+
+    first = optimizer_config(train).build(train.steps)
+    compiled = update(first)
+    for beta1, beta2, epsilon in [(0.9, 0.999, 1e-8), (0.9, 0.95, 1e-6), (0.8, 0.98, 1e-5)]:
+        adamw = type(optimizer_config(train))(
+            **{**optimizer_config(train).__dict__, "beta1": beta1, "beta2": beta2, "epsilon": epsilon}
+        )
+        reference = update(AdamConfig.build(adamw, train.steps))
+        state, expected_state = adamw.build(train.steps).init(params), AdamConfig.build(adamw, train.steps).init(params)
+        for g in grads:
+            updates, state = compiled(g, state, params)
+            expected, expected_state = reference(g, expected_state, params)
+            for leaf, expected_leaf in zip(jax.tree.leaves(updates), jax.tree.leaves(expected), strict=True):
+                np.testing.assert_allclose(leaf, expected_leaf, rtol=1e-6, atol=0)
+    assert compiled._cache_size() == 1

@@ -12,7 +12,6 @@ import jax.numpy as jnp
 import jax.random as jrandom
 import levanter
 import numpy as np
-import optax
 from haliax.partitioning import round_axis_for_partitioning
 from levanter.models.lm_model import LmExample, compute_next_token_loss
 from levanter.utils.tree_utils import inference_mode
@@ -20,6 +19,7 @@ from levanter.utils.tree_utils import inference_mode
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.models import build_initialised
 from pipeline.models.checkpoint import run_model_config
+from pipeline.train.schedule import AdamInStateState
 from pipeline.train.setup import optimizer_config, trainer_config
 from pipeline.train.trainer import UndonatedTrainer
 
@@ -36,11 +36,11 @@ def float_leaves(tree) -> list[np.ndarray]:
 
 
 def first_moment(state) -> list[np.ndarray]:
-    """AdamW's first moment (optax's ``ScaleByAdamState.mu``) in the trainer state."""
+    """AdamW's first moment (``AdamInStateState.mu``, as optax's ``ScaleByAdamState.mu``) in the trainer state."""
     found = [
         node
-        for node in jax.tree_util.tree_leaves(state.opt_state, is_leaf=lambda n: isinstance(n, optax.ScaleByAdamState))
-        if isinstance(node, optax.ScaleByAdamState)
+        for node in jax.tree_util.tree_leaves(state.opt_state, is_leaf=lambda n: isinstance(n, AdamInStateState))
+        if isinstance(node, AdamInStateState)
     ]
     assert len(found) == 1
     return float_leaves(found[0].mu)

@@ -17,8 +17,10 @@ rule finetune:
         f"{RESULTS}/benchmarks/finetune/{{finetune}}.tsv"
     resources:
         **training_resources("finetune"),
+        attempt=lambda wildcards, attempt: attempt,  # a retry trains only after a walltime stop or a preemption
     retries: chain_retries(FINETUNE_RUNS)
     shell:
         "python -m pipeline finetune --spec {params.spec:q} --run-dir {params.run_dir:q}"
         " --source {params.source_dir:q} --cache {input.cache:q} --tokenizer {input.tokenizer:q}"
-        " --gpus {resources.gpu:q} --micro-batch {resources.micro_batch:q} > {log:q} 2>&1"
+        " --gpus {resources.gpu:q} --micro-batch {resources.micro_batch:q}"
+        " --attempt {resources.attempt:q} > {log:q} 2>&1"

@@ -16,8 +16,10 @@ rule pretrain:
         f"{RESULTS}/benchmarks/pretrain/{{run}}.tsv"
     resources:
         **training_resources("run"),
+        attempt=lambda wildcards, attempt: attempt,  # a retry trains only after a walltime stop or a preemption
     retries: chain_retries(RUNS)
     shell:
         "python -m pipeline pretrain --spec {params.spec:q} --run-dir {params.run_dir:q}"
         " --cache {input.cache:q} --tokenizer {input.tokenizer:q} --gpus {resources.gpu:q}"
-        " --micro-batch {resources.micro_batch:q} > {log:q} 2>&1"
+        " --micro-batch {resources.micro_batch:q}"
+        " --attempt {resources.attempt:q} > {log:q} 2>&1"
