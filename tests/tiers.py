@@ -22,10 +22,12 @@ MARK_IT = "mark it `pytest.mark.slow` (docs/testing.md#two-tiers)"
 
 
 class SlowTestUnmarked(Exception):
-    pass
+    """A test outside the ``slow`` tier started a Ray or ran Snakemake jobs."""
 
 
 class FastTest:
+    """``running``: a test outside the ``slow`` tier is being set up, run or torn down."""
+
     running = False
 
 
