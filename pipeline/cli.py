@@ -19,6 +19,7 @@ from pipeline.bench import commands as bench_commands
 from pipeline.data import commands as data_commands
 from pipeline.evaluate import commands as evaluate_commands
 from pipeline.execution.errors import failure_sentence, subject
+from pipeline.execution.job_env import export_no_torch
 from pipeline.execution.phases import LOG_FORMAT, mark_phase, process_start_time
 from pipeline.planning import commands as planning_commands
 from pipeline.preflight import commands as preflight_commands
@@ -61,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     mark_phase("interpreter", process_start_time())
     args = build_parser().parse_args(argv)
+    if not getattr(args, "uses_torch", True):
+        export_no_torch()
     try:
         args.run(args)
     except Exception as error:  # every failure ends in one sentence (pipeline.execution.errors), the log's last line

@@ -6,6 +6,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # not arithmetic. tests/models: 236 -> 190 CPU-s, the paper-shape smoke 220 -> 208 (2026-11-24, 2 cores).
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=1")
 
+import contextlib
 import json
 import shutil
 import signal
@@ -20,6 +21,8 @@ import pytest
 from cli_testkit import snakemake_in, venv_on_path
 
 from pipeline.execution.local_ray import LOCAL_RAY_SYSTEM_CONFIG
+
+pytest_plugins = ("tiers",)
 
 ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")
@@ -101,12 +104,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def ray_head():
+@contextlib.contextmanager
+def started_ray_head():
     """An external Ray cluster (``ray start --head`` on loopback, 2 CPUs, the settings of a Ray the pipeline starts
-    itself: ``pipeline.execution.local_ray``) and its address. Its temp dir is short
+    itself: ``pipeline.execution.local_ray``) and its address, stopped on leaving. Its temp dir is short
     because Ray's Unix sockets live there (107-byte limit); token auth is off because separately started Ray
-    processes here do not share a token. Its processes run in their own process group, which the teardown kills:
+    processes here do not share a token. Its processes run in their own process group, which the exit kills:
     ``ray stop`` would also stop the Ray clusters of other test workers running in parallel."""
     port = free_port()
     temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
@@ -131,14 +134,23 @@ def ray_head():
     )
     stdout, stderr = started.communicate(timeout=120)
     assert started.returncode == 0, stdout[-2000:] + stderr[-2000:]
-    yield f"127.0.0.1:{port}"
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(started.pid, sig)
-        except ProcessLookupError:
-            break
-        time.sleep(3)
-    shutil.rmtree(temp_dir, ignore_errors=True)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(started.pid, sig)
+            except ProcessLookupError:
+                break
+            time.sleep(3)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    """``started_ray_head()`` for one test module: stopped when the module ends, not left idle."""
+    with started_ray_head() as address:
+        yield address
 
 
 def shared_folder(tmp_path_factory, worker_id: str) -> Path:
@@ -167,12 +179,12 @@ def built_once(folder: Path, build) -> dict:
 def tiny_dag(request, tmp_path_factory, worker_id) -> Path:
     """``results/tiny`` of the whole tiny DAG and its report, built once per test session (``built_once``) in the
     folder the pytest-xdist workers share. Its working directory starts from the builder's ``tiny_data_workdir``, and
-    its jobs run on the builder's ``ray_head``."""
+    its jobs run on a Ray head started for the build."""
     from e2e.dag_snakemake import build_tiny_dag
 
     def build(workdir: Path) -> dict:
-        ray_address = request.getfixturevalue("ray_head")
-        built = build_tiny_dag(workdir, request.getfixturevalue("tiny_data_workdir"), ray_address)
+        with started_ray_head() as ray_address:
+            built = build_tiny_dag(workdir, request.getfixturevalue("tiny_data_workdir"), ray_address)
         output = built.stdout[-4000:] + built.stderr[-4000:]
         return {"returncode": built.returncode, "output": output, "ray": ray_address}
 
@@ -183,7 +195,7 @@ def tiny_dag(request, tmp_path_factory, worker_id) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_dag_ray_address(tiny_dag, tmp_path_factory, worker_id) -> str:
-    """The address of the Ray cluster the tiny DAG's jobs ran on (the ``ray_head`` of the worker that built it)."""
+    """The address of the Ray cluster the tiny DAG's jobs ran on (stopped after the build)."""
     return json.loads((shared_folder(tmp_path_factory, worker_id) / "tiny-dag.json").read_text())["ray"]
 
 

@@ -170,3 +170,28 @@ def test_the_presets_warm_workers_false_gives_every_task_a_fresh_process_and_a_m
         assert main(["pretrain", "--spec", spec, "--run-dir", "run", "--cache", "c", "--tokenizer", "tok"]) == 0
         assert main(["memory-probe", "--spec", spec, "--tokenizer", "tok", "--steps", "1", "--out", "m.json"]) == 0
     assert submitted == [("pretrain", False), ("probe_memory", True), ("pretrain", True), ("probe_memory", True)]
+
+
+def test_the_data_verbs_run_with_transformers_and_datasets_torch_switched_off(monkeypatch):
+    """A data job never uses torch: its process runs with ``USE_TORCH=0`` (``job_env.NO_TORCH_ENV``), so that
+    transformers and ``datasets`` import none; a training verb leaves the switch alone."""
+    import os
+
+    import pipeline.data.commands
+    import pipeline.train.commands
+    from pipeline.cli import main
+
+    switch = {}
+    for verb in ("corpus", "tokenizer", "cache", "prefetch", "pretrain"):
+        stage = pipeline.train.commands if verb == "pretrain" else pipeline.data.commands
+        monkeypatch.setattr(stage, f"_{verb}", lambda args: switch.update({args.verb: os.environ.get("USE_TORCH")}))
+    for argv in (
+        ["corpus", "--source", "{}", "--out", "o"],
+        ["tokenizer", "--spec", "{}", "--out", "o"],
+        ["cache", "--corpus", "c", "--tokenizer", "t", "--builder", "serial", "--out", "o"],
+        ["prefetch", "--dataset", "{}", "--out", "o"],
+        ["pretrain", "--spec", "{}", "--run-dir", "r", "--cache", "c", "--tokenizer", "t"],
+    ):
+        monkeypatch.delenv("USE_TORCH", raising=False)
+        assert main(argv) == 0
+    assert switch == {"corpus": "0", "tokenizer": "0", "cache": "0", "prefetch": "0", "pretrain": None}

@@ -181,6 +181,7 @@ def test_run_spec_round_trips_through_json():
         ),
         ({"xla_flags": "--xla_dump_to=/tmp/x; rm -rf ~"}, "key 'xla_flags' must match"),
         ({"xla_flags": "-O3"}, "key 'xla_flags' must match"),
+        ({"cache_builder": "parallel"}, "key 'cache_builder' must be one of ['serial', 'ray'] (got 'parallel')"),
         (
             {"analysis": {"clustering": {"regimes": {"equal-mean": {"role": "claim"}}}}},
             "key 'analysis.clustering.regimes' has 2 regimes with role 'claim' (['authors', 'equal-mean']); "

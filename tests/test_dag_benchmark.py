@@ -146,6 +146,7 @@ def test_markers_of_the_same_millisecond_keep_their_log_order():
     assert phase_seconds(marker("task", 5) + marker("shutdown", 5) + marker("exit", 7)) == {"task": 0, "shutdown": 2}
 
 
+@pytest.mark.slow
 def test_a_job_marks_its_ray_stopping_itself_after_the_task_returns():
     """The driver's own markers (not those forwarded from the Ray worker, which Ray can drop as it stops) begin the
     ``shutdown`` phase after the task returned, so an embedded Ray's stop is not counted as the task's last phase."""

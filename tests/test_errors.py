@@ -88,6 +88,7 @@ def test_full_disk_ends_with_one_sentence(tmp_path):
     assert not any(disk.iterdir())  # the mount was private: the host's folder is untouched
 
 
+@pytest.mark.slow
 def test_ray_worker_killed_by_a_signal_ends_with_one_sentence(tmp_path):
     script = textwrap.dedent("""
         import sys
@@ -119,23 +120,9 @@ def test_a_ray_address_where_nothing_answers_ends_with_one_sentence_in_seconds()
     checks the address first and names it, where it came from and what to do."""
     port = closed_local_port()
     started = time.monotonic()
-    result = pipeline_command(
-        "-m",
-        "pipeline",
-        "spectra",
-        "--run-dir",
-        "runs/x",
-        "--tokenizer",
-        "tok",
-        "--time-oversampling",
-        "1",
-        "--out",
-        "x.csv",
-        "--untrained-out",
-        "u.csv",
-        "--ray-address",
-        f"127.0.0.1:{port}",
-    )
+    spectra = ["-m", "pipeline", "spectra", "--run-dir", "runs/x", "--tokenizer", "tok", "--time-oversampling", "1"]
+    spectra += ["--out", "x.csv", "--untrained-out", "u.csv", "--ray-address"]
+    result = pipeline_command(*spectra, f"127.0.0.1:{port}")
     assert result.returncode == 1 and time.monotonic() - started < 60
     assert last_line(result) == (
         f"error: no Ray cluster answers at 127.0.0.1:{port} (--ray-address or $PIPELINE_RAY_ADDRESS: the preset's "
@@ -143,23 +130,7 @@ def test_a_ray_address_where_nothing_answers_ends_with_one_sentence_in_seconds()
         "cluster (profiles/slurm/ray-cluster.sbatch) or fix ray.address (null: an embedded Ray in each job), or rerun "
         "the local snakemake whose Ray ended."
     )
-    result = pipeline_command(
-        "-m",
-        "pipeline",
-        "spectra",
-        "--run-dir",
-        "runs/x",
-        "--tokenizer",
-        "tok",
-        "--time-oversampling",
-        "1",
-        "--out",
-        "x.csv",
-        "--untrained-out",
-        "u.csv",
-        "--ray-address",
-        "head-node",
-    )
+    result = pipeline_command(*spectra, "head-node")
     assert last_line(result).startswith("error: Ray address 'head-node' (--ray-address or $PIPELINE_RAY_ADDRESS")
 
 

@@ -5,7 +5,10 @@ worker is an actor of its own)."""
 import subprocess
 import sys
 
+import pytest
 from cli_testkit import ROOT, venv_on_path
+
+pytestmark = pytest.mark.slow
 
 SHARED_RAY_THEN_A_TASK = """
 import time, psutil, ray

@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -65,8 +64,9 @@ STAGE_JOBS = {"finetune-full": "ft-wt103-owt-gpt8-full", "downstream": RUN, "spe
 serves (Lyapunov and the frontier take a DiffEqFormer, whose preflight would add a pretraining job)."""
 
 
-def stage_job(results: Path, kind: str, run_id: str) -> Path:
-    """``preflight-stage`` of ``kind`` on the preflight checkpoint of ``SHAPE``, as its rule calls it; its row."""
+def stage_job(results: Path, kind: str, run_id: str, ray_address: str) -> Path:
+    """``preflight-stage`` of ``kind`` on the preflight checkpoint of ``SHAPE``, as its rule calls it, on the Ray
+    cluster at ``ray_address``; its row."""
     settings = (
         FINETUNE_SPECS[run_id].to_json()
         if kind.startswith("finetune-")
@@ -107,8 +107,8 @@ def stage_job(results: Path, kind: str, run_id: str) -> Path:
                 str(data / "tokenizers" / "bpe"),
                 "--device-label",
                 "cpu",
-                "--ray-num-cpus",
-                "1",
+                "--ray-address",
+                ray_address,
                 "--row",
                 str(row),
             ]
@@ -119,10 +119,11 @@ def stage_job(results: Path, kind: str, run_id: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def preflight(tiny_data_workdir, tmp_path_factory):
+def preflight(tiny_data_workdir, ray_head, tmp_path_factory):
     """A real run folder of ``RUN`` (its summary and checkpoint identity, as a finished run leaves them), then the
-    preflight job of its shape on ``VIRTUAL_DEVICES`` virtual CPU devices and the report of that row (beside the
-    shared data's working directory, which gets back only its data afterwards)."""
+    preflight job of its shape on ``VIRTUAL_DEVICES`` virtual CPU devices, its stage jobs, all on one Ray cluster,
+    and the report of their rows (beside the shared data's working directory, which gets back only its data
+    afterwards)."""
     results = tiny_data_workdir / "results" / "tiny"
     run_dir = results / "runs" / RUN
     (run_dir / "checkpoints").mkdir(parents=True)
@@ -131,35 +132,18 @@ def preflight(tiny_data_workdir, tmp_path_factory):
     before = {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()}
     row = results / "preflight" / SHAPE / "row.json"
     flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={VIRTUAL_DEVICES}"
-    result = snakemake(tiny_data_workdir, str(row.relative_to(tiny_data_workdir)), env={"XLA_FLAGS": flags})
-    assert result.returncode == 0, result.stderr[-3000:]
-    stage_rows = [stage_job(results, kind, run_id) for kind, run_id in STAGE_JOBS.items()]
+    target, ray = str(row.relative_to(tiny_data_workdir)), f"ray={{address: '{ray_head}'}}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_AUTH_MODE", "disabled")
+        result = snakemake(tiny_data_workdir, target, "--config", ray, env={"XLA_FLAGS": flags})
+        assert result.returncode == 0, result.stderr[-3000:]
+        stage_rows = [stage_job(results, kind, run_id, ray_head) for kind, run_id in STAGE_JOBS.items()]
     shapes = json.dumps({SHAPE: {"runs": [RUN, "owt-small-gpt"], "gpus": 0}})
     reports = tmp_path_factory.mktemp("preflight-report")
     outputs = {name: reports / f"preflight.{name}" for name in ("md", "csv", "html", "projection")}
-    report = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline",
-            "preflight-report",
-            "--preset",
-            "tiny",
-            "--rows",
-            str(row),
-            *map(str, stage_rows),
-            "--shapes",
-            shapes,
-            "--device-label",
-            "cpu",
-            *[arg for name, path in outputs.items() for arg in (f"--{name}", str(path))],
-        ],
-        cwd=tiny_data_workdir,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert report.returncode == 0, report.stderr[-2000:]
+    report = ["preflight-report", "--preset", "tiny", "--rows", str(row), *map(str, stage_rows), "--shapes", shapes]
+    outputs_args = [arg for name, path in outputs.items() for arg in (f"--{name}", str(path))]
+    assert main([*report, "--device-label", "cpu", *outputs_args]) == 0
     yield {"results": results, "run_dir": run_dir, "before": before, "outputs": outputs}
     shutil.rmtree(run_dir)
     shutil.rmtree(results / "preflight")

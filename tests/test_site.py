@@ -132,6 +132,7 @@ def test_a_slurm_job_without_cpus_per_task_counts_its_cpus_on_the_node():
     assert slurm_allocation({**step, "SLURM_CPUS_PER_TASK": "2"})["num_cpus"] == 2
 
 
+@pytest.mark.slow
 def test_run_on_ray_in_a_slurm_job_starts_ray_with_the_jobs_cpus_and_jax_reserves_the_planned_memory(monkeypatch):
     """The task sees the job's CPUs, and its JAX reserves the share of GPU memory the fit table plans against
     (JAX's own default, 75 %, would make a plan that fits in 90 % fail)."""

@@ -177,3 +177,5 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     build.add_argument("--check", action="store_true", help="rebuild in a temporary folder and compare with --out")
     build.set_defaults(run=_build_corpora)
+    for verb in (corpus, tokenizer, prefetch, cache):
+        verb.set_defaults(uses_torch=False)

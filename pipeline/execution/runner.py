@@ -54,18 +54,24 @@ def run_on_ray(
     de-duplication is off: it drops task log lines that differ only in numbers (e.g. per-shot summaries).
 
     The task's JAX reserves ``job_env.gpu_memory_fraction()`` of each GPU, the share the fit table plans
-    against. Unless ``uses_torch``, the task runs with ``USE_TORCH=0``: Levanter imports ``transformers`` (for
-    tokenizers only, in these tasks), which would otherwise import torch, two thirds of the task's import time.
+    against. Unless ``uses_torch``, the task runs with ``job_env.NO_TORCH_ENV``: Levanter imports ``transformers``
+    (for tokenizers only, in these tasks), which would otherwise import torch, two thirds of the task's import time.
     With an ``address``, the task runs in a warm worker (``run_in_warm_worker``) unless ``fresh_process``."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
-    from pipeline.execution.job_env import FORWARDED_ENV, GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction, slurm_allocation
+    from pipeline.execution.job_env import (
+        FORWARDED_ENV,
+        GPU_MEMORY_FRACTION_ENV,
+        NO_TORCH_ENV,
+        gpu_memory_fraction,
+        slurm_allocation,
+    )
 
     env_vars = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
     env_vars[GPU_MEMORY_FRACTION_ENV] = str(gpu_memory_fraction())
     if not uses_torch:
-        env_vars["USE_TORCH"] = "0"
+        env_vars.update(NO_TORCH_ENV)
     init_args: dict[str, Any] = {"log_to_driver": True, "runtime_env": {"env_vars": env_vars}}
     if address is not None:
         require_ray_cluster_answers(address)

@@ -100,6 +100,7 @@ def test_bad_inputs(tmp_path, small_corpus, tokenizer_dir):
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow
 def test_ray_builder_matches_serial(tmp_path, serial_cache, small_corpus, tokenizer_dir):
     root, serial_stats = serial_cache
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)

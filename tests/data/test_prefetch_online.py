@@ -265,6 +265,7 @@ def prefetch_directly(tmp_path: Path, mirror: HubMirror, item: dict, out: Path) 
     return pipeline_verb("prefetch", "--dataset", json.dumps(item), "--out", str(out), env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_the_pinned_commits(tmp_path, hub_mirror):
     """The site names the mirror (hf_endpoint) and the cache (hf_home). The dataset repository has three commits:
     `old` (pinned by commit, as WikiText-103), `new` (main, pinned by nobody) and a parquet conversion on the branch
@@ -400,6 +401,7 @@ print(json.dumps({name: [doc["context"] for doc in task.test_docs()] for name, t
 """
 
 
+@pytest.mark.slow
 def test_a_failing_lm_eval_task_leaves_pretraining_runnable_and_tasks_read_their_pinned_or_parquet_commit(
     tmp_path, hub_mirror
 ):

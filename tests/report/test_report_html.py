@@ -3,6 +3,7 @@
 import subprocess
 from pathlib import Path
 
+import pytest
 from chromium import assert_report_shows_figures, chromium_binary
 from cli_testkit import snakemake_in, venv_on_path
 from contract_files import populate_preset
@@ -10,6 +11,7 @@ from contract_files import populate_preset
 from pipeline.config import load_preset, pretrain_runs
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
 REPORT_RULES = ["perplexity_table", "pretrain_runs_csv", "figure_curves", "figure_clustering", "scorecard"]
 TARGETS = [
     "results/tiny/tables/perplexity.html",
