@@ -103,6 +103,7 @@ def test_a_red_preflight_row_stops_its_runs_with_one_sentence(tmp_path, red):
     JobSizing(Grid.load(TINY), None, preflight_table=report).training("wt103-medium-gpt")
 
 
+@pytest.mark.slow
 def test_a_preflight_job_whose_verb_fails_writes_its_sentence_and_its_row_stops_the_run(tmp_path):
     """A job given a GPU that its Ray cluster lacks fails; its row says so, and the report's red row stops the run."""
     row = tmp_path / "row.json"

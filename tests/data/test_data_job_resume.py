@@ -11,6 +11,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 from levanter.data.sharded_datasource import UrlDataSource
 from levanter.store.tree_store import TreeStore
 
@@ -107,6 +108,7 @@ def _cache_command(corpus, tokenizer_dir, out, *builder):
     ]
 
 
+@pytest.mark.slow
 def test_a_stopped_ray_cache_build_resumes_from_levanters_ledger_without_tokenizing_finished_shards_again(
     tmp_path, tokenizer_dir
 ):
