@@ -28,6 +28,9 @@ changes their GPUs.
 
 A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
 that divide its batch), and its fit row must say that batch fits there.
+
+Longer than 300 lines because one class sizes every kind of job of a preset (training, probes, analyses, data), so
+that each shares the site, the grid and the measured tables read once.
 """
 
 from __future__ import annotations
@@ -64,9 +67,9 @@ CPU_JOBS = {
 cache's minutes are measured (``JobSizing.cpu``); the tokenizer's and the fit table's are not, so theirs are
 estimates (a BPE or a pretrained tokenizer's save; the fit table: XLA compiles every run's train step, 1–3
 CPU-minutes each for the largest), never capped."""
-DATA_CHAINS = {"corpus": "corpus", "token_cache": "token_cache"}
-"""The resumable data jobs (``pipeline.data.shards``, ``pipeline.data.cache``) by rule, each to its measured rate's
-name in ``pipeline/data/data_rates.yaml``: a chain of jobs where longer than the CPU partition's limit."""
+DATA_CHAINS = ("corpus", "token_cache")
+"""The resumable data jobs (``pipeline.data.shards``, ``pipeline.data.cache``), each rule named as its measured rate
+in ``pipeline/data/data_rates.yaml``: a chain of jobs where longer than the CPU partition's limit."""
 SMALL_CPU_JOB = {"cpus": 2, "mem_mb": 8000, "minutes": 60}
 """Any CPU job of a preset that reads no hub corpus (its corpora are the shipped ones of a few MB, e.g. ``tiny``):
 seconds to minutes, so ``minutes`` is a ceiling, not an estimate (a shorter partition limit grants that limit)."""
@@ -301,10 +304,8 @@ class JobSizing:
         if not self.hub_corpora:
             minutes = min(SMALL_CPU_JOB["minutes"], self.site.partition_limit_min(self.site.cpu_partition))
             return JobRequest(0, None, where, None, cpus, mem_mb, minutes)
-        if kind is JobKind.DATA:
-            needed = training_minutes(data_job_minutes(DATA_CHAINS[rule], dataset, cpus) / 60, 1, self.site)
-        else:
-            needed = need["minutes"]
+        hours = data_job_minutes(rule, dataset, cpus) / 60 if kind is JobKind.DATA else None
+        needed = need["minutes"] if hours is None else training_minutes(hours, 1, self.site)
         job = f"{rule} job of {dataset}" if dataset else f"{rule} job"
         granted, chunks = walltime(self.site, job, kind, needed)
         return JobRequest(0, None, where, None, cpus, mem_mb, granted, needed, chunks)
