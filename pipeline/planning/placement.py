@@ -59,7 +59,7 @@ class JobKind(enum.StrEnum):
 @dataclasses.dataclass(frozen=True)
 class Placement:
     """Where a kind of job runs at a site, as sbatch options: its partition, account, QoS, node constraint, further
-    flags (the reservation, the site's extras for the kind), and a training job's walltime warning lead (0: none)."""
+    flags (the reservation, the site's extras for the kind), and a resumable job's walltime warning lead (0: none)."""
 
     partition: str
     account: str | None = None
@@ -82,7 +82,7 @@ class JobRequest:
     """What one job asks for. Without a site (``placement`` None) a local job on this machine's CPU: ``gpus`` 0 and
     only ``micro_batch`` set; ``gpu_model`` only on a GPU partition that names one. ``minutes`` is the walltime
     granted to each SLURM job, ``needed_minutes`` the job's own estimate (None: not estimated) and ``chunks`` how
-    many jobs of ``minutes`` a resumable training run takes, each resuming the previous one's checkpoint."""
+    many jobs of ``minutes`` a resumable job takes, each resuming where the previous one stopped."""
 
     gpus: int = 0
     micro_batch: int | None = None
@@ -168,10 +168,10 @@ def node_gpu_counts(batch_size: int, site: Site) -> list[int]:
 
 def placement(site: Site, kind: JobKind) -> Placement:
     """Where jobs of ``kind`` run: GPU jobs on the GPU partition (on the CPU partition at a site without GPUs), with
-    that partition's constraint, and the site's ``slurm_extra`` of the kind; a training job is sent SIGURG
-    ``signal_lead_s`` before its walltime ends (at most half its walltime: ``Placement.flags``), so
-    that it saves a checkpoint and stops (``pipeline.execution.stop_signals``: SLURM signals every process of the
-    job, and the embedded Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
+    that partition's constraint, and the site's ``slurm_extra`` of the kind; a resumable job is sent SIGURG
+    ``signal_lead_s`` before its walltime ends (at most half its walltime: ``Placement.flags``), so that it saves a
+    checkpoint (a data job: ends its shard) and stops (``pipeline.execution.stop_signals``: SLURM signals every
+    process of the job, and the embedded Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
     on_gpus = kind.on_gpu and site.gpus_per_node > 0
     flags = [f"--reservation={site.reservation}"] if site.reservation else []
     if site.slurm_extra[kind.extra_key]:

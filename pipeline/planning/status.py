@@ -157,14 +157,18 @@ def format_status(states: list[RunState], hours: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def rule_attempts(retries: int | None) -> int:
+    """A rule's attempts: its ``retries`` + 1, the SLURM profile's 2 retries where None."""
+    return (CHAIN_MARGIN_RETRIES if retries is None else retries) + 1
+
+
 def plan_rows(sizing: JobSizing) -> list[dict[str, Any]]:
     """One row per training job of ``sizing``'s grid at its site and one per data job (a corpus export's and a token
     cache's per dataset); each job's attempts: its rule's retries + 1, the SLURM profile's 2 retries where no job of
     the rule needs a chain; a job the site refuses (``WalltimeError``), its rule and sentence under ``refused``."""
     rows = []
     for jobs in (sizing.grid.pretraining, sizing.grid.finetunes):
-        retries = sizing.chain_retries(jobs)
-        attempts = (CHAIN_MARGIN_RETRIES if retries is None else retries) + 1
+        attempts = rule_attempts(sizing.chain_retries(jobs))
         for workload_id, workload in jobs.items():
             request = sizing.training(workload_id, check_preflight=False)
             rows.append(
@@ -181,7 +185,7 @@ def plan_rows(sizing: JobSizing) -> list[dict[str, Any]]:
             )
     for rule in CPU_JOBS:
         try:
-            jobs, retries = sizing.data_jobs(rule), sizing.data_retries(rule)
+            jobs, attempts = sizing.data_jobs(rule), rule_attempts(sizing.data_retries(rule))
         except WalltimeError as error:
             rows.append({"job": rule, "refused": str(error)})
             continue
@@ -194,7 +198,7 @@ def plan_rows(sizing: JobSizing) -> list[dict[str, Any]]:
                     "needed_min": request.needed_minutes,
                     "granted_min": request.minutes,
                     "chunks": request.chunks,
-                    "attempts": (CHAIN_MARGIN_RETRIES if retries is None else retries) + 1,
+                    "attempts": attempts,
                     "partition": request.placement.partition,
                 }
             )
