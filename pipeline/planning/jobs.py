@@ -28,6 +28,9 @@ changes their GPUs.
 
 A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
 that divide its batch), and its fit row must say that batch fits there.
+
+Longer than 300 lines because one class sizes every kind of job of a preset (training, probes, analyses, data), so
+that each shares the site, the grid and the measured tables read once.
 """
 
 from __future__ import annotations
@@ -39,12 +42,13 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.site import Site, preset_results
+from pipeline.data.rates import data_job_minutes
 from pipeline.planning.grid import Grid
 from pipeline.planning.measured import FitTableError, MeasuredTable, shape_id
 from pipeline.planning.placement import (
-    CHAIN_MARGIN_RETRIES,
     JobKind,
     JobRequest,
+    chain_retries,
     node_gpu_counts,
     placement,
     site_request,
@@ -54,13 +58,18 @@ from pipeline.planning.placement import (
 ADAM_STATE_BYTES_PER_PARAMETER = 16
 GPU_MEMORY_FOR_STATE = 0.5
 CPU_JOBS = {
-    "corpus": {"cpus": 8, "mem_mb": 32000, "minutes": 480},
+    "corpus": {"cpus": 8, "mem_mb": 32000},
     "tokenizer": {"cpus": 1, "mem_mb": 16000, "minutes": 60},
-    "token_cache": {"cpus": 32, "mem_mb": 128000, "minutes": 720},
+    "token_cache": {"cpus": 32, "mem_mb": 128000},
     "fit": {"cpus": 8, "mem_mb": 64000, "minutes": 720},
 }
-"""CPU jobs at paper scale (OpenWebText: ~40 GB of text, ~9 B tokens; the fit table: XLA compiles every run's train
-step, 1–3 CPU-minutes each for the largest); CPUs and memory capped by the site's CPU limits, minutes never."""
+"""CPU jobs at paper scale, CPUs and memory capped by the site's CPU limits. The corpus export's and the token
+cache's minutes are measured (``JobSizing.cpu``); the tokenizer's and the fit table's are not, so theirs are
+estimates (a BPE or a pretrained tokenizer's save; the fit table: XLA compiles every run's train step, 1–3
+CPU-minutes each for the largest), never capped."""
+DATA_CHAINS = ("corpus", "token_cache")
+"""The resumable data jobs (``pipeline.data.shards``, ``pipeline.data.cache``), each rule named as its measured rate
+in ``pipeline/data/data_rates.yaml``: a chain of jobs where longer than the CPU partition's limit."""
 SMALL_CPU_JOB = {"cpus": 2, "mem_mb": 8000, "minutes": 60}
 """Any CPU job of a preset that reads no hub corpus (its corpora are the shipped ones of a few MB, e.g. ``tiny``):
 seconds to minutes, so ``minutes`` is a ceiling, not an estimate (a shorter partition limit grants that limit)."""
@@ -83,8 +92,8 @@ def training_gpus(gpu_hours: float, parameters: int, batch_size: int, site: Site
 
 
 def training_minutes(gpu_hours: float, gpus: int, site: Site) -> int:
-    """Walltime in minutes: GPU-hours × safety factor / GPUs (a site without GPUs: one CPU job, ``gpus`` 1), plus the
-    site's ``chunk_startup_min``."""
+    """Walltime in minutes: GPU-hours × safety factor / GPUs (a site without GPUs or a data job: one CPU job,
+    ``gpus`` 1, its hours of CPU job), plus the site's ``chunk_startup_min``."""
     return math.ceil(gpu_hours * site.safety_factor / gpus * 60 + site.chunk_startup_min)
 
 
@@ -123,11 +132,8 @@ class JobSizing:
         return self._costs[workload_id]
 
     def chain_retries(self, workload_ids: Iterable[str]) -> int | None:
-        """Snakemake's retries of the rule that trains ``workload_ids``: where one of them needs a chain of jobs,
-        the longest chain's chunks after the first plus ``CHAIN_MARGIN_RETRIES``, so that one ``snakemake`` call
-        trains every run to its end; else None (the command's ``--retries``: the SLURM profile's 2)."""
-        chunks = max((self.training_chunks(workload_id) for workload_id in workload_ids), default=1)
-        return chunks - 1 + CHAIN_MARGIN_RETRIES if chunks > 1 else None
+        """Snakemake's retries of the rule that trains ``workload_ids`` (``chain_retries`` of their chunks)."""
+        return chain_retries(self.training_chunks(workload_id) for workload_id in workload_ids)
 
     def training_chunks(self, workload_id: str) -> int:
         """The SLURM jobs a pretraining run or fine-tune takes at the site (1 where its need is not estimated)."""
@@ -283,17 +289,41 @@ class JobSizing:
             minutes += math.ceil(self.cost(f"downstream-{run_id}")["gpu_hours"] * self.site.safety_factor * 60)
         return site_request(self.site, f"downstream of run {run_id}", JobKind.GPU, 1, minutes)
 
-    def cpu(self, rule: str) -> JobRequest:
-        """A CPU job on the CPU partition: its paper-scale need (``CPU_JOBS``) where the preset reads a hub corpus,
-        else ``SMALL_CPU_JOB``; CPUs and memory capped by the site's CPU limits, its minutes never
-        (``WalltimeError`` beyond the CPU partition's limit: these jobs cannot resume)."""
+    def cpu(self, rule: str, dataset: str | None = None) -> JobRequest:
+        """A CPU job on the CPU partition: ``SMALL_CPU_JOB`` where the preset reads no hub corpus; else the corpus
+        export or token cache of ``dataset`` needs its measured minutes (``pipeline.data.rates``, on its CPUs) ×
+        ``safety_factor`` + ``chunk_startup_min``, a chain of jobs beyond the partition's limit (``walltime``), and
+        the tokenizer or the fit its ``CPU_JOBS`` minutes (``WalltimeError`` beyond the limit: they cannot resume).
+        CPUs and memory are capped by the site's CPU limits."""
         if self.site is None:
             return JobRequest()
-        hub_corpora = any(spec["source"]["kind"] == "hf" for spec in self.config["datasets"].values())
-        need = CPU_JOBS[rule] if hub_corpora else SMALL_CPU_JOB
+        need = CPU_JOBS[rule] if self.hub_corpora else SMALL_CPU_JOB
         cpus, mem_mb = min(need["cpus"], self.site.cpu_max_cpus), min(need["mem_mb"], self.site.cpu_max_mem_mb)
-        if not hub_corpora:
+        kind = self.cpu_kind(rule)
+        where = placement(self.site, kind)
+        if not self.hub_corpora:
             minutes = min(SMALL_CPU_JOB["minutes"], self.site.partition_limit_min(self.site.cpu_partition))
-            return JobRequest(0, None, placement(self.site, JobKind.CPU), None, cpus, mem_mb, minutes)
-        minutes, _ = walltime(self.site, f"{rule} job", JobKind.CPU, need["minutes"])
-        return JobRequest(0, None, placement(self.site, JobKind.CPU), None, cpus, mem_mb, minutes, need["minutes"])
+            return JobRequest(0, None, where, None, cpus, mem_mb, minutes)
+        hours = data_job_minutes(rule, dataset, cpus) / 60 if kind is JobKind.DATA else None
+        needed = need["minutes"] if hours is None else training_minutes(hours, 1, self.site)
+        job = f"{rule} job of {dataset}" if dataset else f"{rule} job"
+        granted, chunks = walltime(self.site, job, kind, needed)
+        return JobRequest(0, None, where, None, cpus, mem_mb, granted, needed, chunks)
+
+    @functools.cached_property
+    def hub_corpora(self) -> bool:
+        """The preset reads a hub corpus: its data jobs are at paper scale."""
+        return any(spec["source"]["kind"] == "hf" for spec in self.config["datasets"].values())
+
+    def cpu_kind(self, rule: str) -> JobKind:
+        """``JobKind.DATA`` for a resumable data job at paper scale (``DATA_CHAINS``), else ``JobKind.CPU``."""
+        return JobKind.DATA if self.hub_corpora and rule in DATA_CHAINS else JobKind.CPU
+
+    def data_jobs(self, rule: str) -> dict[str, JobRequest]:
+        """The requests of ``rule``'s jobs by dataset (a resumable data job's) or by rule (the others')."""
+        datasets = self.config["datasets"] if rule in DATA_CHAINS else [None]
+        return {dataset or rule: self.cpu(rule, dataset) for dataset in datasets}
+
+    def data_retries(self, rule: str) -> int | None:
+        """Snakemake's retries of a data rule: its longest chain's (``chain_retries``)."""
+        return chain_retries(request.chunks for request in self.data_jobs(rule).values())

@@ -5,12 +5,13 @@ takes (``walltime``, ``chunk_count``), and the request of a job of known GPUs an
 site's side of job sizing; ``pipeline.planning.jobs`` computes each job's GPUs and minutes
 (docs/cluster.md#walltime-limits-and-chunks).
 
-A job that cannot resume (data, fit, lm-eval, GPU analyses) and needs longer than its partition's limit raises
+A job that cannot resume (tokenizer, fit, lm-eval, GPU analyses) and needs longer than its partition's limit raises
 ``WalltimeError`` naming the job, its estimate and the limit: nothing is clipped.
 
-A training job is warned ``signal_lead_s`` before its walltime ends (``--signal=URG@<lead>``), so that it saves a
-checkpoint and stops. SLURM sends no warning whose lead reaches back to the job's start, so a job's lead is capped at
-half its walltime: a job shorter than twice the site's lead (a preflight job, a short run) is warned half-way.
+A resumable job (training, the corpus export, the token cache) is warned ``signal_lead_s`` before its walltime ends
+(``--signal=URG@<lead>``), so that it saves a checkpoint and stops. SLURM sends no warning whose lead reaches back to
+the job's start, so a job's lead is capped at half its walltime: a job shorter than twice the site's lead (a preflight
+job, a short run) is warned half-way.
 """
 
 from __future__ import annotations
@@ -18,29 +19,36 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+from collections.abc import Iterable
 
 from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, Site
 
 
 class JobKind(enum.StrEnum):
-    """A kind of job, valued as the site file's ``slurm_extra`` keys name it: pretraining and fine-tunes
-    (``TRAINING``); lm-eval, the GPU analyses and memory probes (``GPU``); corpus, tokenizer, token cache and fit
-    (``CPU``)."""
+    """A kind of job: pretraining and fine-tunes (``TRAINING``); lm-eval, the GPU analyses and memory probes
+    (``GPU``); tokenizer and fit (``CPU``); the corpus export and the token cache at paper scale (``DATA``)."""
 
     TRAINING = "training"
     GPU = "gpu"
     CPU = "cpu"
+    DATA = "data"
 
     @property
     def resumable(self) -> bool:
-        """A training job: it trains at a ``micro_batch``, is warned ``signal_lead_s`` before its walltime ends and
-        resumes from its checkpoint, so a run longer than its partition's limit is a chain of ``chunks`` jobs."""
-        return self is JobKind.TRAINING
+        """A training or data job: warned ``signal_lead_s`` before its walltime ends, it stops and the next job
+        resumes it (a checkpoint, the finished shards), so one longer than its partition's limit is a chain of
+        ``chunks`` jobs."""
+        return self in (JobKind.TRAINING, JobKind.DATA)
 
     @property
     def on_gpu(self) -> bool:
         """Runs on the GPU partition at a site with GPUs (else on the CPU partition)."""
-        return self is not JobKind.CPU
+        return self not in (JobKind.CPU, JobKind.DATA)
+
+    @property
+    def extra_key(self) -> str:
+        """The site file's ``slurm_extra`` key of the kind (data jobs: ``cpu``)."""
+        return JobKind.CPU.value if self is JobKind.DATA else self.value
 
     @property
     def partition_keys(self) -> tuple[str, str]:
@@ -51,7 +59,7 @@ class JobKind(enum.StrEnum):
 @dataclasses.dataclass(frozen=True)
 class Placement:
     """Where a kind of job runs at a site, as sbatch options: its partition, account, QoS, node constraint, further
-    flags (the reservation, the site's extras for the kind), and a training job's walltime warning lead (0: none)."""
+    flags (the reservation, the site's extras for the kind), and a resumable job's walltime warning lead (0: none)."""
 
     partition: str
     account: str | None = None
@@ -74,7 +82,7 @@ class JobRequest:
     """What one job asks for. Without a site (``placement`` None) a local job on this machine's CPU: ``gpus`` 0 and
     only ``micro_batch`` set; ``gpu_model`` only on a GPU partition that names one. ``minutes`` is the walltime
     granted to each SLURM job, ``needed_minutes`` the job's own estimate (None: not estimated) and ``chunks`` how
-    many jobs of ``minutes`` a resumable training run takes, each resuming the previous one's checkpoint."""
+    many jobs of ``minutes`` a resumable job takes, each resuming where the previous one stopped."""
 
     gpus: int = 0
     micro_batch: int | None = None
@@ -125,8 +133,8 @@ STARTUP_MIN = DEFAULT_CHUNK_STARTUP_MIN
 """The default of the site's ``chunk_startup_min``: minutes a training job spends before its first step and after
 its last (JAX compilation, opening the token cache, loading or writing a checkpoint)."""
 CHAIN_MARGIN_RETRIES = 2
-"""Attempts a chain of training jobs gets beyond its chunks: for preemption, node loss and other transient failures
-(the SLURM profile's ``retries`` for a job that fits one walltime)."""
+"""Attempts a chain of jobs gets beyond its chunks: for preemption, node loss and other transient failures (the SLURM
+profile's ``retries`` for a job that fits one walltime)."""
 
 
 class WalltimeError(ValueError):
@@ -145,6 +153,14 @@ def chunk_count(needed: int, granted: int, signal_lead_s: int, startup_min: floa
     return math.ceil((needed - startup_min) / trains) if trains > 0 else 0
 
 
+def chain_retries(chunks: Iterable[int]) -> int | None:
+    """Snakemake's retries of a rule whose jobs take ``chunks`` jobs each: where one is a chain, the longest chain's
+    chunks after the first plus ``CHAIN_MARGIN_RETRIES``, so that one ``snakemake`` call finishes every job; else None
+    (the command's ``--retries``: the SLURM profile's 2)."""
+    longest = max(chunks, default=1)
+    return longest - 1 + CHAIN_MARGIN_RETRIES if longest > 1 else None
+
+
 def node_gpu_counts(batch_size: int, site: Site) -> list[int]:
     """The GPU counts a job on one node can use for data parallelism: those dividing ``batch_size``, ascending."""
     return [n for n in range(1, site.gpus_per_node + 1) if batch_size % n == 0]
@@ -152,14 +168,14 @@ def node_gpu_counts(batch_size: int, site: Site) -> list[int]:
 
 def placement(site: Site, kind: JobKind) -> Placement:
     """Where jobs of ``kind`` run: GPU jobs on the GPU partition (on the CPU partition at a site without GPUs), with
-    that partition's constraint, and the site's ``slurm_extra`` of the kind; a training job is sent SIGURG
-    ``signal_lead_s`` before its walltime ends (at most half its walltime: ``Placement.flags``), so
-    that it saves a checkpoint and stops (``pipeline.execution.stop_signals``: SLURM signals every process of the
-    job, and the embedded Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
+    that partition's constraint, and the site's ``slurm_extra`` of the kind; a resumable job is sent SIGURG
+    ``signal_lead_s`` before its walltime ends (at most half its walltime: ``Placement.flags``), so that it saves a
+    checkpoint (a data job: ends its shard) and stops (``pipeline.execution.stop_signals``: SLURM signals every
+    process of the job, and the embedded Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
     on_gpus = kind.on_gpu and site.gpus_per_node > 0
     flags = [f"--reservation={site.reservation}"] if site.reservation else []
-    if site.slurm_extra[kind]:
-        flags.append(site.slurm_extra[kind])
+    if site.slurm_extra[kind.extra_key]:
+        flags.append(site.slurm_extra[kind.extra_key])
     return Placement(
         site.gpu_partition if on_gpus else site.cpu_partition,
         site.account,
@@ -172,7 +188,7 @@ def placement(site: Site, kind: JobKind) -> Placement:
 
 def walltime(site: Site, job: str, kind: JobKind, needed: int) -> tuple[int, int]:
     """The minutes granted to each SLURM job of ``job`` (of ``kind``) that needs ``needed`` minutes, and its chunks: a
-    training job longer than its partition's limit is a chain of jobs of that limit (``chunk_count``); any other
+    resumable job longer than its partition's limit is a chain of jobs of that limit (``chunk_count``); any other
     job longer than the limit, or a chain whose jobs would train no minute, raises ``WalltimeError``."""
     where = placement(site, kind)
     limit = site.partition_limit_min(where.partition)
@@ -219,7 +235,7 @@ def resource_names(site: Site | None, kind: JobKind) -> list[str]:
     without a site; with one, also placement and limits, ``gpu_model`` for GPU jobs where the site names one, and
     each sbatch option the site sets for the kind; ``micro_batch`` for training jobs, and their ``chunks`` at a
     site."""
-    micro_batch = ["micro_batch"] if kind.resumable else []
+    micro_batch = ["micro_batch"] if kind is JobKind.TRAINING else []
     if site is None:
         return ["gpu", *micro_batch]
     where = placement(site, kind)

@@ -30,7 +30,8 @@ from typing import Any
 
 from pipeline.artifacts import read_metrics
 from pipeline.execution.errors import STOPPED_AT
-from pipeline.planning.jobs import CHAIN_MARGIN_RETRIES, CPU_JOBS, JobSizing
+from pipeline.planning.jobs import CPU_JOBS, JobSizing
+from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, WalltimeError
 
 RECENT_UPDATES = 50
 """Updates whose mean time gives a running run's ETA."""
@@ -156,13 +157,18 @@ def format_status(states: list[RunState], hours: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def rule_attempts(retries: int | None) -> int:
+    """A rule's attempts: its ``retries`` + 1, the SLURM profile's 2 retries where None."""
+    return (CHAIN_MARGIN_RETRIES if retries is None else retries) + 1
+
+
 def plan_rows(sizing: JobSizing) -> list[dict[str, Any]]:
-    """One row per training job of ``sizing``'s grid at its site (its attempts: its rule's retries + 1, the SLURM
-    profile's 2 retries where no run of the rule needs a chain) and one per data job."""
+    """One row per training job of ``sizing``'s grid at its site and one per data job (a corpus export's and a token
+    cache's per dataset); each job's attempts: its rule's retries + 1, the SLURM profile's 2 retries where no job of
+    the rule needs a chain; a job the site refuses (``WalltimeError``), its rule and sentence under ``refused``."""
     rows = []
     for jobs in (sizing.grid.pretraining, sizing.grid.finetunes):
-        retries = sizing.chain_retries(jobs)
-        attempts = (CHAIN_MARGIN_RETRIES if retries is None else retries) + 1
+        attempts = rule_attempts(sizing.chain_retries(jobs))
         for workload_id, workload in jobs.items():
             request = sizing.training(workload_id, check_preflight=False)
             rows.append(
@@ -178,29 +184,39 @@ def plan_rows(sizing: JobSizing) -> list[dict[str, Any]]:
                 }
             )
     for rule in CPU_JOBS:
-        request = sizing.cpu(rule)
-        rows.append(
-            {
-                "job": rule,
-                "gpus": 0,
-                "micro_batch": None,
-                "needed_min": request.needed_minutes,
-                "granted_min": request.minutes,
-                "chunks": 1,
-                "attempts": CHAIN_MARGIN_RETRIES + 1,
-                "partition": request.placement.partition,
-            }
-        )
+        try:
+            jobs, attempts = sizing.data_jobs(rule), rule_attempts(sizing.data_retries(rule))
+        except WalltimeError as error:
+            rows.append({"job": rule, "refused": str(error)})
+            continue
+        for name, request in jobs.items():
+            rows.append(
+                {
+                    "job": name if name == rule else f"{rule} {name}",
+                    "gpus": 0,
+                    "micro_batch": None,
+                    "needed_min": request.needed_minutes,
+                    "granted_min": request.minutes,
+                    "chunks": request.chunks,
+                    "attempts": attempts,
+                    "partition": request.placement.partition,
+                }
+            )
     return rows
 
 
 def format_plan(rows: list[dict[str, Any]]) -> str:
     """The plan table: one row per job with its GPUs, micro-batch, needed and granted minutes, chunks, attempts and
-    partition."""
+    partition; then the sentence of each job the site refuses (``WalltimeError``)."""
     columns = ["job", "gpus", "micro_batch", "needed_min", "granted_min", "chunks", "attempts", "partition"]
-    cells = [[("-" if row[column] is None else str(row[column])) for column in columns] for row in rows]
+    refused = [f"refused: {row['refused']}" for row in rows if "refused" in row]
+    cells = [
+        [("-" if row[column] is None else str(row[column])) for column in columns]
+        for row in rows
+        if "refused" not in row
+    ]
     widths = [max(len(column), *(len(cell[i]) for cell in cells)) for i, column in enumerate(columns)]
     return "\n".join(
         "  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip()
         for line in [columns, *cells]
-    )
+    ) + "".join(f"\n{line}" for line in refused)

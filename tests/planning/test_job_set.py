@@ -1,5 +1,5 @@
-"""The jobs a dry run plans and what each asks for: the paper preset at the example site with a 4-hour GPU
-partition, record by record against ``paper_4h_site_jobs.json`` (a change to the job sizing, the placement or the
+"""The jobs a dry run plans and what each asks for: the paper preset at the example site whose GPU and CPU partitions
+allow 4 hours, record by record against ``paper_4h_site_jobs.json`` (a change to the job sizing, the placement or the
 rules' wiring shows here as the records that differ), and the chains its long runs become."""
 
 import json
@@ -15,6 +15,8 @@ from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, STARTUP_MIN
 
 EXPECTED = Path(__file__).with_name("paper_4h_site_jobs.json")
 """The expected records; after a deliberate change, rewrite it from ``planned_jobs`` and review its diff."""
+DATA_RULES = ("corpus", "token_cache")
+"""The resumable data jobs: at the 4-hour site each fits one job of the 240-minute CPU partition."""
 HOST_RESOURCES = ("tmpdir", "disk", "disk_mb", "disk_mib")
 """Resources Snakemake fills in from the machine it runs on, left out of a record."""
 
@@ -34,7 +36,7 @@ def planned_jobs(workdir: Path, site: Path) -> list[dict]:
 
 
 def test_at_a_4_hour_site_the_dry_run_plans_the_expected_jobs_and_long_runs_are_chains(tmp_path, paper_fit_table):
-    site = example_site(tmp_path / "site.yaml", max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=1440)
+    site = example_site(tmp_path / "site.yaml", max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=240)
     paper_fit_table(tmp_path, {}, site)
     jobs = planned_jobs(tmp_path, site)
     expected = json.loads(EXPECTED.read_text())
@@ -50,6 +52,15 @@ def test_at_a_4_hour_site_the_dry_run_plans_the_expected_jobs_and_long_runs_are_
     sizing = JobSizing(Grid.load(load_preset({"preset": "paper"})), load_site(site))
     most_chunks = max(int(resources["chunks"]) for resources in pretrain.values())
     assert sizing.chain_retries(pretrain_runs(sizing.config)) == most_chunks - 1 + CHAIN_MARGIN_RETRIES
+    data = {(job["rule"], job["wildcards"]): job["resources"] for job in jobs if job["rule"] in DATA_RULES}
+    assert sorted(data) == [
+        ("corpus", "dataset=owt"),
+        ("corpus", "dataset=wt103"),
+        ("token_cache", "dataset=owt, tokenizer=gpt2"),
+        ("token_cache", "dataset=owt, tokenizer=llama"),
+        ("token_cache", "dataset=wt103, tokenizer=gpt2"),
+    ]
+    assert all(resources["chunks"] == "1" and int(resources["runtime"]) <= 240 for resources in data.values())
     for job in jobs:
         if "slurm_partition" in job["resources"] and job["rule"] not in ("pretrain", "finetune"):
             assert job["resources"]["runtime"] == job["resources"]["needed_min"], job

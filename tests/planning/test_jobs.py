@@ -60,8 +60,8 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
         needed_minutes=needed,
         chunks=chunk_count(needed, 600, 600),
     )
-    assert jobs.cpu("token_cache") == JobRequest(
-        placement=Placement("cpu"), cpus=32, mem_mb=128000, minutes=720, needed_minutes=720
+    assert jobs.cpu("tokenizer") == JobRequest(
+        placement=Placement("cpu"), cpus=1, mem_mb=16000, minutes=60, needed_minutes=60
     )
     assert jobs.gpu_analysis("frontier", "owt-large-diffeq").gpus == 1
 
@@ -138,14 +138,14 @@ def test_each_chunks_start_up_is_the_sites_and_a_run_without_gpus_is_chunked_whe
 
 def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
     paper = load_preset({"preset": "paper"})
-    assert JobSizing(Grid.load(paper), SHORT_SITE).cpu("token_cache").minutes == 720
+    assert JobSizing(Grid.load(paper), SHORT_SITE).cpu("fit").minutes == 720
     assert JobSizing(Grid.load(paper), SHORT_SITE).gpu_analysis("frontier", "owt-large-diffeq").minutes == 240
     everywhere = JobSizing(Grid.load(paper), dataclasses.replace(SHORT_SITE, cpu_max_runtime_min=None))
     with pytest.raises(
         WalltimeError,
-        match="token_cache job needs an estimated 720 min but partition 'cpu' allows 240 min and the job cannot resume",
+        match="fit job needs an estimated 720 min but partition 'cpu' allows 240 min and the job cannot resume",
     ):
-        everywhere.cpu("token_cache")
+        everywhere.cpu("fit")
     with pytest.raises(
         WalltimeError,
         match="frontier of run owt-large-diffeq needs an estimated 240 min but partition 'gpu' allows 200 min",

@@ -71,6 +71,7 @@ rule corpus:
         f"{RESULTS}/benchmarks/corpus/{{dataset}}.tsv"
     resources:
         **cpu_resources("corpus"),
+    retries: chain_retries(rule="corpus")
     shell:
         "python -m pipeline corpus --source {params.source:q} {params.prefetched:q} --out {output:q} > {log:q} 2>&1"
 
@@ -109,6 +110,7 @@ rule token_cache:
         f"{RESULTS}/benchmarks/token_cache/{{dataset}}-{{tokenizer}}.tsv"
     resources:
         **cpu_resources("token_cache"),
+    retries: chain_retries(rule="token_cache")
     shell:
         "python -m pipeline cache --corpus {input.corpus:q} --tokenizer {input.tokenizer:q}"
         " --builder {params.builder:q} --out {output:q} > {log:q} 2>&1"

@@ -42,14 +42,15 @@ def training_resources(wildcard):
     return rule_resources(lambda wildcards: JOBS.training(getattr(wildcards, wildcard)), JobKind.TRAINING)
 
 
-def chain_retries(workload_ids):
-    """A training rule's retries (pipeline.planning.jobs.JobSizing.chain_retries); None: this command's --retries.
-    Only the submitting Snakemake retries: inside a SLURM job (its jobstep's Snakemake) a chunk stopped by its
-    walltime warning is not restarted in the seconds left of its allocation."""
+def chain_retries(workload_ids=(), rule=None):
+    """The retries of a training rule (training ``workload_ids``) or a data rule (``rule``), from their chains
+    (pipeline.planning.jobs.JobSizing.chain_retries, data_retries); None: this command's --retries. Only the
+    submitting Snakemake retries: inside a SLURM job (its jobstep's Snakemake) a chunk stopped by its walltime warning
+    is not restarted in the seconds left of its allocation."""
     if not workflow.is_main_process:
         return None
     try:
-        return JOBS.chain_retries(workload_ids)
+        return JOBS.data_retries(rule) if rule else JOBS.chain_retries(workload_ids)
     except WalltimeError as error:
         raise WorkflowError(str(error)) from None
 
@@ -69,4 +70,6 @@ def downstream_resources():
 
 
 def cpu_resources(rule):
-    return rule_resources(lambda wildcards: JOBS.cpu(rule), JobKind.CPU)
+    """A CPU job's resources; the corpus export's and the token cache's per dataset (the ``dataset`` wildcard),
+    with their chunks where they are chains (pipeline.planning.jobs.JobSizing.cpu)."""
+    return rule_resources(lambda wildcards: JOBS.cpu(rule, wildcards.get("dataset")), JOBS.cpu_kind(rule))

@@ -1,0 +1,85 @@
+"""The corpus export and the token cache sized from the measured rates (pipeline/data/data_rates.yaml) per dataset,
+and planned as chains through the training runs' planner (pipeline.planning.placement.walltime) where the CPU
+partition is shorter than their need."""
+
+import dataclasses
+import functools
+import math
+
+import pytest
+import yaml
+
+from pipeline.config import load_preset
+from pipeline.config.site import EXAMPLE, load_site
+from pipeline.data.rates import RATES, data_job_minutes
+from pipeline.planning import jobs as job_sizing
+from pipeline.planning.grid import Grid
+from pipeline.planning.jobs import JobSizing
+from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, WalltimeError, chunk_count
+from pipeline.planning.status import format_plan, plan_rows
+
+FOUR_HOURS = dataclasses.replace(
+    load_site(EXAMPLE), max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=240
+)
+
+
+def paper_sizing(site) -> JobSizing:
+    return JobSizing(Grid.load(load_preset({"preset": "paper"})), site)
+
+
+def needed(corpus_rate: str, corpus: str, cpus: int, site) -> int:
+    """The planner's need of a data job: measured minutes × safety factor + the site's start-up."""
+    return math.ceil(data_job_minutes(corpus_rate, corpus, cpus) * site.safety_factor + site.chunk_startup_min)
+
+
+def test_at_the_4_hour_site_each_corpus_and_token_cache_is_sized_per_dataset_from_the_measured_rates():
+    sizing = paper_sizing(FOUR_HOURS)
+    for rule in ("corpus", "token_cache"):
+        requests = sizing.data_jobs(rule)
+        assert sorted(requests) == ["owt", "wt103"]
+        cpus = requests["owt"].cpus
+        for dataset, request in requests.items():
+            assert request.needed_minutes == needed(rule, dataset, cpus, FOUR_HOURS)
+            assert request.minutes == request.needed_minutes <= 240 and request.chunks == 1
+        assert sizing.data_retries(rule) is None
+    assert sizing.cpu("corpus", "owt").needed_minutes > sizing.cpu("corpus", "wt103").needed_minutes
+    assert sizing.cpu("corpus", "owt").resources()["chunks"] == 1
+
+
+def test_a_data_job_longer_than_the_cpu_partition_is_a_planned_chain_and_the_plan_shows_it():
+    site = dataclasses.replace(FOUR_HOURS, cpu_max_runtime_min=90)
+    sizing = paper_sizing(site)
+    corpus = sizing.cpu("corpus", "owt")
+    need = needed("corpus", "owt", 1, site)
+    assert need > 90 and corpus.minutes == 90 and corpus.needed_minutes == need
+    assert corpus.chunks == chunk_count(need, 90, site.signal_lead_s, site.chunk_startup_min) == 3
+    assert corpus.sbatch_flags == (f"--signal=URG@{site.signal_lead_s}",)
+    assert sizing.data_retries("corpus") == 3 - 1 + CHAIN_MARGIN_RETRIES
+    rows = {row["job"]: row for row in plan_rows(sizing)}
+    assert rows["corpus owt"] | {"job": None} == {
+        "job": None,
+        "gpus": 0,
+        "micro_batch": None,
+        "needed_min": need,
+        "granted_min": 90,
+        "chunks": 3,
+        "attempts": 3 + CHAIN_MARGIN_RETRIES,
+        "partition": "cpu",
+    }
+    plan = format_plan(list(rows.values()))
+    assert [line.split()[5:7] for line in plan.splitlines() if line.startswith("corpus owt")] == [["90", "3"]]
+    assert "refused: fit job needs an estimated 720 min but partition 'cpu' allows 90 min" in plan
+    with pytest.raises(WalltimeError, match="tokenizer job needs an estimated 60 min .* the job cannot resume"):
+        paper_sizing(dataclasses.replace(site, cpu_max_runtime_min=50)).cpu("tokenizer")
+
+
+def test_a_faster_recorded_rate_gives_a_data_job_fewer_minutes_through_the_planner(tmp_path, monkeypatch):
+    table = yaml.safe_load(RATES.read_text())
+    table["rates"]["corpus"]["per_cpu_s"] *= 4
+    faster = tmp_path / "rates.yaml"
+    faster.write_text(yaml.safe_dump(table))
+    site = dataclasses.replace(FOUR_HOURS, cpu_max_runtime_min=90)
+    measured = paper_sizing(site).cpu("corpus", "owt")
+    monkeypatch.setattr(job_sizing, "data_job_minutes", functools.partial(data_job_minutes, rates=faster))
+    quicker = paper_sizing(site).cpu("corpus", "owt")
+    assert quicker.needed_minutes < measured.needed_minutes and quicker.chunks < measured.chunks == 3
