@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from cli_testkit import snakemake_in, venv_on_path
 
+from pipeline.execution.job_env import NO_TORCH_ENV
 from pipeline.execution.local_ray import LOCAL_RAY_SYSTEM_CONFIG
 
 pytest_plugins = ("tiers",)
@@ -191,6 +192,19 @@ def tiny_dag(request, tmp_path_factory, worker_id) -> Path:
     workdir = shared_folder(tmp_path_factory, worker_id) / "tiny-dag"
     built_once(workdir, build)
     return workdir / "results" / "tiny"
+
+
+@pytest.fixture(autouse=True)
+def torch_switch_left_as_it_was():
+    """A data verb called in process (``pipeline.cli.main``) switches torch off for its whole process
+    (``job_env.export_no_torch``); the next test's subprocesses must not inherit that (``export-hf`` needs torch)."""
+    saved = {name: os.environ.get(name) for name in NO_TORCH_ENV}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")

@@ -307,18 +307,21 @@ def test_the_sites_sbatch_options_reach_its_jobs_and_results_go_to_its_results_d
         "training": "--reservation=paper --exclusive --signal=URG@900",
         "gpu": "--reservation=paper",
         "cpu": "--reservation=paper --nice=10",
+        "data": "--reservation=paper --nice=10 --signal=URG@900",
     }
     for job in jobs:
         resources = job["resources"]
         kind = (
             "training"
             if job["rule"] in {"pretrain", "finetune"}
+            else "data"
+            if job["rule"] in {"corpus", "token_cache"}
             else "gpu"
             if resources["slurm_partition"] == "gpu"
             else "cpu"
         )
         assert resources["qos"] == "long" and resources["slurm_extra"] == extras[kind], job
-        assert resources["constraint"] == ("icelake" if kind == "cpu" else "h100"), job
+        assert resources["constraint"] == ("icelake" if kind in ("cpu", "data") else "h100"), job
     assert {job["rule"] for job in jobs} >= {"pretrain", "finetune", "downstream", "corpus", "fit"}
     outputs = re.findall(r"^    output: (.*)$", result.stdout, re.M)
     assert outputs and all(
