@@ -21,7 +21,6 @@ import pytest
 import yaml
 from cli_testkit import snakemake_in, venv_on_path
 
-from pipeline.execution.phases import MARKER
 from pipeline.preflight.report import IDENTITY_COLUMNS, MEASURED_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,9 +200,7 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     (a 0.5-minute start-up each, ``chunk_startup_min``) and gives its rule that chain's attempts. Each job is warned
     (SIGURG, ``signal_lead_s``: 2 s here, and SLURM may send it up to 30 s early), saves a checkpoint with its
     embedded Ray still up and stops; only the submitting Snakemake retries it (not the job's own, in the seconds left
-    of its allocation), and the next job resumes from it, until the run has trained exactly its steps. In the same
-    call a run whose first job fails for a real reason (a NaN loss) is not trained again: its rule has the chain's
-    attempts, but each later one ends within seconds repeating that failure's sentence."""
+    of its allocation), and the next job resumes from it, until the run has trained exactly its steps."""
     profile = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
     assert any(re.fullmatch(r"slurm_extra='--signal=URG@\d+'", item) for item in profile["default-resources"])
     workdir = tmp_path / "walltime"
@@ -214,7 +211,6 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     # 700 updates); alone, jobs trained 170 to 1160 updates each.
     run, steps = "results/tiny/runs/wt103-small-gpt", 2400
     train = f"steps: {steps}, eval_every: {steps}, eval_batches: 1, checkpoint_every: {steps}"
-    failing, nan_train = "results/tiny/runs/wt103-medium-gpt", "lr: 1.0e+12, warmup_fraction: 0.0, eval_batches: 1"
     site = localhost_site(
         tmp_path, slurm_partition, max_runtime_min=1, signal_lead_s=2, device="cpu2", chunk_startup_min=0.5
     )
@@ -223,7 +219,6 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
         in_netns(
             *snakemake_in(workdir),
             f"{run}/summary.json",
-            f"{failing}/summary.json",
             "--profile",
             str(ROOT / "profiles" / "slurm"),
             "--slurm-status-command",
@@ -234,7 +229,7 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
             str(tmp_path / "logs"),
             "--config",
             "preset=tiny",
-            f"pretrain={{wt103-small: {{train: {{{train}}}}}, wt103-medium: {{train: {{{nan_train}}}}}}}",
+            f"pretrain={{wt103-small: {{train: {{{train}}}}}}}",
             f"site={site}",
         ),
         cwd=ROOT,
@@ -245,9 +240,9 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     )
     output = result.stdout + result.stderr
     print(f"one call through chunks: {time.monotonic() - started:.0f} s")
-    assert result.returncode != 0 and (workdir / run / "summary.json").is_file(), output[-4000:]
-    planned = max(int(chunks) for chunks in re.findall(r"chunks=(\d+)", output))
-    jobs = list(dict.fromkeys(re.findall(r"submitted with SLURM jobid (\d+) \(log: [^)]*wt103-small-gpt", output)))
+    assert result.returncode == 0, output[-4000:]
+    planned = int(re.search(r"chunks=(\d+)", output)[1])
+    jobs = list(dict.fromkeys(re.findall(r"has been submitted with SLURM jobid (\d+)", output)))
     assert planned >= 2 and 2 <= len(jobs) <= planned + 2, (planned, jobs, output[-4000:])
     # The run's own log gathers every job's: each job after the first resumed from the checkpoint the one before it
     # saved last (a save "at step k" holds k + 1 updates).
@@ -269,13 +264,3 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     assert not RAY_DIED.search(output + log), log[-3000:]
     summary = json.loads((workdir / run / "summary.json").read_text())
     assert summary["resumed_from_step"] == resumes[-1] > 0 and summary["steps_done"] == steps
-    record = json.loads((workdir / failing / "attempt.json").read_text())
-    assert record["outcome"] == "failed" and "training loss became nan" in record["sentence"], record
-    failed_log = workdir / "results" / "tiny" / "logs" / "pretrain" / "wt103-medium-gpt.log"
-    last_attempt = failed_log.read_text()
-    refusal = (
-        f"not trained, as attempt {record['attempt']} failed and only a stop by walltime or preemption is retried "
-        f"(fix the cause, then run snakemake again); attempt {record['attempt']} said: {record['sentence'][7:]}"
-    )
-    assert last_attempt.strip().splitlines()[-1].endswith(refusal), last_attempt[-3000:]
-    assert failed_log.stat().st_mtime - float(MARKER.search(last_attempt)["time"]) < 30, last_attempt[-3000:]
