@@ -17,7 +17,7 @@ from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
 from pipeline.planning.measured import PreflightError, read_preflight_rows
 from pipeline.planning.model_cost import model_cost
-from pipeline.planning.placement import STARTUP_MIN
+from pipeline.planning.placement import STARTUP_MIN, JobRequest
 from pipeline.preflight.report import COLUMNS, markdown, with_verdicts
 
 TINY = load_preset({"preset": "tiny"})
@@ -92,15 +92,20 @@ RED_ROWS = {
 
 
 @pytest.mark.parametrize("red", sorted(RED_ROWS))
-def test_a_red_preflight_row_stops_its_runs_with_one_sentence(tmp_path, red):
+def test_a_red_preflight_row_stops_every_grid_job_with_its_sentence(tmp_path, red):
+    """The grid starts on a green preflight only: a red row stops its own run and every other job, naming the row."""
     changes, sentence = RED_ROWS[red]
     report = write_report(
         tmp_path / "results" / "tiny" / "preflight.csv", "gpt-small-g0-mb0", "wt103-small-gpt", "cpu", **changes
     )
-    expected = sentence.format(run="wt103-small-gpt")
-    with pytest.raises(ValueError, match=expected.replace("(", r"\(").replace(")", r"\)")):
-        JobSizing(Grid.load(TINY), None, preflight_table=report).training("wt103-small-gpt")
-    JobSizing(Grid.load(TINY), None, preflight_table=report).training("wt103-medium-gpt")
+    expected = sentence.format(run="wt103-small-gpt").replace("(", r"\(").replace(")", r"\)")
+    jobs = JobSizing(Grid.load(TINY), None, preflight_table=report)
+    for job in (lambda: jobs.training("wt103-small-gpt"), lambda: jobs.training("wt103-medium-gpt")):
+        with pytest.raises(ValueError, match=expected):
+            job()
+    with pytest.raises(ValueError, match=expected):
+        jobs.downstream("owt-large-gpt")
+    assert jobs.training("wt103-medium-gpt", check_preflight=False) == JobRequest(micro_batch=0)
 
 
 @pytest.mark.slow
@@ -219,28 +224,20 @@ def test_a_preflight_finetune_row_with_half_the_throughput_doubles_its_methods_w
     assert "(a fine-tune: the MFU measured for its method" in capsys.readouterr().out
 
 
-STAGE_GRID_JOBS = {
-    "finetune-lora": ("ft-wt103-owt-diffeq6-n3-lora", "fine-tune ft-owt-wt103-gpt8-lora"),
-    "finetune-full": ("ft-wt103-owt-diffeq6-n3-full", "fine-tune ft-wt103-owt-diffeq6-n8-full"),
-    "downstream": ("owt-large-gpt", "downstream of run owt-llama1b-llama"),
-    "spectra": ("owt-medium-diffeq", "spectra of run owt-medium-gpt"),
-    "lyapunov": ("owt-medium-diffeq", "lyapunov of run wt103-medium-diffeq"),
-    "frontier": ("owt-medium-diffeq", "frontier of run wt103-medium-diffeq"),
+STAGE_ROWS = {
+    "finetune-lora": "ft-wt103-owt-diffeq6-n3-lora",
+    "finetune-full": "ft-wt103-owt-diffeq6-n3-full",
+    "downstream": "owt-large-gpt",
+    "spectra": "owt-medium-diffeq",
+    "lyapunov": "owt-medium-diffeq",
+    "frontier": "owt-medium-diffeq",
 }
-"""Per stage job of the tiny preset: the grid job it ran as, and a grid job of its kind (another one) it stands for."""
+"""Per stage job of the tiny preset: the grid job it ran as."""
 
 
-def grid_job_request(sizing: JobSizing, grid_job: str):
-    """Size the grid job named as in a red row's sentence (``fine-tune <id>`` or ``<rule> of run <id>``)."""
-    if grid_job.startswith("fine-tune "):
-        return sizing.training(grid_job.removeprefix("fine-tune "))
-    rule, run = grid_job.split(" of run ")
-    return sizing.downstream(run) if rule == "downstream" else sizing.gpu_analysis(rule, run)
-
-
-@pytest.mark.parametrize("kind", sorted(STAGE_GRID_JOBS))
-def test_a_failed_stage_row_stops_the_grid_jobs_of_its_kind_and_no_other(tmp_path, kind):
-    measured, grid_job = STAGE_GRID_JOBS[kind]
+@pytest.mark.parametrize("kind", sorted(STAGE_ROWS))
+def test_a_failed_stage_row_stops_every_grid_job_naming_itself(tmp_path, kind):
+    measured = STAGE_ROWS[kind]
     report = write_report(
         tmp_path / "preflight.csv",
         kind,
@@ -252,16 +249,19 @@ def test_a_failed_stage_row_stops_the_grid_jobs_of_its_kind_and_no_other(tmp_pat
     )
     sizing = JobSizing(Grid.load(TINY), None, preflight_table=report)
     sentence = (
-        f"{report}: the preflight of stage job {kind} ({grid_job}) failed (the job ran out of accelerator "
-        f"memory); fix that, delete {tmp_path}/preflight/stages/{kind}/row.json and rerun the preflight before "
-        "the grid."
+        f"{report}: the preflight of stage job {kind} ({kind} of run {measured}) failed (the job ran out of "
+        f"accelerator memory); fix that, delete {tmp_path}/preflight/stages/{kind}/row.json and {report}, and run "
+        "the command again: it reruns that job before the grid."
     )
-    with pytest.raises(PreflightError) as error:
-        grid_job_request(sizing, grid_job)
-    assert str(error.value) == sentence
-    for other in set(STAGE_GRID_JOBS) - {kind}:
-        grid_job_request(sizing, STAGE_GRID_JOBS[other][1])
-    sizing.training("owt-medium-diffeq")
+    for job in (
+        lambda: sizing.training("owt-medium-diffeq"),
+        lambda: sizing.training("ft-owt-wt103-gpt8-lora"),
+        lambda: sizing.downstream("owt-llama1b-llama"),
+        lambda: sizing.gpu_analysis("spectra", "owt-medium-gpt"),
+    ):
+        with pytest.raises(PreflightError) as error:
+            job()
+        assert str(error.value) == sentence
 
 
 def test_a_failed_stage_row_stops_the_grids_dry_run_but_not_the_preflights(tmp_path):
@@ -279,10 +279,9 @@ def test_a_failed_stage_row_stops_the_grids_dry_run_but_not_the_preflights(tmp_p
     output = " ".join((stopped.stdout + stopped.stderr).split())
     assert stopped.returncode != 0
     assert (
-        "results/tiny/preflight.csv: the preflight of stage job spectra (spectra of run owt-medium-gpt) failed "
+        "results/tiny/preflight.csv: the preflight of stage job spectra (spectra of run owt-medium-diffeq) failed "
         "(the job ran out of accelerator memory); fix that, delete results/tiny/preflight/stages/spectra/row.json "
-        "and rerun the preflight before the grid (snakemake --profile profiles/slurm preflight, with this "
-        "command's --config)."
+        "and results/tiny/preflight.csv, and run the command again: it reruns that job before the grid."
     ) in output, output[-2000:]
     preflight = dry_run(tmp_path, "preflight")
     assert preflight.returncode == 0, preflight.stderr[-2000:]

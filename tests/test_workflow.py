@@ -239,32 +239,6 @@ def test_a_shell_injection_in_a_task_name_is_refused_before_anything_runs():
     ]
 
 
-def test_slurm_profile_dry_run_without_the_fit_table_stops_and_says_to_plan_first(tmp_path):
-    """Without a planned micro-batch a 1-GPU paper run would hold its whole batch (512 × 1024 tokens) on its GPU;
-    without a row, nothing says a memory probe's whole batch fits its node."""
-    plan = "(snakemake --profile profiles/slurm fit, with this command's --config)."
-    targets = {
-        "results/paper/runs/owt-small-gpt/summary.json": "so it would train its whole per-GPU batch at once; "
-        f"plan the runs first or set its train.micro_batch_size in the preset {plan}",
-        "results/paper/analysis/memory/owt-medium-memory-gpt.json": "so nothing says its whole batch fits "
-        f"there; plan it first {plan}",
-    }
-    for target, sentence in targets.items():
-        result = snakemake(
-            target,
-            "-n",
-            "--snakefile",
-            str(ROOT / "workflow" / "Snakefile"),
-            "--directory",
-            str(tmp_path),
-            "--profile",
-            "profiles/slurm",
-            "--config",
-            "site=profiles/slurm/site.example.yaml",
-        )
-        assert result.returncode != 0 and sentence in result.stdout + result.stderr, target
-
-
 def write_site(path: Path, **changes) -> Path:
     """The example site with ``changes`` to its keys, written to ``path``."""
     raw = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())

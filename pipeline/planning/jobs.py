@@ -19,12 +19,14 @@ and chains are the site's (``pipeline.planning.placement``).
 That sizing counts no activations. Its ``micro_batch`` (examples per device per forward/backward, Levanter's
 ``per_device_parallelism``; 0: the whole per-device batch at once) is the preset's ``train.micro_batch_size``, else
 the measured table's fit row of the job (planned by ``pipeline.planning.fit`` for the run as the preset defines it
-now, at the job's GPU count and the site's GPU memory). A job with neither, or whose row fits at no micro-batch or is
-stale, raises ``FitTableError`` before anything is submitted. A job whose preflight row is red raises
-``PreflightError``: a pretraining run its shape's, a fine-tune its method's stage job's (``finetune-lora``,
-``finetune-full``), lm-eval and each GPU analysis its stage job's. A run's shape is the one it had before the
-preflight measured anything (``preflight_shape``), so a row goes on governing its runs after a measured throughput
-changes their GPUs.
+now, at the job's GPU count and the site's GPU memory). A job whose row is missing, fits at no micro-batch or is
+stale raises ``FitTableError`` before it is submitted. While any row of the preflight report is red, every
+pretraining run, fine-tune, lm-eval and GPU analysis raises ``PreflightError`` naming that row, so the grid starts
+only on a green preflight.
+
+At a site with GPUs the fit table and the preflight report are inputs of the jobs they size (``SITE_TABLES``): the
+workflow plans and measures them in the same call, before the grid, and sizes each job once its tables are written
+(``JobSizing.reading``).
 
 A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
 that divide its batch), and its fit row must say that batch fits there.
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -44,7 +47,7 @@ from typing import Any
 from pipeline.config.site import Site, preset_results
 from pipeline.data.rates import data_job_minutes
 from pipeline.planning.grid import Grid
-from pipeline.planning.measured import FitTableError, MeasuredTable, shape_id
+from pipeline.planning.measured import FitTableError, MeasuredTable
 from pipeline.planning.placement import (
     JobKind,
     JobRequest,
@@ -77,6 +80,9 @@ GPU_ANALYSIS_MINUTES = {"spectra": 60, "lyapunov": 60, "frontier": 240, "downstr
 """Walltime of the one-GPU analyses (the frontier: 2 solvers × 5 step counts over a validation split) and of a
 memory probe (a few steps); ``downstream`` gets this plus its lm-eval GPU-hours × ``safety_factor``
 (``JobSizing.downstream``)."""
+SITE_TABLES = ("fit", "preflight")
+"""The tables a site with GPUs sizes its GPU jobs by, as the jobs' input names: the fit table (micro-batches, a memory
+probe's whole batch) and the preflight report (measured throughput, red rows)."""
 
 
 def training_gpus(gpu_hours: float, parameters: int, batch_size: int, site: Site) -> int:
@@ -115,6 +121,27 @@ class JobSizing:
         self.measured = MeasuredTable(grid, site.device if site else "cpu", preflight=preflight_table, fit=fit_table)
         self._workloads = grid.workloads
         self._costs: dict[str, dict[str, Any]] = {}
+        self._read: dict[tuple[int | None, ...], JobSizing] = {}
+
+    @property
+    def tables(self) -> dict[str, str]:
+        """The tables the site's GPU jobs are sized by (``SITE_TABLES``), by input name: at a site with GPUs, where
+        the fit table plans GPU memory and the preflight measures throughput; none locally or at a site without
+        GPUs (a preflight report there is read where it exists)."""
+        paths = {"fit": self.measured.fit_table, "preflight": self.measured.preflight_table}
+        return {name: str(paths[name]) for name in SITE_TABLES} if self.site and self.site.gpus_per_node else {}
+
+    def reading(self, tables: Iterable[str] = ()) -> JobSizing:
+        """This sizing with its tables as they are now (read again after one was rewritten, e.g. by a job of the same
+        ``snakemake`` call); each of ``tables`` must exist: ``FileNotFoundError`` naming it otherwise (Snakemake shows
+        the resources of a job whose input it is as ``<TBD>`` and sizes the job when it is written)."""
+        for table in tables:
+            os.stat(table)
+        paths = (self.measured.fit_table, self.measured.preflight_table)
+        stamp = tuple(os.stat(path).st_mtime_ns if path and os.path.exists(path) else None for path in paths)
+        if stamp not in self._read:
+            self._read = {stamp: JobSizing(self.grid, self.site, *paths)}
+        return self._read[stamp]
 
     def cost(self, workload_id: str) -> dict[str, Any]:
         """The cost preview's row of one workload (``gpu_hours``, ``parameters``, ...) on the site's device."""
@@ -180,8 +207,9 @@ class JobSizing:
                 return 0
             raise FitTableError(
                 f"{self.measured.fit_table}: no row for {workload_id} on {gpus} GPU(s) of "
-                f"{self.site.gpu_memory_gb:g} GB, so it would train its whole per-GPU batch at once; "
-                "plan the runs first or set its train.micro_batch_size in the preset."
+                f"{self.site.gpu_memory_gb:g} GB (the preflight's throughput gave it GPUs the table was "
+                "not planned for); run the command again, which plans it first, or set its "
+                "train.micro_batch_size in the preset."
             )
         if not row.fits:
             more = (
@@ -198,8 +226,7 @@ class JobSizing:
 
     def training(self, workload_id: str, check_preflight: bool = True) -> JobRequest:
         """A pretraining run or fine-tune: GPUs, walltime and memory from its size, its micro-batch from the fit
-        table; a pretraining run whose shape's preflight row is red raises, as does a fine-tune whose method's stage
-        job's row is (``check_preflight``; module docstring)."""
+        table; it raises while a preflight row is red (``check_preflight``; module docstring)."""
         preset_micro_batch = self._workloads[workload_id].train.micro_batch_size or 0
         if self.site is None:
             request = JobRequest(0, preset_micro_batch)
@@ -207,10 +234,8 @@ class JobSizing:
             gpus, minutes = self.training_need(workload_id)
             micro_batch = self.micro_batch(workload_id, gpus) if gpus else preset_micro_batch
             request = site_request(self.site, f"run {workload_id}", JobKind.TRAINING, gpus, minutes, micro_batch)
-        workload = self._workloads[workload_id]
         if check_preflight:
-            row_key = self.preflight_shape(workload_id) if workload.measured_by_shape else workload.preflight_row_kind
-            self.measured.require_green(row_key, f"{workload.noun} {workload_id}")
+            self.measured.require_green()
         return request
 
     @functools.cached_property
@@ -219,13 +244,6 @@ class JobSizing:
         if self.measured.preflight_table is None:
             return self
         return JobSizing(self.grid, self.site, self.measured.fit_table)
-
-    def preflight_shape(self, workload_id: str) -> str:
-        """The shape id of pretraining run ``workload_id``: family, size, GPUs and micro-batch as sized before the
-        preflight (``before_preflight``), which its measurement may change; the id of the row that stands for it."""
-        request = self.before_preflight.training(workload_id, check_preflight=False)
-        workload = self._workloads[workload_id]
-        return shape_id(workload.family, workload.run.size, request.gpus, request.micro_batch or 0)
 
     def gpu_count(self, workload_id: str) -> int:
         """The GPUs of a workload's job at a site with GPUs: a memory probe's one node's (it steps its whole batch),
@@ -250,16 +268,11 @@ class JobSizing:
                 self.site, f"memory probe {probe_id}", JobKind.GPU, gpus, GPU_ANALYSIS_MINUTES["memory_probe"]
             )
         row = self.measured.fit_row(probe_id, gpus, self.site.gpu_memory_bytes)
-        if row is None:
-            raise FitTableError(
-                f"{self.measured.fit_table}: no row for memory probe {probe_id} on {gpus} GPU(s) of "
-                f"{self.site.gpu_memory_gb:g} GB, so nothing says its whole batch fits there; plan "
-                "it first."
-            )
-        if not row.fits_at_paper_batch:
+        if row is None or not row.fits_at_paper_batch:
             raise FitTableError(
                 f"{self.measured.fit_table}: memory probe {probe_id} does not fit its whole batch of "
-                f"{row.batch_size} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB, and a probe "
+                f"{self._workloads[probe_id].batch_size} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB"
+                f"{' (no row)' if row is None else ''}, and a probe "
                 "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
                 "(gpu_memory_gb) or more per node (gpus_per_node), then plan it again."
             )
@@ -268,20 +281,19 @@ class JobSizing:
         )
 
     def gpu_analysis(self, rule: str, run_id: str, check_preflight: bool = True) -> JobRequest:
-        """A GPU analysis (spectra, lyapunov, frontier) of run ``run_id``: one GPU for its ``GPU_ANALYSIS_MINUTES``.
-        The preflight's stage job of the same name stands for it: red, it raises (``check_preflight``)."""
+        """A GPU analysis (spectra, lyapunov, frontier) of run ``run_id``: one GPU for its ``GPU_ANALYSIS_MINUTES``;
+        it raises while a preflight row is red (``check_preflight``)."""
         if check_preflight:
-            self.measured.require_green(rule, f"{rule} of run {run_id}")
+            self.measured.require_green()
         if self.site is None:
             return JobRequest()
         return site_request(self.site, f"{rule} of run {run_id}", JobKind.GPU, 1, GPU_ANALYSIS_MINUTES[rule])
 
     def downstream(self, run_id: str, check_preflight: bool = True) -> JobRequest:
         """lm-eval of run ``run_id``: one GPU for ``GPU_ANALYSIS_MINUTES["downstream"]`` plus, at a site with GPUs,
-        its lm-eval GPU-hours × safety factor. The preflight's lm-eval stage job stands for it: red, it raises
-        (``check_preflight``)."""
+        its lm-eval GPU-hours × safety factor; it raises while a preflight row is red (``check_preflight``)."""
         if check_preflight:
-            self.measured.require_green("downstream", f"downstream of run {run_id}")
+            self.measured.require_green()
         if self.site is None:
             return JobRequest()
         minutes = GPU_ANALYSIS_MINUTES["downstream"]

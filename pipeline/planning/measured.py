@@ -8,13 +8,12 @@ Each question has one answer, taken in this precedence:
   (``results/benchmarks/throughput-sizes-<device>.csv``, by family, size and layers), else ``None``: the cost
   preview estimates it from FLOPs (``pipeline.planning.cost``);
 - **peak memory and micro-batch** of a job on ``gpus`` GPUs: planned by XLA (``results/<preset>/fit.csv``,
-  ``fit_row``), the preflight only checks it (a red row stops the jobs it stands for: ``require_green``).
+  ``fit_row``), the preflight only checks it (a red row stops the grid: ``require_green``).
 
 One staleness rule: a fit row holds for a job while its ``plan_key`` (a hash of the fields of role ``PLAN`` of the
 job's specs, ``pipeline.config.specs``) and the share of GPU memory JAX reserves are the current ones; otherwise the
 row is refused, naming the first field that changed (``stale_field``). A preflight row holds for the grid job it
-measured (its ``run_id`` and kind) on its device. Where nothing answers, the reader says what fills the table:
-``python -m pipeline fit`` (``snakemake --profile profiles/slurm fit``) or the preflight.
+measured (its ``run_id`` and kind) on its device.
 
 Longer than 300 lines because it is the one reader of all three files, so that their precedence and staleness are
 stated once.
@@ -327,17 +326,18 @@ class MeasuredTable:
             )
         return row
 
-    def require_green(self, row_key: str | None, grid_job: str) -> None:
-        """Stop, in one sentence naming the preflight job, the grid's job and what to do, when the row ``row_key`` (a
-        training shape, or a stage job's kind) that stands for ``grid_job`` is red (its job failed, or its peak
-        memory exceeded its plan)."""
-        row = self.preflight_rows.get(row_key)
-        if row is None or row.verdict in ("ok", "stopped"):
+    def require_green(self) -> None:
+        """Stop, in one sentence naming the preflight job, the grid's job it measured and what to do, while a row of
+        the report is red (its job failed, or its peak memory exceeded its plan): the grid starts on a green
+        preflight only."""
+        row = next((row for row in self.preflight_rows.values() if row.verdict not in ("ok", "stopped")), None)
+        if row is None:
             return
         path = Path(self.preflight_table)
-        subject = f"shape {row_key}" if row.kind == "pretrain" else f"stage job {row_key}"
-        row_file = path.parent / "preflight" / ("" if row.kind == "pretrain" else "stages") / row_key / "row.json"
-        rerun = f"delete {row_file} and rerun the preflight before the grid"
+        subject = f"shape {row.shape}" if row.kind == "pretrain" else f"stage job {row.shape}"
+        grid_job = f"run {row.run_id}" if row.kind == "pretrain" else f"{row.kind} of run {row.run_id}"
+        row_file = path.parent / "preflight" / ("" if row.kind == "pretrain" else "stages") / row.shape / "row.json"
+        rerun = f"delete {row_file} and {path}, and run the command again: it reruns that job before the grid"
         if row.verdict == "failed":
             raise PreflightError(
                 f"{path}: the preflight of {subject} ({grid_job}) failed ({row.error}); fix that, {rerun}."

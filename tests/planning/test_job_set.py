@@ -12,6 +12,7 @@ from pipeline.config.site import load_site
 from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
 from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, STARTUP_MIN
+from pipeline.preflight.report import COLUMNS
 
 EXPECTED = Path(__file__).with_name("paper_4h_site_jobs.json")
 """The expected records; after a deliberate change, rewrite it from ``planned_jobs`` and review its diff."""
@@ -36,8 +37,10 @@ def planned_jobs(workdir: Path, site: Path) -> list[dict]:
 
 
 def test_at_a_4_hour_site_the_dry_run_plans_the_expected_jobs_and_long_runs_are_chains(tmp_path, paper_fit_table):
+    """With the fit table planned and a preflight report that measured nothing (header only), every job is sized."""
     site = example_site(tmp_path / "site.yaml", max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=240)
     paper_fit_table(tmp_path, {}, site)
+    (tmp_path / "results" / "paper" / "preflight.csv").write_text(",".join(COLUMNS) + "\n")
     jobs = planned_jobs(tmp_path, site)
     expected = json.loads(EXPECTED.read_text())
     differing = [job for job in jobs if job not in expected] + [job for job in expected if job not in jobs]
@@ -64,3 +67,33 @@ def test_at_a_4_hour_site_the_dry_run_plans_the_expected_jobs_and_long_runs_are_
     for job in jobs:
         if "slurm_partition" in job["resources"] and job["rule"] not in ("pretrain", "finetune"):
             assert job["resources"]["runtime"] == job["resources"]["needed_min"], job
+
+
+def test_at_a_fresh_site_the_dry_run_plans_fit_and_preflight_before_the_grid_whose_gpu_jobs_are_not_sized_yet(tmp_path):
+    """No fit table, no preflight report: one call plans, measures, then sizes each GPU job when its tables are
+    written (``<TBD>`` until then); the data jobs are sized already."""
+    site = example_site(tmp_path / "site.yaml")
+    result = dry_run(tmp_path, "all", "--profile", "profiles/slurm", "--config", f"site={site}")
+    assert result.returncode == 0 and "checkpoint fit:" in result.stdout, result.stderr[-2000:]
+    jobs = dry_run_jobs(result.stdout, tmp_path)
+    rules = {job["rule"] for job in jobs}
+    assert {"preflight", "corpus", "pretrain", "finetune", "memory_probe"} <= rules, rules
+    for job in jobs:
+        sized = job["resources"].get("runtime") != "<TBD>"
+        assert sized == (job["rule"] not in ("pretrain", "finetune", "memory_probe")), job
+
+
+def test_a_red_preflight_row_stops_the_grid_before_its_first_job_naming_the_row(tmp_path, paper_fit_table):
+    site = example_site(tmp_path / "site.yaml")
+    paper_fit_table(tmp_path, {}, site)
+    row = {column: "" for column in COLUMNS} | {"shape": "gpt-small-g1-mb64", "kind": "pretrain", "verdict": "failed"}
+    row |= {"run_id": "owt-small-gpt", "device_label": "h100", "error": "the job ran out of accelerator memory"}
+    report = tmp_path / "results" / "paper" / "preflight.csv"
+    report.write_text(",".join(COLUMNS) + "\n" + ",".join(row[column] for column in COLUMNS) + "\n")
+    result = dry_run(tmp_path, "all", "--profile", "profiles/slurm", "--config", f"site={site}")
+    assert result.returncode != 0
+    assert (
+        "results/paper/preflight.csv: the preflight of shape gpt-small-g1-mb64 (run owt-small-gpt) failed (the job "
+        "ran out of accelerator memory); fix that, delete results/paper/preflight/gpt-small-g1-mb64/row.json and "
+        "results/paper/preflight.csv, and run the command again: it reruns that job before the grid."
+    ) in " ".join((result.stdout + result.stderr).split())

@@ -215,8 +215,9 @@ def test_a_training_job_without_a_planned_row_stops_the_workflow_unless_its_pres
     with pytest.raises(ValueError) as error:
         JobSizing(Grid.load(config), SITE, fit_table=table).training("owt-small-gpt")
     assert str(error.value) == (
-        f"{table}: no row for owt-small-gpt on 1 GPU(s) of 80 GB, so it would train its whole per-GPU batch at once; "
-        "plan the runs first or set its train.micro_batch_size in the preset."
+        f"{table}: no row for owt-small-gpt on 1 GPU(s) of 80 GB (the preflight's throughput gave it GPUs the "
+        "table was not planned for); run the command again, which plans it first, or set its "
+        "train.micro_batch_size in the preset."
     )
     runs = config["pretrain"]["owt-small"]
     config["pretrain"]["owt-small"] = {**runs, "train": {**runs["train"], "micro_batch_size": 8}}
@@ -331,8 +332,7 @@ def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(t
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 16)])
     with pytest.raises(
         ValueError,
-        match=f"no row for memory probe {probe} on 8 GPU.s. of 80 GB, so nothing says "
-        "its whole batch fits there; plan it first",
+        match=f"memory probe {probe} does not fit its whole batch of 256 on 8 GPU.s. of 80 GB .no row.",
     ):
         JobSizing(Grid.load(config), SITE, fit_table=table).memory_probe(probe)
 

@@ -115,6 +115,7 @@ rule param_counts:
 
 rule memory_probe:
     input:
+        unpack(sized_by("fit")),
         tokenizer=lambda wildcards: f"{DATA}/tokenizers/{MEMORY_PROBES[wildcards.probe].tokenizer}",
     output:
         record=f"{ANALYSIS_DIR}/memory/{{probe}}.json",

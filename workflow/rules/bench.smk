@@ -8,7 +8,7 @@ FIT_DEVICE, FIT_GPUS = "h100", 8
 FIT_TARGET = ["--site", SITE_FILE] if SITE_FILE is not None else ["--device", FIT_DEVICE, "--gpus", str(FIT_GPUS)]
 
 
-rule fit:
+checkpoint fit:  # the preflight's shapes are its jobs' micro-batches
     output:
         md=f"{RESULTS}/fit.md",
         csv=f"{RESULTS}/fit.csv",

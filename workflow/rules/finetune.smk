@@ -4,6 +4,7 @@
 rule finetune:
     input:
         unpack(finetune_inputs),
+        unpack(sized_by("fit", "preflight")),
     output:
         summary=f"{RESULTS}/runs/{{finetune}}/summary.json",
     params:

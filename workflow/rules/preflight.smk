@@ -44,7 +44,7 @@ rule preflight_stage:
         job_dir=lambda wildcards: f"{PREFLIGHT}/stages/{wildcards.kind}",
         source_dir=lambda wildcards: f"{PREFLIGHT}/{preflight_stage_jobs()[wildcards.kind].source_shape}/train",
         settings=preflight_stage_settings,
-        micro_batch=lambda wildcards: preflight_stage_shape(wildcards).micro_batch or 0,
+        micro_batch=lambda wildcards: preflight_stage_shape(preflight_sizing(), wildcards).micro_batch or 0,
         device=PREFLIGHT_DEVICE,
     log:
         f"{RESULTS}/logs/preflight/stages/{{kind}}.log",

@@ -16,19 +16,30 @@ wildcard_constraints:
     kind=one_of(STAGE_KINDS),
 
 
+def preflight_sizing():
+    """The job sizing the preflight's jobs are sized by; at a site with GPUs the fit table's, planned first."""
+    if "fit" in JOBS.tables:
+        checkpoints.fit.get()
+    return JOBS.reading()
+
+
 @functools.cache
-def preflight_shapes():
-    """The shapes, sized like the grid's runs (with a site: from the fit table, which must exist by now)."""
+def sized_preflight(jobs):
+    """The shapes, sized like the grid's runs, and the fine-tune, lm-eval and analysis jobs, each on the preflight
+    checkpoint of its source run's shape."""
     try:
-        return training_shapes(JOBS)
+        shapes = training_shapes(jobs)
     except ValueError as error:
         raise WorkflowError(str(error)) from None
+    return shapes, stage_jobs(GRID, run_shapes(shapes))
 
 
-@functools.cache
+def preflight_shapes():
+    return sized_preflight(preflight_sizing())[0]
+
+
 def preflight_stage_jobs():
-    """The fine-tune, lm-eval and analysis jobs, each on the preflight checkpoint of its source run's shape."""
-    return stage_jobs(GRID, run_shapes(preflight_shapes()))
+    return sized_preflight(preflight_sizing())[1]
 
 
 def preflight_shape(wildcards):
@@ -44,16 +55,16 @@ def preflight_plan_option(wildcards):
     shape = preflight_shape(wildcards)
     if SITE is None or not shape.gpus:
         return []
-    row = JOBS.measured.fit_row(shape.run_id, shape.gpus, SITE.gpu_memory_bytes)
+    row = preflight_sizing().measured.fit_row(shape.run_id, shape.gpus, SITE.gpu_memory_bytes)
     return [] if row is None else ["--planned-bytes", row.total_bytes, "--budget-bytes", row.usable_bytes]
 
 
 def preflight_job_resources():
     """A preflight job is sized as the run it trains, for its shape's own walltime (pipeline/preflight/shapes.py)."""
 
-    def shape_of(wildcards):
+    def shape_of(jobs, wildcards):
         preflight = preflight_shape(wildcards)
-        shape = JOBS.training(preflight.run_id, check_preflight=False)
+        shape = jobs.training(preflight.run_id, check_preflight=False)
         return shape.for_preflight(preflight.minutes)
 
     return rule_resources(shape_of, JobKind.TRAINING)
@@ -84,7 +95,7 @@ def preflight_stage_settings(wildcards, input):
     return preflight_stage_jobs()[wildcards.kind].settings(GRID, {"task_dir": task_dir, "prefetched": prefetched})
 
 
-def preflight_stage_shape(wildcards):
+def preflight_stage_shape(jobs, wildcards):
     """A stage job's shape: its fine-tune's or analysis's, for ``PREFLIGHT_RUNTIME_MIN`` minutes."""
-    shape = preflight_stage_jobs()[wildcards.kind].resources(JOBS)
+    shape = preflight_stage_jobs()[wildcards.kind].resources(jobs)
     return shape.for_preflight(PREFLIGHT_RUNTIME_MIN)

@@ -4,6 +4,7 @@
 rule pretrain:
     input:
         unpack(run_inputs),
+        unpack(sized_by("fit", "preflight")),
     output:
         summary=f"{RESULTS}/runs/{{run}}/summary.json",
     params:

@@ -1,6 +1,7 @@
 """Each rule's `resources:` and `retries:`, from the job sizing of pipeline/planning/jobs.py (wiring: the names come
 from pipeline/planning/placement.py, the values from each job's request; a job that cannot be sized stops the
-workflow here)."""
+workflow here). At a site with GPUs a GPU job's fit table and preflight report are its inputs (`sized_by`), planned
+and measured in the same call: until they are written its resources read <TBD>."""
 
 from pipeline.planning.placement import JobKind
 from pipeline.planning.jobs import JobSizing
@@ -8,28 +9,27 @@ from pipeline.planning.measured import FitTableError, PreflightError
 from pipeline.planning.placement import WalltimeError, resource_names
 
 JOBS = JobSizing(GRID, SITE, fit_table=f"{RESULTS}/fit.csv", preflight_table=f"{RESULTS}/preflight.csv")
-PLAN_COMMAND = "snakemake --profile profiles/slurm fit, with this command's --config"
-"""How the fit table is planned again, added to a job-sizing error (pipeline/planning/jobs.py)."""
-PREFLIGHT_COMMAND = "snakemake --profile profiles/slurm preflight, with this command's --config"
-"""How the preflight is run again, added to a red preflight row's sentence (pipeline/planning/measured.py)."""
 TIDY_FILE_RESOURCES = {"gpu": 0, "mem_mb": 2000, "runtime": 10}
 """A table, figure or scorecard job: seconds of CPU reading tidy files, run on the submit host (``localrule``)."""
 
 
+def sized_by(*tables):
+    """A GPU job's inputs among ``JOBS.tables`` (``fit``, ``preflight``), ``ancient``: planning or measuring again
+    reruns no finished job."""
+    return lambda wildcards: {name: ancient(path) for name, path in JOBS.tables.items() if name in tables}
+
+
 def rule_resources(shape_of, kind):
-    """A rule's ``resources:`` for its jobs of ``kind`` (a ``JobKind``): one callable of the job's wildcards per
-    name, from the job's shape ``shape_of(wildcards)``; a job the fit table cannot size, or whose preflight row is
-    red, stops the workflow with one sentence."""
+    """A rule's ``resources:`` for its jobs of ``kind`` (a ``JobKind``): one callable of the job's wildcards and
+    inputs per name, from the job's shape ``shape_of(jobs, wildcards)`` as the tables among its inputs stand; a job
+    that cannot be sized, or a red preflight row, stops the workflow with one sentence."""
 
     def resource(name):
-        def value(wildcards):
+        def value(wildcards, input):
+            jobs = JOBS.reading(input.get(table) for table in JOBS.tables if table in input.keys())
             try:
-                return shape_of(wildcards).resources()[name]
-            except FitTableError as error:
-                raise WorkflowError(f"{str(error).rstrip('.')} ({PLAN_COMMAND}).") from None
-            except PreflightError as error:
-                raise WorkflowError(f"{str(error).rstrip('.')} ({PREFLIGHT_COMMAND}).") from None
-            except WalltimeError as error:
+                return shape_of(jobs, wildcards).resources()[name]
+            except (FitTableError, PreflightError, WalltimeError) as error:
                 raise WorkflowError(str(error)) from None
 
         return value
@@ -39,14 +39,14 @@ def rule_resources(shape_of, kind):
 
 def training_resources(wildcard):
     """A training rule's resources: per run (its ``wildcard``) from its size, the site and the fit table."""
-    return rule_resources(lambda wildcards: JOBS.training(getattr(wildcards, wildcard)), JobKind.TRAINING)
+    return rule_resources(lambda jobs, wildcards: jobs.training(getattr(wildcards, wildcard)), JobKind.TRAINING)
 
 
 def chain_retries(workload_ids=(), rule=None):
     """The retries of a training rule (training ``workload_ids``) or a data rule (``rule``), from their chains
-    (pipeline.planning.jobs.JobSizing.chain_retries, data_retries); None: this command's --retries. Only the
-    submitting Snakemake retries: inside a SLURM job (its jobstep's Snakemake) a chunk stopped by its walltime warning
-    is not restarted in the seconds left of its allocation."""
+    (pipeline.planning.jobs.JobSizing.chain_retries, data_retries: estimated before the preflight, measured after);
+    None: this command's --retries. Only the submitting Snakemake retries: inside a SLURM job (its jobstep's Snakemake)
+    a chunk stopped by its walltime warning is not restarted in the seconds left of its allocation."""
     if not workflow.is_main_process:
         return None
     try:
@@ -56,20 +56,20 @@ def chain_retries(workload_ids=(), rule=None):
 
 
 def memory_probe_resources():
-    return rule_resources(lambda wildcards: JOBS.memory_probe(wildcards.probe), JobKind.GPU)
+    return rule_resources(lambda jobs, wildcards: jobs.memory_probe(wildcards.probe), JobKind.GPU)
 
 
 def gpu_analysis_resources(rule):
     """One GPU at a site with GPUs (the run is the ``run`` wildcard)."""
-    return rule_resources(lambda wildcards: JOBS.gpu_analysis(rule, wildcards.run), JobKind.GPU)
+    return rule_resources(lambda jobs, wildcards: jobs.gpu_analysis(rule, wildcards.run), JobKind.GPU)
 
 
 def downstream_resources():
     """lm-eval's GPU, for its requests' estimated GPU-hours (the run is the ``run`` wildcard)."""
-    return rule_resources(lambda wildcards: JOBS.downstream(wildcards.run), JobKind.GPU)
+    return rule_resources(lambda jobs, wildcards: jobs.downstream(wildcards.run), JobKind.GPU)
 
 
 def cpu_resources(rule):
     """A CPU job's resources; the corpus export's and the token cache's per dataset (the ``dataset`` wildcard),
     with their chunks where they are chains (pipeline.planning.jobs.JobSizing.cpu)."""
-    return rule_resources(lambda wildcards: JOBS.cpu(rule, wildcards.get("dataset")), JOBS.cpu_kind(rule))
+    return rule_resources(lambda jobs, wildcards: jobs.cpu(rule, wildcards.get("dataset")), JOBS.cpu_kind(rule))
