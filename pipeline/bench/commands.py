@@ -8,7 +8,6 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from pipeline.bench import dag
 from pipeline.bench.throughput import IDLE_LOAD, BenchConfig
 from pipeline.commands import add_options, add_verb
 from pipeline.config.paths import BENCHMARKS_DIR
@@ -42,6 +41,22 @@ def _jacobian(args: argparse.Namespace) -> None:
     result = run_benchmark(args.tokens, args.hidden_dim, args.num_heads, args.repeats)
     write_report(result, args.out, args.out.with_suffix(".md"))
     print(summary_markdown(result))
+
+
+def _dag(args: argparse.Namespace) -> None:
+    from pipeline.bench.dag import comparison_markdown, job_timings, kind_table, write_tables
+
+    rows = kind_table(job_timings(args.workdir, args.preset))
+    title = f"DAG time by phase: {args.label} ({args.preset} preset)"
+    md, table = write_tables(rows, args.out_dir, args.label, title)
+    print(md.read_text(), end="")
+    print(f"wrote {md} and {table}")
+    if args.baseline is not None:
+        baseline = kind_table(job_timings(args.baseline, args.preset))
+        compared = args.out_dir / f"dag-{args.label}-vs-baseline.md"
+        compared.write_text(comparison_markdown(baseline, rows, f"{title} against {args.baseline}"))
+        print(compared.read_text(), end="")
+        print(f"wrote {compared}")
 
 
 def _report_out(parser: argparse.ArgumentParser, name: str) -> None:
@@ -109,4 +124,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
     jacobian.add_argument("--repeats", type=int, default=5, help="timed calls of each (default: 5)")
     _report_out(jacobian, "lyapunov-jacobian-cpu.json")
 
-    dag.register(benchmarks)
+    dag = add_verb(benchmarks, "dag", _dag, "per job kind, the split of a finished DAG's wall time into phases")
+    dag.add_argument("workdir", type=Path, help="the DAG's working directory (snakemake --directory)")
+    dag.add_argument("--label", required=True, help="names the tables: results/benchmarks/dag-<label>.{md,csv}")
+    dag.add_argument("--preset", default="tiny", help="the preset the DAG ran (default: tiny)")
+    dag.add_argument("--out-dir", type=Path, default=BENCHMARKS_DIR, help="default: results/benchmarks")
+    dag.add_argument(
+        "--baseline",
+        type=Path,
+        help="the same DAG's working directory as run by other code (same machine): also writes "
+        "dag-<label>-vs-baseline.md, both side by side with their ratio",
+    )
