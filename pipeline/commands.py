@@ -1,18 +1,61 @@
-"""Options shared by the stages' verbs (each stage declares its verbs in ``pipeline/<stage>/commands.py``), and the
-local shared Ray the workflow starts for them. It stands at the package's root beside ``cli``: every stage's verb
-module reads it, and so does ``workflow/rules/common.smk``."""
+"""What the stages' verbs share (each stage declares its verbs in ``pipeline/<stage>/commands.py``): a verb's
+parser, the options several verbs take, running a verb's work as a Ray task; and the local shared Ray the workflow
+starts for them. It stands at the package's root beside ``cli`` (which imports every stage's verb module, so it cannot
+be the one they import): every stage's verb module reads it, and so does ``workflow/rules/common.smk``."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
+from pipeline.config.paths import REPO_ROOT
 from pipeline.execution.driver_stop import child_processes, stop_jobs_on_signals
 from pipeline.execution.job_env import RAY_FRESH_PROCESS_ENV, RAY_PLACEMENT_ENV
 from pipeline.execution.local_ray import start_local_ray
 from pipeline.execution.stop_signals import DRIVER_STOP_SIGNALS
+
+OPTIONS: dict[str, dict] = {
+    "--preset": {"default": "paper", "help": "preset name or YAML path (default: paper)"},
+    "--overrides": {
+        "default": "{}",
+        "help": "JSON of config keys merged over the preset, as snakemake's --config (default: none)",
+    },
+    "--run-dir": {"type": Path, "required": True, "help": "the run's folder (results/<preset>/runs/<run>)"},
+    "--cache": {"type": Path, "required": True, "help": "the run's token cache"},
+    "--tokenizer": {"type": Path, "required": True, "help": "the run's tokenizer folder"},
+}
+"""The options several verbs take, by flag: ``add_argument``'s settings (``add_options``)."""
+
+
+def add_verb(
+    verbs: argparse._SubParsersAction, name: str, run: Callable, help: str, **defaults
+) -> argparse.ArgumentParser:
+    """The parser of the verb ``name`` (``python -m pipeline <name>``), whose work is ``run(args)``; ``defaults``
+    are more of its namespace's defaults (``uses_torch``)."""
+    verb = verbs.add_parser(name, help=help)
+    verb.set_defaults(run=run, **defaults)
+    return verb
+
+
+def add_options(parser: argparse.ArgumentParser, *flags: str, **helps: str | None) -> None:
+    """The shared options ``flags`` (``OPTIONS``), in that order; ``helps`` gives some the verb's own help, by
+    destination (``run_dir`` for ``--run-dir``; None: the shared one)."""
+    for flag in flags:
+        settings = OPTIONS[flag]
+        own = helps.get(flag.removeprefix("--").replace("-", "_"))
+        parser.add_argument(flag, **(settings if own is None else {**settings, "help": own}))
+
+
+def add_out_folder(parser: argparse.ArgumentParser, folder: Path) -> None:
+    """``--out`` of a maintainers' verb that rebuilds files the package ships, by default in place (``folder``)."""
+    parser.add_argument(
+        "--out", type=Path, default=folder, help=f"output folder (default: {folder.relative_to(REPO_ROOT)})"
+    )
 
 
 def start_shared_local_ray(num_cpus: int) -> str:
@@ -73,6 +116,16 @@ def ray_placement(args: argparse.Namespace, *, fresh_process: bool = False) -> d
         "num_gpus": args.gpus,
         "fresh_process": fresh_process or args.ray_fresh_process,
     }
+
+
+def run_task(args: argparse.Namespace, target: str, *arguments, fresh_process: bool = False, **keywords) -> dict:
+    """``target(*arguments, **keywords)`` (``"module:function"``) as the verb's Ray task, placed by its Ray options
+    (``ray_placement``); logs ``<verb> finished:`` and what the task returned, and returns it."""
+    from pipeline.execution.runner import run_on_ray
+
+    summary = run_on_ray(target, *arguments, **keywords, **ray_placement(args, fresh_process=fresh_process))
+    logging.info("%s finished: %s", args.verb, json.dumps(summary))
+    return summary
 
 
 def absolute(*paths: Path) -> list[str]:

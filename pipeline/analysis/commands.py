@@ -9,61 +9,36 @@ import json
 import logging
 from pathlib import Path
 
-from pipeline.commands import absolute, add_ray_options, ray_placement
+from pipeline.commands import absolute, add_options, add_ray_options, add_verb, run_task
 
 
 def _spectra(args: argparse.Namespace) -> None:
-    from pipeline.execution.runner import run_on_ray
-
-    summary = run_on_ray(
-        "pipeline.analysis.spectra:run_spectra",
-        *absolute(args.run_dir, args.tokenizer, args.out),
-        args.time_oversampling,
-        *absolute(args.untrained_out),
-        **ray_placement(args),
+    paths = absolute(args.run_dir, args.tokenizer, args.out)
+    run_task(
+        args, "pipeline.analysis.spectra:run_spectra", *paths, args.time_oversampling, *absolute(args.untrained_out)
     )
-    logging.info("spectra finished: %s", json.dumps(summary))
 
 
 def _lyapunov(args: argparse.Namespace) -> None:
-    from pipeline.execution.runner import run_on_ray
-
-    summary = run_on_ray(
-        "pipeline.analysis.lyapunov:run_lyapunov",
-        *absolute(args.run_dir, args.tokenizer, args.out, args.html),
-        json.loads(args.sentences),
-        args.output_token,
-        **ray_placement(args),
-    )
-    logging.info("lyapunov finished: %s", json.dumps(summary))
+    paths = absolute(args.run_dir, args.tokenizer, args.out, args.html)
+    run_task(args, "pipeline.analysis.lyapunov:run_lyapunov", *paths, json.loads(args.sentences), args.output_token)
 
 
 def _frontier(args: argparse.Namespace) -> None:
-    from pipeline.execution.runner import run_on_ray
-
-    summary = run_on_ray(
+    run_task(
+        args,
         "pipeline.analysis.frontier:run_frontier",
         *absolute(args.run_dir, args.cache, args.tokenizer, args.out),
         json.loads(args.step_factors),
         json.loads(args.solvers),
         args.batch_size,
         args.max_batches,
-        **ray_placement(args),
     )
-    logging.info("frontier finished: %s", json.dumps(summary))
 
 
 def _memory_probe(args: argparse.Namespace) -> None:
-    from pipeline.execution.runner import run_on_ray
-
-    record = run_on_ray(
-        "pipeline.analysis.memory:probe_memory",
-        args.spec,
-        *absolute(args.tokenizer, args.out),
-        args.steps,
-        **ray_placement(args, fresh_process=True),
-    )
-    logging.info("memory-probe finished: %s", json.dumps(record))
+    paths = absolute(args.tokenizer, args.out)
+    run_task(args, "pipeline.analysis.memory:probe_memory", args.spec, *paths, args.steps, fresh_process=True)
 
 
 def _clustering(args: argparse.Namespace) -> None:
@@ -91,15 +66,18 @@ def _param_counts(args: argparse.Namespace) -> None:
 
 
 def _run_options(parser: argparse.ArgumentParser, *, cache: bool = False) -> None:
-    parser.add_argument("--run-dir", type=Path, required=True, help="a trained run folder (results/<p>/runs/<run>)")
-    if cache:
-        parser.add_argument("--cache", type=Path, required=True, help="the run's token cache")
-    parser.add_argument("--tokenizer", type=Path, required=True, help="the run's tokenizer folder")
+    add_options(
+        parser,
+        "--run-dir",
+        *["--cache"] * cache,
+        "--tokenizer",
+        run_dir="a trained run folder (results/<p>/runs/<run>)",
+    )
     add_ray_options(parser, gpus=True)
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    spectra = verbs.add_parser("spectra", help="QK/OV eigenvalues of every head over t (§5.1, App. E)")
+    spectra = add_verb(verbs, "spectra", _spectra, "QK/OV eigenvalues of every head over t (§5.1, App. E)")
     _run_options(spectra)
     spectra.add_argument("--time-oversampling", type=int, required=True, help="DiffEqFormer: t grid k·L fine")
     spectra.add_argument("--out", type=Path, required=True, help="the tidy CSV")
@@ -109,38 +87,34 @@ def register(verbs: argparse._SubParsersAction) -> None:
         required=True,
         help="the tidy CSV of an untrained model of the run's config (the control)",
     )
-    spectra.set_defaults(run=_spectra)
 
-    lyapunov = verbs.add_parser("lyapunov", help="Lyapunov token sensitivity of sentences (§5.2, App. B)")
+    lyapunov = add_verb(verbs, "lyapunov", _lyapunov, "Lyapunov token sensitivity of sentences (§5.2, App. B)")
     _run_options(lyapunov)
     lyapunov.add_argument("--sentences", required=True, help="JSON list of sentences")
     lyapunov.add_argument("--output-token", type=int, required=True, help="index j of the output token")
     lyapunov.add_argument("--out", type=Path, required=True, help="the tidy CSV")
     lyapunov.add_argument("--html", type=Path, required=True, help="the heat-map page")
-    lyapunov.set_defaults(run=_lyapunov)
 
-    frontier = verbs.add_parser("frontier", help="validation loss vs solver and number of steps")
+    frontier = add_verb(verbs, "frontier", _frontier, "validation loss vs solver and number of steps")
     _run_options(frontier, cache=True)
     frontier.add_argument("--step-factors", required=True, help="JSON list of N/L")
     frontier.add_argument("--solvers", required=True, help="JSON list of euler|heun|rk4")
     frontier.add_argument("--batch-size", type=int, default=32)
-    frontier.add_argument("--max-batches", type=int, default=None, help="default: the whole validation split")
+    frontier.add_argument("--max-batches", type=int, help="default: the whole validation split")
     frontier.add_argument("--out", type=Path, required=True, help="the tidy CSV")
-    frontier.set_defaults(run=_frontier)
 
-    memory = verbs.add_parser("memory-probe", help="peak memory of one train step of a probe (App. D, Fig. 16)")
+    memory = add_verb(
+        verbs, "memory-probe", _memory_probe, "peak memory of one train step of a probe (App. D, Fig. 16)"
+    )
     memory.add_argument("--spec", required=True, help="the probe's resolved RunSpec, as JSON")
-    memory.add_argument("--tokenizer", type=Path, required=True, help="the probe's tokenizer folder (vocabulary)")
+    add_options(memory, "--tokenizer", tokenizer="the probe's tokenizer folder (vocabulary)")
     memory.add_argument("--steps", type=int, required=True, help="train steps to run before reading the peak")
     memory.add_argument("--out", type=Path, required=True, help="the probe's JSON record")
     add_ray_options(memory, gpus=True)
-    memory.set_defaults(run=_memory_probe)
 
-    clustering = verbs.add_parser("clustering", help="attention-only ODE clustering simulation (App. C.8)")
+    clustering = add_verb(verbs, "clustering", _clustering, "attention-only ODE clustering simulation (App. C.8)")
     clustering.add_argument("--settings", required=True, help="the preset's analysis.clustering, as JSON")
     clustering.add_argument("--out-dir", type=Path, required=True)
-    clustering.set_defaults(run=_clustering)
 
-    param_counts = verbs.add_parser("param-counts", help="Table 6 and Table 3 baselines' parameter counts")
+    param_counts = add_verb(verbs, "param-counts", _param_counts, "Table 6 and Table 3 baselines' parameter counts")
     param_counts.add_argument("--out", type=Path, required=True)
-    param_counts.set_defaults(run=_param_counts)

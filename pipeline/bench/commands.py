@@ -8,8 +8,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from pipeline.bench import dag
 from pipeline.bench.throughput import IDLE_LOAD, BenchConfig
+from pipeline.commands import add_options, add_verb
 from pipeline.config.paths import BENCHMARKS_DIR
 
 
@@ -43,6 +43,32 @@ def _jacobian(args: argparse.Namespace) -> None:
     print(summary_markdown(result))
 
 
+def _dag(args: argparse.Namespace) -> None:
+    from pipeline.bench.dag import comparison_markdown, job_timings, kind_table, write_tables
+
+    rows = kind_table(job_timings(args.workdir, args.preset))
+    title = f"DAG time by phase: {args.label} ({args.preset} preset)"
+    md, table = write_tables(rows, args.out_dir, args.label, title)
+    print(md.read_text(), end="")
+    print(f"wrote {md} and {table}")
+    if args.baseline is not None:
+        baseline = kind_table(job_timings(args.baseline, args.preset))
+        compared = args.out_dir / f"dag-{args.label}-vs-baseline.md"
+        compared.write_text(comparison_markdown(baseline, rows, f"{title} against {args.baseline}"))
+        print(compared.read_text(), end="")
+        print(f"wrote {compared}")
+
+
+def _report_out(parser: argparse.ArgumentParser, name: str) -> None:
+    """``--out`` of a benchmark: its JSON report, by default ``results/benchmarks/<name>``."""
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=BENCHMARKS_DIR / name,
+        help=f"JSON report, Markdown summary beside it (default: results/benchmarks/{name})",
+    )
+
+
 def register(verbs: argparse._SubParsersAction) -> None:
     bench = verbs.add_parser(
         "bench",
@@ -51,28 +77,28 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     benchmarks = bench.add_subparsers(dest="benchmark", required=True)
 
-    sizes = benchmarks.add_parser(
+    sizes = add_verb(
+        benchmarks,
         "throughput-sizes",
-        help="training tokens/s per GPU of every model a preset trains: the table `cost` reads (on a GPU node)",
+        _throughput_sizes,
+        "training tokens/s per GPU of every model a preset trains: the table `cost` reads (on a GPU node)",
     )
-    sizes.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
-    sizes.add_argument("--device", default=None, help="device label of the table (default: from JAX, e.g. h100)")
+    add_options(sizes, "--preset")
+    sizes.add_argument("--device", help="device label of the table (default: from JAX, e.g. h100)")
     sizes.add_argument("--micro-batch", type=int, default=8, help="sequences per timed step (default 8)")
     sizes.add_argument("--repeats", type=int, default=5, help="timed steps per model (default 5)")
     sizes.add_argument("--warmup", type=int, default=2, help="untimed (compiling) steps per model (default 2)")
-    sizes.add_argument("--families", nargs="+", default=None, help="only these families")
-    sizes.add_argument("--sizes", nargs="+", default=None, help="only these sizes")
+    sizes.add_argument("--families", nargs="+", help="only these families")
+    sizes.add_argument("--sizes", nargs="+", help="only these sizes")
     sizes.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="table to write (default: results/benchmarks/throughput-sizes-<device>.csv)",
+        "--out", type=Path, help="table to write (default: results/benchmarks/throughput-sizes-<device>.csv)"
     )
-    sizes.set_defaults(run=_throughput_sizes)
 
-    throughput = benchmarks.add_parser(
+    throughput = add_verb(
+        benchmarks,
         "throughput",
-        help="train step and inference of GPT vs DiffEqFormer at matched dimensions, side by side (App. D.1)",
+        _throughput,
+        "train step and inference of GPT vs DiffEqFormer at matched dimensions, side by side (App. D.1)",
     )
     for field in dataclasses.fields(BenchConfig):
         throughput.add_argument(
@@ -81,33 +107,31 @@ def register(verbs: argparse._SubParsersAction) -> None:
             default=field.default,
             help=f"default: {field.default}",
         )
-    throughput.add_argument(
-        "--out",
-        type=Path,
-        default=BENCHMARKS_DIR / "throughput-cpu.json",
-        help="JSON report, Markdown summary beside it (default: results/benchmarks/throughput-cpu.json)",
-    )
+    _report_out(throughput, "throughput-cpu.json")
     throughput.add_argument(
         "--wait-idle-minutes",
         type=float,
         default=0.0,
         help=f"first wait up to this long for the 1-min load average to drop below {IDLE_LOAD}",
     )
-    throughput.set_defaults(run=_throughput)
 
-    jacobian = benchmarks.add_parser(
-        "jacobian", help="the Lyapunov analysis' single-query Jacobian vs the full sequence (App. B)"
+    jacobian = add_verb(
+        benchmarks, "jacobian", _jacobian, "the Lyapunov analysis' single-query Jacobian vs the full sequence (App. B)"
     )
     jacobian.add_argument("--tokens", type=int, default=256, help="sequence length N (default: 256)")
     jacobian.add_argument("--hidden-dim", type=int, default=256, help="default: 256")
     jacobian.add_argument("--num-heads", type=int, default=4, help="default: 4")
     jacobian.add_argument("--repeats", type=int, default=5, help="timed calls of each (default: 5)")
-    jacobian.add_argument(
-        "--out",
-        type=Path,
-        default=BENCHMARKS_DIR / "lyapunov-jacobian-cpu.json",
-        help="JSON report, Markdown summary beside it (default: results/benchmarks/lyapunov-jacobian-cpu.json)",
-    )
-    jacobian.set_defaults(run=_jacobian)
+    _report_out(jacobian, "lyapunov-jacobian-cpu.json")
 
-    dag.register(benchmarks)
+    dag = add_verb(benchmarks, "dag", _dag, "per job kind, the split of a finished DAG's wall time into phases")
+    dag.add_argument("workdir", type=Path, help="the DAG's working directory (snakemake --directory)")
+    dag.add_argument("--label", required=True, help="names the tables: results/benchmarks/dag-<label>.{md,csv}")
+    dag.add_argument("--preset", default="tiny", help="the preset the DAG ran (default: tiny)")
+    dag.add_argument("--out-dir", type=Path, default=BENCHMARKS_DIR, help="default: results/benchmarks")
+    dag.add_argument(
+        "--baseline",
+        type=Path,
+        help="the same DAG's working directory as run by other code (same machine): also writes "
+        "dag-<label>-vs-baseline.md, both side by side with their ratio",
+    )

@@ -15,7 +15,6 @@ per job in both.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import io
@@ -194,35 +193,3 @@ def write_tables(rows: list[dict], out_dir: Path, label: str, title: str) -> tup
         csv_text(({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()} for row in rows), COLUMNS)
     )
     return md, table
-
-
-def _bench_dag(args: argparse.Namespace) -> None:
-    rows = kind_table(job_timings(args.workdir, args.preset))
-    title = f"DAG time by phase: {args.label} ({args.preset} preset)"
-    md, table = write_tables(rows, args.out_dir, args.label, title)
-    print(md.read_text(), end="")
-    print(f"wrote {md} and {table}")
-    if args.baseline is not None:
-        baseline = kind_table(job_timings(args.baseline, args.preset))
-        compared = args.out_dir / f"dag-{args.label}-vs-baseline.md"
-        compared.write_text(comparison_markdown(baseline, rows, f"{title} against {args.baseline}"))
-        print(compared.read_text(), end="")
-        print(f"wrote {compared}")
-
-
-def register(benchmarks: argparse._SubParsersAction) -> None:
-    """``bench dag`` among the subcommands of ``bench`` (``pipeline.bench.commands``)."""
-    from pipeline.config.paths import BENCHMARKS_DIR
-
-    dag = benchmarks.add_parser("dag", help="per job kind, the split of a finished DAG's wall time into phases")
-    dag.add_argument("workdir", type=Path, help="the DAG's working directory (snakemake --directory)")
-    dag.add_argument("--label", required=True, help="names the tables: results/benchmarks/dag-<label>.{md,csv}")
-    dag.add_argument("--preset", default="tiny", help="the preset the DAG ran (default: tiny)")
-    dag.add_argument("--out-dir", type=Path, default=BENCHMARKS_DIR, help="default: results/benchmarks")
-    dag.add_argument(
-        "--baseline",
-        type=Path,
-        help="the same DAG's working directory as run by other code (same "
-        "machine): also writes dag-<label>-vs-baseline.md, both side by side with their ratio",
-    )
-    dag.set_defaults(run=_bench_dag)

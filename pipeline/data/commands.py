@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from pipeline.artifacts import atomic_write_json
-from pipeline.commands import add_ray_options
+from pipeline.commands import add_out_folder, add_ray_options, add_verb
 from pipeline.data.shards import DOCS_PER_SHARD
 
 
@@ -117,65 +117,55 @@ def _build_corpora(args: argparse.Namespace) -> None:
             print(f"{corpus_filename(name, split)}: {stats['documents']} documents, {stats['characters']} characters")
 
 
-PREFETCHED_HELP = "the hub item's prefetch record: the item is loaded at the commit it records"
-
-
 def register(verbs: argparse._SubParsersAction) -> None:
-    corpus = verbs.add_parser("corpus", help="export a corpus to JSONL train/validation splits")
+    corpus = add_verb(verbs, "corpus", _corpus, "export a corpus to JSONL train/validation splits", uses_torch=False)
     corpus.add_argument("--source", required=True, help="the dataset's `source` entry of the preset, as JSON")
-    corpus.add_argument("--out", type=Path, required=True)
-    corpus.add_argument("--prefetched", type=Path, default=None, help=PREFETCHED_HELP)
+    tokenizer = add_verb(
+        verbs, "tokenizer", _tokenizer, "train a byte-level BPE or save a pretrained tokenizer", uses_torch=False
+    )
+    tokenizer.add_argument("--spec", required=True, help="the tokenizer's entry of the preset, as JSON")
+    for verb in (corpus, tokenizer):
+        verb.add_argument("--out", type=Path, required=True)
+        verb.add_argument(
+            "--prefetched",
+            type=Path,
+            help="the hub item's prefetch record: the item is loaded at the commit it records",
+        )
     corpus.add_argument(
         "--docs-per-shard",
         type=int,
         default=DOCS_PER_SHARD,
         help=f"documents per shard; an interrupted export resumes after its last finished shard ({DOCS_PER_SHARD})",
     )
-    corpus.set_defaults(run=_corpus)
-
-    tokenizer = verbs.add_parser("tokenizer", help="train a byte-level BPE or save a pretrained tokenizer")
-    tokenizer.add_argument("--spec", required=True, help="the tokenizer's entry of the preset, as JSON")
-    tokenizer.add_argument("--out", type=Path, required=True)
-    tokenizer.add_argument("--prefetched", type=Path, default=None, help=PREFETCHED_HELP)
     tokenizer.add_argument("corpora", nargs="*", type=Path, help="corpus folders to train a BPE on")
-    tokenizer.set_defaults(run=_tokenizer)
 
-    prefetch = verbs.add_parser(
+    prefetch = add_verb(
+        verbs,
         "prefetch",
-        help="download one hub dataset or tokenizer of a preset into the Hugging Face cache (on a host with network)",
+        _prefetch,
+        "download one hub dataset or tokenizer of a preset into the Hugging Face cache (on a host with network)",
+        uses_torch=False,
     )
     item = prefetch.add_mutually_exclusive_group(required=True)
     item.add_argument("--dataset", help="{name, id, revision} of a hub dataset (pipeline.data.prefetch.hub_items)")
     item.add_argument("--tokenizer", help="{name, id, revision} of a pretrained tokenizer on the hub")
     prefetch.add_argument("--out", type=Path, required=True, help="its record: what was fetched, at which commit")
-    prefetch.set_defaults(run=_prefetch)
 
-    cache = verbs.add_parser("cache", help="build the Levanter token cache of a corpus")
+    cache = add_verb(verbs, "cache", _cache, "build the Levanter token cache of a corpus", uses_torch=False)
     cache.add_argument("--corpus", type=Path, required=True)
     cache.add_argument("--tokenizer", type=Path, required=True)
     cache.add_argument("--builder", choices=("serial", "ray"), required=True)
     cache.add_argument("--out", type=Path, required=True)
     add_ray_options(cache)
-    cache.set_defaults(run=_cache)
 
-    build = verbs.add_parser(
+    build = add_verb(
+        verbs,
         "build-corpora",
-        help="rebuild the shipped tiny corpora from version-pinned Debian "
-        "packages (maintainers; byte-identical output)",
+        _build_corpora,
+        "rebuild the shipped tiny corpora from version-pinned Debian packages (maintainers; byte-identical output)",
     )
+    add_out_folder(build, Path(__file__).resolve().parent / "corpora")
     build.add_argument(
-        "--out",
-        type=Path,
-        default=Path(__file__).resolve().parent / "corpora",
-        help="output folder (default: pipeline/data/corpora)",
-    )
-    build.add_argument(
-        "--deb-dir",
-        type=Path,
-        default=None,
-        help="folder holding (or receiving) the pinned .deb files (default: a temporary one)",
+        "--deb-dir", type=Path, help="folder holding (or receiving) the pinned .deb files (default: a temporary one)"
     )
     build.add_argument("--check", action="store_true", help="rebuild in a temporary folder and compare with --out")
-    build.set_defaults(run=_build_corpora)
-    for verb in (corpus, tokenizer, prefetch, cache):
-        verb.set_defaults(uses_torch=False)

@@ -9,18 +9,16 @@ import json
 import logging
 from pathlib import Path
 
-from pipeline.commands import absolute, add_ray_options, ray_placement
+from pipeline.commands import absolute, add_options, add_out_folder, add_ray_options, add_verb, run_task
 from pipeline.evaluate import BATCH_SIZE
 
 
 def _downstream(args: argparse.Namespace) -> None:
     """The task names are checked in the Ray task, before the model loads (lm-eval's task index costs ~9 CPU-s, which
     the driver would pay a second time)."""
-    from pipeline.execution.runner import run_on_ray
-
     task_dir = absolute(args.task_dir)[0] if args.task_dir else None
-
-    summary = run_on_ray(
+    run_task(
+        args,
         "pipeline.evaluate.harness:evaluate_downstream",
         *absolute(args.run_dir, args.tokenizer, args.out_dir),
         pair=args.pair,
@@ -31,9 +29,7 @@ def _downstream(args: argparse.Namespace) -> None:
         prefetched=absolute(*args.prefetched),
         batch_size=args.batch_size,
         uses_torch=True,
-        **ray_placement(args),
     )
-    logging.info("downstream finished: %s", json.dumps(summary))
 
 
 def _prefetch_task(args: argparse.Namespace) -> None:
@@ -73,9 +69,10 @@ def _export_hf(args: argparse.Namespace) -> None:
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    downstream = verbs.add_parser("downstream", help="lm-eval tasks on one trained run (zero/few-shot), as a Ray task")
-    downstream.add_argument("--run-dir", type=Path, required=True)
-    downstream.add_argument("--tokenizer", type=Path, required=True)
+    downstream = add_verb(
+        verbs, "downstream", _downstream, "lm-eval tasks on one trained run (zero/few-shot), as a Ray task"
+    )
+    add_options(downstream, "--run-dir", "--tokenizer")
     downstream.add_argument(
         "--out-dir", type=Path, required=True, help="gets lm_eval_<k>shot.json per shot count, then downstream.csv"
     )
@@ -83,9 +80,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
     downstream.add_argument("--tasks", nargs="+", required=True, help="lm-eval task or group names")
     downstream.add_argument("--shots", nargs="+", type=int, required=True, help="few-shot counts, e.g. 0 5")
     downstream.add_argument(
-        "--task-dir", type=Path, default=None, help="folder of lm-eval task YAMLs (default: lm-eval's built-in tasks)"
+        "--task-dir", type=Path, help="folder of lm-eval task YAMLs (default: lm-eval's built-in tasks)"
     )
-    downstream.add_argument("--limit", type=int, default=None, help="documents per task (default: all)")
+    downstream.add_argument("--limit", type=int, help="documents per task (default: all)")
     downstream.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="requests per forward pass")
     downstream.add_argument(
         "--prefetched",
@@ -95,31 +92,27 @@ def register(verbs: argparse._SubParsersAction) -> None:
         help="a task's prefetch record: its hub datasets are read at the commits it holds",
     )
     add_ray_options(downstream, gpus=True)
-    downstream.set_defaults(run=_downstream)
 
-    prefetch = verbs.add_parser(
+    prefetch = add_verb(
+        verbs,
         "prefetch-task",
-        help="download one lm-eval task's hub datasets at their pinned "
-        "commits into the Hugging Face cache (on a host with network)",
+        _prefetch_task,
+        "download one lm-eval task's hub datasets at their pinned commits into the Hugging Face cache (on a host "
+        "with network)",
     )
     prefetch.add_argument("--task", required=True, help="lm-eval task or group name")
-    prefetch.add_argument("--task-dir", default=None, help="folder of lm-eval task YAMLs (default: built-in tasks)")
+    prefetch.add_argument("--task-dir", help="folder of lm-eval task YAMLs (default: built-in tasks)")
     prefetch.add_argument("--revisions", default="{}", help="hub dataset id -> commit (downstream.revisions), as JSON")
     prefetch.add_argument("--out", type=Path, required=True, help="its record: each dataset at which commit")
-    prefetch.set_defaults(run=_prefetch_task)
 
-    build = verbs.add_parser(
+    build = add_verb(
+        verbs,
         "build-tasks",
-        help="rebuild the tiny preset's lm-eval tasks from the validation splits "
-        "of the shipped corpora (maintainers; byte-identical output)",
+        _build_tasks,
+        "rebuild the tiny preset's lm-eval tasks from the validation splits of the shipped corpora (maintainers; "
+        "byte-identical output)",
     )
-    build.add_argument(
-        "--out",
-        type=Path,
-        default=Path(__file__).resolve().parent / "tasks",
-        help="output folder (default: pipeline/evaluate/tasks)",
-    )
-    build.set_defaults(run=_build_tasks)
+    add_out_folder(build, Path(__file__).resolve().parent / "tasks")
 
     # Every argument, --help included, is lm-eval's: this parser has no option prefix of its own.
     lm_eval = verbs.add_parser(
@@ -132,8 +125,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
     lm_eval.add_argument("lm_eval_args", nargs=argparse.REMAINDER)
     lm_eval.set_defaults(run=_lm_eval)
 
-    export_hf = verbs.add_parser("export-hf", help="a GPT-2 or Llama run's final checkpoint in Hugging Face format")
+    export_hf = add_verb(
+        verbs, "export-hf", _export_hf, "a GPT-2 or Llama run's final checkpoint in Hugging Face format"
+    )
     export_hf.add_argument("run_dir", type=Path, help="the trained run's folder")
     export_hf.add_argument("out_dir", type=Path, help="gets config.json, model.safetensors and the tokenizer")
-    export_hf.add_argument("--tokenizer", type=Path, required=True, help="the tokenizer the run was trained with")
-    export_hf.set_defaults(run=_export_hf)
+    add_options(export_hf, "--tokenizer", tokenizer="the tokenizer the run was trained with")

@@ -8,6 +8,7 @@ import json
 import logging
 from pathlib import Path
 
+from pipeline.commands import add_options, add_verb
 from pipeline.config import load_preset
 from pipeline.planning.devices import DEFAULT_MFU
 
@@ -120,96 +121,71 @@ def _fit(args: argparse.Namespace) -> None:
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    cost = verbs.add_parser("cost", help="GPU-hours per stage of a preset, from measured or estimated throughput")
-    cost.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
+    cost = add_verb(verbs, "cost", _cost, "GPU-hours per stage of a preset, from measured or estimated throughput")
+    add_options(cost, "--preset")
     cost.add_argument("--device", default="h100", help="GPU the throughput refers to (default: h100)")
     cost.add_argument(
         "--throughput",
         type=Path,
-        default=None,
         help="measured table (default: results/benchmarks/throughput-sizes-<device>.csv if present)",
     )
     cost.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="model FLOPs utilisation of the estimate")
     cost.add_argument(
         "--preflight",
         type=Path,
-        default=None,
         help="the preset's preflight report, whose measured throughput wins over the table and the "
         "estimate (default: results/<preset>/preflight.csv if present)",
     )
-    cost.add_argument("--csv", type=Path, default=None, help="write the per-run costs to this CSV")
-    cost.set_defaults(run=_cost)
+    cost.add_argument("--csv", type=Path, help="write the per-run costs to this CSV")
 
-    fit = verbs.add_parser(
-        "fit", help="per-device memory of every run, fine-tune and lm-eval pass on a GPU, planned on CPU by XLA"
+    fit = add_verb(
+        verbs, "fit", _fit, "per-device memory of every run, fine-tune and lm-eval pass on a GPU, planned on CPU by XLA"
     )
-    fit.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
-    fit.add_argument("--device", default=None, help="GPU whose memory the plan is checked against (default: h100)")
-    fit.add_argument(
-        "--gpus", type=int, default=None, help="GPUs of every training job, the FSDP mesh size (default: 8)"
-    )
+    add_options(fit, "--preset", "--overrides")
+    fit.add_argument("--device", help="GPU whose memory the plan is checked against (default: h100)")
+    fit.add_argument("--gpus", type=int, help="GPUs of every training job, the FSDP mesh size (default: 8)")
     fit.add_argument(
         "--site",
-        default=None,
         help="SLURM site settings (e.g. profiles/slurm/site.yaml): each job planned on the GPUs the "
         "site gives it (pipeline/planning/jobs.py), of the site's memory; training jobs read their "
         "micro-batch from the table",
     )
     fit.add_argument(
-        "--runs",
-        default=None,
-        help="comma-separated ids to plan: runs, probes, fine-tunes, downstream-<run> (default: all)",
-    )
-    fit.add_argument(
-        "--overrides",
-        default="{}",
-        help="JSON of config keys merged over the preset, as snakemake's --config (default: none)",
+        "--runs", help="comma-separated ids to plan: runs, probes, fine-tunes, downstream-<run> (default: all)"
     )
     fit.add_argument(
         "--md",
         type=Path,
-        default=None,
         help="markdown table (default: <results>/<preset>/fit.md with --site, the table the SLURM jobs "
         "read; else results/<preset>/fit-<device>x<gpus>.md)",
     )
-    fit.add_argument("--csv", type=Path, default=None, help="CSV table (default: as --md, .csv)")
+    fit.add_argument("--csv", type=Path, help="CSV table (default: as --md, .csv)")
     fit.add_argument(
         "--preflight",
         type=Path,
-        default=None,
         help="with --site: the preflight report whose measured throughput resizes jobs; their rows are "
         "planned at both GPU counts (default: <results>/<preset>/preflight.csv, where it exists)",
     )
-    fit.set_defaults(run=_fit)
 
-    status = verbs.add_parser(
+    status = add_verb(
+        verbs,
         "status",
-        help="each training run's state (done, running, stopped, failed, missing) "
-        "and GPU-hours spent and left; --plan: each job's plan at a site",
+        _status,
+        "each training run's state (done, running, stopped, failed, missing) and GPU-hours spent and left; --plan: "
+        "each job's plan at a site",
     )
-    status.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
+    add_options(status, "--preset", "--overrides")
     status.add_argument(
-        "--site",
-        default=None,
-        help="SLURM site settings: its results_dir, each run's GPUs and chunks, the preview's device",
+        "--site", help="SLURM site settings: its results_dir, each run's GPUs and chunks, the preview's device"
     )
     status.add_argument(
-        "--results",
-        type=Path,
-        default=None,
-        help="the grid's results/<preset> folder, e.g. a copy (default: the site's or results/)",
+        "--results", type=Path, help="the grid's results/<preset> folder, e.g. a copy (default: the site's or results/)"
     )
     status.add_argument("--device", default="h100", help="device of the preview without --site (default: h100)")
     status.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="model FLOPs utilisation of the preview")
-    status.add_argument(
-        "--overrides",
-        default="{}",
-        help="JSON of config keys merged over the preset, as snakemake's --config (default: none)",
-    )
     status.add_argument(
         "--plan",
         action="store_true",
         help="print the plan instead: per job GPUs, micro-batch, needed and granted minutes, chunks, "
         "attempts, partition",
     )
-    status.set_defaults(run=_status)

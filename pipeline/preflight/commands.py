@@ -9,7 +9,8 @@ import logging
 import math
 from pathlib import Path
 
-from pipeline.commands import absolute, add_ray_options, ray_placement
+from pipeline.commands import absolute, add_options, add_ray_options, add_verb, ray_placement
+from pipeline.planning.devices import DEFAULT_MFU
 from pipeline.preflight.shapes import DEFAULT_TIMED, DEFAULT_WARMUP
 
 
@@ -175,49 +176,57 @@ def _report(args: argparse.Namespace) -> None:
     print(markdown(rows, projection))
 
 
+def _measured_job_options(parser: argparse.ArgumentParser, cache: str | None, **micro_batch) -> None:
+    """The options that a preflight job measured as a Ray task (``preflight-job``, ``preflight-stage``) shares:
+    its folder, token cache (help ``cache``, None: the run's), tokenizer, ``--micro-batch`` (``micro_batch``: its
+    default or required, and help), device label and row."""
+    parser.add_argument("--job-dir", type=Path, required=True)
+    add_options(parser, "--cache", "--tokenizer", cache=cache)
+    parser.add_argument("--micro-batch", type=int, **micro_batch)
+    parser.add_argument("--device-label", required=True, help="the cost model's device (site.device, or cpu)")
+    parser.add_argument("--row", type=Path, required=True, help="the measurement row (JSON)")
+    add_ray_options(parser, gpus=True)
+
+
 def register(verbs: argparse._SubParsersAction) -> None:
-    plan = verbs.add_parser(
+    plan = add_verb(
+        verbs,
         "preflight",
-        help="the preflight's jobs (one per training job shape) and their GPU-hour bound, before submitting",
+        _plan,
+        "the preflight's jobs (one per training job shape) and their GPU-hour bound, before submitting",
     )
-    plan.add_argument("--preset", default="paper", help="preset name or YAML path (default: paper)")
+    add_options(plan, "--preset")
     plan.add_argument(
         "--site",
-        default=None,
         help="SLURM site settings: each shape's GPUs and micro-batch as the site and the fit table size its runs",
     )
     plan.add_argument(
         "--fit-table",
         type=Path,
-        default=None,
         help="the site's fit table (default: <results>/<preset>/fit.csv, as `fit --site` writes it)",
     )
-    plan.set_defaults(run=_plan)
 
-    job = verbs.add_parser(
+    job = add_verb(
+        verbs,
         "preflight-job",
-        help="one shape's bounded training job, restarted from its checkpoint and measured, as a Ray task",
+        _job,
+        "one shape's bounded training job, restarted from its checkpoint and measured, as a Ray task",
     )
     job.add_argument("--spec", required=True, help="the resolved RunSpec of the shape's first run, as JSON")
     job.add_argument("--shape", required=True)
     job.add_argument("--runs", type=int, required=True, help="runs of the grid this shape stands for")
-    job.add_argument("--job-dir", type=Path, required=True)
-    job.add_argument("--cache", type=Path, required=True)
-    job.add_argument("--tokenizer", type=Path, required=True)
-    job.add_argument("--micro-batch", type=int, required=True, help="0: the whole per-device batch at once")
-    job.add_argument("--device-label", required=True, help="the cost model's device (site.device, or cpu)")
     job.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="untimed updates (compilation)")
     job.add_argument("--timed", type=int, default=DEFAULT_TIMED, help="timed updates")
-    job.add_argument("--planned-bytes", type=int, default=None, help="the fit row's planned bytes per device")
-    job.add_argument("--budget-bytes", type=int, default=None, help="the fit row's usable bytes per device")
-    job.add_argument("--row", type=Path, required=True, help="the measurement row (JSON)")
-    add_ray_options(job, gpus=True)
-    job.set_defaults(run=_job)
+    job.add_argument("--planned-bytes", type=int, help="the fit row's planned bytes per device")
+    job.add_argument("--budget-bytes", type=int, help="the fit row's usable bytes per device")
+    _measured_job_options(job, None, required=True, help="0: the whole per-device batch at once")
 
-    stage = verbs.add_parser(
+    stage = add_verb(
+        verbs,
         "preflight-stage",
-        help="one bounded fine-tune, lm-eval or analysis job on a preflight "
-        "pretraining's checkpoint, measured, as a Ray task",
+        _stage,
+        "one bounded fine-tune, lm-eval or analysis job on a preflight pretraining's checkpoint, measured, as a Ray "
+        "task",
     )
     stage.add_argument(
         "--kind", required=True, help="finetune-lora, finetune-full, downstream, spectra, lyapunov, frontier"
@@ -229,25 +238,21 @@ def register(verbs: argparse._SubParsersAction) -> None:
     stage.add_argument(
         "--settings",
         required=True,
-        help="the fine-tune's spec, or the preset's downstream or "
-        "analysis.<kind> section (+ pair, prefetched), as JSON",
+        help="the fine-tune's spec, or the preset's downstream or analysis.<kind> section (+ pair, prefetched), as "
+        "JSON",
     )
-    stage.add_argument("--job-dir", type=Path, required=True)
-    stage.add_argument("--cache", type=Path, required=True, help="the token cache (fine-tune: its target's)")
-    stage.add_argument("--tokenizer", type=Path, required=True)
-    stage.add_argument("--micro-batch", type=int, default=0, help="fine-tune: 0, the whole per-device batch")
-    stage.add_argument("--device-label", required=True)
-    stage.add_argument("--row", type=Path, required=True)
-    add_ray_options(stage, gpus=True)
-    stage.set_defaults(run=_stage)
+    _measured_job_options(
+        stage, "the token cache (fine-tune: its target's)", default=0, help="fine-tune: 0, the whole per-device batch"
+    )
 
-    report = verbs.add_parser("preflight-report", help="the preflight's rows as md/csv/html, projected onto the grid")
+    report = add_verb(
+        verbs, "preflight-report", _report, "the preflight's rows as md/csv/html, projected onto the grid"
+    )
     report.add_argument("--preset", required=True)
     report.add_argument("--rows", nargs="+", required=True, help="the jobs' measurement rows (JSON)")
     report.add_argument("--shapes", required=True, help='{shape: {"runs": [...], "gpus": n}} as JSON')
     report.add_argument("--device-label", required=True)
-    report.add_argument("--mfu", type=float, default=0.4, help="the estimate's MFU (site.mfu)")
+    report.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="the estimate's MFU (site.mfu)")
     report.add_argument("--safety-factor", type=float, default=1.0, help="walltime = GPU-hours x this / GPUs")
     for name in ("md", "csv", "html", "projection"):
         report.add_argument(f"--{name}", type=Path, required=True)
-    report.set_defaults(run=_report)

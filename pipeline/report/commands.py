@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+
+from pipeline.commands import add_verb
 
 
 def _table_files(args: argparse.Namespace):
@@ -124,50 +127,49 @@ def _fidelity_table(args: argparse.Namespace) -> None:
     write_fidelity_table(json.loads(args.config_json), out=_table_files(args))
 
 
-def _table_arguments(parser: argparse.ArgumentParser, *, tex: bool) -> None:
-    parser.add_argument("--md", type=Path, required=True, help="Markdown view")
-    parser.add_argument("--csv", type=Path, required=True, help="tidy CSV, one row per number")
-    parser.add_argument("--html", type=Path, required=True, help="HTML view (the one the Snakemake report embeds)")
+def _table_verb(
+    verbs: argparse._SubParsersAction, name: str, run: Callable, help: str, *, tex: bool = True
+) -> argparse.ArgumentParser:
+    """A verb that writes a table's views: ``--md``, ``--csv``, ``--html``, and ``--tex`` where ``tex``."""
+    table = add_verb(verbs, name, run, help)
+    table.add_argument("--md", type=Path, required=True, help="Markdown view")
+    table.add_argument("--csv", type=Path, required=True, help="tidy CSV, one row per number")
+    table.add_argument("--html", type=Path, required=True, help="HTML view (the one the Snakemake report embeds)")
     if tex:
-        parser.add_argument("--tex", type=Path, required=True, help="LaTeX booktabs view")
+        table.add_argument("--tex", type=Path, required=True, help="LaTeX booktabs view")
+    return table
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    table = verbs.add_parser("perplexity-table", help="Tables 1-2 from run summaries")
-    _table_arguments(table, tex=True)
+    table = _table_verb(verbs, "perplexity-table", _perplexity_table, "Tables 1-2 from run summaries")
     table.add_argument("summaries", nargs="+", type=Path)
-    table.set_defaults(run=_perplexity_table)
 
-    table = verbs.add_parser("runs-csv", help="CSV of every pretraining run from their summaries")
+    table = add_verb(verbs, "runs-csv", _runs_csv, "CSV of every pretraining run from their summaries")
     table.add_argument("--out", type=Path, required=True)
     table.add_argument("summaries", nargs="+", type=Path)
-    table.set_defaults(run=_runs_csv)
 
-    table = verbs.add_parser("fidelity-table", help="the fidelity ledger for a resolved preset (.md, .csv, .html)")
-    _table_arguments(table, tex=False)
-    table.add_argument("--config-json", required=True, help="the resolved preset's PRESET_SECTIONS as JSON")
-    table.set_defaults(run=_fidelity_table)
-
-    table = verbs.add_parser("spec-table", help="Table 3 from the runs' config.yaml (beside each summary.json)")
-    _table_arguments(table, tex=True)
-    table.add_argument("summaries", nargs="+", type=Path)
-    table.set_defaults(run=_spec_table)
-
-    table = verbs.add_parser("downstream-table", help="Tables 4-5 from downstream.csv files")
-    _table_arguments(table, tex=True)
-    table.add_argument("csvs", nargs="+", type=Path)
-    table.set_defaults(run=_downstream_table)
-
-    table = verbs.add_parser("param-count-table", help="Table 6 from analysis/param_counts.csv")
-    _table_arguments(table, tex=True)
-    table.add_argument("csv_in", metavar="param_counts.csv", type=Path)
-    table.set_defaults(run=_param_count_table)
-
-    figure = verbs.add_parser(
-        "figure",
-        help="one figure (PNG + PDF), or several of one kind: "
-        + "; ".join(f"{kind}: {text}" for kind, text in FIGURES.items()),
+    table = _table_verb(
+        verbs,
+        "fidelity-table",
+        _fidelity_table,
+        "the fidelity ledger for a resolved preset (.md, .csv, .html)",
+        tex=False,
     )
+    table.add_argument("--config-json", required=True, help="the resolved preset's PRESET_SECTIONS as JSON")
+
+    table = _table_verb(
+        verbs, "spec-table", _spec_table, "Table 3 from the runs' config.yaml (beside each summary.json)"
+    )
+    table.add_argument("summaries", nargs="+", type=Path)
+
+    table = _table_verb(verbs, "downstream-table", _downstream_table, "Tables 4-5 from downstream.csv files")
+    table.add_argument("csvs", nargs="+", type=Path)
+
+    table = _table_verb(verbs, "param-count-table", _param_count_table, "Table 6 from analysis/param_counts.csv")
+    table.add_argument("csv_in", metavar="param_counts.csv", type=Path)
+
+    kinds = "; ".join(f"{kind}: {text}" for kind, text in FIGURES.items())
+    figure = add_verb(verbs, "figure", _figure, f"one figure (PNG + PDF), or several of one kind: {kinds}")
     figure.add_argument("kind", choices=sorted(FIGURES))
     figure.add_argument("--png", type=Path, nargs="+", required=True, help="PNG of each figure the kind draws")
     figure.add_argument("--pdf", type=Path, nargs="+", required=True, help="PDF of each, in the same order")
@@ -184,10 +186,10 @@ def register(verbs: argparse._SubParsersAction) -> None:
         help="index of the output token j in each sentence (lyapunov only; analysis.lyapunov)",
     )
     figure.add_argument("--inputs", type=Path, nargs="+", required=True, help="the tidy files the figure reads")
-    figure.set_defaults(run=_figure)
 
-    card = verbs.add_parser("scorecard", help="our numbers and evidence beside the paper's numbers and claims")
-    _table_arguments(card, tex=False)
+    card = _table_verb(
+        verbs, "scorecard", _scorecard, "our numbers and evidence beside the paper's numbers and claims", tex=False
+    )
     card.add_argument("--preset", required=True)
     card.add_argument("--runs-csv", type=Path, required=True)
     card.add_argument("--finetune", type=Path, nargs="*", default=[], help="fine-tune summary.json files")
@@ -200,21 +202,20 @@ def register(verbs: argparse._SubParsersAction) -> None:
         default=[],
         help="spectra CSVs of the untrained models of the same configs (the control)",
     )
-    card.add_argument("--clustering-sweep", type=Path, default=None)
+    card.add_argument("--clustering-sweep", type=Path)
     card.add_argument("--memory", type=Path, nargs="*", default=[], help="memory-probe JSON records")
-    card.set_defaults(run=_scorecard)
 
-    power = verbs.add_parser(
+    power = add_verb(
+        verbs,
         "power",
-        help="seeds per primary claim for 80 %% power at the Holm-corrected alpha, "
-        "beside the seeds a preset gives it (docs/experiments.md)",
+        _power,
+        "seeds per primary claim for 80 %% power at the Holm-corrected alpha, beside the seeds a preset gives it "
+        "(docs/experiments.md)",
     )
     power.add_argument("--preset", required=True)
     power.add_argument(
         "--study-csv",
         type=Path,
-        default=None,
         help="the scorecard CSV of the study whose per-seed spreads plan this one (default: the "
         "recorded mini study, pipeline.report.power.STUDY_CSV)",
     )
-    power.set_defaults(run=_power)

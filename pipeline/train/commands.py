@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 from pathlib import Path
 
-from pipeline.commands import absolute, add_ray_options, ray_placement
+from pipeline.commands import absolute, add_options, add_ray_options, add_verb, run_task
 from pipeline.execution.errors import subject
 from pipeline.train.attempts import recorded_attempt
 
@@ -25,20 +24,16 @@ def with_micro_batch(spec_json: str, micro_batch: int | None) -> str:
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    from pipeline.execution.runner import run_on_ray
-
     paths = absolute(args.run_dir, args.cache, args.tokenizer)
     spec = with_micro_batch(args.spec, args.micro_batch)
     with recorded_attempt(args.run_dir, args.attempt, subject("pretrain", args)):
-        summary = run_on_ray("pipeline.train.runs:pretrain", spec, *paths, **ray_placement(args))
-    logging.info("pretrain finished: %s", json.dumps(summary))
+        run_task(args, "pipeline.train.runs:pretrain", spec, *paths)
 
 
 def _finetune(args: argparse.Namespace) -> None:
     """The source's run config, final checkpoint and fingerprint are checked here, before any Ray or JAX start-up
     (fail fast; the driver imports neither)."""
     from pipeline.artifacts import read_run_spec, require_complete_checkpoint
-    from pipeline.execution.runner import run_on_ray
     from pipeline.train.identity import recorded_fingerprint
 
     read_run_spec(args.source)
@@ -47,8 +42,7 @@ def _finetune(args: argparse.Namespace) -> None:
     paths = absolute(args.run_dir, args.source, args.cache, args.tokenizer)
     spec = with_micro_batch(args.spec, args.micro_batch)
     with recorded_attempt(args.run_dir, args.attempt, subject("finetune", args)):
-        summary = run_on_ray("pipeline.train.runs:finetune", spec, *paths, **ray_placement(args))
-    logging.info("finetune finished: %s", json.dumps(summary))
+        run_task(args, "pipeline.train.runs:finetune", spec, *paths)
 
 
 def _micro_batch(value: str) -> int:
@@ -57,40 +51,27 @@ def _micro_batch(value: str) -> int:
     return int(value)
 
 
-def _add_job_options(verb: argparse.ArgumentParser) -> None:
-    """``--micro-batch`` and ``--attempt`` of a training verb."""
-    verb.add_argument(
-        "--micro-batch",
-        type=_micro_batch,
-        default=None,
-        help="examples per device per forward/backward (gradient accumulation to the same batch; "
-        "0: the whole batch at once; default: the spec's train.micro_batch_size)",
-    )
-    verb.add_argument(
-        "--attempt",
-        type=int,
-        default=1,
-        help="Snakemake's attempt of this job (default 1: a new call, which always trains); a later attempt trains "
-        "only where the one before it was stopped by its walltime or a preemption (pipeline.train.attempts)",
-    )
-
-
 def register(verbs: argparse._SubParsersAction) -> None:
-    pretrain = verbs.add_parser("pretrain", help="train one run of the grid on Levanter, as a Ray task")
+    pretrain = add_verb(verbs, "pretrain", _pretrain, "train one run of the grid on Levanter, as a Ray task")
     pretrain.add_argument("--spec", required=True, help="the run's resolved RunSpec, as JSON")
-    pretrain.add_argument("--run-dir", type=Path, required=True)
-    pretrain.add_argument("--cache", type=Path, required=True)
-    pretrain.add_argument("--tokenizer", type=Path, required=True)
-    _add_job_options(pretrain)
-    add_ray_options(pretrain, gpus=True)
-    pretrain.set_defaults(run=_pretrain)
-
-    finetune = verbs.add_parser("finetune", help="fine-tune a resampled source run on a target dataset, as a Ray task")
+    finetune = add_verb(
+        verbs, "finetune", _finetune, "fine-tune a resampled source run on a target dataset, as a Ray task"
+    )
     finetune.add_argument("--spec", required=True, help="the fine-tune's resolved FinetuneSpec, as JSON")
-    finetune.add_argument("--run-dir", type=Path, required=True)
     finetune.add_argument("--source", type=Path, required=True, help="the source run's folder")
-    finetune.add_argument("--cache", type=Path, required=True, help="the target dataset's token cache")
-    finetune.add_argument("--tokenizer", type=Path, required=True)
-    _add_job_options(finetune)
-    add_ray_options(finetune, gpus=True)
-    finetune.set_defaults(run=_finetune)
+    for verb, cache in ((pretrain, None), (finetune, "the target dataset's token cache")):
+        add_options(verb, "--run-dir", "--cache", "--tokenizer", cache=cache)
+        verb.add_argument(
+            "--micro-batch",
+            type=_micro_batch,
+            help="examples per device per forward/backward (gradient accumulation to the same batch; "
+            "0: the whole batch at once; default: the spec's train.micro_batch_size)",
+        )
+        verb.add_argument(
+            "--attempt",
+            type=int,
+            default=1,
+            help="Snakemake's attempt of this job (default 1: a new call, which always trains); a later attempt "
+            "trains only where the one before it was stopped by its walltime or a preemption (pipeline.train.attempts)",
+        )
+        add_ray_options(verb, gpus=True)
