@@ -229,13 +229,3 @@ def cache_stats(cache_dir: str | Path) -> dict:
         )
     cache = TreeCache.load(str(path), {"input_ids": np.zeros((0,), dtype=np.int32)})
     return {"documents": len(cache), "tokens": int(cache.store.tree["input_ids"].data_size)}
-
-
-def cache_token_count(cache_dir: str | Path) -> int:
-    """Number of tokens stored in a finished token cache."""
-    return cache_stats(cache_dir)["tokens"]
-
-
-def cache_metadata(cache_dir: str | Path) -> CacheMetadata:
-    """The CacheMetadata recorded in a cache's ledger (compare with `lm_processor(...).metadata`)."""
-    return CacheLedger.load(str(cache_dir)).metadata
