@@ -1,14 +1,6 @@
-"""Patches to the pinned Levanter (1.2.dev1644, ``requirements.lock``), each changing one behaviour of it for a
-stated reason; none reaches into Levanter's modules, each wraps or replaces an attribute of one object it built.
-
-- ``held_out_evaluators``: Levanter's ``TaggedEvaluator`` compiles its evaluation step up to four times per run;
-  the patched evaluators share one step, compiled once.
-- ``trainer_checkpointer``: Levanter registers its ``Checkpointer`` through a callback that drops ``force``, so
-  the loop cannot ask for the checkpoint at the last step (or at a stop) through the hook; it gets the object.
-- ``after_each_save``: Levanter's ``Checkpointer`` offers no hook when a save is committed (``metadata.json``
-  written); the patch calls one, which writes the checkpoint's checksums (``pipeline.train.checkpoints``).
-
-The train step that donates no buffers (a jaxlib 0.7.2 fault) is ``pipeline.train.trainer.UndonatedTrainer``.
+"""Patches to the pinned Levanter (1.2.dev1644, ``requirements.lock``), each changing one behaviour of it for the
+reason its docstring states; none reaches into Levanter's modules, each wraps or replaces an attribute of one object
+it built. The train step that donates no buffers (a jaxlib 0.7.2 fault) is ``pipeline.train.trainer``'s.
 """
 
 from __future__ import annotations
@@ -78,7 +70,7 @@ def trainer_checkpointer(trainer):
 def after_each_save(checkpointer, on_commit: Callable[[Path], None]) -> None:
     """Make ``checkpointer`` call ``on_commit(<its step-N folder>)`` once each save is committed, after Levanter's
     own commit (its ``metadata.json``) and on the same thread (its async save's), for every save it makes: by
-    steps, by time, forced."""
+    steps, by time, forced. Levanter's ``Checkpointer`` offers no such hook; the loop writes the checksums there."""
     save = checkpointer.save_checkpoint
 
     def save_checkpoint(

@@ -22,18 +22,13 @@ class CycledTrainingSet:
     examples: int
 
 
-def count_examples(dataset) -> int:
-    """Number of seq_len examples in a (finite) Levanter training dataset."""
-    return len(dataset.as_sync_dataset())
-
-
 def cycled_training_set(data, Pos, batch_schedule, train: TrainSpec, data_key, cache_dir: Path, run_id: str):
     """The shuffled train split of ``data`` (examples of ``Pos``) repeated ceil(steps · batch / examples) times; a
     split without one example of ``Pos`` is an error naming the cache and the run."""
     from levanter.data.dataset import EpochDataset
 
     one_pass = data.train_set(Pos, batch_schedule, key=data_key)
-    examples = count_examples(one_pass)
+    examples = len(one_pass.as_sync_dataset())
     if examples == 0:
         raise ValueError(
             f"{cache_dir / 'train'}: the training split has no example of {Pos.size} tokens; "
