@@ -90,7 +90,7 @@ print(json.dumps({"codes": codes, "submitted": submitted, "heavy": heavy}))
 def test_a_jobs_driver_submits_its_work_by_name_and_imports_no_jax(tmp_path):
     """A Ray verb's driver (the Snakemake job's own process) checks its inputs and submits ``"module:function"``:
     JAX, Levanter, torch and lm-eval are imported only in the Ray worker, which resolves each name to its function."""
-    from pipeline.execution.runner import task_function
+    from pipeline.execution.warm_workers import task_function
 
     result = subprocess.run(
         [sys.executable, "-c", DRIVER_PROBE, str(tmp_path / "source")],

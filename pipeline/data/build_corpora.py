@@ -5,10 +5,8 @@
     python -m pipeline build-corpora --check        # rebuild in a temp dir, compare with shipped files
 
 The .deb files are read with the standard library (ar + tar), so `dpkg` is not needed; their sha256 is
-checked against the pins below before anything is extracted. Output is byte-for-byte reproducible.
-
-Longer than 300 lines because the pinned Debian sources, the .deb reader and the two corpora's extraction form
-one reproducible build that ``--check`` verifies as a whole.
+checked against the pins below before anything is extracted; what a document is in each corpus is
+``pipeline.data.tiny_documents``. Output is byte-for-byte reproducible.
 """
 
 from __future__ import annotations
@@ -16,15 +14,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import re
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import Path
 
+from pipeline.data import tiny_documents as rules
 from pipeline.data.files import sha256_file, write_jsonl
 
 CORPORA_DIR = Path(__file__).resolve().parent / "corpora"
@@ -45,6 +41,11 @@ class DebSource:
     test_split: bool = False
     """Whether the corpus ships a test split, as the dataset it stands in for has (WikiText-103 does, OpenWebText
     does not; docs/paper.md#data and docs/paper.md#fine-tune-test-split)."""
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits the corpus ships: train, validation, and test where it has a test split."""
+        return ("train", "validation", "test") if self.test_split else ("train", "validation")
 
 
 SOURCES = {
@@ -67,147 +68,6 @@ SOURCES = {
         member_prefix="usr/share/games/fortunes/",
     ),
 }
-
-# ---- pydocs: prose paragraphs of the Python 3.11 documentation -------------------------------------------
-
-PYDOCS_SECTIONS = ("library/", "tutorial/", "reference/", "howto/", "faq/", "glossary.html")
-PYDOCS_MIN_CHARS = 500  # drops chapter index pages that are little more than a title
-PYDOCS_MAX_CHARS = 12_000  # each page is cut at the last paragraph boundary before this many characters
-_VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
-_SKIPPED_TAGS = {"pre", "script", "style", "table", "nav"}
-_BLOCK_TAGS = {"p", "h1", "h2", "h3", "h4", "h5", "h6"}
-
-
-class _ProseExtractor(HTMLParser):
-    """Collect the text of headings and paragraphs inside Sphinx's main body, skipping code and tables."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.blocks: list[str] = []
-        self._stack: list[str] = []
-        self._body_depth: int | None = None
-        self._skip_depth: int | None = None
-        self._block: tuple[str, list[str]] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _VOID_TAGS:
-            return
-        attributes = dict(attrs)
-        classes = (attributes.get("class") or "").split()
-        self._stack.append(tag)
-        depth = len(self._stack)
-        if tag == "div" and attributes.get("role") == "main":
-            self._body_depth = depth
-        skipped = (
-            tag in _SKIPPED_TAGS
-            or (tag == "dt" and "sig" in classes)
-            or (tag == "a" and "headerlink" in classes)
-            or (tag == "p" and "admonition-title" in classes)
-            or (tag == "div" and any(c.startswith("highlight") for c in classes))
-        )
-        if skipped and self._skip_depth is None:
-            self._skip_depth = depth
-        if tag in _BLOCK_TAGS and self._body_depth is not None and self._skip_depth is None:
-            self._block = (tag, [])
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in _VOID_TAGS or tag not in self._stack:
-            return
-        while self._stack:
-            depth = len(self._stack)
-            closed = self._stack.pop()
-            if self._skip_depth == depth:
-                self._skip_depth = None
-            if self._body_depth == depth:
-                self._body_depth = None
-            if self._block is not None and closed == self._block[0]:
-                text = " ".join("".join(self._block[1]).split())
-                if text:
-                    self.blocks.append(text)
-                self._block = None
-            if closed == tag:
-                break
-
-    def handle_data(self, data: str) -> None:
-        if self._block is not None and self._skip_depth is None:
-            self._block[1].append(data)
-
-
-def html_prose(html: str) -> list[str]:
-    """Headings and paragraphs (whitespace-normalised) of one Sphinx HTML page, without code or tables."""
-    parser = _ProseExtractor()
-    parser.feed(html)
-    parser.close()
-    return parser.blocks
-
-
-def _truncate(blocks: list[str], max_chars: int) -> str:
-    kept: list[str] = []
-    size = 0
-    for block in blocks:
-        size += len(block) + (2 if kept else 0)
-        if size > max_chars and kept:
-            break
-        kept.append(block)
-    return "\n\n".join(kept)
-
-
-def pydocs_documents(members: dict[str, bytes]) -> list[str]:
-    """One document per documentation page (sorted by path): its prose, cut to PYDOCS_MAX_CHARS."""
-    prefix = SOURCES["pydocs"].member_prefix
-    documents = []
-    for name in sorted(members):
-        page = name.removeprefix(prefix)
-        if not page.endswith(".html") or not page.startswith(PYDOCS_SECTIONS):
-            continue
-        text = _truncate(html_prose(members[name].decode("utf-8")), PYDOCS_MAX_CHARS)
-        if len(text) >= PYDOCS_MIN_CHARS:
-            documents.append(text)
-    return documents
-
-
-# ---- fortunes: one fortune cookie per document ------------------------------------------------------------
-
-FORTUNES_EXCLUDED = {"ascii-art"}  # pictures, not prose
-_OVERSTRIKE = re.compile(r".\x08")  # "_\bx" underlining / "x\bx" bold from nroff-era files
-_MOJIBAKE = re.compile(r"[\x80-\x9f]")  # C1 controls only occur in doubly-encoded UTF-8
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_SEPARATOR = re.compile(r"^%\n", flags=re.MULTILINE)
-
-
-def clean_fortune(raw: str) -> str | None:
-    """Strip overstrikes, control characters and trailing blanks; None for mojibake or empty fortunes."""
-    text = _OVERSTRIKE.sub("", raw)
-    if _MOJIBAKE.search(text):
-        return None
-    text = _CONTROL.sub("", text)
-    text = "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
-    return text if text.strip() else None
-
-
-def fortunes_documents(members: dict[str, bytes]) -> list[str]:
-    """Every distinct fortune of every data file (sorted by file name, then file order)."""
-    prefix = SOURCES["fortunes"].member_prefix
-    documents: list[str] = []
-    seen: set[str] = set()
-    for name in sorted(members):
-        stem = name.removeprefix(prefix)
-        if "/" in stem or "." in stem or stem in FORTUNES_EXCLUDED:
-            continue
-        for raw in _SEPARATOR.split(members[name].decode("utf-8")):
-            text = clean_fortune(raw)
-            if text is not None and text not in seen:
-                seen.add(text)
-                documents.append(text)
-    return documents
-
-
-BUILDERS: dict[str, Callable[[dict[str, bytes]], list[str]]] = {
-    "pydocs": pydocs_documents,
-    "fortunes": fortunes_documents,
-}
-
-# ---- packages, splits, output ----------------------------------------------------------------------------
 
 
 def read_deb_members(deb: Path, prefix: str) -> dict[str, bytes]:
@@ -242,14 +102,6 @@ def split_of(text: str, with_test: bool) -> str:
     return "test" if with_test and remainder == 1 else "train"
 
 
-def split_documents(documents: list[str], with_test: bool) -> dict[str, list[str]]:
-    """Split documents by `split_of`, keeping their order."""
-    splits: dict[str, list[str]] = {"train": [], "validation": [], **({"test": []} if with_test else {})}
-    for text in documents:
-        splits[split_of(text, with_test)].append(text)
-    return splits
-
-
 def corpus_filename(name: str, split: str) -> str:
     """Shipped file name of one split of one tiny corpus."""
     return f"{name}.{split}.jsonl.gz"
@@ -271,10 +123,14 @@ def fetch_deb(source: DebSource, deb_dir: Path) -> Path:
 
 
 def build_corpus(name: str, deb: Path, out_dir: Path) -> dict[str, dict]:
-    """Extract, split and write one tiny corpus; returns per-split stats and hashes."""
-    members = read_deb_members(deb, SOURCES[name].member_prefix)
+    """Extract, split (by ``split_of``, keeping their order) and write one tiny corpus; returns per-split stats and
+    hashes."""
+    source = SOURCES[name]
+    splits: dict[str, list[str]] = {split: [] for split in source.splits}
+    for text in rules.DOCUMENTS[name](read_deb_members(deb, source.member_prefix), source.member_prefix):
+        splits[split_of(text, source.test_split)].append(text)
     stats = {}
-    for split, texts in split_documents(BUILDERS[name](members), SOURCES[name].test_split).items():
+    for split, texts in splits.items():
         path = out_dir / corpus_filename(name, split)
         stats[split] = write_jsonl(path, texts, compresslevel=GZIP_LEVEL)
         stats[split]["bytes"] = path.stat().st_size
@@ -353,45 +209,31 @@ def provenance_markdown(stats: dict[str, dict[str, dict]]) -> str:
     return _PROVENANCE.format(
         sources="\n".join(sources),
         pydocs_prefix=SOURCES["pydocs"].member_prefix,
-        pydocs_sections=", ".join(f"`{s}`" for s in PYDOCS_SECTIONS),
-        max_chars=PYDOCS_MAX_CHARS,
-        min_chars=PYDOCS_MIN_CHARS,
+        pydocs_sections=", ".join(f"`{s}`" for s in rules.PYDOCS_SECTIONS),
+        max_chars=rules.PYDOCS_MAX_CHARS,
+        min_chars=rules.PYDOCS_MIN_CHARS,
         fortunes_prefix=SOURCES["fortunes"].member_prefix,
-        fortunes_excluded=", ".join(f"`{s}`" for s in sorted(FORTUNES_EXCLUDED)),
+        fortunes_excluded=", ".join(f"`{s}`" for s in sorted(rules.FORTUNES_EXCLUDED)),
         modulus=VALIDATION_MODULUS,
         test_corpora=", ".join(f"`{name}`" for name, source in SOURCES.items() if source.test_split),
         outputs="\n".join(outputs),
     )
 
 
-def build_all(out_dir: Path, deb_dir: Path) -> dict[str, dict[str, dict]]:
-    """Build every tiny corpus and PROVENANCE.md into `out_dir`."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stats = {name: build_corpus(name, fetch_deb(source, deb_dir), out_dir) for name, source in SOURCES.items()}
-    (out_dir / "PROVENANCE.md").write_text(provenance_markdown(stats), encoding="utf-8")
-    return stats
-
-
-def _corpus_files() -> Iterator[str]:
-    for name, source in SOURCES.items():
-        for split in ("train", "validation", *(("test",) if source.test_split else ())):
-            yield corpus_filename(name, split)
-
-
 def rebuild(out: Path, deb_dir: Path | None, check: bool) -> dict[str, dict[str, dict[str, int]]]:
-    """Build every corpus into ``out`` (``deb_dir``: where the pinned .deb files are or are downloaded to) or, with
-    ``check``, into a temporary folder compared with ``out``; documents and characters per corpus and split."""
+    """Build every corpus and PROVENANCE.md into ``out`` (``deb_dir``: where the pinned .deb files are or are
+    downloaded to) or, with ``check``, into a temporary folder compared with ``out``; documents and characters per
+    corpus and split."""
     with tempfile.TemporaryDirectory() as scratch:
         deb_dir = deb_dir or Path(scratch) / "debs"
         deb_dir.mkdir(parents=True, exist_ok=True)
         target = Path(scratch) / "built" if check else out
-        stats = build_all(target, deb_dir)
+        target.mkdir(parents=True, exist_ok=True)
+        stats = {name: build_corpus(name, fetch_deb(source, deb_dir), target) for name, source in SOURCES.items()}
+        (target / "PROVENANCE.md").write_text(provenance_markdown(stats), encoding="utf-8")
         if check:
-            differing = [
-                name
-                for name in _corpus_files()
-                if _decompressed_sha256(target / name) != _decompressed_sha256(out / name)
-            ]
+            files = [corpus_filename(name, split) for name, source in SOURCES.items() for split in source.splits]
+            differing = [f for f in files if _decompressed_sha256(target / f) != _decompressed_sha256(out / f)]
             if differing:
                 raise ValueError(
                     f"{out}: {', '.join(differing)} differ from a rebuild; run build-corpora without "

@@ -62,12 +62,10 @@ def build_token_cache(
     ids and the same CacheMetadata, so `UrlSingleDatasetLMConfig(cache_dir=<parent>, tokenizer=<same string>)`
     loads the cache without rebuilding. Returns {"documents", "tokens", "seconds"}.
 
-    The cache is built in `out_dir`'s staging folder (``atomic_directory(..., resumable=True)``) and renamed into place
-    at the end; `INPUTS_FILE` there records what it is built from (``cache_inputs``). A rerun with the same inputs
-    keeps what an interrupted build finished: the Ray builder resumes from Levanter's shard ledger (finished corpus
-    shards are neither read nor tokenized again), the serial builder, which keeps no ledger until it ends, starts the
-    split over; an `out_dir` already built from the same inputs is kept as it is (with `overwrite`). SIGTERM, SIGINT or
-    SIGURG (SLURM's walltime warning) ends the build with ``RunStopped`` (docs/runs.md#data-jobs-resume).
+    The cache is built in `out_dir`'s staging folder (``atomic_directory(..., resumable=True)``), where `INPUTS_FILE`
+    records what it is built from (``cache_inputs``): a rerun with the same inputs resumes there
+    (docs/runs.md#data-jobs-resume), and an `out_dir` already built from them is kept as it is (with `overwrite`). A
+    stop signal ends the build with ``RunStopped``.
     """
     if builder not in ("serial", "ray"):
         raise ValueError(f"Token cache {out_dir}: builder={builder!r}; expected 'serial' or 'ray'.")
@@ -229,13 +227,3 @@ def cache_stats(cache_dir: str | Path) -> dict:
         )
     cache = TreeCache.load(str(path), {"input_ids": np.zeros((0,), dtype=np.int32)})
     return {"documents": len(cache), "tokens": int(cache.store.tree["input_ids"].data_size)}
-
-
-def cache_token_count(cache_dir: str | Path) -> int:
-    """Number of tokens stored in a finished token cache."""
-    return cache_stats(cache_dir)["tokens"]
-
-
-def cache_metadata(cache_dir: str | Path) -> CacheMetadata:
-    """The CacheMetadata recorded in a cache's ledger (compare with `lm_processor(...).metadata`)."""
-    return CacheLedger.load(str(cache_dir)).metadata

@@ -25,7 +25,7 @@ def tiny_corpus_splits(name: str) -> tuple[str, ...]:
     """The splits a tiny corpus ships: train, validation, and test where it stands in for a dataset with one."""
     if name not in TINY_CORPORA:
         raise ValueError(f"Unknown tiny corpus {name!r}; expected one of {sorted(TINY_CORPORA)}.")
-    return SPLITS if SOURCES[name].test_split else SPLITS[:2]
+    return SOURCES[name].splits
 
 
 def tiny_corpus_file(name: str, split: str) -> Path:
@@ -76,25 +76,29 @@ def export_tiny_corpus(
     )
 
 
+def corpus_manifest(corpus_dir: Path) -> dict:
+    """The ``manifest.json`` of an exported corpus folder (tiny or Hugging Face export)."""
+    path = corpus_dir / "manifest.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"Corpus {corpus_dir}: manifest.json is missing; expected an exported corpus folder.")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def corpus_splits(corpus_dir: str | Path) -> list[str]:
     """The splits an exported corpus folder holds (its manifest's keys among ``SPLITS``), in ``SPLITS`` order."""
-    manifest_path = Path(corpus_dir) / "manifest.json"
-    if not manifest_path.is_file():
-        raise FileNotFoundError(f"Corpus {corpus_dir}: manifest.json is missing; expected an exported corpus folder.")
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = corpus_manifest(Path(corpus_dir))
     return [split for split in SPLITS if split in manifest]
 
 
 def corpus_split_files(corpus_dir: str | Path, split: str) -> list[Path]:
-    """The JSONL files of one split of an exported corpus folder (tiny or Hugging Face export), read from its
-    `manifest.json` and resolved inside `corpus_dir`, so a moved results folder still works."""
+    """The JSONL files of one split of an exported corpus folder, read from its `manifest.json` and resolved inside
+    `corpus_dir`, so a moved results folder still works."""
     corpus_dir = Path(corpus_dir)
-    manifest_path = corpus_dir / "manifest.json"
-    if not manifest_path.is_file():
-        raise FileNotFoundError(f"Corpus {corpus_dir}: manifest.json is missing; expected an exported corpus folder.")
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = corpus_manifest(corpus_dir)
     if split not in manifest or "files" not in manifest[split]:
-        raise ValueError(f"Corpus manifest {manifest_path}: key '{split}.files' is missing; expected the file list.")
+        raise ValueError(
+            f"Corpus manifest {corpus_dir / 'manifest.json'}: key '{split}.files' is missing; expected the file list."
+        )
     files = [corpus_dir / Path(name).name for name in manifest[split]["files"]]
     missing = [path for path in files if not path.is_file()]
     if missing:

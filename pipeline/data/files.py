@@ -129,8 +129,5 @@ def atomic_directory(out_dir: str | Path, *, overwrite: bool = False, resumable:
 
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()

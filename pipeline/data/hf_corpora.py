@@ -138,15 +138,11 @@ def export_hf_corpus(
 ) -> dict:
     """Export a corpus to `out_dir/{split}-NNNNN.jsonl.gz` shards that Levanter's UrlDataSource reads.
 
-    `source` is a hub id (e.g. HF_CORPORA[dataset]["source"]) or local data (JSONL file/folder, save_to_disk
-    folder). With `validation_fraction=None` the source's own "validation" split is used; otherwise it is
-    `train.train_test_split(test_size=validation_fraction, seed=seed, shuffle=True)["test"]`. `test_split`
-    also exports the source's own "test" split (it must exist; never carved from train). Blank
-    documents are dropped. `revision` (hub only), `num_proc` and `cache_dir` go to `datasets.load_dataset`.
+    `source` is a hub id (e.g. HF_CORPORA[dataset]["source"]) or local data (``_load``); its splits: ``_splits``.
+    Blank documents are dropped. `revision` (hub only), `num_proc` and `cache_dir` go to `datasets.load_dataset`.
     The directory appears atomically, resumed from the shards an interrupted export finished
-    (``pipeline.data.shards``), with a `manifest.json` of the returned stats: {"corpus", "source", "revision",
-    "text_field", "validation_fraction", "seed", "train": {"documents", "characters", "files", "dropped_blank",
-    "shards"}, "validation": {...}[, "test": {...}]}.
+    (``pipeline.data.shards.export_shards``, whose manifest the returned stats are, with {"corpus", "source",
+    "revision", "text_field", "validation_fraction", "seed"}).
     """
     cache = None if cache_dir is None else str(cache_dir)
     loaded = _load(dataset, source, text_field, revision, num_proc, cache)

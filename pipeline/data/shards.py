@@ -1,18 +1,10 @@
-"""A corpus export in numbered shards that resumes where it stopped (docs/runs.md#data-jobs-resume).
+"""A corpus export in numbered shards that resumes where it stopped (docs/runs.md#data-jobs-resume says how).
 
 Each split is written as ``{split}-NNNNN.jsonl.gz`` shards of ``docs_per_shard`` non-blank documents into the output's
-staging folder ``.<name>.partial`` (``atomic_directory(..., resumable=True)``), renamed onto the output when every
-split is done. A shard is written to a temporary file and renamed (``write_jsonl``), then appended to the staging
-folder's ledger ``shards.jsonl`` with its documents, characters, the source row it ends before and its sha256. A rerun
-keeps, split by split, the ledger's shards whose file still has the recorded sha256 and resumes each split at the row
-after its last kept shard; a missing, torn (another hash) or unlisted shard and every later one of its split is
-written again. Shards are gzip with a zero timestamp, so their bytes are a function of their documents: a resumed
-export equals an uninterrupted one byte for byte. The ledger's first line is the export's key (source, rows per split,
-shard size); a staging folder left by another key is started over.
-
-SIGTERM, SIGINT or SIGURG (SLURM's walltime warning; ``pipeline.execution.stop_signals``) abandons the shard being
-written (its temporary file is removed) and ends the export with ``RunStopped``, whose sentence says how many shards
-are done: the job's next attempt resumes after them.
+staging folder (``atomic_directory(..., resumable=True)``), each listed when done in the ledger ``shards.jsonl`` with
+its documents, characters, the source row it ends before and its sha256; the ledger's first line is the export's key
+(source, rows per split, shard size). A stop signal (``pipeline.execution.stop_signals``) abandons the shard being
+written and ends the export with ``RunStopped``.
 """
 
 from __future__ import annotations
@@ -69,8 +61,8 @@ def read_ledger(staging: Path) -> tuple[dict | None, list[dict]]:
 
 
 def kept_shards(staging: Path, key: dict) -> dict[str, list[dict]]:
-    """The finished shards of each split that a rerun keeps (module docstring); the ledger is rewritten to them and
-    every other file of the staging folder is removed."""
+    """The finished shards of each split that a rerun keeps (those of the export ``key`` whose file still has its
+    sha256, up to the first that does not); the ledger is rewritten to them and every other file is removed."""
     recorded_key, entries = read_ledger(staging)
     if recorded_key is not None and recorded_key != key:
         logger.info("%s was left by an export of another source or shard size; starting over", staging)

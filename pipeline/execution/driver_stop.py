@@ -1,20 +1,11 @@
-"""How the local driver process that hosts the shared Ray stops on SIGTERM or SIGINT (``timeout``, a closed terminal,
-systemd, a login node's session reaper, ``scancel`` of a driver job, ``kill``).
+"""How the local driver process that hosts the shared Ray stops on ``DRIVER_STOP_SIGNALS``
+(docs/runs.md#stopping-the-local-driver).
 
 Left to themselves, Ray's handlers in the driver exit at once (Ray's ``sigterm_handler``, then its C++ failure
 handler aborts the process): the shared Ray dies with the driver and every running job's Ray task with it, before
-any can save a checkpoint. Instead the driver, on the first of these signals:
-
-1. sends SIGTERM to every running job's processes (each job's process tree under the driver, not Ray's, without
-   the shell that waits for them), so each job takes its own stop path: a training job's Ray task saves a checkpoint
-   at the current step and the job says it was stopped (``pipeline.execution.runner.cancel_on_stop_signals``);
-2. waits for them to end (at most ``JOB_STOP_WAIT_S``);
-3. shuts down the shared Ray;
-4. hands the signal to the handler the driver had before Ray started (for Snakemake: SIGTERM stops scheduling and
-   exits once no job runs; SIGINT raises ``KeyboardInterrupt``), which releases the working directory's lock.
-
-The stop signals are ``DRIVER_STOP_SIGNALS`` (``pipeline.execution.stop_signals`` says why they lack SIGURG); the
-process tree is read with psutil.
+any can save a checkpoint. Instead the driver sends SIGTERM to every running job's processes, so each job takes its
+own stop path (``pipeline.execution.runner.cancel_on_stop_signals``), waits for them, shuts down the shared Ray, and
+hands the signal to the handler it had before Ray started, which releases Snakemake's lock.
 """
 
 from __future__ import annotations

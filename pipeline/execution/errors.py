@@ -1,23 +1,10 @@
-"""What a failed verb tells its user: one sentence, the last line of its output, for each class of failure.
+"""What a failed verb tells its user: one sentence, the last line of its output, for each class of failure
+(docs/failures.md#failures-inside-a-job lists them).
 
 The rules send a job's stdout and stderr to its log, and Snakemake shows that log when the job fails; the
-traceback (when it helps) goes to stderr first, so the log keeps it and ends with the sentence.
-
-Failure classes, in the order they are recognised (anywhere in the exception's chain), and their sentence:
-
-- host out of memory (``MemoryError``, Ray's ``OutOfMemoryError``): more memory (``mem_mb``) or a smaller batch;
-- device out of memory (XLA ``RESOURCE_EXHAUSTED``): a smaller batch or more or larger GPUs;
-- worker crash (Ray's ``WorkerCrashedError``, ``NodeDiedError``, ``LocalRayletDiedError``, ``ActorDiedError``,
-  ``ObjectLostError``; a warm worker that ended under its job, ``WarmWorkerLost``): where Ray's logs are, and rerun
-  (training resumes from its newest checkpoint);
-- disk full (``OSError`` ENOSPC or EDQUOT, or "No space left on device" in a library's message): which file, and
-  to free space;
-- config, data, checkpoint, NaN loss (``ValueError``/``FileNotFoundError`` raised with a sentence:
-  ``ConfigError``, ``NonFiniteLossError``, ...): that sentence, naming the file, key or run and what to do (with
-  the traceback in front only when a library, not this package, raised it);
-- a run or data job stopped on request (``RunStopped``: SIGTERM before a SLURM kill, SLURM's walltime warning, a
-  cancelled Ray task): its sentence, which says where its checkpoint or finished shards are;
-- anything else: the exception's type and first line, that the traceback is above it, that it is a bug.
+traceback (when it helps) goes to stderr first, so the log keeps it and ends with the sentence. The classes are
+recognised anywhere in the exception's chain, in ``failure_sentence``'s order; the pipeline's own errors (a
+``ValueError`` or ``FileNotFoundError`` raised by its code, a ``RunStopped``) are their own sentence.
 """
 
 from __future__ import annotations

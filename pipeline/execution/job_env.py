@@ -19,9 +19,8 @@ WANDB_ENV = "PIPELINE_WANDB"
 """The preset's ``wandb`` settings (project, entity, group, tags), as JSON."""
 GPU_MEMORY_FRACTION_ENV = "XLA_PYTHON_CLIENT_MEM_FRACTION"
 DEFAULT_GPU_MEMORY_FRACTION = 0.9
-"""Share of each GPU's memory that JAX's allocator reserves when a job starts. JAX's own default is 0.75, which would
-leave 20 GB of an 80 GB GPU unused. Every Ray task runs with this value (``runner``), and the fit table plans
-against it. A value already set in the environment wins in both places."""
+"""Share of each GPU's memory that JAX's allocator reserves when a job starts (JAX's own 0.75 would leave 20 GB of an
+80 GB GPU unused); every Ray task runs with it and the fit table plans against it, unless the environment sets one."""
 HUB_OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 """The Hugging Face hub and ``datasets`` read the local cache only."""
 FORWARDED_ENV = (
@@ -39,10 +38,8 @@ FORWARDED_ENV = (
 )
 """What a job hands on to its Ray task (a worker of an existing cluster does not inherit the job's environment)."""
 NO_TORCH_ENV = {"USE_TORCH": "0"}
-"""transformers' and ``datasets``' switch: they import no torch. A Ray task that never uses torch runs with it
-(``runner.run_on_ray``), and so does the process of a verb that never uses torch (the data stage's), which starts
-seconds sooner: the tokenizer's imports 10.1 -> 2.1 s, the token cache's 14.2 -> 8.8 s on 2 shared cores
-(results/benchmarks/test-tiers-2026-11-29.md)."""
+"""transformers' and ``datasets``' switch: they import no torch. A Ray task or a verb's process that never uses torch
+runs with it and starts seconds sooner (results/benchmarks/test-tiers-2026-11-29.md)."""
 
 
 def gpu_memory_fraction() -> float:

@@ -1,11 +1,7 @@
 """A new Ray runtime on this machine, as the pipeline starts it: a job's embedded Ray, the shared Ray of a local DAG
-run, the token-cache builder's. Nothing of the pipeline reads Ray's dashboard or metrics, and no job runs in an
-idle worker that Ray starts ahead of a task (a warm worker is an actor, a process of its own; a fresh task's worker
-is started for it), so these are off: a new local Ray starts no process that is never used, and idles on less CPU
-(docs/cluster.md#ray-on-this-machine; measured in results/benchmarks/local-ray-2026-11-27.md).
-
-A Ray cluster that someone else started (``ray start``, ``profiles/slurm/ray-cluster.sbatch``) keeps its own
-settings: a job only joins it."""
+run, the token-cache builder's; no dashboard, no metrics, no idle workers started ahead of a task
+(docs/cluster.md#ray-on-this-machine; measured in results/benchmarks/local-ray-2026-11-27.md). A Ray cluster that
+someone else started keeps its own settings: a job only joins it."""
 
 from __future__ import annotations
 

@@ -1,23 +1,15 @@
 """Run a verb's heavy work as a Ray task: Snakemake decides what runs, Ray decides where.
 
-``address=None`` starts an embedded local Ray inside the job (a laptop, CI, or one SLURM job with its own
-GPUs), explicitly ``address="local"``: a bare ``ray.init()`` would join the cluster named by ``RAY_ADDRESS``
-or the last ``ray start`` on this machine, even a dead one. ``"auto"`` or ``host:port`` submits to an
-existing cluster (for example one started across a SLURM allocation by ``profiles/slurm/ray-cluster.sbatch``).
-The task asks Ray for the job's GPUs, so a cluster places it on a node that has them; a job asking for more
-GPUs than the Ray cluster has fails at once with a sentence (Ray would otherwise wait for them forever). A
-``host:port`` where nothing answers fails in seconds with a sentence too: ``ray.init`` would retry the address for
-minutes before its own error.
-The task names its function as ``"module:function"``: the module is imported in the Ray worker only, so a job's
-driver process never imports JAX, Levanter or lm-eval (7–9 CPU-s per job, more on a loaded machine).
-On an existing Ray (the shared local one of a DAG run, or a cluster) the task runs in a warm worker
-(``warm_workers``) that earlier jobs with the same process-level settings already started: JAX, Levanter and their
-compiled programs are loaded once per DAG, not once per job. A job that must measure a process of its own
-(``fresh_process``: the memory probes, the preflight; or every job, with the preset's ``ray.warm_workers: false``)
-and every job of an embedded Ray get a new worker.
-SIGTERM, SIGINT or SIGURG to the job (``scancel``, Ctrl-C, SLURM's walltime warning: ``stop_signals``)
-stops the task gracefully: SIGINT reaches the worker (Ray's cancel, or ``warm_workers.interrupt``), whose training
-loop saves a checkpoint and stops; the job then exits non-zero.
+``address=None`` starts an embedded local Ray inside the job (a laptop, CI, or one SLURM job with its own GPUs),
+explicitly ``address="local"``: a bare ``ray.init()`` would join the cluster named by ``RAY_ADDRESS`` or the last
+``ray start`` on this machine, even a dead one. ``"auto"`` or ``host:port`` submits to an existing cluster (e.g. one
+of ``profiles/slurm/ray-cluster.sbatch``, or the shared local Ray of a DAG run), where the task runs in a warm worker
+(``warm_workers``) unless it must measure a process of its own (``fresh_process``: the memory probes, the preflight;
+every job with the preset's ``ray.warm_workers: false``). The task asks Ray for the job's GPUs; a job asking for more
+than the cluster has, or a ``host:port`` where nothing answers, fails at once with a sentence (Ray would wait for the
+GPUs forever, and retry the address for minutes). The task names its function as ``"module:function"``, imported in
+the Ray worker only: a job's driver never imports JAX, Levanter or lm-eval (7–9 CPU-s per job). A stop signal to the
+job stops the task gracefully (``cancel_on_stop_signals``), and the job then exits non-zero.
 """
 
 from __future__ import annotations
@@ -33,8 +25,15 @@ from pipeline.execution.errors import WarmWorkerLost
 from pipeline.execution.local_ray import start_local_ray
 from pipeline.execution.phases import mark_phase
 from pipeline.execution.stop_signals import StopSignals
-from pipeline.execution.warm_pool import warm_pool, worker_key
-from pipeline.execution.warm_workers import interrupt, relay_job_output, start_worker, task_function
+from pipeline.execution.warm_workers import (
+    interrupt,
+    marked_task,
+    relay_job_output,
+    start_worker,
+    task_name,
+    warm_pool,
+    worker_key,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -196,22 +195,3 @@ def cancel_on_stop_signals(cancel: Callable[[], Any]) -> StopSignals:
         cancel()
 
     return StopSignals(on_stop)
-
-
-def task_name(target: str) -> str:
-    """The function's name for log lines and errors: ``"pipeline.train.runs:pretrain"`` → ``pretrain``."""
-    return target.rpartition(":")[2]
-
-
-def marked_task(target: str) -> Callable[..., Any]:
-    """``target`` resolved and called in its Ray worker, logging the phase markers ``task`` when it starts there
-    (before the import of the function's module) and ``shutdown`` when it returns."""
-
-    def task(*args: Any, **kwargs: Any) -> Any:
-        mark_phase("task")
-        result = task_function(target)(*args, **kwargs)
-        mark_phase("shutdown")
-        return result
-
-    task.__name__ = task.__qualname__ = task_name(target)
-    return task

@@ -1,30 +1,30 @@
 """Warm Ray workers: a job's Ray task runs in a long-lived worker process that already imported JAX, Levanter and
 the models, instead of a new worker per job (Ray never reuses a worker across drivers, and every Snakemake job is its
-own driver). Only a worker's first job pays the Ray worker's start and the imports
-(``results/benchmarks/warm-2026-11-27.md``).
+own driver): only a worker's first job pays the worker's start and the imports
+(``results/benchmarks/warm-2026-11-27.md``; what a user sees and controls: docs/cluster.md#warm-workers).
 
-- ``WarmWorker``: a named, detached Ray actor that runs one job at a time (``run``), started with the job's Ray task
-  environment (``FORWARDED_ENV``: XLA flags, the platform, the compilation cache, ...), its CPU and GPUs. The pool
-  (``pipeline.execution.warm_pool``) keys workers by that environment and the GPU count: a job only ever runs in a
-  worker started with the same process-level settings.
-- The job runs on the actor's main thread, the only one where the training loop can catch a stop signal
-  (``pipeline.train.loop.StopRequest``); the actor is therefore not threaded and answers no call while it runs.
-- A job's stop signal (``pipeline.execution.stop_signals``) reaches the training loop as SIGINT to the worker's
-  process (``interrupt``: sent by the job's driver on the same node, else by a zero-CPU task on the worker's node),
-  which the worker unblocks while it runs a job: Ray's cancel of a running actor task only sets a flag and returns at
-  once to the driver, which would then exit while the worker saves its checkpoint.
-- The job's stdout and stderr (the phase markers, the training log, a traceback) go to a file, which a thread of the
-  worker relays to the pool every ``RELAY_S`` and the job's driver writes to its own stderr, the job's log, as it
-  runs (Ray forwards a detached actor's output to the driver that started it, not to the job it runs). When the
-  driver has not taken the output for ``HEARTBEAT_S`` (killed with SIGKILL, by the OOM killer, with its node), the
-  worker stops the job as a stop signal would (SIGINT: a checkpoint, then a clean stop) and, once the job ended,
-  releases itself to the pool, which kills it: its CPU and GPUs are free again and nothing reuses it.
+- ``WarmPool``: one named, detached, threaded actor per Ray cluster that hands out idle workers by key (a worker's
+  task environment, ``FORWARDED_ENV``, and GPU count: a job only runs in a worker started with its process-level
+  settings) and recycles them; through it a job's driver and its worker talk while the job runs.
+- ``WarmWorker``: a named, detached actor that runs one job at a time on its main thread, the only one where the
+  training loop can catch a stop signal (``pipeline.train.loop``), so it is not threaded and answers no call while it
+  runs. A job's stop signal reaches it as SIGINT to its process (``interrupt``): Ray's cancel of a running actor task
+  only sets a flag and returns at once to the driver, which would then exit while the worker saves its checkpoint.
+- The job's output goes to a file that the worker pushes to the pool every ``RELAY_S``; the driver takes it and writes
+  it to the job's log (Ray forwards a detached actor's output to the driver that started it, not to the job it runs).
+  Each take is the driver's heartbeat: a worker whose driver took nothing for ``HEARTBEAT_S`` (killed with SIGKILL, by
+  the OOM killer, with its node) stops its job as a stop signal would and is then killed by the pool.
+
+Longer than 300 lines because the pool, the worker and the driver's side are one protocol (the output relay, the
+heartbeat, recycling), whose three parts are read and changed together.
 """
 
 from __future__ import annotations
 
 import codecs
+import hashlib
 import importlib
+import json
 import logging
 import os
 import signal
@@ -33,12 +33,132 @@ import tempfile
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from pipeline.execution.phases import mark_phase
 from pipeline.execution.stop_signals import JOB_STOP_SIGNALS, TASK_STOP_SIGNAL
-from pipeline.execution.warm_pool import NAMESPACE, warm_pool
+
+NAMESPACE = "pipeline-warm-workers"
+POOL_NAME = "pool"
+MAX_JOBS = 25
+"""Jobs a worker runs before it is replaced (bounds what its caches and Python heap can grow to)."""
+IDLE_S = 120.0
+"""A worker idle this long is killed, so that a finished DAG leaves no worker holding an existing cluster's CPUs."""
+
+
+def worker_key(env_vars: dict[str, str], num_gpus: float) -> str:
+    """The process-level settings a worker was started with, as a short digest: its task environment and GPUs."""
+    settings = json.dumps({"env": env_vars, "gpus": num_gpus}, sort_keys=True)
+    return hashlib.sha256(settings.encode()).hexdigest()[:16]
+
+
+class WarmPool:
+    """The cluster's warm workers by name: key, handle, jobs run, idle since when (``None``: running a job), and the
+    running job's output not yet taken and the count of its driver's takes. Threaded actor."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.workers: dict[str, dict[str, Any]] = {}
+        threading.Thread(target=self._reap_idle, daemon=True).start()
+
+    def acquire(self, key: str) -> tuple[str, Any]:
+        """An idle worker of ``key`` (its name and handle, now busy), or the name for a new one (handle ``None``,
+        to be started by the job and ``register``ed); idle workers of other keys are killed first."""
+        with self.lock:
+            for name, worker in self.workers.items():
+                if worker["key"] == key and worker["idle_since"] is not None and worker["handle"] is not None:
+                    worker.update(idle_since=None, output=[], takes=0)
+                    return name, worker["handle"]
+            idle = [self.workers.pop(name)["handle"] for name in self._idle()]
+            name = f"worker-{key}-{uuid.uuid4().hex[:8]}"
+            self.workers[name] = {"key": key, "handle": None, "jobs": 0, "idle_since": None, "output": [], "takes": 0}
+        _kill(idle)
+        return name, None
+
+    def register(self, name: str, handle: Any) -> None:
+        with self.lock:
+            self.workers[name]["handle"] = handle
+
+    def release(self, name: str, reusable: bool) -> None:
+        """The job in worker ``name`` ended; the worker is kept idle if ``reusable`` (the job succeeded: nothing of a
+        failed job's state reaches the next) and under ``MAX_JOBS``, else killed. A worker already released (by
+        itself, when its driver went silent) is left as it is."""
+        with self.lock:
+            worker = self.workers.get(name)
+            if worker is None:
+                return
+            worker["jobs"] += 1
+            if reusable and worker["jobs"] < MAX_JOBS:
+                worker.update(idle_since=time.monotonic(), output=[])
+                return
+            del self.workers[name]
+        _kill([worker["handle"]])
+
+    def push_output(self, name: str, text: str) -> int:
+        """The worker ``name``'s job wrote ``text``; returns how often its driver took the output so far (-1: the
+        worker was released)."""
+        with self.lock:
+            worker = self.workers.get(name)
+            if worker is None:
+                return -1
+            if text:
+                worker["output"].append(text)
+            return worker["takes"]
+
+    def take_output(self, name: str) -> str:
+        """What the worker ``name``'s job wrote since the last take (the driver's heartbeat, counted)."""
+        with self.lock:
+            worker = self.workers.get(name)
+            if worker is None:
+                return ""
+            worker["takes"] += 1
+            text, worker["output"] = "".join(worker["output"]), []
+            return text
+
+    def evict_idle(self) -> int:
+        """Kill every idle worker (a job about to run in a fresh process needs their CPUs); how many."""
+        with self.lock:
+            handles = [self.workers.pop(name)["handle"] for name in self._idle()]
+        _kill(handles)
+        return len(handles)
+
+    def _idle(self, older_than_s: float = 0.0) -> list[str]:
+        now = time.monotonic()
+        return [
+            name
+            for name, worker in self.workers.items()
+            if worker["idle_since"] is not None and now - worker["idle_since"] >= older_than_s
+        ]
+
+    def _reap_idle(self) -> None:
+        while True:
+            time.sleep(IDLE_S / 4)
+            with self.lock:
+                handles = [self.workers.pop(name)["handle"] for name in self._idle(older_than_s=IDLE_S)]
+            _kill(handles)
+
+
+def _kill(handles: list[Any]) -> None:
+    import ray
+
+    for handle in handles:
+        if handle is not None:
+            ray.kill(handle)
+
+
+def detached_actor(actor: type, name: str, *args: Any, **options: Any) -> Any:
+    """A new named, detached Ray actor of class ``actor`` in ``NAMESPACE``, started with ``options``."""
+    import ray
+
+    return ray.remote(actor).options(name=name, namespace=NAMESPACE, lifetime="detached", **options).remote(*args)
+
+
+def warm_pool() -> Any:
+    """The cluster's ``WarmPool`` actor, started by the first job that asks (zero CPUs, lives with the cluster)."""
+    return detached_actor(WarmPool, POOL_NAME, get_if_exists=True, num_cpus=0, max_concurrency=64)
+
 
 RELAY_S = 1.0
 """How often a running job's new output travels from its worker to its driver (and the driver's heartbeat back)."""
@@ -67,10 +187,7 @@ class WarmWorker:
         try:
             with process_state(), relay:
                 try:
-                    mark_phase("task")
-                    result = task_function(target)(*args, **kwargs)
-                    mark_phase("shutdown")
-                    outcome = (True, result)
+                    outcome = (True, marked_task(target)(*args, **kwargs))
                 except BaseException as error:  # noqa: BLE001  (the job's failure goes back to its driver)
                     traceback.print_exc()
                     outcome = (False, error)
@@ -175,6 +292,25 @@ def task_function(target: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)
 
 
+def task_name(target: str) -> str:
+    """The function's name for log lines and errors: ``"pipeline.train.runs:pretrain"`` → ``pretrain``."""
+    return target.rpartition(":")[2]
+
+
+def marked_task(target: str) -> Callable[..., Any]:
+    """``target`` resolved and called in its Ray worker, logging the phase markers ``task`` when it starts there
+    (before the import of the function's module) and ``shutdown`` when it returns."""
+
+    def task(*args: Any, **kwargs: Any) -> Any:
+        mark_phase("task")
+        result = task_function(target)(*args, **kwargs)
+        mark_phase("shutdown")
+        return result
+
+    task.__name__ = task.__qualname__ = task_name(target)
+    return task
+
+
 def interrupt(pid: int) -> None:
     """SIGINT to the worker process ``pid`` on this node: the training loop saves a checkpoint and stops."""
     try:
@@ -185,21 +321,8 @@ def interrupt(pid: int) -> None:
 
 def start_worker(name: str, env_vars: dict[str, str], num_gpus: float) -> Any:
     """A new ``WarmWorker`` named ``name`` with the job's task environment, one CPU and ``num_gpus`` GPUs."""
-    import ray
-
-    return (
-        ray.remote(WarmWorker)
-        .options(
-            name=name,
-            namespace=NAMESPACE,
-            lifetime="detached",
-            num_cpus=1,
-            num_gpus=num_gpus,
-            max_restarts=0,
-            runtime_env={"env_vars": env_vars},
-        )
-        .remote(name)
-    )
+    options = {"num_cpus": 1, "num_gpus": num_gpus, "max_restarts": 0, "runtime_env": {"env_vars": env_vars}}
+    return detached_actor(WarmWorker, name, name, **options)
 
 
 def relay_job_output(pool: Any, name: str, ref: Any) -> tuple[bool, Any]:

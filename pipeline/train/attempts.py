@@ -1,14 +1,10 @@
-"""Which attempts of a training job train: Snakemake gives a training rule its longest chain's attempts, but only an
-attempt that a walltime or a preemption ended is worth another one.
-
-Each attempt records in ``<run>/attempt.json`` (written atomically) its number, its run's newest complete checkpoint
-step when it began, and how it ended: ``stopped`` (a stop signal, i.e. SLURM's walltime warning or a preemption, after
-a checkpoint), ``failed`` with its one-sentence error (``pipeline.execution.errors``) and traceback, ``done``, or
-``running`` while it runs and after it was killed without a word (a lost node, SIGKILL). Attempt 1 (a new
-``snakemake`` call, or the verb by hand) always trains. A later attempt trains where the recorded one stopped, was
-killed after saving a newer checkpoint than it began from, or is this attempt itself, which SLURM requeued after a
-preemption or a node failure (``slurm-requeue``: the same attempt runs again); otherwise it ends at once, repeating
-the recorded attempt's sentence (the record keeps the first failure, so every later attempt repeats that one).
+"""Which attempts of a training job train (docs/cluster.md#retries-after-a-real-failure): only attempt 1 (a new
+``snakemake`` call, or the verb by hand), and a later one where the recorded attempt was stopped by a walltime or a
+preemption, was killed after saving a newer checkpoint than it began from, or is this attempt itself (SLURM's
+requeue); otherwise the attempt ends at once, repeating the first failure's sentence. Each attempt records in
+``<run>/attempt.json`` its number, its run's newest complete checkpoint step when it began, and how it ended
+(``stopped``, ``failed`` with its sentence and traceback, ``done``, or ``running`` while it runs and after a death
+without a word).
 """
 
 from __future__ import annotations

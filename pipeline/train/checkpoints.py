@@ -1,25 +1,15 @@
-"""Which of a run's checkpoints are kept, how each is verified, and what happens to one that cannot be resumed.
+"""Which of a run's checkpoints are kept, how each is verified, and what happens to one that cannot be resumed
+(docs/runs.md#checkpoints-resume-and-stopping-a-run).
 
-A checkpoint is Levanter's ``<run>/checkpoints/step-N``; it is complete once Levanter wrote its ``metadata.json``
-(the marker ``levanter.checkpoint.discover_latest_checkpoint`` looks for). When the save is committed the loop
-writes ``checksums.json`` beside it: the SHA-256 of every file of the checkpoint as it was saved. A checkpoint is
-verified when its files still match those checksums.
-
-Retention: while a run trains, the two newest complete checkpoints are kept, plus every step that is a multiple of
-``keep_checkpoints_every``; the older ones are deleted only once the newest is verified, so one torn or corrupted
-save (a node crash during the save, a torn write on a shared filesystem) still leaves a checkpoint to resume from.
-A finished run keeps its final checkpoint (and the permanent ones). On disk a running run holds two more than that
-at most: its two newest complete checkpoints and the one being written.
-
-Resume: before Levanter loads the newest complete checkpoint, one with unreadable metadata or files that no longer
-match their checksums is moved to ``<run>/unreadable-checkpoints/step-N`` (never deleted; one log line with its
-size and why), and the run resumes from the previous one. A checkpoint without checksums (its job died between
-Levanter's commit and ours) that fails to load is moved aside the same way.
+A checkpoint is Levanter's ``<run>/checkpoints/step-N``, complete once Levanter wrote its ``metadata.json`` (the
+marker ``levanter.checkpoint.discover_latest_checkpoint`` looks for). When its save is committed the loop writes
+``checksums.json`` beside it, the SHA-256 of every file as saved; it is verified while its files still match them. One
+that cannot be resumed is moved to ``<run>/unreadable-checkpoints/step-N`` (never deleted), with one log line saying
+why, and the run resumes from the previous one.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -28,6 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from pipeline.artifacts import folder_bytes
+from pipeline.data.files import sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +45,7 @@ def file_checksums(checkpoint: Path) -> dict[str, str]:
     sums = {}
     for path in sorted(checkpoint.rglob("*")):
         if path.is_file() and path.name != CHECKSUMS_FILE:
-            with path.open("rb") as stream:
-                sums[str(path.relative_to(checkpoint))] = hashlib.file_digest(stream, "sha256").hexdigest()
+            sums[str(path.relative_to(checkpoint))] = sha256_file(path)
     return sums
 
 
@@ -103,15 +93,11 @@ def damage(checkpoint: Path) -> str | None:
     return None
 
 
-def verified(checkpoint: Path) -> bool:
-    return has_checksums(checkpoint) and damage(checkpoint) is None
-
-
 def prune_checkpoints(checkpoints: Path, keep_every: int | None, keep: int = KEPT_WHILE_TRAINING) -> None:
     """Delete complete checkpoints older than the ``keep`` newest, except the steps that are multiples of
     ``keep_every``, once the newest is verified; a checkpoint still being written (no metadata) is left alone."""
     complete = complete_checkpoints(checkpoints)
-    if not complete or not verified(complete[-1]):
+    if not complete or not has_checksums(complete[-1]) or damage(complete[-1]) is not None:
         return
     for path in complete[:-keep]:
         if not (keep_every and checkpoint_step(path) % keep_every == 0):

@@ -1,18 +1,13 @@
-"""A run's identity: the fingerprint of everything that determines its weights, stored with its checkpoints.
+"""A run's identity: the fingerprint of everything that determines its weights, stored with its checkpoints as
+``identity.json`` (docs/runs.md#fingerprints). A run resumes only from checkpoints of its own fingerprint and moves
+any others aside (never deletes them) before starting from step 0: resuming another spec's would write a
+``summary.json`` describing training that did not happen.
 
-Snakemake reruns a run when its resolved spec changes, but the checkpoints in ``<run>/checkpoints`` may belong to
-another spec (a changed ``lr``, a retrained tokenizer of the same vocabulary size, a retrained fine-tune source).
-Resuming them would write a ``summary.json`` describing training that did not happen. So every run folder's
-checkpoints carry ``identity.json``; a run resumes only from checkpoints of its own fingerprint, and moves any
-others aside (never deletes them) before starting from step 0.
-
-The fingerprint is SHA-256 over: the resolved spec (its fields of role ``WEIGHTS``, ``pipeline.config.specs``: not
-those that change how often a run is evaluated or checkpointed, or how a step is split into micro-batches, which
-leave its weights as they are), the tokenizer files, the training split's row counts and
-document offsets (with the tokenizer they pin the token stream without reading every token), and for a
-fine-tune the source run's fingerprint and its final checkpoint's metadata (a same-spec source retrained from
-scratch has other weights), and ``TRAIN_STEP``, the version of the train step's arithmetic (checkpoints written
-by an earlier, wrong one are never resumed).
+The fingerprint is SHA-256 over: the resolved spec's fields of role ``WEIGHTS`` (``pipeline.config.specs``: not those
+that change how often a run is evaluated or checkpointed, or how a step is split into micro-batches), the tokenizer
+files, the training split's row counts and document offsets (with the tokenizer they pin the token stream without
+reading every token), for a fine-tune the source run's fingerprint and its final checkpoint's metadata (a same-spec
+source retrained from scratch has other weights), and ``TRAIN_STEP``, the version of the train step's arithmetic.
 """
 
 from __future__ import annotations

@@ -1,17 +1,14 @@
-"""The Levanter training loop shared by pretraining and fine-tuning.
+"""The Levanter training loop shared by pretraining and fine-tuning (docs/runs.md).
 
 AdamW with linear warm-up over ``warmup_fraction`` of the steps then cosine decay to ``min_lr_ratio``·lr
 (docs/paper.md#pretraining-grid); the loss is the next-token cross-entropy and the reported metric is validation
 perplexity exp(mean token NLL). Training takes exactly ``steps`` updates over the cycled training set
-(``pipeline.train.training_data``; docs/paper.md#exact-steps), and a run that ends short is an error; what each
-update logs is ``pipeline.train.step_log``, the learning-rate schedule is optimizer state (``pipeline.train.schedule``:
-one compiled train step serves every run of a shape). Checkpoints go to ``<run_dir>/checkpoints`` every
-``checkpoint_every`` steps and at the end; which are kept and verified, and what happens to one that cannot be
-resumed, is ``pipeline.train.checkpoints``. A rerun resumes from the newest good one only if it was trained under the
-same run fingerprint (``pipeline.train.identity``); Levanter restores the trainable parameters, optimizer, step and
-PRNG state, and the data loader restarts at that step. SIGTERM (SLURM's warning before a kill) saves a checkpoint at
-the current step and stops the run with an error. The Levanter configs are ``pipeline.train.setup``; what the loop
-changes in Levanter, ``pipeline.train.levanter_patches``.
+(``pipeline.train.setup``), and a run that ends short is an error. A rerun resumes from the newest good
+checkpoint (``pipeline.train.checkpoints``) only if it was trained under the same run fingerprint
+(``pipeline.train.identity``); Levanter restores the trainable parameters, optimizer, step and PRNG state, and the
+data loader restarts at that step. A stop signal saves a checkpoint at the current step and stops the run with an
+error. The Levanter configs are ``pipeline.train.setup``; what the loop changes in Levanter,
+``pipeline.train.trainer``.
 """
 
 from __future__ import annotations
@@ -32,10 +29,10 @@ from pipeline.execution.stop_signals import StopSignals
 from pipeline.train.checkpoints import prune_checkpoints, resume_or_initialize, write_checksums
 from pipeline.train.finetune import resampled_source, trainable_filter
 from pipeline.train.identity import RunIdentity, claim_run_folder, source_fingerprint, stored_fingerprint
-from pipeline.train.levanter_patches import after_each_save, held_out_evaluators, trainer_checkpointer
 from pipeline.train.result import TrainingResult
 from pipeline.train.setup import (
     assigned_gpus,
+    cycled_training_set,
     data_config,
     evaluation_set,
     optimizer_config,
@@ -43,7 +40,6 @@ from pipeline.train.setup import (
     trainer_config,
 )
 from pipeline.train.step_log import StepLog
-from pipeline.train.training_data import cycled_training_set
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +156,7 @@ def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
     from levanter.models.lm_model import compute_next_token_loss
     from levanter.utils.jax_utils import parameter_count
 
-    from pipeline.train.trainer import UndonatedTrainer
+    from pipeline.train.trainer import UndonatedTrainer, after_each_save, held_out_evaluators, trainer_checkpointer
 
     logging.getLogger("pipeline").setLevel(logging.INFO)
     run_id, train, run_dir = job.spec.run_id, job.spec.train, job.run_dir
@@ -290,7 +286,6 @@ def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
         resumed_from_step=resumed_from,
         steps_done=steps_done,
         tokens_seen=steps_done * tokens_per_step,
-        train_examples=train_examples,
         passes=steps_done * train.batch_size / train_examples,
         fingerprint=job.identity.fingerprint,
         eval_split=job.eval_split,

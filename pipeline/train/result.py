@@ -24,7 +24,6 @@ class TrainingResult:
     resumed_from_step: int
     steps_done: int
     tokens_seen: int
-    train_examples: int
     passes: float
     fingerprint: str
     eval_split: str

@@ -1,15 +1,20 @@
-"""The Levanter set-up of one run: its data, trainer and optimizer configs, its held-out split, and the devices it
-must see. Configs only: the training loop is ``pipeline.train.loop``; what it changes in Levanter's behaviour is
-``pipeline.train.levanter_patches`` and ``pipeline.train.trainer``."""
+"""The Levanter set-up of one run: its data, trainer and optimizer configs, its cycled training set and held-out
+split, and the devices it must see. Configs only: the training loop is ``pipeline.train.loop``; what it changes in
+Levanter's behaviour is ``pipeline.train.trainer``."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import math
 import os
 from datetime import timedelta
 from pathlib import Path
 
 from pipeline.config import REPO_ROOT, TrainSpec
 from pipeline.train.identity import RunIdentity
+
+logger = logging.getLogger(__name__)
 
 
 class AcceleratorError(ValueError):
@@ -41,7 +46,7 @@ def assigned_gpus() -> int:
     return len(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
 
 
-def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
+def data_config(cache_dir: Path, tokenizer_dir: Path):
     """Levanter's single-dataset config over a prebuilt token cache (``<cache_dir>/{train,validation}``)."""
     from levanter.data.text import UrlSingleDatasetLMConfig
 
@@ -50,9 +55,44 @@ def data_config(cache_dir: Path, tokenizer_dir: Path, *, shuffle: bool = True):
         tokenizer=str(tokenizer_dir),
         train_urls=[],
         validation_urls=[],
-        shuffle=shuffle,
+        shuffle=True,
         permutation_type="feistel",
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class CycledTrainingSet:
+    """``dataset``: ``passes_needed`` passes over the ``examples`` shuffled examples of one pass."""
+
+    dataset: object
+    examples: int
+
+
+def cycled_training_set(data, Pos, batch_schedule, train: TrainSpec, data_key, cache_dir: Path, run_id: str):
+    """The training set of one run: the shuffled train split of ``data`` (examples of ``Pos``) repeated
+    ceil(steps · batch / examples) times, so that exactly ``steps`` updates of ``batch_size`` examples exist
+    (docs/paper.md#exact-steps), the same permutation every pass, as the reference loader does (Levanter's loader would
+    stop at the end of the first pass); a split without one example of ``Pos`` is an error naming the cache and the
+    run."""
+    from levanter.data.dataset import EpochDataset
+
+    one_pass = data.train_set(Pos, batch_schedule, key=data_key)
+    examples = len(one_pass.as_sync_dataset())
+    if examples == 0:
+        raise ValueError(
+            f"{cache_dir / 'train'}: the training split has no example of {Pos.size} tokens; "
+            f"use a larger corpus or a shorter seq_len for {run_id}."
+        )
+    passes = train.steps * train.batch_size / examples
+    logger.info(
+        "%s: %d updates × %d examples over %d training examples = %.2f passes",
+        run_id,
+        train.steps,
+        train.batch_size,
+        examples,
+        passes,
+    )
+    return CycledTrainingSet(EpochDataset(one_pass, max_epochs=math.ceil(passes)), examples)
 
 
 PERSISTENT_CACHE_EVERY_PROGRAM = {"jax_persistent_cache_min_compile_time_secs": 0.0}

@@ -1,15 +1,12 @@
-"""A training run's trackers: ``metrics.jsonl`` as a registered Levanter tracker (``jsonl``), composed through
-Levanter's ``CompositeTracker`` with its TensorBoard and Weights & Biases trackers when the preset's ``tracker``
-list names them.
+"""A training run's trackers (docs/runs.md#trackers): ``metrics.jsonl`` as a registered Levanter tracker (``jsonl``),
+composed through Levanter's ``CompositeTracker`` with its TensorBoard and Weights & Biases trackers when the preset's
+``tracker`` list names them.
 
 ``metrics.jsonl`` is the run's record that its summary and the report read: one JSON object per logged call,
-``{"step": s, ...}`` holding the pipeline's metrics (``RECORD_FIELDS``) only. The other trackers get those and
-everything Levanter logs itself (``train/loss``, ``throughput/*``, ``optim/*``). The list reaches a training job as
-``PIPELINE_TRACKERS`` and the preset's ``wandb`` settings as ``PIPELINE_WANDB`` (set by the workflow from the preset,
-like ``xla_flags``): trackers observe a run, they do not change its weights, so they are neither part of its
-fingerprint nor a rule param. A W&B run is named and identified ``<preset>-<run id>-<fingerprint[:8]>``: the tiny and
-paper presets' runs of one run id, or a run before and after its spec changed, never share a W&B run (W&B resumes a
-run of the same id).
+``{"step": s, ...}`` holding the pipeline's metrics (``RECORD_FIELDS``) only; the other trackers get those and
+everything Levanter logs itself (``train/loss``, ``throughput/*``, ``optim/*``). The list and the ``wandb`` settings
+reach a training job as ``PIPELINE_TRACKERS`` and ``PIPELINE_WANDB`` (``pipeline.execution.job_env``): trackers
+observe a run without changing its weights, so they are neither part of its fingerprint nor a rule param.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ import ray
 from levanter.compat.hf_checkpoints import load_tokenizer
 from levanter.data import text as levanter_text
 from levanter.data.text import TextLmDatasetFormat, UrlSingleDatasetLMConfig, load_lm_dataset_cache
-from levanter.store.cache import CacheMetadata
+from levanter.store.cache import CacheLedger, CacheMetadata
 
-from pipeline.data.cache import build_token_cache, cache_metadata, cache_stats, cache_token_count, lm_processor
+from pipeline.data.cache import build_token_cache, cache_stats, lm_processor
 from pipeline.data.files import iter_texts, write_jsonl
 
 
@@ -35,7 +35,7 @@ def test_serial_cache_contents(serial_cache, small_corpus, tokenizer_dir):
     root, stats = serial_cache
     expected = _expected_ids(tokenizer_dir, small_corpus)
     assert stats["documents"] == len(expected) == 162
-    assert stats["tokens"] == sum(map(len, expected)) == cache_token_count(root / "train")
+    assert stats["tokens"] == sum(map(len, expected)) == cache_stats(root / "train")["tokens"]
     assert cache_stats(root / "train") == {"documents": stats["documents"], "tokens": stats["tokens"]}
     cache = load_lm_dataset_cache(str(root / "train"), TextLmDatasetFormat(), load_tokenizer(str(tokenizer_dir)))
     assert [list(cache[i]["input_ids"]) for i in (0, 1, 161)] == [expected[i] for i in (0, 1, 161)]
@@ -56,8 +56,8 @@ def test_levanter_config_loads_without_rebuilding(serial_cache, small_corpus, to
     cache = config.build_or_load_cache("train", monitors=False)
     assert cache.is_finished and len(cache) == stats["documents"]
     expected = CacheMetadata(preprocessor_metadata=lm_processor(tokenizer_dir).metadata)
-    assert cache_metadata(root / "train") == expected
-    assert not cache_metadata(root / "train").compare_to(expected)
+    assert CacheLedger.load(str(root / "train")).metadata == expected
+    assert not CacheLedger.load(str(root / "train")).metadata.compare_to(expected)
     assert expected.preprocessor_metadata["tokenizer"] == str(tokenizer_dir)
     assert expected.preprocessor_metadata["append_bos"] and expected.preprocessor_metadata["append_eos"]
 
@@ -96,7 +96,7 @@ def test_bad_inputs(tmp_path, small_corpus, tokenizer_dir):
     with pytest.raises(ValueError, match="No JSONL files given"):
         build_token_cache([], tokenizer_dir, tmp_path / "c")
     with pytest.raises(FileNotFoundError, match="has no shard_ledger.json; expected a finished Levanter cache"):
-        cache_token_count(tmp_path)
+        cache_stats(tmp_path)
     assert not (tmp_path / "c").exists()
 
 
@@ -116,5 +116,5 @@ def test_ray_builder_matches_serial(tmp_path, serial_cache, small_corpus, tokeni
     assert [list(ray_cache[i]["input_ids"]) for i in range(len(ray_cache))] == [
         list(serial[i]["input_ids"]) for i in range(len(serial))
     ]
-    assert cache_metadata(tmp_path / "train") == cache_metadata(root / "train")
+    assert CacheLedger.load(str(tmp_path / "train")).metadata == CacheLedger.load(str(root / "train")).metadata
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train"]

@@ -13,19 +13,11 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
-from pipeline.data import build_corpora
-from pipeline.data.build_corpora import (
-    CORPORA_DIR,
-    SOURCES,
-    build_corpus,
-    clean_fortune,
-    fetch_deb,
-    html_prose,
-    read_deb_members,
-    split_of,
-)
+from pipeline.data import tiny_documents
+from pipeline.data.build_corpora import CORPORA_DIR, SOURCES, build_corpus, fetch_deb, read_deb_members, split_of
 from pipeline.data.corpora import TINY_CORPORA, export_tiny_corpus, tiny_corpus_file, tiny_corpus_splits
 from pipeline.data.files import iter_texts, sha256_file
+from pipeline.data.tiny_documents import clean_fortune, html_prose
 
 PROVENANCE = CORPORA_DIR / "PROVENANCE.md"
 _OUTPUT_ROW = re.compile(
@@ -211,7 +203,7 @@ def test_clean_fortune():
 
 
 def test_build_corpus_from_package_is_deterministic(tmp_path, monkeypatch):
-    monkeypatch.setattr(build_corpora, "PYDOCS_MIN_CHARS", 20)
+    monkeypatch.setattr(tiny_documents, "PYDOCS_MIN_CHARS", 20)
     html = SOURCES["pydocs"].member_prefix
     long_paragraph = "A long paragraph about eggs. " * 500
     pages = {
@@ -246,7 +238,7 @@ def test_build_corpus_from_package_is_deterministic(tmp_path, monkeypatch):
         ["First fortune,\nover two lines.", "Bold and a bell.\n\t\t-- Someone", "Last one"]
     )
     docs = _read_all(tmp_path / "a", "pydocs")
-    assert len(docs) == 2 and all(len(d) <= build_corpora.PYDOCS_MAX_CHARS for d in docs)
+    assert len(docs) == 2 and all(len(d) <= tiny_documents.PYDOCS_MAX_CHARS for d in docs)
     assert any(d.endswith("Tutorial words.") for d in docs)
     assert stats["fortunes"]["train"]["documents"] + stats["fortunes"]["validation"]["documents"] == 3
 

@@ -58,7 +58,7 @@ def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_p
     """The untrained model's evaluation, the periodic ones (their first ``eval_batches`` batches) and the final one
     (the whole split) all call one jitted Levanter evaluation step, compiled once per run: Levanter 1.2 compiled it
     again for the final evaluator and again on each evaluator's second batch (0.8–1.3 s of CPU per trace and compile
-    on a tiny job; pipeline.train.levanter_patches.held_out_evaluators). JAX logs each compile (``log_compiles``)."""
+    on a tiny job; pipeline.train.trainer.held_out_evaluators). JAX logs each compile (``log_compiles``)."""
     import jax
 
     run_dir = tmp_path / "evaluations"
