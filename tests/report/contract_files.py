@@ -28,6 +28,8 @@ def figure_files(stem: Path) -> FigureFiles:
     return FigureFiles(png=Path(f"{stem}.png"), pdf=Path(f"{stem}.pdf"))
 
 
+Accuracy = dict[tuple[str, int], float]
+"""An accuracy (a fraction) per (task, shots)."""
 SIZES = {"small": (48, 4), "medium": (64, 6), "large": (80, 8), "llama1b": (64, 4), "ft18": (48, 6), "ft24": (48, 8)}
 
 
@@ -168,13 +170,7 @@ def write_finetune_run(
 
 
 def write_downstream(
-    results: Path,
-    run_id: str,
-    *,
-    family: str,
-    accuracy: dict[tuple[str, int], float],
-    pair: str = "gpt-large",
-    n_samples: int = 100,
+    results: Path, run_id: str, *, family: str, accuracy: Accuracy, pair: str = "gpt-large", n_samples: int = 100
 ) -> Path:
     """downstream.csv with one 'acc' row (fraction) per (task, shots) plus a perplexity row per task."""
     rows = []
