@@ -25,6 +25,9 @@ CLUSTERING = (
     '"magnitude": "notebook"}}, "equal-mean": {{"role": "control", "horizon": {horizon}, "dt": 0.1, '
     '"scale": 0.5, "magnitude": "equal_mean"}}}}}}'
 )
+SPECTRA = ["spectra", "--run-dir", "runs/x", "--tokenizer", "tok", "--time-oversampling", "1", "--out", "x.csv"]
+SPECTRA += ["--untrained-out", "u.csv"]
+"""A ``spectra`` job's arguments but where it runs."""
 
 
 def pipeline_command(*args: str, preexec_fn=None, wrapper: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -51,16 +54,8 @@ def one_gib_of_address_space() -> None:
 def test_host_out_of_memory_ends_with_one_sentence(tmp_path):
     out = tmp_path / "clustering"
     settings = CLUSTERING.format(tokens=40000, horizon=0.1)
-    result = pipeline_command(
-        "-m",
-        "pipeline",
-        "clustering",
-        "--settings",
-        settings,
-        "--out-dir",
-        str(out),
-        preexec_fn=one_gib_of_address_space,
-    )
+    clustering = ["clustering", "--settings", settings, "--out-dir", str(out)]
+    result = pipeline_command("-m", "pipeline", *clustering, preexec_fn=one_gib_of_address_space)
     assert result.returncode == 1
     assert "MemoryError" in result.stderr  # the traceback stays in the log
     assert last_line(result).startswith(f"error: `clustering` for {out} ran out of host memory")
@@ -90,7 +85,7 @@ def test_full_disk_ends_with_one_sentence(tmp_path):
 
 @pytest.mark.slow
 def test_ray_worker_killed_by_a_signal_ends_with_one_sentence(tmp_path):
-    script = textwrap.dedent("""
+    script = textwrap.dedent(f"""
         import sys
         import pipeline.execution.runner
         from pipeline.cli import main
@@ -98,8 +93,7 @@ def test_ray_worker_killed_by_a_signal_ends_with_one_sentence(tmp_path):
         submit = pipeline.execution.runner.run_on_ray
         # the worker dies
         pipeline.execution.runner.run_on_ray = lambda target, *args, **kwargs: submit("os:abort", **kwargs)
-        sys.exit(main(["spectra", "--run-dir", "runs/x", "--tokenizer", "tok", "--time-oversampling", "1",
-                       "--out", "x.csv", "--untrained-out", "u.csv", "--ray-num-cpus", "1"]))
+        sys.exit(main({[*SPECTRA, "--ray-num-cpus", "1"]!r}))
     """)
     result = pipeline_command("-c", script)
     assert result.returncode == 1
@@ -120,8 +114,7 @@ def test_a_ray_address_where_nothing_answers_ends_with_one_sentence_in_seconds()
     checks the address first and names it, where it came from and what to do."""
     port = closed_local_port()
     started = time.monotonic()
-    spectra = ["-m", "pipeline", "spectra", "--run-dir", "runs/x", "--tokenizer", "tok", "--time-oversampling", "1"]
-    spectra += ["--out", "x.csv", "--untrained-out", "u.csv", "--ray-address"]
+    spectra = ["-m", "pipeline", *SPECTRA, "--ray-address"]
     result = pipeline_command(*spectra, f"127.0.0.1:{port}")
     assert result.returncode == 1 and time.monotonic() - started < 60
     assert last_line(result) == (
@@ -161,10 +154,5 @@ def test_an_unexpected_error_is_one_sentence_after_its_traceback(tmp_path, capsy
     assert main(["clustering", "--settings", '{"tokens": 4}', "--out-dir", str(tmp_path)]) == 1
     stderr = capsys.readouterr().err
     assert "Traceback (most recent call last)" in stderr
-    assert (
-        stderr.strip()
-        .splitlines()[-1]
-        .startswith(
-            f"error: `clustering` for {tmp_path} failed unexpectedly (KeyError: 'hidden_dim'); the traceback above"
-        )
-    )
+    expected = f"error: `clustering` for {tmp_path} failed unexpectedly (KeyError: 'hidden_dim'); the traceback above"
+    assert stderr.strip().splitlines()[-1].startswith(expected)

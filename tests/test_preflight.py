@@ -30,24 +30,13 @@ VIRTUAL_DEVICES = 8
 pytestmark = pytest.mark.e2e
 
 
-def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            *snakemake_in(workdir),
-            "--profile",
-            str(ROOT / "profiles" / "ci"),
-            *args,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-    )
+def snakemake(workdir: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    command = [*snakemake_in(workdir), "--profile", str(ROOT / "profiles" / "ci"), *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
 
 
 def test_the_tiny_preflight_runs_one_job_per_shape_not_per_run(tmp_path):
-    result = snakemake(tmp_path, "-n", "preflight")
+    result = snakemake(tmp_path, "-n", "preflight", env={})
     assert result.returncode == 0, result.stderr[-2000:]
     shapes = training_shapes(JobSizing(Grid.load(TINY), None))
     jobs = re.findall(r"wildcards: shape=(\S+)", result.stdout)
@@ -81,40 +70,12 @@ def stage_job(results: Path, kind: str, run_id: str, ray_address: str) -> Path:
             else TINY["analysis"][kind]
         )
     )
-    row = results / "preflight" / "stages" / kind / "row.json"
-    data = results / "data"
-    assert (
-        main(
-            [
-                "preflight-stage",
-                "--kind",
-                kind,
-                "--run-id",
-                run_id,
-                "--runs",
-                "1",
-                "--source-shape",
-                SHAPE,
-                "--source-dir",
-                str(results / "preflight" / SHAPE / "train"),
-                "--settings",
-                settings,
-                "--job-dir",
-                str(row.parent),
-                "--cache",
-                str(data / "caches" / "wt103-bpe"),
-                "--tokenizer",
-                str(data / "tokenizers" / "bpe"),
-                "--device-label",
-                "cpu",
-                "--ray-address",
-                ray_address,
-                "--row",
-                str(row),
-            ]
-        )
-        == 0
-    )
+    row, data = results / "preflight" / "stages" / kind / "row.json", results / "data"
+    job = ["--kind", kind, "--run-id", run_id, "--runs", "1", "--settings", settings, "--job-dir", str(row.parent)]
+    source = ["--source-shape", SHAPE, "--source-dir", str(results / "preflight" / SHAPE / "train")]
+    inputs = ["--cache", str(data / "caches" / "wt103-bpe"), "--tokenizer", str(data / "tokenizers" / "bpe")]
+    where = ["--device-label", "cpu", "--ray-address", ray_address, "--row", str(row)]
+    assert main(["preflight-stage", *job, *source, *inputs, *where]) == 0
     return row
 
 

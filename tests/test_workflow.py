@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from cli_testkit import dry_run, example_site
 
 from pipeline.cli import runs_a_ray_task
 from pipeline.config import load_preset, memory_probes, pretrain_runs
@@ -45,6 +45,14 @@ def snakemake(*args: str, env: dict | None = None) -> subprocess.CompletedProces
     )
 
 
+def slurm_dry_run(
+    workdir: Path, *targets: str, config: tuple[str, ...] = (), site: Path | str = "profiles/slurm/site.example.yaml"
+) -> subprocess.CompletedProcess:
+    """``dry_run`` of ``targets`` in ``workdir`` through ``profiles/slurm`` at ``site``, with the --config values
+    ``config``."""
+    return dry_run(workdir, *targets, "--profile", "profiles/slurm", "--config", f"site={site}", *config)
+
+
 MISSING_SOFTWARE_LINT = "Specify a conda environment or container for each rule."
 """The one lint allowed: every rule runs in the locked virtualenv, not conda (docs/configuration.md#environment)."""
 
@@ -74,20 +82,7 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
     at micro-batch 16 on its 1 GPU): each job trains at its row's micro-batch; ``fit`` itself (its markdown
     missing) plans at the site; lm-eval runs once per run of the pairs, on every task and shot count of the preset."""
     table = paper_fit_table(tmp_path, {"owt-small-gpt": 16})
-    result = snakemake(
-        "all",
-        "fit",
-        "-n",
-        "--snakefile",
-        str(ROOT / "workflow" / "Snakefile"),
-        "--directory",
-        str(tmp_path),
-        "--profile",
-        "profiles/slurm",
-        "--printshellcmds",
-        "--config",
-        "site=profiles/slurm/site.example.yaml",
-    )
+    result = slurm_dry_run(tmp_path, "all", "fit")
     assert result.returncode == 0, result.stderr[-2000:]
     config = load_preset({"preset": "paper"})
     grid = Grid.load(config)
@@ -239,20 +234,12 @@ def test_a_shell_injection_in_a_task_name_is_refused_before_anything_runs():
     ]
 
 
-def write_site(path: Path, **changes) -> Path:
-    """The example site with ``changes`` to its keys, written to ``path``."""
-    raw = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())
-    raw["site"].update(changes)
-    path.write_text(yaml.safe_dump(raw))
-    return path
-
-
 def test_the_sites_sbatch_options_reach_its_jobs_and_results_go_to_its_results_dir(tmp_path, paper_fit_table):
     """qos on every job, each partition's constraint, the reservation, a training job's early SIGTERM and each kind's
     extras as slurm_extra; every output under results_dir (where the fit table is read too)."""
     scratch = tmp_path / "scratch"
     paper_fit_table(scratch, {})
-    site = write_site(
+    site = example_site(
         tmp_path / "site.yaml",
         qos="long",
         gpu_constraint="h100",
@@ -262,19 +249,7 @@ def test_the_sites_sbatch_options_reach_its_jobs_and_results_go_to_its_results_d
         signal_lead_s=900,
         results_dir=str(scratch / "results"),
     )
-    result = snakemake(
-        "all",
-        "fit",
-        "-n",
-        "--snakefile",
-        str(ROOT / "workflow" / "Snakefile"),
-        "--directory",
-        str(tmp_path / "work"),
-        "--profile",
-        "profiles/slurm",
-        "--config",
-        f"site={site}",
-    )
+    result = slurm_dry_run(tmp_path / "work", "all", "fit", site=site)
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = [job for job in dry_run_jobs(result.stdout) if job["rule"] not in SUBMIT_HOST_RULES]
     extras = {
@@ -304,19 +279,7 @@ def test_the_sites_sbatch_options_reach_its_jobs_and_results_go_to_its_results_d
 
 
 def test_the_tiny_preset_on_the_slurm_profile_asks_for_tiny_cpu_jobs(tmp_path):
-    result = snakemake(
-        "results/tiny/data/caches/wt103-bpe",
-        "-n",
-        "--snakefile",
-        str(ROOT / "workflow" / "Snakefile"),
-        "--directory",
-        str(tmp_path),
-        "--profile",
-        "profiles/slurm",
-        "--config",
-        "preset=tiny",
-        "site=profiles/slurm/site.example.yaml",
-    )
+    result = slurm_dry_run(tmp_path, "results/tiny/data/caches/wt103-bpe", config=("preset=tiny",))
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = dry_run_jobs(result.stdout)
     assert {job["rule"] for job in jobs} == {"corpus", "tokenizer", "token_cache"}
@@ -354,16 +317,15 @@ def test_fit_plans_the_rows_of_the_config_the_dry_run_resolved(tmp_path, monkeyp
         if ablation
         else []
     )
-    config = ["--config", f"preset={preset}", "site=profiles/slurm/site.example.yaml", *overrides]
-    workflow = ["--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path)]
-    planned = snakemake("fit", "-n", *workflow, "--profile", "profiles/slurm", "--printshellcmds", *config)
+    config = (f"preset={preset}", *overrides)
+    planned = slurm_dry_run(tmp_path, "fit", config=config)
     assert planned.returncode == 0, planned.stderr[-2000:]
     [command] = [job["shell"] for job in dry_run_jobs(planned.stdout) if job["rule"] == "fit"]
     monkeypatch.setattr(fit, "plans_in_subprocess", plans_without_xla)
     monkeypatch.chdir(tmp_path)
     words = shlex.split(command.split(">")[0])
     assert main(words[words.index("pipeline") + 1 :]) == 0
-    result = snakemake("all", "-n", *workflow, "--profile", "profiles/slurm", *config)
+    result = slurm_dry_run(tmp_path, "all", config=config)
     assert result.returncode == 0, result.stderr[-2000:]
     pretrain = {job["wildcards"]["run"] for job in dry_run_jobs(result.stdout) if job["rule"] == "pretrain"}
     assert ("wt103-extra-gpt" in pretrain) == ablation
@@ -387,16 +349,7 @@ def test_the_fit_cli_without_a_site_leaves_the_site_planned_table_alone(tmp_path
 def test_the_report_shows_the_grids_status_as_one_more_captioned_item(tmp_path):
     """`snakemake` (rule all) runs `python -m pipeline status` once every training run is done, into a file marked
     for `snakemake --report` under Status with its caption (workflow/report/status.rst)."""
-    result = snakemake(
-        "-n",
-        "-p",
-        "--snakefile",
-        str(ROOT / "workflow" / "Snakefile"),
-        "--directory",
-        str(tmp_path),
-        "--config",
-        "preset=tiny",
-    )
+    result = dry_run(tmp_path, "--config", "preset=tiny")
     assert result.returncode == 0, result.stderr[-2000:]
     [status] = [job for job in dry_run_jobs(result.stdout) if job["rule"] == "status"]
     assert re.search(

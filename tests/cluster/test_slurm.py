@@ -37,6 +37,30 @@ def in_netns(*command: str) -> list[str]:
     return ["nsenter", f"--net=/run/netns/{NETNS}", *command]
 
 
+def snakemake_on_slurm(workdir: Path, logs: Path, *args: str, timeout: int) -> subprocess.CompletedProcess:
+    """Snakemake in ``workdir`` through ``profiles/slurm`` in the namespace, with this cluster's status command and
+    first status check (the module's docstring) and SLURM's logs in ``logs``; ``args``: targets, then options."""
+    return subprocess.run(
+        in_netns(
+            *snakemake_in(workdir),
+            "--profile",
+            str(ROOT / "profiles" / "slurm"),
+            "--slurm-status-command",
+            "squeue",
+            "--slurm-init-seconds-before-status-checks",
+            "5",
+            "--slurm-logdir",
+            str(logs),
+            *args,
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=venv_on_path(),
+        timeout=timeout,
+    )
+
+
 @pytest.fixture(scope="module")
 def slurm_partition():
     if os.environ.get("PIPELINE_HOST_TESTS") != "1":
@@ -90,35 +114,14 @@ def test_tiny_dag_runs_offline_through_the_slurm_profile(tmp_path, slurm_partiti
     each job's embedded Ray counts the CPUs SLURM gave the job."""
     links = subprocess.run(["ip", "-n", NETNS, "-o", "link"], capture_output=True, text=True, check=True).stdout
     assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"]
-    env = venv_on_path()
     run = "results/tiny/runs/owt-large-gpt/summary.json"
     downstream = "results/tiny/downstream/owt-large-gpt/downstream.csv"
     preflight = "results/tiny/preflight/gpt-large-g0-mb0/row.json"
     started = time.monotonic()
-    result = subprocess.run(
-        in_netns(
-            *snakemake_in(tmp_path),
-            "--profile",
-            str(ROOT / "profiles" / "slurm"),
-            "--config",
-            "preset=tiny",
-            f"site={localhost_site(tmp_path, slurm_partition)}",
-            "ray={address: null, num_cpus: null}",
-            "--slurm-status-command",
-            "squeue",
-            "--slurm-init-seconds-before-status-checks",
-            "5",
-            "--slurm-logdir",
-            str(tmp_path / "slurm-logs"),
-            run,
-            downstream,
-            preflight,
-        ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=1800,
+    site, ray = f"site={localhost_site(tmp_path, slurm_partition)}", "ray={address: null, num_cpus: null}"
+    targets = (run, downstream, preflight)
+    result = snakemake_on_slurm(
+        tmp_path, tmp_path / "slurm-logs", *targets, "--config", "preset=tiny", site, ray, timeout=1800
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
@@ -205,7 +208,6 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     assert any(re.fullmatch(r"slurm_extra='--signal=URG@\d+'", item) for item in profile["default-resources"])
     workdir = tmp_path / "walltime"
     shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
-    env = venv_on_path()
     # ~100 s of updates on 2 idle cores (~25 per s, 2026-11-27): more than one job can train even if SLURM ends it
     # late. SLURM checks limits and sends --signal on a 30-s timer, so a 1-minute job can run ~90 s (one trained all of
     # 700 updates); alone, jobs trained 170 to 1160 updates each.
@@ -215,29 +217,9 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
         tmp_path, slurm_partition, max_runtime_min=1, signal_lead_s=2, device="cpu2", chunk_startup_min=0.5
     )
     started = time.monotonic()
-    result = subprocess.run(
-        in_netns(
-            *snakemake_in(workdir),
-            f"{run}/summary.json",
-            "--profile",
-            str(ROOT / "profiles" / "slurm"),
-            "--slurm-status-command",
-            "squeue",
-            "--slurm-init-seconds-before-status-checks",
-            "5",
-            "--slurm-logdir",
-            str(tmp_path / "logs"),
-            "--config",
-            "preset=tiny",
-            f"pretrain={{wt103-small: {{train: {{{train}}}}}}}",
-            f"site={site}",
-        ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=1200,
-    )
+    pretrain = f"pretrain={{wt103-small: {{train: {{{train}}}}}}}"
+    config = ("--config", "preset=tiny", pretrain, f"site={site}")
+    result = snakemake_on_slurm(workdir, tmp_path / "logs", f"{run}/summary.json", *config, timeout=1200)
     output = result.stdout + result.stderr
     print(f"one call through chunks: {time.monotonic() - started:.0f} s")
     assert result.returncode == 0, output[-4000:]

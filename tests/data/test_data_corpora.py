@@ -57,44 +57,24 @@ def test_provenance_names_pinned_sources_and_command():
         assert f"| {source.package} | {source.version} | {source.pool_path} | {source.sha256} |" in text
 
 
-@pytest.mark.parametrize("name", sorted(TINY_CORPORA))
-def test_corpus_size_split_and_english(name):
-    train, validation = _texts(name, "train"), _texts(name, "validation")
-    characters = sum(map(len, train + validation))
-    assert 1_000_000 < characters < 3_000_000
-    assert 0.02 < len(validation) / (len(train) + len(validation)) < 0.08
-    with_test = SOURCES[name].test_split
-    assert {split_of(t, with_test) for t in validation} == {"validation"}
-    assert {split_of(t, with_test) for t in train} == {"train"}
-    assert not set(train) & set(validation)
+@pytest.mark.parametrize(
+    ("name", "splits"), [("fortunes", ("train", "validation")), ("pydocs", ("train", "validation", "test"))]
+)
+def test_corpus_size_splits_and_english(name, splits):
+    """As the datasets they stand in for (docs/paper.md#data): WikiText-103's (pydocs) ships a test split, OWT's
+    (fortunes) none; each held-out split is 2-8 % of the corpus, disjoint from the others."""
+    assert tiny_corpus_splits(name) == splits
+    texts = {split: _texts(name, split) for split in splits}
+    train = texts["train"]
+    assert 1_000_000 < sum(map(len, train + texts["validation"])) < 3_000_000
+    for split, documents in texts.items():
+        assert split == "train" or 0.02 < len(documents) / sum(map(len, texts.values())) < 0.08
+        assert {split_of(t, SOURCES[name].test_split) for t in documents} == {split}
+    assert len(set().union(*texts.values())) == sum(map(len, texts.values()))
     words = _words(train)
     assert sum(words[w] for w in ("the", "a", "of", "and", "to", "is", "in")) / sum(words.values()) > 0.12
     letters = sum(c.isalpha() or c.isspace() for t in train for c in t)
     assert letters / sum(map(len, train)) > 0.9
-
-
-def test_the_wikitext_stand_in_ships_a_test_split_and_the_openwebtext_one_does_not():
-    """As the datasets they stand in for (docs/paper.md#data): WikiText-103 has a test split, OWT has none."""
-    assert tiny_corpus_splits("pydocs") == ("train", "validation", "test")
-    assert tiny_corpus_splits("fortunes") == ("train", "validation")
-    test = _texts("pydocs", "test")
-    train, validation = _texts("pydocs", "train"), _texts("pydocs", "validation")
-    assert 0.02 < len(test) / (len(train) + len(validation) + len(test)) < 0.08
-    assert {split_of(t, True) for t in test} == {"test"}
-    assert not set(test) & (set(train) | set(validation))
-
-
-def test_export_writes_the_test_split_only_when_asked_and_shipped(tmp_path):
-    stats = export_tiny_corpus("pydocs", tmp_path / "pydocs", test_split=True)
-    assert stats["test"]["documents"] == len(_texts("pydocs", "test"))
-    assert (tmp_path / "pydocs" / "test-00000.jsonl.gz").is_file()
-    assert "test" not in export_tiny_corpus("pydocs", tmp_path / "no-test")
-    with pytest.raises(
-        ValueError,
-        match=r"^Tiny corpus 'fortunes' ships no test split; set test_split: false in "
-        r"its dataset source or use one of \['pydocs'\]\.$",
-    ):
-        export_tiny_corpus("fortunes", tmp_path / "fortunes", test_split=True)
 
 
 def test_domains_differ():
@@ -110,33 +90,38 @@ def test_domains_differ():
     assert not any(line.startswith(">>>") for t in _texts("pydocs", "train") for line in t.splitlines())
 
 
-def test_export_tiny_corpus(tmp_path):
-    stats = export_tiny_corpus("fortunes", tmp_path / "fortunes")
-    assert sorted(p.name for p in (tmp_path / "fortunes").iterdir()) == [
-        "manifest.json",
-        "train-00000.jsonl.gz",
-        "validation-00000.jsonl.gz",
-    ]
-    for split in tiny_corpus_splits("fortunes"):
-        texts = _texts("fortunes", split)
+@pytest.mark.parametrize(("name", "test_split"), [("fortunes", False), ("pydocs", True)])
+def test_export_tiny_corpus(tmp_path, name, test_split):
+    """Every shipped split, the test split only when asked."""
+    out = tmp_path / name
+    stats = export_tiny_corpus(name, out, test_split=test_split)
+    splits = tiny_corpus_splits(name)
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", *sorted(f"{s}-00000.jsonl.gz" for s in splits)]
+    for split in splits:
+        texts = _texts(name, split)
         assert stats[split]["documents"] == len(texts)
         assert stats[split]["characters"] == sum(map(len, texts))
-        assert stats[split]["files"] == [str((tmp_path / "fortunes" / f"{split}-00000.jsonl.gz").resolve())]
+        assert stats[split]["files"] == [str((out / f"{split}-00000.jsonl.gz").resolve())]
         assert list(iter_texts(stats[split]["files"])) == texts
-    assert json.loads((tmp_path / "fortunes" / "manifest.json").read_text()) == stats
+    assert json.loads((out / "manifest.json").read_text()) == stats
     with pytest.raises(FileExistsError, match="already exists"):
-        export_tiny_corpus("fortunes", tmp_path / "fortunes")
+        export_tiny_corpus(name, out)
+    assert "test" not in export_tiny_corpus(name, tmp_path / "not-asked")
 
 
-def test_unknown_tiny_corpus(tmp_path):
+def test_an_unknown_corpus_or_split_or_an_unshipped_test_split_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"Unknown tiny corpus 'wiki'; expected one of \['fortunes', 'pydocs'\]"):
         export_tiny_corpus("wiki", tmp_path / "x")
     with pytest.raises(
-        ValueError,
-        match=r"Unknown split 'test' of tiny corpus 'fortunes'; expected one of "
-        r"\['train', 'validation'\]",
+        ValueError, match=r"Unknown split 'test' of tiny corpus 'fortunes'; expected one of \['train', 'validation'\]"
     ):
         tiny_corpus_file("fortunes", "test")
+    with pytest.raises(
+        ValueError,
+        match=r"^Tiny corpus 'fortunes' ships no test split; set test_split: false in "
+        r"its dataset source or use one of \['pydocs'\]\.$",
+    ):
+        export_tiny_corpus("fortunes", tmp_path / "fortunes", test_split=True)
 
 
 # ---- build script rules, on a synthetic package ------------------------------------------------------------

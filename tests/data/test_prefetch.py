@@ -79,64 +79,36 @@ def test_openwebtext_exports_offline_from_a_local_copy_of_its_parquet_branch(tmp
     assert list(iter_texts(stats["train"]["files"])) == expected["train"]["text"]
 
 
-@pytest.mark.parametrize(
-    ("verb", "option", "spec", "item"),
-    [
-        (
-            "corpus",
-            "--source",
-            {"kind": "hf", "id": "Skylion007/openwebtext", "revision": "refs/convert/parquet"},
-            "Dataset 'Skylion007/openwebtext' (Skylion007/openwebtext@refs/convert/parquet)",
-        ),
-        ("tokenizer", "--spec", {"kind": "pretrained", "name": "gpt2"}, "Tokenizer gpt2@main"),
-    ],
-)
-def test_an_offline_job_missing_a_hub_item_names_it_and_the_prefetch(tmp_path, verb, option, spec, item):
-    result = pipeline_verb(
-        verb, option, json.dumps(spec), "--out", str(tmp_path / "out"), env=offline_env(tmp_path), timeout=300
-    )
-    assert result.returncode == 1, result.stderr[-3000:]
-    assert result.stderr.splitlines()[-1] == (
-        f"error: {item} is not in the Hugging Face cache {tmp_path / 'hf'} and this job runs with the hub offline; "
-        f"prefetch it on a host with network (`{PREFETCH_COMMAND}`, with the same site settings)."
-    )
-    assert not (tmp_path / "out").exists()
+HUB_JOBS = {
+    "corpus": (
+        "--source",
+        {"kind": "hf", "id": "Skylion007/openwebtext", "revision": "refs/convert/parquet"},
+        "Dataset 'Skylion007/openwebtext' ({})",
+    ),
+    "tokenizer": ("--spec", {"kind": "pretrained", "name": "gpt2"}, "Tokenizer {}"),
+}
+"""A job of each kind that reads a hub item: its option, the item's spec and how a missing item is named."""
 
 
-@pytest.mark.parametrize(
-    ("verb", "option", "spec", "item"),
-    [
-        (
-            "corpus",
-            "--source",
-            {"kind": "hf", "id": "Skylion007/openwebtext", "revision": "refs/convert/parquet"},
-            "Skylion007/openwebtext@refs/convert/parquet",
-        ),
-        ("tokenizer", "--spec", {"kind": "pretrained", "name": "gpt2"}, "gpt2@main"),
-    ],
-)
-def test_a_job_given_the_prefetch_record_of_another_revision_names_it_and_the_prefetch(
-    tmp_path, verb, option, spec, item
-):
-    record = tmp_path / "record.json"
-    record.write_text(
-        json.dumps({"name": "old", "id": spec.get("id", spec.get("name")), "revision": "v1", "commit": "0" * 40})
-    )
-    result = pipeline_verb(
-        verb,
-        option,
-        json.dumps(spec),
-        "--prefetched",
-        str(record),
-        "--out",
-        str(tmp_path / "out"),
-        env=offline_env(tmp_path),
-        timeout=300,
-    )
+@pytest.mark.parametrize("stale_record", [False, True], ids=["missing", "record-of-another-revision"])
+@pytest.mark.parametrize("verb", list(HUB_JOBS))
+def test_an_offline_job_without_its_hub_item_names_it_and_the_prefetch(tmp_path, verb, stale_record):
+    """A hub item missing from the cache, or a prefetch record of another revision of it: one sentence naming it and
+    the prefetch, nothing written."""
+    option, spec, named = HUB_JOBS[verb]
+    hub_id, record = spec.get("id", spec.get("name")), tmp_path / "record.json"
+    item = f"{hub_id}@{spec.get('revision', 'main')}"
+    record.write_text(json.dumps({"name": "old", "id": hub_id, "revision": "v1", "commit": "0" * 40}))
+    prefetched = ["--prefetched", str(record)] if stale_record else []
+    out = ["--out", str(tmp_path / "out")]
+    result = pipeline_verb(verb, option, json.dumps(spec), *prefetched, *out, env=offline_env(tmp_path), timeout=300)
     assert result.returncode == 1, result.stderr[-3000:]
     assert result.stderr.splitlines()[-1] == (
-        f"error: {item} is not the item of the prefetch record {record} ({spec.get('id', spec.get('name'))}@v1); "
+        f"error: {item} is not the item of the prefetch record {record} ({hub_id}@v1); "
         f"rerun the prefetch (`{PREFETCH_COMMAND}`)."
+        if stale_record
+        else f"error: {named.format(item)} is not in the Hugging Face cache {tmp_path / 'hf'} and this job runs with "
+        f"the hub offline; prefetch it on a host with network (`{PREFETCH_COMMAND}`, with the same site settings)."
     )
     assert not (tmp_path / "out").exists()
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from cli_testkit import pipeline_verb, snakemake_in, venv_on_path
+from cli_testkit import example_site, pipeline_verb, snakemake_in, venv_on_path
 from tokenizers import Tokenizer
 
 from pipeline.config.site import EXAMPLE, load_site
@@ -215,17 +215,25 @@ def tokenizer_commit(tmp_path: Path, vocab_size: int) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in out.iterdir()}
 
 
-def write_site(path: Path, **changes) -> Path:
-    raw = yaml.safe_load(EXAMPLE.read_text())
-    raw["site"].update(changes)
-    path.write_text(yaml.safe_dump(raw))
-    return path
+def mirror_preset(tmp_path: Path, mirror: HubMirror, sources: dict[str, dict], **sections) -> tuple[Path, Path]:
+    """The tiny preset as ``PRESET``, its datasets' ``sources`` read from the mirror's ``local/tiny-corpus`` and
+    ``sections`` ({section: {key: value}}) merged in, and the example site naming the mirror and the test's cache:
+    their paths."""
+    preset = yaml.safe_load((ROOT / "pipeline" / "config" / "presets" / "tiny.yaml").read_text())
+    preset["preset"] = PRESET
+    for name, source in sources.items():
+        preset["datasets"][name]["source"] = {"kind": "hf", "id": "local/tiny-corpus", **source}
+    for section, values in sections.items():
+        preset[section].update(values)
+    (tmp_path / "preset.yaml").write_text(yaml.safe_dump(preset))
+    site = example_site(tmp_path / "site.yaml", hf_home=str(tmp_path / "hf"), hf_endpoint=mirror.endpoint)
+    return tmp_path / "preset.yaml", site
 
 
 def test_the_site_hub_mirror_defaults_to_the_hub_and_must_be_a_url(tmp_path):
     assert load_site(EXAMPLE).hf_endpoint is None
     with pytest.raises(ValueError, match=r"key 'site.hf_endpoint' must match '\^https\?://' \(got 'hf-mirror.org'\)"):
-        load_site(write_site(tmp_path / "site.yaml", hf_endpoint="hf-mirror.org"))
+        load_site(example_site(tmp_path / "site.yaml", hf_endpoint="hf-mirror.org"))
 
 
 def run_snakemake(workdir: Path, preset: Path, site: Path, *targets: str, keep_going: bool = False) -> str:
@@ -283,27 +291,15 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
     old_tokenizer = hub_mirror.commit("model", "local/tiny-tokenizer", tokenizer_commit(tmp_path, 300))
     hub_mirror.commit("model", "local/tiny-tokenizer", tokenizer_commit(tmp_path, 320))
 
-    preset = yaml.safe_load((ROOT / "pipeline" / "config" / "presets" / "tiny.yaml").read_text())
-    preset["preset"] = PRESET
-    preset["datasets"]["wt103"]["source"] = {
-        "kind": "hf",
-        "id": "local/tiny-corpus",
-        "revision": old,
-        "test_split": True,
+    sources = {
+        "wt103": {"revision": old, "test_split": True},
+        "owt": {"revision": "refs/convert/parquet", "validation_fraction": 0.1, "seed": 1},
     }
-    preset["datasets"]["owt"]["source"] = {
-        "kind": "hf",
-        "id": "local/tiny-corpus",
-        "revision": "refs/convert/parquet",
-        "validation_fraction": 0.1,
-        "seed": 1,
-    }
-    preset["tokenizers"]["hub"] = {"kind": "pretrained", "name": "local/tiny-tokenizer", "revision": old_tokenizer}
-    (tmp_path / "preset.yaml").write_text(yaml.safe_dump(preset))
-    write_site(tmp_path / "site.yaml", hf_home=str(tmp_path / "hf"), hf_endpoint=hub_mirror.endpoint)
+    tokenizer = {"kind": "pretrained", "name": "local/tiny-tokenizer", "revision": old_tokenizer}
+    preset, site = mirror_preset(tmp_path, hub_mirror, sources, tokenizers={"hub": tokenizer})
     workdir, data = tmp_path / "work", tmp_path / "work" / "results" / PRESET / "data"
 
-    run_snakemake(workdir, tmp_path / "preset.yaml", tmp_path / "site.yaml", "prefetch")
+    run_snakemake(workdir, preset, site, "prefetch")
     assert not hub_mirror.unknown, f"requests the mirror does not implement: {hub_mirror.unknown}"
     records = {
         path.relative_to(data / "prefetch").as_posix(): json.loads(path.read_text())
@@ -350,14 +346,8 @@ def test_the_prefetch_rule_fetches_from_the_site_mirror_and_offline_jobs_read_th
     ), unreachable.stderr[-3000:]
     assert not (tmp_path / "again.json").exists()
 
-    run_snakemake(
-        workdir,
-        tmp_path / "preset.yaml",
-        tmp_path / "site.yaml",
-        f"results/{PRESET}/data/corpora/wt103",
-        f"results/{PRESET}/data/corpora/owt",
-        f"results/{PRESET}/data/tokenizers/hub",
-    )
+    corpora = (f"results/{PRESET}/data/corpora/{name}" for name in ("wt103", "owt"))
+    run_snakemake(workdir, preset, site, *corpora, f"results/{PRESET}/data/tokenizers/hub")
     for split in ("train", "validation", "test"):
         assert list(iter_texts(sorted((data / "corpora" / "wt103").glob(f"{split}-*.jsonl.gz")))) == texts(
             "old", split, 20 if split == "train" else 4
@@ -426,30 +416,15 @@ def test_a_failing_lm_eval_task_leaves_pretraining_runnable_and_tasks_read_their
     for task in ("pinned", "converted", "script_only"):
         (task_dir / f"{task}.yaml").write_text(CHOICE_TASK.format(task=task, dataset=f"local/{task}"))
 
-    preset = yaml.safe_load((ROOT / "pipeline" / "config" / "presets" / "tiny.yaml").read_text())
-    preset["preset"] = PRESET
-    preset["datasets"]["wt103"]["source"] = {
-        "kind": "hf",
-        "id": "local/tiny-corpus",
-        "revision": wt103,
-        "test_split": True,
-    }
-    preset["downstream"].update(
-        task_dir=str(task_dir), tasks=["pinned", "converted", "script_only"], revisions={"local/pinned": old}
+    downstream = {"task_dir": str(task_dir), "tasks": ["pinned", "converted", "script_only"]}
+    sources = {"wt103": {"revision": wt103, "test_split": True}}
+    preset, site = mirror_preset(
+        tmp_path, hub_mirror, sources, downstream={**downstream, "revisions": {"local/pinned": old}}
     )
-    (tmp_path / "preset.yaml").write_text(yaml.safe_dump(preset))
-    write_site(tmp_path / "site.yaml", hf_home=str(tmp_path / "hf"), hf_endpoint=hub_mirror.endpoint)
     workdir = tmp_path / "work"
     results = workdir / "results" / PRESET
 
-    output = run_snakemake(
-        workdir,
-        tmp_path / "preset.yaml",
-        tmp_path / "site.yaml",
-        "prefetch",
-        f"results/{PRESET}/data/corpora/wt103",
-        keep_going=True,
-    )
+    output = run_snakemake(workdir, preset, site, "prefetch", f"results/{PRESET}/data/corpora/wt103", keep_going=True)
     assert not hub_mirror.unknown, f"requests the mirror does not implement: {hub_mirror.unknown}"
     assert (results / "data" / "corpora" / "wt103" / "manifest.json").is_file(), output[-4000:]
     records = sorted(path.name for path in (results / "data" / "prefetch" / "lm_eval").iterdir())

@@ -29,17 +29,9 @@ TIME = dict(time_embed_dim=8, sinusoidal_dim=8)
 def tokenizer(tmp_path_factory):
     """A 512-token byte-level BPE trained on the first documents of both tiny corpora."""
     root = tmp_path_factory.mktemp("evaluate-tokenizer")
-    corpus = root / "docs.jsonl"
-    write_jsonl(
-        corpus,
-        itertools.chain(
-            *(
-                itertools.islice(iter_texts([tiny_corpus_file(name, "train")]), count)
-                for name, count in (("pydocs", 8), ("fortunes", 150))
-            )
-        ),
-    )
-    train_bpe_tokenizer([corpus], 512, root / "bpe")
+    for name, count in (("pydocs", 8), ("fortunes", 150)):
+        write_jsonl(root / f"{name}.jsonl", itertools.islice(iter_texts([tiny_corpus_file(name, "train")]), count))
+    train_bpe_tokenizer([root / "pydocs.jsonl", root / "fortunes.jsonl"], 512, root / "bpe")
     return load_tokenizer(str(root / "bpe"))
 
 

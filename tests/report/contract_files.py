@@ -28,6 +28,8 @@ def figure_files(stem: Path) -> FigureFiles:
     return FigureFiles(png=Path(f"{stem}.png"), pdf=Path(f"{stem}.pdf"))
 
 
+Accuracy = dict[tuple[str, int], float]
+"""An accuracy (a fraction) per (task, shots)."""
 SIZES = {"small": (48, 4), "medium": (64, 6), "large": (80, 8), "llama1b": (64, 4), "ft18": (48, 6), "ft24": (48, 8)}
 
 
@@ -52,12 +54,12 @@ def write_pretrain_run(
     results: Path,
     run_id: str,
     *,
-    group: str,
-    size: str,
-    family: str,
     ppl: float,
-    role: str = "table",
+    family: str | None = None,
+    group: str | None = None,
+    size: str | None = None,
     ablation: str | None = None,
+    role: str | None = None,
     parameters: int = 200_000,
     tokens_per_s: float = 5000.0,
     beta2: float = 0.999,
@@ -65,6 +67,12 @@ def write_pretrain_run(
     shared_time_mlp: bool = False,
     seed: int = 0,
 ) -> Path:
+    """A pretraining run's config.yaml, metrics.jsonl and summary.json. Unless given, its group, size and family are
+    read from ``run_id`` (``<dataset>-<size>[-<ablation>]-<family>``) and its role is "ablation" for an ``ablation``,
+    else "table"."""
+    group = group or "-".join(run_id.split("-")[:2])
+    size, family = size or group.split("-")[1], family or run_id.rsplit("-", 1)[1]
+    role = role or ("ablation" if ablation else "table")
     dataset = group.split("-", 1)[0]
     hidden, layers = SIZES[size]
     folder = results / "runs" / run_id
@@ -123,12 +131,12 @@ def write_finetune_run(
     run_id: str,
     *,
     family: str,
-    source: str,
-    target: str,
-    method: str,
     num_steps: int,
-    source_steps: int,
     ppl: float,
+    source: str = "owt",
+    target: str = "wt103",
+    method: str = "lora",
+    source_steps: int = 4,
     seed: int = 0,
     flat_tail: int = 0,
 ) -> Path:
@@ -162,7 +170,7 @@ def write_finetune_run(
 
 
 def write_downstream(
-    results: Path, run_id: str, *, family: str, pair: str, accuracy: dict[tuple[str, int], float], n_samples: int = 100
+    results: Path, run_id: str, *, family: str, accuracy: Accuracy, pair: str = "gpt-large", n_samples: int = 100
 ) -> Path:
     """downstream.csv with one 'acc' row (fraction) per (task, shots) plus a perplexity row per task."""
     rows = []
@@ -179,21 +187,13 @@ def write_downstream(
 
 
 def write_spectra(
-    results: Path,
-    run_id: str,
-    *,
-    family: str,
-    dataset: str,
-    growth: float,
-    layers: int = 6,
-    heads: int = 2,
-    rank: int = 4,
-    folder: str = "spectra",
-    seed: int = 0,
+    results: Path, run_id: str, *, family: str, growth: float, folder: str = "spectra", seed: int = 0
 ) -> Path:
-    """Eigenvalues (random draws of ``seed``) whose magnitude scales as 1 + growth·t (growth 0: flat, random
-    ordering), in ``analysis/<folder>/`` (``spectra_untrained``: the untrained control)."""
+    """Eigenvalues (random draws of ``seed``; 6 layers, 2 heads, rank 4) whose magnitude scales as 1 + growth·t
+    (growth 0: flat, random ordering), in ``analysis/<folder>/`` (``spectra_untrained``: the untrained control); the
+    dataset is ``run_id``'s first part."""
     rng = np.random.default_rng(seed)
+    dataset, layers, heads, rank = run_id.split("-")[0], 6, 2, 4
     rows = []
     for matrix in ("QK", "OV"):
         for layer in range(layers):
@@ -416,16 +416,9 @@ def populate_preset(results: Path, config: dict, runs: dict) -> None:
     analysis = config["analysis"]
     for run_id in analysis["spectra"]["runs"]:
         spec = runs[run_id]
-        write_spectra(
-            results,
-            run_id,
-            family=spec.model.family,
-            dataset=spec.dataset,
-            growth=2.0 if spec.model.family.startswith("diffeq") else 0.0,
-        )
-        write_spectra(
-            results, run_id, family=spec.model.family, dataset=spec.dataset, growth=0.0, folder="spectra_untrained"
-        )
+        growth = 2.0 if spec.model.family.startswith("diffeq") else 0.0
+        write_spectra(results, run_id, family=spec.model.family, growth=growth)
+        write_spectra(results, run_id, family=spec.model.family, growth=0.0, folder="spectra_untrained")
     for run_id in analysis["lyapunov"]["runs"]:
         write_lyapunov(results, run_id)
     for run_id in analysis["frontier"]["runs"]:

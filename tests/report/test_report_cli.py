@@ -14,39 +14,9 @@ def test_a_table_verb_writes_the_files_it_names(tmp_path):
 
 
 def test_a_figure_verb_writes_the_files_it_names_and_counts_them(tmp_path, capsys):
-    trajectories, stats = write_clustering(tmp_path)
+    inputs = ["--inputs", *map(str, write_clustering(tmp_path))]
     png, pdf = [tmp_path / "a.png", tmp_path / "b.png"], [tmp_path / "pdf" / "a.pdf", tmp_path / "pdf" / "b.pdf"]
-    assert (
-        main(
-            [
-                "figure",
-                "clustering",
-                "--png",
-                *map(str, png),
-                "--pdf",
-                *map(str, pdf),
-                "--inputs",
-                str(trajectories),
-                str(stats),
-            ]
-        )
-        == 0
-    )
+    assert main(["figure", "clustering", "--png", *map(str, png), "--pdf", *map(str, pdf), *inputs]) == 0
     assert all(path.stat().st_size > 0 for path in png + pdf)
-    assert (
-        main(
-            [
-                "figure",
-                "clustering",
-                "--png",
-                str(png[0]),
-                "--pdf",
-                str(pdf[0]),
-                "--inputs",
-                str(trajectories),
-                str(stats),
-            ]
-        )
-        == 1
-    )
+    assert main(["figure", "clustering", "--png", str(png[0]), "--pdf", str(pdf[0]), *inputs]) == 1
     assert "--png and --pdf name 1 and 1 files; expected 2 each" in capsys.readouterr().err

@@ -28,49 +28,18 @@ def assert_figure(stem):
 @pytest.fixture
 def large_runs(tmp_path):
     runs = [
-        write_pretrain_run(
-            tmp_path, "owt-large-gpt", group="owt-large", size="large", family="gpt", ppl=560.0, beta2=0.95
-        ),
-        write_pretrain_run(
-            tmp_path,
-            "owt-large-diffeq",
-            group="owt-large",
-            size="large",
-            family="diffeq",
-            ppl=550.0,
-            beta2=0.95,
-            time_embed_dim=16,
-        ),
-        write_pretrain_run(
-            tmp_path,
-            "owt-large-beta2_0.999-gpt",
-            group="owt-large",
-            size="large",
-            family="gpt",
-            ppl=555.0,
-            role="ablation",
-            ablation="beta2_0.999",
-        ),
-        write_pretrain_run(
-            tmp_path,
-            "owt-large-beta2_0.999-diffeq",
-            group="owt-large",
-            size="large",
-            family="diffeq",
-            ppl=565.0,
-            role="ablation",
-            ablation="beta2_0.999",
+        write_pretrain_run(tmp_path, "owt-large-gpt", ppl=560.0, beta2=0.95),
+        write_pretrain_run(tmp_path, "owt-large-diffeq", ppl=550.0, beta2=0.95, time_embed_dim=16),
+        *(
+            write_pretrain_run(tmp_path, f"owt-large-beta2_0.999-{family}", ppl=ppl, ablation="beta2_0.999")
+            for family, ppl in (("gpt", 555.0), ("diffeq", 565.0))
         ),
     ]
     dims = [
         write_pretrain_run(
             tmp_path,
             f"owt-large-time_embed_dim_{d}-diffeq",
-            group="owt-large",
-            size="large",
-            family="diffeq",
             ppl=570.0 - d,
-            role="ablation",
             ablation=f"time_embed_dim_{d}",
             time_embed_dim=d,
             tokens_per_s=4000.0 - 10 * d,
@@ -82,31 +51,22 @@ def large_runs(tmp_path):
 
 def test_pretraining_and_ablation_figures(tmp_path, large_runs):
     runs, dims = large_runs
-    figures.curves_figure(runs[:2], figure_files(tmp_path / "fig" / "curves"))
-    figures.beta2_figure(runs, figure_files(tmp_path / "fig" / "beta2"))
-    figures.time_embed_dim_figures(
-        runs[:2] + dims, figure_files(tmp_path / "fig" / "ted_ppl"), figure_files(tmp_path / "fig" / "ted_tp")
-    )
+    fig = tmp_path / "fig"
+    figures.curves_figure(runs[:2], figure_files(fig / "curves"))
+    figures.beta2_figure(runs, figure_files(fig / "beta2"))
+    figures.time_embed_dim_figures(runs[:2] + dims, figure_files(fig / "ted_ppl"), figure_files(fig / "ted_tp"))
+    design = "time_mlp_design_shared"
     shared = write_pretrain_run(
-        tmp_path,
-        "owt-medium-time_mlp_design_shared-diffeq",
-        group="owt-medium",
-        size="medium",
-        family="diffeq",
-        ppl=600.0,
-        role="ablation",
-        ablation="time_mlp_design_shared",
-        shared_time_mlp=True,
+        tmp_path, f"owt-medium-{design}-diffeq", ppl=600.0, ablation=design, shared_time_mlp=True
     )
-    medium = write_pretrain_run(
-        tmp_path, "owt-medium-diffeq", group="owt-medium", size="medium", family="diffeq", ppl=590.0
-    )
-    figures.time_mlp_design_figure([medium, shared], figure_files(tmp_path / "fig" / "design"))
+    medium = write_pretrain_run(tmp_path, "owt-medium-diffeq", ppl=590.0)
+    figures.time_mlp_design_figure([medium, shared], figure_files(fig / "design"))
     for name in ("curves", "beta2", "ted_ppl", "ted_tp", "design"):
-        assert_figure(tmp_path / "fig" / name)
+        assert_figure(fig / name)
 
 
 def test_finetune_downstream_and_analysis_figures(tmp_path):
+    directions = (("wt103", "owt"), ("owt", "wt103"))
     summaries = [
         write_finetune_run(
             tmp_path,
@@ -119,7 +79,7 @@ def test_finetune_downstream_and_analysis_figures(tmp_path):
             source_steps=6,
             ppl=500.0 + n,
         )
-        for s, t in (("wt103", "owt"), ("owt", "wt103"))
+        for s, t in directions
         for m in ("lora", "full")
         for n in (3, 6)
     ]
@@ -135,35 +95,27 @@ def test_finetune_downstream_and_analysis_figures(tmp_path):
             source_steps=8,
             ppl=520.0,
         )
-        for s, t in (("wt103", "owt"), ("owt", "wt103"))
+        for s, t in directions
         for m in ("lora", "full")
     ]
-    figures.finetune_figure(summaries, figure_files(tmp_path / "fig" / "finetune"))
+    fig = tmp_path / "fig"
+    figures.finetune_figure(summaries, figure_files(fig / "finetune"))
     accuracy = {(task, k): 0.4 for task in ("tiny_choice", "tiny_lambada") for k in (0, 5)}
-    downstream = [
-        write_downstream(tmp_path, "owt-large-gpt", family="gpt", pair="gpt-large", accuracy=accuracy),
-        write_downstream(tmp_path, "owt-large-diffeq", family="diffeq", pair="gpt-large", accuracy=accuracy),
-    ]
-    figures.downstream_figures(downstream, {k: figure_files(tmp_path / "fig" / f"gpt-large-{k}shot") for k in (0, 5)})
+    downstream = [write_downstream(tmp_path, f"owt-large-{f}", family=f, accuracy=accuracy) for f in ("gpt", "diffeq")]
+    figures.downstream_figures(downstream, {k: figure_files(fig / f"gpt-large-{k}shot") for k in (0, 5)})
     with pytest.raises(ValueError, match="key 'shots' has no rows with 1 shots"):
-        figures.downstream_figures(downstream, {1: figure_files(tmp_path / "fig" / "gpt-large-1shot")})
-    figures.spectra_figure(
-        write_spectra(tmp_path, "owt-medium-diffeq", family="diffeq", dataset="owt", growth=2.0),
-        figure_files(tmp_path / "fig" / "spectra"),
-    )
-    figures.lyapunov_figure(write_lyapunov(tmp_path, "owt-medium-diffeq"), figure_files(tmp_path / "fig" / "lyapunov"))
-    figures.clustering_figures(
-        *write_clustering(tmp_path), figure_files(tmp_path / "fig" / "traj"), figure_files(tmp_path / "fig" / "stats")
-    )
-    figures.frontier_figure(
-        [
-            write_frontier(tmp_path, "owt-medium-diffeq"),
-            write_frontier(tmp_path, "wt103-medium-diffeq", dataset="wt103"),
-        ],
-        figure_files(tmp_path / "fig" / "frontier"),
-    )
+        figures.downstream_figures(downstream, {1: figure_files(fig / "gpt-large-1shot")})
+    spectra = write_spectra(tmp_path, "owt-medium-diffeq", family="diffeq", growth=2.0)
+    figures.spectra_figure(spectra, figure_files(fig / "spectra"))
+    figures.lyapunov_figure(write_lyapunov(tmp_path, "owt-medium-diffeq"), figure_files(fig / "lyapunov"))
+    figures.clustering_figures(*write_clustering(tmp_path), figure_files(fig / "traj"), figure_files(fig / "stats"))
+    frontier = [
+        write_frontier(tmp_path, "owt-medium-diffeq"),
+        write_frontier(tmp_path, "wt103-medium-diffeq", dataset="wt103"),
+    ]
+    figures.frontier_figure(frontier, figure_files(fig / "frontier"))
     for name in ("finetune", "gpt-large-0shot", "gpt-large-5shot", "spectra", "lyapunov", "traj", "stats", "frontier"):
-        assert_figure(tmp_path / "fig" / name)
+        assert_figure(fig / name)
 
 
 def test_memory_figure_plots_the_allocator_peak_only_when_every_probe_measured_one(tmp_path):

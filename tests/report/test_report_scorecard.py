@@ -43,25 +43,10 @@ MINI_PLANS = planned_claims(MINI)
 def runs_csv(tmp_path):
     """One run per configuration (the tiny preset's n = 1)."""
     paths = [
-        write_pretrain_run(
-            tmp_path,
-            "owt-small-gpt",
-            group="owt-small",
-            size="small",
-            family="gpt",
-            ppl=100.0,
-            tokens_per_s=1000.0,
-            parameters=124_000_000,
-        ),
-        write_pretrain_run(
-            tmp_path, "owt-small-diffeq", group="owt-small", size="small", family="diffeq", ppl=90.0, tokens_per_s=950.0
-        ),
-        write_pretrain_run(
-            tmp_path, "wt103-small-gpt", group="wt103-small", size="small", family="gpt", ppl=100.0, tokens_per_s=1000.0
-        ),
-        write_pretrain_run(
-            tmp_path, "wt103-small-shared", group="wt103-small", size="small", family="shared", ppl=120.0
-        ),
+        write_pretrain_run(tmp_path, "owt-small-gpt", ppl=100.0, tokens_per_s=1000.0, parameters=124_000_000),
+        write_pretrain_run(tmp_path, "owt-small-diffeq", ppl=90.0, tokens_per_s=950.0),
+        write_pretrain_run(tmp_path, "wt103-small-gpt", ppl=100.0, tokens_per_s=1000.0),
+        write_pretrain_run(tmp_path, "wt103-small-shared", ppl=120.0),
     ]
     write_perplexity_tables(paths, out=table_files(tmp_path / "perplexity"))
     assert main(["runs-csv", "--out", str(tmp_path / "runs.csv"), *map(str, paths)]) == 0
@@ -82,13 +67,7 @@ def seeded_runs(tmp_path, seeds: int, diffeq_effect: float, shared_effect: float
         ):
             summaries.append(
                 write_pretrain_run(
-                    tmp_path,
-                    f"owt-small-{family}-s{seed}",
-                    group="owt-small",
-                    size="small",
-                    family=family,
-                    ppl=float(np.exp(base + shift)),
-                    seed=seed,
+                    tmp_path, f"owt-small-{family}-s{seed}", family=family, ppl=float(np.exp(base + shift)), seed=seed
                 )
             )
     write_perplexity_tables(summaries, out=table_files(tmp_path / "perplexity"))
@@ -103,21 +82,10 @@ def by_item(card):
 def test_one_run_per_configuration_gets_no_interval_and_no_verdict(tmp_path, runs_csv):
     """n = 1: every claim (1)-(7) row is 'not tested at this scale', without interval or p; an accuracy of 0.00
     vs 0.00 is inconclusive, never 'holds'; memory (a measurement) is decided."""
+    accuracy = {"gpt": 0.3603, "diffeq": 0.3582}
     downstream = [
-        write_downstream(
-            tmp_path,
-            "owt-small-gpt",
-            family="gpt",
-            pair="gpt-large",
-            accuracy={("tiny_lambada", 0): 0.0, ("arc_easy", 0): 0.3603},
-        ),
-        write_downstream(
-            tmp_path,
-            "owt-small-diffeq",
-            family="diffeq",
-            pair="gpt-large",
-            accuracy={("tiny_lambada", 0): 0.0, ("arc_easy", 0): 0.3582},
-        ),
+        write_downstream(tmp_path, f"owt-small-{f}", family=f, accuracy={("tiny_lambada", 0): 0.0, ("arc_easy", 0): a})
+        for f, a in accuracy.items()
     ]
     memory = [
         write_memory_record(
@@ -146,22 +114,8 @@ def test_one_run_per_configuration_gets_no_interval_and_no_verdict(tmp_path, run
 
 def test_paper_preset_compares_numbers_within_two_combined_stderr(tmp_path, runs_csv):
     downstream = [
-        write_downstream(
-            tmp_path,
-            "owt-small-gpt",
-            family="gpt",
-            pair="gpt-large",
-            accuracy={("arc_easy", 0): 0.3603},
-            n_samples=2376,
-        ),
-        write_downstream(
-            tmp_path,
-            "owt-small-diffeq",
-            family="diffeq",
-            pair="gpt-large",
-            accuracy={("arc_easy", 0): 0.30},
-            n_samples=2376,
-        ),
+        write_downstream(tmp_path, f"owt-small-{f}", family=f, accuracy={("arc_easy", 0): a}, n_samples=2376)
+        for f, a in (("gpt", 0.3603), ("diffeq", 0.30))
     ]
     card = by_item(scorecard(ScorecardInputs(preset="paper", runs_csv=runs_csv, downstream=downstream)))
     assert card.loc["gpt-large arc_easy 0-shot baseline", "status"] == "holds"
@@ -234,11 +188,7 @@ def test_a_finetune_whose_curves_did_not_plateau_stays_in_the_family_with_p_one(
                     tmp_path,
                     f"ft-diffeq4-n{n}-lora-s{seed}",
                     family="diffeq",
-                    source="owt",
-                    target="wt103",
-                    method="lora",
                     num_steps=n,
-                    source_steps=4,
                     ppl=400.0 - seed,
                     seed=seed,
                     flat_tail=flat,
@@ -246,17 +196,7 @@ def test_a_finetune_whose_curves_did_not_plateau_stays_in_the_family_with_p_one(
             )
         paths.append(
             write_finetune_run(
-                tmp_path,
-                f"ft-gpt4-lora-s{seed}",
-                family="gpt",
-                source="owt",
-                target="wt103",
-                method="lora",
-                num_steps=4,
-                source_steps=4,
-                ppl=500.0 + seed,
-                seed=seed,
-                flat_tail=3,
+                tmp_path, f"ft-gpt4-lora-s{seed}", family="gpt", num_steps=4, ppl=500.0 + seed, seed=seed, flat_tail=3
             )
         )
     rows = {row["item"]: row for row in finetune_claims(load_finetunes(paths))}
@@ -277,16 +217,7 @@ def test_a_spearman_over_three_values_gets_no_verdict(tmp_path):
     """(3): six seeds all at ρ = 0.5 over N′ = 2, 4, 6 (a sign test would call p = 0.031): reported, not decided."""
     paths = [
         write_finetune_run(
-            tmp_path,
-            f"ft-full-n{n}-s{seed}",
-            family="diffeq",
-            source="owt",
-            target="wt103",
-            method="full",
-            num_steps=n,
-            source_steps=4,
-            ppl=400.0,
-            seed=seed,
+            tmp_path, f"ft-full-n{n}-s{seed}", family="diffeq", method="full", num_steps=n, ppl=400.0, seed=seed
         )
         for seed in range(6)
         for n in (2, 4, 6)
@@ -302,23 +233,16 @@ def test_a_spearman_over_three_values_gets_no_verdict(tmp_path):
 def test_untrained_controls_are_never_scored_and_appear_once(tmp_path, runs_csv):
     """The untrained models of owt and wt103 runs of one config and seed are the same model: one control row per
     matrix, status 'control (no verdict)', however strong its trend."""
-    trained = [
-        write_spectra(tmp_path, f"owt-small-diffeq-s{seed}", family="diffeq", dataset="owt", growth=3.0, seed=seed)
-        for seed in range(3)
-    ]
-    untrained = [
-        write_spectra(
-            tmp_path,
-            f"{dataset}-small-diffeq-s{seed}",
-            family="diffeq",
-            dataset=dataset,
-            growth=3.0,
-            seed=seed,
-            folder="spectra_untrained",
-        )
-        for dataset in ("owt", "wt103")
-        for seed in range(3)
-    ]
+    trained, untrained = (
+        [
+            write_spectra(
+                tmp_path, f"{dataset}-small-diffeq-s{seed}", family="diffeq", growth=3.0, seed=seed, folder=folder
+            )
+            for dataset in datasets
+            for seed in range(3)
+        ]
+        for folder, datasets in (("spectra", ("owt",)), ("spectra_untrained", ("owt", "wt103")))
+    )
     card = scorecard(ScorecardInputs(preset="mini", runs_csv=runs_csv, spectra=trained, untrained_spectra=untrained))
     controls = card[card["item"].str.startswith("(4) control")]
     assert len(controls) == 2 and set(controls["status"]) == {CONTROL} and controls["p_holm"].isna().all()

@@ -18,55 +18,17 @@ from pipeline.report.tidy_inputs import load_summaries
 
 def test_perplexity_tables_hold_every_table_run_and_only_ablations_in_the_run_list(tmp_path):
     paths = [
-        write_pretrain_run(
-            tmp_path,
-            "wt103-small-gpt",
-            group="wt103-small",
-            size="small",
-            family="gpt",
-            ppl=120.5,
-            parameters=1_500_000,
+        *(
+            write_pretrain_run(tmp_path, f"wt103-small-{family}", ppl=ppl, parameters=parameters)
+            for family, ppl, parameters in (
+                ("gpt", 120.5, 1_500_000),
+                ("diffeq", 110.25, 1_500_000),
+                ("shared_ode", 130.0, 500_000),
+                ("shared", 131.0, 500_000),
+            )
         ),
-        write_pretrain_run(
-            tmp_path,
-            "wt103-small-diffeq",
-            group="wt103-small",
-            size="small",
-            family="diffeq",
-            ppl=110.25,
-            parameters=1_500_000,
-        ),
-        write_pretrain_run(
-            tmp_path,
-            "wt103-small-shared_ode",
-            group="wt103-small",
-            size="small",
-            family="shared_ode",
-            ppl=130.0,
-            parameters=500_000,
-        ),
-        write_pretrain_run(
-            tmp_path,
-            "wt103-small-shared",
-            group="wt103-small",
-            size="small",
-            family="shared",
-            ppl=131.0,
-            parameters=500_000,
-        ),
-        write_pretrain_run(
-            tmp_path, "owt-large-gpt", group="owt-large", size="large", family="gpt", ppl=99.0, parameters=1_500_000
-        ),
-        write_pretrain_run(
-            tmp_path,
-            "owt-large-beta2_0.999-gpt",
-            group="owt-large",
-            size="large",
-            family="gpt",
-            ppl=98.0,
-            role="ablation",
-            ablation="beta2_0.999",
-        ),
+        write_pretrain_run(tmp_path, "owt-large-gpt", ppl=99.0, parameters=1_500_000),
+        write_pretrain_run(tmp_path, "owt-large-beta2_0.999-gpt", ppl=98.0, ablation="beta2_0.999"),
     ]
     write_perplexity_tables(paths, out=table_files(tmp_path / "t" / "perplexity"))
     assert main(["runs-csv", "--out", str(tmp_path / "t" / "runs.csv"), *map(str, paths)]) == 0
@@ -88,15 +50,7 @@ def test_perplexity_tables_hold_every_table_run_and_only_ablations_in_the_run_li
 
 def test_model_spec_table_reads_shapes_from_the_configs(tmp_path):
     paths = [
-        write_pretrain_run(
-            tmp_path,
-            f"owt-{size}-{family}",
-            group=f"owt-{size}",
-            size=size,
-            family=family,
-            ppl=100.0,
-            parameters=parameters,
-        )
+        write_pretrain_run(tmp_path, f"owt-{size}-{family}", ppl=100.0, parameters=parameters)
         for size, family, parameters in (
             ("small", "gpt", 210_000),
             ("large", "gpt", 790_000),
@@ -123,14 +77,10 @@ def test_model_spec_table_reads_shapes_from_the_configs(tmp_path):
 def test_downstream_table_reports_percent_accuracy_with_stderr_for_both_shots(tmp_path):
     accuracy = {("tiny_lambada", 0): 0.25, ("tiny_lambada", 5): 0.5}
     paths = [
-        write_downstream(tmp_path, "owt-large-gpt", family="gpt", pair="gpt-large", accuracy=accuracy),
         write_downstream(
-            tmp_path,
-            "owt-large-diffeq",
-            family="diffeq",
-            pair="gpt-large",
-            accuracy={key: value + 0.1 for key, value in accuracy.items()},
-        ),
+            tmp_path, f"owt-large-{family}", family=family, accuracy={k: v + more for k, v in accuracy.items()}
+        )
+        for family, more in (("gpt", 0.0), ("diffeq", 0.1))
     ]
     write_downstream_table(paths, out=table_files(tmp_path / "downstream"))
     table = pd.read_csv(tmp_path / "downstream.csv")
@@ -142,7 +92,7 @@ def test_downstream_table_reports_percent_accuracy_with_stderr_for_both_shots(tm
 
 
 def test_an_accuracy_given_in_percent_fails_naming_the_file(tmp_path):
-    path = write_downstream(tmp_path, "run", family="gpt", pair="gpt-large", accuracy={("t", 0): 0.5})
+    path = write_downstream(tmp_path, "run", family="gpt", accuracy={("t", 0): 0.5})
     frame = pd.read_csv(path)
     frame.loc[frame["metric"] == "acc", "value"] = 50.0
     frame.to_csv(path, index=False)
@@ -158,7 +108,7 @@ def test_param_count_table_lists_baselines_and_every_d(tmp_path):
 
 
 def test_a_summary_missing_a_key_names_the_file(tmp_path):
-    path = write_pretrain_run(tmp_path, "wt103-small-gpt", group="wt103-small", size="small", family="gpt", ppl=1.0)
+    path = write_pretrain_run(tmp_path, "wt103-small-gpt", ppl=1.0)
     summary = json.loads(path.read_text())
     del summary["val_ppl"]
     path.write_text(json.dumps(summary))
@@ -169,7 +119,7 @@ def test_a_summary_missing_a_key_names_the_file(tmp_path):
 def test_a_pretraining_summary_from_before_the_key_rename_reports_its_updates_as_train_steps(tmp_path):
     """Pretraining summaries named their optimizer updates ``steps`` (fine-tunes: ``train_steps``); a run folder
     written then reports under the one key, without a rerun."""
-    path = write_pretrain_run(tmp_path, "wt103-small-gpt", group="wt103-small", size="small", family="gpt", ppl=1.0)
+    path = write_pretrain_run(tmp_path, "wt103-small-gpt", ppl=1.0)
     summary = json.loads(path.read_text())
     summary["steps"] = summary.pop("train_steps")
     path.write_text(json.dumps(summary))

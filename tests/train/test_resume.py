@@ -1,42 +1,19 @@
 """A pretraining job killed with SIGKILL mid-run and rerun continues from its last Levanter checkpoint and
 ends with parameters equal, bit for bit, to those of an uninterrupted run (CPU, f32)."""
 
-import dataclasses
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
+from cli_testkit import PIPELINE, pretrain_args, tiny_spec
 
-from pipeline.config import load_preset, pretrain_runs
-
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
-
-
-def pretrain_command(spec_json: str, run_dir: Path, data: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pipeline",
-        "pretrain",
-        "--spec",
-        spec_json,
-        "--run-dir",
-        str(run_dir),
-        "--cache",
-        str(data / "caches" / "wt103-bpe"),
-        "--tokenizer",
-        str(data / "tokenizers" / "bpe"),
-        "--ray-num-cpus",
-        "1",
-    ]
 
 
 def final_parameters(run_dir: Path) -> list[np.ndarray]:
@@ -51,17 +28,18 @@ def final_parameters(run_dir: Path) -> list[np.ndarray]:
 
 def test_sigkilled_run_resumes_to_the_same_parameters(tiny_data_workdir):
     data_dir = tiny_data_workdir / "results" / "tiny" / "data"
-    base = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"]
-    train = dataclasses.replace(base.train, steps=120, checkpoint_every=20, eval_every=60)
-    spec = dataclasses.replace(base, train=train)
+    spec = tiny_spec(steps=120, checkpoint_every=20, eval_every=60)
     runs = data_dir.parent / "resume-runs"
 
+    def pretrain_command(run_dir: Path) -> list[str]:
+        return [*PIPELINE, *pretrain_args(spec, run_dir, data_dir)]
+
     straight = runs / "straight"
-    subprocess.run(pretrain_command(spec.to_json(), straight, data_dir), check=True, capture_output=True, timeout=600)
+    subprocess.run(pretrain_command(straight), check=True, capture_output=True, timeout=600)
 
     killed = runs / "killed"
     job = subprocess.Popen(
-        pretrain_command(spec.to_json(), killed, data_dir),
+        pretrain_command(killed),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -73,7 +51,7 @@ def test_sigkilled_run_resumes_to_the_same_parameters(tiny_data_workdir):
     job.wait()
     assert not (killed / "summary.json").exists()
 
-    subprocess.run(pretrain_command(spec.to_json(), killed, data_dir), check=True, capture_output=True, timeout=600)
+    subprocess.run(pretrain_command(killed), check=True, capture_output=True, timeout=600)
     resumed = json.loads((killed / "summary.json").read_text())
     assert 0 < resumed["resumed_from_step"] < spec.train.steps
     steps = [
