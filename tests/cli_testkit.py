@@ -124,6 +124,8 @@ def example_site(path: Path, **changes) -> Path:
     return path
 
 
+CHECKPOINT_NOTE = "DAG of jobs will be updated after completion."
+"""What a dry run prints after a checkpoint's shell command (``fit``), not part of it."""
 DROPPED_JOB_FIELDS = ("jobid", "reason")
 """What a dry run's job block says that changes from run to run: Snakemake's job number and why it runs."""
 
@@ -135,10 +137,10 @@ def dry_run_jobs(output: str, workdir: Path) -> list[dict[str, object]]:
     jobs: list[dict[str, object]] = []
     shell = False
     for line in output.replace(str(workdir), "<workdir>").replace(str(ROOT), "<repo>").splitlines():
-        if match := re.match(r"^(local)?rule (\w+):$", line):
+        if match := re.match(r"^(local)?(?:rule|checkpoint) (\w+):$", line):
             jobs.append({"rule": match[2], "local": bool(match[1])})
             shell = False
-        elif not jobs or not line.strip() or line.startswith("["):
+        elif not jobs or not line.strip() or line.startswith("[") or line == CHECKPOINT_NOTE:
             shell = False
         elif line.startswith("Shell command: ") or shell:
             jobs[-1]["shell"] = (str(jobs[-1].get("shell", "")) + "\n" + line.removeprefix("Shell command: ")).strip()

@@ -279,12 +279,14 @@ def paper_fit_table(planned_fit_row):
     """A function writing ``results/paper/fit.csv`` into a working directory: a fitting row for every training job
     and memory probe of the paper preset at the GPUs the example site gives it, at micro-batch
     ``micro_batches[run]`` or else the whole per-GPU batch (a SLURM-profile DAG of the paper preset needs the table:
-    ``pipeline/planning/jobs.py``); at the GPUs ``site_file`` gives it where one is given."""
+    ``pipeline/planning/jobs.py``); at the GPUs ``site_file`` gives it where one is given. Beside it a preflight
+    report that measured nothing (its header): a GPU job's resources read both tables, so every job is sized."""
     from pipeline.config import load_preset
     from pipeline.config.site import load_site
     from pipeline.planning.fit_table import fit_table
     from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
+    from pipeline.preflight.report import COLUMNS as PREFLIGHT_COLUMNS
 
     def write(workdir: Path, micro_batches: dict[str, int], site_file: Path | None = None) -> Path:
         config = load_preset({"preset": "paper"})
@@ -306,6 +308,7 @@ def paper_fit_table(planned_fit_row):
         table = workdir / "results" / "paper" / "fit.csv"
         table.parent.mkdir(parents=True, exist_ok=True)
         table.write_text(fit_table(rows)[1])
+        table.with_name("preflight.csv").write_text(",".join(PREFLIGHT_COLUMNS) + "\n")
         return table
 
     return write

@@ -68,7 +68,7 @@ def dry_run_jobs(output: str) -> list[dict]:
     """Snakemake's dry-run job blocks as {"rule", "wildcards": {...}, "resources": {...}, "shell"}."""
     jobs = []
     for line in output.splitlines():
-        if match := re.match(r"^(?:local)?rule (\w+):$", line):
+        if match := re.match(r"^(?:local)?(?:rule|checkpoint) (\w+):$", line):
             jobs.append({"rule": match.group(1), "wildcards": {}, "resources": {}, "shell": ""})
         elif jobs and (match := re.match(r"^    (wildcards|resources): (.*)$", line)):
             jobs[-1][match.group(1)] = dict(item.split("=", 1) for item in match.group(2).split(", "))
@@ -79,17 +79,15 @@ def dry_run_jobs(output: str) -> list[dict]:
 
 def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_and_fit_table(tmp_path, paper_fit_table):
     """In a working directory whose ``results/paper/fit.csv`` planned every training job on its GPUs (owt-small-gpt
-    at micro-batch 16 on its 1 GPU): each job trains at its row's micro-batch; ``fit`` itself (its markdown
-    missing) plans at the site; lm-eval runs once per run of the pairs, on every task and shot count of the preset."""
+    at micro-batch 16 on its 1 GPU): each job trains at its row's micro-batch; lm-eval runs once per run of the
+    pairs, on every task and shot count of the preset."""
     table = paper_fit_table(tmp_path, {"owt-small-gpt": 16})
-    result = slurm_dry_run(tmp_path, "all", "fit")
+    result = slurm_dry_run(tmp_path, "all")
     assert result.returncode == 0, result.stderr[-2000:]
     config = load_preset({"preset": "paper"})
     grid = Grid.load(config)
     sizing = JobSizing(grid, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
     jobs = dry_run_jobs(result.stdout)
-    [fit] = [job for job in jobs if job["rule"] == "fit"]
-    assert "--site profiles/slurm/site.example.yaml" in fit["shell"] and fit["resources"]["slurm_partition"] == "cpu"
     pretrain = {job["wildcards"]["run"]: job for job in jobs if job["rule"] == "pretrain"}
     assert set(pretrain) == set(pretrain_runs(config))
     finetunes = {job["wildcards"]["finetune"]: job for job in jobs if job["rule"] == "finetune"}
@@ -184,7 +182,8 @@ def test_slurm_profile_without_a_site_file_says_to_copy_the_example(tmp_path):
 def shell_commands(rules: Path) -> dict[str, str]:
     """Every rule's ``shell:`` string (adjacent string literals joined), by rule name."""
     text = rules.read_text()
-    blocks = re.findall(r"^rule (\w+):\n(?:(?!^rule ).*\n)*?    shell:\n((?:        .*\n?)+)", text, re.M)
+    rule = r"^(?:rule|checkpoint) "
+    blocks = re.findall(rf"{rule}(\w+):.*\n(?:(?!{rule}).*\n)*?    shell:\n((?:        .*\n?)+)", text, re.M)
     return {name: "".join(ast.literal_eval(line.strip()) for line in block.splitlines()) for name, block in blocks}
 
 
@@ -249,7 +248,7 @@ def test_the_sites_sbatch_options_reach_its_jobs_and_results_go_to_its_results_d
         signal_lead_s=900,
         results_dir=str(scratch / "results"),
     )
-    result = slurm_dry_run(tmp_path / "work", "all", "fit", site=site)
+    result = slurm_dry_run(tmp_path / "work", "all", site=site)
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = [job for job in dry_run_jobs(result.stdout) if job["rule"] not in SUBMIT_HOST_RULES]
     extras = {
@@ -271,7 +270,7 @@ def test_the_sites_sbatch_options_reach_its_jobs_and_results_go_to_its_results_d
         )
         assert resources["qos"] == "long" and resources["slurm_extra"] == extras[kind], job
         assert resources["constraint"] == ("icelake" if kind in ("cpu", "data") else "h100"), job
-    assert {job["rule"] for job in jobs} >= {"pretrain", "finetune", "downstream", "corpus", "fit"}
+    assert {job["rule"] for job in jobs} >= {"pretrain", "finetune", "downstream", "corpus"}
     outputs = re.findall(r"^    output: (.*)$", result.stdout, re.M)
     assert outputs and all(
         path.startswith(str(scratch / "results" / "paper")) for line in outputs for path in line.split(", ")
@@ -320,7 +319,9 @@ def test_fit_plans_the_rows_of_the_config_the_dry_run_resolved(tmp_path, monkeyp
     config = (f"preset={preset}", *overrides)
     planned = slurm_dry_run(tmp_path, "fit", config=config)
     assert planned.returncode == 0, planned.stderr[-2000:]
-    [command] = [job["shell"] for job in dry_run_jobs(planned.stdout) if job["rule"] == "fit"]
+    [fit_job] = [job for job in dry_run_jobs(planned.stdout) if job["rule"] == "fit"]
+    command = fit_job["shell"]
+    assert "--site profiles/slurm/site.example.yaml" in command and fit_job["resources"]["slurm_partition"] == "cpu"
     monkeypatch.setattr(fit, "plans_in_subprocess", plans_without_xla)
     monkeypatch.chdir(tmp_path)
     words = shlex.split(command.split(">")[0])

@@ -37,10 +37,8 @@ def planned_jobs(workdir: Path, site: Path) -> list[dict]:
 
 
 def test_at_a_4_hour_site_the_dry_run_plans_the_expected_jobs_and_long_runs_are_chains(tmp_path, paper_fit_table):
-    """With the fit table planned and a preflight report that measured nothing (header only), every job is sized."""
     site = example_site(tmp_path / "site.yaml", max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=240)
     paper_fit_table(tmp_path, {}, site)
-    (tmp_path / "results" / "paper" / "preflight.csv").write_text(",".join(COLUMNS) + "\n")
     jobs = planned_jobs(tmp_path, site)
     expected = json.loads(EXPECTED.read_text())
     differing = [job for job in jobs if job not in expected] + [job for job in expected if job not in jobs]
