@@ -14,9 +14,7 @@ import pipeline.config.grid as spec_grid
 from pipeline.cli import main
 from pipeline.config import load_preset
 from pipeline.planning import fit
-from pipeline.planning.grid import Grid
-from pipeline.preflight.shapes import run_shapes, training_shapes
-from pipeline.preflight.stages import stage_jobs
+from pipeline.planning.grid import Grid, run_shapes, stage_jobs, training_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
 ENUMERATIONS = ("pretrain_runs", "finetune_runs", "memory_probes")
