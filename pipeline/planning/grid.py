@@ -128,27 +128,28 @@ class Workload:
     def train(self) -> TrainSpec:
         return self.spec.train
 
-    @property
-    def batch_size(self) -> int:
-        """Examples per train step."""
-        return self.train.batch_size
-
     def devices(self, gpus: int) -> int:
         """Devices the workload runs on: its job's ``gpus``."""
         return gpus
 
     @property
+    def batch_size(self) -> int:
+        """Examples per train step."""
+        return self.train.batch_size
+
+    @property
     def dataset(self) -> str:
+        """The dataset it reads (a fine-tune's: its target)."""
         return self.run.dataset
+
+    @property
+    def recipe(self) -> ModelRecipe:
+        return ModelRecipe(self.run)
 
     @property
     def tokenizer(self) -> str:
         """Its tokenizer (a fine-tune's: its source run's)."""
         return self.run.tokenizer
-
-    @property
-    def recipe(self) -> ModelRecipe:
-        return ModelRecipe(self.run)
 
     @property
     def family(self) -> str:
@@ -219,22 +220,22 @@ class Finetuning(Workload):
     def spec(self) -> FinetuneSpec:
         return self.finetune
 
+    def finetune_role_values(self, role: str) -> dict[str, Any]:
+        return role_values(self.finetune, role)
+
     @property
     def dataset(self) -> str:
         return self.finetune.target_dataset
-
-    @property
-    def recipe(self) -> ModelRecipe:
-        return ModelRecipe(self.run, euler_steps=self.finetune.euler_steps)
-
-    def finetune_role_values(self, role: str) -> dict[str, Any]:
-        return role_values(self.finetune, role)
 
     def adapted(self, model, key):
         """The source's model resampled to the fine-tune's N' steps (``pipeline.train.finetune.resample``)."""
         from pipeline.train.finetune import resample
 
         return resample(self.finetune, model, key)
+
+    @property
+    def recipe(self) -> ModelRecipe:
+        return ModelRecipe(self.run, euler_steps=self.finetune.euler_steps)
 
     def trainable_filter(self):
         from pipeline.train.finetune import trainable_filter
