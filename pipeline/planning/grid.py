@@ -1,19 +1,10 @@
 """A preset's grid, enumerated once: every job the workflow runs, as typed objects.
 
 ``Grid.load(config)`` expands the preset's run specs once (``pipeline.config``: the pretraining runs, and from them
-the fine-tunes and memory probes) into one ``Workload`` per job it trains or evaluates, what cost, fit and job
-sizing plan: a ``Pretraining`` run, a ``MemoryProbe`` (Fig. 16: one step of its whole batch), a ``Finetuning``
-(Fig. 5: its model is the source run's, discretised to N' Euler steps or the baseline at its own depth) or a
-``Downstream`` job (lm-eval's forward passes on a pretrained run, App. C.7); and the per-run GPU analyses.
-
-The preflight's jobs are the grid's too: one ``Shape`` per distinct training job shape (``training_shapes``: model
-family × size × GPUs × micro-batch as the job sizing gives its runs before any preflight measured them:
-``JobSizing.before_preflight``, so the shapes, and the row each run reads, stay the same after the preflight's
-throughput resizes the runs), whose preflight trains its first run (in the preset's order) for a bounded number of
-updates; and one ``StageJob`` per kind of job after pretraining (``stage_jobs``: the fine-tune of each method,
-lm-eval, spectra, Lyapunov, frontier), which runs like the first grid job of its kind on the preflight checkpoint of
-its source run's shape (its work: ``pipeline.preflight.stages``). The workflow's rules, job sizing, the cost
-preview, the fit table and the preflight read these objects.
+the fine-tunes and memory probes) into one ``Workload`` per job it trains or evaluates (what cost, fit and job sizing
+plan) and the per-run GPU analyses. The preflight's jobs are the grid's too: one ``Shape`` per distinct training job
+shape (``training_shapes``) and one ``StageJob`` per kind of job after pretraining (``stage_jobs``). The workflow's
+rules, job sizing, the cost preview, the fit table and the preflight read these objects.
 
 Longer than 300 lines because every kind of job the workflow runs is enumerated here once, so that each reader
 takes the same objects.
@@ -376,12 +367,6 @@ class Shape:
         return self.runs[0]
 
 
-def preflight_updates(config: dict[str, Any]) -> int:
-    """Updates of one preflight training job: the preset's ``preflight.warmup`` + ``preflight.timed``."""
-    settings = config.get("preflight", {})
-    return settings.get("warmup", DEFAULT_WARMUP) + settings.get("timed", DEFAULT_TIMED)
-
-
 def preflight_minutes(jobs, run_id: str, updates: int) -> int | None:
     """Walltime of the preflight job that trains ``updates`` updates of pretraining run ``run_id`` on the GPUs
     ``jobs`` (a ``JobSizing``) gives it: ``PREFLIGHT_BASE_MIN`` + the updates at the run's estimated seconds per
@@ -408,14 +393,17 @@ def preflight_minutes(jobs, run_id: str, updates: int) -> int | None:
 
 
 def training_shapes(jobs) -> dict[str, Shape]:
-    """Every pretraining run of the grid ``jobs`` (a ``JobSizing``) sizes, grouped by shape, by shape id; each shape's
-    walltime that of its first run's preflight job, at least ``PREFLIGHT_RUNTIME_MIN`` (both as sized before the
-    preflight: ``jobs.before_preflight``)."""
+    """Every pretraining run of the grid ``jobs`` (a ``JobSizing``) sizes, grouped by shape (model family × size ×
+    GPUs × micro-batch), by shape id; each shape's walltime that of its first run's preflight job of the preset's
+    ``preflight.warmup`` + ``preflight.timed`` updates, at least ``PREFLIGHT_RUNTIME_MIN``. Both as sized before the
+    preflight measured anything (``jobs.before_preflight``), so the shapes, and the row each run reads, stay the
+    same after the preflight's throughput resizes the runs."""
     jobs = jobs.before_preflight
     grouped: dict[str, list[str]] = {}
     for run_id in jobs.grid.pretraining:
         grouped.setdefault(jobs.preflight_shape(run_id), []).append(run_id)
-    updates = preflight_updates(jobs.config)
+    settings = jobs.config.get("preflight", {})
+    updates = settings.get("warmup", DEFAULT_WARMUP) + settings.get("timed", DEFAULT_TIMED)
     shapes = {}
     for shape_id, runs in grouped.items():
         request = jobs.training(runs[0], check_preflight=False)
@@ -433,7 +421,7 @@ def run_shapes(shapes: dict[str, Shape]) -> dict[str, str]:
 class StageJob:
     """One preflight job of ``kind`` (one of ``STAGE_KINDS``): it stands for the ``runs`` grid jobs of that kind and
     runs like the first of them, ``job`` (a fine-tune, a downstream job, or the pretraining run an analysis reads),
-    on the preflight checkpoint of ``source_shape``."""
+    on the preflight checkpoint of ``source_shape``; its work is ``pipeline.preflight.stages``'."""
 
     kind: str
     job: Workload

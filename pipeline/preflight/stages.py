@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import json
 import shutil
 import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -62,13 +60,46 @@ class StageWork(abc.ABC):
 
 
 class FinetuneStage(StageWork):
-    """A fine-tune method's job: ``FINETUNE_UPDATES`` updates of the grid's first fine-tune of that method."""
+    """A fine-tune method's job: ``FINETUNE_UPDATES`` updates of the grid's first fine-tune of that method, on the
+    preflight source (module docstring); its step time, tokens/s and micro-batch."""
 
     @staticmethod
     def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
-        return preflight_finetune(
-            json.dumps(settings), folders.job, folders.source, folders.cache, folders.tokenizer, micro_batch
+        import jax
+
+        from pipeline.artifacts import folder_bytes, read_metrics, read_run_spec
+        from pipeline.config import FinetuneSpec
+        from pipeline.train.loop import TrainJob, train_run
+
+        source_spec = read_run_spec(folders.source)
+        spec = FinetuneSpec.from_dict(settings).bounded(FINETUNE_UPDATES, micro_batch)
+        spec = dataclasses.replace(spec, source_run=source_spec.run_id)
+        train_dir = Path(folders.job) / "train"
+        shutil.rmtree(train_dir, ignore_errors=True)
+        train_run(
+            TrainJob.finetuning(
+                spec,
+                train_dir,
+                folders.source,
+                folders.cache,
+                folders.tokenizer,
+                preflight=True,
+            )
         )
+        records = read_metrics(train_dir / "metrics.jsonl")
+        step_s = [r["step_s"] for r in records if "step_s" in r and r["step"] >= 1]  # the first update compiles
+        split = next(r for r in records if "micro_batch" in r)
+        median_step = statistics.median(step_s)
+        tokens_per_s = spec.train.batch_size * source_spec.model.seq_len / median_step
+        return {
+            "median_step_s": median_step,
+            "tokens_per_s": tokens_per_s,
+            "tokens_per_s_per_device": tokens_per_s / len(jax.devices()),
+            "micro_batch": split["micro_batch"],
+            "gradient_accumulation": split["gradient_accumulation"],
+            "timed_updates": len(step_s),
+            "checkpoint_bytes": folder_bytes(train_dir / "checkpoints"),
+        }
 
 
 class DownstreamStage(StageWork):
@@ -103,7 +134,11 @@ class SpectraStage(StageWork):
 
         untrained = folders.out("spectra_untrained.csv")
         return run_spectra(
-            folders.source, folders.tokenizer, folders.out("spectra.csv"), settings["time_oversampling"], untrained
+            folders.source,
+            folders.tokenizer,
+            folders.out("spectra.csv"),
+            settings["time_oversampling"],
+            untrained,
         )
 
 
@@ -116,7 +151,12 @@ class LyapunovStage(StageWork):
 
         csv, page = folders.out("lyapunov.csv"), folders.out("lyapunov.html")
         return run_lyapunov(
-            folders.source, folders.tokenizer, csv, page, settings["sentences"][:1], settings["output_token"]
+            folders.source,
+            folders.tokenizer,
+            csv,
+            page,
+            settings["sentences"][:1],
+            settings["output_token"],
         )
 
 
@@ -148,12 +188,13 @@ STAGE_CLASSES: dict[str, type[StageWork]] = {
 }
 
 
-def measured_call(work: Callable[[], Any]) -> dict[str, Any]:
-    """``work()`` timed, with the devices and the peak memory it left."""
+def measured_stage(kind: str, settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
+    """The Ray task of a ``preflight-stage`` job: the work of a stage job of ``kind``, timed, with the devices and the
+    peak memory it left."""
     from pipeline.preflight.job import device_columns, peak_memory
 
     started = time.perf_counter()
-    result = work()
+    result = STAGE_CLASSES[kind].work(settings, folders, micro_batch)
     wall_s = time.perf_counter() - started
     peak_bytes, memory_source = peak_memory()
     measured = result if isinstance(result, dict) and "median_step_s" in result else {}
@@ -164,46 +205,3 @@ def measured_call(work: Callable[[], Any]) -> dict[str, Any]:
         "peak_memory_bytes": peak_bytes,
         "memory_source": memory_source,
     }
-
-
-def measured_stage(kind: str, settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
-    """The Ray task of a ``preflight-stage`` job: the work of a stage job of ``kind``, measured."""
-    work = STAGE_CLASSES[kind].work
-    return measured_call(lambda: work(settings, folders, micro_batch))
-
-
-def preflight_finetune(
-    spec_json: str, job_dir: str, source_dir: str, cache_dir: str, tokenizer_dir: str, micro_batch: int
-) -> dict[str, Any]:
-    """The fine-tune ``spec_json`` of the preflight source ``source_dir``: resampled, ``FINETUNE_UPDATES`` updates
-    (module docstring); its step time, tokens/s and micro-batch."""
-    from pipeline.artifacts import folder_bytes, read_metrics, read_run_spec
-    from pipeline.config import FinetuneSpec
-    from pipeline.train.loop import TrainJob, train_run
-
-    source_spec = read_run_spec(source_dir)
-    spec = FinetuneSpec.from_json(spec_json)
-    spec = dataclasses.replace(spec.bounded(FINETUNE_UPDATES, micro_batch), source_run=source_spec.run_id)
-    train_dir = Path(job_dir) / "train"
-    shutil.rmtree(train_dir, ignore_errors=True)
-    train_run(TrainJob.finetuning(spec, train_dir, source_dir, cache_dir, tokenizer_dir, preflight=True))
-    records = read_metrics(train_dir / "metrics.jsonl")
-    step_s = [r["step_s"] for r in records if "step_s" in r and r["step"] >= 1]  # the first update compiles
-    split = next(r for r in records if "micro_batch" in r)
-    median_step = statistics.median(step_s)
-    tokens_per_s = spec.train.batch_size * source_spec.model.seq_len / median_step
-    return {
-        "median_step_s": median_step,
-        "tokens_per_s": tokens_per_s,
-        "tokens_per_s_per_device": tokens_per_s / device_count(),
-        "micro_batch": split["micro_batch"],
-        "gradient_accumulation": split["gradient_accumulation"],
-        "timed_updates": len(step_s),
-        "checkpoint_bytes": folder_bytes(train_dir / "checkpoints"),
-    }
-
-
-def device_count() -> int:
-    import jax
-
-    return len(jax.devices())
