@@ -83,16 +83,11 @@ class Workload:
 
     kind: ClassVar[str]
     stage: ClassVar[str]
-    noun: ClassVar[str]
-    """What a message calls it: ``<noun> <id>``."""
     trains: ClassVar[bool] = True
     """Whether it runs train steps (forward and backward; a batch too large for a device's memory is split into
     micro-batches), else forward passes only."""
     preflight_row_kind: ClassVar[str | None] = None
-    """The ``kind`` of the preflight row that measures this workload's training throughput (None: none does), and
-    the row that stands for it, unless ``measured_by_shape``."""
-    measured_by_shape: ClassVar[bool] = False
-    """Whether the preflight row that stands for it is its training shape's (``pipeline.planning.measured``)."""
+    """The ``kind`` of the preflight row that measures this workload's training throughput (None: none does)."""
     whole_batch: ClassVar[bool] = False
     """Whether it steps its whole batch at once on one node's GPUs, never accumulated (a memory probe)."""
 
@@ -185,17 +180,15 @@ class Workload:
 
 
 class Pretraining(Workload):
-    """A pretraining run; its preflight row is its shape's (``JobSizing.preflight_shape``)."""
+    """A pretraining run; its shape's preflight job measures it (``training_shapes``)."""
 
-    kind, stage, noun = "pretrain", "pretrain", "run"
-    preflight_row_kind = "pretrain"
-    measured_by_shape = True
+    kind = stage = preflight_row_kind = "pretrain"
 
 
 class MemoryProbe(Workload):
     """A memory probe (Fig. 16): one step of its whole batch on one node's GPUs."""
 
-    kind, stage, noun = "probe", "probe", "memory probe"
+    kind = stage = "probe"
     whole_batch = True
 
 
@@ -205,7 +198,7 @@ class Finetuning(Workload):
     source's, discretised to N' Euler steps (a DiffEqFormer source) or the baseline at its own depth."""
 
     finetune: FinetuneSpec
-    kind, stage, noun = "finetune", "finetune", "fine-tune"
+    kind = stage = "finetune"
 
     @property
     def spec(self) -> FinetuneSpec:
@@ -250,7 +243,7 @@ class Downstream(Workload):
     """lm-eval's forward passes on the pretrained run ``run`` (App. C.7), on one GPU, ``BATCH_SIZE`` requests per
     forward pass; the preflight's lm-eval stage job stands for it."""
 
-    kind, stage, noun = "downstream", "evaluate", "downstream"
+    kind, stage = "downstream", "evaluate"
     trains = False
 
     @property
@@ -353,14 +346,21 @@ class Grid:
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
-    """One training job shape ``shape_id`` (``JobSizing.preflight_shape``), its GPUs and micro-batch (0: the whole
-    per-device batch), the runs it stands for (``runs[0]`` is the one its preflight trains) and its walltime."""
+    """One training job shape: what decides its speed and memory, model family × size × GPUs × micro-batch (0: the
+    whole per-device batch at once), and what one preflight job measures; the runs it stands for (``runs[0]`` is the
+    one its preflight trains) and that job's walltime."""
 
-    shape_id: str
+    family: str
+    size: str
     gpus: int
     micro_batch: int
     runs: tuple[str, ...]
     minutes: int = PREFLIGHT_RUNTIME_MIN
+
+    @property
+    def shape_id(self) -> str:
+        """``<family>-<size>-g<GPUs>-mb<micro-batch>``."""
+        return f"{self.family}-{self.size}-g{self.gpus}-mb{self.micro_batch}"
 
     @property
     def run_id(self) -> str:
@@ -393,23 +393,22 @@ def preflight_minutes(jobs, run_id: str, updates: int) -> int | None:
 
 
 def training_shapes(jobs) -> dict[str, Shape]:
-    """Every pretraining run of the grid ``jobs`` (a ``JobSizing``) sizes, grouped by shape (model family × size ×
-    GPUs × micro-batch), by shape id; each shape's walltime that of its first run's preflight job of the preset's
-    ``preflight.warmup`` + ``preflight.timed`` updates, at least ``PREFLIGHT_RUNTIME_MIN``. Both as sized before the
-    preflight measured anything (``jobs.before_preflight``), so the shapes, and the row each run reads, stay the
-    same after the preflight's throughput resizes the runs."""
+    """Every pretraining run of the grid ``jobs`` (a ``JobSizing``) sizes, grouped by shape, by shape id; each shape's
+    walltime that of its first run's preflight job of the preset's ``preflight.warmup`` + ``preflight.timed``
+    updates, at least ``PREFLIGHT_RUNTIME_MIN``. Both as sized before the preflight measured anything
+    (``jobs.before_preflight``), so the shapes stay the same after the preflight's throughput resizes the runs."""
     jobs = jobs.before_preflight
-    grouped: dict[str, list[str]] = {}
-    for run_id in jobs.grid.pretraining:
-        grouped.setdefault(jobs.preflight_shape(run_id), []).append(run_id)
+    grouped: dict[tuple[str, str, int, int], list[str]] = {}
+    for run_id, workload in jobs.grid.pretraining.items():
+        job = jobs.training(run_id, check_preflight=False)
+        grouped.setdefault((workload.family, workload.run.size, job.gpus, job.micro_batch or 0), []).append(run_id)
     settings = jobs.config.get("preflight", {})
     updates = settings.get("warmup", DEFAULT_WARMUP) + settings.get("timed", DEFAULT_TIMED)
-    shapes = {}
-    for shape_id, runs in grouped.items():
-        request = jobs.training(runs[0], check_preflight=False)
-        minutes = max(PREFLIGHT_RUNTIME_MIN, preflight_minutes(jobs, runs[0], updates) or 0)
-        shapes[shape_id] = Shape(shape_id, request.gpus, request.micro_batch or 0, tuple(runs), minutes)
-    return shapes
+    shapes = [
+        Shape(*key, tuple(runs), max(PREFLIGHT_RUNTIME_MIN, preflight_minutes(jobs, runs[0], updates) or 0))
+        for key, runs in grouped.items()
+    ]
+    return {shape.shape_id: shape for shape in shapes}
 
 
 def run_shapes(shapes: dict[str, Shape]) -> dict[str, str]:
