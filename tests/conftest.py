@@ -232,8 +232,7 @@ def planned_fit_row():
     columns 0. ``fits_at_paper_batch``: the whole per-GPU batch unless given."""
     from pipeline.execution.job_env import gpu_memory_fraction
     from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, plan_key
-    from pipeline.planning.grid import Grid
-    from pipeline.planning.workloads import workload_vocab_size
+    from pipeline.planning.grid import Grid, workload_vocab_size
 
     def row(
         config: dict,

@@ -15,11 +15,9 @@ from cli_testkit import snakemake_in
 
 from pipeline.cli import main
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
-from pipeline.planning.grid import Grid
+from pipeline.planning.grid import STAGE_KINDS, Grid, training_shapes
 from pipeline.planning.jobs import JobSizing
 from pipeline.preflight.report import COLUMNS, NOT_APPLICABLE
-from pipeline.preflight.shapes import training_shapes
-from pipeline.preflight.stages import STAGE_KINDS
 from pipeline.train.identity import RunIdentity, stored_fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent

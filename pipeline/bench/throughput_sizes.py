@@ -25,9 +25,8 @@ import logging
 import re
 from pathlib import Path
 
-from pipeline.planning.grid import Grid
+from pipeline.planning.grid import Grid, Workload, vocab_size
 from pipeline.planning.measured import THROUGHPUT_COLUMNS, default_throughput_path
-from pipeline.planning.workloads import Workload, vocab_size
 
 logger = logging.getLogger(__name__)
 

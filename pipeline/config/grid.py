@@ -28,21 +28,16 @@ def _model_spec(config: dict[str, Any], group: dict[str, Any], family: str, diff
     return ModelSpec(family=family, init=fidelity["init"], **dimensions)
 
 
-def _run_decay_mask(config: dict[str, Any], fine_tuning: bool) -> str:
-    """A run's ``train.decay_mask`` (``pipeline.train.decay``) from ``fidelity.decay_mask``: ``reference`` decays as
-    the authors' code that trained the run does, their pretraining code per family and their fine-tuning code (the
-    fine-tunes and the fine-tunes' sources, ``fine_tuning``) every parameter; ``family`` and ``levanter`` apply to
-    every run."""
-    preset = config["fidelity"]["decay_mask"]
-    if preset == "reference":
-        return "all" if fine_tuning else "family"
-    return preset
-
-
 def _train_spec(config: dict[str, Any], *layers: dict[str, Any], fine_tuning: bool = False) -> TrainSpec:
-    """The merged ``train`` sections (later ones win) and the run's ``decay_mask``."""
+    """The merged ``train`` sections (later ones win) and the run's ``train.decay_mask`` (``pipeline.train.decay``)
+    from ``fidelity.decay_mask``: ``reference`` decays as the authors' code that trained the run does, their
+    pretraining code per family and their fine-tuning code (the fine-tunes and the fine-tunes' sources,
+    ``fine_tuning``) every parameter; ``family`` and ``levanter`` apply to every run."""
     merged = {key: value for layer in (config["defaults"]["train"], *layers) for key, value in layer.items()}
-    return TrainSpec(**merged, decay_mask=_run_decay_mask(config, fine_tuning))
+    decay_mask = config["fidelity"]["decay_mask"]
+    if decay_mask == "reference":
+        decay_mask = "all" if fine_tuning else "family"
+    return TrainSpec(**merged, decay_mask=decay_mask)
 
 
 def run_seeds(config: dict[str, Any]) -> dict[str, int | None]:

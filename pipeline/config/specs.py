@@ -2,7 +2,7 @@
 
 Every field says what it identifies (``spec_field``'s roles, ``ROLES``); the run fingerprint
 (``pipeline.train.identity``), the fit table's plan key (``pipeline.planning.fit_table``) and the model-cost cache's
-recipe key (``pipeline.planning.workloads.ModelRecipe``) are read from the roles (``role_values``), never listed by
+recipe key (``pipeline.planning.grid.ModelRecipe``) are read from the roles (``role_values``), never listed by
 hand. A field renamed in Python keeps the key it was first serialised under (``serialised_as``), so fingerprints,
 the rules' params and the run folders' ``config.yaml`` of runs trained before the rename stay the same.
 """

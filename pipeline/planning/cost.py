@@ -35,10 +35,9 @@ from typing import Any
 from pipeline.config.site import preset_results
 from pipeline.planning.checkpoint_disk import checkpoint_disk
 from pipeline.planning.devices import DEFAULT_MFU, DEVICES, compute_precision
-from pipeline.planning.grid import Grid
+from pipeline.planning.grid import TRAIN_PASSES, Grid, Workload
 from pipeline.planning.measured import MeasuredTable, preflight_path
 from pipeline.planning.model_cost import model_cost
-from pipeline.planning.workloads import TRAIN_PASSES, Workload
 
 PUBLISHED_TRAIN_TOKENS = {("dlwh/wikitext_103_detokenized", "gpt2"): 0.12e9, ("Skylion007/openwebtext", "gpt2"): 9.04e9}
 """Training tokens of the paper's corpora under a tokenizer, as published: WikiText-103 ≈ 0.12 B GPT-2 tokens

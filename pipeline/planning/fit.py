@@ -52,9 +52,8 @@ from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.execution.progress import Progress
 from pipeline.planning.devices import DEVICES
 from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, fit_table, plan_key
-from pipeline.planning.grid import Grid
+from pipeline.planning.grid import Grid, Workload, workload_vocab_size
 from pipeline.planning.plans import plans_in_subprocess
-from pipeline.planning.workloads import Workload, workload_vocab_size
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from typing import Any
 from pipeline.artifacts import csv_text, markdown_table
 from pipeline.config.specs import PLAN, role_values
 from pipeline.execution.job_env import gpu_memory_fraction
-from pipeline.planning.workloads import Workload
+from pipeline.planning.grid import Workload
 from pipeline.train.digests import json_digest
 
 

@@ -1,61 +1,324 @@
-"""A preset's grid, enumerated once: every job it trains, evaluates or analyses, as typed objects.
+"""A preset's grid, enumerated once: every job the workflow runs, as typed objects.
 
 ``Grid.load(config)`` expands the preset's run specs once (``pipeline.config``: the pretraining runs, and from them
-the fine-tunes and memory probes) into ``Workload`` objects (``pipeline.planning.workloads``) and the per-run GPU
-analyses; the workflow, job sizing, the cost preview, the fit table and the preflight read that one object.
+the fine-tunes and memory probes) into one ``Workload`` per job it trains or evaluates (what cost, fit and job sizing
+plan) and the per-run GPU analyses. The preflight's jobs are the grid's too: one ``Shape`` per distinct training job
+shape (``training_shapes``) and one ``StageJob`` per kind of job after pretraining (``stage_jobs``). The workflow's
+rules, job sizing, the cost preview, the fit table and the preflight read these objects.
+
+Longer than 300 lines because every kind of job the workflow runs is enumerated here once, so that each reader
+takes the same objects.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+import json
+import math
+from typing import Any, ClassVar
 
-from pipeline.config import RunSpec, finetune_runs, memory_probes, pretrain_runs
-from pipeline.planning.workloads import Downstream, Finetuning, MemoryProbe, Pretraining, Workload
+from pipeline.config import FinetuneSpec, RunSpec, TrainSpec, finetune_runs, memory_probes, pretrain_runs
+from pipeline.config.specs import MODEL, role_values, to_dict
+from pipeline.planning.checkpoint_disk import CHECKPOINT_BYTES_PER_PARAMETER
+from pipeline.planning.lm_eval_size import lm_eval_requests
+from pipeline.planning.placement import WalltimeError
 
+TRAIN_PASSES = 3
+"""FLOPs of a training token in forward-pass units: forward + backward (2×), as Levanter's MFU (train_lm.py)."""
+FORWARD_PASSES = 1
+DISCRETE_FAMILIES = {"diffeq": "discrete_diffeq_gpt", "diffeq_llama": "discrete_diffeq_llama"}
 GPU_ANALYSES = ("spectra", "lyapunov", "frontier")
 """The per-run analyses of ``analysis.<name>.runs`` that run on a GPU, each its own verb."""
+FINETUNE_METHODS = ("lora", "full")
+STAGE_KINDS = (*(f"finetune-{method}" for method in FINETUNE_METHODS), "downstream", *GPU_ANALYSES)
+"""The preflight's stage jobs, one per kind: a fine-tune method's (``finetune-<method>``), lm-eval's, each analysis'."""
+PREFLIGHT_RUNTIME_MIN = 20
+"""Walltime of a preflight stage job, and the least of a training shape's (whose own is estimated from its run:
+``preflight_minutes``): start-up (JAX compilation, the token cache) plus a few
+minutes of updates, an evaluation, a checkpoint save and a restore."""
+PREFLIGHT_BASE_MIN = 15
+"""Minutes of a preflight training job besides its updates and checkpoint I/O: two start-ups (the job and its
+restart from the checkpoint: JAX compilation, opening the token cache) and two evaluations."""
+CHECKPOINT_GB_PER_MIN = 30
+"""Shared-filesystem bandwidth a preflight job's checkpoint save and restore are planned at (0.5 GB/s)."""
+DEFAULT_WARMUP, DEFAULT_TIMED = 3, 20
+"""Untimed (compilation) and timed updates of a preflight training job; the preset's ``preflight`` key sets them."""
 
 
 @dataclasses.dataclass(frozen=True)
-class Analysis:
-    """One per-run GPU analysis ``name`` (one of ``GPU_ANALYSES``, also its verb) of the pretrained run ``run``."""
+class ModelRecipe:
+    """What decides a workload's model, without building its Levanter config: the run's ``RunSpec`` (for a
+    fine-tune, its source's) and, for a DiffEqFormer fine-tune, the N' Euler steps it is discretised to."""
 
-    name: str
+    spec: RunSpec
+    euler_steps: int | None = None
+
+    def build(self):
+        from pipeline.models import DiscreteDiffEqGptConfig, DiscreteDiffEqLlamaConfig
+        from pipeline.models.checkpoint import run_model_config
+
+        config = run_model_config(self.spec)
+        if self.euler_steps is None:
+            return config
+        discrete = {"diffeq": DiscreteDiffEqGptConfig, "diffeq_llama": DiscreteDiffEqLlamaConfig}
+        return discrete[self.spec.model.family](source=config, num_steps=self.euler_steps)
+
+    def key(self, vocab: int) -> str:
+        """The recipe's identity for the model-cost cache: the run's fields of role ``MODEL`` (what ``build`` reads,
+        ``pipeline.config.specs``), the Euler steps and the vocabulary."""
+        return json.dumps(
+            {"run": role_values(self.spec, MODEL), "euler_steps": self.euler_steps, "vocab": vocab}, sort_keys=True
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """One job of the grid on the run ``run``; a subclass per kind says what differs (its id, batch, devices,
+    passes, model and the preflight row that stands for it), so that no reader branches on ``kind``.
+
+    ``kind``: the fit table's ``role`` and the workload's name in a plan; ``stage``: the cost preview's stage."""
+
     run: RunSpec
+
+    kind: ClassVar[str]
+    stage: ClassVar[str]
+    trains: ClassVar[bool] = True
+    """Whether it runs train steps (forward and backward; a batch too large for a device's memory is split into
+    micro-batches), else forward passes only."""
+    preflight_row_kind: ClassVar[str | None] = None
+    """The ``kind`` of the preflight row that measures this workload's training throughput (None: none does)."""
+    whole_batch: ClassVar[bool] = False
+    """Whether it steps its whole batch at once on one node's GPUs, never accumulated (a memory probe)."""
+
+    @property
+    def passes(self) -> int:
+        """Forward-pass units per token: 3 for a training token, 1 for a forward-only one."""
+        return TRAIN_PASSES if self.trains else FORWARD_PASSES
+
+    @property
+    def spec(self) -> RunSpec | FinetuneSpec:
+        """The spec its verb is given (a fine-tune's own), its id and train spec (of the step planned)."""
+        return self.run
 
     @property
     def run_id(self) -> str:
+        return self.spec.run_id
+
+    @property
+    def model_id(self) -> str:
+        """The id of the model the job runs."""
+        return self.run_id
+
+    @property
+    def train(self) -> TrainSpec:
+        return self.spec.train
+
+    def devices(self, gpus: int) -> int:
+        """Devices the workload runs on: its job's ``gpus``."""
+        return gpus
+
+    @property
+    def batch_size(self) -> int:
+        """Examples per train step."""
+        return self.train.batch_size
+
+    @property
+    def dataset(self) -> str:
+        """The dataset it reads (a fine-tune's: its target)."""
+        return self.run.dataset
+
+    @property
+    def recipe(self) -> ModelRecipe:
+        return ModelRecipe(self.run)
+
+    @property
+    def tokenizer(self) -> str:
+        """Its tokenizer (a fine-tune's: its source run's)."""
+        return self.run.tokenizer
+
+    @property
+    def family(self) -> str:
+        """The model's family: a DiffEqFormer fine-tune's is its discretised family."""
+        return self.run.model.family if self.recipe.euler_steps is None else DISCRETE_FAMILIES[self.run.model.family]
+
+    @property
+    def num_layers(self) -> int:
+        return self.run.model.num_layers if self.recipe.euler_steps is None else self.recipe.euler_steps
+
+    @property
+    def throughput_key(self) -> tuple[str, str, int]:
+        return self.family, self.run.size, self.num_layers
+
+    def tokens(self, config: dict[str, Any]) -> int:
+        """Tokens it processes: training tokens ``steps × batch_size × seq_len``."""
+        return self.train.steps * self.train.batch_size * self.run.model.seq_len
+
+    def finetune_role_values(self, role: str) -> dict[str, Any] | None:
+        """A fine-tune's spec fields of ``role`` (``pipeline.config.specs``); None for any other workload."""
+        return None
+
+    def adapted(self, model, key):
+        """The model its train step starts from, given the run's model as built: that model."""
+        return model
+
+    def trainable_filter(self):
+        """Which of the model's parameters train (``pipeline.train.finetune.trainable_filter``); None: all."""
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "run": to_dict(self.run)}
+
+    @staticmethod
+    def from_dict(raw: dict[str, Any]) -> Workload:
+        """The workload ``to_dict`` wrote, of the class its ``kind`` names."""
+        return WORKLOAD_CLASSES[raw["kind"]].rebuilt(RunSpec.from_dict(raw["run"]), raw)
+
+    @classmethod
+    def rebuilt(cls, run: RunSpec, raw: dict[str, Any]) -> Workload:
+        return cls(run)
+
+
+class Pretraining(Workload):
+    """A pretraining run; its shape's preflight job measures it (``training_shapes``)."""
+
+    kind = stage = preflight_row_kind = "pretrain"
+
+
+class MemoryProbe(Workload):
+    """A memory probe (Fig. 16): one step of its whole batch on one node's GPUs."""
+
+    kind = stage = "probe"
+    whole_batch = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Finetuning(Workload):
+    """A fine-tune (Fig. 5) of the source run ``run``: its own id, train spec and target dataset; its model the
+    source's, discretised to N' Euler steps (a DiffEqFormer source) or the baseline at its own depth."""
+
+    finetune: FinetuneSpec
+    kind = stage = "finetune"
+
+    @property
+    def spec(self) -> FinetuneSpec:
+        return self.finetune
+
+    def finetune_role_values(self, role: str) -> dict[str, Any]:
+        return role_values(self.finetune, role)
+
+    @property
+    def dataset(self) -> str:
+        return self.finetune.target_dataset
+
+    def adapted(self, model, key):
+        """The source's model resampled to the fine-tune's N' steps (``pipeline.train.finetune.resample``)."""
+        from pipeline.train.finetune import resample
+
+        return resample(self.finetune, model, key)
+
+    @property
+    def recipe(self) -> ModelRecipe:
+        return ModelRecipe(self.run, euler_steps=self.finetune.euler_steps)
+
+    def trainable_filter(self):
+        from pipeline.train.finetune import trainable_filter
+
+        return trainable_filter(self.finetune)
+
+    @property
+    def preflight_row_kind(self) -> str:
+        """Its method's stage job (``finetune-lora``, ``finetune-full``)."""
+        return f"finetune-{self.finetune.method}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "finetune": to_dict(self.finetune)}
+
+    @classmethod
+    def rebuilt(cls, run: RunSpec, raw: dict[str, Any]) -> Workload:
+        return cls(run, FinetuneSpec.from_dict(raw["finetune"]))
+
+
+class Downstream(Workload):
+    """lm-eval's forward passes on the pretrained run ``run`` (App. C.7), on one GPU, ``BATCH_SIZE`` requests per
+    forward pass; the preflight's lm-eval stage job stands for it."""
+
+    kind, stage = "downstream", "evaluate"
+    trains = False
+
+    @property
+    def run_id(self) -> str:
+        return f"downstream-{self.run.run_id}"
+
+    @property
+    def model_id(self) -> str:
         return self.run.run_id
+
+    @property
+    def batch_size(self) -> int:
+        from pipeline.evaluate import BATCH_SIZE
+
+        return BATCH_SIZE
+
+    def tokens(self, config: dict[str, Any]) -> int:
+        """Forward tokens: lm-eval's requests × ``seq_len`` (one context window each)."""
+        return lm_eval_requests(config["downstream"]) * self.run.model.seq_len
+
+    def devices(self, gpus: int) -> int:
+        return 1
+
+
+WORKLOAD_CLASSES = {cls.kind: cls for cls in (Pretraining, MemoryProbe, Finetuning, Downstream)}
+
+
+def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
+    """Vocabulary of a preset tokenizer: GPT-2's 50257, Llama-2's 32000, or a trained BPE's ``vocab_size``."""
+    from pipeline.config.families import GPT2_VOCAB, LLAMA_VOCAB
+
+    pretrained = {"gpt2": GPT2_VOCAB, "NousResearch/Llama-2-7b-hf": LLAMA_VOCAB}
+    spec = config["tokenizers"][tokenizer]
+    if spec["kind"] == "bpe":
+        return spec["vocab_size"]
+    if spec["name"] not in pretrained:
+        raise ValueError(
+            f"key 'tokenizers.{tokenizer}.name' is {spec['name']!r}, whose vocabulary size the cost "
+            f"preview does not know; expected one of {sorted(pretrained)}."
+        )
+    return pretrained[spec["name"]]
+
+
+def workload_vocab_size(config: dict[str, Any], workload: Workload) -> int:
+    """The vocabulary of the workload's tokenizer."""
+    return vocab_size(config, workload.tokenizer)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Grid:
     """Every job of one resolved preset ``config``, by id: pretraining runs, memory probes, fine-tunes, downstream
-    jobs (``downstream-<run>``, each run of ``downstream.pairs`` once) and the GPU analyses by name and run."""
+    jobs (``downstream-<run>``, each run of ``downstream.pairs`` once) and, by analysis name and run id, the
+    pretraining runs each GPU analysis reads."""
 
     config: dict[str, Any]
     pretraining: dict[str, Pretraining]
     probes: dict[str, MemoryProbe]
     finetunes: dict[str, Finetuning]
     downstream: dict[str, Downstream]
-    analyses: dict[str, dict[str, Analysis]]
+    analyses: dict[str, dict[str, Pretraining]]
 
     @classmethod
     def load(cls, config: dict[str, Any]) -> Grid:
         """The grid of ``config`` (a preset as ``load_preset`` resolves it), its runs enumerated once."""
         runs = pretrain_runs(config)
-        finetunes = finetune_runs(config, runs)
+        pretraining = {run_id: Pretraining(spec) for run_id, spec in runs.items()}
         downstream = [Downstream(runs[run_id]) for pair in config["downstream"]["pairs"].values() for run_id in pair]
         return cls(
             config,
-            {run_id: Pretraining(spec) for run_id, spec in runs.items()},
+            pretraining,
             {probe_id: MemoryProbe(spec) for probe_id, spec in memory_probes(config).items()},
-            {run_id: Finetuning(runs[spec.source_run], spec) for run_id, spec in finetunes.items()},
+            {run_id: Finetuning(runs[spec.source_run], spec) for run_id, spec in finetune_runs(config, runs).items()},
             {job.run_id: job for job in downstream},
             {
-                name: {run_id: Analysis(name, runs[run_id]) for run_id in config["analysis"][name]["runs"]}
+                name: {run_id: pretraining[run_id] for run_id in config["analysis"][name]["runs"]}
                 for name in GPU_ANALYSES
             },
         )
@@ -79,3 +342,167 @@ class Grid:
     def runs(self) -> dict[str, RunSpec]:
         """The pretraining runs' specs by run id."""
         return {run_id: job.run for run_id, job in self.pretraining.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """One training job shape: what decides its speed and memory, model family × size × GPUs × micro-batch (0: the
+    whole per-device batch at once), and what one preflight job measures; the runs it stands for (``runs[0]`` is the
+    one its preflight trains) and that job's walltime."""
+
+    family: str
+    size: str
+    gpus: int
+    micro_batch: int
+    runs: tuple[str, ...]
+    minutes: int = PREFLIGHT_RUNTIME_MIN
+
+    @property
+    def shape_id(self) -> str:
+        """``<family>-<size>-g<GPUs>-mb<micro-batch>``."""
+        return f"{self.family}-{self.size}-g{self.gpus}-mb{self.micro_batch}"
+
+    @property
+    def run_id(self) -> str:
+        return self.runs[0]
+
+
+def preflight_minutes(jobs, run_id: str, updates: int) -> int | None:
+    """Walltime of the preflight job that trains ``updates`` updates of pretraining run ``run_id`` on the GPUs
+    ``jobs`` (a ``JobSizing``) gives it: ``PREFLIGHT_BASE_MIN`` + the updates at the run's estimated seconds per
+    update (GPU-hours × safety factor / GPUs / steps) + a save and a restore of one checkpoint at
+    ``CHECKPOINT_GB_PER_MIN`` + the site's walltime warning lead, so that the warning comes after the work; None
+    without GPUs to estimate it on. Longer than the GPU partition's limit: ``WalltimeError``."""
+    site = jobs.site
+    if site is None or site.gpus_per_node == 0:
+        return None
+    cost, gpus = jobs.cost(run_id), jobs.training_gpu_count(run_id)
+    step_min = cost["gpu_hours"] * site.safety_factor / gpus / jobs.grid.workloads[run_id].train.steps * 60
+    checkpoint_gb = cost["parameters"] * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
+    minutes = math.ceil(
+        PREFLIGHT_BASE_MIN + updates * step_min + 2 * checkpoint_gb / CHECKPOINT_GB_PER_MIN + site.signal_lead_s / 60
+    )
+    limit = site.partition_limit_min(site.gpu_partition)
+    if minutes > limit:
+        raise WalltimeError(
+            f"the preflight job of run {run_id} needs an estimated {minutes} min but partition "
+            f"{site.gpu_partition!r} allows {limit} min; lower the preset's preflight.timed updates or raise "
+            "max_runtime_min in the site file."
+        )
+    return minutes
+
+
+def training_shapes(jobs) -> dict[str, Shape]:
+    """Every pretraining run of the grid ``jobs`` (a ``JobSizing``) sizes, grouped by shape, by shape id; each shape's
+    walltime that of its first run's preflight job of the preset's ``preflight.warmup`` + ``preflight.timed``
+    updates, at least ``PREFLIGHT_RUNTIME_MIN``. Both as sized before the preflight measured anything
+    (``jobs.before_preflight``), so the shapes stay the same after the preflight's throughput resizes the runs."""
+    jobs = jobs.before_preflight
+    grouped: dict[tuple[str, str, int, int], list[str]] = {}
+    for run_id, workload in jobs.grid.pretraining.items():
+        job = jobs.training(run_id, check_preflight=False)
+        grouped.setdefault((workload.family, workload.run.size, job.gpus, job.micro_batch or 0), []).append(run_id)
+    settings = jobs.config.get("preflight", {})
+    updates = settings.get("warmup", DEFAULT_WARMUP) + settings.get("timed", DEFAULT_TIMED)
+    shapes = [
+        Shape(*key, tuple(runs), max(PREFLIGHT_RUNTIME_MIN, preflight_minutes(jobs, runs[0], updates) or 0))
+        for key, runs in grouped.items()
+    ]
+    return {shape.shape_id: shape for shape in shapes}
+
+
+def run_shapes(shapes: dict[str, Shape]) -> dict[str, str]:
+    """Each pretraining run's shape id."""
+    return {run: shape_id for shape_id, shape in shapes.items() for run in shape.runs}
+
+
+@dataclasses.dataclass(frozen=True)
+class StageJob:
+    """One preflight job of ``kind`` (one of ``STAGE_KINDS``): it stands for the ``runs`` grid jobs of that kind and
+    runs like the first of them, ``job`` (a fine-tune, a downstream job, or the pretraining run an analysis reads),
+    on the preflight checkpoint of ``source_shape``; its work is ``pipeline.preflight.stages``'."""
+
+    kind: str
+    job: Workload
+    runs: int
+    source_shape: str
+
+    @property
+    def run_id(self) -> str:
+        """The id of the grid job it runs like: a fine-tune's, else its pretraining run's."""
+        return self.job.model_id
+
+    @property
+    def lm_eval(self) -> bool:
+        """Whether it runs lm-eval: its work imports torch and reads lm-eval's task files and prefetch records."""
+        return self.kind == "downstream"
+
+    def resources(self, sizing):
+        """What ``sizing`` (a ``pipeline.planning.jobs.JobSizing``) gives the grid's jobs of this kind."""
+        if isinstance(self.job, Finetuning):
+            return sizing.training(self.run_id, check_preflight=False)
+        if self.lm_eval:
+            return sizing.downstream(self.run_id, check_preflight=False)
+        return sizing.gpu_analysis(self.kind, self.run_id, check_preflight=False)
+
+    def settings(self, config: dict[str, Any], lm_eval: dict[str, Any]) -> str:
+        """What its verb is given besides paths, as JSON: the fine-tune's spec; the preset's ``downstream`` section
+        with ``lm_eval`` (the task folder and prefetch records) and the pair its run belongs to; or the preset's
+        ``analysis.<kind>`` section."""
+        if isinstance(self.job, Finetuning):
+            return self.job.finetune.to_json()
+        if self.lm_eval:
+            downstream = config["downstream"]
+            pair = next(pair for pair, run_ids in downstream["pairs"].items() if self.run_id in run_ids)
+            return json.dumps(
+                {**downstream, "task_dir": lm_eval["task_dir"], "pair": pair, "prefetched": lm_eval["prefetched"]}
+            )
+        return json.dumps(config["analysis"][self.kind])
+
+
+def stage_jobs(grid: Grid, run_shapes: dict[str, str]) -> dict[str, StageJob]:
+    """The stage jobs of the preset's ``grid`` by kind (a kind the grid has no job of is left out); ``run_shapes``:
+    each pretraining run's shape id."""
+    stands_for: dict[str, list[Workload]] = {
+        f"finetune-{method}": [job for job in grid.finetunes.values() if job.finetune.method == method]
+        for method in FINETUNE_METHODS
+    }
+    stands_for["downstream"] = list(grid.downstream.values())
+    stands_for |= {name: list(runs.values()) for name, runs in grid.analyses.items()}
+    jobs = {}
+    for kind in STAGE_KINDS:
+        covered = [job for job in stands_for[kind] if job.run.run_id in run_shapes]
+        if covered:
+            jobs[kind] = StageJob(kind, covered[0], len(covered), run_shapes[covered[0].run.run_id])
+    return jobs
+
+
+def gpu_hour_bound(jobs: list[tuple[int, int]]) -> float:
+    """The preflight's GPU-hours at most: every job's GPUs (at least one) × its walltime request (``jobs``: GPUs and
+    minutes of each)."""
+    return sum(max(gpus, 1) * minutes for gpus, minutes in jobs) / 60
+
+
+def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]]) -> str:
+    """A fixed-width table of the preflight's jobs: shape (or stage kind), GPUs, micro-batch, walltime, GPU-hours
+    requested, jobs of the grid covered; ``stages``: each stage job and its GPUs (``PREFLIGHT_RUNTIME_MIN`` each)."""
+    header = f"{'shape':<36} {'GPUs':>4} {'micro':>5} {'min':>4} {'GPU-h':>6}  runs"
+    lines = [header, "-" * len(header)]
+    for shape in shapes.values():
+        hours = max(shape.gpus, 1) * shape.minutes / 60
+        lines.append(
+            f"{shape.shape_id:<36} {shape.gpus:>4} {shape.micro_batch:>5} {shape.minutes:>4} {hours:>6.2f}  "
+            f"{len(shape.runs)} ({', '.join(shape.runs)})"
+        )
+    for kind, (job, gpus) in stages.items():
+        lines.append(
+            f"{kind:<36} {gpus:>4} {'-':>5} {PREFLIGHT_RUNTIME_MIN:>4} "
+            f"{max(gpus, 1) * PREFLIGHT_RUNTIME_MIN / 60:>6.2f}  {job.runs} (like {job.run_id}, on the "
+            f"checkpoint of {job.source_shape})"
+        )
+    return "\n".join(lines)
+
+
+def bound_share(bound_hours: float, grid_hours: float) -> float:
+    """The preflight's GPU-hour bound as a share of the grid's (``nan`` for an empty grid)."""
+    return bound_hours / grid_hours if grid_hours > 0 else math.nan

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import REPO_ROOT
-from pipeline.planning.workloads import ModelRecipe, Workload, vocab_size
+from pipeline.planning.grid import ModelRecipe, Workload, vocab_size
 
 MODEL_COST_CACHE = REPO_ROOT / ".cache" / "model-cost.json"
 """(parameters, forward FLOPs per token) per model recipe, computed once: counting them builds Levanter configs,
@@ -28,7 +28,7 @@ def model_code_version() -> str:
     sources = [
         *models.glob("*.py"),
         REPO_ROOT / "pipeline" / "config" / "families.py",
-        Path(__file__).with_name("workloads.py"),
+        Path(__file__).with_name("grid.py"),
     ]
     for path in sorted(sources):
         digest.update(path.name.encode() + path.read_bytes())

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pipeline.planning.workloads import Workload
+from pipeline.planning.grid import Workload
 
 
 def per_device_bytes(tree) -> int:

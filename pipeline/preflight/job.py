@@ -149,8 +149,8 @@ def memory_plan(spec: RunSpec, vocab_size: int, micro_batch: int) -> tuple[int, 
     ``bytes_limit``), or on a CPU the host's memory."""
     import jax
 
+    from pipeline.planning.grid import Pretraining
     from pipeline.planning.plans import plan_train_step
-    from pipeline.planning.workloads import Pretraining
 
     per_device = spec.train.batch_size // len(jax.devices())
     plan = plan_train_step(Pretraining(spec), vocab_size, micro_batch or per_device)

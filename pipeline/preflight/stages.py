@@ -1,6 +1,7 @@
-"""The preflight's jobs after pretraining, one per kind: the resampled fine-tune (LoRA and full), one lm-eval job,
-spectra, Lyapunov and frontier. Each reads the checkpoint of the preflight pretraining of its source run's shape
-(``<preflight>/<shape>/train``, never a real run's) and runs the function its real verb runs, bounded:
+"""The work of the preflight's jobs after pretraining (``pipeline.planning.grid.StageJob``), one per kind: the
+resampled fine-tune (LoRA and full), one lm-eval job, spectra, Lyapunov and frontier. Each reads the checkpoint of
+the preflight pretraining of its source run's shape (``<preflight>/<shape>/train``, never a real run's) and runs the
+function its real verb runs, bounded:
 
 - fine-tune: the source resampled (``pipeline.train.finetune.resampled_source``), then ``FINETUNE_UPDATES`` updates
   of the real loop with one evaluation and one checkpoint at the last; no run summary;
@@ -9,26 +10,21 @@ spectra, Lyapunov and frontier. Each reads the checkpoint of the preflight pretr
 - frontier: ``FRONTIER_BATCHES`` validation batch per solver and step count.
 
 Each row holds the job's seconds of work (``wall_s``) and peak memory; the fine-tune also its step time and
-tokens/s. A column that does not apply to a kind holds "n/a" (``report.NOT_APPLICABLE``). One ``StageJob`` subclass
-per kind says which grid job it stands for, how that job is sized, and the work it runs.
+tokens/s. A column that does not apply to a kind holds "n/a" (``report.NOT_APPLICABLE``).
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-import json
 import shutil
 import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pipeline.evaluate import BATCH_SIZE
-from pipeline.planning.grid import Grid
-from pipeline.planning.measured import FINETUNE_METHODS, finetune_stage
-from pipeline.planning.placement import JobRequest
+from pipeline.planning.grid import FINETUNE_METHODS
 
 FINETUNE_UPDATES = 3
 LM_EVAL_LIMIT = 2
@@ -45,69 +41,71 @@ class StageFolders:
     cache: str
     tokenizer: str
 
+    def out(self, name: str) -> str:
+        """The path of its output ``name`` in its own folder."""
+        return str(Path(self.job) / name)
 
-@dataclasses.dataclass(frozen=True)
-class StageJob(abc.ABC):
-    """One preflight job of ``kind``: it stands for the ``runs`` grid jobs of that kind, ``run_id`` the first of
-    them (a fine-tune id, else a pretraining run's), reading the preflight checkpoint of ``source_shape``."""
 
-    kind: str
-    run_id: str
-    runs: int
-    source_shape: str
+class StageWork(abc.ABC):
+    """The work of the stage jobs of one kind (``STAGE_CLASSES``)."""
 
     uses_torch: ClassVar[bool] = False
     """Whether its work imports torch (lm-eval)."""
-    reads_lm_eval_tasks: ClassVar[bool] = False
-    """Whether it reads lm-eval's task files and prefetch records (lm-eval)."""
-
-    def resources(self, sizing) -> JobRequest:
-        """What ``sizing`` (a ``pipeline.planning.jobs.JobSizing``) gives the grid's jobs of this kind."""
-        return sizing.gpu_analysis(self.kind, self.run_id, check_preflight=False)
-
-    def settings(self, grid: Grid, lm_eval: dict[str, Any]) -> str:
-        """What its verb is given besides paths, as JSON (``work``'s ``settings``): the preset's ``analysis.<kind>``
-        section; ``lm_eval`` (the task folder and prefetch records) is lm-eval's."""
-        return json.dumps(grid.config["analysis"][self.kind])
 
     @staticmethod
     @abc.abstractmethod
     def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
         """Run the function the real verb of this kind runs, bounded (module docstring); ``settings``: the
-        fine-tune's spec, or the preset's ``downstream`` or ``analysis.<kind>`` section."""
+        fine-tune's spec, or the preset's ``downstream`` or ``analysis.<kind>`` section (``StageJob.settings``)."""
 
 
-class FinetuneStage(StageJob):
-    """A fine-tune method's job: ``FINETUNE_UPDATES`` updates of the grid's first fine-tune of that method."""
-
-    def resources(self, sizing) -> JobRequest:
-        return sizing.training(self.run_id, check_preflight=False)
-
-    def settings(self, grid: Grid, lm_eval: dict[str, Any]) -> str:
-        return grid.finetunes[self.run_id].finetune.to_json()
+class FinetuneStage(StageWork):
+    """A fine-tune method's job: ``FINETUNE_UPDATES`` updates of the grid's first fine-tune of that method, on the
+    preflight source (module docstring); its step time, tokens/s and micro-batch."""
 
     @staticmethod
     def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
-        return preflight_finetune(
-            json.dumps(settings), folders.job, folders.source, folders.cache, folders.tokenizer, micro_batch
+        import jax
+
+        from pipeline.artifacts import folder_bytes, read_metrics, read_run_spec
+        from pipeline.config import FinetuneSpec
+        from pipeline.train.loop import TrainJob, train_run
+
+        source_spec = read_run_spec(folders.source)
+        spec = FinetuneSpec.from_dict(settings).bounded(FINETUNE_UPDATES, micro_batch)
+        spec = dataclasses.replace(spec, source_run=source_spec.run_id)
+        train_dir = Path(folders.job) / "train"
+        shutil.rmtree(train_dir, ignore_errors=True)
+        train_run(
+            TrainJob.finetuning(
+                spec,
+                train_dir,
+                folders.source,
+                folders.cache,
+                folders.tokenizer,
+                preflight=True,
+            )
         )
+        records = read_metrics(train_dir / "metrics.jsonl")
+        step_s = [r["step_s"] for r in records if "step_s" in r and r["step"] >= 1]  # the first update compiles
+        split = next(r for r in records if "micro_batch" in r)
+        median_step = statistics.median(step_s)
+        tokens_per_s = spec.train.batch_size * source_spec.model.seq_len / median_step
+        return {
+            "median_step_s": median_step,
+            "tokens_per_s": tokens_per_s,
+            "tokens_per_s_per_device": tokens_per_s / len(jax.devices()),
+            "micro_batch": split["micro_batch"],
+            "gradient_accumulation": split["gradient_accumulation"],
+            "timed_updates": len(step_s),
+            "checkpoint_bytes": folder_bytes(train_dir / "checkpoints"),
+        }
 
 
-class DownstreamStage(StageJob):
+class DownstreamStage(StageWork):
     """lm-eval at ``limit`` ``LM_EVAL_LIMIT``, the first shot count."""
 
-    uses_torch = reads_lm_eval_tasks = True
-
-    def resources(self, sizing) -> JobRequest:
-        return sizing.downstream(self.run_id, check_preflight=False)
-
-    def settings(self, grid: Grid, lm_eval: dict[str, Any]) -> str:
-        """The preset's ``downstream`` section, the task folder, the pair its run belongs to, the prefetch records."""
-        downstream = grid.config["downstream"]
-        pair = next(pair for pair, run_ids in downstream["pairs"].items() if self.run_id in run_ids)
-        return json.dumps(
-            {**downstream, "task_dir": lm_eval["task_dir"], "pair": pair, "prefetched": lm_eval["prefetched"]}
-        )
+    uses_torch = True
 
     @staticmethod
     def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
@@ -116,7 +114,7 @@ class DownstreamStage(StageJob):
         return evaluate_downstream(
             folders.source,
             folders.tokenizer,
-            str(Path(folders.job) / "lm_eval"),
+            folders.out("lm_eval"),
             pair=settings["pair"],
             tasks=settings["tasks"],
             shots=settings["shots"][:1],
@@ -127,42 +125,42 @@ class DownstreamStage(StageJob):
         )
 
 
-class SpectraStage(StageJob):
+class SpectraStage(StageWork):
     """The spectra verb's function as it is."""
 
     @staticmethod
     def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
         from pipeline.analysis.spectra import run_spectra
 
-        out = Path(folders.job)
+        untrained = folders.out("spectra_untrained.csv")
         return run_spectra(
             folders.source,
             folders.tokenizer,
-            str(out / "spectra.csv"),
+            folders.out("spectra.csv"),
             settings["time_oversampling"],
-            str(out / "spectra_untrained.csv"),
+            untrained,
         )
 
 
-class LyapunovStage(StageJob):
+class LyapunovStage(StageWork):
     """The Lyapunov verb's function on its first sentence."""
 
     @staticmethod
     def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
         from pipeline.analysis.lyapunov import run_lyapunov
 
-        out = Path(folders.job)
+        csv, page = folders.out("lyapunov.csv"), folders.out("lyapunov.html")
         return run_lyapunov(
             folders.source,
             folders.tokenizer,
-            str(out / "lyapunov.csv"),
-            str(out / "lyapunov.html"),
+            csv,
+            page,
             settings["sentences"][:1],
             settings["output_token"],
         )
 
 
-class FrontierStage(StageJob):
+class FrontierStage(StageWork):
     """The frontier verb's function on ``FRONTIER_BATCHES`` validation batch per solver and step count."""
 
     @staticmethod
@@ -173,7 +171,7 @@ class FrontierStage(StageJob):
             folders.source,
             folders.cache,
             folders.tokenizer,
-            str(Path(folders.job) / "frontier.csv"),
+            folders.out("frontier.csv"),
             settings["step_factors"],
             settings["solvers"],
             settings.get("batch_size", 32),
@@ -181,41 +179,22 @@ class FrontierStage(StageJob):
         )
 
 
-STAGE_CLASSES: dict[str, type[StageJob]] = {
-    **{finetune_stage(method): FinetuneStage for method in FINETUNE_METHODS},
+STAGE_CLASSES: dict[str, type[StageWork]] = {
+    **{f"finetune-{method}": FinetuneStage for method in FINETUNE_METHODS},
     "downstream": DownstreamStage,
     "spectra": SpectraStage,
     "lyapunov": LyapunovStage,
     "frontier": FrontierStage,
 }
-STAGE_KINDS = tuple(STAGE_CLASSES)
 
 
-def stage_jobs(grid: Grid, run_shapes: dict[str, str]) -> dict[str, StageJob]:
-    """The stage jobs of the preset's ``grid`` by kind (a kind the grid has no job of is left out); ``run_shapes``:
-    each pretraining run's shape id."""
-    stands_for: dict[str, list[tuple[str, str]]] = {
-        finetune_stage(method): [
-            (job_id, job.run.run_id) for job_id, job in grid.finetunes.items() if job.finetune.method == method
-        ]
-        for method in FINETUNE_METHODS
-    }
-    stands_for["downstream"] = [(job.model_id, job.model_id) for job in grid.downstream.values()]
-    stands_for |= {name: [(run_id, run_id) for run_id in runs] for name, runs in grid.analyses.items()}
-    jobs = {}
-    for kind, stage_class in STAGE_CLASSES.items():
-        covered = [(job_id, source) for job_id, source in stands_for[kind] if source in run_shapes]
-        if covered:
-            jobs[kind] = stage_class(kind, covered[0][0], len(covered), run_shapes[covered[0][1]])
-    return jobs
-
-
-def measured_call(work: Callable[[], Any]) -> dict[str, Any]:
-    """``work()`` timed, with the devices and the peak memory it left."""
+def measured_stage(kind: str, settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
+    """The Ray task of a ``preflight-stage`` job: the work of a stage job of ``kind``, timed, with the devices and the
+    peak memory it left."""
     from pipeline.preflight.job import device_columns, peak_memory
 
     started = time.perf_counter()
-    result = work()
+    result = STAGE_CLASSES[kind].work(settings, folders, micro_batch)
     wall_s = time.perf_counter() - started
     peak_bytes, memory_source = peak_memory()
     measured = result if isinstance(result, dict) and "median_step_s" in result else {}
@@ -226,46 +205,3 @@ def measured_call(work: Callable[[], Any]) -> dict[str, Any]:
         "peak_memory_bytes": peak_bytes,
         "memory_source": memory_source,
     }
-
-
-def measured_stage(kind: str, settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
-    """The Ray task of a ``preflight-stage`` job: the work of a stage job of ``kind``, measured."""
-    work = STAGE_CLASSES[kind].work
-    return measured_call(lambda: work(settings, folders, micro_batch))
-
-
-def preflight_finetune(
-    spec_json: str, job_dir: str, source_dir: str, cache_dir: str, tokenizer_dir: str, micro_batch: int
-) -> dict[str, Any]:
-    """The fine-tune ``spec_json`` of the preflight source ``source_dir``: resampled, ``FINETUNE_UPDATES`` updates
-    (module docstring); its step time, tokens/s and micro-batch."""
-    from pipeline.artifacts import folder_bytes, read_metrics, read_run_spec
-    from pipeline.config import FinetuneSpec
-    from pipeline.train.loop import TrainJob, train_run
-
-    source_spec = read_run_spec(source_dir)
-    spec = FinetuneSpec.from_json(spec_json)
-    spec = dataclasses.replace(spec.bounded(FINETUNE_UPDATES, micro_batch), source_run=source_spec.run_id)
-    train_dir = Path(job_dir) / "train"
-    shutil.rmtree(train_dir, ignore_errors=True)
-    train_run(TrainJob.finetuning(spec, train_dir, source_dir, cache_dir, tokenizer_dir, preflight=True))
-    records = read_metrics(train_dir / "metrics.jsonl")
-    step_s = [r["step_s"] for r in records if "step_s" in r and r["step"] >= 1]  # the first update compiles
-    split = next(r for r in records if "micro_batch" in r)
-    median_step = statistics.median(step_s)
-    tokens_per_s = spec.train.batch_size * source_spec.model.seq_len / median_step
-    return {
-        "median_step_s": median_step,
-        "tokens_per_s": tokens_per_s,
-        "tokens_per_s_per_device": tokens_per_s / device_count(),
-        "micro_batch": split["micro_batch"],
-        "gradient_accumulation": split["gradient_accumulation"],
-        "timed_updates": len(step_s),
-        "checkpoint_bytes": folder_bytes(train_dir / "checkpoints"),
-    }
-
-
-def device_count() -> int:
-    import jax
-
-    return len(jax.devices())

@@ -106,8 +106,8 @@ def test_the_paper_train_step_compiles_at_its_shape(paper, run_id):
     parameter."""
     from pipeline.models.checkpoint import run_model_config
     from pipeline.models.param_count import count_params
+    from pipeline.planning.grid import Pretraining
     from pipeline.planning.plans import plan_train_step
-    from pipeline.planning.workloads import Pretraining
 
     workload = paper.workloads[run_id]
     if run_id.startswith("owt-llama1b"):

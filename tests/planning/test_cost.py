@@ -9,9 +9,8 @@ from pipeline.bench import throughput_sizes
 from pipeline.cli import main
 from pipeline.config import load_preset
 from pipeline.planning import cost, lm_eval_size
-from pipeline.planning.grid import Grid
+from pipeline.planning.grid import Grid, vocab_size
 from pipeline.planning.measured import THROUGHPUT_COLUMNS, read_throughput
-from pipeline.planning.workloads import vocab_size
 
 H100_PEAK_BF16 = 989e12
 

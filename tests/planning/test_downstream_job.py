@@ -5,10 +5,9 @@ import math
 
 from pipeline.config import load_preset
 from pipeline.config.site import EXAMPLE, load_site
-from pipeline.planning.grid import Grid
+from pipeline.planning.grid import Grid, StageJob
 from pipeline.planning.jobs import GPU_ANALYSIS_MINUTES, JobSizing
 from pipeline.planning.placement import JobKind, JobRequest, placement
-from pipeline.preflight.stages import DownstreamStage, SpectraStage
 
 SITE = load_site(EXAMPLE)
 
@@ -35,9 +34,10 @@ def test_downstream_gets_one_gpu_for_its_base_minutes_plus_its_lm_eval_gpu_hours
 
 
 def test_the_preflights_lm_eval_stage_job_is_sized_as_downstream_and_an_analysis_stage_job_as_its_analysis():
-    jobs = JobSizing(Grid.load(load_preset({"preset": "paper"})), SITE)
-    lm_eval = DownstreamStage("downstream", "owt-large-gpt", 1, "gpt-large-g1-mb0")
+    grid = Grid.load(load_preset({"preset": "paper"}))
+    jobs = JobSizing(grid, SITE)
+    lm_eval = StageJob("downstream", grid.downstream["downstream-owt-large-gpt"], 1, "gpt-large-g1-mb0")
     assert lm_eval.resources(jobs) == jobs.downstream("owt-large-gpt", check_preflight=False)
-    spectra = SpectraStage("spectra", "owt-large-gpt", 1, "gpt-large-g1-mb0")
+    spectra = StageJob("spectra", grid.pretraining["owt-large-gpt"], 1, "gpt-large-g1-mb0")
     assert spectra.resources(jobs) == jobs.gpu_analysis("spectra", "owt-large-gpt")
     assert spectra.resources(jobs).minutes == GPU_ANALYSIS_MINUTES["spectra"]

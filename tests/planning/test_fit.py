@@ -13,9 +13,8 @@ import pytest
 
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.planning import fit, fit_table
-from pipeline.planning.grid import Grid
+from pipeline.planning.grid import Grid, Pretraining
 from pipeline.planning.measured import read_fit_rows
-from pipeline.planning.workloads import Pretraining
 
 REPLICATED_BOUND_BYTES = 4 * 2**20
 """Parameters no mesh axis shards, per device: biases and the time-embedding MLPs' hidden layers (~2 MB at the

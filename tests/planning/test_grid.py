@@ -10,24 +10,20 @@ from pathlib import Path
 
 import pytest
 
-import pipeline.config.grid as spec_grid
 from pipeline.cli import main
 from pipeline.config import load_preset
 from pipeline.planning import fit
-from pipeline.planning.grid import Grid
-from pipeline.preflight.shapes import run_shapes, training_shapes
-from pipeline.preflight.stages import stage_jobs
+from pipeline.planning.grid import Grid, run_shapes, stage_jobs, training_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
-ENUMERATIONS = ("pretrain_runs", "finetune_runs", "memory_probes")
-"""The functions that expand a preset into run specs (``pipeline.config.grid``)."""
 ONCE = {"Grid.load": 1, "pretrain_runs": 2, "finetune_runs": 1, "memory_probes": 1}
 """One grid per call: ``Grid.load`` once, which enumerates each kind of spec once; ``pretrain_runs`` once more by
 ``load_preset``, whose cross-reference check reads the run ids (``pipeline.config.references``)."""
 COUNTING = r"""
-import atexit, collections, json, runpy, sys
+import collections, sys
 
 import pipeline.config.grid as spec_grid
+from pipeline.planning.grid import Grid
 
 counts = collections.Counter()
 
@@ -44,36 +40,28 @@ for name in ("pretrain_runs", "finetune_runs", "memory_probes"):
     original = getattr(spec_grid, name)
     for module in [m for key, m in list(sys.modules.items()) if key.startswith("pipeline")]:
         if getattr(module, name, None) is original:
-            setattr(module, name, counting(name, original))
-from pipeline.planning.grid import Grid
+            patch(module, name, counting(name, original))
+patch(Grid, "load", classmethod(counting("Grid.load", Grid.load.__func__)))
+"""
+"""Calls of ``Grid.load`` and of each function that expands a preset into run specs (``pipeline.config.grid``),
+wherever the package imported them, counted in ``counts``; ``patch``: how an attribute is replaced."""
+SNAKEMAKE = f"""patch = setattr
+{COUNTING}
+import atexit, json, runpy
 
-Grid.load = classmethod(counting("Grid.load", Grid.load.__func__))
 out, sys.argv = sys.argv[1], ["snakemake", *sys.argv[2:]]
 atexit.register(lambda: open(out, "w").write(json.dumps(counts)))
 runpy.run_module("snakemake", run_name="__main__")
 """
-"""``python -c COUNTING <counts.json> <snakemake arguments>``: Snakemake with the enumerating functions counted."""
+"""``python -c SNAKEMAKE <counts.json> <snakemake arguments>``: Snakemake with the enumerating functions counted."""
 
 
 @pytest.fixture
 def enumerations(monkeypatch):
-    """Calls of ``Grid.load`` and of each of ``ENUMERATIONS``, wherever the package imported them."""
-    counts = collections.Counter()
-
-    def counting(name, function):
-        def counted(*args, **kwargs):
-            counts[name] += 1
-            return function(*args, **kwargs)
-
-        return counted
-
-    for name in ENUMERATIONS:
-        original = getattr(spec_grid, name)
-        for key, module in list(sys.modules.items()):
-            if key.startswith("pipeline") and getattr(module, name, None) is original:
-                monkeypatch.setattr(module, name, counting(name, original))
-    monkeypatch.setattr(Grid, "load", classmethod(counting("Grid.load", Grid.load.__func__)))
-    return counts
+    """``COUNTING``'s counts in this process, undone after the test."""
+    namespace = {"patch": monkeypatch.setattr}
+    exec(COUNTING, namespace)
+    return namespace["counts"]
 
 
 def no_plans(requests, gpus):
@@ -101,7 +89,7 @@ def test_cost_fit_and_preflight_enumerate_the_grid_once(verb, enumerations, monk
 def test_a_snakemake_parse_enumerates_the_grid_once_and_schedules_its_jobs(tmp_path):
     counts = tmp_path / "counts.json"
     result = subprocess.run(
-        [sys.executable, "-c", COUNTING, str(counts), "all", "preflight", "-n", "--cores", "1"]
+        [sys.executable, "-c", SNAKEMAKE, str(counts), "all", "preflight", "-n", "--cores", "1"]
         + ["--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path / "work")],
         cwd=ROOT,
         capture_output=True,

@@ -116,11 +116,11 @@ rule param_counts:
 rule memory_probe:
     input:
         unpack(sized_by("fit")),
-        tokenizer=lambda wildcards: f"{DATA}/tokenizers/{MEMORY_PROBES[wildcards.probe].tokenizer}",
+        tokenizer=lambda wildcards: data_inputs(GRID.probes[wildcards.probe])["tokenizer"],
     output:
         record=f"{ANALYSIS_DIR}/memory/{{probe}}.json",
     params:
-        spec=lambda wildcards: MEMORY_PROBES[wildcards.probe].to_json(),
+        spec=lambda wildcards: GRID.probes[wildcards.probe].spec.to_json(),
         steps=ANALYSIS_CONFIG["memory"]["steps"],
     log:
         f"{RESULTS}/logs/analysis/memory/{{probe}}.log",

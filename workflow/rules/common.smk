@@ -38,8 +38,6 @@ DATA = f"{RESULTS}/data"
 GRID = Grid.load(config)
 """The preset's jobs, enumerated once per parse (pipeline/planning/grid.py): every job below is one of them."""
 RUNS = GRID.runs
-FINETUNE_RUNS = {run_id: job.finetune for run_id, job in GRID.finetunes.items()}
-MEMORY_PROBES = {probe_id: job.run for probe_id, job in GRID.probes.items()}
 EVALUATE_TASK_DIR = downstream_task_dir(config)
 EVALUATE_TASK_FILES = (
     sorted(str(path) for path in EVALUATE_TASK_DIR.iterdir() if path.suffix in {".yaml", ".jsonl", ".py"})
@@ -69,8 +67,8 @@ wildcard_constraints:
     dataset=one_of(config["datasets"]),
     tokenizer=one_of(config["tokenizers"]),
     run=one_of(RUNS),
-    finetune=one_of(FINETUNE_RUNS),
-    probe=one_of(MEMORY_PROBES),
+    finetune=one_of(GRID.finetunes),
+    probe=one_of(GRID.probes),
     task=one_of(HUB_ITEMS["lm_eval_tasks"]),
 
 
@@ -102,27 +100,19 @@ def tokenizer_corpora(wildcards):
     return [f"{DATA}/corpora/{dataset}" for dataset in config["tokenizers"][wildcards.tokenizer].get("train_on", [])]
 
 
+def data_inputs(job):
+    """A grid job's token cache (a fine-tune's: its target dataset's) and tokenizer."""
+    return {"cache": f"{DATA}/caches/{job.dataset}-{job.tokenizer}", "tokenizer": f"{DATA}/tokenizers/{job.tokenizer}"}
+
+
 def run_inputs(wildcards):
-    return run_data(wildcards.run)
-
-
-def run_data(run_id):
-    """A pretraining run's token cache and tokenizer."""
-    spec = RUNS[run_id]
-    return {
-        "cache": f"{DATA}/caches/{spec.dataset}-{spec.tokenizer}",
-        "tokenizer": f"{DATA}/tokenizers/{spec.tokenizer}",
-    }
+    return data_inputs(GRID.pretraining[wildcards.run])
 
 
 def finetune_inputs(wildcards):
-    """The source run (complete: its summary) and the target dataset's cache with the source's tokenizer."""
-    spec = FINETUNE_RUNS[wildcards.finetune]
-    return {
-        "source": run_summary(spec.source_run),
-        "cache": f"{DATA}/caches/{spec.target_dataset}-{spec.tokenizer}",
-        "tokenizer": f"{DATA}/tokenizers/{spec.tokenizer}",
-    }
+    """The source run (complete: its summary), the target dataset's cache and the source's tokenizer."""
+    job = GRID.finetunes[wildcards.finetune]
+    return {"source": run_summary(job.run.run_id), **data_inputs(job)}
 
 
 def require_inside_results(*targets):

@@ -8,10 +8,10 @@ rule finetune:
     output:
         summary=f"{RESULTS}/runs/{{finetune}}/summary.json",
     params:
-        spec=lambda wildcards: FINETUNE_RUNS[wildcards.finetune].to_json(),
+        spec=lambda wildcards: GRID.finetunes[wildcards.finetune].spec.to_json(),
         train_step=TRAIN_STEP,  # a new train-step version reruns results trained by an older one
         run_dir=lambda wildcards: f"{RESULTS}/runs/{wildcards.finetune}",
-        source_dir=lambda wildcards: f"{RESULTS}/runs/{FINETUNE_RUNS[wildcards.finetune].source_run}",
+        source_dir=lambda wildcards: f"{RESULTS}/runs/{GRID.finetunes[wildcards.finetune].run.run_id}",
     log:
         f"{RESULTS}/logs/finetune/{{finetune}}.log",
     benchmark:
@@ -19,7 +19,7 @@ rule finetune:
     resources:
         **training_resources("finetune"),
         attempt=lambda wildcards, attempt: attempt,  # a retry trains only after a walltime stop or a preemption
-    retries: chain_retries(FINETUNE_RUNS)
+    retries: chain_retries(GRID.finetunes)
     shell:
         "python -m pipeline finetune --spec {params.spec:q} --run-dir {params.run_dir:q}"
         " --source {params.source_dir:q} --cache {input.cache:q} --tokenizer {input.tokenizer:q}"

@@ -4,8 +4,7 @@ and each job's inputs, settings and resources."""
 import functools
 import os
 
-from pipeline.preflight.shapes import PREFLIGHT_RUNTIME_MIN, run_shapes, training_shapes
-from pipeline.preflight.stages import STAGE_KINDS, stage_jobs
+from pipeline.planning.grid import PREFLIGHT_RUNTIME_MIN, STAGE_KINDS, run_shapes, stage_jobs, training_shapes
 
 PREFLIGHT = f"{RESULTS}/preflight"
 PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
@@ -47,7 +46,7 @@ def preflight_shape(wildcards):
 
 
 def preflight_job_inputs(wildcards):
-    return run_data(preflight_shape(wildcards).run_id)
+    return data_inputs(GRID.pretraining[preflight_shape(wildcards).run_id])
 
 
 def preflight_plan_option(wildcards):
@@ -60,7 +59,7 @@ def preflight_plan_option(wildcards):
 
 
 def preflight_job_resources():
-    """A preflight job is sized as the run it trains, for its shape's own walltime (pipeline/preflight/shapes.py)."""
+    """A preflight job is sized as the run it trains, for its shape's own walltime (pipeline/planning/grid.py)."""
 
     def shape_of(jobs, wildcards):
         preflight = preflight_shape(wildcards)
@@ -74,13 +73,8 @@ def preflight_stage_inputs(wildcards):
     """The source shape's preflight row (its checkpoint beside it), the tokenizer, and the token cache: a fine-tune's
     target's, else the source run's; lm-eval also its task files and prefetch records."""
     job = preflight_stage_jobs()[wildcards.kind]
-    workload = GRID.workloads[job.run_id]
-    inputs = {
-        "source": f"{PREFLIGHT}/{job.source_shape}/row.json",
-        "cache": f"{DATA}/caches/{workload.dataset}-{workload.tokenizer}",
-        "tokenizer": f"{DATA}/tokenizers/{workload.tokenizer}",
-    }
-    if job.reads_lm_eval_tasks:
+    inputs = {"source": f"{PREFLIGHT}/{job.source_shape}/row.json", **data_inputs(job.job)}
+    if job.lm_eval:
         inputs |= {
             "task_files": EVALUATE_TASK_FILES,
             "prefetched": [f"{PREFETCH}/lm_eval/{task}.json" for task in HUB_ITEMS["lm_eval_tasks"]],
@@ -89,10 +83,10 @@ def preflight_stage_inputs(wildcards):
 
 
 def preflight_stage_settings(wildcards, input):
-    """What the stage's verb is given besides paths, as JSON (pipeline/preflight/stages.py ``StageJob.settings``)."""
+    """What the stage's verb is given besides paths, as JSON (pipeline/planning/grid.py ``StageJob.settings``)."""
     task_dir = None if EVALUATE_TASK_DIR is None else str(EVALUATE_TASK_DIR)
     prefetched = [os.path.abspath(path) for path in input.get("prefetched", [])]
-    return preflight_stage_jobs()[wildcards.kind].settings(GRID, {"task_dir": task_dir, "prefetched": prefetched})
+    return preflight_stage_jobs()[wildcards.kind].settings(config, {"task_dir": task_dir, "prefetched": prefetched})
 
 
 def preflight_stage_shape(jobs, wildcards):
