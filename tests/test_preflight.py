@@ -15,8 +15,9 @@ from cli_testkit import snakemake_in
 
 from pipeline.cli import main
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
-from pipeline.planning.grid import STAGE_KINDS, Grid, training_shapes
+from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
+from pipeline.planning.preflight_jobs import STAGE_KINDS, training_shapes
 from pipeline.preflight.report import COLUMNS, NOT_APPLICABLE
 from pipeline.train.identity import RunIdentity, stored_fingerprint
 

@@ -291,7 +291,7 @@ def test_a_red_shapes_row_still_stops_its_runs_after_a_green_row_of_the_same_mod
     """Paper preset, example site: owt-medium-gpt is shape gpt-medium-g2-mb0 as sized before the preflight. A green
     row of wt103-medium-gpt (the same model, shape gpt-medium-g1-mb0) measuring it 10× faster than estimated gives
     owt-medium-gpt 1 GPU; its own red row still stops it, and the preflight's shapes stay the ones it ran."""
-    from pipeline.planning.grid import training_shapes
+    from pipeline.planning.preflight_jobs import training_shapes
 
     paper, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
     estimated = JobSizing(Grid.load(paper), site).cost("wt103-medium-gpt")["tokens_per_s_per_gpu"]

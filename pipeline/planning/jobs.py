@@ -105,7 +105,7 @@ def training_minutes(gpu_hours: float, gpus: int, site: Site) -> int:
 
 class JobSizing:
     """Each job's request for one preset's ``grid`` at one site; ``None`` as the site: local jobs on the CPU. Jobs
-    are named by their workload id (``pipeline.planning.workloads``): a run, a fine-tune, a probe or
+    are named by their workload id (``pipeline.planning.grid``): a run, a fine-tune, a probe or
     ``downstream-<run>``."""
 
     def __init__(

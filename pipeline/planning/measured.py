@@ -68,12 +68,6 @@ class FitTableError(ValueError):
     message says what to change, and the caller says how to plan the table again."""
 
 
-def shape_id(family: str, size: str, gpus: int, micro_batch: int) -> str:
-    """A training job's shape, ``<family>-<size>-g<GPUs>-mb<micro-batch>`` (micro-batch 0: the whole per-device batch
-    at once): what decides its speed and memory, and what one preflight job measures."""
-    return f"{family}-{size}-g{gpus}-mb{micro_batch}"
-
-
 def preflight_path(preset: str) -> Path:
     """The preflight report the cost preview reads by default (``results/<preset>/preflight.csv``)."""
     return preset_results(None, preset) / "preflight.csv"
@@ -82,12 +76,6 @@ def preflight_path(preset: str) -> Path:
 NOT_APPLICABLE = "n/a"
 """What a measured column of a job that ran holds where it does not apply to the job's kind (the training columns of
 lm-eval and the analyses; the memory plan and the restore of a fine-tune)."""
-FINETUNE_METHODS = ("lora", "full")
-
-
-def finetune_stage(method: str) -> str:
-    """The stage job (and row) that stands for the fine-tunes of ``method`` (one of ``FINETUNE_METHODS``)."""
-    return f"finetune-{method}"
 
 
 def _number(text: str) -> float | None:
@@ -261,7 +249,7 @@ class MeasuredTable:
     def preflight_tokens_per_s(self) -> dict[str, float]:
         """Training tokens/s per device of every workload a green row of ``device`` measured, by workload id:
 
-        - a fine-tune of a method whose stage job (``finetune_stage``) measured fine-tune m: m's model FLOP rate per
+        - a fine-tune of a method whose stage job (``finetune-<method>``) measured fine-tune m: m's model FLOP rate per
           device carried over, i.e. the method's MFU on the device: tokens/s = tokens/s_m × F_m / F, F a model's
           forward FLOPs per token (``pipeline.planning.model_cost``; tokens/s × 3F = MFU × peak);
         - else a workload whose model (family, size, num_layers) a pretraining row measured: that row's tokens/s.

@@ -11,16 +11,17 @@ from pathlib import Path
 
 from pipeline.commands import absolute, add_options, add_ray_options, add_verb, ray_placement
 from pipeline.planning.devices import DEFAULT_MFU
-from pipeline.planning.grid import DEFAULT_TIMED, DEFAULT_WARMUP
+from pipeline.planning.preflight_jobs import DEFAULT_TIMED, DEFAULT_WARMUP
 
 
 def _plan(args: argparse.Namespace) -> None:
     from pipeline.config import load_preset
     from pipeline.config.site import load_site, preset_results
     from pipeline.planning.cost import preview
-    from pipeline.planning.grid import (
+    from pipeline.planning.grid import Grid
+    from pipeline.planning.jobs import JobSizing
+    from pipeline.planning.preflight_jobs import (
         PREFLIGHT_RUNTIME_MIN,
-        Grid,
         bound_share,
         gpu_hour_bound,
         job_list,
@@ -28,7 +29,6 @@ def _plan(args: argparse.Namespace) -> None:
         stage_jobs,
         training_shapes,
     )
-    from pipeline.planning.jobs import JobSizing
 
     config = load_preset({"preset": args.preset})
     grid = Grid.load(config)

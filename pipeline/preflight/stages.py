@@ -1,4 +1,4 @@
-"""The work of the preflight's jobs after pretraining (``pipeline.planning.grid.StageJob``), one per kind: the
+"""The work of the preflight's jobs after pretraining (``pipeline.planning.preflight_jobs.StageJob``), one per kind: the
 resampled fine-tune (LoRA and full), one lm-eval job, spectra, Lyapunov and frontier. Each reads the checkpoint of
 the preflight pretraining of its source run's shape (``<preflight>/<shape>/train``, never a real run's) and runs the
 function its real verb runs, bounded:

@@ -5,9 +5,10 @@ import math
 
 from pipeline.config import load_preset
 from pipeline.config.site import EXAMPLE, load_site
-from pipeline.planning.grid import Grid, StageJob
+from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import GPU_ANALYSIS_MINUTES, JobSizing
 from pipeline.planning.placement import JobKind, JobRequest, placement
+from pipeline.planning.preflight_jobs import StageJob
 
 SITE = load_site(EXAMPLE)
 

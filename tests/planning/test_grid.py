@@ -13,7 +13,8 @@ import pytest
 from pipeline.cli import main
 from pipeline.config import load_preset
 from pipeline.planning import fit
-from pipeline.planning.grid import Grid, run_shapes, stage_jobs, training_shapes
+from pipeline.planning.grid import Grid
+from pipeline.planning.preflight_jobs import run_shapes, stage_jobs, training_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
 ONCE = {"Grid.load": 1, "pretrain_runs": 2, "finetune_runs": 1, "memory_probes": 1}

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import EXAMPLE, load_site
-from pipeline.planning.grid import CHECKPOINT_GB_PER_MIN, PREFLIGHT_BASE_MIN, Grid, preflight_minutes
+from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing, training_gpus, training_minutes
 from pipeline.planning.placement import (
     CHAIN_MARGIN_RETRIES,
@@ -18,6 +18,7 @@ from pipeline.planning.placement import (
     WalltimeError,
     chunk_count,
 )
+from pipeline.planning.preflight_jobs import CHECKPOINT_GB_PER_MIN, PREFLIGHT_BASE_MIN, preflight_minutes
 
 SITE = load_site(EXAMPLE)
 
@@ -165,7 +166,7 @@ def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
 def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its_work():
     """Llama-1B's preflight job: two start-ups, 23 updates, and a save and a restore of its ~80 GB checkpoint, with
     the site's 10-minute warning after them (a fixed 20 minutes warned it after 10)."""
-    from pipeline.planning.grid import PREFLIGHT_RUNTIME_MIN, training_shapes
+    from pipeline.planning.preflight_jobs import PREFLIGHT_RUNTIME_MIN, training_shapes
 
     paper = load_preset({"preset": "paper"})
     jobs = JobSizing(Grid.load(paper), SITE)

@@ -4,7 +4,7 @@ and each job's inputs, settings and resources."""
 import functools
 import os
 
-from pipeline.planning.grid import PREFLIGHT_RUNTIME_MIN, STAGE_KINDS, run_shapes, stage_jobs, training_shapes
+from pipeline.planning.preflight_jobs import PREFLIGHT_RUNTIME_MIN, STAGE_KINDS, run_shapes, stage_jobs, training_shapes
 
 PREFLIGHT = f"{RESULTS}/preflight"
 PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
@@ -59,7 +59,7 @@ def preflight_plan_option(wildcards):
 
 
 def preflight_job_resources():
-    """A preflight job is sized as the run it trains, for its shape's own walltime (pipeline/planning/grid.py)."""
+    """A preflight job is sized as the run it trains, for its shape's own walltime (pipeline/planning/preflight_jobs.py)."""
 
     def shape_of(jobs, wildcards):
         preflight = preflight_shape(wildcards)
@@ -83,7 +83,7 @@ def preflight_stage_inputs(wildcards):
 
 
 def preflight_stage_settings(wildcards, input):
-    """What the stage's verb is given besides paths, as JSON (pipeline/planning/grid.py ``StageJob.settings``)."""
+    """What the stage's verb is given besides paths, as JSON (pipeline/planning/preflight_jobs.py ``StageJob.settings``)."""
     task_dir = None if EVALUATE_TASK_DIR is None else str(EVALUATE_TASK_DIR)
     prefetched = [os.path.abspath(path) for path in input.get("prefetched", [])]
     return preflight_stage_jobs()[wildcards.kind].settings(config, {"task_dir": task_dir, "prefetched": prefetched})

@@ -1,0 +1,193 @@
+"""The preflight's jobs in the grid (docs/planning.md#the-preflight): one ``Shape`` per distinct training job shape
+(``training_shapes``: family × size × GPUs × micro-batch, as job sizing places the grid's pretraining runs) and one
+``StageJob`` per kind of job after pretraining (``stage_jobs``), each with the walltime its job asks for, and the
+GPU-hours they are bounded by."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from pipeline.planning.checkpoint_disk import CHECKPOINT_BYTES_PER_PARAMETER
+from pipeline.planning.grid import FINETUNE_METHODS, GPU_ANALYSES, Finetuning, Grid, Workload
+from pipeline.planning.placement import WalltimeError
+
+STAGE_KINDS = (*(f"finetune-{method}" for method in FINETUNE_METHODS), "downstream", *GPU_ANALYSES)
+"""The preflight's stage jobs, one per kind: a fine-tune method's (``finetune-<method>``), lm-eval's, each analysis'."""
+PREFLIGHT_RUNTIME_MIN = 20
+"""Walltime of a preflight stage job, and the least of a training shape's (whose own is estimated from its run:
+``preflight_minutes``): start-up (JAX compilation, the token cache) plus a few
+minutes of updates, an evaluation, a checkpoint save and a restore."""
+PREFLIGHT_BASE_MIN = 15
+"""Minutes of a preflight training job besides its updates and checkpoint I/O: two start-ups (the job and its
+restart from the checkpoint: JAX compilation, opening the token cache) and two evaluations."""
+CHECKPOINT_GB_PER_MIN = 30
+"""Shared-filesystem bandwidth a preflight job's checkpoint save and restore are planned at (0.5 GB/s)."""
+DEFAULT_WARMUP, DEFAULT_TIMED = 3, 20
+"""Untimed (compilation) and timed updates of a preflight training job; the preset's ``preflight`` key sets them."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """One training job shape: what decides its speed and memory, model family × size × GPUs × micro-batch (0: the
+    whole per-device batch at once), and what one preflight job measures; the runs it stands for (``runs[0]`` is the
+    one its preflight trains) and that job's walltime."""
+
+    family: str
+    size: str
+    gpus: int
+    micro_batch: int
+    runs: tuple[str, ...]
+    minutes: int = PREFLIGHT_RUNTIME_MIN
+
+    @property
+    def shape_id(self) -> str:
+        """``<family>-<size>-g<GPUs>-mb<micro-batch>``."""
+        return f"{self.family}-{self.size}-g{self.gpus}-mb{self.micro_batch}"
+
+    @property
+    def run_id(self) -> str:
+        return self.runs[0]
+
+
+def preflight_minutes(jobs, run_id: str, updates: int) -> int | None:
+    """Walltime of the preflight job that trains ``updates`` updates of pretraining run ``run_id`` on the GPUs
+    ``jobs`` (a ``JobSizing``) gives it: ``PREFLIGHT_BASE_MIN`` + the updates at the run's estimated seconds per
+    update (GPU-hours × safety factor / GPUs / steps) + a save and a restore of one checkpoint at
+    ``CHECKPOINT_GB_PER_MIN`` + the site's walltime warning lead, so that the warning comes after the work; None
+    without GPUs to estimate it on. Longer than the GPU partition's limit: ``WalltimeError``."""
+    site = jobs.site
+    if site is None or site.gpus_per_node == 0:
+        return None
+    cost, gpus = jobs.cost(run_id), jobs.training_gpu_count(run_id)
+    step_min = cost["gpu_hours"] * site.safety_factor / gpus / jobs.grid.workloads[run_id].train.steps * 60
+    checkpoint_gb = cost["parameters"] * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
+    minutes = math.ceil(
+        PREFLIGHT_BASE_MIN + updates * step_min + 2 * checkpoint_gb / CHECKPOINT_GB_PER_MIN + site.signal_lead_s / 60
+    )
+    limit = site.partition_limit_min(site.gpu_partition)
+    if minutes > limit:
+        raise WalltimeError(
+            f"the preflight job of run {run_id} needs an estimated {minutes} min but partition "
+            f"{site.gpu_partition!r} allows {limit} min; lower the preset's preflight.timed updates or raise "
+            "max_runtime_min in the site file."
+        )
+    return minutes
+
+
+def training_shapes(jobs) -> dict[str, Shape]:
+    """Every pretraining run of the grid ``jobs`` (a ``JobSizing``) sizes, grouped by shape, by shape id; each shape's
+    walltime that of its first run's preflight job of the preset's ``preflight.warmup`` + ``preflight.timed``
+    updates, at least ``PREFLIGHT_RUNTIME_MIN``. Both as sized before the preflight measured anything
+    (``jobs.before_preflight``), so the shapes stay the same after the preflight's throughput resizes the runs."""
+    jobs = jobs.before_preflight
+    grouped: dict[tuple[str, str, int, int], list[str]] = {}
+    for run_id, workload in jobs.grid.pretraining.items():
+        job = jobs.training(run_id, check_preflight=False)
+        grouped.setdefault((workload.family, workload.run.size, job.gpus, job.micro_batch or 0), []).append(run_id)
+    settings = jobs.config.get("preflight", {})
+    updates = settings.get("warmup", DEFAULT_WARMUP) + settings.get("timed", DEFAULT_TIMED)
+    shapes = [
+        Shape(*key, tuple(runs), max(PREFLIGHT_RUNTIME_MIN, preflight_minutes(jobs, runs[0], updates) or 0))
+        for key, runs in grouped.items()
+    ]
+    return {shape.shape_id: shape for shape in shapes}
+
+
+def run_shapes(shapes: dict[str, Shape]) -> dict[str, str]:
+    """Each pretraining run's shape id."""
+    return {run: shape_id for shape_id, shape in shapes.items() for run in shape.runs}
+
+
+@dataclasses.dataclass(frozen=True)
+class StageJob:
+    """One preflight job of ``kind`` (one of ``STAGE_KINDS``): it stands for the ``runs`` grid jobs of that kind and
+    runs like the first of them, ``job`` (a fine-tune, a downstream job, or the pretraining run an analysis reads),
+    on the preflight checkpoint of ``source_shape``; its work is ``pipeline.preflight.stages``'."""
+
+    kind: str
+    job: Workload
+    runs: int
+    source_shape: str
+
+    @property
+    def run_id(self) -> str:
+        """The id of the grid job it runs like: a fine-tune's, else its pretraining run's."""
+        return self.job.model_id
+
+    @property
+    def lm_eval(self) -> bool:
+        """Whether it runs lm-eval: its work imports torch and reads lm-eval's task files and prefetch records."""
+        return self.kind == "downstream"
+
+    def resources(self, sizing):
+        """What ``sizing`` (a ``pipeline.planning.jobs.JobSizing``) gives the grid's jobs of this kind."""
+        if isinstance(self.job, Finetuning):
+            return sizing.training(self.run_id, check_preflight=False)
+        if self.lm_eval:
+            return sizing.downstream(self.run_id, check_preflight=False)
+        return sizing.gpu_analysis(self.kind, self.run_id, check_preflight=False)
+
+    def settings(self, config: dict[str, Any], lm_eval: dict[str, Any]) -> str:
+        """What its verb is given besides paths, as JSON: the fine-tune's spec; the preset's ``downstream`` section
+        with ``lm_eval`` (the task folder and prefetch records) and the pair its run belongs to; or the preset's
+        ``analysis.<kind>`` section."""
+        if isinstance(self.job, Finetuning):
+            return self.job.finetune.to_json()
+        if self.lm_eval:
+            downstream = config["downstream"]
+            pair = next(pair for pair, run_ids in downstream["pairs"].items() if self.run_id in run_ids)
+            return json.dumps(
+                {**downstream, "task_dir": lm_eval["task_dir"], "pair": pair, "prefetched": lm_eval["prefetched"]}
+            )
+        return json.dumps(config["analysis"][self.kind])
+
+
+def stage_jobs(grid: Grid, run_shapes: dict[str, str]) -> dict[str, StageJob]:
+    """The stage jobs of the preset's ``grid`` by kind (a kind the grid has no job of is left out); ``run_shapes``:
+    each pretraining run's shape id."""
+    stands_for: dict[str, list[Workload]] = {
+        f"finetune-{method}": [job for job in grid.finetunes.values() if job.finetune.method == method]
+        for method in FINETUNE_METHODS
+    }
+    stands_for["downstream"] = list(grid.downstream.values())
+    stands_for |= {name: list(runs.values()) for name, runs in grid.analyses.items()}
+    jobs = {}
+    for kind in STAGE_KINDS:
+        covered = [job for job in stands_for[kind] if job.run.run_id in run_shapes]
+        if covered:
+            jobs[kind] = StageJob(kind, covered[0], len(covered), run_shapes[covered[0].run.run_id])
+    return jobs
+
+
+def gpu_hour_bound(jobs: list[tuple[int, int]]) -> float:
+    """The preflight's GPU-hours at most: every job's GPUs (at least one) × its walltime request (``jobs``: GPUs and
+    minutes of each)."""
+    return sum(max(gpus, 1) * minutes for gpus, minutes in jobs) / 60
+
+
+def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]]) -> str:
+    """A fixed-width table of the preflight's jobs: shape (or stage kind), GPUs, micro-batch, walltime, GPU-hours
+    requested, jobs of the grid covered; ``stages``: each stage job and its GPUs (``PREFLIGHT_RUNTIME_MIN`` each)."""
+    header = f"{'shape':<36} {'GPUs':>4} {'micro':>5} {'min':>4} {'GPU-h':>6}  runs"
+    lines = [header, "-" * len(header)]
+    for shape in shapes.values():
+        hours = max(shape.gpus, 1) * shape.minutes / 60
+        lines.append(
+            f"{shape.shape_id:<36} {shape.gpus:>4} {shape.micro_batch:>5} {shape.minutes:>4} {hours:>6.2f}  "
+            f"{len(shape.runs)} ({', '.join(shape.runs)})"
+        )
+    for kind, (job, gpus) in stages.items():
+        lines.append(
+            f"{kind:<36} {gpus:>4} {'-':>5} {PREFLIGHT_RUNTIME_MIN:>4} "
+            f"{max(gpus, 1) * PREFLIGHT_RUNTIME_MIN / 60:>6.2f}  {job.runs} (like {job.run_id}, on the "
+            f"checkpoint of {job.source_shape})"
+        )
+    return "\n".join(lines)
+
+
+def bound_share(bound_hours: float, grid_hours: float) -> float:
+    """The preflight's GPU-hour bound as a share of the grid's (``nan`` for an empty grid)."""
+    return bound_hours / grid_hours if grid_hours > 0 else math.nan
