@@ -1,12 +1,12 @@
 """Measure training tokens/s per GPU of every model a preset trains: the table ``pipeline.planning.cost`` reads.
 
-For each distinct (family, size, num_layers) of the preset's pretraining runs and fine-tunes, the model is built
-(random init, first device) and ``repeats`` train steps (``pipeline.bench.timing.train_step``: the model cast to
-the run's compute dtype by its jmp policy, as Levanter's Trainer does, and the run's AdamW update from Levanter's
-``AdamConfig``) are timed after ``warmup`` compiling ones, on ``micro_batch`` (at most the run's batch size) ×
-seq_len random tokens. Levanter splits a larger batch into such micro-batches, so tokens/s per GPU = micro_batch ×
-seq_len / median step time. A model that does not fit the device is reported and skipped (``pipeline.planning.cost``
-then estimates it).
+For each distinct (family, size, num_layers) of the preset's pretraining runs and fine-tunes, the model is built (random
+init, first device) and ``repeats`` train steps (``pipeline.bench.timing.train_step``: the model cast to the run's
+compute dtype by its jmp policy, as Levanter's Trainer does, and the run's own AdamW update,
+``pipeline.train.setup.optimizer_config``) are timed after ``warmup`` compiling ones, on ``micro_batch`` (at most the
+run's batch size) × seq_len random tokens. Levanter splits a larger batch into such micro-batches, so tokens/s per GPU =
+micro_batch × seq_len / median step time. A model that does not fit the device is reported and skipped
+(``pipeline.planning.cost`` then estimates it).
 
 On a GPU node (JAX's CUDA build installed, README):
 
@@ -55,26 +55,17 @@ def measure_workload(workload: Workload, vocab: int, micro_batch: int, repeats: 
     import jax
     import jmp
     from levanter.models.lm_model import LmExample
-    from levanter.optim import AdamConfig
 
     from pipeline.bench.timing import TrainLoop, summarise, time_interleaved
     from pipeline.models.param_count import count_leaves
+    from pipeline.train.setup import optimizer_config
 
     train = workload.train
     batch_size = min(micro_batch, train.batch_size)
     model_key, data_key, dropout_key = jax.random.split(jax.random.PRNGKey(train.seed), 3)
     config = workload.recipe.build()
     model = eqx.filter_jit(config.build)(hax.Axis("vocab", vocab), key=model_key)
-    optimizer = AdamConfig(
-        learning_rate=train.lr,
-        weight_decay=train.weight_decay,
-        beta1=train.beta1,
-        beta2=train.beta2,
-        epsilon=train.epsilon,
-        warmup=train.warmup_fraction,
-        min_lr_ratio=train.min_lr_ratio,
-        lr_schedule="cosine",
-    ).build(train.steps)
+    optimizer = optimizer_config(train).build(train.steps)
     Batch = hax.Axis("batch", batch_size)
     tokens = hax.random.randint(data_key, (Batch, config.Pos), 0, vocab)
     example = hax.vmap(LmExample.causal, Batch)(tokens)

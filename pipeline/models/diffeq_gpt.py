@@ -12,7 +12,7 @@ import jax.random as jrandom
 from haliax import Axis, NamedArray
 from haliax.jax_utils import maybe_rng_split
 from levanter.layers.attention import AttentionMask
-from levanter.models.gpt2 import Gpt2Attention, Gpt2Config, Gpt2Embeddings, Gpt2Mlp
+from levanter.models.gpt2 import Gpt2Attention, Gpt2Config, Gpt2Mlp
 from levanter.models.lm_model import LmConfig
 from levanter.utils.activation import ActivationFunctionEnum
 
@@ -49,9 +49,7 @@ class DiffEqGptConfig(Gpt2Dimensions, LmConfig["DiffEqGptLMHeadModel"]):
     TimeEmbed = property(lambda self: Axis(name="time_embed", size=self.time_embed_dim))
     Sinusoidal = property(lambda self: Axis(name="sinusoidal", size=self.sinusoidal_dim))
 
-    @property
-    def model_type(self) -> type["DiffEqGptLMHeadModel"]:
-        return DiffEqGptLMHeadModel
+    model_type = property(lambda self: DiffEqGptLMHeadModel)
 
 
 class ParallelGptBlock(eqx.Module):
@@ -177,9 +175,7 @@ class DiffEqGptTransformer(eqx.Module):
 
     @staticmethod
     def init(config: DiffEqGptConfig, *, key) -> "DiffEqGptTransformer":
-        field = DiffEqGptField.init(config, key=key)
-        ln_f = hnn.LayerNorm.init(config.Embed, eps=config.layer_norm_epsilon, use_bias=config.use_bias)
-        return DiffEqGptTransformer(config, field, ln_f)
+        return DiffEqGptTransformer(config, DiffEqGptField.init(config, key=key), config.final_norm())
 
     def __call__(self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None) -> NamedArray:
         keys = maybe_rng_split(key, self.config.num_layers) if key is not None else None
@@ -191,9 +187,3 @@ class DiffEqGptLMHeadModel(GptHeadModel):
     """Learned token + position embeddings, the Euler-solved DiffEqFormer, and the tied unembedding."""
 
     transformer: DiffEqGptTransformer
-
-    @classmethod
-    def init(cls, Vocab: Axis, config: DiffEqGptConfig, *, key) -> "DiffEqGptLMHeadModel":
-        k_t, k_embeddings = jrandom.split(key)
-        embeddings = Gpt2Embeddings.init(Vocab, config.gpt2(), key=k_embeddings)
-        return cls(DiffEqGptTransformer.init(config, key=k_t), embeddings)

@@ -3,9 +3,6 @@
 x_k = x_{k-1} + dt·f(t_k, x_{k-1}), t_k = k/L, with the authors' chained norms (docs/paper.md#llama-layer)
 f(t, x) = Attn_t(a) + SwiGLU_t(RMSNorm2_t(a)), a = RMSNorm1_t(x), or (``chained_norms`` off) the GPT-style
 f(t, x) = Attn_t(RMSNorm1_t(x)) + SwiGLU_t(RMSNorm2_t(x)).
-
-Longer than 300 lines because one model family lives in one file (config, layers, transformer, LM head), as
-Levanter keeps each of its models.
 """
 
 import dataclasses
@@ -21,7 +18,6 @@ from levanter.layers.rotary import DefaultRotaryEmbeddingsConfig, RotaryEmbeddin
 from levanter.models.llama import LlamaConfig, LlamaMlp
 from levanter.models.lm_model import LmConfig
 from levanter.utils.activation import ActivationFunctionEnum
-from levanter.utils.flop_utils import lm_flops_per_token
 
 from .heads import LlamaHeadModel
 from .time_embedding import EulerField, TimeMlp
@@ -30,17 +26,9 @@ from .time_linear import TimeLinear
 from .time_norm import TimeRmsNorm
 
 
-@LmConfig.register_subclass("diffeq_llama")
 @dataclass(frozen=True)
-class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
-    """Llama-shaped DiffEqFormer (defaults: the paper's Llama-1B with D = 96, S = 256).
-
-    ``num_layers`` is the number L of Euler steps; embeddings are untied like LlamaConfig's default. The layer
-    defaults are the authors' (docs/paper.md#llama-layer): ``chained_norms`` (the MLP reads RMSNorm2(RMSNorm1(x))),
-    ``norm_shift`` (the time-dependent RMSNorm has a shift h(t)·F_b), eps 1e-6 in the layer and
-    ``final_norm_epsilon`` 1e-5 in the final RMSNorm (the authors' final norm takes LlamaConfig's default).
-    ``time_grid`` computes the Euler times (``time_embedding.TIME_GRIDS``).
-    """
+class LlamaDimensions:
+    """The LlamaConfig fields of DiffEqFormer-Llama, with its defaults (the paper's Llama-1B); ``num_layers`` is L."""
 
     seq_len: int = 2048
     hidden_dim: int = 2048
@@ -59,6 +47,27 @@ class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
     use_bias: bool = False
     rope: RotaryEmbeddingsConfig = dataclasses.field(default_factory=DefaultRotaryEmbeddingsConfig)
 
+    def llama(self) -> LlamaConfig:
+        """The LlamaConfig of the same dimensions, for the reused Levanter modules (embeddings, attention, MLP)."""
+        return LlamaConfig(**{field.name: getattr(self, field.name) for field in dataclasses.fields(LlamaDimensions)})
+
+    def flops_per_token(self, vocab_size: int) -> float:
+        """A Llama forward of L layers: weight generation is once per batch, not per token."""
+        return self.llama().flops_per_token(vocab_size)
+
+
+@LmConfig.register_subclass("diffeq_llama")
+@dataclass(frozen=True)
+class DiffEqLlamaConfig(LlamaDimensions, LmConfig["DiffEqLlamaLMHeadModel"]):
+    """Llama-shaped DiffEqFormer (defaults: the paper's Llama-1B with D = 96, S = 256).
+
+    ``num_layers`` is the number L of Euler steps; embeddings are untied like LlamaConfig's default. The layer
+    defaults are the authors' (docs/paper.md#llama-layer): ``chained_norms`` (the MLP reads RMSNorm2(RMSNorm1(x))),
+    ``norm_shift`` (the time-dependent RMSNorm has a shift h(t)·F_b), eps 1e-6 in the layer and
+    ``final_norm_epsilon`` 1e-5 in the final RMSNorm (the authors' final norm takes LlamaConfig's default).
+    ``time_grid`` computes the Euler times (``time_embedding.TIME_GRIDS``).
+    """
+
     time_embed_dim: int = 96
     sinusoidal_dim: int = 256
     shared_time_mlp: bool = False
@@ -75,52 +84,15 @@ class DiffEqLlamaConfig(LmConfig["DiffEqLlamaLMHeadModel"]):
     Mlp = property(lambda self: Axis(name="mlp", size=self.intermediate_dim))
     TimeEmbed = property(lambda self: Axis(name="time_embed", size=self.time_embed_dim))
     Sinusoidal = property(lambda self: Axis(name="sinusoidal", size=self.sinusoidal_dim))
+    model_type = property(lambda self: DiffEqLlamaLMHeadModel)
 
     def __post_init__(self):
         if self.num_heads % self.num_kv_heads != 0:
             raise ValueError(f"num_heads={self.num_heads} is not divisible by num_kv_heads={self.num_kv_heads}.")
 
-    @property
-    def model_type(self) -> type["DiffEqLlamaLMHeadModel"]:
-        return DiffEqLlamaLMHeadModel
-
-    def llama(self) -> LlamaConfig:
-        """The LlamaConfig of the same dimensions, for the reused Levanter modules (embeddings, attention, MLP)."""
-        return LlamaConfig(
-            seq_len=self.seq_len,
-            hidden_dim=self.hidden_dim,
-            intermediate_dim=self.intermediate_dim,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            num_kv_heads=self.num_kv_heads,
-            activation_function=self.activation_function,
-            initializer_range=self.initializer_range,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            tie_word_embeddings=self.tie_word_embeddings,
-            upcast_attn=self.upcast_attn,
-            attn_backend=self.attn_backend,
-            flash_attention_block_size=self.flash_attention_block_size,
-            gradient_checkpointing=self.gradient_checkpointing,
-            use_bias=self.use_bias,
-            rope=self.rope,
-        )
-
     def final_norm(self) -> hnn.RmsNorm:
         """The final RMSNorm of the transformer, eps ``final_norm_epsilon``."""
         return dataclasses.replace(self.llama(), layer_norm_epsilon=self.final_norm_epsilon).mk_LayerNorm(self.Embed)
-
-    def flops_per_token(self, vocab_size: int) -> float:
-        """A Llama forward of L layers: weight generation is once per batch, not per token."""
-        return lm_flops_per_token(
-            hidden_dim=self.hidden_dim,
-            intermediate_dim=self.intermediate_dim,
-            num_layers=self.num_layers,
-            num_kv_heads=self.num_kv_heads,
-            num_heads=self.num_heads,
-            seq_len=self.seq_len,
-            vocab_size=vocab_size,
-            glu=True,
-        )
 
 
 class ParallelLlamaBlock(eqx.Module):
@@ -288,9 +260,3 @@ class DiffEqLlamaLMHeadModel(LlamaHeadModel):
     """Token embeddings (no positions: RoPE), the Euler-solved DiffEqFormer, and the (untied) unembedding."""
 
     transformer: DiffEqLlamaTransformer
-
-    @classmethod
-    def init(cls, Vocab: Axis, config: DiffEqLlamaConfig, *, key) -> "DiffEqLlamaLMHeadModel":
-        k_t, k_head = jrandom.split(key)
-        embeddings, lm_head = cls.init_head(Vocab, config.llama(), key=k_head)
-        return cls(DiffEqLlamaTransformer.init(config, key=k_t), embeddings, lm_head)

@@ -14,12 +14,11 @@ import equinox as eqx
 import haliax as hax
 import haliax.nn as hnn
 import jax
-import jax.random as jrandom
-from haliax import Axis, NamedArray
+from haliax import NamedArray
 from haliax.jax_utils import maybe_rng_split, shaped_rng_split
 from levanter.layers.attention import AttentionMask
 from levanter.lora import LowRankLinear
-from levanter.models.gpt2 import Gpt2Config, Gpt2Embeddings
+from levanter.models.gpt2 import Gpt2Config
 from levanter.models.llama import LlamaConfig
 from levanter.models.lm_model import LmConfig
 
@@ -33,13 +32,13 @@ LLAMA_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_p
 """Linear layers of a discretised Llama-style DiffEqFormer, as ``LoraConfig.target_modules``."""
 
 
-@LmConfig.register_subclass("discrete_diffeq_gpt")
 @dataclass(frozen=True)
-class DiscreteDiffEqGptConfig(LmConfig["DiscreteDiffEqGptLMHeadModel"]):
-    """A GPT-style DiffEqFormer (``source``) discretised with ``num_steps`` = N' Euler steps; ``step_scaling`` is
-    where dt' goes (``time_embedding.STEP_SCALINGS``)."""
+class DiscreteConfig:
+    """What both discretised configs share: a DiffEqFormer ``source`` (its type and default set by each) discretised
+    with ``num_steps`` = N' Euler steps, ``step_scaling`` saying where dt' goes (``time_embedding.STEP_SCALINGS``);
+    the source's axes with N' layers."""
 
-    source: DiffEqGptConfig = dataclasses.field(default_factory=DiffEqGptConfig)
+    source: LmConfig | None = None
     num_steps: int = 12
     step_scaling: str = "output"
 
@@ -50,9 +49,18 @@ class DiscreteDiffEqGptConfig(LmConfig["DiscreteDiffEqGptLMHeadModel"]):
     Embed = property(lambda self: self.source.Embed)
     Layers = property(lambda self: self.source.Layers.resize(self.num_steps))
 
-    @property
-    def model_type(self) -> type["DiscreteDiffEqGptLMHeadModel"]:
-        return DiscreteDiffEqGptLMHeadModel
+    def flops_per_token(self, vocab_size: int) -> float:
+        return dataclasses.replace(self.source, num_layers=self.num_steps).flops_per_token(vocab_size)
+
+
+@LmConfig.register_subclass("discrete_diffeq_gpt")
+@dataclass(frozen=True)
+class DiscreteDiffEqGptConfig(DiscreteConfig, LmConfig["DiscreteDiffEqGptLMHeadModel"]):
+    """A GPT-style DiffEqFormer (``source``) discretised (``DiscreteConfig``)."""
+
+    source: DiffEqGptConfig = dataclasses.field(default_factory=DiffEqGptConfig)
+
+    model_type = property(lambda self: DiscreteDiffEqGptLMHeadModel)
 
     def gpt2(self) -> Gpt2Config:
         """The source's Gpt2Config, which the reused per-layer Levanter modules keep as a static field.
@@ -62,37 +70,20 @@ class DiscreteDiffEqGptConfig(LmConfig["DiscreteDiffEqGptLMHeadModel"]):
         """
         return self.source.gpt2()
 
-    def flops_per_token(self, vocab_size: int) -> float:
-        return dataclasses.replace(self.source, num_layers=self.num_steps).flops_per_token(vocab_size)
-
 
 @LmConfig.register_subclass("discrete_diffeq_llama")
 @dataclass(frozen=True)
-class DiscreteDiffEqLlamaConfig(LmConfig["DiscreteDiffEqLlamaLMHeadModel"]):
-    """A Llama-style DiffEqFormer (``source``) discretised with ``num_steps`` = N' Euler steps; ``step_scaling`` is
-    where dt' goes (``time_embedding.STEP_SCALINGS``)."""
+class DiscreteDiffEqLlamaConfig(DiscreteConfig, LmConfig["DiscreteDiffEqLlamaLMHeadModel"]):
+    """A Llama-style DiffEqFormer (``source``) discretised (``DiscreteConfig``)."""
 
     source: DiffEqLlamaConfig = dataclasses.field(default_factory=DiffEqLlamaConfig)
     num_steps: int = 16
-    step_scaling: str = "output"
 
-    block_step = property(lambda self: 1.0 / self.num_steps if self.step_scaling == "output" else 1.0)
-
-    Pos = property(lambda self: self.source.Pos)
-    KeyPos = property(lambda self: self.source.KeyPos)
-    Embed = property(lambda self: self.source.Embed)
-    Layers = property(lambda self: self.source.Layers.resize(self.num_steps))
-
-    @property
-    def model_type(self) -> type["DiscreteDiffEqLlamaLMHeadModel"]:
-        return DiscreteDiffEqLlamaLMHeadModel
+    model_type = property(lambda self: DiscreteDiffEqLlamaLMHeadModel)
 
     def llama(self) -> LlamaConfig:
         """The LlamaConfig of the discrete model: the source's dimensions with N' layers."""
         return dataclasses.replace(self.source.llama(), num_layers=self.num_steps)
-
-    def flops_per_token(self, vocab_size: int) -> float:
-        return dataclasses.replace(self.source, num_layers=self.num_steps).flops_per_token(vocab_size)
 
 
 class DiscreteGptTransformer(eqx.Module):
@@ -108,8 +99,7 @@ class DiscreteGptTransformer(eqx.Module):
         blocks = hnn.Stacked.init(config.Layers, ParallelGptBlock, gradient_checkpointing=gpt2.gradient_checkpointing)(
             gpt2, key=shaped_rng_split(key, config.num_steps), step=config.block_step
         )
-        ln_f = hnn.LayerNorm.init(config.Embed, eps=gpt2.layer_norm_epsilon, use_bias=gpt2.use_bias)
-        return DiscreteGptTransformer(config, blocks, ln_f)
+        return DiscreteGptTransformer(config, blocks, config.source.final_norm())
 
     def __call__(self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None) -> NamedArray:
         keys = maybe_rng_split(key, self.config.num_steps) if key is not None else None
@@ -117,16 +107,10 @@ class DiscreteGptTransformer(eqx.Module):
 
 
 class DiscreteDiffEqGptLMHeadModel(GptHeadModel):
-    """A discretised GPT-style DiffEqFormer: Gpt2Embeddings, N' parallel blocks, tied unembedding."""
+    """A discretised GPT-style DiffEqFormer: Gpt2Embeddings, N' parallel blocks, tied unembedding. ``init`` (Levanter's
+    GPT-2 init) gives a template for loading a discretised checkpoint."""
 
     transformer: DiscreteGptTransformer
-
-    @classmethod
-    def init(cls, Vocab: Axis, config: DiscreteDiffEqGptConfig, *, key) -> "DiscreteDiffEqGptLMHeadModel":
-        """Randomly initialised (Levanter's GPT-2 init): a template for loading a discretised checkpoint."""
-        k_t, k_embeddings = jrandom.split(key)
-        embeddings = Gpt2Embeddings.init(Vocab, config.gpt2(), key=k_embeddings)
-        return cls(DiscreteGptTransformer.init(config, key=k_t), embeddings)
 
 
 class DiscreteLlamaTransformer(eqx.Module):
@@ -158,16 +142,10 @@ class DiscreteLlamaTransformer(eqx.Module):
 
 
 class DiscreteDiffEqLlamaLMHeadModel(LlamaHeadModel):
-    """A discretised Llama-style DiffEqFormer: token embeddings, N' parallel blocks, unembedding."""
+    """A discretised Llama-style DiffEqFormer: token embeddings, N' parallel blocks, unembedding. ``init`` (Levanter's
+    Llama init) gives a template for loading a discretised checkpoint."""
 
     transformer: DiscreteLlamaTransformer
-
-    @classmethod
-    def init(cls, Vocab: Axis, config: DiscreteDiffEqLlamaConfig, *, key) -> "DiscreteDiffEqLlamaLMHeadModel":
-        """Randomly initialised (Levanter's Llama init): a template for loading a discretised checkpoint."""
-        k_t, k_head = jrandom.split(key)
-        embeddings, lm_head = cls.init_head(Vocab, config.llama(), key=k_head)
-        return cls(DiscreteLlamaTransformer.init(config, key=k_t), embeddings, lm_head)
 
 
 def discretize(

@@ -1,14 +1,15 @@
 """The GPT-2 dimensions shared by the GPT-2-flavoured models of this package (DiffEqFormer, weight sharing): the
-fields of Levanter's ``Gpt2Config``, the ``Gpt2Config`` itself for the reused Levanter modules, and the FLOPs."""
+fields of Levanter's ``Gpt2Config``, the ``Gpt2Config`` itself for the reused Levanter modules, the final norm and the
+FLOPs."""
 
 import dataclasses
 from dataclasses import dataclass
 
+import haliax.nn as hnn
 from haliax import Axis
 from levanter.layers.attention import AttentionBackend
 from levanter.models.gpt2 import Gpt2Config
 from levanter.utils.activation import ActivationFunctionEnum
-from levanter.utils.flop_utils import lm_flops_per_token
 
 
 @dataclass(frozen=True)
@@ -43,16 +44,11 @@ class Gpt2Dimensions:
         block)."""
         return Gpt2Config(**{field.name: getattr(self, field.name) for field in dataclasses.fields(Gpt2Dimensions)})
 
+    def final_norm(self) -> hnn.LayerNorm:
+        """The final LayerNorm of the transformer."""
+        return hnn.LayerNorm.init(self.Embed, eps=self.layer_norm_epsilon, use_bias=self.use_bias)
+
     def flops_per_token(self, vocab_size: int) -> float:
         """A GPT-2 forward of L layers: weight sharing computes the same, and DiffEqFormer generates its weights
         once per batch, not per token (App. D.1)."""
-        return lm_flops_per_token(
-            hidden_dim=self.hidden_dim,
-            intermediate_dim=self.hidden_dim * self.mlp_scale,
-            num_layers=self.num_layers,
-            num_kv_heads=self.num_heads,
-            num_heads=self.num_heads,
-            seq_len=self.seq_len,
-            vocab_size=vocab_size,
-            glu=False,
-        )
+        return self.gpt2().flops_per_token(vocab_size)

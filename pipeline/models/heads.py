@@ -1,10 +1,13 @@
 """Embedding/unembedding shells shared by the GPT-style and Llama-style models of this package.
 
 Each wraps a ``transformer`` (hidden states in → final normalised hidden states out) between Levanter's
-embeddings and the LM head, and defaults ``attn_mask`` to the causal mask.
+embeddings and the LM head, and defaults ``attn_mask`` to the causal mask. ``init`` draws the embeddings (and head)
+with Levanter's initialisers and the transformer by its own ``init``: the type the subclass declares for it.
 """
 
+import abc
 import dataclasses
+import typing
 
 import equinox as eqx
 import haliax as hax
@@ -15,23 +18,27 @@ from haliax import Axis, NamedArray
 from haliax.jax_utils import maybe_rng_split
 from levanter.layers.attention import AttentionMask
 from levanter.models.gpt2 import Gpt2Embeddings
-from levanter.models.llama import LlamaConfig, LlamaEmbedding
+from levanter.models.llama import LlamaEmbedding
 from levanter.models.lm_model import LmHeadModel
 
 
-class GptHeadModel(LmHeadModel):
-    """Token + learned absolute position embeddings (Gpt2Embeddings) and the tied unembedding."""
+class HeadModel(LmHeadModel):
+    """The part both shells share: the config is the transformer's, the vocabulary the embeddings'."""
 
     transformer: eqx.Module
-    embeddings: Gpt2Embeddings
+    embeddings: eqx.Module
 
-    @property
-    def config(self):
-        return self.transformer.config
+    config = property(lambda self: self.transformer.config)
+    Vocab = property(lambda self: self.embeddings.Vocab)
 
-    @property
-    def Vocab(self) -> Axis:
-        return self.embeddings.Vocab
+    @classmethod
+    def transformer_init(cls, config, *, key) -> eqx.Module:
+        """The subclass's transformer (its ``transformer`` field's type), randomly initialised."""
+        return typing.get_type_hints(cls)["transformer"].init(config, key=key)
+
+    @abc.abstractmethod
+    def hidden_states(self, input_ids: NamedArray, attn_mask, key, pos_ids: NamedArray | None) -> NamedArray:
+        """The transformer's output on the embedded ``input_ids``."""
 
     def activations(
         self,
@@ -42,11 +49,25 @@ class GptHeadModel(LmHeadModel):
         pos_ids: NamedArray | None = None,
     ) -> NamedArray:
         """Final hidden states; ``attn_mask`` defaults to the causal mask."""
+        return self.hidden_states(input_ids, AttentionMask.causal() if attn_mask is None else attn_mask, key, pos_ids)
+
+
+class GptHeadModel(HeadModel):
+    """Token + learned absolute position embeddings (Gpt2Embeddings) and the tied unembedding."""
+
+    embeddings: Gpt2Embeddings
+
+    @classmethod
+    def init(cls, Vocab: Axis, config, *, key) -> "GptHeadModel":
+        """Levanter's GPT-2 embeddings and the transformer, randomly initialised."""
+        k_t, k_embeddings = jrandom.split(key)
+        embeddings = Gpt2Embeddings.init(Vocab, config.gpt2(), key=k_embeddings)
+        return cls(cls.transformer_init(config, key=k_t), embeddings)
+
+    def hidden_states(self, input_ids: NamedArray, attn_mask, key, pos_ids: NamedArray | None) -> NamedArray:
         k_embed, k_transformer = maybe_rng_split(key, 2)
         if pos_ids is None:
             pos_ids = hax.arange(input_ids.resolve_axis("position"), dtype=jnp.int32)
-        if attn_mask is None:
-            attn_mask = AttentionMask.causal()
         x = self.embeddings.embed(input_ids, pos_ids=pos_ids, key=k_embed)
         return self.transformer(x, attn_mask, key=k_transformer)
 
@@ -57,42 +78,26 @@ class GptHeadModel(LmHeadModel):
         return dataclasses.replace(self, embeddings=self.embeddings.resize_embeddings(new_size, key=key))
 
 
-class LlamaHeadModel(LmHeadModel):
+class LlamaHeadModel(HeadModel):
     """Token embeddings only (positions come from RoPE) and an unembedding, untied unless configured."""
 
-    transformer: eqx.Module
     embeddings: LlamaEmbedding
     lm_head: hnn.Linear | None
 
-    @property
-    def config(self):
-        return self.transformer.config
-
-    @property
-    def Vocab(self) -> Axis:
-        return self.embeddings.Vocab
-
-    @staticmethod
-    def init_head(Vocab: Axis, config: LlamaConfig, *, key) -> tuple[LlamaEmbedding, hnn.Linear | None]:
-        """Levanter's Llama token embeddings and, unless tied, the separate unembedding."""
-        k_emb, k_head = jrandom.split(key)
-        embeddings = LlamaEmbedding.init(Vocab, config, key=k_emb)
+    @classmethod
+    def init(cls, Vocab: Axis, config, *, key) -> "LlamaHeadModel":
+        """Levanter's Llama token embeddings, unless tied the separate unembedding, and the transformer, randomly
+        initialised."""
+        k_t, k_embeddings = jrandom.split(key)
+        k_emb, k_head = jrandom.split(k_embeddings)
+        llama = config.llama()
+        embeddings = LlamaEmbedding.init(Vocab, llama, key=k_emb)
         lm_head = None
-        if not config.tie_word_embeddings:
-            lm_head = hnn.Linear.init(In=config.Embed, Out=Vocab, key=k_head, use_bias=False, out_first=True)
-        return embeddings, lm_head
+        if not llama.tie_word_embeddings:
+            lm_head = hnn.Linear.init(In=llama.Embed, Out=Vocab, key=k_head, use_bias=False, out_first=True)
+        return cls(cls.transformer_init(config, key=k_t), embeddings, lm_head)
 
-    def activations(
-        self,
-        input_ids: NamedArray,
-        attn_mask: AttentionMask | NamedArray | None = None,
-        *,
-        key=None,
-        pos_ids: NamedArray | None = None,
-    ) -> NamedArray:
-        """Final hidden states; ``attn_mask`` defaults to the causal mask."""
-        if attn_mask is None:
-            attn_mask = AttentionMask.causal()
+    def hidden_states(self, input_ids: NamedArray, attn_mask, key, pos_ids: NamedArray | None) -> NamedArray:
         return self.transformer(self.embeddings.embed(input_ids), attn_mask, key=key, pos_ids=pos_ids)
 
     def get_lm_head(self) -> NamedArray:

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 import equinox as eqx
 import haliax as hax
 import haliax.nn as hnn
-import jax.random as jrandom
-from haliax import Axis, NamedArray
+from haliax import NamedArray
 from haliax.jax_utils import maybe_rng_split
 from levanter.layers.attention import AttentionMask
-from levanter.models.gpt2 import Gpt2Block, Gpt2Embeddings
+from levanter.models.gpt2 import Gpt2Block
 from levanter.models.lm_model import LmConfig
 
 from .diffeq_gpt import ParallelGptBlock
@@ -27,14 +26,20 @@ from .gpt2_dimensions import Gpt2Dimensions
 from .heads import GptHeadModel
 
 
+def fold_block(apply, config: Gpt2Dimensions, block, x: NamedArray, attn_mask, key) -> NamedArray:
+    """x ↦ ``apply(x, block, attn_mask, layer_idx, key)`` for layer_idx = 0..L-1: one block at every layer, each
+    application rematerialised."""
+    keys = maybe_rng_split(key, config.num_layers) if key is not None else None
+    policy = hax.ScanCheckpointPolicy.from_bool_or_str(config.gradient_checkpointing)
+    return hax.fold(apply, config.Layers, remat=policy)(x, block, attn_mask, hax.arange(config.Layers), keys)
+
+
 @LmConfig.register_subclass("shared_gpt")
 @dataclass(frozen=True)
 class SharedGptConfig(Gpt2Dimensions, LmConfig["SharedGptLMHeadModel"]):
     """Gpt2Config's fields; ``num_layers`` is how many times the single block is applied."""
 
-    @property
-    def model_type(self) -> type["SharedGptLMHeadModel"]:
-        return SharedGptLMHeadModel
+    model_type = property(lambda self: SharedGptLMHeadModel)
 
 
 class SharedGptTransformer(eqx.Module):
@@ -46,20 +51,13 @@ class SharedGptTransformer(eqx.Module):
 
     @staticmethod
     def init(config: SharedGptConfig, *, key) -> "SharedGptTransformer":
-        gpt2 = config.gpt2()
-        ln_f = hnn.LayerNorm.init(config.Embed, eps=config.layer_norm_epsilon, use_bias=config.use_bias)
-        return SharedGptTransformer(config, Gpt2Block.init(gpt2, key=key), ln_f)
+        return SharedGptTransformer(config, Gpt2Block.init(config.gpt2(), key=key), config.final_norm())
 
     def __call__(self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None) -> NamedArray:
-        keys = maybe_rng_split(key, self.config.num_layers) if key is not None else None
-
         def apply_block(x, block, mask, layer_idx, key):
             return block(x, mask, layer_idx, key=key)
 
-        policy = hax.ScanCheckpointPolicy.from_bool_or_str(self.config.gradient_checkpointing)
-        fold = hax.fold(apply_block, self.config.Layers, remat=policy)
-        x = fold(x, self.block, attn_mask, hax.arange(self.config.Layers), keys)
-        return self.ln_f(x)
+        return self.ln_f(fold_block(apply_block, self.config, self.block, x, attn_mask, key))
 
 
 class SharedGptLMHeadModel(GptHeadModel):
@@ -67,21 +65,13 @@ class SharedGptLMHeadModel(GptHeadModel):
 
     transformer: SharedGptTransformer
 
-    @classmethod
-    def init(cls, Vocab: Axis, config: SharedGptConfig, *, key) -> "SharedGptLMHeadModel":
-        k_t, k_embeddings = jrandom.split(key)
-        embeddings = Gpt2Embeddings.init(Vocab, config.gpt2(), key=k_embeddings)
-        return cls(SharedGptTransformer.init(config, key=k_t), embeddings)
-
 
 @LmConfig.register_subclass("shared_ode_gpt")
 @dataclass(frozen=True)
 class SharedOdeGptConfig(Gpt2Dimensions, LmConfig["SharedOdeGptLMHeadModel"]):
     """Gpt2Config's fields; ``num_layers`` is the number L of Euler steps of the shared field (dt = 1/L)."""
 
-    @property
-    def model_type(self) -> type["SharedOdeGptLMHeadModel"]:
-        return SharedOdeGptLMHeadModel
+    model_type = property(lambda self: SharedOdeGptLMHeadModel)
 
 
 class SharedOdeGptTransformer(eqx.Module):
@@ -95,27 +85,16 @@ class SharedOdeGptTransformer(eqx.Module):
     @staticmethod
     def init(config: SharedOdeGptConfig, *, key) -> "SharedOdeGptTransformer":
         block = ParallelGptBlock.init(config.gpt2(), key=key, step=1.0 / config.num_layers)
-        ln_f = hnn.LayerNorm.init(config.Embed, eps=config.layer_norm_epsilon, use_bias=config.use_bias)
-        return SharedOdeGptTransformer(config, block, ln_f)
+        return SharedOdeGptTransformer(config, block, config.final_norm())
 
     def __call__(self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None) -> NamedArray:
-        keys = maybe_rng_split(key, self.config.num_layers) if key is not None else None
-
-        def euler_step(x, block, mask, key):
+        def euler_step(x, block, mask, layer_idx, key):
             return block(x, mask, key=key)
 
-        policy = hax.ScanCheckpointPolicy.from_bool_or_str(self.config.gradient_checkpointing)
-        fold = hax.fold(euler_step, self.config.Layers, remat=policy)
-        return self.ln_f(fold(x, self.block, attn_mask, keys))
+        return self.ln_f(fold_block(euler_step, self.config, self.block, x, attn_mask, key))
 
 
 class SharedOdeGptLMHeadModel(GptHeadModel):
     """GPT-2 embeddings, the shared-field Euler solve, and the tied unembedding."""
 
     transformer: SharedOdeGptTransformer
-
-    @classmethod
-    def init(cls, Vocab: Axis, config: SharedOdeGptConfig, *, key) -> "SharedOdeGptLMHeadModel":
-        k_t, k_embeddings = jrandom.split(key)
-        embeddings = Gpt2Embeddings.init(Vocab, config.gpt2(), key=k_embeddings)
-        return cls(SharedOdeGptTransformer.init(config, key=k_t), embeddings)
