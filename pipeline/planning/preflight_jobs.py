@@ -1,4 +1,4 @@
-"""The preflight's jobs in the grid (docs/planning.md#the-preflight): one ``Shape`` per distinct training job shape
+"""The preflight's jobs in the grid (docs/cluster.md#preflight): one ``Shape`` per distinct training job shape
 (``training_shapes``: family × size × GPUs × micro-batch, as job sizing places the grid's pretraining runs) and one
 ``StageJob`` per kind of job after pretraining (``stage_jobs``), each with the walltime its job asks for, and the
 GPU-hours they are bounded by."""
