@@ -33,7 +33,7 @@ from pipeline.report.power import Plan, planned_claims, powered_family, preset_s
 from pipeline.report.secondary_claims import ablation_claims, lambada_claims, memory_claims
 from pipeline.report.seeded_claims import seeded_claims
 from pipeline.report.table_views import TableFiles
-from pipeline.report.tidy_inputs import read_csv
+from pipeline.report.tidy_inputs import RUN_COLUMNS, read_csv
 
 
 @dataclass
@@ -84,24 +84,7 @@ def decide(claims: list[dict], plans: list[Plan], seeds: dict[str, int]) -> tupl
 def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
     """Claims, then numbers: claims (1)-(7) (``seeded_claims``, decided by ``decide``), the secondary claims, then
     the paper's numbers beside ours. ``card.attrs["family"]`` names the Holm family."""
-    runs = read_csv(
-        inputs.runs_csv,
-        [
-            "run_id",
-            "group",
-            "family",
-            "size",
-            "role",
-            "ablation",
-            "parameters",
-            "seed",
-            "val_loss",
-            "val_ppl",
-            "mean_tokens_per_s",
-            "dataset",
-        ],
-        "the pretrain run list",
-    )
+    runs = read_csv(inputs.runs_csv, RUN_COLUMNS, "the pretrain run list")
     config = load_preset({"preset": inputs.preset})
     claims, family = decide(
         seeded_claims(

@@ -25,10 +25,15 @@ from pipeline.report.tidy_inputs import (
 DATASET_TABLES = {"wt103": "Table 1: WikiText-103", "owt": "Table 2: OpenWebText"}
 DATASET_LABELS = {"wt103": "WikiText-103", "owt": "OpenWebText"}
 SIZE_ORDER = ["small", "medium", "large", "llama1b", "ft18", "ft24"]
+SIZE_RANK = {size: rank for rank, size in enumerate(SIZE_ORDER)}
 DOWNSTREAM_TABLES = {
     "gpt-large": "Table 4: downstream accuracy, GPT-large pair",
     "llama-1b": "Table 5: downstream accuracy, Llama-1B pair",
 }
+
+
+def millions(count: int) -> str:
+    return f"{count / 1e6:.2f}M"
 
 
 def ordered(frame: pd.DataFrame, index: list[str], columns: list[str]) -> pd.DataFrame:
@@ -43,7 +48,7 @@ def perplexity_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Tidy Tables 1-2: the paper's rows (role ``table``), sorted by dataset, size and family."""
     table = runs[runs["role"] == "table"].copy()
     table["model"] = table["family"].map(FAMILY_LABELS)
-    table["size_rank"] = table["size"].map({size: rank for rank, size in enumerate(SIZE_ORDER)})
+    table["size_rank"] = table["size"].map(SIZE_RANK)
     table["family_rank"] = table["family"].map({family: rank for rank, family in enumerate(FAMILY_LABELS)})
     table = table.sort_values(["dataset", "size_rank", "family_rank"], ascending=[False, True, True])
     return table[["dataset", "size", "family", "model", "run_id", "parameters", "tokens_seen", "val_ppl"]]
@@ -53,9 +58,9 @@ def perplexity_cell(perplexities: list[float], parameters: int) -> str:
     """'ppl (params)' of one run; over several seeds 'mean ± half-width (params, n seeds)', the half-width of the
     95 % t-interval of the mean (``pipeline.report.intervals``)."""
     if len(perplexities) == 1:
-        return f"{perplexities[0]:.2f} ({parameters / 1e6:.2f}M)"
+        return f"{perplexities[0]:.2f} ({millions(parameters)})"
     interval = t_interval(perplexities)
-    return f"{interval.mean:.2f} ± {interval.high - interval.mean:.2f} ({parameters / 1e6:.2f}M, {interval.n} seeds)"
+    return f"{interval.mean:.2f} ± {interval.high - interval.mean:.2f} ({millions(parameters)}, {interval.n} seeds)"
 
 
 def perplexity_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -88,15 +93,18 @@ def write_perplexity_tables(summaries: list[Path], *, out: TableFiles) -> None:
     )
 
 
-def levanter_1_1_count(
-    family: str, parameters: int, num_layers: int, hidden_dim: int, num_heads: int, seq_len: int
-) -> int:
-    """Parameters as Levanter 1.1 counted them for Table 3 (docs/paper.md#parameter-counts): its Llama layers stored
-    the RoPE cos/sin caches (seq_len × head size each) as leaves of every layer, so the count adds L·2·seq_len·head_size
-    to the trainable parameters (Llama-1B: 16·2·2048·128 = 8.39 M); GPT models have no such cache."""
-    if family not in LLAMA_FAMILIES:
+def levanter_1_1_count(model: dict, parameters: int) -> int:
+    """Parameters of a run of resolved ModelSpec ``model`` as Levanter 1.1 counted them for Table 3
+    (docs/paper.md#parameter-counts): its Llama layers stored the RoPE cos/sin caches (seq_len × head size each) as
+    leaves of every layer, so the count adds L·2·seq_len·head_size to the trainable parameters (Llama-1B:
+    16·2·2048·128 = 8.39 M); GPT models have no such cache."""
+    if model["family"] not in LLAMA_FAMILIES:
         return parameters
-    return parameters + num_layers * 2 * seq_len * (hidden_dim // num_heads)
+    return parameters + model["num_layers"] * 2 * model["seq_len"] * (model["hidden_dim"] // model["num_heads"])
+
+
+SHAPE_COLUMNS = {"num_layers": "layers", "hidden_dim": "hidden_dim", "num_heads": "heads", "seq_len": "seq_len"}
+"""Table 3's shape columns, by the ModelSpec key each is read from."""
 
 
 def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
@@ -110,12 +118,7 @@ def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
         spec = yaml.safe_load(config_path.read_text())
         require_columns(spec, ["size", "model"], config_path, "a resolved RunSpec")
         model = spec["model"]
-        require_columns(
-            model,
-            ["family", "num_layers", "hidden_dim", "num_heads", "seq_len"],
-            config_path,
-            "a resolved ModelSpec under 'model'",
-        )
+        require_columns(model, ["family", *SHAPE_COLUMNS], config_path, "a resolved ModelSpec under 'model'")
         summary = read_json(path)
         require_columns(summary, ["parameters"], path, "a summary written by pretrain")
         rows.append(
@@ -123,23 +126,13 @@ def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
                 "size": spec["size"],
                 "family": model["family"],
                 "parameters": summary["parameters"],
-                "levanter_1_1_parameters": levanter_1_1_count(
-                    model["family"],
-                    summary["parameters"],
-                    model["num_layers"],
-                    model["hidden_dim"],
-                    model["num_heads"],
-                    model["seq_len"],
-                ),
-                "layers": model["num_layers"],
-                "hidden_dim": model["hidden_dim"],
-                "heads": model["num_heads"],
-                "seq_len": model["seq_len"],
+                "levanter_1_1_parameters": levanter_1_1_count(model, summary["parameters"]),
+                **{column: model[key] for key, column in SHAPE_COLUMNS.items()},
                 "intermediate_dim": model.get("intermediate_dim"),
             }
         )
     table = pd.DataFrame(rows).drop_duplicates(["size", "family"])
-    table["size_rank"] = table["size"].map({size: rank for rank, size in enumerate(SIZE_ORDER)})
+    table["size_rank"] = table["size"].map(SIZE_RANK)
     return table.sort_values(["size_rank", "family"]).drop(columns="size_rank").reset_index(drop=True)
 
 
@@ -152,10 +145,8 @@ def model_spec_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     }
     wide = pd.DataFrame(
         {
-            "Parameters (trainable)": baselines["parameters"].map(lambda count: f"{count / 1e6:.2f}M"),
-            "Parameters (Levanter 1.1 count)": baselines["levanter_1_1_parameters"].map(
-                lambda count: f"{count / 1e6:.2f}M"
-            ),
+            "Parameters (trainable)": baselines["parameters"].map(millions),
+            "Parameters (Levanter 1.1 count)": baselines["levanter_1_1_parameters"].map(millions),
             "Layers": baselines["layers"].astype(str),
             "Hidden size": baselines["hidden_dim"].astype(str),
             "Attention heads": baselines["heads"].astype(str),
@@ -228,7 +219,7 @@ def param_count_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     wide = pd.DataFrame(
         {
             "Time-embedding D": table["time_embed_dim"].astype("Int64").astype(str).replace("<NA>", "–"),
-            "Parameters": table["parameters"].map(lambda count: f"{count / 1e6:.2f}M"),
+            "Parameters": table["parameters"].map(millions),
         }
     ).set_axis(table["model"].tolist())
     wide.index.name = "model"
