@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.analysis.clustering import CLUSTER_CUTS, CLUSTERED_MAX_FRACTION, clustered, degree_trend
+from pipeline.analysis.clustering import CLUSTER_CUTS, CLUSTERED_MAX_FRACTION, SWEEP_COLUMNS, clustered, degree_trend
 from pipeline.analysis.spectra import spectral_trend
+from pipeline.analysis.tidy import SPECTRA_COLUMNS
 from pipeline.config.families import DIFFEQ_FAMILIES
 from pipeline.report.claim_rows import claim
 from pipeline.report.intervals import (
@@ -30,11 +31,7 @@ def spectral_trends(paths: list[Path]) -> pd.DataFrame:
     eigenvalues (untrained models of one config and seed are the same model whatever their dataset)."""
     trends = []
     for path in paths:
-        table = read_csv(
-            path,
-            ["run_id", "family", "dataset", "matrix", "t", "layer", "head", "real", "imag"],
-            "spectra of the analysis stage",
-        )
+        table = read_csv(path, SPECTRA_COLUMNS, "spectra of the analysis stage")
         if table["family"].iloc[0] in DIFFEQ_FAMILIES:
             model = int(pd.util.hash_pandas_object(table[["matrix", "t", "head", "real", "imag"]], index=False).sum())
             trend = spectral_trend(table)
@@ -103,11 +100,7 @@ def clustering_claims(sweep_csv: Path | None) -> list[dict]:
     rows."""
     if sweep_csv is None:
         return []
-    sweep = read_csv(
-        sweep_csv,
-        ["regime", "role", "horizon", "dt", "seed", "magnitude", "tokens", "threshold", "n_clusters"],
-        "the clustering sweep of the analysis stage",
-    )
+    sweep = read_csv(sweep_csv, SWEEP_COLUMNS, "the clustering sweep of the analysis stage")
     roles = sweep.drop_duplicates("regime").set_index("regime")
     if not set(roles["role"]) <= {"claim", "control", "sensitivity"} or (roles["role"] == "claim").sum() != 1:
         raise ValueError(
