@@ -36,14 +36,6 @@ def millions(count: int) -> str:
     return f"{count / 1e6:.2f}M"
 
 
-def ordered(frame: pd.DataFrame, index: list[str], columns: list[str]) -> pd.DataFrame:
-    """``frame`` with its rows and columns in the given orders (labels absent from ``frame`` dropped)."""
-    return frame.reindex(
-        index=[label for label in index if label in frame.index],
-        columns=[label for label in columns if label in frame.columns],
-    )
-
-
 def perplexity_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Tidy Tables 1-2: the paper's rows (role ``table``), sorted by dataset, size and family."""
     table = runs[runs["role"] == "table"].copy()
@@ -63,8 +55,11 @@ def perplexity_cell(perplexities: list[float], parameters: int) -> str:
     return f"{interval.mean:.2f} ± {interval.high - interval.mean:.2f} ({millions(parameters)}, {interval.n} seeds)"
 
 
-def perplexity_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """One wide table per dataset: models as rows, sizes as columns, cells 'ppl (params)' (``perplexity_cell``)."""
+def write_perplexity_tables(summaries: list[Path], *, out: TableFiles) -> None:
+    """Tables 1-2 (``out``) from the summaries of their runs: one wide table per dataset, models as rows, sizes as
+    columns, cells 'ppl (params)' (``perplexity_cell``)."""
+    runs = load_summaries(summaries)
+    table = perplexity_table(runs)
     sections = {}
     for dataset, title in DATASET_TABLES.items():
         rows = table[table["dataset"] == dataset]
@@ -75,21 +70,17 @@ def perplexity_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
             perplexity_cell(ppl, params[0]) for ppl, params in zip(cells["val_ppl"], cells["parameters"], strict=True)
         ]
         wide = cells.pivot(index="model", columns="size", values="cell")
-        sections[title] = ordered(wide, list(FAMILY_LABELS.values()), SIZE_ORDER).fillna("–")
-    return sections
-
-
-def write_perplexity_tables(summaries: list[Path], *, out: TableFiles) -> None:
-    """Tables 1-2 (``out``) from the summaries of their runs."""
-    runs = load_summaries(summaries)
-    table = perplexity_table(runs)
+        sections[title] = wide.reindex(
+            index=[label for label in FAMILY_LABELS.values() if label in wide.index],
+            columns=[size for size in SIZE_ORDER if size in wide.columns],
+        ).fillna("–")
     write_table(
         out,
         heading=f"Validation perplexity (preset `{runs['preset'].iloc[0]}`)",
         note="Cells: validation perplexity over the whole validation split (parameters); over several seeds "
         "the mean ± half-width of its 95 % t-interval. Lower is better.",
         tidy=table,
-        sections=perplexity_sections(table),
+        sections=sections,
     )
 
 
@@ -136,8 +127,9 @@ def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
     return table.sort_values(["size_rank", "family"]).drop(columns="size_rank").reset_index(drop=True)
 
 
-def model_spec_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Paper Table 3's layout: specifications as rows, the baseline models as columns."""
+def write_model_spec_table(summaries: list[Path], *, out: TableFiles) -> None:
+    """Table 3 (``out``) in the paper's layout: specifications as rows, the baseline models as columns."""
+    table = model_spec_table(summaries)
     baselines = table[table["family"].isin(BASELINE_FAMILIES)].set_index("size")
     names = {
         size: "Llama-1B" if size == "llama1b" else f"{FAMILY_LABELS[row.family]}-{size}"
@@ -154,11 +146,6 @@ def model_spec_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
             "FF size": baselines["intermediate_dim"].astype("Int64").astype(str).replace("<NA>", "4 × hidden"),
         }
     ).T.rename(columns=names)
-    return {"Table 3: model specifications": wide}
-
-
-def write_model_spec_table(summaries: list[Path], *, out: TableFiles) -> None:
-    table = model_spec_table(summaries)
     write_table(
         out,
         heading="Model specifications",
@@ -166,7 +153,7 @@ def write_model_spec_table(summaries: list[Path], *, out: TableFiles) -> None:
         "from its summary.json (trainable), and as Levanter 1.1 counted them for the paper (Llama: + the RoPE "
         "caches stored per layer, docs/paper.md#parameter-counts).",
         tidy=table,
-        sections=model_spec_sections(table),
+        sections={"Table 3: model specifications": wide},
     )
 
 
@@ -184,8 +171,10 @@ def downstream_table(rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def downstream_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The paper's layout: tasks as rows; for each shot count the baseline then DiffEqFormer, 'acc (stderr)'."""
+def write_downstream_table(paths: list[Path], *, out: TableFiles) -> None:
+    """Tables 4-5 (``out``) in the paper's layout: tasks as rows; for each shot count the baseline then
+    DiffEqFormer, 'acc (stderr)'."""
+    table = downstream_table(load_downstream(paths))
     sections = {}
     for pair, rows in table.groupby("pair", sort=False):
         cells = rows.assign(
@@ -195,17 +184,12 @@ def downstream_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
         order = cells.sort_values(["shots", "role"])["column"].drop_duplicates().tolist()
         wide = cells.pivot(index="task", columns="column", values="cell")[order].fillna("–")
         sections[DOWNSTREAM_TABLES.get(pair, f"Downstream accuracy, {pair} pair")] = wide
-    return sections
-
-
-def write_downstream_table(paths: list[Path], *, out: TableFiles) -> None:
-    table = downstream_table(load_downstream(paths))
     write_table(
         out,
         heading="Downstream accuracy (%)",
         note="lm-evaluation-harness accuracy (standard error), zero- and few-shot; higher is better.",
         tidy=table,
-        sections=downstream_sections(table),
+        sections=sections,
     )
 
 
@@ -215,23 +199,18 @@ def param_count_table(path: Path) -> pd.DataFrame:
     return table.sort_values(["model", "time_embed_dim"], na_position="first").reset_index(drop=True)
 
 
-def param_count_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def write_param_count_table(path: Path, *, out: TableFiles) -> None:
+    table = param_count_table(path)
     wide = pd.DataFrame(
         {
             "Time-embedding D": table["time_embed_dim"].astype("Int64").astype(str).replace("<NA>", "–"),
             "Parameters": table["parameters"].map(millions),
         }
-    ).set_axis(table["model"].tolist())
-    wide.index.name = "model"
-    return {"Table 6: parameters against the time-embedding dimension D": wide}
-
-
-def write_param_count_table(path: Path, *, out: TableFiles) -> None:
-    table = param_count_table(path)
+    ).set_axis(pd.Index(table["model"].tolist(), name="model"))
     write_table(
         out,
         heading="Parameter counts",
         note="DiffEqFormer's parameters grow linearly with D (paper Eq. 6); the baselines' rows have no D.",
         tidy=table,
-        sections=param_count_sections(table),
+        sections={"Table 6: parameters against the time-embedding dimension D": wide},
     )
