@@ -144,10 +144,9 @@ def run_clustering(
                 "step": step.ravel(),
                 "t": step.ravel() * regime["dt"],
                 "token": token.ravel(),
+                **{f"x{dim}": states[..., dim].ravel() for dim in range(hidden_dim)},
             }
         )
-        for dim in range(hidden_dim):
-            frame[f"x{dim}"] = states[..., dim].ravel()
         trajectories.append(frame)
         statistics.append({"magnitude": name, "degree": MAGNITUDE_DEGREES[name], **cluster_statistics(states[-1])})
     return pd.concat(trajectories, ignore_index=True), pd.DataFrame(statistics)

@@ -80,17 +80,12 @@ def clustering_parts(sweep: pd.DataFrame, regime: str, cut: float) -> dict[str, 
     constant = clustered(sweep, regime, "constant", cut)
     spread_out = ~clustered(sweep, regime, "quartic", cut)
     trend = sign_test(degree_trend(sweep, regime, cut).tolist())
-    return dict(
-        zip(
-            CLUSTERING_PARTS,
-            [
-                (binomial_interval(int(constant.sum()), len(constant)), "seeds"),
-                (binomial_interval(int(spread_out.sum()), len(spread_out)), "seeds"),
-                (trend.fraction, f"untied seeds ({trend.positive} vs {trend.negative}, ties {trend.ties})"),
-            ],
-            strict=True,
-        )
-    )
+    values = [
+        (binomial_interval(int(constant.sum()), len(constant)), "seeds"),
+        (binomial_interval(int(spread_out.sum()), len(spread_out)), "seeds"),
+        (trend.fraction, f"untied seeds ({trend.positive} vs {trend.negative}, ties {trend.ties})"),
+    ]
+    return dict(zip(CLUSTERING_PARTS, values, strict=True))
 
 
 def clustering_claims(sweep_csv: Path | None) -> list[dict]:
