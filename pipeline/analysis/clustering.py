@@ -22,7 +22,6 @@ in the degree.
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import numpy as np
@@ -38,10 +37,6 @@ CLUSTER_CUTS = (CLUSTER_THRESHOLD, 0.05, 0.2)
 """The sweep's distance cuts: the claim's, then the sensitivity rows' (half and twice it)."""
 CLUSTERED_MAX_FRACTION = 0.25
 """A final state "clusters" when it has at most this fraction of its tokens as clusters (10 of 40)."""
-NOTEBOOK_REGIME = {"horizon": 20.0, "dt": 0.1, "scale": 0.5, "magnitude": "notebook"}
-"""The time-dependent cells of ``dynamic_transformers.ipynb`` (docs/paper.md#clustering-notebook)."""
-NOTEBOOK_SHAPE = {"tokens": 40, "hidden_dim": 3, "x0_range": 2.0}
-"""Tokens, hidden size and x0 range of the notebook's cells (docs/paper.md#clustering-notebook)."""
 
 
 def time_grid(horizon: float, dt: float) -> np.ndarray:
@@ -149,10 +144,9 @@ def run_clustering(
                 "step": step.ravel(),
                 "t": step.ravel() * regime["dt"],
                 "token": token.ravel(),
+                **{f"x{dim}": states[..., dim].ravel() for dim in range(hidden_dim)},
             }
         )
-        for dim in range(hidden_dim):
-            frame[f"x{dim}"] = states[..., dim].ravel()
         trajectories.append(frame)
         statistics.append({"magnitude": name, "degree": MAGNITUDE_DEGREES[name], **cluster_statistics(states[-1])})
     return pd.concat(trajectories, ignore_index=True), pd.DataFrame(statistics)
@@ -183,27 +177,18 @@ def sweep_clustering(
     rows = []
     for label, regime in regimes.items():
         times = time_grid(regime["horizon"], regime["dt"])
+        setting = (label, regime["role"], regime["horizon"], regime["dt"])
         for name in magnitudes:
             scales = magnitude(regime["magnitude"], name, times, regime["horizon"], regime["scale"])
             key = np.append(scales, regime["dt"]).tobytes()
             if key not in statistics:
                 final = simulate(x0, query_key, value, scales, regime["dt"])[-1]
                 statistics[key] = [cluster_counts(points, CLUSTER_CUTS) for points in final]
-            for (seed, counts), cut in itertools.product(enumerate(statistics[key]), range(len(CLUSTER_CUTS))):
-                rows.append(
-                    {
-                        "regime": label,
-                        "role": regime["role"],
-                        "horizon": regime["horizon"],
-                        "dt": regime["dt"],
-                        "seed": seed,
-                        "magnitude": name,
-                        "degree": MAGNITUDE_DEGREES[name],
-                        "tokens": tokens,
-                        "threshold": CLUSTER_CUTS[cut],
-                        "n_clusters": counts[cut],
-                    }
-                )
+            rows += [
+                (*setting, seed, name, MAGNITUDE_DEGREES[name], tokens, cut, count)
+                for seed, counts in enumerate(statistics[key])
+                for cut, count in zip(CLUSTER_CUTS, counts, strict=True)
+            ]
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
 
 

@@ -152,24 +152,13 @@ def run_frontier(
     model = inference_mode(model, True)
     batches = validation_batches(cache_dir, tokenizer_dir, spec.model.seq_len, batch_size, max_batches)
     trained_steps = spec.model.num_layers
+    run = (spec.run_id, spec.model.family, spec.dataset, trained_steps)
     rows = []
     for solver in solvers:
         for factor, num_steps in step_counts(trained_steps, step_factors):
             loss = validation_loss(model, batches, solver, num_steps)
             logging.info("%s %s N=%d: validation loss %.4f", spec.run_id, solver, num_steps, loss)
-            rows.append(
-                {
-                    "run_id": spec.run_id,
-                    "family": spec.model.family,
-                    "dataset": spec.dataset,
-                    "trained_steps": trained_steps,
-                    "solver": solver,
-                    "num_steps": num_steps,
-                    "step_factor": factor,
-                    "field_evaluations": SOLVER_STAGES[solver] * num_steps,
-                    "val_loss": loss,
-                    "val_ppl": math.exp(loss),
-                }
-            )
+            evaluations = SOLVER_STAGES[solver] * num_steps
+            rows.append((*run, solver, num_steps, factor, evaluations, loss, math.exp(loss)))
     atomic_write_text(Path(out_csv), pd.DataFrame(rows, columns=FRONTIER_COLUMNS).to_csv(index=False))
     return {"run_id": spec.run_id, "rows": len(rows)}

@@ -1,17 +1,11 @@
-"""Peak memory of one training step (paper App. D, Fig. 16): a probe builds the run's model at the probe's batch
-size with the pretraining loop's own Levanter ``Trainer`` (same optimizer, mixed-precision policy and sharding),
-runs ``steps`` jitted AdamW steps on random tokens (memory does not depend on the token values) and records
-
-- ``device_peak_bytes``: the accelerator allocator's ``peak_bytes_in_use``, the largest over the local devices
-  (GPU/TPU; ``None`` on CPU, whose client keeps no statistics);
-- ``compiled_peak_bytes``: XLA's memory plan of the compiled step per device, arguments + outputs + temporaries
-  − donated (aliased) bytes, available on every backend;
-- ``host_peak_rss_bytes``: the peak resident set of this process (the Ray worker), runtime included.
-
-Both device figures are per device; with several local devices the record keeps the largest.
-
-The device peak covers the first step's own compilation (autotuning scratch), as a training process's does; the
-plan is compiled only after the steps, so that second compilation never enters it.
+"""Peak memory of one training step (paper App. D, Fig. 16; docs/experiments.md#analyses): a probe runs ``steps``
+jitted AdamW steps of the run's model at the probe's batch size with the pretraining loop's own Levanter ``Trainer``
+on random tokens (memory does not depend on their values) and records, per device (the largest over the local
+devices), the allocator's ``device_peak_bytes`` (GPU/TPU; ``None`` on CPU, whose client keeps no statistics) and
+XLA's plan of the compiled step, ``compiled_peak_bytes`` = arguments + outputs + temporaries − donated bytes (every
+backend); and the process's ``host_peak_rss_bytes`` (the Ray worker, runtime included). The device peak covers the
+first step's own compilation (autotuning scratch), as a training process's does; the plan is compiled only after the
+steps, so that second compilation never enters it.
 """
 
 from __future__ import annotations

@@ -25,13 +25,14 @@ def head_spectra(w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndar
     ``w_q``, ``w_k``, ``w_v``: [..., heads, hidden, head_size]; ``w_o``: [..., heads, head_size, hidden].
     Returns ``{"QK": λ, "OV": λ}``, complex [..., heads, head_size], each row sorted by decreasing |λ|.
     """
-    small = {"QK": np.swapaxes(w_k, -1, -2) @ w_q, "OV": w_o @ w_v}
-    spectra = {}
-    for name, matrix in small.items():
-        eigenvalues = np.linalg.eigvals(matrix.astype(np.float64))
-        order = np.argsort(-np.abs(eigenvalues), axis=-1, kind="stable")
-        spectra[name] = np.take_along_axis(eigenvalues, order, axis=-1)
-    return spectra
+    return {"QK": by_magnitude(np.swapaxes(w_k, -1, -2) @ w_q), "OV": by_magnitude(w_o @ w_v)}
+
+
+def by_magnitude(matrices: np.ndarray) -> np.ndarray:
+    """Eigenvalues of a batch of square ``matrices`` (in float64), each row sorted by decreasing |λ|."""
+    eigenvalues = np.linalg.eigvals(matrices.astype(np.float64))
+    order = np.argsort(-np.abs(eigenvalues), axis=-1, kind="stable")
+    return np.take_along_axis(eigenvalues, order, axis=-1)
 
 
 def attention_weights(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
@@ -70,9 +71,7 @@ def diffeq_attention_weights(model, time_oversampling: int) -> tuple[np.ndarray,
 def feedforward_spectra(w_fc: np.ndarray, w_proj: np.ndarray) -> np.ndarray:
     """Eigenvalues of FF = W_fc W_proj for a batch of times: ``w_fc`` [..., hidden, mlp], ``w_proj`` [..., mlp,
     hidden]; complex [..., hidden], each row sorted by decreasing |λ|."""
-    eigenvalues = np.linalg.eigvals(w_fc.astype(np.float64) @ w_proj.astype(np.float64))
-    order = np.argsort(-np.abs(eigenvalues), axis=-1, kind="stable")
-    return np.take_along_axis(eigenvalues, order, axis=-1)
+    return by_magnitude(w_fc.astype(np.float64) @ w_proj.astype(np.float64))
 
 
 def mlp_weights(model) -> tuple[np.ndarray, np.ndarray]:
@@ -108,6 +107,8 @@ def spectra_table(
     time when ``feedforward`` = (W_fc, W_proj) is given."""
     w_q, w_k, w_v = (np.moveaxis(c_attn[:, :, i], 1, -2) for i in range(3))
     spectra = head_spectra(w_q, w_k, w_v, c_proj)
+    if feedforward is not None:
+        spectra["FF"] = feedforward_spectra(*feedforward)[:, None]
     frames = []
     for matrix, eigenvalues in spectra.items():
         n_times, n_heads, n_eig = eigenvalues.shape
@@ -126,26 +127,6 @@ def spectra_table(
             )
         )
     table = pd.concat(frames, ignore_index=True)
-    if feedforward is not None:
-        eigenvalues = feedforward_spectra(*feedforward)
-        t_idx, index = np.meshgrid(np.arange(eigenvalues.shape[0]), np.arange(eigenvalues.shape[1]), indexing="ij")
-        table = pd.concat(
-            [
-                table,
-                pd.DataFrame(
-                    {
-                        "matrix": "FF",
-                        "t": np.asarray(times)[t_idx.ravel()],
-                        "layer": np.asarray(layers)[t_idx.ravel()],
-                        "head": 0,
-                        "index": index.ravel(),
-                        "real": eigenvalues.real.ravel(),
-                        "imag": eigenvalues.imag.ravel(),
-                    }
-                ),
-            ],
-            ignore_index=True,
-        )
     for column, value in labels.items():
         table[column] = value
     return table[SPECTRA_COLUMNS]

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.analysis.clustering import CLUSTER_CUTS, CLUSTERED_MAX_FRACTION, clustered, degree_trend
+from pipeline.analysis.clustering import CLUSTER_CUTS, CLUSTERED_MAX_FRACTION, SWEEP_COLUMNS, clustered, degree_trend
 from pipeline.analysis.spectra import spectral_trend
+from pipeline.analysis.tidy import SPECTRA_COLUMNS
 from pipeline.config.families import DIFFEQ_FAMILIES
 from pipeline.report.claim_rows import claim
 from pipeline.report.intervals import (
@@ -30,11 +31,7 @@ def spectral_trends(paths: list[Path]) -> pd.DataFrame:
     eigenvalues (untrained models of one config and seed are the same model whatever their dataset)."""
     trends = []
     for path in paths:
-        table = read_csv(
-            path,
-            ["run_id", "family", "dataset", "matrix", "t", "layer", "head", "real", "imag"],
-            "spectra of the analysis stage",
-        )
+        table = read_csv(path, SPECTRA_COLUMNS, "spectra of the analysis stage")
         if table["family"].iloc[0] in DIFFEQ_FAMILIES:
             model = int(pd.util.hash_pandas_object(table[["matrix", "t", "head", "real", "imag"]], index=False).sum())
             trend = spectral_trend(table)
@@ -83,17 +80,12 @@ def clustering_parts(sweep: pd.DataFrame, regime: str, cut: float) -> dict[str, 
     constant = clustered(sweep, regime, "constant", cut)
     spread_out = ~clustered(sweep, regime, "quartic", cut)
     trend = sign_test(degree_trend(sweep, regime, cut).tolist())
-    return dict(
-        zip(
-            CLUSTERING_PARTS,
-            [
-                (binomial_interval(int(constant.sum()), len(constant)), "seeds"),
-                (binomial_interval(int(spread_out.sum()), len(spread_out)), "seeds"),
-                (trend.fraction, f"untied seeds ({trend.positive} vs {trend.negative}, ties {trend.ties})"),
-            ],
-            strict=True,
-        )
-    )
+    values = [
+        (binomial_interval(int(constant.sum()), len(constant)), "seeds"),
+        (binomial_interval(int(spread_out.sum()), len(spread_out)), "seeds"),
+        (trend.fraction, f"untied seeds ({trend.positive} vs {trend.negative}, ties {trend.ties})"),
+    ]
+    return dict(zip(CLUSTERING_PARTS, values, strict=True))
 
 
 def clustering_claims(sweep_csv: Path | None) -> list[dict]:
@@ -103,11 +95,7 @@ def clustering_claims(sweep_csv: Path | None) -> list[dict]:
     rows."""
     if sweep_csv is None:
         return []
-    sweep = read_csv(
-        sweep_csv,
-        ["regime", "role", "horizon", "dt", "seed", "magnitude", "tokens", "threshold", "n_clusters"],
-        "the clustering sweep of the analysis stage",
-    )
+    sweep = read_csv(sweep_csv, SWEEP_COLUMNS, "the clustering sweep of the analysis stage")
     roles = sweep.drop_duplicates("regime").set_index("regime")
     if not set(roles["role"]) <= {"claim", "control", "sensitivity"} or (roles["role"] == "claim").sum() != 1:
         raise ValueError(

@@ -31,37 +31,27 @@ SCORECARD_COLUMNS = [
 fidelity-ledger rows (``pipeline/report/reference/fidelity.csv``) whose choice can move the item."""
 
 
+NUMBERS = ("paper", "ours", "low", "high", "p", "deviation")
+"""The numeric columns a row may be given; those not given, and ``p_holm`` (set by the scorecard), are NaN."""
+
+
 def row(
-    section: str,
-    item: str,
-    source: str,
-    *,
-    paper: float = math.nan,
-    ours: float = math.nan,
-    low: float = math.nan,
-    high: float = math.nan,
-    p: float = math.nan,
-    deviation: float = math.nan,
-    unit: str = "",
-    status: str,
-    evidence: str = "",
+    section: str, item: str, source: str, *, status: str, unit: str = "", evidence: str = "", **numbers: float
 ) -> dict:
-    return dict(
-        section=section,
-        item=item,
-        source=source,
-        paper=paper,
-        ours=ours,
-        low=low,
-        high=high,
-        p=p,
-        p_holm=math.nan,
-        deviation=deviation,
-        unit=unit,
-        status=status,
-        evidence=evidence,
-        ledger=linked_rows(source),
-    )
+    unknown = sorted(set(numbers) - set(NUMBERS))
+    if unknown:
+        raise TypeError(f"row: unknown columns {unknown}; expected some of {', '.join(NUMBERS)}.")
+    return {
+        "section": section,
+        "item": item,
+        "source": source,
+        **dict.fromkeys((*NUMBERS, "p_holm"), math.nan),
+        **numbers,
+        "unit": unit,
+        "status": status,
+        "evidence": evidence,
+        "ledger": linked_rows(source),
+    }
 
 
 def claim(

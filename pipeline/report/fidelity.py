@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from pipeline.artifacts import atomic_write_text
 from pipeline.config.families import SHARED_FAMILIES
-
-if TYPE_CHECKING:
-    from pipeline.report.table_views import TableFiles
+from pipeline.report.table_views import TableFiles, html_page
 
 LEDGER_PATH = Path(__file__).parent / "reference" / "fidelity.csv"
 PRESET_SECTIONS = ("preset", "datasets", "fidelity", "defaults", "pretrain", "finetune", "analysis")
@@ -183,9 +181,4 @@ def write_fidelity_table(config: dict[str, Any], *, out: TableFiles) -> None:
     atomic_write_text(
         out.md, f"# Fidelity ledger (preset `{config['preset']}`)\n\n" + table.to_markdown(index=False) + "\n"
     )
-    atomic_write_text(
-        out.html,
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><style>"
-        "body{font-family:sans-serif} table{border-collapse:collapse} td,th{padding:2px 8px;"
-        "vertical-align:top}</style></head><body>" + table.to_html(index=False) + "</body></html>\n",
-    )
+    atomic_write_text(out.html, html_page("td,th{padding:2px 8px;vertical-align:top}", table.to_html(index=False)))

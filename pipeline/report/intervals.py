@@ -56,9 +56,6 @@ class Interval:
     n: int
     p: float = math.nan
 
-    def __str__(self) -> str:
-        return f"{self.mean:.4g} [{self.low:.4g}, {self.high:.4g}] (n={self.n}, p={self.p:.3g})"
-
 
 def _finite(values: Sequence[float]) -> np.ndarray:
     return np.asarray([value for value in values if math.isfinite(value)], dtype=float)

@@ -183,17 +183,10 @@ def planned_claims(config: dict, study_csv: Path = STUDY_CSV) -> list[Plan]:
         source = f"95 % interval of '{item}' ({n} seeds, df {n - 1})" if n else f"'{item}': no recorded spread"
         plans.append(Plan(hypothesis, "t", sd, EFFECT_NATS, source, n))
     spectra = [interval_sd(row) for item, row in claims.iterrows() if re.match(r"\(4\) \w+ spectrum grows", item)]
-    plans.append(
-        Plan(
-            "(4) spectra grow with t",
-            "t",
-            float(np.mean([sd for sd, _ in spectra])) if spectra else math.nan,
-            EFFECT_RHO,
-            f"mean of {len(spectra)} trained spectra rows' interval sds (ρ scale, "
-            f"{min((n for _, n in spectra), default=0)} seeds each), {study_csv.name}",
-            min((n for _, n in spectra), default=0),
-        )
-    )
+    n = min((n for _, n in spectra), default=0)
+    sd = float(np.mean([sd for sd, _ in spectra])) if spectra else math.nan
+    source = f"mean of {len(spectra)} trained spectra rows' interval sds (ρ scale, {n} seeds each), {study_csv.name}"
+    plans.append(Plan("(4) spectra grow with t", "t", sd, EFFECT_RHO, source, n))
     plans += [
         Plan(part, "sign", math.nan, EFFECT_FRACTION, "fraction of sweep seeds (no spread)")
         for part in CLUSTERING_PARTS
@@ -201,16 +194,11 @@ def planned_claims(config: dict, study_csv: Path = STUDY_CSV) -> list[Plan]:
     return plans
 
 
-def design(config: dict, study_csv: Path = STUDY_CSV) -> tuple[list[Plan], dict[str, int], set[str], float]:
-    """``config``'s plans, the seeds it gives each, the family the design powers and its strictest α."""
-    plans, seeds = planned_claims(config, study_csv), preset_seeds(config)
-    return plans, seeds, *powered_family(plans, seeds)
-
-
 def design_table(config: dict, study_csv: Path = STUDY_CSV) -> pd.DataFrame:
     """Per primary claim: the sd it is planned with (and its seeds), its effect, α after Holm, seeds for 80 % power,
     seeds in the design and whether the design can decide it."""
-    plans, seeds, family, alpha = design(config, study_csv)
+    plans, seeds = planned_claims(config, study_csv), preset_seeds(config)
+    family, alpha = powered_family(plans, seeds)
     return pd.DataFrame(
         [
             {

@@ -1,10 +1,14 @@
 """Scorecard: every number we produce beside the paper's, and every claim of the paper (docs/paper.md#claims, plus
 App. C.5/D) beside our evidence.
 
-Claims (``seeded_claims``: one per-seed statistic and test each) get a verdict (docs/experiments.md, "Verdicts"):
-the primary claims the preset's design powers (``pipeline.report.power``, fixed before the run) form one family
-whose p-values are Holm-adjusted; the others are not tested at this scale, controls or sensitivity rows. The
-secondary claims (``secondary_claims``) carry their own status, and the paper's numbers (``paper_numbers``) theirs.
+Claims (1)-(7), in the paper's order, are one statistic per seed each and its test (``pipeline.report.intervals``;
+``pretrain_claims``, ``finetune_claims``, ``analysis_claims`` compute them); a single run is the n = 1 case (no
+interval, no verdict, and the row says so). Comparisons of two families are paired: both runs of a seed share its
+data order, so the statistic is the per-seed difference. Losses are validation cross-entropies (nats), so a
+difference is Δ log-perplexity. They get a verdict (docs/experiments.md, "Verdicts"): the primary claims the
+preset's design powers (``pipeline.report.power``, fixed before the run) form one family whose p-values are
+Holm-adjusted; the others are not tested at this scale, controls or sensitivity rows. The secondary claims
+(``secondary_claims``) carry their own status, and the paper's numbers (``paper_numbers``) theirs.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import pandas as pd
 
 from pipeline.artifacts import atomic_write_text
 from pipeline.config import load_preset
+from pipeline.report.analysis_claims import clustering_claims, spectra_claims
 from pipeline.report.claim_rows import SCORECARD_COLUMNS
+from pipeline.report.finetune_claims import finetune_claims, load_finetunes, overfit_claims
 from pipeline.report.intervals import (
     INCONCLUSIVE,
     INTERVAL_METHOD,
@@ -30,10 +36,10 @@ from pipeline.report.intervals import (
 )
 from pipeline.report.paper_numbers import COMPARABLE_PRESET, downstream_numbers, parameter_numbers, perplexity_numbers
 from pipeline.report.power import Plan, planned_claims, powered_family, preset_seeds
+from pipeline.report.pretrain_claims import perplexity_claims, sharing_claims, throughput_claims
 from pipeline.report.secondary_claims import ablation_claims, lambada_claims, memory_claims
-from pipeline.report.seeded_claims import seeded_claims
-from pipeline.report.table_views import TableFiles
-from pipeline.report.tidy_inputs import read_csv
+from pipeline.report.table_views import TableFiles, html_page
+from pipeline.report.tidy_inputs import RUN_COLUMNS, read_csv
 
 
 @dataclass
@@ -82,31 +88,19 @@ def decide(claims: list[dict], plans: list[Plan], seeds: dict[str, int]) -> tupl
 
 
 def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
-    """Claims, then numbers: claims (1)-(7) (``seeded_claims``, decided by ``decide``), the secondary claims, then
-    the paper's numbers beside ours. ``card.attrs["family"]`` names the Holm family."""
-    runs = read_csv(
-        inputs.runs_csv,
-        [
-            "run_id",
-            "group",
-            "family",
-            "size",
-            "role",
-            "ablation",
-            "parameters",
-            "seed",
-            "val_loss",
-            "val_ppl",
-            "mean_tokens_per_s",
-            "dataset",
-        ],
-        "the pretrain run list",
-    )
+    """Claims, then numbers: claims (1)-(7) (decided by ``decide``), the secondary claims, then the paper's numbers
+    beside ours. ``card.attrs["family"]`` names the Holm family."""
+    runs = read_csv(inputs.runs_csv, RUN_COLUMNS, "the pretrain run list")
     config = load_preset({"preset": inputs.preset})
+    finetunes = load_finetunes(inputs.finetune_summaries)
     claims, family = decide(
-        seeded_claims(
-            runs, inputs.finetune_summaries, inputs.spectra, inputs.untrained_spectra, inputs.clustering_sweep
-        ),
+        perplexity_claims(runs)
+        + finetune_claims(finetunes)
+        + overfit_claims(finetunes)
+        + spectra_claims(inputs.spectra, inputs.untrained_spectra)
+        + sharing_claims(runs)
+        + clustering_claims(inputs.clustering_sweep)
+        + throughput_claims(runs),
         planned_claims(config),
         preset_seeds(config),
     )
@@ -155,10 +149,5 @@ def write_scorecard(inputs: ScorecardInputs, *, out: TableFiles) -> None:
     card = scorecard(inputs)
     atomic_write_text(out.csv, card.to_csv(index=False))
     atomic_write_text(out.md, scorecard_markdown(card, inputs.preset))
-    atomic_write_text(
-        out.html,
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><style>"
-        "body{font-family:sans-serif} table{border-collapse:collapse} td,th{padding:2px 8px}</style>"
-        f"</head><body><p>{html.escape(verdict_note(card))}</p>"
-        f"{card.to_html(index=False, na_rep='–', float_format='{:.4g}'.format)}</body></html>\n",
-    )
+    table = card.to_html(index=False, na_rep="–", float_format="{:.4g}".format)
+    atomic_write_text(out.html, html_page("td,th{padding:2px 8px}", f"<p>{html.escape(verdict_note(card))}</p>{table}"))

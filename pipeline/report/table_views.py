@@ -49,8 +49,13 @@ def write_table(
         atomic_write_text(out.tex, "\n".join(latex))
     atomic_write_text(
         out.html,
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        "<style>body{font-family:sans-serif} table{border-collapse:collapse}"
-        " td,th{padding:2px 10px;text-align:right} thead{border-bottom:1px solid #444}</style>"
-        f"</head><body>{''.join(html)}</body></html>\n",
+        html_page("td,th{padding:2px 10px;text-align:right} thead{border-bottom:1px solid #444}", "".join(html)),
+    )
+
+
+def html_page(cell_style: str, body: str) -> str:
+    """A self-contained HTML page of ``body``: sans-serif, collapsed table borders, cells styled ``cell_style``."""
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><style>body{font-family:sans-serif} "
+        f"table{{border-collapse:collapse}} {cell_style}</style></head><body>{body}</body></html>\n"
     )

@@ -25,25 +25,22 @@ from pipeline.report.tidy_inputs import (
 DATASET_TABLES = {"wt103": "Table 1: WikiText-103", "owt": "Table 2: OpenWebText"}
 DATASET_LABELS = {"wt103": "WikiText-103", "owt": "OpenWebText"}
 SIZE_ORDER = ["small", "medium", "large", "llama1b", "ft18", "ft24"]
+SIZE_RANK = {size: rank for rank, size in enumerate(SIZE_ORDER)}
 DOWNSTREAM_TABLES = {
     "gpt-large": "Table 4: downstream accuracy, GPT-large pair",
     "llama-1b": "Table 5: downstream accuracy, Llama-1B pair",
 }
 
 
-def ordered(frame: pd.DataFrame, index: list[str], columns: list[str]) -> pd.DataFrame:
-    """``frame`` with its rows and columns in the given orders (labels absent from ``frame`` dropped)."""
-    return frame.reindex(
-        index=[label for label in index if label in frame.index],
-        columns=[label for label in columns if label in frame.columns],
-    )
+def millions(count: int) -> str:
+    return f"{count / 1e6:.2f}M"
 
 
 def perplexity_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Tidy Tables 1-2: the paper's rows (role ``table``), sorted by dataset, size and family."""
     table = runs[runs["role"] == "table"].copy()
     table["model"] = table["family"].map(FAMILY_LABELS)
-    table["size_rank"] = table["size"].map({size: rank for rank, size in enumerate(SIZE_ORDER)})
+    table["size_rank"] = table["size"].map(SIZE_RANK)
     table["family_rank"] = table["family"].map({family: rank for rank, family in enumerate(FAMILY_LABELS)})
     table = table.sort_values(["dataset", "size_rank", "family_rank"], ascending=[False, True, True])
     return table[["dataset", "size", "family", "model", "run_id", "parameters", "tokens_seen", "val_ppl"]]
@@ -53,13 +50,16 @@ def perplexity_cell(perplexities: list[float], parameters: int) -> str:
     """'ppl (params)' of one run; over several seeds 'mean ± half-width (params, n seeds)', the half-width of the
     95 % t-interval of the mean (``pipeline.report.intervals``)."""
     if len(perplexities) == 1:
-        return f"{perplexities[0]:.2f} ({parameters / 1e6:.2f}M)"
+        return f"{perplexities[0]:.2f} ({millions(parameters)})"
     interval = t_interval(perplexities)
-    return f"{interval.mean:.2f} ± {interval.high - interval.mean:.2f} ({parameters / 1e6:.2f}M, {interval.n} seeds)"
+    return f"{interval.mean:.2f} ± {interval.high - interval.mean:.2f} ({millions(parameters)}, {interval.n} seeds)"
 
 
-def perplexity_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """One wide table per dataset: models as rows, sizes as columns, cells 'ppl (params)' (``perplexity_cell``)."""
+def write_perplexity_tables(summaries: list[Path], *, out: TableFiles) -> None:
+    """Tables 1-2 (``out``) from the summaries of their runs: one wide table per dataset, models as rows, sizes as
+    columns, cells 'ppl (params)' (``perplexity_cell``)."""
+    runs = load_summaries(summaries)
+    table = perplexity_table(runs)
     sections = {}
     for dataset, title in DATASET_TABLES.items():
         rows = table[table["dataset"] == dataset]
@@ -70,33 +70,32 @@ def perplexity_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
             perplexity_cell(ppl, params[0]) for ppl, params in zip(cells["val_ppl"], cells["parameters"], strict=True)
         ]
         wide = cells.pivot(index="model", columns="size", values="cell")
-        sections[title] = ordered(wide, list(FAMILY_LABELS.values()), SIZE_ORDER).fillna("–")
-    return sections
-
-
-def write_perplexity_tables(summaries: list[Path], *, out: TableFiles) -> None:
-    """Tables 1-2 (``out``) from the summaries of their runs."""
-    runs = load_summaries(summaries)
-    table = perplexity_table(runs)
+        sections[title] = wide.reindex(
+            index=[label for label in FAMILY_LABELS.values() if label in wide.index],
+            columns=[size for size in SIZE_ORDER if size in wide.columns],
+        ).fillna("–")
     write_table(
         out,
         heading=f"Validation perplexity (preset `{runs['preset'].iloc[0]}`)",
         note="Cells: validation perplexity over the whole validation split (parameters); over several seeds "
         "the mean ± half-width of its 95 % t-interval. Lower is better.",
         tidy=table,
-        sections=perplexity_sections(table),
+        sections=sections,
     )
 
 
-def levanter_1_1_count(
-    family: str, parameters: int, num_layers: int, hidden_dim: int, num_heads: int, seq_len: int
-) -> int:
-    """Parameters as Levanter 1.1 counted them for Table 3 (docs/paper.md#parameter-counts): its Llama layers stored
-    the RoPE cos/sin caches (seq_len × head size each) as leaves of every layer, so the count adds L·2·seq_len·head_size
-    to the trainable parameters (Llama-1B: 16·2·2048·128 = 8.39 M); GPT models have no such cache."""
-    if family not in LLAMA_FAMILIES:
+def levanter_1_1_count(model: dict, parameters: int) -> int:
+    """Parameters of a run of resolved ModelSpec ``model`` as Levanter 1.1 counted them for Table 3
+    (docs/paper.md#parameter-counts): its Llama layers stored the RoPE cos/sin caches (seq_len × head size each) as
+    leaves of every layer, so the count adds L·2·seq_len·head_size to the trainable parameters (Llama-1B:
+    16·2·2048·128 = 8.39 M); GPT models have no such cache."""
+    if model["family"] not in LLAMA_FAMILIES:
         return parameters
-    return parameters + num_layers * 2 * seq_len * (hidden_dim // num_heads)
+    return parameters + model["num_layers"] * 2 * model["seq_len"] * (model["hidden_dim"] // model["num_heads"])
+
+
+SHAPE_COLUMNS = {"num_layers": "layers", "hidden_dim": "hidden_dim", "num_heads": "heads", "seq_len": "seq_len"}
+"""Table 3's shape columns, by the ModelSpec key each is read from."""
 
 
 def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
@@ -110,12 +109,7 @@ def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
         spec = yaml.safe_load(config_path.read_text())
         require_columns(spec, ["size", "model"], config_path, "a resolved RunSpec")
         model = spec["model"]
-        require_columns(
-            model,
-            ["family", "num_layers", "hidden_dim", "num_heads", "seq_len"],
-            config_path,
-            "a resolved ModelSpec under 'model'",
-        )
+        require_columns(model, ["family", *SHAPE_COLUMNS], config_path, "a resolved ModelSpec under 'model'")
         summary = read_json(path)
         require_columns(summary, ["parameters"], path, "a summary written by pretrain")
         rows.append(
@@ -123,28 +117,19 @@ def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
                 "size": spec["size"],
                 "family": model["family"],
                 "parameters": summary["parameters"],
-                "levanter_1_1_parameters": levanter_1_1_count(
-                    model["family"],
-                    summary["parameters"],
-                    model["num_layers"],
-                    model["hidden_dim"],
-                    model["num_heads"],
-                    model["seq_len"],
-                ),
-                "layers": model["num_layers"],
-                "hidden_dim": model["hidden_dim"],
-                "heads": model["num_heads"],
-                "seq_len": model["seq_len"],
+                "levanter_1_1_parameters": levanter_1_1_count(model, summary["parameters"]),
+                **{column: model[key] for key, column in SHAPE_COLUMNS.items()},
                 "intermediate_dim": model.get("intermediate_dim"),
             }
         )
     table = pd.DataFrame(rows).drop_duplicates(["size", "family"])
-    table["size_rank"] = table["size"].map({size: rank for rank, size in enumerate(SIZE_ORDER)})
+    table["size_rank"] = table["size"].map(SIZE_RANK)
     return table.sort_values(["size_rank", "family"]).drop(columns="size_rank").reset_index(drop=True)
 
 
-def model_spec_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Paper Table 3's layout: specifications as rows, the baseline models as columns."""
+def write_model_spec_table(summaries: list[Path], *, out: TableFiles) -> None:
+    """Table 3 (``out``) in the paper's layout: specifications as rows, the baseline models as columns."""
+    table = model_spec_table(summaries)
     baselines = table[table["family"].isin(BASELINE_FAMILIES)].set_index("size")
     names = {
         size: "Llama-1B" if size == "llama1b" else f"{FAMILY_LABELS[row.family]}-{size}"
@@ -152,10 +137,8 @@ def model_spec_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     }
     wide = pd.DataFrame(
         {
-            "Parameters (trainable)": baselines["parameters"].map(lambda count: f"{count / 1e6:.2f}M"),
-            "Parameters (Levanter 1.1 count)": baselines["levanter_1_1_parameters"].map(
-                lambda count: f"{count / 1e6:.2f}M"
-            ),
+            "Parameters (trainable)": baselines["parameters"].map(millions),
+            "Parameters (Levanter 1.1 count)": baselines["levanter_1_1_parameters"].map(millions),
             "Layers": baselines["layers"].astype(str),
             "Hidden size": baselines["hidden_dim"].astype(str),
             "Attention heads": baselines["heads"].astype(str),
@@ -163,11 +146,6 @@ def model_spec_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
             "FF size": baselines["intermediate_dim"].astype("Int64").astype(str).replace("<NA>", "4 × hidden"),
         }
     ).T.rename(columns=names)
-    return {"Table 3: model specifications": wide}
-
-
-def write_model_spec_table(summaries: list[Path], *, out: TableFiles) -> None:
-    table = model_spec_table(summaries)
     write_table(
         out,
         heading="Model specifications",
@@ -175,7 +153,7 @@ def write_model_spec_table(summaries: list[Path], *, out: TableFiles) -> None:
         "from its summary.json (trainable), and as Levanter 1.1 counted them for the paper (Llama: + the RoPE "
         "caches stored per layer, docs/paper.md#parameter-counts).",
         tidy=table,
-        sections=model_spec_sections(table),
+        sections={"Table 3: model specifications": wide},
     )
 
 
@@ -193,8 +171,10 @@ def downstream_table(rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def downstream_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The paper's layout: tasks as rows; for each shot count the baseline then DiffEqFormer, 'acc (stderr)'."""
+def write_downstream_table(paths: list[Path], *, out: TableFiles) -> None:
+    """Tables 4-5 (``out``) in the paper's layout: tasks as rows; for each shot count the baseline then
+    DiffEqFormer, 'acc (stderr)'."""
+    table = downstream_table(load_downstream(paths))
     sections = {}
     for pair, rows in table.groupby("pair", sort=False):
         cells = rows.assign(
@@ -204,17 +184,12 @@ def downstream_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
         order = cells.sort_values(["shots", "role"])["column"].drop_duplicates().tolist()
         wide = cells.pivot(index="task", columns="column", values="cell")[order].fillna("–")
         sections[DOWNSTREAM_TABLES.get(pair, f"Downstream accuracy, {pair} pair")] = wide
-    return sections
-
-
-def write_downstream_table(paths: list[Path], *, out: TableFiles) -> None:
-    table = downstream_table(load_downstream(paths))
     write_table(
         out,
         heading="Downstream accuracy (%)",
         note="lm-evaluation-harness accuracy (standard error), zero- and few-shot; higher is better.",
         tidy=table,
-        sections=downstream_sections(table),
+        sections=sections,
     )
 
 
@@ -224,23 +199,18 @@ def param_count_table(path: Path) -> pd.DataFrame:
     return table.sort_values(["model", "time_embed_dim"], na_position="first").reset_index(drop=True)
 
 
-def param_count_sections(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def write_param_count_table(path: Path, *, out: TableFiles) -> None:
+    table = param_count_table(path)
     wide = pd.DataFrame(
         {
             "Time-embedding D": table["time_embed_dim"].astype("Int64").astype(str).replace("<NA>", "–"),
-            "Parameters": table["parameters"].map(lambda count: f"{count / 1e6:.2f}M"),
+            "Parameters": table["parameters"].map(millions),
         }
-    ).set_axis(table["model"].tolist())
-    wide.index.name = "model"
-    return {"Table 6: parameters against the time-embedding dimension D": wide}
-
-
-def write_param_count_table(path: Path, *, out: TableFiles) -> None:
-    table = param_count_table(path)
+    ).set_axis(pd.Index(table["model"].tolist(), name="model"))
     write_table(
         out,
         heading="Parameter counts",
         note="DiffEqFormer's parameters grow linearly with D (paper Eq. 6); the baselines' rows have no D.",
         tidy=table,
-        sections=param_count_sections(table),
+        sections={"Table 6: parameters against the time-embedding dimension D": wide},
     )

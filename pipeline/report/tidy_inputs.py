@@ -58,12 +58,17 @@ def read_csv(path: Path, columns: list[str], expected: str) -> pd.DataFrame:
 
 def load_summaries(paths: list[Path]) -> pd.DataFrame:
     """One row per pretraining run, the columns of ``RUN_COLUMNS``; a missing key fails naming the file."""
+    return read_records(paths, RUN_COLUMNS, "a summary written by pretrain", with_current_keys)
+
+
+def read_records(paths: list[Path], columns: list[str], expected: str, upgrade=lambda record: record) -> pd.DataFrame:
+    """One row per JSON record of ``paths`` (``upgrade``d), its ``columns``; a missing key fails naming the file."""
     rows = []
     for path in paths:
-        summary = with_current_keys(read_json(path))
-        require_columns(summary, RUN_COLUMNS, path, "a summary written by pretrain")
-        rows.append({column: summary[column] for column in RUN_COLUMNS})
-    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+        record = upgrade(read_json(path))
+        require_columns(record, columns, path, expected)
+        rows.append({column: record[column] for column in columns})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def eval_curve(summary_path: Path) -> pd.DataFrame:
@@ -95,12 +100,7 @@ def load_downstream(paths: list[Path]) -> pd.DataFrame:
 def load_memory_probes(records: list[Path]) -> tuple[pd.DataFrame, str]:
     """The memory probes as one table with a ``peak_bytes`` column and what it measures: the accelerator
     allocator's peak when every probe has one, else XLA's compiled plan of the train step (CPU)."""
-    rows = []
-    for path in records:
-        record = read_json(path)
-        require_columns(record, MEMORY_COLUMNS, path, "a record written by memory-probe")
-        rows.append({column: record[column] for column in MEMORY_COLUMNS})
-    table = pd.DataFrame(rows, columns=MEMORY_COLUMNS)
+    table = read_records(records, MEMORY_COLUMNS, "a record written by memory-probe")
     measured = table["device_peak_bytes"].notna().all()
     source = "device_peak_bytes" if measured else "compiled_peak_bytes"
     label = "measured allocator peak" if measured else "XLA plan of the compiled step"
