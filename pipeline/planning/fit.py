@@ -181,25 +181,18 @@ def plans_in_subprocess(requests: list[tuple[Workload, int, int]], gpus: int) ->
         "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={gpus}".strip(),
     }
     payload = [[workload.to_dict(), vocab_size, micro_batch] for workload, vocab_size, micro_batch in requests]
-    with tempfile.TemporaryDirectory(prefix="fit-") as scratch:
-        out = Path(scratch) / "plans.json"
-        finished = subprocess.run(
-            [sys.executable, "-m", "pipeline.planning.fit", str(out)],
-            env=env,
-            input=json.dumps(payload),
-            capture_output=True,
-            text=True,
-        )
-        if finished.returncode != 0:
-            lines = finished.stderr.strip().splitlines() or ["no error message"]
-            raise RuntimeError(f"planning on {gpus} virtual devices failed: {lines[-1]}")
-        return json.loads(out.read_text())
+    command = [sys.executable, "-m", "pipeline.planning.fit"]
+    finished = subprocess.run(command, env=env, input=json.dumps(payload), capture_output=True, text=True)
+    if finished.returncode != 0:
+        lines = finished.stderr.strip().splitlines() or ["no error message"]
+        raise RuntimeError(f"planning on {gpus} virtual devices failed: {lines[-1]}")
+    return json.loads(finished.stdout.splitlines()[-1])
 
 
-def plan_main(out: str) -> None:
-    """``python -m pipeline.planning.fit <out-json>``: the plans of the ``[workload, vocab, micro-batch]`` requests
-    on stdin (``plans_in_subprocess``), one after another; each one's compiled programs are dropped before the
-    next."""
+def plan_main() -> None:
+    """``python -m pipeline.planning.fit``: the plans of the ``[workload, vocab, micro-batch]`` requests on stdin
+    (``plans_in_subprocess``), one after another, printed as one JSON line; each one's compiled programs are dropped
+    before the next."""
     import jax
 
     plans = []
@@ -213,7 +206,7 @@ def plan_main(out: str) -> None:
                 f"{workload.run_id} at micro-batch {micro_batch}: {type(error).__name__}: {error}".replace("\n", " ")
             ) from error
         jax.clear_caches()
-    Path(out).write_text(json.dumps(plans))
+    print(json.dumps(plans))
 
 
 def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int, plan: dict[str, Any]) -> FitRow:
@@ -368,4 +361,4 @@ def write_fit(
 
 
 if __name__ == "__main__":
-    plan_main(sys.argv[1])
+    plan_main()
