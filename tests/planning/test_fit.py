@@ -79,8 +79,7 @@ def fake_plan(per_example_bytes: int, fixed_bytes: int):
             temp = per_example_bytes * micro_batch
             results.append(
                 {
-                    "parameters": 1,
-                    "trainable_parameters": 1,
+                    **dict.fromkeys(fit.PLAN_BYTES, 1),
                     "param_bytes": fixed_bytes,
                     "replicated_param_bytes": 0,
                     "optimizer_bytes": 0,
