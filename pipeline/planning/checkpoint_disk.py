@@ -15,24 +15,15 @@ CHECKPOINT_BYTES_PER_PARAMETER = 12
 """f32 parameters plus Adam's first and second moments, 4 bytes each."""
 
 
-def kept_checkpoints(train: TrainSpec) -> int:
-    """Checkpoints a finished run keeps: the final one plus the periodic ones (steps 0 < s < steps-1, multiples of
-    ``checkpoint_every``) whose step is a multiple of ``keep_checkpoints_every``."""
-    if not train.keep_checkpoints_every:
-        return 1
-    every = math.lcm(train.checkpoint_every, train.keep_checkpoints_every)
-    return 1 + (train.steps - 2) // every
-
-
 def checkpoint_disk(parameters: int, train: TrainSpec | None) -> dict[str, int]:
     """``checkpoint_bytes`` and ``running_checkpoint_bytes`` of a run of ``parameters`` trained as ``train`` (both 0
-    for a workload that trains nothing, ``train`` None)."""
+    for a workload that trains nothing, ``train`` None). A finished run keeps the final checkpoint plus the periodic
+    ones (steps 0 < s < steps-1, multiples of ``checkpoint_every``) whose step is a multiple of
+    ``keep_checkpoints_every``; while it trains, the final one's place is taken by the one being written."""
     if train is None:
         return {"checkpoint_bytes": 0, "running_checkpoint_bytes": 0}
-    kept = kept_checkpoints(train)
-    permanent = kept - 1
-    running = permanent + KEPT_WHILE_TRAINING + 1
-    return {
-        "checkpoint_bytes": parameters * CHECKPOINT_BYTES_PER_PARAMETER * kept,
-        "running_checkpoint_bytes": parameters * CHECKPOINT_BYTES_PER_PARAMETER * running,
-    }
+    kept = 1
+    if train.keep_checkpoints_every:
+        kept += (train.steps - 2) // math.lcm(train.checkpoint_every, train.keep_checkpoints_every)
+    each = parameters * CHECKPOINT_BYTES_PER_PARAMETER
+    return {"checkpoint_bytes": each * kept, "running_checkpoint_bytes": each * (kept + KEPT_WHILE_TRAINING)}

@@ -1,12 +1,11 @@
-"""Cost preview: the GPU-hours of every stage of a preset, before anything runs.
+"""Cost preview: the GPU-hours of every stage of a preset, before anything runs (docs/planning.md#cost-preview).
 
 Per run, the tokens it processes times the seconds a GPU needs per token:
 
-- pretrain: ``steps × batch_size × seq_len`` training tokens (every run of ``pretrain_runs``);
-- finetune: ``steps × batch_size × seq_len`` training tokens of the fine-tuned model (``finetune_runs``): the
-  DiffEqFormer source discretised to N' steps (``discrete_diffeq_*``, a vanilla transformer's cost, App. D.1) or
-  the GPT baseline. Unless measured, LoRA is costed as a full fine-tune: an upper bound (frozen weights skip
-  their weight gradients, about a third of the FLOPs);
+- pretrain and finetune: ``steps × batch_size × seq_len`` training tokens, a fine-tune's of the fine-tuned model (the
+  DiffEqFormer source discretised to N' steps, ``discrete_diffeq_*``: a vanilla transformer's cost, App. D.1, or the
+  GPT baseline). Unless measured, LoRA is costed as a full fine-tune: an upper bound (frozen weights skip their
+  weight gradients, about a third of the FLOPs);
 - evaluate (lm-eval, App. C.7): forward tokens of each model of ``downstream.pairs``: per task and shot count,
   documents (the evaluation split, or ``limit``) × requests per document (answer choices) × ``seq_len``, an
   upper bound that charges every request a full context window;
@@ -14,16 +13,12 @@ Per run, the tokens it processes times the seconds a GPU needs per token:
   periodic validation during training is not counted (at most a few % of a run's tokens).
 
 Each training run also shows its passes over its training data (tokens / the training tokens of the built cache's
-``stats.json``, else the corpus's published size) and its checkpoint disk at 12 bytes per parameter (f32 weights +
-Adam's two moments), kept when finished and held while it trains (``pipeline.planning.checkpoint_disk``).
+``stats.json``, else the corpus's published size) and its checkpoint disk (``pipeline.planning.checkpoint_disk``).
 
-Seconds per training token come from the measured table (``pipeline.planning.measured``: the preset's preflight
-report on the device, a pretraining shape's model, a fine-tune method's measured MFU; else
-``results/benchmarks/throughput-sizes-<device>.csv``, matched on family, size and num_layers) or, for a model neither
-has, from an estimate: Levanter's forward FLOPs per
-token (``LmConfig.flops_per_token``: matmuls, the attention map, the LM head) × 3 (forward + backward), as
-Levanter's MFU accounting, / (MFU × the device's dense peak); a forward-only token costs a third. GPU-hours
-assume linear data-parallel scaling: wall-clock = GPU-hours / GPUs.
+Seconds per training token come from the measured table (``pipeline.planning.measured``) or, for a model it lacks,
+from an estimate: Levanter's forward FLOPs per token (``LmConfig.flops_per_token``: matmuls, the attention map, the
+LM head) × 3 (forward + backward), as Levanter's MFU accounting, / (MFU × the device's dense peak); a forward-only
+token costs a third. GPU-hours assume linear data-parallel scaling: wall-clock = GPU-hours / GPUs.
 """
 
 from __future__ import annotations
@@ -44,11 +39,6 @@ PUBLISHED_TRAIN_TOKENS = {("dlwh/wikitext_103_detokenized", "gpt2"): 0.12e9, ("S
 (docs/paper.md#exact-steps), OpenWebText ≈ 9.04 B (nanoGPT's preparation of the same dataset); the fallback of
 ``data_passes`` before the caches are built. No published count for the Llama tokenizer: "?" until built."""
 STAGES = ("pretrain", "finetune", "evaluate", "analysis")
-
-
-def analysis_run_count(config: dict[str, Any]) -> int:
-    """Jobs of the analysis stage: one per run of each per-run analysis, one per whole-preset analysis."""
-    return sum(len(section["runs"]) if "runs" in section else 1 for section in config["analysis"].values())
 
 
 def estimated_tokens_per_s(workload: Workload, device: str, mfu: float, config: dict[str, Any]) -> float:
@@ -122,46 +112,26 @@ def cost_rows(
 
 
 def stage_rows(run_rows: list[dict[str, Any]], analysis_runs: int) -> list[dict[str, Any]]:
-    """Per stage: runs, tokens, GPU-hours and where the throughput came from; then the analyses and a total."""
+    """Per stage: runs, tokens, GPU-hours, checkpoint disk kept, where the throughput came from and the most passes
+    over a run's training data; then the analyses (negligible) and a total."""
     rows = []
     for stage in STAGES[:-1]:
         runs = [row for row in run_rows if row["stage"] == stage]
-        sources = sorted({row["source"] for row in runs})
         passes = [row["data_passes"] for row in runs if row["data_passes"] is not None]
         rows.append(
             {
                 "stage": stage,
                 "runs": len(runs),
-                "tokens": sum(row["tokens"] for row in runs),
-                "gpu_hours": sum(row["gpu_hours"] for row in runs),
-                "source": "+".join(sources) or "-",
-                "max_data_passes": max(passes) if passes else None,
-                "checkpoint_bytes": sum(row["checkpoint_bytes"] for row in runs),
+                **{key: sum(row[key] for row in runs) for key in ("tokens", "gpu_hours", "checkpoint_bytes")},
+                "source": "+".join(sorted({row["source"] for row in runs})) or "-",
+                "max_data_passes": max(passes, default=None),
             }
         )
-    rows.append(
-        {
-            "stage": "analysis",
-            "runs": analysis_runs,
-            "tokens": None,
-            "gpu_hours": None,
-            "source": "negligible",
-            "max_data_passes": None,
-            "checkpoint_bytes": 0,
-        }
-    )
-    rows.append(
-        {
-            "stage": "total",
-            "runs": sum(row["runs"] for row in rows),
-            "tokens": sum(row["tokens"] or 0 for row in rows),
-            "gpu_hours": sum(row["gpu_hours"] or 0 for row in rows),
-            "source": "+".join(sorted({row["source"] for row in run_rows})),
-            "max_data_passes": None,
-            "checkpoint_bytes": sum(row["checkpoint_bytes"] for row in rows),
-        }
-    )
-    return rows
+    analysis = {"stage": "analysis", "runs": analysis_runs, "checkpoint_bytes": 0, "source": "negligible"}
+    rows.append({**analysis, **dict.fromkeys(("tokens", "gpu_hours", "max_data_passes"))})
+    total = {key: sum(row[key] or 0 for row in rows) for key in ("runs", "tokens", "gpu_hours", "checkpoint_bytes")}
+    sources = "+".join(sorted({row["source"] for row in run_rows}))
+    return [*rows, {"stage": "total", **total, "source": sources, "max_data_passes": None}]
 
 
 def preview(
@@ -177,7 +147,9 @@ def preview(
         grid, device, preflight=preflight or preflight_path(config["preset"]), throughput=throughput
     )
     run_rows = cost_rows(grid.costed, device, mfu, config, measured)
-    return stage_rows(run_rows, analysis_run_count(config)), run_rows
+    # the analysis stage's jobs: one per run of each per-run analysis, one per whole-preset analysis
+    analyses = sum(len(section["runs"]) if "runs" in section else 1 for section in config["analysis"].values())
+    return stage_rows(run_rows, analyses), run_rows
 
 
 def format_stage_table(rows: list[dict[str, Any]]) -> str:

@@ -1,42 +1,25 @@
-"""Fit preview: does every run fit in one GPU's memory, planned on CPU by XLA before anything runs.
+"""Fit preview: does every job fit in one GPU's memory, planned on CPU by XLA before anything runs
+(docs/planning.md#does-every-run-fit).
 
-One row per workload, its ``role`` (the workload's kind):
-
-- ``pretrain`` / ``probe``: a pretraining run's (memory probe's) train step. The training loop's own Levanter
-  ``UndonatedTrainer`` (optimizer, mixed-precision policy, FSDP mesh and axis mapping) is laid out on ``gpus``
-  virtual CPU devices (``--xla_force_host_platform_device_count``), the model is built abstractly at its exact
-  dimensions (GPT-2's 50257 or Llama-2's 32000 vocabulary, real seq_len, D and S; nothing allocated or downloaded) and
-  the train step is compiled.
-- ``finetune``: the same train step for a fine-tune (its batch and optimizer), whose model is the source run's,
-  built abstractly and passed through the fine-tune's own ``resample`` (discretised to N' Euler steps, LoRA
-  adapters) and ``trainable_filter``: with LoRA the optimizer holds state for the adapters and embeddings only and
-  Levanter keeps the frozen weights in the compute precision. No source checkpoint is read.
-- ``downstream``: lm-eval's scoring forward pass (``pipeline.evaluate.harness.LevanterLM``, inference mode) on the
-  trained run's model in its compute precision, on the downstream job's one GPU (the model unsharded), compiled
-  for ``BATCH_SIZE`` requests at the full seq_len (the harness's longest bucket); no optimizer state.
-
-XLA's memory plan per device is
+One row per workload, its ``role`` (the workload's kind): for a pretraining run, memory probe or fine-tune, the
+training loop's own train step on virtual CPU devices (``plan_train_step``); for ``downstream``, lm-eval's scoring
+forward pass on the job's one GPU (``plan_downstream``). Models are built abstractly at their exact dimensions:
+nothing is allocated, downloaded or read from a source checkpoint. XLA's memory plan per device is
 
     total = arguments + outputs + temporaries − donated (aliased) bytes      (``pipeline.train.step_plan``)
 
-of which the parameters and the optimizer state are the per-device shards of the state (FSDP: Levanter's
-parameter axis mapping shards every array with an ``embed`` axis over the devices; the few without one, biases and
-the time-embedding MLPs' hidden layers, are replicated and listed as ``replicated_param_bytes``; downstream, the
-whole model is on its one device). A workload fits when total ≤ the share of the device's memory that a job's JAX
-reserves (``pipeline.execution.job_env.gpu_memory_fraction()``, 0.9: ``usable_bytes``). A train step that does not
-fit at its batch is planned again with gradient accumulation: Levanter's ``per_device_parallelism`` (examples per
-device per forward/backward) halved until the step fits; the batch the paper reports is unchanged (the
-micro-batches' gradients are summed). The temporaries are XLA's CPU plan: the GPU compiler fuses and schedules
-differently, so the table is a preview, and the memory probes (Fig. 16) measure the real peak on GPUs.
+of which the parameters and the optimizer state are the per-device shards of the state (FSDP shards every array with
+an ``embed`` axis; the few without one, biases and the time-embedding MLPs' hidden layers, are replicated:
+``replicated_param_bytes``). A workload fits when total ≤ the share of the device's memory that a job's JAX reserves
+(``pipeline.execution.job_env.gpu_memory_fraction()``: ``usable_bytes``). A train step that does not fit at its
+batch is planned again at a smaller micro-batch (Levanter's ``per_device_parallelism``; gradient accumulation to the
+same batch) until it fits. The temporaries are XLA's CPU plan, a preview: the memory probes (Fig. 16) measure the
+real peak on GPUs.
 
-Each training workload is planned on ``gpus`` GPUs of a named device, or, given a SLURM site (``--site``), on the
-GPUs ``pipeline.planning.jobs`` gives its job (a memory probe: one node's) of the site's GPU memory; the SLURM jobs
-then train at the micro-batch of their row (``pipeline.planning.jobs.JobSizing.micro_batch``).
-
-A row is one job's: it is found by ``(run_id, gpus, device_bytes)`` and holds for the run as the preset defines it
-only while its ``plan_key`` (a hash of what the plan depends on) and its ``usable_bytes`` are the current ones;
-otherwise job sizing refuses it as stale, naming what changed (``pipeline.planning.fit_table``). ``--runs`` merges
-its rows into an existing table.
+The plans run in child processes (``python -m pipeline.planning.fit``), because JAX fixes the virtual device count
+when it starts: the first plans of every workload of one device count in one process, each further plan of the
+micro-batch search in its own. Longer than 300 lines because a plan and the search that runs it are one concern: what
+a plan returns is the fit row's columns (``PLAN_BYTES``), and its child process runs this module.
 """
 
 from __future__ import annotations
@@ -44,6 +27,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -53,18 +41,178 @@ from pipeline.execution.progress import Progress
 from pipeline.planning.devices import DEVICES
 from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, fit_table, plan_key
 from pipeline.planning.grid import Grid, Workload, workload_vocab_size
-from pipeline.planning.plans import plans_in_subprocess
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
 PLAN_BYTES = FIT_COLUMNS[FIT_COLUMNS.index("parameters") : FIT_COLUMNS.index("device_bytes")]
-"""What a plan (``pipeline.planning.plans``) gives a fit row: parameter counts and bytes per device."""
+"""What a plan gives a fit row: parameter counts and bytes per device."""
+
+
+def per_device_bytes(tree) -> int:
+    """Bytes one device holds of the abstract, sharded arrays of ``tree`` (each leaf's shard shape)."""
+    import jax
+
+    return sum(
+        math.prod(leaf.shape if leaf.sharding is None else leaf.sharding.shard_shape(leaf.shape)) * leaf.dtype.itemsize
+        for leaf in jax.tree_util.tree_leaves(tree)
+        if isinstance(leaf, jax.ShapeDtypeStruct)
+    )
+
+
+def replicated_parameters(model) -> dict[str, int]:
+    """Bytes per device of each parameter of an abstract, laid-out ``model`` that no mesh axis shards (every
+    device holds all of it), by its path in the model tree."""
+    import jax
+
+    replicated = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(model)[0]:
+        if isinstance(leaf, jax.ShapeDtypeStruct) and leaf.sharding.is_fully_replicated:
+            name = jax.tree_util.keystr(path).removesuffix("[<flat index 0>]")
+            replicated[name] = math.prod(leaf.shape) * leaf.dtype.itemsize
+    return replicated
+
+
+def plan_columns(model, trainable, opt_state, plan) -> dict[str, int]:
+    """The ``PLAN_BYTES`` of a compiled ``plan`` whose state is the abstract, laid-out ``model``, its ``trainable``
+    part and ``opt_state`` (None: nothing)."""
+    from pipeline.models.param_count import count_leaves
+    from pipeline.train.step_plan import compiled_peak_bytes
+
+    return {
+        "parameters": count_leaves(model),
+        "trainable_parameters": count_leaves(trainable),
+        "param_bytes": per_device_bytes(model),
+        "replicated_param_bytes": sum(replicated_parameters(model).values()),
+        "optimizer_bytes": per_device_bytes(opt_state),
+        "temp_bytes": int(plan.temp_size_in_bytes),
+        "total_bytes": compiled_peak_bytes(plan),
+    }
+
+
+def plan_train_step(workload: Workload, vocab_size: int, micro_batch: int) -> dict[str, int]:
+    """XLA's per-device plan of ``workload``'s train step (a pretraining run, memory probe or fine-tune) with
+    ``micro_batch`` examples per device per forward/backward: the training loop's own ``UndonatedTrainer``
+    (optimizer, mixed precision, FSDP mesh and axis mapping) on this process's devices. A fine-tune's model is its
+    source's, passed through its own ``resample`` and ``trainable_filter`` (LoRA: optimizer state for the adapters
+    and embeddings only)."""
+    import equinox as eqx
+    import jax.random as jrandom
+    import levanter
+    from haliax import Axis
+    from haliax.partitioning import round_axis_for_partitioning
+    from levanter.models.lm_model import compute_next_token_loss
+
+    from pipeline.models.checkpoint import run_model_config
+    from pipeline.train.setup import optimizer_config, trainer_config
+    from pipeline.train.step_plan import abstract_train_step_plan
+    from pipeline.train.trainer import UndonatedTrainer
+
+    train = dataclasses.replace(workload.train, micro_batch_size=micro_batch)
+    model_config = run_model_config(workload.run)
+    with tempfile.TemporaryDirectory(prefix=f"{workload.run_id}-fit-") as scratch:
+        config = trainer_config(workload.run_id, train, Path(scratch))
+        levanter.initialize(config)
+        with UndonatedTrainer(config, optimizer_config(train).build(train.steps), compute_next_token_loss) as trainer:
+            model_key, training_key = jrandom.split(jrandom.PRNGKey(train.seed))
+            Vocab = round_axis_for_partitioning(Axis("vocab", vocab_size), trainer.parameter_axis_mapping)
+
+            def model_init():
+                return workload.adapted(model_config.build(Vocab, key=model_key), model_key)
+
+            trainable = workload.trainable_filter()
+            is_trainable = True if trainable is None else trainable(eqx.filter_eval_shape(model_init))
+            state, plan = abstract_train_step_plan(
+                trainer,
+                model_init,
+                vocab_size,
+                workload.run.model.seq_len,
+                vocab_size - 1,
+                training_key,
+                is_trainable=is_trainable,
+            )
+    return plan_columns(state.model, state.trainable_model, state.opt_state, plan)
+
+
+def plan_downstream(workload: Workload, vocab_size: int, batch_size: int) -> dict[str, int]:
+    """XLA's plan of lm-eval's scoring forward pass on ``workload``'s run: the harness's ``LevanterLM`` over the
+    model in the run's compute precision (as ``evaluate_downstream`` casts it), its jitted scoring function for
+    ``batch_size`` requests at the full seq_len, on one device (the harness loads the model unsharded)."""
+    import equinox as eqx
+    import haliax as hax
+    import jax
+    import jax.numpy as jnp
+    import jmp
+    from haliax import Axis
+
+    from pipeline.evaluate.harness import LevanterLM
+    from pipeline.models.checkpoint import run_model_config
+
+    def is_abstract(leaf) -> bool:
+        return isinstance(leaf, jax.ShapeDtypeStruct)
+
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    spec = workload.run
+    model = eqx.filter_eval_shape(run_model_config(spec).build, Axis("vocab", vocab_size), key=jax.random.PRNGKey(0))
+    model = eqx.filter_eval_shape(jmp.get_policy(spec.train.mixed_precision).cast_to_compute, model)
+    lm = LevanterLM(model, None, batch_size=batch_size)
+    arrays, static = eqx.partition(lm.model, is_abstract, is_leaf=is_abstract)
+    arrays = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=device), arrays)
+    rows = (batch_size, spec.model.seq_len)
+    tokens = hax.NamedArray(
+        jax.ShapeDtypeStruct(rows, jnp.int32, sharding=device), (Axis("batch", batch_size), lm.model.Pos)
+    )
+    targets = jax.ShapeDtypeStruct(rows, jnp.int32, sharding=device)
+    scored = jax.ShapeDtypeStruct(rows, jnp.bool_, sharding=device)
+
+    def score(arrays, tokens, targets, scored):
+        return lm._scores(eqx.combine(arrays, static, is_leaf=is_abstract), tokens, targets, scored)
+
+    # The harness's filter_jit takes concrete arrays only; an outer jit carries the abstract ones into it.
+    plan = jax.jit(score).lower(arrays, tokens, targets, scored).compile().memory_analysis()
+    return plan_columns(arrays, None, None, plan)
+
+
+def plans_in_subprocess(requests: list[tuple[Workload, int, int]], gpus: int) -> list[dict[str, int]]:
+    """The plan of each ``(workload, vocab_size, micro_batch)`` request (downstream: ``micro_batch`` requests per
+    forward pass), in order, in one fresh Python process whose JAX sees ``gpus`` virtual CPU devices."""
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={gpus}".strip(),
+    }
+    payload = [[workload.to_dict(), vocab_size, micro_batch] for workload, vocab_size, micro_batch in requests]
+    command = [sys.executable, "-m", "pipeline.planning.fit"]
+    finished = subprocess.run(command, env=env, input=json.dumps(payload), capture_output=True, text=True)
+    if finished.returncode != 0:
+        lines = finished.stderr.strip().splitlines() or ["no error message"]
+        raise RuntimeError(f"planning on {gpus} virtual devices failed: {lines[-1]}")
+    return json.loads(finished.stdout.splitlines()[-1])
+
+
+def plan_main() -> None:
+    """``python -m pipeline.planning.fit``: the plans of the ``[workload, vocab, micro-batch]`` requests on stdin
+    (``plans_in_subprocess``), one after another, printed as one JSON line; each one's compiled programs are dropped
+    before the next."""
+    import jax
+
+    plans = []
+    for raw, vocab_size, micro_batch in json.load(sys.stdin):
+        workload = Workload.from_dict(raw)
+        try:
+            planner = plan_train_step if workload.trains else plan_downstream
+            plans.append(planner(workload, vocab_size, micro_batch))
+        except Exception as error:
+            raise RuntimeError(
+                f"{workload.run_id} at micro-batch {micro_batch}: {type(error).__name__}: {error}".replace("\n", " ")
+            ) from error
+        jax.clear_caches()
+    print(json.dumps(plans))
 
 
 def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int, plan: dict[str, Any]) -> FitRow:
     """The workload's row from its ``plan`` at the whole batch per device; a train step that does not fit is
     planned again at the largest micro-batch (a divisor of the per-device batch) that the plan's temporaries,
-    scaled linearly with the micro-batch, predict to fit, halved further until XLA's plan fits (or one example per
+    scaled linearly with the micro-batch, predict to fit, lowered further until XLA's plan fits (or one example per
     device does not). Downstream rows are planned at lm-eval's batch only."""
     devices = workload.devices(gpus)
     per_device = workload.batch_size // devices
@@ -100,52 +248,29 @@ def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int, p
     )
 
 
-def fit_rows(chosen: list[Workload], vocab_sizes: list[int], gpus: list[int], device_bytes: int) -> list[FitRow]:
-    """The rows of ``chosen`` (vocabulary sizes ``vocab_sizes``, training jobs of ``gpus`` GPUs): every first plan,
-    at the whole batch per device, in one process per device count, then each row's micro-batch search."""
-    for workload, count in zip(chosen, gpus, strict=True):
-        devices = workload.devices(count)
-        if workload.batch_size % devices:
+def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int]) -> list[FitRow]:
+    """The rows of ``jobs`` (``(workload, GPUs, device bytes)``, vocabulary sizes ``vocab_sizes``): every first
+    plan, at the whole batch per device, in one process per device count, then each row's micro-batch search."""
+    requests, devices = [], []
+    for (workload, gpus, _), vocab_size in zip(jobs, vocab_sizes, strict=True):
+        devices.append(workload.devices(gpus))
+        if workload.batch_size % devices[-1]:
             raise ValueError(
-                f"{workload.run_id}: batch_size {workload.batch_size} is not divisible by {devices} "
+                f"{workload.run_id}: batch_size {workload.batch_size} is not divisible by {devices[-1]} "
                 f"GPUs; choose a GPU count that divides it."
             )
-    requests = [
-        (workload, vocab_size, workload.batch_size // workload.devices(count))
-        for workload, vocab_size, count in zip(chosen, vocab_sizes, gpus, strict=True)
-    ]
+        requests.append((workload, vocab_size, workload.batch_size // devices[-1]))
     plans: dict[int, dict[str, Any]] = {}
     progress = Progress("fit: first plans", len(requests), "rows", every_s=0)
-    for devices in sorted({workload.devices(count) for workload, count in zip(chosen, gpus, strict=True)}):
-        same = [
-            i
-            for i, (workload, count) in enumerate(zip(chosen, gpus, strict=True))
-            if workload.devices(count) == devices
-        ]
-        plans.update(zip(same, plans_in_subprocess([requests[i] for i in same], devices), strict=True))
-        progress.advance(len(same), note=f"{devices} device(s) done")
+    for count in sorted(set(devices)):
+        same = [i for i, devices_of_job in enumerate(devices) if devices_of_job == count]
+        plans.update(zip(same, plans_in_subprocess([requests[i] for i in same], count), strict=True))
+        progress.advance(len(same), note=f"{count} device(s) done")
     rows = []
-    for i, (workload, vocab_size, _) in enumerate(requests):
-        rows.append(fit_run(workload, vocab_size, gpus[i], device_bytes, plans[i]))
+    for i, (workload, gpus, device_bytes) in enumerate(jobs):
+        rows.append(fit_run(workload, vocab_sizes[i], gpus, device_bytes, plans[i]))
         logger.info("%s: %s", workload.run_id, json.dumps(dataclasses.asdict(rows[-1])))
     return rows
-
-
-def site_gpus(
-    grid: Grid, site: Site, chosen: list[Workload], preflight_table: Path | None = None
-) -> list[tuple[int, ...]]:
-    """The GPU counts each workload's job may get at ``site`` (``pipeline.planning.jobs``): a pretraining run's and a
-    fine-tune's from its size, as sized before the preflight and, where ``preflight_table`` exists, after its measured
-    throughput resized it (both, so that the table has the row its job reads either way); a memory probe's one
-    node's; a downstream job's one."""
-    from pipeline.planning.jobs import JobSizing
-
-    if site.gpus_per_node == 0:
-        raise ValueError("--site: the site has no GPUs (gpus_per_node 0); there is no GPU memory to plan for.")
-    sizings = [JobSizing(grid, site)]
-    if preflight_table is not None and Path(preflight_table).is_file():
-        sizings.append(JobSizing(grid, site, preflight_table=preflight_table))
-    return [tuple(dict.fromkeys(jobs.gpu_count(workload.run_id) for jobs in sizings)) for workload in chosen]
 
 
 def planned_jobs(
@@ -157,8 +282,12 @@ def planned_jobs(
     preflight_table: Path | None = None,
 ) -> list[tuple[Workload, int, int]]:
     """``(workload, GPUs, device bytes)`` of every workload of ``grid`` (or of ``run_ids``): on ``gpus`` GPUs of
-    ``device``, or, given a ``site``, on each GPU count the site may give its job (``site_gpus``), of the site's
-    memory."""
+    ``device``, or, given a ``site``, of the site's memory on each GPU count its job may get there
+    (``pipeline.planning.jobs``): a pretraining run's and a fine-tune's as sized before the preflight and, where
+    ``preflight_table`` exists, after its measured throughput resized it (both, so that the table has the row its job
+    reads either way); a memory probe's one node's; a downstream job's one."""
+    from pipeline.planning.jobs import JobSizing
+
     if site is None and device not in DEVICES:
         raise ValueError(f"--device {device!r}: unknown GPU; expected one of {sorted(DEVICES)}.")
     known = grid.workloads
@@ -171,10 +300,15 @@ def planned_jobs(
     chosen = [known[run_id] for run_id in run_ids or known]
     if site is None:
         return [(workload, gpus, DEVICES[device].memory_bytes) for workload in chosen]
+    if site.gpus_per_node == 0:
+        raise ValueError("--site: the site has no GPUs (gpus_per_node 0); there is no GPU memory to plan for.")
+    sizings = [JobSizing(grid, site)]
+    if preflight_table is not None and Path(preflight_table).is_file():
+        sizings.append(JobSizing(grid, site, preflight_table=preflight_table))
     return [
         (workload, count, site.gpu_memory_bytes)
-        for workload, counts in zip(chosen, site_gpus(grid, site, chosen, preflight_table), strict=True)
-        for count in counts
+        for workload in chosen
+        for count in dict.fromkeys(sizing.gpu_count(workload.run_id) for sizing in sizings)
     ]
 
 
@@ -208,23 +342,14 @@ def write_fit(
     site: Site | None = None,
     preflight_table: Path | None = None,
 ) -> list[FitRow]:
-    """Plan every workload of the preset's ``grid`` (or those of ``run_ids``) and write the fit table: on ``gpus`` GPUs
-    per training job of ``device``, or, given a ``site``, on each GPU count the site may give each job (before and,
-    where the preflight report ``preflight_table`` exists, after the preflight resized it), of the site's memory.
-    With ``run_ids``, the new rows replace the rows of the same jobs in an existing ``out_csv`` and the others are
-    kept; without, the table holds the new rows only. Returns the new rows."""
+    """Plan the jobs of ``planned_jobs`` and write the fit table. With ``run_ids``, the new rows replace the rows of
+    the same jobs in an existing ``out_csv`` and the others are kept; without, the table holds the new rows only.
+    Returns the new rows."""
     from pipeline.artifacts import atomic_write_text
     from pipeline.planning.measured import read_fit_rows
 
     jobs = planned_jobs(grid, device, gpus, site, run_ids, preflight_table)
-    device_bytes = jobs[0][2]
-    chosen = [workload for workload, _, _ in jobs]
-    rows = fit_rows(
-        chosen,
-        [workload_vocab_size(grid.config, workload) for workload in chosen],
-        [count for _, count, _ in jobs],
-        device_bytes,
-    )
+    rows = fit_rows(jobs, [workload_vocab_size(grid.config, workload) for workload, _, _ in jobs])
     kept = []
     if run_ids and Path(out_csv).is_file():
         replaced = {row.job_key for row in rows}
@@ -233,3 +358,7 @@ def write_fit(
     atomic_write_text(out_csv, table)
     atomic_write_text(out_md, markdown)
     return rows
+
+
+if __name__ == "__main__":
+    plan_main()

@@ -5,6 +5,7 @@ Reading them, and refusing a stale row, is ``pipeline.planning.measured``'s."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from pipeline.artifacts import csv_text, markdown_table
@@ -89,9 +90,26 @@ def plan_key(workload: Workload, vocab_size: int) -> str:
     return json_digest(plan_parts(workload, vocab_size), length=16)
 
 
+GB = 1e9
+MARKDOWN_COLUMNS: tuple[tuple[str, str, Callable[[FitRow], str]], ...] = (
+    ("run", "l", lambda row: row.run_id),
+    ("role", "l", lambda row: row.role),
+    ("params", "r", lambda row: f"{row.parameters / 1e6:.0f} M"),
+    ("GPUs", "r", lambda row: str(row.gpus)),
+    ("GPU GB (usable)", "r", lambda row: f"{row.device_bytes / GB:.0f} ({row.usable_bytes / GB:.0f})"),
+    ("batch/device", "r", lambda row: str(row.per_device_batch)),
+    ("micro-batch", "r", lambda row: str(row.micro_batch)),
+    ("params GB", "r", lambda row: f"{row.param_bytes / GB:.2f}"),
+    ("optimizer GB", "r", lambda row: f"{row.optimizer_bytes / GB:.2f}"),
+    ("temporaries GB", "r", lambda row: f"{row.temp_bytes / GB:.1f}"),
+    ("total GB", "r", lambda row: f"{row.total_bytes / GB:.1f}"),
+    ("fits", "l", lambda row: "yes" if row.fits_at_paper_batch else ("with accumulation" if row.fits else "no")),
+)
+"""The markdown table's columns: header, alignment and cell of a row; sizes in GB (10⁹ bytes) per device."""
+
+
 def fit_table(rows: list[FitRow]) -> tuple[str, str]:
-    """``(markdown, csv)`` of the fit rows; sizes in GB (10⁹ bytes) per device."""
-    gb = 1e9
+    """``(markdown, csv)`` of the fit rows."""
     note = (
         "Per-device memory planned on CPU by XLA (virtual devices; a train step with the run's Levanter mesh, "
         "mixed precision and batch; downstream, lm-eval's forward pass on one GPU). A step fits below the "
@@ -99,37 +117,6 @@ def fit_table(rows: list[FitRow]) -> tuple[str, str]:
         "micro-batch = examples per device per forward/backward (Levanter per_device_parallelism; downstream, "
         "requests per forward pass)."
     )
-    columns = [
-        "run",
-        "role",
-        "params",
-        "GPUs",
-        "GPU GB (usable)",
-        "batch/device",
-        "micro-batch",
-        "params GB",
-        "optimizer GB",
-        "temporaries GB",
-        "total GB",
-        "fits",
-    ]
-    cells = [
-        [
-            row.run_id,
-            row.role,
-            f"{row.parameters / 1e6:.0f} M",
-            str(row.gpus),
-            f"{row.device_bytes / gb:.0f} ({row.usable_bytes / gb:.0f})",
-            str(row.per_device_batch),
-            str(row.micro_batch),
-            f"{row.param_bytes / gb:.2f}",
-            f"{row.optimizer_bytes / gb:.2f}",
-            f"{row.temp_bytes / gb:.1f}",
-            f"{row.total_bytes / gb:.1f}",
-            "yes" if row.fits_at_paper_batch else ("with accumulation" if row.fits else "no"),
-        ]
-        for row in rows
-    ]
-    return f"{note}\n\n{markdown_table(columns, cells, align='llrrrrrrrrrl')}\n", csv_text(
-        map(dataclasses.asdict, rows), FIT_COLUMNS
-    )
+    columns, align, cells = zip(*MARKDOWN_COLUMNS, strict=True)
+    markdown = markdown_table(columns, ([cell(row) for cell in cells] for row in rows), "".join(align))
+    return f"{note}\n\n{markdown}\n", csv_text(map(dataclasses.asdict, rows), FIT_COLUMNS)

@@ -43,15 +43,18 @@ def model_cost(workload: Workload, config: dict[str, Any]) -> tuple[int, float]:
 @functools.cache
 def recipe_cost(recipe: ModelRecipe, vocab: int) -> tuple[int, float]:
     """(parameters, forward FLOPs per token) of a model recipe, parameters from shapes only; read from
-    ``MODEL_COST_CACHE`` when it holds the recipe under the same model code, else computed and added."""
+    ``MODEL_COST_CACHE`` when it holds the recipe under the same model code, else computed and added (written
+    atomically: parallel jobs may race, the last writer wins and a lost entry is recomputed)."""
     cache = read_model_costs()
     key = recipe.key(vocab)
     if key not in cache:
+        from pipeline.artifacts import atomic_write_json
         from pipeline.models import count_params
 
         config = recipe.build()
         cache[key] = [count_params(config, vocab), float(config.flops_per_token(vocab))]
-        write_model_costs(cache)
+        MODEL_COST_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(MODEL_COST_CACHE, {"code": model_code_version(), "costs": cache})
     parameters, forward_flops = cache[key]
     return int(parameters), float(forward_flops)
 
@@ -64,11 +67,3 @@ def read_model_costs() -> dict[str, list]:
     except (FileNotFoundError, ValueError):
         return {}
     return cached["costs"] if cached.get("code") == model_code_version() else {}
-
-
-def write_model_costs(costs: dict[str, list]) -> None:
-    """Write the cache atomically (parallel jobs may race: the last writer wins, a lost entry is recomputed)."""
-    from pipeline.artifacts import atomic_write_json
-
-    MODEL_COST_CACHE.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(MODEL_COST_CACHE, {"code": model_code_version(), "costs": costs})

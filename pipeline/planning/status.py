@@ -166,42 +166,32 @@ def plan_rows(sizing: JobSizing) -> list[dict[str, Any]]:
     """One row per training job of ``sizing``'s grid at its site and one per data job (a corpus export's and a token
     cache's per dataset); each job's attempts: its rule's retries + 1, the SLURM profile's 2 retries where no job of
     the rule needs a chain; a job the site refuses (``WalltimeError``), its rule and sentence under ``refused``."""
+
+    def row(job: str, gpus: int, micro_batch: int | None, request, attempts: int) -> dict[str, Any]:
+        return {
+            "job": job,
+            "gpus": gpus,
+            "micro_batch": micro_batch,
+            "needed_min": request.needed_minutes,
+            "granted_min": request.minutes,
+            "chunks": request.chunks,
+            "attempts": attempts,
+            "partition": request.placement.partition,
+        }
+
     rows = []
     for jobs in (sizing.grid.pretraining, sizing.grid.finetunes):
         attempts = rule_attempts(sizing.chain_retries(jobs))
         for workload_id, workload in jobs.items():
             request = sizing.training(workload_id, check_preflight=False)
-            rows.append(
-                {
-                    "job": f"{workload.kind} {workload_id}",
-                    "gpus": request.gpus,
-                    "micro_batch": request.micro_batch,
-                    "needed_min": request.needed_minutes,
-                    "granted_min": request.minutes,
-                    "chunks": request.chunks,
-                    "attempts": attempts,
-                    "partition": request.placement.partition,
-                }
-            )
+            rows.append(row(f"{workload.kind} {workload_id}", request.gpus, request.micro_batch, request, attempts))
     for rule in CPU_JOBS:
         try:
             jobs, attempts = sizing.data_jobs(rule), rule_attempts(sizing.data_retries(rule))
         except WalltimeError as error:
             rows.append({"job": rule, "refused": str(error)})
             continue
-        for name, request in jobs.items():
-            rows.append(
-                {
-                    "job": name if name == rule else f"{rule} {name}",
-                    "gpus": 0,
-                    "micro_batch": None,
-                    "needed_min": request.needed_minutes,
-                    "granted_min": request.minutes,
-                    "chunks": request.chunks,
-                    "attempts": attempts,
-                    "partition": request.placement.partition,
-                }
-            )
+        rows += [row(rule if name == rule else f"{rule} {name}", 0, None, job, attempts) for name, job in jobs.items()]
     return rows
 
 

@@ -145,12 +145,12 @@ def peak_memory() -> tuple[int, str]:
 
 def memory_plan(spec: RunSpec, vocab_size: int, micro_batch: int) -> tuple[int, int]:
     """(planned bytes per device, budget bytes) from XLA's plan of this job's train step, computed here as the fit
-    table does (``pipeline.planning.plans.plan_train_step``); the budget is the device's usable memory (its
+    table does (``pipeline.planning.fit.plan_train_step``); the budget is the device's usable memory (its
     ``bytes_limit``), or on a CPU the host's memory."""
     import jax
 
+    from pipeline.planning.fit import plan_train_step
     from pipeline.planning.grid import Pretraining
-    from pipeline.planning.plans import plan_train_step
 
     per_device = spec.train.batch_size // len(jax.devices())
     plan = plan_train_step(Pretraining(spec), vocab_size, micro_batch or per_device)

@@ -26,7 +26,7 @@ import dataclasses, json, sys
 import equinox as eqx, jax.random as jrandom
 from haliax import Axis
 from levanter.trainer import TrainerConfig
-from pipeline.planning.plans import replicated_parameters
+from pipeline.planning.fit import replicated_parameters
 from pipeline.config import RunSpec
 from pipeline.models.checkpoint import run_model_config
 from pipeline.train.step_plan import lay_out_abstract
@@ -79,14 +79,12 @@ def fake_plan(per_example_bytes: int, fixed_bytes: int):
             temp = per_example_bytes * micro_batch
             results.append(
                 {
-                    "parameters": 1,
-                    "trainable_parameters": 1,
+                    **dict.fromkeys(fit.PLAN_BYTES, 1),
                     "param_bytes": fixed_bytes,
                     "replicated_param_bytes": 0,
                     "optimizer_bytes": 0,
                     "temp_bytes": temp,
                     "total_bytes": fixed_bytes + temp,
-                    "gpus": gpus,
                 }
             )
         return results
@@ -108,7 +106,7 @@ def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, per_example, 
     workload = medium_gpt()  # batch 256 → 32 per device on 8
     plans, calls = fake_plan(per_example, 5 * 10**9)
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
-    [row] = fit.fit_rows([workload], [50257], [8], 80 * 10**9)
+    [row] = fit.fit_rows([(workload, 8, 80 * 10**9)], [50257])
     assert (row.micro_batch, row.fits_at_paper_batch, row.fits) == (expected_micro_batch, fits_at_batch, True)
     assert row.accumulation * row.micro_batch * row.gpus == workload.batch_size
     assert calls[0] == 32 and len(calls) <= 3
@@ -117,7 +115,7 @@ def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, per_example, 
 def test_a_run_that_fits_at_no_micro_batch_says_so(monkeypatch):
     plans, _ = fake_plan(10**9, 90 * 10**9)
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
-    [row] = fit.fit_rows([medium_gpt()], [50257], [8], 80 * 10**9)
+    [row] = fit.fit_rows([(medium_gpt(), 8, 80 * 10**9)], [50257])
     assert (row.micro_batch, row.fits) == (1, False)
     assert "| no |" in fit_table.fit_table([row])[0]
 
