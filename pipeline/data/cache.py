@@ -159,7 +159,7 @@ def _build_ray(
             cache.await_finished(timeout=WAIT_S, await_cleanup=True)
             return documents
         except TimeoutError:
-            done = finished_shard_count(cache_dir, progress.done)
+            done = max(finished_shard_count(cache_dir), progress.done)  # a backup ledger may be behind
             progress.advance(done - progress.done)
             if stop.signal_name is not None:
                 ray.shutdown()  # the builder's actor and tasks end with this driver's job, before the sentence

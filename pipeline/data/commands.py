@@ -30,10 +30,8 @@ def _attempted(verb: str, work: Callable[[argparse.Namespace], None]) -> Callabl
     (``pipeline.train.attempts``), its progress the shards it finished."""
 
     def attempt(args: argparse.Namespace) -> None:
-        record = data_attempt_file(args.out)
-        with attempt_record(
-            record, args.attempt, subject(verb, args), lambda: shards_done(args.out)[0], "shard after {}"
-        ):
+        shards = lambda: shards_done(args.out)[0]  # noqa: E731
+        with attempt_record(data_attempt_file(args.out), args.attempt, subject(verb, args), shards, "shard after {}"):
             work(args)
 
     return attempt
@@ -124,6 +122,10 @@ def _cache(args: argparse.Namespace) -> None:
             for split in corpus_splits(args.corpus)
         }
         atomic_write_json(staging / "stats.json", stats)
+        if args.builder == "ray":  # down before the output appears: a kill in its teardown leaves no output to delete
+            import ray
+
+            ray.shutdown()
     logging.info("token cache %s: %s", args.out, json.dumps(stats))
 
 
@@ -137,17 +139,9 @@ def _build_corpora(args: argparse.Namespace) -> None:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     corpus = add_verb(
-        verbs,
-        "corpus",
-        _attempted("corpus", _corpus),
-        "export a corpus to JSONL train/validation splits",
-        uses_torch=False,
+        verbs, "corpus", _attempted("corpus", _corpus), "export a corpus to JSONL shards", uses_torch=False
     )
-    corpus.add_argument(
-        "--source",
-        required=True,
-        help=f"the dataset's `source` entry of the preset, as JSON (docs_per_shard: {DOCS_PER_SHARD} unless set)",
-    )
+    corpus.add_argument("--source", required=True, help="the dataset's `source` entry of the preset, as JSON")
     tokenizer = add_verb(
         verbs, "tokenizer", _tokenizer, "train a byte-level BPE or save a pretrained tokenizer", uses_torch=False
     )

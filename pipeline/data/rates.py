@@ -23,18 +23,11 @@ RATES = Path(__file__).resolve().parent / "data_rates.yaml"
 
 
 def data_job_minutes(
-    kind: str,
-    corpus: str,
-    cpus: int,
-    rates: Path = RATES,
-    *,
-    splits: int = 2,
-    docs_per_shard: int = DOCS_PER_SHARD,
-    builder: str | None = None,
+    kind: str, corpus: str, cpus: int, rates: Path = RATES, source: dict | None = None, builder: str | None = None
 ) -> float:
     """Minutes of the data job ``kind`` (``corpus`` or ``token_cache``) on the corpus ``corpus`` (a paper corpus,
-    ``wt103`` or ``owt``, or a shipped tiny one) with ``cpus`` CPUs, of ``splits`` splits exported in shards of
-    ``docs_per_shard`` documents and, for a token cache, built by ``builder``, by the formula above; ``rates``: the
+    ``wt103`` or ``owt``, or a shipped tiny one) with ``cpus`` CPUs, exported as its preset's ``source`` says (its
+    splits, ``docs_per_shard``) and, for a token cache, built by ``builder``, by the formula above; ``rates``: the
     table of measured rates and corpus sizes."""
     table = rate_table(Path(rates))
     if kind not in table["rates"] or corpus not in table["corpora"]:
@@ -45,7 +38,9 @@ def data_job_minutes(
     rate, size = table["rates"][kind], table["corpora"][corpus]
     seconds = size[rate["unit"]] / (rate["per_cpu_s"] * (cpus if rate["parallel"] else 1))
     own = rate.get(f"{builder}_builder", {"per_split_s": 0, "per_shard_s": 0})
-    shards = math.ceil(size["documents"] / docs_per_shard) + splits - 1  # at most, over the splits
+    source = source or {}
+    splits = 3 if source.get("test_split") else 2
+    shards = math.ceil(size["documents"] / source.get("docs_per_shard", DOCS_PER_SHARD)) + splits - 1  # at most
     return (seconds + splits * own["per_split_s"] + shards * own["per_shard_s"]) / 60
 
 

@@ -90,12 +90,14 @@ def kept_shards(staging: Path, key: dict) -> dict[str, list[dict]]:
 
 
 def finished_shard_count(cache_dir: Path, default: int = 0) -> int:
-    """The shards Levanter's ledger in ``cache_dir`` lists as finished; ``default`` without a ledger, or while the
-    builder rewrites it."""
-    try:
-        return len(json.loads((cache_dir / LEVANTER_LEDGER).read_text())["finished_shards"])
-    except (OSError, ValueError, KeyError):
-        return default
+    """The shards Levanter's ledger in ``cache_dir`` lists as finished, else its backup's (the ledger torn by a stop,
+    or rewritten now: ``pipeline.data.cache.whole_ledger``); ``default`` without either."""
+    for name in (LEVANTER_LEDGER, f"{LEVANTER_LEDGER}.bak"):
+        try:
+            return len(json.loads((cache_dir / name).read_text())["finished_shards"])
+        except (OSError, ValueError, KeyError):
+            continue
+    return default
 
 
 def shards_done(out_dir: Path) -> tuple[int, int | None]:

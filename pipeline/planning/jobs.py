@@ -46,7 +46,6 @@ from typing import Any
 
 from pipeline.config.site import Site, preset_results
 from pipeline.data.rates import data_job_minutes
-from pipeline.data.shards import DOCS_PER_SHARD
 from pipeline.planning.grid import Grid
 from pipeline.planning.measured import FitTableError, MeasuredTable
 from pipeline.planning.placement import (
@@ -323,14 +322,8 @@ class JobSizing:
         needed = CPU_JOBS[rule].get("minutes")
         if rule in DATA_CHAINS:
             source = self.config["datasets"][dataset]["source"]
-            minutes = data_job_minutes(
-                rule,
-                source.get("corpus", dataset),  # a shipped corpus by its name, a hub corpus by its dataset's
-                cpus,
-                splits=3 if source.get("test_split") else 2,
-                docs_per_shard=source.get("docs_per_shard", DOCS_PER_SHARD),
-                builder=self.config["cache_builder"],
-            )
+            corpus = source.get("corpus", dataset)  # a shipped corpus by its name, a hub one by its dataset's
+            minutes = data_job_minutes(rule, corpus, cpus, source=source, builder=self.config["cache_builder"])
             needed = training_minutes(minutes / 60, 1, self.site)
         job = f"{rule} job of {dataset}" if dataset else f"{rule} job"
         granted, chunks = walltime(self.site, job, kind, needed)

@@ -228,17 +228,18 @@ def test_a_run_and_its_token_cache_longer_than_the_walltime_limit_finish_in_one_
     site = localhost_site(
         tmp_path, slurm_partition, max_runtime_min=1, signal_lead_s=2, device="cpu2", chunk_startup_min=0.5
     )
-    site.write_text(site.read_text().replace("cpu_max_cpus: 1", "cpu_max_cpus: 2"))  # the Ray builder needs 2
+    site.write_text(site.read_text().replace("cpu_max_cpus: 1", "cpu_max_cpus: 2"))  # Levanter's Ray builder needs 2
     started = time.monotonic()
     pretrain = f"pretrain={{owt-small: {{train: {{{train}}}}}}}"
-    data = ("datasets={owt: {source: {docs_per_shard: 20}}}", "cache_builder=ray")
+    # Each job's embedded Ray counts the CPUs SLURM gave the job (as the paper preset's).
+    data = ("datasets={owt: {source: {docs_per_shard: 20}}}", "cache_builder=ray", "ray={num_cpus: null}")
     config = ("--config", "preset=tiny", pretrain, *data, f"site={site}")
     result = snakemake_on_slurm(workdir, tmp_path / "logs", f"{run}/summary.json", *config, timeout=1500)
     output = result.stdout + result.stderr
     print(f"one call through chunks: {time.monotonic() - started:.0f} s")
     assert result.returncode == 0, output[-4000:]
     jobs = {}
-    for job, rule in dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: \S*/logs/(\w+)/", output)).items():
+    for job, rule in dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: \S*/logs/rule_(\w+)/", output)).items():
         jobs.setdefault(rule, []).append(job)
     for rule in ("token_cache", "pretrain"):
         planned = int(re.search(rf"rule {rule}:\n(?:    .*\n)*?    resources: .*chunks=(\d+)", output)[1])
