@@ -161,8 +161,7 @@ def _build_ray(
         except TimeoutError:
             done = max(finished_shard_count(cache_dir), progress.done)  # a backup ledger may be behind
             progress.advance(done - progress.done)
-            if stop.signal_name is not None:
-                ray.shutdown()  # the builder's actor and tasks end with this driver's job, before the sentence
+            if stop.signal_name is not None:  # its Ray ends with the verb, after the attempt's record
                 raise _stopped(
                     cache_dir, stop, done, progress.total, "Levanter's ledger keeps the finished ones"
                 ) from None

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,8 +32,14 @@ def _attempted(verb: str, work: Callable[[argparse.Namespace], None]) -> Callabl
 
     def attempt(args: argparse.Namespace) -> None:
         shards = lambda: shards_done(args.out)[0]  # noqa: E731
-        with attempt_record(data_attempt_file(args.out), args.attempt, subject(verb, args), shards, "shard after {}"):
-            work(args)
+        try:
+            with attempt_record(
+                data_attempt_file(args.out), args.attempt, subject(verb, args), shards, "shard after {}"
+            ):
+                work(args)
+        finally:  # the cache builder's Ray ends after the attempt's record (kept by a kill in a slow shutdown)
+            if "ray" in sys.modules:
+                sys.modules["ray"].shutdown()
 
     return attempt
 
