@@ -20,6 +20,7 @@ from levanter.data.text import BatchTokenizer, TextLmDatasetFormat, build_lm_dat
 from levanter.store.cache import CacheLedger, CacheMetadata, CacheOptions, SerialCacheWriter, TreeCache
 
 from pipeline.data.files import TEXT_FIELD, atomic_directory, iter_jsonl
+from pipeline.data.shards import LEVANTER_LEDGER, finished_shard_count
 from pipeline.data.tokenizer import check_tokenizer_dir
 from pipeline.execution.errors import RunStopped
 from pipeline.execution.progress import Progress
@@ -27,7 +28,6 @@ from pipeline.execution.stop_signals import StopSignals
 
 Builder = Literal["serial", "ray"]
 BATCH_SIZE = 1024
-LEDGER_FILE = "shard_ledger.json"
 INPUTS_FILE = "inputs.json"
 WAIT_S = 1.0
 """Seconds between looks at the Ray builder's ledger (progress, a stop signal)."""
@@ -137,7 +137,7 @@ def _build_ray(
     """Validate the files of the shards Levanter's ledger in `cache_dir` has not finished here (clear errors), then run
     Levanter's Ray cache builder, which resumes from that ledger, and wait for it."""
     source = UrlDataSource([str(Path(path).resolve()) for path in jsonl_files])
-    ledger = CacheLedger.load(str(cache_dir)) if (cache_dir / LEDGER_FILE).is_file() else None
+    ledger = CacheLedger.load(str(cache_dir)) if (cache_dir / LEVANTER_LEDGER).is_file() else None
     finished = set(ledger.finished_shards) if ledger is not None else set()
     shards = zip(source.shard_names, jsonl_files, strict=True) if finished else []  # names: Levanter's, for files
     unfinished = [path for name, path in shards if name not in finished] if finished else jsonl_files
@@ -159,10 +159,9 @@ def _build_ray(
             cache.await_finished(timeout=WAIT_S, await_cleanup=True)
             return documents
         except TimeoutError:
-            done = finished_shard_count(cache_dir, progress.done)
+            done = max(finished_shard_count(cache_dir), progress.done)  # a backup ledger may be behind
             progress.advance(done - progress.done)
-            if stop.signal_name is not None:
-                ray.shutdown()  # the builder's actor and tasks end with this driver's job, before the sentence
+            if stop.signal_name is not None:  # its Ray ends with the verb, after the attempt's record
                 raise _stopped(
                     cache_dir, stop, done, progress.total, "Levanter's ledger keeps the finished ones"
                 ) from None
@@ -172,25 +171,16 @@ def whole_ledger(cache_dir: Path) -> dict | None:
     """The shard ledger of an unfinished Levanter cache, None without a readable one. Levanter rewrites its ledger in
     place after copying it to ``<ledger>.bak``: a job stopped while it wrote leaves a torn ledger and a whole backup,
     which is put in its place (a state a few rows behind, which the builder trims and writes again)."""
-    for path in (cache_dir / LEDGER_FILE, cache_dir / f"{LEDGER_FILE}.bak"):
+    for path in (cache_dir / LEVANTER_LEDGER, cache_dir / f"{LEVANTER_LEDGER}.bak"):
         try:
             ledger = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if path.name != LEDGER_FILE:
-            shutil.copyfile(path, cache_dir / LEDGER_FILE)
+        if path.name != LEVANTER_LEDGER:
+            shutil.copyfile(path, cache_dir / LEVANTER_LEDGER)
             logger.info("%s: the ledger was torn; resuming from its backup", cache_dir)
         return ledger
     return None
-
-
-def finished_shard_count(cache_dir: Path, default: int = 0) -> int:
-    """The shards Levanter's ledger in ``cache_dir`` lists as finished; ``default`` without a ledger, or while the
-    builder rewrites it."""
-    try:
-        return len(json.loads((cache_dir / LEDGER_FILE).read_text())["finished_shards"])
-    except (OSError, ValueError, KeyError):
-        return default
 
 
 def _ray_cache_options() -> CacheOptions:
@@ -221,9 +211,9 @@ def _ray_cache_options() -> CacheOptions:
 def cache_stats(cache_dir: str | Path) -> dict:
     """{"documents", "tokens"} of a finished token cache."""
     path = Path(cache_dir)
-    if not (path / LEDGER_FILE).is_file():
+    if not (path / LEVANTER_LEDGER).is_file():
         raise FileNotFoundError(
-            f"Token cache {path} has no {LEDGER_FILE}; expected a finished Levanter cache directory."
+            f"Token cache {path} has no {LEVANTER_LEDGER}; expected a finished Levanter cache directory."
         )
     cache = TreeCache.load(str(path), {"input_ids": np.zeros((0,), dtype=np.int32)})
     return {"documents": len(cache), "tokens": int(cache.store.tree["input_ids"].data_size)}

@@ -6,11 +6,15 @@ import argparse
 import json
 import logging
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.artifacts import atomic_write_json
 from pipeline.commands import add_out_folder, add_ray_options, add_verb
-from pipeline.data.shards import DOCS_PER_SHARD
+from pipeline.data.shards import DOCS_PER_SHARD, shards_done
+from pipeline.execution.errors import subject
+from pipeline.train.attempts import attempt_record, data_attempt_file
 
 
 def _revision(prefetched: Path | None, item_id: str, revision: str | None) -> str | None:
@@ -22,17 +26,36 @@ def _revision(prefetched: Path | None, item_id: str, revision: str | None) -> st
     return recorded_commit(prefetched, item_id, revision)
 
 
+def _attempted(verb: str, work: Callable[[argparse.Namespace], None]) -> Callable[[argparse.Namespace], None]:
+    """The data verb ``work`` as attempt ``--attempt`` of its job: refused at once after a real failure
+    (``pipeline.train.attempts``), its progress the shards it finished."""
+
+    def attempt(args: argparse.Namespace) -> None:
+        shards = lambda: shards_done(args.out)[0]  # noqa: E731
+        try:
+            with attempt_record(
+                data_attempt_file(args.out), args.attempt, subject(verb, args), shards, "shard after {}"
+            ):
+                work(args)
+        finally:  # the cache builder's Ray ends after the attempt's record (kept by a kill in a slow shutdown)
+            if "ray" in sys.modules:
+                sys.modules["ray"].shutdown()
+
+    return attempt
+
+
 def _corpus(args: argparse.Namespace) -> None:
     from pipeline.data.corpora import corpus_splits, export_tiny_corpus
     from pipeline.data.hf_corpora import export_hf_corpus
 
     source = json.loads(args.source)
+    docs_per_shard = source.get("docs_per_shard", DOCS_PER_SHARD)
     if source["kind"] == "tiny":
         stats = export_tiny_corpus(
             source["corpus"],
             args.out,
             test_split=source.get("test_split", False),
-            docs_per_shard=args.docs_per_shard,
+            docs_per_shard=docs_per_shard,
             overwrite=True,
         )
     else:
@@ -45,7 +68,7 @@ def _corpus(args: argparse.Namespace) -> None:
             seed=source.get("seed", 0),
             test_split=source.get("test_split", False),
             revision=revision,
-            docs_per_shard=args.docs_per_shard,
+            docs_per_shard=docs_per_shard,
             overwrite=True,
         )
     splits = corpus_splits(args.out)
@@ -106,6 +129,10 @@ def _cache(args: argparse.Namespace) -> None:
             for split in corpus_splits(args.corpus)
         }
         atomic_write_json(staging / "stats.json", stats)
+        if args.builder == "ray":  # down before the output appears: a kill in its teardown leaves no output to delete
+            import ray
+
+            ray.shutdown()
     logging.info("token cache %s: %s", args.out, json.dumps(stats))
 
 
@@ -118,7 +145,9 @@ def _build_corpora(args: argparse.Namespace) -> None:
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    corpus = add_verb(verbs, "corpus", _corpus, "export a corpus to JSONL train/validation splits", uses_torch=False)
+    corpus = add_verb(
+        verbs, "corpus", _attempted("corpus", _corpus), "export a corpus to JSONL shards", uses_torch=False
+    )
     corpus.add_argument("--source", required=True, help="the dataset's `source` entry of the preset, as JSON")
     tokenizer = add_verb(
         verbs, "tokenizer", _tokenizer, "train a byte-level BPE or save a pretrained tokenizer", uses_torch=False
@@ -131,12 +160,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
             type=Path,
             help="the hub item's prefetch record: the item is loaded at the commit it records",
         )
-    corpus.add_argument(
-        "--docs-per-shard",
-        type=int,
-        default=DOCS_PER_SHARD,
-        help=f"documents per shard; an interrupted export resumes after its last finished shard ({DOCS_PER_SHARD})",
-    )
     tokenizer.add_argument("corpora", nargs="*", type=Path, help="corpus folders to train a BPE on")
 
     prefetch = add_verb(
@@ -151,12 +174,16 @@ def register(verbs: argparse._SubParsersAction) -> None:
     item.add_argument("--tokenizer", help="{name, id, revision} of a pretrained tokenizer on the hub")
     prefetch.add_argument("--out", type=Path, required=True, help="its record: what was fetched, at which commit")
 
-    cache = add_verb(verbs, "cache", _cache, "build the Levanter token cache of a corpus", uses_torch=False)
+    cache = add_verb(
+        verbs, "cache", _attempted("cache", _cache), "build the Levanter token cache of a corpus", uses_torch=False
+    )
     cache.add_argument("--corpus", type=Path, required=True)
     cache.add_argument("--tokenizer", type=Path, required=True)
     cache.add_argument("--builder", choices=("serial", "ray"), required=True)
     cache.add_argument("--out", type=Path, required=True)
     add_ray_options(cache)
+    for verb in (corpus, cache):
+        verb.add_argument("--attempt", type=int, default=1, help="Snakemake's attempt (pipeline.train.attempts)")
 
     build = add_verb(
         verbs,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pipeline.data.files import atomic_directory, sha256_file, write_jsonl
+from pipeline.data.files import atomic_directory, sha256_file, staging_directory, write_jsonl
 from pipeline.execution.errors import RunStopped
 from pipeline.execution.progress import Progress
 from pipeline.execution.stop_signals import StopSignals
@@ -26,6 +26,8 @@ from pipeline.execution.stop_signals import StopSignals
 DOCS_PER_SHARD = 100_000
 SHARD_GZIP_LEVEL = 1  # fast; OpenWebText is ~40 GB of text
 LEDGER = "shards.jsonl"
+LEVANTER_LEDGER = "shard_ledger.json"
+"""The shard ledger Levanter's cache builder keeps in each split of a token cache (``pipeline.data.cache``)."""
 logger = logging.getLogger(__name__)
 
 
@@ -85,6 +87,29 @@ def kept_shards(staging: Path, key: dict) -> dict[str, list[dict]]:
     lines = [{"key": key}, *(entry for shards in kept.values() for entry in shards)]
     (staging / LEDGER).write_text("".join(json.dumps(line) + "\n" for line in lines))
     return kept
+
+
+def finished_shard_count(cache_dir: Path, default: int = 0) -> int:
+    """The shards Levanter's ledger in ``cache_dir`` lists as finished, else its backup's (the ledger torn by a stop,
+    or rewritten now: ``pipeline.data.cache.whole_ledger``); ``default`` without either."""
+    for name in (LEVANTER_LEDGER, f"{LEVANTER_LEDGER}.bak"):
+        try:
+            return len(json.loads((cache_dir / name).read_text())["finished_shards"])
+        except (OSError, ValueError, KeyError):
+            continue
+    return default
+
+
+def shards_done(out_dir: Path) -> tuple[int, int | None]:
+    """The shards a stopped data job writing ``out_dir`` finished and keeps for its rerun, and of how many (None where
+    its staging folder does not say): a corpus export's listed in its ledger, of those its key plans; a token cache's
+    in Levanter's ledgers of its splits, finished or not. (0, None) without a staging folder."""
+    staging = staging_directory(out_dir)
+    key, entries = read_ledger(staging)
+    if key is not None:
+        return len(entries), shards_planned(key["rows"], key["docs_per_shard"])
+    splits = [path for path in staging.iterdir() if path.is_dir()] if staging.is_dir() else []
+    return sum(finished_shard_count(path) for path in splits), None
 
 
 class _ShardWriter:

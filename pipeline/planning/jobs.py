@@ -61,21 +61,23 @@ from pipeline.planning.placement import (
 ADAM_STATE_BYTES_PER_PARAMETER = 16
 GPU_MEMORY_FOR_STATE = 0.5
 CPU_JOBS = {
-    "corpus": {"cpus": 8, "mem_mb": 32000},
+    "corpus": {"cpus": 1, "mem_mb": 32000},
     "tokenizer": {"cpus": 1, "mem_mb": 16000, "minutes": 60},
     "token_cache": {"cpus": 32, "mem_mb": 128000},
     "fit": {"cpus": 8, "mem_mb": 64000, "minutes": 720},
 }
-"""CPU jobs at paper scale, CPUs and memory capped by the site's CPU limits. The corpus export's and the token
-cache's minutes are measured (``JobSizing.cpu``); the tokenizer's and the fit table's are not, so theirs are
-estimates (a BPE or a pretrained tokenizer's save; the fit table: XLA compiles every run's train step, 1–3
-CPU-minutes each for the largest), never capped."""
+"""CPU jobs at paper scale, CPUs and memory capped by the site's CPU limits (the corpus export is one process). The
+corpus export's and the token cache's minutes are measured (``JobSizing.cpu``); the tokenizer's and the fit table's
+are not, so theirs are estimates (a BPE or a pretrained tokenizer's save; the fit table: XLA compiles every run's
+train step, 1–3 CPU-minutes each for the largest), never capped."""
 DATA_CHAINS = ("corpus", "token_cache")
-"""The resumable data jobs (``pipeline.data.shards``, ``pipeline.data.cache``), each rule named as its measured rate
-in ``pipeline/data/data_rates.yaml``: a chain of jobs where longer than the CPU partition's limit."""
+"""The data jobs sized by their measured rates (``pipeline/data/data_rates.yaml``, each rule named as its rate), which
+resume (``pipeline.data.shards``; ``pipeline.data.cache`` with Levanter's Ray builder): a chain of jobs where longer
+than the CPU partition's limit."""
 SMALL_CPU_JOB = {"cpus": 2, "mem_mb": 8000, "minutes": 60}
-"""Any CPU job of a preset that reads no hub corpus (its corpora are the shipped ones of a few MB, e.g. ``tiny``):
-seconds to minutes, so ``minutes`` is a ceiling, not an estimate (a shorter partition limit grants that limit)."""
+"""Any CPU job of a preset that reads no hub corpus (its corpora are the shipped ones of a few MB, e.g. ``tiny``): its
+CPUs and memory, and the tokenizer's and the fit's minutes, a ceiling, not an estimate (a shorter partition limit
+grants that limit)."""
 GPU_ANALYSIS_MINUTES = {"spectra": 60, "lyapunov": 60, "frontier": 240, "downstream": 60, "memory_probe": 60}
 """Walltime of the one-GPU analyses (the frontier: 2 solvers × 5 step counts over a validation split) and of a
 memory probe (a few steps); ``downstream`` gets this plus its lm-eval GPU-hours × ``safety_factor``
@@ -302,22 +304,27 @@ class JobSizing:
         return site_request(self.site, f"downstream of run {run_id}", JobKind.GPU, 1, minutes)
 
     def cpu(self, rule: str, dataset: str | None = None) -> JobRequest:
-        """A CPU job on the CPU partition: ``SMALL_CPU_JOB`` where the preset reads no hub corpus; else the corpus
-        export or token cache of ``dataset`` needs its measured minutes (``pipeline.data.rates``, on its CPUs) ×
-        ``safety_factor`` + ``chunk_startup_min``, a chain of jobs beyond the partition's limit (``walltime``), and
-        the tokenizer or the fit its ``CPU_JOBS`` minutes (``WalltimeError`` beyond the limit: they cannot resume).
-        CPUs and memory are capped by the site's CPU limits."""
+        """A CPU job on the CPU partition, with ``CPU_JOBS``' CPUs and memory (``SMALL_CPU_JOB``'s where the preset
+        reads no hub corpus) capped by the site's CPU limits: the corpus export or token cache of ``dataset`` needs
+        its measured minutes (``pipeline.data.rates``, on its CPUs, its corpus's splits and shards, its builder) ×
+        ``safety_factor`` + ``chunk_startup_min``, a chain of jobs beyond the partition's limit where it resumes
+        (``walltime``); the tokenizer or the fit its ``CPU_JOBS`` minutes (``WalltimeError`` beyond the limit: they
+        cannot resume), at most ``SMALL_CPU_JOB``'s and the limit without a hub corpus."""
         if self.site is None:
             return JobRequest()
         need = CPU_JOBS[rule] if self.hub_corpora else SMALL_CPU_JOB
         cpus, mem_mb = min(need["cpus"], self.site.cpu_max_cpus), min(need["mem_mb"], self.site.cpu_max_mem_mb)
         kind = self.cpu_kind(rule)
         where = placement(self.site, kind)
-        if not self.hub_corpora:
+        if rule not in DATA_CHAINS and not self.hub_corpora:
             minutes = min(SMALL_CPU_JOB["minutes"], self.site.partition_limit_min(self.site.cpu_partition))
             return JobRequest(0, None, where, None, cpus, mem_mb, minutes)
-        hours = data_job_minutes(rule, dataset, cpus) / 60 if kind is JobKind.DATA else None
-        needed = need["minutes"] if hours is None else training_minutes(hours, 1, self.site)
+        needed = CPU_JOBS[rule].get("minutes")
+        if rule in DATA_CHAINS:
+            source = self.config["datasets"][dataset]["source"]
+            corpus = source.get("corpus", dataset)  # a shipped corpus by its name, a hub one by its dataset's
+            minutes = data_job_minutes(rule, corpus, cpus, source=source, builder=self.config["cache_builder"])
+            needed = training_minutes(minutes / 60, 1, self.site)
         job = f"{rule} job of {dataset}" if dataset else f"{rule} job"
         granted, chunks = walltime(self.site, job, kind, needed)
         return JobRequest(0, None, where, None, cpus, mem_mb, granted, needed, chunks)
@@ -328,8 +335,10 @@ class JobSizing:
         return any(spec["source"]["kind"] == "hf" for spec in self.config["datasets"].values())
 
     def cpu_kind(self, rule: str) -> JobKind:
-        """``JobKind.DATA`` for a resumable data job at paper scale (``DATA_CHAINS``), else ``JobKind.CPU``."""
-        return JobKind.DATA if self.hub_corpora and rule in DATA_CHAINS else JobKind.CPU
+        """``JobKind.DATA`` for a resumable data job (``DATA_CHAINS``: the export; the token cache where Levanter's
+        Ray builder keeps its ledger, not the serial one's), else ``JobKind.CPU``."""
+        resumes = rule == "corpus" or (rule == "token_cache" and self.config["cache_builder"] == "ray")
+        return JobKind.DATA if resumes else JobKind.CPU
 
     def data_jobs(self, rule: str) -> dict[str, JobRequest]:
         """The requests of ``rule``'s jobs by dataset (a resumable data job's) or by rule (the others')."""

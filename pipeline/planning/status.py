@@ -13,6 +13,9 @@ A run (pretraining or fine-tune, ``results/<preset>/runs/<id>``) is
   ETA from its recent update times;
 - ``missing``: nothing of it yet.
 
+A data job stopped part-way or running (the corpus export, the token cache: a staging folder under ``data/``) is
+listed with the shards it finished of its total and how its last attempt ended (``data_job_lines``).
+
 GPU-hours spent: a done run's Snakemake benchmark seconds (``benchmarks/<pretrain|finetune>/<id>.tsv``, else its
 ``provenance.json`` wall time) × its GPUs (``provenance.json`` devices); a run still training, its update times so far
 × its planned GPUs (start-up and earlier chunks' saves not counted: a lower bound). Left: the preview's GPU-hours of
@@ -29,9 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.artifacts import read_metrics
+from pipeline.data.shards import shards_done
 from pipeline.execution.errors import STOPPED_AT
 from pipeline.planning.jobs import CPU_JOBS, JobSizing
 from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, WalltimeError
+from pipeline.train.attempts import data_attempt_file
 
 RECENT_UPDATES = 50
 """Updates whose mean time gives a running run's ETA."""
@@ -155,6 +160,24 @@ def format_status(states: list[RunState], hours: dict[str, float]) -> str:
         f"preview's {hours['preview']:,.1f}"
     )
     return "\n".join(lines)
+
+
+def data_job_lines(results: Path) -> list[str]:
+    """One line per data job with a staging folder (``.<name>.partial`` under ``data/corpora`` or ``data/caches``):
+    its shards finished of its total (a token cache's: its corpus's shards) and its last attempt's outcome."""
+    lines = []
+    for staging in sorted((results / "data").glob("*/.*.partial")):
+        out = staging.with_name(staging.name[1:].removesuffix(".partial"))
+        done, total = shards_done(out)
+        if total is None:
+            manifest = results / "data" / "corpora" / out.name.partition("-")[0] / "manifest.json"
+            splits = json.loads(manifest.read_text()).values() if manifest.is_file() else []
+            total = sum(len(split["files"]) for split in splits if isinstance(split, dict) and "files" in split)
+        record = data_attempt_file(out)
+        outcome = json.loads(record.read_text()) if record.is_file() else {"outcome": "running"}
+        said = f": {outcome['sentence']}" if outcome["outcome"] == "failed" else ""
+        lines.append(f"data {staging.parent.name}/{out.name}: {done} of {total} shards, {outcome['outcome']}{said}")
+    return lines
 
 
 def rule_attempts(retries: int | None) -> int:

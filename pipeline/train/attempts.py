@@ -1,10 +1,11 @@
-"""Which attempts of a training job train (docs/cluster.md#retries-after-a-real-failure): only attempt 1 (a new
+"""Which attempts of a training or data job run (docs/cluster.md#retries-after-a-real-failure): only attempt 1 (a new
 ``snakemake`` call, or the verb by hand), and a later one where the recorded attempt was stopped by a walltime or a
-preemption, was killed after saving a newer checkpoint than it began from, or is this attempt itself (SLURM's
-requeue); otherwise the attempt ends at once, repeating the first failure's sentence. Each attempt records in
-``<run>/attempt.json`` its number, its run's newest complete checkpoint step when it began, and how it ended
-(``stopped``, ``failed`` with its sentence and traceback, ``done``, or ``running`` while it runs and after a death
-without a word).
+preemption, was killed after saving progress (a newer checkpoint, more finished shards) beyond where it began, or is
+this attempt itself (SLURM's requeue); otherwise the attempt ends at once, repeating the first failure's sentence.
+Each attempt records its number, its progress when it began (a run's newest complete checkpoint step, a data job's
+finished shards), and how it ended (``stopped``, ``failed`` with its sentence and traceback, ``done``, or ``running``
+while it runs and after a death without a word): a run in ``<run>/attempt.json``, a data job beside its output
+(``data_attempt_file``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import contextlib
 import json
 import logging
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pipeline.artifacts import atomic_write_json
@@ -26,7 +27,12 @@ ATTEMPT_FILE = "attempt.json"
 
 
 class AttemptRefused(ValueError):
-    """A retry of a training job whose previous attempt failed for a reason another attempt does not fix."""
+    """A retry of a job whose previous attempt failed for a reason another attempt does not fix."""
+
+
+def data_attempt_file(out: Path) -> Path:
+    """The attempt record of the data job writing ``out``: ``.<name>.attempt.json`` beside it."""
+    return out.with_name(f".{out.name}.{ATTEMPT_FILE}")
 
 
 def newest_step(run_dir: Path) -> int:
@@ -35,42 +41,52 @@ def newest_step(run_dir: Path) -> int:
     return max(steps, default=0)
 
 
-def refusal(record: dict, run_dir: Path, attempt: int, what: str) -> AttemptRefused | None:
-    """Why attempt ``attempt`` must not train after the recorded one (module docstring); None: it trains."""
+def refusal(record: dict, progress: int, attempt: int, what: str, saved: str) -> AttemptRefused | None:
+    """Why attempt ``attempt`` must not run after the recorded one, the job's ``progress`` now (module docstring);
+    None: it runs. ``saved`` says what the job saves, with ``{}`` for the recorded attempt's progress."""
     if record["outcome"] in ("stopped", "done"):
         return None
-    earlier = f"{what}, attempt {attempt}: not trained, as attempt {record['attempt']}"
+    earlier = f"{what}, attempt {attempt}: not run, as attempt {record['attempt']}"
     if record["outcome"] == "failed":
         return AttemptRefused(
             f"{earlier} failed and only a stop by walltime or preemption is retried (fix the cause, then run "
             f"snakemake again); attempt {record['attempt']} said: {record['sentence'].removeprefix('error: ')}"
         )
-    if record["attempt"] == attempt or newest_step(run_dir) > record["from_step"]:
+    if record["attempt"] == attempt or progress > record["from_step"]:
         return None
     return AttemptRefused(
-        f"{earlier} ended without a sentence (killed: a lost node, the out-of-memory killer) and saved no checkpoint "
-        f"after step {record['from_step']}; see its SLURM output, fix the cause, then run snakemake again."
+        f"{earlier} ended without a sentence (killed: a lost node, the out-of-memory killer) and saved no "
+        f"{saved.format(record['from_step'])}; see its SLURM output, fix the cause, then run snakemake again."
     )
 
 
+def recorded_attempt(run_dir: Path, attempt: int, what: str) -> contextlib.AbstractContextManager[None]:
+    """Attempt ``attempt`` of the training job ``what`` of ``run_dir``, recorded in its ``attempt.json``
+    (``attempt_record``), its progress the run's newest checkpoint."""
+    return attempt_record(run_dir / ATTEMPT_FILE, attempt, what, lambda: newest_step(run_dir))
+
+
 @contextlib.contextmanager
-def recorded_attempt(run_dir: Path, attempt: int, what: str) -> Iterator[None]:
-    """Attempt ``attempt`` of the training job ``what`` (``pipeline.execution.errors.subject``) of ``run_dir``:
-    refused (``AttemptRefused``, after logging the recorded attempt's traceback) or recorded as it runs and ends."""
-    path = run_dir / ATTEMPT_FILE
+def attempt_record(
+    path: Path, attempt: int, what: str, progress: Callable[[], int], saved: str = "checkpoint after step {}"
+) -> Iterator[None]:
+    """Attempt ``attempt`` of the job ``what`` (``pipeline.execution.errors.subject``), recorded in ``path``, whose
+    ``progress()`` counts what it saved (``refusal``): refused (``AttemptRefused``, after logging the recorded
+    attempt's traceback) or recorded as it runs and ends."""
     if attempt > 1 and path.is_file():
         record = json.loads(path.read_text())
-        refused = refusal(record, run_dir, attempt, what)
+        refused = refusal(record, progress(), attempt, what, saved)
         if refused is not None:
             if record.get("traceback"):
                 logger.error("attempt %d's traceback:\n%s", record["attempt"], record["traceback"])
             raise refused
-    started = {"attempt": attempt, "from_step": newest_step(run_dir)}
+    started = {"attempt": attempt, "from_step": progress()}
+    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, {**started, "outcome": "running"})
     try:
         yield
     except RunStopped:
-        atomic_write_json(path, {**started, "outcome": "stopped", "step": newest_step(run_dir)})
+        atomic_write_json(path, {**started, "outcome": "stopped", "step": progress()})
         raise
     except Exception as error:
         sentence, with_traceback = failure_sentence(error, what)

@@ -22,14 +22,16 @@ from pipeline.data.corpora import corpus_split_files, export_tiny_corpus
 from pipeline.data.files import staging_directory
 from pipeline.data.shards import LEDGER, read_ledger, shard_name
 from pipeline.execution.errors import STOPPED_AT
+from pipeline.planning.status import data_job_lines
+from pipeline.train.attempts import data_attempt_file
 
 DOCS_PER_SHARD = 3
 """Small shards, so the export is stopped between thousands of them (fortunes: 14304 documents)."""
 
 
 def _export_command(out):
-    source = json.dumps({"kind": "tiny", "corpus": "fortunes"})
-    return ["corpus", "--source", source, "--out", str(out), "--docs-per-shard", str(DOCS_PER_SHARD)]
+    source = json.dumps({"kind": "tiny", "corpus": "fortunes", "docs_per_shard": DOCS_PER_SHARD})
+    return ["corpus", "--source", source, "--out", str(out)]
 
 
 def _stop_when(command, ready):
@@ -54,12 +56,15 @@ def _ledger_lines(path, count):
 
 
 def test_a_stopped_export_resumes_after_its_finished_shards_and_rewrites_a_torn_or_unlisted_one(tmp_path, caplog):
-    out = tmp_path / "fortunes"
+    out = tmp_path / "data" / "corpora" / "owt"
     staging = staging_directory(out)
     stop = STOPPED_AT.search(_stop_when(_export_command(out), lambda: _ledger_lines(staging / LEDGER, 3)))
     assert stop[1] == "SIGTERM" and not out.exists()
     _, finished = read_ledger(staging)
     assert 2 <= len(finished) == int(stop[2]) < int(stop[3])
+    stopped = {"attempt": 1, "from_step": 0, "outcome": "stopped", "step": len(finished)}
+    assert json.loads(data_attempt_file(out).read_text()) == stopped
+    assert data_job_lines(tmp_path) == [f"data corpora/owt: {len(finished)} of {stop[3]} shards, stopped"]
     kept = staging / finished[0]["file"]
     kept_stat = kept.stat()
     torn = staging / finished[-1]["file"]
@@ -67,7 +72,12 @@ def test_a_stopped_export_resumes_after_its_finished_shards_and_rewrites_a_torn_
     (staging / shard_name("train", len(finished))).write_bytes(b"not a shard of this export")
 
     caplog.set_level(logging.INFO)
-    assert main(_export_command(out)) == 0
+    assert main([*_export_command(out), "--attempt", "2"]) == 0  # a retry after a stop runs, from its shards
+    assert json.loads(data_attempt_file(out).read_text()) == {
+        "attempt": 2,
+        "from_step": len(finished),
+        "outcome": "done",
+    }
     assert f"shard {torn.name} is missing or torn (another sha256); writing it again" in caplog.text
     assert "Tiny corpus 'fortunes': rows 14304 of 14304 done (100.0 %), shards 4768 of 4768, ETA 0 s" in caplog.text
 

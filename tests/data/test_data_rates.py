@@ -1,4 +1,4 @@
-"""Data jobs' minutes from the measured rates and the paper corpora's sizes (pipeline.data.rates)."""
+"""Data jobs' minutes from the measured rates and the corpora's sizes (pipeline.data.rates)."""
 
 import pytest
 import yaml
@@ -21,3 +21,12 @@ def test_a_faster_recorded_rate_gives_fewer_minutes_and_only_the_cache_scales_wi
     )
     with pytest.raises(ValueError, match="no rate of data job 'tokenizer' or no size of corpus 'owt'"):
         data_job_minutes("tokenizer", "owt", 1)
+
+
+def test_levanters_ray_builder_adds_its_seconds_per_split_and_shard_so_small_shards_make_a_cache_slower():
+    serial = data_job_minutes("token_cache", "fortunes", 2)
+    ray = data_job_minutes("token_cache", "fortunes", 2, builder="ray")
+    assert ray - serial == pytest.approx((2 * 13.3 + 2 * 0.08) / 60)  # 2 splits, at most 2 shards of 100000 documents
+    assert data_job_minutes(
+        "token_cache", "fortunes", 2, builder="ray", source={"docs_per_shard": 20}
+    ) == pytest.approx(serial + (2 * 13.3 + (716 + 1) * 0.08) / 60)

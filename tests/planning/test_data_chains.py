@@ -28,8 +28,10 @@ def paper_sizing(site) -> JobSizing:
 
 
 def needed(corpus_rate: str, corpus: str, cpus: int, site) -> int:
-    """The planner's need of a data job: measured minutes × safety factor + the site's start-up."""
-    return math.ceil(data_job_minutes(corpus_rate, corpus, cpus) * site.safety_factor + site.chunk_startup_min)
+    """The planner's need of a paper data job (WikiText-103 with its test split; Levanter's Ray builder): measured
+    minutes × safety factor + the site's start-up."""
+    minutes = data_job_minutes(corpus_rate, corpus, cpus, source={"test_split": corpus == "wt103"}, builder="ray")
+    return math.ceil(minutes * site.safety_factor + site.chunk_startup_min)
 
 
 def test_at_the_4_hour_site_each_corpus_and_token_cache_is_sized_per_dataset_from_the_measured_rates():
@@ -44,6 +46,7 @@ def test_at_the_4_hour_site_each_corpus_and_token_cache_is_sized_per_dataset_fro
         assert sizing.data_retries(rule) is None
     assert sizing.cpu("corpus", "owt").needed_minutes > sizing.cpu("corpus", "wt103").needed_minutes
     assert sizing.cpu("corpus", "owt").resources()["chunks"] == 1
+    assert sizing.cpu("corpus", "owt").cpus == 1, "the export is one process"
 
 
 def test_a_data_job_longer_than_the_cpu_partition_is_a_planned_chain_and_the_plan_shows_it():
@@ -83,3 +86,16 @@ def test_a_faster_recorded_rate_gives_a_data_job_fewer_minutes_through_the_plann
     monkeypatch.setattr(job_sizing, "data_job_minutes", functools.partial(data_job_minutes, rates=faster))
     quicker = paper_sizing(site).cpu("corpus", "owt")
     assert quicker.needed_minutes < measured.needed_minutes and quicker.chunks < measured.chunks == 3
+
+
+def test_a_tiny_cache_of_small_shards_by_levanters_ray_builder_is_a_chain_at_a_1_minute_partition():
+    """The tiny corpora are sized too; the Ray builder's seconds per shard make small shards a chain (the SLURM test
+    builds this one), while the serial builder, which keeps no ledger within a split, is one job that cannot resume."""
+    site = dataclasses.replace(
+        FOUR_HOURS, gpus_per_node=0, cpu_max_runtime_min=1, chunk_startup_min=0.5, signal_lead_s=2
+    )
+    small_shards = {"datasets": {"owt": {"source": {"docs_per_shard": 20}}}}
+    chained = JobSizing(Grid.load(load_preset({"preset": "tiny", "cache_builder": "ray", **small_shards})), site)
+    assert chained.cpu("token_cache", "owt").chunks >= 2 and chained.data_retries("token_cache") >= 3
+    serial = JobSizing(Grid.load(load_preset({"preset": "tiny", **small_shards})), site).cpu("token_cache", "owt")
+    assert (serial.minutes, serial.chunks, serial.sbatch_flags) == (1, 1, ())

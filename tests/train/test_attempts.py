@@ -1,5 +1,5 @@
-"""A retry of a training job trains only after a walltime stop or a preemption (pipeline/train/attempts.py): after a
-real failure it ends within seconds, repeating the failure's sentence; a new call (attempt 1) always trains."""
+"""A retry of a training or data job runs only after a walltime stop or a preemption (pipeline/train/attempts.py): after
+a real failure it ends within seconds, repeating the failure's sentence; a new call (attempt 1) always runs."""
 
 import json
 import re
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from cli_testkit import pipeline_verb, pretrain_args, snakemake_in, tiny_spec, venv_on_path
 
+from pipeline.cli import main
 from pipeline.execution.errors import RunStopped
 from pipeline.execution.phases import MARKER
 from pipeline.planning.status import run_state
-from pipeline.train.attempts import ATTEMPT_FILE, AttemptRefused, recorded_attempt
+from pipeline.train.attempts import ATTEMPT_FILE, AttemptRefused, data_attempt_file, recorded_attempt
 
 ROOT = Path(__file__).resolve().parents[2]
 WHAT = "`pretrain` for runs/r"
@@ -42,7 +43,7 @@ def test_a_retry_after_a_real_failure_refuses_at_once(tmp_path):
         attempt(tmp_path, 1, ValueError(BAD_FILE))
     started = time.monotonic()
     for number in (2, 3):
-        with pytest.raises(AttemptRefused, match=f"attempt {number}: not trained, as attempt 1 failed"):
+        with pytest.raises(AttemptRefused, match=f"attempt {number}: not run, as attempt 1 failed"):
             attempt(tmp_path, number)
     assert time.monotonic() - started < 1
 
@@ -86,10 +87,28 @@ def test_the_pretrain_verb_refuses_a_retry_after_a_real_failure_before_ray_start
     result = pipeline_verb(*pretrain_args(tiny_spec(), run_dir, tmp_path, "--attempt", "2"), timeout=60)
     assert result.returncode == 1 and time.monotonic() - started < 30, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1] == (
-        f"error: `pretrain` for {run_dir}, attempt 2: not trained, as attempt 1 failed and only a stop by walltime "
+        f"error: `pretrain` for {run_dir}, attempt 2: not run, as attempt 1 failed and only a stop by walltime "
         f"or preemption is retried (fix the cause, then run snakemake again); attempt 1 said: {BAD_FILE}"
     )
     assert "Submitting" not in result.stderr
+
+
+def test_a_data_job_retried_after_a_real_failure_ends_at_once_repeating_its_sentence(tmp_path, capsys):
+    """The corpus export (the token cache's verb is wrapped alike): attempt 1 fails for real, attempt 2 repeats its
+    sentence before any work, within a second; a new call (attempt 1) runs again."""
+    out = tmp_path / "corpus"
+    command = ["corpus", "--source", json.dumps({"kind": "tiny", "corpus": "nowhere"}), "--out", str(out)]
+    assert main([*command, "--attempt", "1"]) == 1
+    failed = json.loads(data_attempt_file(out).read_text())
+    assert failed["outcome"] == "failed" and "Unknown tiny corpus 'nowhere'" in failed["sentence"], failed
+    capsys.readouterr()
+    started = time.monotonic()
+    assert main([*command, "--attempt", "2"]) == 1
+    assert time.monotonic() - started < 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: `corpus` for {out}, attempt 2: not run, as attempt 1 failed and only a stop by walltime or preemption "
+        f"is retried (fix the cause, then run snakemake again); attempt 1 said: {failed['sentence'][len('error: ') :]}"
+    )
 
 
 def test_snakemake_does_not_train_a_run_again_after_its_first_attempt_failed(tiny_data_workdir, tmp_path):
@@ -126,7 +145,7 @@ def test_snakemake_does_not_train_a_run_again_after_its_first_attempt_failed(tin
     log_path = workdir / "results" / "tiny" / "logs" / "pretrain" / "wt103-small-gpt.log"
     log = log_path.read_text()
     refusal = (
-        "attempt 3: not trained, as attempt 1 failed and only a stop by walltime or preemption is retried (fix the "
+        "attempt 3: not run, as attempt 1 failed and only a stop by walltime or preemption is retried (fix the "
         f"cause, then run snakemake again); attempt 1 said: {nan[0].removeprefix('error: ')}"
     )
     assert log.strip().splitlines()[-1].endswith(refusal), log[-3000:]

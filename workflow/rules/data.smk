@@ -71,9 +71,11 @@ rule corpus:
         f"{RESULTS}/benchmarks/corpus/{{dataset}}.tsv"
     resources:
         **cpu_resources("corpus"),
+        attempt=lambda wildcards, attempt: attempt,  # a retry runs only after a walltime stop or a preemption
     retries: chain_retries(rule="corpus")
     shell:
-        "python -m pipeline corpus --source {params.source:q} {params.prefetched:q} --out {output:q} > {log:q} 2>&1"
+        "python -m pipeline corpus --source {params.source:q} {params.prefetched:q} --out {output:q}"
+        " --attempt {resources.attempt:q} > {log:q} 2>&1"
 
 
 rule tokenizer:
@@ -110,7 +112,8 @@ rule token_cache:
         f"{RESULTS}/benchmarks/token_cache/{{dataset}}-{{tokenizer}}.tsv"
     resources:
         **cpu_resources("token_cache"),
+        attempt=lambda wildcards, attempt: attempt,
     retries: chain_retries(rule="token_cache")
     shell:
         "python -m pipeline cache --corpus {input.corpus:q} --tokenizer {input.tokenizer:q}"
-        " --builder {params.builder:q} --out {output:q} > {log:q} 2>&1"
+        " --builder {params.builder:q} --out {output:q} --attempt {resources.attempt:q} > {log:q} 2>&1"
