@@ -9,17 +9,14 @@ class ConfigError(ValueError):
     """A preset is malformed; the message is one sentence naming the file, the key and the expectation."""
 
 
-def schema_error_sentence(error: jsonschema.ValidationError) -> str:
-    """The sentence for the first schema error of a preset (inside ``oneOf``/``allOf``: of the alternative meant)."""
-    return _describe(_best_error(error))
-
-
 def _key_path(error: jsonschema.ValidationError) -> str:
     return ".".join(str(part) for part in error.absolute_path) or "<top level>"
 
 
-def _describe(error: jsonschema.ValidationError) -> str:
-    """One sentence for a jsonschema error: which key, what was expected, what was found."""
+def schema_error_sentence(error: jsonschema.ValidationError) -> str:
+    """One sentence for the first schema error of a preset (inside ``oneOf``/``allOf``: of the alternative meant):
+    which key, what was expected, what was found."""
+    error = _best_error(error)
     key = _key_path(error)
     kind, expected = error.validator, error.validator_value
     if kind == "additionalProperties":

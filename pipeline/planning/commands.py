@@ -100,17 +100,9 @@ def _fit(args: argparse.Namespace) -> None:
     name = "fit" if site is not None else f"fit-{device}x{gpus}"
     md = args.md or results / f"{name}.md"
     table = args.csv or results / f"{name}.csv"
-    preflight = args.preflight or results / "preflight.csv"
-    rows = write_fit(
-        Grid.load(config),
-        device,
-        gpus,
-        args.runs.split(",") if args.runs else None,
-        md,
-        table,
-        site,
-        preflight if site is not None else None,
-    )
+    preflight = (args.preflight or results / "preflight.csv") if site is not None else None
+    runs = args.runs.split(",") if args.runs else None
+    rows = write_fit(Grid.load(config), device, gpus, runs, md, table, site, preflight)
     logging.info(
         "fit finished: %d workloads, %d fit at the paper batch, %d with gradient accumulation, %d do not fit",
         len(rows),

@@ -1,19 +1,12 @@
 """One measured table per job shape: what planning knows of a job on the site's GPUs before it runs, and the only
 reader of the files that hold it (docs/planning.md#the-measured-table).
 
-Each question has one answer, taken in this precedence:
-
-- **tokens/s per GPU** of a training workload: measured by the preflight (a green row of ``results/<preset>/
-  preflight.csv`` on the same device: ``preflight_tokens_per_s``), else by ``bench throughput-sizes``
-  (``results/benchmarks/throughput-sizes-<device>.csv``, by family, size and layers), else ``None``: the cost
-  preview estimates it from FLOPs (``pipeline.planning.cost``);
-- **peak memory and micro-batch** of a job on ``gpus`` GPUs: planned by XLA (``results/<preset>/fit.csv``,
-  ``fit_row``), the preflight only checks it (a red row stops the grid: ``require_green``).
-
-One staleness rule: a fit row holds for a job while its ``plan_key`` (a hash of the fields of role ``PLAN`` of the
-job's specs, ``pipeline.config.specs``) and the share of GPU memory JAX reserves are the current ones; otherwise the
-row is refused, naming the first field that changed (``stale_field``). A preflight row holds for the grid job it
-measured (its ``run_id`` and kind) on its device.
+Tokens/s per GPU of a training workload: a green row of the preflight report on the same device
+(``preflight_tokens_per_s``), else ``bench throughput-sizes``' table, else ``None`` (the cost preview estimates it
+from FLOPs, ``pipeline.planning.cost``). Peak memory and micro-batch of a job on ``gpus`` GPUs: its fit row, planned
+by XLA (``fit_row``), which holds while its ``plan_key`` (the fields of role ``PLAN`` of the job's specs,
+``pipeline.config.specs``) and the share of GPU memory JAX reserves are the current ones, else it is refused naming
+what changed (``stale_field``); the preflight only checks it (a red row stops the grid: ``require_green``).
 
 Longer than 300 lines because it is the one reader of all three files, so that their precedence and staleness are
 stated once.
@@ -335,7 +328,3 @@ class MeasuredTable:
             f"{row.budget_bytes / 1e9:.3g} GB; set a smaller micro-batch "
             f"(train.micro_batch_size, or rerun `fit`), then {rerun}."
         )
-
-    def without_preflight(self) -> MeasuredTable:
-        """This table as it stood before the preflight measured anything: how the preflight sized its shapes."""
-        return MeasuredTable(self.grid, self.device, fit=self.fit_table, throughput=self.throughput_table)

@@ -3,7 +3,7 @@ onto every pretraining run of the grid.
 
 A row is red (``verdict``) when its job failed or its peak memory exceeded the memory its plan allows
 (``budget_bytes``: the fit row's usable bytes on a GPU); the grid's dry run stops on a red row
-(``pipeline.preflight.measured``). The projection charges each run its tokens at its shape's measured tokens/s:
+(``pipeline.planning.measured``). The projection charges each run its tokens at its shape's measured tokens/s:
 GPU-hours = tokens / (tokens/s per device × 3600), walltime = GPU-hours × the site's safety factor / GPUs, next to
 the cost model's estimate they replace.
 """
@@ -118,13 +118,9 @@ def markdown(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> st
         )
         + (f" Stopped by walltime before they measured (not red): {', '.join(stopped)}." if stopped else ""),
         "",
-    ]
-    lines += [
         f"{NOT_APPLICABLE}: the column does not apply to the job's kind (lm-eval and the analyses train "
         "nothing; a fine-tune is neither planned against a fit row nor restarted).",
         "",
-    ]
-    lines += [
         markdown_table(COLUMNS, [[_cell(row[column]) for column in COLUMNS] for row in rows]),
         "",
         "## Projection of the grid from the measured throughput",

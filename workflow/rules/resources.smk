@@ -60,13 +60,13 @@ def memory_probe_resources():
 
 
 def gpu_analysis_resources(rule):
-    """One GPU at a site with GPUs (the run is the ``run`` wildcard)."""
+    """One GPU at a site with GPUs (the run is the ``run`` wildcard); lm-eval's (``downstream``) for its requests'
+    estimated GPU-hours."""
     return rule_resources(lambda jobs, wildcards: jobs.gpu_analysis(rule, wildcards.run), JobKind.GPU)
 
 
 def downstream_resources():
-    """lm-eval's GPU, for its requests' estimated GPU-hours (the run is the ``run`` wildcard)."""
-    return rule_resources(lambda jobs, wildcards: jobs.downstream(wildcards.run), JobKind.GPU)
+    return gpu_analysis_resources("downstream")
 
 
 def cpu_resources(rule):
