@@ -21,18 +21,17 @@ def _cost(args: argparse.Namespace) -> None:
 
     grid = Grid.load(load_preset({"preset": args.preset}))
     stages, runs = preview(grid, args.device, args.throughput, args.mfu, args.preflight)
-    measured = any(row["source"] == "measured" for row in runs)
-    estimated = any(row["source"] == "estimate" for row in runs)
+    sources = {row["source"] for row in runs}
     print(f"Cost preview of preset {args.preset!r} on {args.device} (GPU-hours; wall-clock = GPU-hours / GPUs)")
-    if measured:
+    if "measured" in sources:
         print(f"measured: training tokens/s per GPU from {args.throughput or default_throughput_path(args.device)}")
-    if any(row["source"] == "preflight" for row in runs):
+    if "preflight" in sources:
         table = args.preflight or preflight_path(grid.config["preset"])
         print(
             f"measured by the preflight: training tokens/s per GPU from {table} (a fine-tune: the MFU measured for "
             "its method, at its own FLOPs per token)"
         )
-    if estimated:
+    if "estimate" in sources:
         print(f"estimate, not measured: Levanter FLOPs/token x 3 at MFU {args.mfu} of the {args.device} dense peak")
     print(format_stage_table(stages))
     print(

@@ -9,7 +9,7 @@ preset's or its fit row's (``micro_batch``), and a job without a usable row rais
 submitted. While any row of the preflight report is red, every pretraining run, fine-tune, lm-eval and GPU analysis
 raises ``PreflightError`` naming that row, so the grid starts only on a green preflight.
 
-At a site with GPUs the fit table and the preflight report are inputs of the jobs they size (``SITE_TABLES``): the
+At a site with GPUs the fit table and the preflight report are inputs of the jobs they size (``JobSizing.tables``): the
 workflow plans and measures them in the same call, before the grid, and sizes each job once its tables are written
 (``JobSizing.reading``).
 """
@@ -62,9 +62,6 @@ GPU_ANALYSIS_MINUTES = {"spectra": 60, "lyapunov": 60, "frontier": 240, "downstr
 """Walltime of the one-GPU analyses (the frontier: 2 solvers × 5 step counts over a validation split) and of a
 memory probe (a few steps); ``downstream`` (lm-eval) gets this plus its GPU-hours × ``safety_factor``
 (``JobSizing.gpu_analysis``)."""
-SITE_TABLES = ("fit", "preflight")
-"""The tables a site with GPUs sizes its GPU jobs by, as the jobs' input names: the fit table (micro-batches, a memory
-probe's whole batch) and the preflight report (measured throughput, red rows)."""
 
 
 def training_gpus(gpu_hours: float, parameters: int, batch_size: int, site: Site) -> int:
@@ -107,10 +104,12 @@ class JobSizing:
 
     @property
     def tables(self) -> dict[str, str]:
-        """The tables the site's GPU jobs are sized by (``SITE_TABLES``), by input name: none locally or at a site
-        without GPUs (a preflight report there is read where it exists)."""
-        paths = {"fit": self.measured.fit_table, "preflight": self.measured.preflight_table}
-        return {name: str(paths[name]) for name in SITE_TABLES} if self.site and self.site.gpus_per_node else {}
+        """The tables the site's GPU jobs are sized by, by input name: at a site with GPUs the fit table
+        (micro-batches, a memory probe's whole batch) and the preflight report (measured throughput, red rows); none
+        locally or at a site without GPUs (a preflight report there is read where it exists)."""
+        if not (self.site and self.site.gpus_per_node):
+            return {}
+        return {"fit": str(self.measured.fit_table), "preflight": str(self.measured.preflight_table)}
 
     def reading(self, tables: Iterable[str] = ()) -> JobSizing:
         """This sizing with its tables as they are now (read again after one was rewritten, e.g. by a job of the same

@@ -113,10 +113,6 @@ def read_preflight_rows(path: str | Path | None) -> dict[str, PreflightRow]:
 
 def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float]:
     """``bench throughput-sizes``' training tokens/s per GPU of ``device``, keyed by (family, size, num_layers)."""
-
-    def fail(message: str) -> ValueError:
-        return ValueError(f"{path}: {message}")
-
     if not path.is_file():
         raise FileNotFoundError(
             f"{path}: no throughput table; measure one with `python -m pipeline bench throughput-sizes`."
@@ -124,7 +120,7 @@ def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float
     reader = csv.DictReader(io.StringIO(path.read_text()))
     missing = [column for column in THROUGHPUT_COLUMNS if column not in (reader.fieldnames or [])]
     if missing:
-        raise fail(f"missing column {missing[0]!r}; expected the columns {list(THROUGHPUT_COLUMNS)}.")
+        raise ValueError(f"{path}: missing column {missing[0]!r}; expected the columns {list(THROUGHPUT_COLUMNS)}.")
     table: dict[tuple[str, str, int], float] = {}
     for line, row in enumerate(reader, start=2):
         if row["device"] != device:
@@ -135,16 +131,18 @@ def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float
             except (TypeError, ValueError):
                 value = math.nan
             if not value > 0 or (column == "num_layers" and not value.is_integer()):
-                raise fail(f"column {column!r} must hold a positive number on line {line} (got {row[column]!r}).")
+                raise ValueError(
+                    f"{path}: column {column!r} must hold a positive number on line {line} (got {row[column]!r})."
+                )
         key = (row["family"], row["size"], int(row["num_layers"]))
         if key in table:
-            raise fail(
-                f"line {line} repeats family {key[0]!r}, size {key[1]!r}, num_layers {key[2]} "
+            raise ValueError(
+                f"{path}: line {line} repeats family {key[0]!r}, size {key[1]!r}, num_layers {key[2]} "
                 f"for device {device!r}; expected one row each."
             )
         table[key] = float(row["tokens_per_s_per_gpu"])
     if not table:
-        raise fail(f"column 'device' has no row for device {device!r}.")
+        raise ValueError(f"{path}: column 'device' has no row for device {device!r}.")
     return table
 
 
@@ -204,9 +202,8 @@ def stale_field(row: FitRow, workload: Workload, vocab_size: int) -> str | None:
 
 class MeasuredTable:
     """What the preflight measured, XLA planned and ``bench throughput-sizes`` timed for the jobs of ``grid`` on
-    ``device`` (module docstring): read once, each file by this class only. ``throughput``: the throughput table
-    (None: the device's default, where it exists); ``preflight``, ``fit``: the preset's report and fit table (None or
-    a missing file: nothing measured, nothing planned)."""
+    ``device``, each file read once: ``throughput`` (None: the device's default table, where it exists), the preset's
+    report and fit table ``preflight``, ``fit`` (None or a missing file: nothing measured, nothing planned)."""
 
     def __init__(
         self,

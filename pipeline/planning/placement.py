@@ -124,8 +124,7 @@ class JobRequest:
 
 
 STARTUP_MIN = DEFAULT_CHUNK_STARTUP_MIN
-"""The default of the site's ``chunk_startup_min``: minutes a training job spends before its first step and after
-its last (JAX compilation, opening the token cache, loading or writing a checkpoint)."""
+"""The default of the site's ``chunk_startup_min`` (``pipeline.config.site.DEFAULT_CHUNK_STARTUP_MIN``)."""
 CHAIN_MARGIN_RETRIES = 2
 """Attempts a chain of jobs gets beyond its chunks: for preemption, node loss and other transient failures (the SLURM
 profile's ``retries`` for a job that fits one walltime)."""

@@ -18,8 +18,7 @@ STAGE_KINDS = (*(f"finetune-{method}" for method in FINETUNE_METHODS), "downstre
 """The preflight's stage jobs, one per kind: a fine-tune method's (``finetune-<method>``), lm-eval's, each analysis'."""
 PREFLIGHT_RUNTIME_MIN = 20
 """Walltime of a preflight stage job, and the least of a training shape's (whose own is estimated from its run:
-``preflight_minutes``): start-up (JAX compilation, the token cache) plus a few
-minutes of updates, an evaluation, a checkpoint save and a restore."""
+``preflight_minutes``): start-up plus a few minutes of updates, an evaluation, a checkpoint save and a restore."""
 PREFLIGHT_BASE_MIN = 15
 """Minutes of a preflight training job besides its updates and checkpoint I/O: two start-ups (the job and its
 restart from the checkpoint: JAX compilation, opening the token cache) and two evaluations."""
@@ -168,16 +167,9 @@ def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]]) 
         (shape.shape_id, shape.gpus, shape.micro_batch, shape.minutes, f"{len(shape.runs)} ({', '.join(shape.runs)})")
         for shape in shapes.values()
     ]
-    jobs += [
-        (
-            kind,
-            gpus,
-            "-",
-            PREFLIGHT_RUNTIME_MIN,
-            f"{job.runs} (like {job.run_id}, on the checkpoint of {job.source_shape})",
-        )
-        for kind, (job, gpus) in stages.items()
-    ]
+    for kind, (job, gpus) in stages.items():
+        covers = f"{job.runs} (like {job.run_id}, on the checkpoint of {job.source_shape})"
+        jobs.append((kind, gpus, "-", PREFLIGHT_RUNTIME_MIN, covers))
     header = f"{'shape':<36} {'GPUs':>4} {'micro':>5} {'min':>4} {'GPU-h':>6}  runs"
     lines = [header, "-" * len(header)]
     for name, gpus, micro_batch, minutes, runs in jobs:

@@ -122,9 +122,6 @@ def _report(args: argparse.Namespace) -> None:
 
     config = load_preset({"preset": args.preset})
     rows = with_verdicts([json.loads(Path(path).read_text()) for path in args.rows])
-    shapes = json.loads(args.shapes)
-    run_shapes = {run: shape for shape, item in shapes.items() for run in item["runs"]}
-    run_gpus = {run: item["gpus"] for item in shapes.values() for run in item["runs"]}
     workloads = list(Grid.load(config).pretraining.values())
     if args.device_label in DEVICES:
         costs = cost_rows(workloads, args.device_label, args.mfu, config)
@@ -132,7 +129,7 @@ def _report(args: argparse.Namespace) -> None:
         costs = [
             {"stage": w.stage, "run_id": w.run_id, "tokens": w.tokens(config), "gpu_hours": math.nan} for w in workloads
         ]
-    projection = projection_rows(costs, run_shapes, rows, run_gpus, args.safety_factor)
+    projection = projection_rows(costs, json.loads(args.shapes), rows, args.safety_factor)
     atomic_write_text(args.csv, csv_text(rows, COLUMNS))
     atomic_write_text(args.md, markdown(rows, projection))
     atomic_write_text(args.html, html_page(rows, projection))

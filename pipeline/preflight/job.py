@@ -8,12 +8,10 @@ resumes from that checkpoint (the restore) and evaluates. The training folder is
 fingerprint is the bounded spec's marked ``preflight`` (never a real run's), and no run summary is written. The
 measurement row:
 
-- step time: median ``step_s`` of the timed updates; tokens/s = batch × seq_len / step time;
+- step time: median ``step_s`` of the timed updates; tokens/s = batch × seq_len / step time (``training_columns``);
 - MFU = 3 × forward FLOPs per token (Levanter's ``flops_per_token``) × tokens/s / (peak FLOP/s × devices), the peak
-  from Levanter's table of devices (``device_hardware_flops``) in the compute dtype; on a CPU, the peak of this
-  job's devices measured here by a dense matmul (``MATMUL_SIZE``²), said so in ``peak_source``;
-- peak memory: the devices' ``peak_bytes_in_use`` (the most of any device), or on a backend without memory stats
-  (CPU) the process's peak resident memory, said so in ``memory_source``; against the fit table's plan of the job;
+  in the compute dtype (``peak_flops``, said so in ``peak_source``);
+- peak memory (``peak_memory``, said so in ``memory_source``) against the fit table's plan of the job;
 - compile: from the train loop's ``compile`` phase to its first update logged; checkpoint save: its ``checkpoint``
   phase; restore: the restart's set-up up to its evaluation (Levanter restores the state there).
 """

@@ -3,10 +3,9 @@ from pipeline/planning/placement.py, the values from each job's request; a job t
 workflow here). At a site with GPUs a GPU job's fit table and preflight report are its inputs (`sized_by`), planned
 and measured in the same call: until they are written its resources read <TBD>."""
 
-from pipeline.planning.placement import JobKind
 from pipeline.planning.jobs import JobSizing
 from pipeline.planning.measured import FitTableError, PreflightError
-from pipeline.planning.placement import WalltimeError, resource_names
+from pipeline.planning.placement import JobKind, WalltimeError, resource_names
 
 JOBS = JobSizing(GRID, SITE, fit_table=f"{RESULTS}/fit.csv", preflight_table=f"{RESULTS}/preflight.csv")
 TIDY_FILE_RESOURCES = {"gpu": 0, "mem_mb": 2000, "runtime": 10}
