@@ -60,18 +60,12 @@ def typed_overrides(value: Any) -> Any:
     return value
 
 
-def preset_path(preset: str) -> Path:
-    """A preset name (``tiny``, ``paper``) maps to ``presets/<name>.yaml``; a path is taken as is."""
-    if preset.endswith((".yaml", ".yml")):
-        return Path(preset)
-    return PRESET_DIR / f"{preset}.yaml"
-
-
 def load_preset(cli_config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Load the preset named by ``cli_config['preset']`` (default ``tiny``), merge the other keys over it, check it
     against the JSON schema and its cross-references (``ConfigError`` on the first problem), and return it."""
     overrides = typed_overrides(dict(cli_config or {}))
-    path = preset_path(str(overrides.pop("preset", "tiny")))
+    preset = str(overrides.pop("preset", "tiny"))  # a name of presets/<name>.yaml, or a path taken as is
+    path = Path(preset) if preset.endswith((".yaml", ".yml")) else PRESET_DIR / f"{preset}.yaml"
     if not path.is_file():
         raise ConfigError(
             f"{path}: key 'preset' names no preset file; expected one of "

@@ -9,15 +9,11 @@ class ConfigError(ValueError):
     """A preset is malformed; the message is one sentence naming the file, the key and the expectation."""
 
 
-def _key_path(error: jsonschema.ValidationError) -> str:
-    return ".".join(str(part) for part in error.absolute_path) or "<top level>"
-
-
 def schema_error_sentence(error: jsonschema.ValidationError) -> str:
     """One sentence for the first schema error of a preset (inside ``oneOf``/``allOf``: of the alternative meant):
     which key, what was expected, what was found."""
     error = _best_error(error)
-    key = _key_path(error)
+    key = ".".join(str(part) for part in error.absolute_path) or "<top level>"
     kind, expected = error.validator, error.validator_value
     if kind == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))

@@ -73,9 +73,7 @@ def _status(args: argparse.Namespace) -> None:
     preview_hours = {workload_id: row["gpu_hours"] for workload_id, row in zip(training, rows, strict=True)}
 
     def plan(workload_id: str) -> tuple[int, int]:
-        if site is None:
-            return 1, 1
-        gpus = sizing.training_gpu_count(workload_id) if site.gpus_per_node else 1
+        gpus = sizing.training_gpu_count(workload_id) if site is not None and site.gpus_per_node else 1
         return gpus, sizing.training_chunks(workload_id)
 
     runs = {workload_id: (workload.kind, workload.train.steps) for workload_id, workload in training.items()}

@@ -183,11 +183,9 @@ class JobSizing:
                 "train.micro_batch_size in the preset."
             )
         if not row.fits:
-            more = (
-                "a node with more GPUs (gpus_per_node)"
-                if gpus == self.site.gpus_per_node
-                else "more GPUs (a lower target_runtime_min)"
-            )
+            more = "more GPUs (a lower target_runtime_min)"
+            if gpus == self.site.gpus_per_node:
+                more = "a node with more GPUs (gpus_per_node)"
             raise FitTableError(
                 f"{self.measured.fit_table}: run {workload_id} does not fit in {self.site.gpu_memory_gb:g} GB "
                 f"per GPU on {gpus} GPU(s) even at micro-batch 1; give it {more} or GPUs with more "

@@ -71,11 +71,6 @@ NOT_APPLICABLE = "n/a"
 lm-eval and the analyses; the memory plan and the restore of a fine-tune)."""
 
 
-def _number(text: str) -> float | None:
-    """A measured column's value: None where it does not apply or was not measured (a failed job's)."""
-    return None if text in ("", NOT_APPLICABLE) else float(text)
-
-
 @dataclasses.dataclass(frozen=True)
 class PreflightRow:
     """The columns of a report row that planning reads, typed: the row's shape (or stage job), kind, the grid job it
@@ -94,13 +89,11 @@ class PreflightRow:
 
     @classmethod
     def from_csv(cls, row: dict[str, str]) -> PreflightRow:
-        numbers = ("tokens_per_s_per_device", "peak_memory_bytes", "budget_bytes")
-        return cls(
-            **{
-                field.name: _number(row[field.name]) if field.name in numbers else row[field.name]
-                for field in dataclasses.fields(cls)
-            }
-        )
+        """The row as the report's CSV holds it; a number None where it does not apply or was not measured."""
+        values = {field.name: row[field.name] for field in dataclasses.fields(cls)}
+        for name in ("tokens_per_s_per_device", "peak_memory_bytes", "budget_bytes"):
+            values[name] = None if values[name] in ("", NOT_APPLICABLE) else float(values[name])
+        return cls(**values)
 
 
 def read_preflight_rows(path: str | Path | None) -> dict[str, PreflightRow]:
@@ -151,15 +144,10 @@ def read_fit_rows(path: Path) -> list[FitRow]:
     longer be matched to a job), with a warning."""
     with Path(path).open(newline="") as stream:
         raw = list(csv.DictReader(stream))
-    rows = [
-        row
-        for row in raw
-        if all(row.get(column) not in (None, "") for column in FIT_COLUMNS if column != "time_embed_dim")
-    ]
-    if len(rows) < len(raw):
-        logger.warning(
-            "%s: %d row(s) lack a column of this version's table and were dropped", path, len(raw) - len(rows)
-        )
+    required = [column for column in FIT_COLUMNS if column != "time_embed_dim"]
+    rows = [row for row in raw if all(row.get(column) not in (None, "") for column in required)]
+    if dropped := len(raw) - len(rows):
+        logger.warning("%s: %d row(s) lack a column of this version's table and were dropped", path, dropped)
     return [FitRow.from_csv(row) for row in rows]
 
 
@@ -250,12 +238,8 @@ class MeasuredTable:
         by_model, flops_by_method = {}, {}
         for row in self.preflight_rows.values():
             measured = jobs.get(row.run_id)
-            if (
-                row.device_label != self.device
-                or row.verdict != "ok"
-                or measured is None
-                or measured.preflight_row_kind != row.kind
-            ):
+            kind = measured.preflight_row_kind if measured is not None else None
+            if (row.device_label, row.verdict, kind) != (self.device, "ok", row.kind):
                 continue
             if measured.run_id in finetunes:
                 method = finetunes[measured.run_id].finetune.method

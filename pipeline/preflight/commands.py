@@ -111,17 +111,10 @@ def _report(args: argparse.Namespace) -> None:
     from pipeline.planning.cost import cost_rows
     from pipeline.planning.devices import DEVICES
     from pipeline.planning.grid import Grid
-    from pipeline.preflight.report import (
-        COLUMNS,
-        PROJECTION_COLUMNS,
-        html_page,
-        markdown,
-        projection_rows,
-        with_verdicts,
-    )
+    from pipeline.preflight import report
 
     config = load_preset({"preset": args.preset})
-    rows = with_verdicts([json.loads(Path(path).read_text()) for path in args.rows])
+    rows = report.with_verdicts([json.loads(Path(path).read_text()) for path in args.rows])
     workloads = list(Grid.load(config).pretraining.values())
     if args.device_label in DEVICES:
         costs = cost_rows(workloads, args.device_label, args.mfu, config)
@@ -129,12 +122,12 @@ def _report(args: argparse.Namespace) -> None:
         costs = [
             {"stage": w.stage, "run_id": w.run_id, "tokens": w.tokens(config), "gpu_hours": math.nan} for w in workloads
         ]
-    projection = projection_rows(costs, json.loads(args.shapes), rows, args.safety_factor)
-    atomic_write_text(args.csv, csv_text(rows, COLUMNS))
-    atomic_write_text(args.md, markdown(rows, projection))
-    atomic_write_text(args.html, html_page(rows, projection))
-    atomic_write_text(args.projection, csv_text(projection, PROJECTION_COLUMNS))
-    print(markdown(rows, projection))
+    projection = report.projection_rows(costs, json.loads(args.shapes), rows, args.safety_factor)
+    atomic_write_text(args.csv, csv_text(rows, report.COLUMNS))
+    atomic_write_text(args.md, report.markdown(rows, projection))
+    atomic_write_text(args.html, report.html_page(rows, projection))
+    atomic_write_text(args.projection, csv_text(projection, report.PROJECTION_COLUMNS))
+    print(report.markdown(rows, projection))
 
 
 def _measured_job_options(parser: argparse.ArgumentParser, cache: str | None, **micro_batch) -> None:

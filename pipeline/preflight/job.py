@@ -156,6 +156,7 @@ def preflight_pretrain(
     """Train, restart and measure one shape (module docstring); ``plan``: the fit row's ``planned_bytes`` and
     ``budget_bytes`` of this job, or None to plan it here. Returns the measurement columns."""
     import jmp
+    from transformers import AutoTokenizer
 
     from pipeline.models.checkpoint import run_model_config
     from pipeline.train.loop import TrainJob, train_run
@@ -178,7 +179,7 @@ def preflight_pretrain(
     measured = training_columns(train_dir, warmup, spec.train.batch_size * spec.model.seq_len)
     records = read_metrics(train_dir / "metrics.jsonl")
     waits = [r["throughput/loading_time"] for r in records if "throughput/loading_time" in r and r["step"] >= warmup]
-    vocab_size = len_vocab(tokenizer_dir)
+    vocab_size = len(AutoTokenizer.from_pretrained(tokenizer_dir))  # the vocabulary axis before its rounding
     flops_per_token = float(model_config.flops_per_token(vocab_size))
     compute_dtype = jmp.get_policy(spec.train.mixed_precision).compute_dtype
     peak, peak_source = peak_flops(compute_dtype)
@@ -227,10 +228,3 @@ def training_columns(train_dir: Path, first_timed: int, tokens_per_update: int) 
         "tokens_per_s_per_device": tokens_per_update / median_step / len(jax.devices()),
         "checkpoint_bytes": folder_bytes(Path(train_dir) / "checkpoints"),
     }
-
-
-def len_vocab(tokenizer_dir: str) -> int:
-    """The tokenizer's vocabulary (the model's vocabulary axis before rounding for partitioning)."""
-    from transformers import AutoTokenizer
-
-    return len(AutoTokenizer.from_pretrained(tokenizer_dir))
