@@ -298,7 +298,7 @@ def paper_fit_table(planned_fit_row):
             micro_batch = micro_batches.get(run_id, job.train.batch_size // gpus)
             rows.append(planned_fit_row(config, run_id, gpus, micro_batch, device_bytes=site.gpu_memory_bytes))
         for probe_id, probe in grid.probes.items():
-            gpus = jobs.memory_probe_gpu_count(probe_id)
+            gpus = jobs.gpu_count(probe_id)
             rows.append(
                 planned_fit_row(
                     config, probe_id, gpus, probe.train.batch_size // gpus, device_bytes=site.gpu_memory_bytes

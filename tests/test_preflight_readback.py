@@ -104,7 +104,7 @@ def test_a_red_preflight_row_stops_every_grid_job_with_its_sentence(tmp_path, re
         with pytest.raises(ValueError, match=expected):
             job()
     with pytest.raises(ValueError, match=expected):
-        jobs.downstream("owt-large-gpt")
+        jobs.gpu_analysis("downstream", "owt-large-gpt")
     assert jobs.training("wt103-medium-gpt", check_preflight=False) == JobRequest(micro_batch=0)
 
 
@@ -256,7 +256,7 @@ def test_a_failed_stage_row_stops_every_grid_job_naming_itself(tmp_path, kind):
     for job in (
         lambda: sizing.training("owt-medium-diffeq"),
         lambda: sizing.training("ft-owt-wt103-gpt8-lora"),
-        lambda: sizing.downstream("owt-llama1b-llama"),
+        lambda: sizing.gpu_analysis("downstream", "owt-llama1b-llama"),
         lambda: sizing.gpu_analysis("spectra", "owt-medium-gpt"),
     ):
         with pytest.raises(PreflightError) as error:

@@ -60,18 +60,12 @@ def typed_overrides(value: Any) -> Any:
     return value
 
 
-def preset_path(preset: str) -> Path:
-    """A preset name (``tiny``, ``paper``) maps to ``presets/<name>.yaml``; a path is taken as is."""
-    if preset.endswith((".yaml", ".yml")):
-        return Path(preset)
-    return PRESET_DIR / f"{preset}.yaml"
-
-
 def load_preset(cli_config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Load the preset named by ``cli_config['preset']`` (default ``tiny``), merge the other keys over it,
-    validate, and return the resolved config."""
+    """Load the preset named by ``cli_config['preset']`` (default ``tiny``), merge the other keys over it, check it
+    against the JSON schema and its cross-references (``ConfigError`` on the first problem), and return it."""
     overrides = typed_overrides(dict(cli_config or {}))
-    path = preset_path(str(overrides.pop("preset", "tiny")))
+    preset = str(overrides.pop("preset", "tiny"))  # a name of presets/<name>.yaml, or a path taken as is
+    path = Path(preset) if preset.endswith((".yaml", ".yml")) else PRESET_DIR / f"{preset}.yaml"
     if not path.is_file():
         raise ConfigError(
             f"{path}: key 'preset' names no preset file; expected one of "
@@ -88,7 +82,10 @@ def load_preset(cli_config: dict[str, Any] | None = None) -> dict[str, Any]:
         raise ConfigError(f"{path}: {problem}.")
     config = deep_merge(loaded, overrides)
     source = f"{path} (with --config overrides {sorted(overrides)})" if overrides else str(path)
-    validate_config(config, source)
+    check_schema(config, SCHEMA_PATH, source)
+    problem = cross_reference_problem(config)
+    if problem:
+        raise ConfigError(f"{source}: {problem}.")
     return config
 
 
@@ -130,15 +127,6 @@ def check_schema(document: dict[str, Any], schema_path: Path, source: str) -> No
     errors = sorted(STRICT_VALIDATOR(schema).iter_errors(document), key=lambda e: e.path)
     if errors:
         raise ConfigError(f"{source}: {schema_error_sentence(errors[0])}.")
-
-
-def validate_config(config: dict[str, Any], source: str) -> None:
-    """Check ``config`` against the JSON schema and its cross-references; raise ``ConfigError`` on the first
-    problem."""
-    check_schema(config, SCHEMA_PATH, source)
-    problem = cross_reference_problem(config)
-    if problem:
-        raise ConfigError(f"{source}: {problem}.")
 
 
 def _non_finite_problem(value: Any, key: str = "") -> str | None:

@@ -10,17 +10,10 @@ class ConfigError(ValueError):
 
 
 def schema_error_sentence(error: jsonschema.ValidationError) -> str:
-    """The sentence for the first schema error of a preset (inside ``oneOf``/``allOf``: of the alternative meant)."""
-    return _describe(_best_error(error))
-
-
-def _key_path(error: jsonschema.ValidationError) -> str:
-    return ".".join(str(part) for part in error.absolute_path) or "<top level>"
-
-
-def _describe(error: jsonschema.ValidationError) -> str:
-    """One sentence for a jsonschema error: which key, what was expected, what was found."""
-    key = _key_path(error)
+    """One sentence for the first schema error of a preset (inside ``oneOf``/``allOf``: of the alternative meant):
+    which key, what was expected, what was found."""
+    error = _best_error(error)
+    key = ".".join(str(part) for part in error.absolute_path) or "<top level>"
     kind, expected = error.validator, error.validator_value
     if kind == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))

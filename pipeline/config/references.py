@@ -36,13 +36,16 @@ def downstream_task_dir(config: dict[str, Any]) -> Path | None:
 def cross_reference_problem(config: dict[str, Any]) -> str | None:
     """References between sections (dataset, size, tokenizer, base group, run ids) must resolve."""
     datasets, sizes, tokenizers = config["datasets"], config["sizes"], config["tokenizers"]
-    for name, tokenizer in tokenizers.items():
-        for dataset in tokenizer.get("train_on", []):
-            if dataset not in datasets:
-                return (
-                    f"key 'tokenizers.{name}.train_on' names unknown dataset {dataset!r}; "
-                    f"expected one of {sorted(datasets)}"
-                )
+    finetune = config["finetune"]
+    named = [
+        (f"tokenizers.{name}.train_on", dataset)
+        for name, spec in tokenizers.items()
+        for dataset in spec.get("train_on", [])
+    ]
+    named += [("finetune.directions", dataset) for direction in finetune["directions"] for dataset in direction]
+    for key, dataset in named:
+        if dataset not in datasets:
+            return f"key {key!r} names unknown dataset {dataset!r}; expected one of {sorted(datasets)}"
     for group, spec in config["pretrain"].items():
         for key, table in (("dataset", datasets), ("size", sizes), ("tokenizer", tokenizers)):
             if spec[key] not in table:
@@ -53,13 +56,7 @@ def cross_reference_problem(config: dict[str, Any]) -> str | None:
     for name, ablation in config["ablations"].items():
         if ablation["base"] not in config["pretrain"]:
             return f"key 'ablations.{name}.base' is {ablation['base']!r}; expected a pretrain group"
-    finetune = config["finetune"]
     for direction in finetune["directions"]:
-        for dataset in direction:
-            if dataset not in datasets:
-                return (
-                    f"key 'finetune.directions' names unknown dataset {dataset!r}; expected one of {sorted(datasets)}"
-                )
         for key, wanted in (("diffeq_source", "a DiffEqFormer"), ("baseline_source", "a non-DiffEqFormer")):
             group = f"{direction[0]}-{finetune[key]}"
             if group not in config["pretrain"]:

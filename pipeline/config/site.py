@@ -3,8 +3,7 @@
 A site file (``profiles/slurm/site.example.yaml``, copied to the untracked ``profiles/slurm/site.yaml``) names the
 cluster's partitions, account, GPU model and limits and the shared Hugging Face cache; nothing site-specific lives
 in the tracked profile. It is checked against ``pipeline/config/site_schema.yaml``, as a preset against its schema.
-Without a site (plain ``snakemake``) every job runs locally on the CPU; ``pipeline.planning.jobs`` sizes each job
-at a site.
+Without a site (plain ``snakemake``) every job runs locally on the CPU.
 """
 
 from __future__ import annotations

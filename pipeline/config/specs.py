@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, ClassVar, Self
 
 WEIGHTS = "weights"
 """Enters the run fingerprint: the field decides the weights a run trains, or names the run."""
@@ -127,8 +127,30 @@ class ModelSpec:
     llama_layer: str | None = spec_field(WEIGHTS, PLAN, MODEL, default=None)
 
 
+class JobSpec:
+    """What a run's spec and a fine-tune's share: JSON of every field by serialised key, read back with the spec type
+    of each nested spec field (``nested``), and the job cut to a few updates."""
+
+    nested: ClassVar[dict[str, type]]
+
+    def to_json(self) -> str:
+        return json.dumps(to_dict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> Self:
+        return _from_dict(cls, raw, cls.nested)
+
+    def bounded(self, updates: int, micro_batch: int) -> Self:
+        """The job cut to ``updates`` updates (``TrainSpec.bounded``)."""
+        return dataclasses.replace(self, train=self.train.bounded(updates, micro_batch))
+
+
 @dataclasses.dataclass(frozen=True)
-class RunSpec:
+class RunSpec(JobSpec):
     """Everything one pretraining run needs, resolved from the preset."""
 
     run_id: str = spec_field(WEIGHTS)
@@ -142,24 +164,11 @@ class RunSpec:
     model: ModelSpec = spec_field(WEIGHTS, MODEL)
     train: TrainSpec = spec_field(WEIGHTS, MODEL)
 
-    def to_json(self) -> str:
-        return json.dumps(to_dict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> RunSpec:
-        return cls.from_dict(json.loads(text))
-
-    @classmethod
-    def from_dict(cls, raw: dict) -> RunSpec:
-        return _from_dict(cls, raw, {"model": ModelSpec, "train": TrainSpec})
-
-    def bounded(self, updates: int, micro_batch: int) -> RunSpec:
-        """The run cut to ``updates`` updates (``TrainSpec.bounded``)."""
-        return dataclasses.replace(self, train=self.train.bounded(updates, micro_batch))
+    nested: ClassVar[dict[str, type]] = {"model": ModelSpec, "train": TrainSpec}
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuneSpec:
+class FinetuneSpec(JobSpec):
     """One step-resampling fine-tune (paper §6.2): a pretrained source run of ``source_euler_steps`` = L Euler steps
     (its layers), resampled to ``euler_steps`` = N' (DiffEqFormer; ``None`` keeps a GPT baseline's depth), trained
     on the target dataset with ``method`` lora (rank ``lora_rank``, adapters initialised by ``lora_init``, adapters +
@@ -185,20 +194,7 @@ class FinetuneSpec:
     eval_split: str = spec_field(WEIGHTS)
     train: TrainSpec = spec_field(WEIGHTS)
 
-    def to_json(self) -> str:
-        return json.dumps(to_dict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> FinetuneSpec:
-        return cls.from_dict(json.loads(text))
-
-    @classmethod
-    def from_dict(cls, raw: dict) -> FinetuneSpec:
-        return _from_dict(cls, raw, {"train": TrainSpec})
-
-    def bounded(self, updates: int, micro_batch: int) -> FinetuneSpec:
-        """The fine-tune cut to ``updates`` updates (``TrainSpec.bounded``)."""
-        return dataclasses.replace(self, train=self.train.bounded(updates, micro_batch))
+    nested: ClassVar[dict[str, type]] = {"train": TrainSpec}
 
 
 SPEC_TYPES = (RunSpec, ModelSpec, TrainSpec, FinetuneSpec)

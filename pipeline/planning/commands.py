@@ -21,18 +21,17 @@ def _cost(args: argparse.Namespace) -> None:
 
     grid = Grid.load(load_preset({"preset": args.preset}))
     stages, runs = preview(grid, args.device, args.throughput, args.mfu, args.preflight)
-    measured = any(row["source"] == "measured" for row in runs)
-    estimated = any(row["source"] == "estimate" for row in runs)
+    sources = {row["source"] for row in runs}
     print(f"Cost preview of preset {args.preset!r} on {args.device} (GPU-hours; wall-clock = GPU-hours / GPUs)")
-    if measured:
+    if "measured" in sources:
         print(f"measured: training tokens/s per GPU from {args.throughput or default_throughput_path(args.device)}")
-    if any(row["source"] == "preflight" for row in runs):
+    if "preflight" in sources:
         table = args.preflight or preflight_path(grid.config["preset"])
         print(
             f"measured by the preflight: training tokens/s per GPU from {table} (a fine-tune: the MFU measured for "
             "its method, at its own FLOPs per token)"
         )
-    if estimated:
+    if "estimate" in sources:
         print(f"estimate, not measured: Levanter FLOPs/token x 3 at MFU {args.mfu} of the {args.device} dense peak")
     print(format_stage_table(stages))
     print(
@@ -74,9 +73,7 @@ def _status(args: argparse.Namespace) -> None:
     preview_hours = {workload_id: row["gpu_hours"] for workload_id, row in zip(training, rows, strict=True)}
 
     def plan(workload_id: str) -> tuple[int, int]:
-        if site is None:
-            return 1, 1
-        gpus = sizing.training_gpu_count(workload_id) if site.gpus_per_node else 1
+        gpus = sizing.training_gpu_count(workload_id) if site is not None and site.gpus_per_node else 1
         return gpus, sizing.training_chunks(workload_id)
 
     runs = {workload_id: (workload.kind, workload.train.steps) for workload_id, workload in training.items()}
@@ -100,17 +97,9 @@ def _fit(args: argparse.Namespace) -> None:
     name = "fit" if site is not None else f"fit-{device}x{gpus}"
     md = args.md or results / f"{name}.md"
     table = args.csv or results / f"{name}.csv"
-    preflight = args.preflight or results / "preflight.csv"
-    rows = write_fit(
-        Grid.load(config),
-        device,
-        gpus,
-        args.runs.split(",") if args.runs else None,
-        md,
-        table,
-        site,
-        preflight if site is not None else None,
-    )
+    preflight = (args.preflight or results / "preflight.csv") if site is not None else None
+    runs = args.runs.split(",") if args.runs else None
+    rows = write_fit(Grid.load(config), device, gpus, runs, md, table, site, preflight)
     logging.info(
         "fit finished: %d workloads, %d fit at the paper batch, %d with gradient accumulation, %d do not fit",
         len(rows),

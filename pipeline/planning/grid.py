@@ -3,10 +3,9 @@
 ``Grid.load(config)`` expands the preset's run specs once (``pipeline.config``: the pretraining runs, and from them
 the fine-tunes and memory probes) into one ``Workload`` per job it trains or evaluates (what cost, fit and job sizing
 plan) and the per-run GPU analyses; the preflight's jobs are built from them (``pipeline.planning.preflight_jobs``).
-The workflow's rules, job sizing, the cost preview, the fit table and the preflight read these objects.
 
-Longer than 300 lines because every kind of job the workflow runs is enumerated here once, so that each reader
-takes the same objects.
+Longer than 300 lines because every kind of job the workflow runs is enumerated here once, so that each reader (the
+workflow's rules, job sizing, the cost preview, the fit table, the preflight) takes the same objects.
 """
 
 from __future__ import annotations

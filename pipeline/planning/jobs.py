@@ -1,38 +1,17 @@
-"""What every job of a preset asks of a SLURM site: partition, GPUs, CPUs, memory, minutes and micro-batch.
+"""What every job of a preset asks of a SLURM site: partition, GPUs, CPUs, memory, minutes and micro-batch
+(docs/cluster.md#resources-per-job, #micro-batches).
 
-A training run (pretraining, fine-tune) gets the fewest GPUs of one node that
+A training run (pretraining, fine-tune) gets the fewest GPUs of one node that divide its batch, hold its optimizer
+state and finish within ``target_runtime_min`` (``training_gpus``, GPU-hours from ``pipeline.planning.cost``); at
+a site without GPUs it is one CPU job, estimated only where the site's ``device`` was measured (``training_need``).
+Placement, walltimes and chains of jobs are the site's (``pipeline.planning.placement``); its micro-batch is the
+preset's or its fit row's (``micro_batch``), and a job without a usable row raises ``FitTableError`` before it is
+submitted. While any row of the preflight report is red, every pretraining run, fine-tune, lm-eval and GPU analysis
+raises ``PreflightError`` naming that row, so the grid starts only on a green preflight.
 
-- hold its optimizer state: 16 bytes per parameter (f32 parameters, gradients and AdamW's two moments), at most
-  half of each GPU's memory (the other half for activations), sharded across the GPUs, and
-- finish within ``target_runtime_min``: wall-clock = GPU-hours × ``safety_factor`` / GPUs, with GPU-hours from
-  ``pipeline.planning.cost`` (the measured table's tokens/s, ``pipeline.planning.measured``, else FLOPs at ``mfu``
-  of the device's peak),
-
-and divide its batch size (data parallelism); it needs that wall-clock plus the site's ``chunk_startup_min``, its
-host memory and CPUs ``mem_mb_per_gpu`` and ``cpus_per_gpu`` per GPU, always on one node. At a site without GPUs
-a run is one CPU job, estimated only where the site's ``device`` was measured (its preflight rows, its throughput
-table); unmeasured, it is granted its partition's limit, its need unknown. A run that needs longer than its
-partition's limit is a planned chain of ``chunks`` jobs of that limit, each resuming the previous one's checkpoint;
-Snakemake's attempts of its rule cover the longest chain (``workflow/rules/resources.smk``). Placement, walltimes
-and chains are the site's (``pipeline.planning.placement``).
-
-That sizing counts no activations. Its ``micro_batch`` (examples per device per forward/backward, Levanter's
-``per_device_parallelism``; 0: the whole per-device batch at once) is the preset's ``train.micro_batch_size``, else
-the measured table's fit row of the job (planned by ``pipeline.planning.fit`` for the run as the preset defines it
-now, at the job's GPU count and the site's GPU memory). A job whose row is missing, fits at no micro-batch or is
-stale raises ``FitTableError`` before it is submitted. While any row of the preflight report is red, every
-pretraining run, fine-tune, lm-eval and GPU analysis raises ``PreflightError`` naming that row, so the grid starts
-only on a green preflight.
-
-At a site with GPUs the fit table and the preflight report are inputs of the jobs they size (``SITE_TABLES``): the
+At a site with GPUs the fit table and the preflight report are inputs of the jobs they size (``JobSizing.tables``): the
 workflow plans and measures them in the same call, before the grid, and sizes each job once its tables are written
 (``JobSizing.reading``).
-
-A memory probe (Fig. 16) measures one step of its whole batch, never accumulated: it gets one node's GPUs (the most
-that divide its batch), and its fit row must say that batch fits there.
-
-Longer than 300 lines because one class sizes every kind of job of a preset (training, probes, analyses, data), so
-that each shares the site, the grid and the measured tables read once.
 """
 
 from __future__ import annotations
@@ -59,7 +38,10 @@ from pipeline.planning.placement import (
 )
 
 ADAM_STATE_BYTES_PER_PARAMETER = 16
+"""f32 parameters, gradients and AdamW's two moments, sharded across a training job's GPUs (activations not
+counted: the micro-batch plans them)."""
 GPU_MEMORY_FOR_STATE = 0.5
+"""The share of each GPU's memory the optimizer state may take (the other half for activations)."""
 CPU_JOBS = {
     "corpus": {"cpus": 1, "mem_mb": 32000},
     "tokenizer": {"cpus": 1, "mem_mb": 16000, "minutes": 60},
@@ -80,11 +62,8 @@ CPUs and memory, and the tokenizer's and the fit's minutes, a ceiling, not an es
 grants that limit)."""
 GPU_ANALYSIS_MINUTES = {"spectra": 60, "lyapunov": 60, "frontier": 240, "downstream": 60, "memory_probe": 60}
 """Walltime of the one-GPU analyses (the frontier: 2 solvers × 5 step counts over a validation split) and of a
-memory probe (a few steps); ``downstream`` gets this plus its lm-eval GPU-hours × ``safety_factor``
-(``JobSizing.downstream``)."""
-SITE_TABLES = ("fit", "preflight")
-"""The tables a site with GPUs sizes its GPU jobs by, as the jobs' input names: the fit table (micro-batches, a memory
-probe's whole batch) and the preflight report (measured throughput, red rows)."""
+memory probe (a few steps); ``downstream`` (lm-eval) gets this plus its GPU-hours × ``safety_factor``
+(``JobSizing.gpu_analysis``)."""
 
 
 def training_gpus(gpu_hours: float, parameters: int, batch_size: int, site: Site) -> int:
@@ -127,11 +106,12 @@ class JobSizing:
 
     @property
     def tables(self) -> dict[str, str]:
-        """The tables the site's GPU jobs are sized by (``SITE_TABLES``), by input name: at a site with GPUs, where
-        the fit table plans GPU memory and the preflight measures throughput; none locally or at a site without
-        GPUs (a preflight report there is read where it exists)."""
-        paths = {"fit": self.measured.fit_table, "preflight": self.measured.preflight_table}
-        return {name: str(paths[name]) for name in SITE_TABLES} if self.site and self.site.gpus_per_node else {}
+        """The tables the site's GPU jobs are sized by, by input name: at a site with GPUs the fit table
+        (micro-batches, a memory probe's whole batch) and the preflight report (measured throughput, red rows); none
+        locally or at a site without GPUs (a preflight report there is read where it exists)."""
+        if not (self.site and self.site.gpus_per_node):
+            return {}
+        return {"fit": str(self.measured.fit_table), "preflight": str(self.measured.preflight_table)}
 
     def reading(self, tables: Iterable[str] = ()) -> JobSizing:
         """This sizing with its tables as they are now (read again after one was rewritten, e.g. by a job of the same
@@ -150,14 +130,9 @@ class JobSizing:
         from pipeline.planning.cost import cost_rows
 
         if workload_id not in self._costs:
-            self._costs[workload_id] = cost_rows(
-                [self._workloads[workload_id]],
-                self.site.device,
-                self.site.mfu,
-                self.config,
-                self.measured,
-                preset_results(self.site, self.config["preset"]),
-            )[0]
+            workload, results = self._workloads[workload_id], preset_results(self.site, self.config["preset"])
+            row = cost_rows([workload], self.site.device, self.site.mfu, self.config, self.measured, results)[0]
+            self._costs[workload_id] = row
         return self._costs[workload_id]
 
     def chain_retries(self, workload_ids: Iterable[str]) -> int | None:
@@ -175,19 +150,15 @@ class JobSizing:
         """(GPUs, minutes needed) of a pretraining run or fine-tune at the site (``training_minutes``). Without GPUs:
         0 GPUs and, where the site's ``device`` was measured on the run (its preflight or throughput table: one CPU
         job's tokens/s), its minutes, else None (a GPU's FLOPs estimate says nothing of a CPU)."""
-        if self.site.gpus_per_node == 0:
-            workload = self._workloads[workload_id]
-            measured = self.measured.tokens_per_s(workload) is not None
-            return 0, training_minutes(self.cost(workload_id)["gpu_hours"], 1, self.site) if measured else None
-        gpus = self.training_gpu_count(workload_id)
-        return gpus, training_minutes(self.cost(workload_id)["gpu_hours"], gpus, self.site)
+        gpus = self.training_gpu_count(workload_id) if self.site.gpus_per_node else 0
+        if not gpus and self.measured.tokens_per_s(self._workloads[workload_id]) is None:
+            return 0, None
+        return gpus, training_minutes(self.cost(workload_id)["gpu_hours"], gpus or 1, self.site)
 
     def training_gpu_count(self, workload_id: str) -> int:
-        """The GPUs of a pretraining run or fine-tune at a site with GPUs (module docstring)."""
-        row = self.cost(workload_id)
-        return training_gpus(
-            row["gpu_hours"], row["parameters"], self._workloads[workload_id].train.batch_size, self.site
-        )
+        """The GPUs of a pretraining run or fine-tune at a site with GPUs (``training_gpus``)."""
+        row, batch_size = self.cost(workload_id), self._workloads[workload_id].train.batch_size
+        return training_gpus(row["gpu_hours"], row["parameters"], batch_size, self.site)
 
     def micro_batch(self, workload_id: str, gpus: int) -> int:
         """Examples per device per forward/backward (0: the whole batch): the preset's ``train.micro_batch_size``
@@ -214,11 +185,9 @@ class JobSizing:
                 "train.micro_batch_size in the preset."
             )
         if not row.fits:
-            more = (
-                "a node with more GPUs (gpus_per_node)"
-                if gpus == self.site.gpus_per_node
-                else "more GPUs (a lower target_runtime_min)"
-            )
+            more = "more GPUs (a lower target_runtime_min)"
+            if gpus == self.site.gpus_per_node:
+                more = "a node with more GPUs (gpus_per_node)"
             raise FitTableError(
                 f"{self.measured.fit_table}: run {workload_id} does not fit in {self.site.gpu_memory_gb:g} GB "
                 f"per GPU on {gpus} GPU(s) even at micro-batch 1; give it {more} or GPUs with more "
@@ -228,7 +197,7 @@ class JobSizing:
 
     def training(self, workload_id: str, check_preflight: bool = True) -> JobRequest:
         """A pretraining run or fine-tune: GPUs, walltime and memory from its size, its micro-batch from the fit
-        table; it raises while a preflight row is red (``check_preflight``; module docstring)."""
+        table; it raises while a preflight row is red (``check_preflight``)."""
         preset_micro_batch = self._workloads[workload_id].train.micro_batch_size or 0
         if self.site is None:
             request = JobRequest(0, preset_micro_batch)
@@ -248,60 +217,45 @@ class JobSizing:
         return JobSizing(self.grid, self.site, self.measured.fit_table)
 
     def gpu_count(self, workload_id: str) -> int:
-        """The GPUs of a workload's job at a site with GPUs: a memory probe's one node's (it steps its whole batch),
-        a training job's from its size, a forward-only job's (lm-eval) one."""
+        """The GPUs of a workload's job at a site with GPUs: a memory probe's one node's, the most that divide its
+        batch (it steps its whole batch), a training job's from its size, a forward-only job's (lm-eval) one."""
         workload = self._workloads[workload_id]
         if workload.whole_batch:
-            return self.memory_probe_gpu_count(workload_id)
+            return node_gpu_counts(workload.batch_size, self.site)[-1]
         return self.training_gpu_count(workload_id) if workload.trains else 1
 
-    def memory_probe_gpu_count(self, probe_id: str) -> int:
-        """A memory probe's GPUs at a site with GPUs: one node's, the most that divide its batch (module docstring)."""
-        return node_gpu_counts(self._workloads[probe_id].batch_size, self.site)[-1]
-
     def memory_probe(self, probe_id: str) -> JobRequest:
-        """A memory probe: one node's GPUs (``memory_probe_gpu_count``); its fit row must fit its whole batch there
-        (module docstring)."""
+        """A memory probe: one node's GPUs (``gpu_count``: it measures one step of its whole batch, never accumulated,
+        Fig. 16), and its fit row must say that batch fits there."""
         if self.site is None:
             return JobRequest()
-        gpus = self.memory_probe_gpu_count(probe_id) if self.site.gpus_per_node else 0
-        if gpus == 0 or self.measured.fit_table is None:
-            return site_request(
-                self.site, f"memory probe {probe_id}", JobKind.GPU, gpus, GPU_ANALYSIS_MINUTES["memory_probe"]
-            )
-        row = self.measured.fit_row(probe_id, gpus, self.site.gpu_memory_bytes)
-        if row is None or not row.fits_at_paper_batch:
-            raise FitTableError(
-                f"{self.measured.fit_table}: memory probe {probe_id} does not fit its whole batch of "
-                f"{self._workloads[probe_id].batch_size} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB"
-                f"{' (no row)' if row is None else ''}, and a probe "
-                "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
-                "(gpu_memory_gb) or more per node (gpus_per_node), then plan it again."
-            )
+        gpus = self.gpu_count(probe_id) if self.site.gpus_per_node else 0
+        if gpus and self.measured.fit_table is not None:
+            row = self.measured.fit_row(probe_id, gpus, self.site.gpu_memory_bytes)
+            if row is None or not row.fits_at_paper_batch:
+                raise FitTableError(
+                    f"{self.measured.fit_table}: memory probe {probe_id} does not fit its whole batch of "
+                    f"{self._workloads[probe_id].batch_size} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB"
+                    f"{' (no row)' if row is None else ''}, and a probe "
+                    "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
+                    "(gpu_memory_gb) or more per node (gpus_per_node), then plan it again."
+                )
         return site_request(
             self.site, f"memory probe {probe_id}", JobKind.GPU, gpus, GPU_ANALYSIS_MINUTES["memory_probe"]
         )
 
     def gpu_analysis(self, rule: str, run_id: str, check_preflight: bool = True) -> JobRequest:
-        """A GPU analysis (spectra, lyapunov, frontier) of run ``run_id``: one GPU for its ``GPU_ANALYSIS_MINUTES``;
-        it raises while a preflight row is red (``check_preflight``)."""
+        """A GPU analysis (spectra, lyapunov, frontier) or lm-eval (``downstream``) of run ``run_id``: one GPU for its
+        ``GPU_ANALYSIS_MINUTES``, lm-eval's plus, at a site with GPUs, its GPU-hours × safety factor; it raises while
+        a preflight row is red (``check_preflight``)."""
         if check_preflight:
             self.measured.require_green()
         if self.site is None:
             return JobRequest()
-        return site_request(self.site, f"{rule} of run {run_id}", JobKind.GPU, 1, GPU_ANALYSIS_MINUTES[rule])
-
-    def downstream(self, run_id: str, check_preflight: bool = True) -> JobRequest:
-        """lm-eval of run ``run_id``: one GPU for ``GPU_ANALYSIS_MINUTES["downstream"]`` plus, at a site with GPUs,
-        its lm-eval GPU-hours × safety factor; it raises while a preflight row is red (``check_preflight``)."""
-        if check_preflight:
-            self.measured.require_green()
-        if self.site is None:
-            return JobRequest()
-        minutes = GPU_ANALYSIS_MINUTES["downstream"]
-        if self.site.gpus_per_node:
+        minutes = GPU_ANALYSIS_MINUTES[rule]
+        if rule == "downstream" and self.site.gpus_per_node:
             minutes += math.ceil(self.cost(f"downstream-{run_id}")["gpu_hours"] * self.site.safety_factor * 60)
-        return site_request(self.site, f"downstream of run {run_id}", JobKind.GPU, 1, minutes)
+        return site_request(self.site, f"{rule} of run {run_id}", JobKind.GPU, 1, minutes)
 
     def cpu(self, rule: str, dataset: str | None = None) -> JobRequest:
         """A CPU job on the CPU partition, with ``CPU_JOBS``' CPUs and memory (``SMALL_CPU_JOB``'s where the preset

@@ -1,19 +1,12 @@
 """One measured table per job shape: what planning knows of a job on the site's GPUs before it runs, and the only
 reader of the files that hold it (docs/planning.md#the-measured-table).
 
-Each question has one answer, taken in this precedence:
-
-- **tokens/s per GPU** of a training workload: measured by the preflight (a green row of ``results/<preset>/
-  preflight.csv`` on the same device: ``preflight_tokens_per_s``), else by ``bench throughput-sizes``
-  (``results/benchmarks/throughput-sizes-<device>.csv``, by family, size and layers), else ``None``: the cost
-  preview estimates it from FLOPs (``pipeline.planning.cost``);
-- **peak memory and micro-batch** of a job on ``gpus`` GPUs: planned by XLA (``results/<preset>/fit.csv``,
-  ``fit_row``), the preflight only checks it (a red row stops the grid: ``require_green``).
-
-One staleness rule: a fit row holds for a job while its ``plan_key`` (a hash of the fields of role ``PLAN`` of the
-job's specs, ``pipeline.config.specs``) and the share of GPU memory JAX reserves are the current ones; otherwise the
-row is refused, naming the first field that changed (``stale_field``). A preflight row holds for the grid job it
-measured (its ``run_id`` and kind) on its device.
+Tokens/s per GPU of a training workload: a green row of the preflight report on the same device
+(``preflight_tokens_per_s``), else ``bench throughput-sizes``' table, else ``None`` (the cost preview estimates it
+from FLOPs, ``pipeline.planning.cost``). Peak memory and micro-batch of a job on ``gpus`` GPUs: its fit row, planned
+by XLA (``fit_row``), which holds while its ``plan_key`` (the fields of role ``PLAN`` of the job's specs,
+``pipeline.config.specs``) and the share of GPU memory JAX reserves are the current ones, else it is refused naming
+what changed (``stale_field``); the preflight only checks it (a red row stops the grid: ``require_green``).
 
 Longer than 300 lines because it is the one reader of all three files, so that their precedence and staleness are
 stated once.
@@ -78,11 +71,6 @@ NOT_APPLICABLE = "n/a"
 lm-eval and the analyses; the memory plan and the restore of a fine-tune)."""
 
 
-def _number(text: str) -> float | None:
-    """A measured column's value: None where it does not apply or was not measured (a failed job's)."""
-    return None if text in ("", NOT_APPLICABLE) else float(text)
-
-
 @dataclasses.dataclass(frozen=True)
 class PreflightRow:
     """The columns of a report row that planning reads, typed: the row's shape (or stage job), kind, the grid job it
@@ -101,13 +89,11 @@ class PreflightRow:
 
     @classmethod
     def from_csv(cls, row: dict[str, str]) -> PreflightRow:
-        numbers = ("tokens_per_s_per_device", "peak_memory_bytes", "budget_bytes")
-        return cls(
-            **{
-                field.name: _number(row[field.name]) if field.name in numbers else row[field.name]
-                for field in dataclasses.fields(cls)
-            }
-        )
+        """The row as the report's CSV holds it; a number None where it does not apply or was not measured."""
+        values = {field.name: row[field.name] for field in dataclasses.fields(cls)}
+        for name in ("tokens_per_s_per_device", "peak_memory_bytes", "budget_bytes"):
+            values[name] = None if values[name] in ("", NOT_APPLICABLE) else float(values[name])
+        return cls(**values)
 
 
 def read_preflight_rows(path: str | Path | None) -> dict[str, PreflightRow]:
@@ -120,10 +106,6 @@ def read_preflight_rows(path: str | Path | None) -> dict[str, PreflightRow]:
 
 def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float]:
     """``bench throughput-sizes``' training tokens/s per GPU of ``device``, keyed by (family, size, num_layers)."""
-
-    def fail(message: str) -> ValueError:
-        return ValueError(f"{path}: {message}")
-
     if not path.is_file():
         raise FileNotFoundError(
             f"{path}: no throughput table; measure one with `python -m pipeline bench throughput-sizes`."
@@ -131,7 +113,7 @@ def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float
     reader = csv.DictReader(io.StringIO(path.read_text()))
     missing = [column for column in THROUGHPUT_COLUMNS if column not in (reader.fieldnames or [])]
     if missing:
-        raise fail(f"missing column {missing[0]!r}; expected the columns {list(THROUGHPUT_COLUMNS)}.")
+        raise ValueError(f"{path}: missing column {missing[0]!r}; expected the columns {list(THROUGHPUT_COLUMNS)}.")
     table: dict[tuple[str, str, int], float] = {}
     for line, row in enumerate(reader, start=2):
         if row["device"] != device:
@@ -142,16 +124,18 @@ def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float
             except (TypeError, ValueError):
                 value = math.nan
             if not value > 0 or (column == "num_layers" and not value.is_integer()):
-                raise fail(f"column {column!r} must hold a positive number on line {line} (got {row[column]!r}).")
+                raise ValueError(
+                    f"{path}: column {column!r} must hold a positive number on line {line} (got {row[column]!r})."
+                )
         key = (row["family"], row["size"], int(row["num_layers"]))
         if key in table:
-            raise fail(
-                f"line {line} repeats family {key[0]!r}, size {key[1]!r}, num_layers {key[2]} "
+            raise ValueError(
+                f"{path}: line {line} repeats family {key[0]!r}, size {key[1]!r}, num_layers {key[2]} "
                 f"for device {device!r}; expected one row each."
             )
         table[key] = float(row["tokens_per_s_per_gpu"])
     if not table:
-        raise fail(f"column 'device' has no row for device {device!r}.")
+        raise ValueError(f"{path}: column 'device' has no row for device {device!r}.")
     return table
 
 
@@ -160,15 +144,10 @@ def read_fit_rows(path: Path) -> list[FitRow]:
     longer be matched to a job), with a warning."""
     with Path(path).open(newline="") as stream:
         raw = list(csv.DictReader(stream))
-    rows = [
-        row
-        for row in raw
-        if all(row.get(column) not in (None, "") for column in FIT_COLUMNS if column != "time_embed_dim")
-    ]
-    if len(rows) < len(raw):
-        logger.warning(
-            "%s: %d row(s) lack a column of this version's table and were dropped", path, len(raw) - len(rows)
-        )
+    required = [column for column in FIT_COLUMNS if column != "time_embed_dim"]
+    rows = [row for row in raw if all(row.get(column) not in (None, "") for column in required)]
+    if dropped := len(raw) - len(rows):
+        logger.warning("%s: %d row(s) lack a column of this version's table and were dropped", path, dropped)
     return [FitRow.from_csv(row) for row in rows]
 
 
@@ -211,9 +190,8 @@ def stale_field(row: FitRow, workload: Workload, vocab_size: int) -> str | None:
 
 class MeasuredTable:
     """What the preflight measured, XLA planned and ``bench throughput-sizes`` timed for the jobs of ``grid`` on
-    ``device`` (module docstring): read once, each file by this class only. ``throughput``: the throughput table
-    (None: the device's default, where it exists); ``preflight``, ``fit``: the preset's report and fit table (None or
-    a missing file: nothing measured, nothing planned)."""
+    ``device``, each file read once: ``throughput`` (None: the device's default table, where it exists), the preset's
+    report and fit table ``preflight``, ``fit`` (None or a missing file: nothing measured, nothing planned)."""
 
     def __init__(
         self,
@@ -260,12 +238,8 @@ class MeasuredTable:
         by_model, flops_by_method = {}, {}
         for row in self.preflight_rows.values():
             measured = jobs.get(row.run_id)
-            if (
-                row.device_label != self.device
-                or row.verdict != "ok"
-                or measured is None
-                or measured.preflight_row_kind != row.kind
-            ):
+            kind = measured.preflight_row_kind if measured is not None else None
+            if (row.device_label, row.verdict, kind) != (self.device, "ok", row.kind):
                 continue
             if measured.run_id in finetunes:
                 method = finetunes[measured.run_id].finetune.method
@@ -335,7 +309,3 @@ class MeasuredTable:
             f"{row.budget_bytes / 1e9:.3g} GB; set a smaller micro-batch "
             f"(train.micro_batch_size, or rerun `fit`), then {rerun}."
         )
-
-    def without_preflight(self) -> MeasuredTable:
-        """This table as it stood before the preflight measured anything: how the preflight sized its shapes."""
-        return MeasuredTable(self.grid, self.device, fit=self.fit_table, throughput=self.throughput_table)

@@ -1,17 +1,10 @@
 """What one job asks of a SLURM site and where it runs, whatever the job: its kind (``JobKind``), sbatch options
 (``Placement``) and request (``JobRequest``, which renders its own Snakemake resources); its partition
-(``placement``), the walltime it is granted and the chain of jobs a resumable run longer than its partition's limit
+(``placement``), the walltime it is granted and the chain of jobs a resumable job longer than its partition's limit
 takes (``walltime``, ``chunk_count``), and the request of a job of known GPUs and minutes (``site_request``): the
-site's side of job sizing; ``pipeline.planning.jobs`` computes each job's GPUs and minutes
-(docs/cluster.md#walltime-limits-and-chunks).
-
-A job that cannot resume (tokenizer, fit, lm-eval, GPU analyses) and needs longer than its partition's limit raises
-``WalltimeError`` naming the job, its estimate and the limit: nothing is clipped.
-
-A resumable job (training, the corpus export, the token cache) is warned ``signal_lead_s`` before its walltime ends
-(``--signal=URG@<lead>``), so that it saves a checkpoint and stops. SLURM sends no warning whose lead reaches back to
-the job's start, so a job's lead is capped at half its walltime: a job shorter than twice the site's lead (a preflight
-job, a short run) is warned half-way.
+site's side of job sizing, ``pipeline.planning.jobs`` computes each job's GPUs and minutes
+(docs/cluster.md#walltime-limits-and-chunks). A job that cannot resume and needs longer than its partition's limit
+raises ``WalltimeError`` naming the job, its estimate and the limit: nothing is clipped.
 """
 
 from __future__ import annotations
@@ -70,7 +63,8 @@ class Placement:
 
     def flags(self, minutes: int | None = None) -> tuple[str, ...]:
         """The sbatch flags of a job of ``minutes`` walltime (None: not yet known, the lead uncapped): ``sbatch_flags``
-        and the warning ``--signal=URG@<lead>``, the lead at most half the walltime (module docstring)."""
+        and the warning ``--signal=URG@<lead>``, the lead at most half the walltime: SLURM sends no warning whose
+        lead reaches back to the job's start, so a job shorter than twice the site's lead is warned half-way."""
         if not self.signal_lead_s:
             return self.sbatch_flags
         lead = self.signal_lead_s if minutes is None else min(self.signal_lead_s, minutes * 60 // 2)
@@ -130,8 +124,7 @@ class JobRequest:
 
 
 STARTUP_MIN = DEFAULT_CHUNK_STARTUP_MIN
-"""The default of the site's ``chunk_startup_min``: minutes a training job spends before its first step and after
-its last (JAX compilation, opening the token cache, loading or writing a checkpoint)."""
+"""The default of the site's ``chunk_startup_min`` (``pipeline.config.site.DEFAULT_CHUNK_STARTUP_MIN``)."""
 CHAIN_MARGIN_RETRIES = 2
 """Attempts a chain of jobs gets beyond its chunks: for preemption, node loss and other transient failures (the SLURM
 profile's ``retries`` for a job that fits one walltime)."""

@@ -18,8 +18,7 @@ STAGE_KINDS = (*(f"finetune-{method}" for method in FINETUNE_METHODS), "downstre
 """The preflight's stage jobs, one per kind: a fine-tune method's (``finetune-<method>``), lm-eval's, each analysis'."""
 PREFLIGHT_RUNTIME_MIN = 20
 """Walltime of a preflight stage job, and the least of a training shape's (whose own is estimated from its run:
-``preflight_minutes``): start-up (JAX compilation, the token cache) plus a few
-minutes of updates, an evaluation, a checkpoint save and a restore."""
+``preflight_minutes``): start-up plus a few minutes of updates, an evaluation, a checkpoint save and a restore."""
 PREFLIGHT_BASE_MIN = 15
 """Minutes of a preflight training job besides its updates and checkpoint I/O: two start-ups (the job and its
 restart from the checkpoint: JAX compilation, opening the token cache) and two evaluations."""
@@ -85,7 +84,7 @@ def training_shapes(jobs) -> dict[str, Shape]:
     jobs = jobs.before_preflight
     grouped: dict[tuple[str, str, int, int], list[str]] = {}
     for run_id, workload in jobs.grid.pretraining.items():
-        job = jobs.training(run_id, check_preflight=False)
+        job = jobs.training(run_id)  # no preflight report to check before it
         grouped.setdefault((workload.family, workload.run.size, job.gpus, job.micro_batch or 0), []).append(run_id)
     settings = jobs.config.get("preflight", {})
     updates = settings.get("warmup", DEFAULT_WARMUP) + settings.get("timed", DEFAULT_TIMED)
@@ -126,8 +125,6 @@ class StageJob:
         """What ``sizing`` (a ``pipeline.planning.jobs.JobSizing``) gives the grid's jobs of this kind."""
         if isinstance(self.job, Finetuning):
             return sizing.training(self.run_id, check_preflight=False)
-        if self.lm_eval:
-            return sizing.downstream(self.run_id, check_preflight=False)
         return sizing.gpu_analysis(self.kind, self.run_id, check_preflight=False)
 
     def settings(self, config: dict[str, Any], lm_eval: dict[str, Any]) -> str:
@@ -162,32 +159,19 @@ def stage_jobs(grid: Grid, run_shapes: dict[str, str]) -> dict[str, StageJob]:
     return jobs
 
 
-def gpu_hour_bound(jobs: list[tuple[int, int]]) -> float:
-    """The preflight's GPU-hours at most: every job's GPUs (at least one) × its walltime request (``jobs``: GPUs and
-    minutes of each)."""
-    return sum(max(gpus, 1) * minutes for gpus, minutes in jobs) / 60
-
-
-def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]]) -> str:
+def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]]) -> tuple[str, float]:
     """A fixed-width table of the preflight's jobs: shape (or stage kind), GPUs, micro-batch, walltime, GPU-hours
-    requested, jobs of the grid covered; ``stages``: each stage job and its GPUs (``PREFLIGHT_RUNTIME_MIN`` each)."""
+    requested, jobs of the grid covered; and the preflight's GPU-hours at most: every job's GPUs (at least one) × its
+    walltime request. ``stages``: each stage job and its GPUs (``PREFLIGHT_RUNTIME_MIN`` each)."""
+    jobs = [
+        (shape.shape_id, shape.gpus, shape.micro_batch, shape.minutes, f"{len(shape.runs)} ({', '.join(shape.runs)})")
+        for shape in shapes.values()
+    ]
+    for kind, (job, gpus) in stages.items():
+        covers = f"{job.runs} (like {job.run_id}, on the checkpoint of {job.source_shape})"
+        jobs.append((kind, gpus, "-", PREFLIGHT_RUNTIME_MIN, covers))
     header = f"{'shape':<36} {'GPUs':>4} {'micro':>5} {'min':>4} {'GPU-h':>6}  runs"
     lines = [header, "-" * len(header)]
-    for shape in shapes.values():
-        hours = max(shape.gpus, 1) * shape.minutes / 60
-        lines.append(
-            f"{shape.shape_id:<36} {shape.gpus:>4} {shape.micro_batch:>5} {shape.minutes:>4} {hours:>6.2f}  "
-            f"{len(shape.runs)} ({', '.join(shape.runs)})"
-        )
-    for kind, (job, gpus) in stages.items():
-        lines.append(
-            f"{kind:<36} {gpus:>4} {'-':>5} {PREFLIGHT_RUNTIME_MIN:>4} "
-            f"{max(gpus, 1) * PREFLIGHT_RUNTIME_MIN / 60:>6.2f}  {job.runs} (like {job.run_id}, on the "
-            f"checkpoint of {job.source_shape})"
-        )
-    return "\n".join(lines)
-
-
-def bound_share(bound_hours: float, grid_hours: float) -> float:
-    """The preflight's GPU-hour bound as a share of the grid's (``nan`` for an empty grid)."""
-    return bound_hours / grid_hours if grid_hours > 0 else math.nan
+    for name, gpus, micro_batch, minutes, runs in jobs:
+        lines.append(f"{name:<36} {gpus:>4} {micro_batch:>5} {minutes:>4} {max(gpus, 1) * minutes / 60:>6.2f}  {runs}")
+    return "\n".join(lines), sum(max(gpus, 1) * minutes for _, gpus, _, minutes, _ in jobs) / 60

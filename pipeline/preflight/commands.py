@@ -20,15 +20,7 @@ def _plan(args: argparse.Namespace) -> None:
     from pipeline.planning.cost import preview
     from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
-    from pipeline.planning.preflight_jobs import (
-        PREFLIGHT_RUNTIME_MIN,
-        bound_share,
-        gpu_hour_bound,
-        job_list,
-        run_shapes,
-        stage_jobs,
-        training_shapes,
-    )
+    from pipeline.planning.preflight_jobs import job_list, run_shapes, stage_jobs, training_shapes
 
     config = load_preset({"preset": args.preset})
     grid = Grid.load(config)
@@ -37,11 +29,8 @@ def _plan(args: argparse.Namespace) -> None:
     sizing = JobSizing(grid, site, fit_table=fit_table if site else None)
     shapes = training_shapes(sizing)
     stages = {kind: (job, job.resources(sizing).gpus) for kind, job in stage_jobs(grid, run_shapes(shapes)).items()}
-    bound = gpu_hour_bound(
-        [(shape.gpus, shape.minutes) for shape in shapes.values()]
-        + [(gpus, PREFLIGHT_RUNTIME_MIN) for _, gpus in stages.values()]
-    )
-    print(job_list(shapes, stages))
+    table, bound = job_list(shapes, stages)
+    print(table)
     print(
         f"\n{len(shapes)} training shape job(s) for {sum(len(s.runs) for s in shapes.values())} pretraining "
         f"run(s) and {len(stages)} fine-tune, lm-eval and analysis job(s); at most {bound:.1f} GPU-hours (every "
@@ -50,43 +39,45 @@ def _plan(args: argparse.Namespace) -> None:
     if site is not None:
         stages, _ = preview(grid, site.device, mfu=site.mfu)
         grid_hours = stages[-1]["gpu_hours"]
+        share = bound / grid_hours if grid_hours > 0 else math.nan
         print(
             f"The grid: {grid_hours:,.1f} GPU-hours on {site.device}; the preflight is at most "
-            f"{100 * bound_share(bound, grid_hours):.1f} % of it."
+            f"{100 * share:.1f} % of it."
         )
 
 
 def _job(args: argparse.Namespace) -> None:
     """A failed job is a measurement too: its row says ``failed`` and the one sentence, and the verb succeeds."""
-    from pipeline.execution.runner import run_on_ray
-
-    spec = json.loads(args.spec)
     plan = (
         None if args.planned_bytes is None else {"planned_bytes": args.planned_bytes, "budget_bytes": args.budget_bytes}
     )
-    row = {
-        "shape": args.shape,
-        "kind": "pretrain",
-        "run_id": spec["run_id"],
-        "runs": args.runs,
-        "device_label": args.device_label,
-    }
-    _measured_row(
-        args.row,
-        row,
-        f"shape {args.shape}",
-        lambda: run_on_ray(
-            "pipeline.preflight.job:preflight_pretrain",
-            args.spec,
-            *absolute(args.job_dir),
-            *absolute(args.cache, args.tokenizer),
-            args.warmup,
-            args.timed,
-            args.micro_batch,
-            plan,
-            **ray_placement(args, fresh_process=True),
-        ),
+    row = {"shape": args.shape, "kind": "pretrain", "run_id": json.loads(args.spec)["run_id"]}
+    task_args = (*absolute(args.job_dir, args.cache, args.tokenizer), args.warmup, args.timed, args.micro_batch, plan)
+    _measure(args, row, f"shape {args.shape}", "pipeline.preflight.job:preflight_pretrain", args.spec, *task_args)
+
+
+def _stage(args: argparse.Namespace) -> None:
+    """One stage job (``pipeline.preflight.stages``); like ``preflight-job``, a failure is its row's sentence."""
+    from pipeline.preflight.stages import StageFolders
+
+    folders = StageFolders(*absolute(args.source_dir, args.job_dir, args.cache, args.tokenizer))
+    row = {"shape": args.kind, "kind": args.kind, "run_id": args.run_id}
+    task = "pipeline.preflight.stages:measured_stage"
+    lm_eval = args.kind == "downstream"  # its work imports torch
+    _measure(
+        args, row, args.kind, task, args.kind, json.loads(args.settings), folders, args.micro_batch, uses_torch=lm_eval
     )
+
+
+def _measure(args: argparse.Namespace, row: dict, what: str, task: str, *task_args, uses_torch=False) -> None:
+    """Measure a preflight job in the Ray task ``task`` of ``task_args`` (a fresh worker) and write its ``row``, with
+    the job's ``runs`` and device label, to ``args.row`` (``_measured_row``)."""
+    from pipeline.execution.runner import run_on_ray
+
+    def measure() -> dict:
+        return run_on_ray(task, *task_args, uses_torch=uses_torch, **ray_placement(args, fresh_process=True))
+
+    _measured_row(args.row, row | {"runs": args.runs, "device_label": args.device_label}, what, measure)
 
 
 def _measured_row(path: str, row: dict, what: str, measure) -> None:
@@ -114,53 +105,16 @@ def _measured_row(path: str, row: dict, what: str, measure) -> None:
     logging.info("preflight %s: %s", what, json.dumps(row))
 
 
-def _stage(args: argparse.Namespace) -> None:
-    """One stage job (``pipeline.preflight.stages``); like ``preflight-job``, a failure is its row's sentence."""
-    from pipeline.execution.runner import run_on_ray
-    from pipeline.preflight.stages import STAGE_CLASSES, StageFolders
-
-    row = {
-        "shape": args.kind,
-        "kind": args.kind,
-        "run_id": args.run_id,
-        "runs": args.runs,
-        "device_label": args.device_label,
-    }
-
-    def measure() -> dict:
-        return run_on_ray(
-            "pipeline.preflight.stages:measured_stage",
-            args.kind,
-            json.loads(args.settings),
-            StageFolders(*absolute(args.source_dir, args.job_dir, args.cache, args.tokenizer)),
-            args.micro_batch,
-            uses_torch=STAGE_CLASSES[args.kind].uses_torch,
-            **ray_placement(args, fresh_process=True),
-        )
-
-    _measured_row(args.row, row, args.kind, measure)
-
-
 def _report(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text, csv_text
     from pipeline.config import load_preset
     from pipeline.planning.cost import cost_rows
     from pipeline.planning.devices import DEVICES
     from pipeline.planning.grid import Grid
-    from pipeline.preflight.report import (
-        COLUMNS,
-        PROJECTION_COLUMNS,
-        html_page,
-        markdown,
-        projection_rows,
-        with_verdicts,
-    )
+    from pipeline.preflight import report
 
     config = load_preset({"preset": args.preset})
-    rows = with_verdicts([json.loads(Path(path).read_text()) for path in args.rows])
-    shapes = json.loads(args.shapes)
-    run_shapes = {run: shape for shape, item in shapes.items() for run in item["runs"]}
-    run_gpus = {run: item["gpus"] for item in shapes.values() for run in item["runs"]}
+    rows = report.with_verdicts([json.loads(Path(path).read_text()) for path in args.rows])
     workloads = list(Grid.load(config).pretraining.values())
     if args.device_label in DEVICES:
         costs = cost_rows(workloads, args.device_label, args.mfu, config)
@@ -168,12 +122,12 @@ def _report(args: argparse.Namespace) -> None:
         costs = [
             {"stage": w.stage, "run_id": w.run_id, "tokens": w.tokens(config), "gpu_hours": math.nan} for w in workloads
         ]
-    projection = projection_rows(costs, run_shapes, rows, run_gpus, args.safety_factor)
-    atomic_write_text(args.csv, csv_text(rows, COLUMNS))
-    atomic_write_text(args.md, markdown(rows, projection))
-    atomic_write_text(args.html, html_page(rows, projection))
-    atomic_write_text(args.projection, csv_text(projection, PROJECTION_COLUMNS))
-    print(markdown(rows, projection))
+    projection = report.projection_rows(costs, json.loads(args.shapes), rows, args.safety_factor)
+    atomic_write_text(args.csv, csv_text(rows, report.COLUMNS))
+    atomic_write_text(args.md, report.markdown(rows, projection))
+    atomic_write_text(args.html, report.html_page(rows, projection))
+    atomic_write_text(args.projection, csv_text(projection, report.PROJECTION_COLUMNS))
+    print(report.markdown(rows, projection))
 
 
 def _measured_job_options(parser: argparse.ArgumentParser, cache: str | None, **micro_batch) -> None:

@@ -8,12 +8,10 @@ resumes from that checkpoint (the restore) and evaluates. The training folder is
 fingerprint is the bounded spec's marked ``preflight`` (never a real run's), and no run summary is written. The
 measurement row:
 
-- step time: median ``step_s`` of the timed updates; tokens/s = batch × seq_len / step time;
+- step time: median ``step_s`` of the timed updates; tokens/s = batch × seq_len / step time (``training_columns``);
 - MFU = 3 × forward FLOPs per token (Levanter's ``flops_per_token``) × tokens/s / (peak FLOP/s × devices), the peak
-  from Levanter's table of devices (``device_hardware_flops``) in the compute dtype; on a CPU, the peak of this
-  job's devices measured here by a dense matmul (``MATMUL_SIZE``²), said so in ``peak_source``;
-- peak memory: the devices' ``peak_bytes_in_use`` (the most of any device), or on a backend without memory stats
-  (CPU) the process's peak resident memory, said so in ``memory_source``; against the fit table's plan of the job;
+  in the compute dtype (``peak_flops``, said so in ``peak_source``);
+- peak memory (``peak_memory``, said so in ``memory_source``) against the fit table's plan of the job;
 - compile: from the train loop's ``compile`` phase to its first update logged; checkpoint save: its ``checkpoint``
   phase; restore: the restart's set-up up to its evaluation (Levanter restores the state there).
 """
@@ -57,33 +55,6 @@ class PhaseClock(logging.Handler):
         return self.phases[last][1] - self.phases[first][1]
 
 
-def versions() -> dict[str, str]:
-    """jax, jaxlib, the CUDA plugin and the NVIDIA driver ("none" where absent), the backend's platform version."""
-    import jax
-    import jaxlib
-
-    cuda = next(
-        (metadata.version(name) for name in ("jax-cuda12-plugin", "jax-cuda13-plugin") if _installed(name)), "none"
-    )
-    driver_file = Path("/proc/driver/nvidia/version")
-    driver = driver_file.read_text().splitlines()[0].strip() if driver_file.is_file() else "none"
-    return {
-        "jax": jax.__version__,
-        "jaxlib": jaxlib.__version__,
-        "cuda_plugin": cuda,
-        "driver": driver,
-        "platform_version": jax.devices()[0].client.platform_version,
-    }
-
-
-def _installed(name: str) -> bool:
-    try:
-        metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return False
-    return True
-
-
 def measured_matmul_flops() -> float:
     """FLOP/s of all this process's devices together: one ``MATMUL_SIZE``² f32 matmul per device, sharded, best of
     ``MATMUL_REPEATS``."""
@@ -121,12 +92,25 @@ def peak_flops(compute_dtype) -> tuple[float, str]:
 
 
 def device_columns() -> dict[str, Any]:
-    """The software versions, backend, device kind and device count of this process."""
+    """The software versions of this process (jax, jaxlib, the CUDA plugin and the NVIDIA driver, "none" where absent,
+    and the backend's platform version), its backend, device kind and device count."""
     import jax
+    import jaxlib
 
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    driver_file = Path("/proc/driver/nvidia/version")
     devices = jax.devices()
     return {
-        **versions(),
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "cuda_plugin": next(filter(None, map(version, ("jax-cuda12-plugin", "jax-cuda13-plugin"))), "none"),
+        "driver": driver_file.read_text().splitlines()[0].strip() if driver_file.is_file() else "none",
+        "platform_version": devices[0].client.platform_version,
         "backend": jax.default_backend(),
         "device_kind": devices[0].device_kind,
         "devices": len(devices),
@@ -171,8 +155,8 @@ def preflight_pretrain(
 ) -> dict[str, Any]:
     """Train, restart and measure one shape (module docstring); ``plan``: the fit row's ``planned_bytes`` and
     ``budget_bytes`` of this job, or None to plan it here. Returns the measurement columns."""
-    import jax
     import jmp
+    from transformers import AutoTokenizer
 
     from pipeline.models.checkpoint import run_model_config
     from pipeline.train.loop import TrainJob, train_run
@@ -192,13 +176,10 @@ def preflight_pretrain(
         train_run(job)
     finally:
         logging.getLogger("pipeline.execution.phases").removeHandler(clock)
+    measured = training_columns(train_dir, warmup, spec.train.batch_size * spec.model.seq_len)
     records = read_metrics(train_dir / "metrics.jsonl")
-    step_s = [r["step_s"] for r in records if "step_s" in r and r["step"] >= warmup]
     waits = [r["throughput/loading_time"] for r in records if "throughput/loading_time" in r and r["step"] >= warmup]
-    split = next(r for r in records if "micro_batch" in r)
-    median_step = statistics.median(step_s)
-    tokens_per_s = spec.train.batch_size * spec.model.seq_len / median_step
-    vocab_size = len_vocab(tokenizer_dir)
+    vocab_size = len(AutoTokenizer.from_pretrained(tokenizer_dir))  # the vocabulary axis before its rounding
     flops_per_token = float(model_config.flops_per_token(vocab_size))
     compute_dtype = jmp.get_policy(spec.train.mixed_precision).compute_dtype
     peak, peak_source = peak_flops(compute_dtype)
@@ -206,36 +187,44 @@ def preflight_pretrain(
     planned, budget = (
         (plan["planned_bytes"], plan["budget_bytes"]) if plan else memory_plan(spec, vocab_size, micro_batch)
     )
-    devices = jax.devices()
     return {
         **device_columns(),
-        "micro_batch": split["micro_batch"],
-        "gradient_accumulation": split["gradient_accumulation"],
+        **measured,
         "warmup_updates": warmup,
         "timed_updates": timed,
         "compile_s": clock.between("compile", "train"),
-        "median_step_s": median_step,
-        "tokens_per_s": tokens_per_s,
-        "tokens_per_s_per_device": tokens_per_s / len(devices),
         "flops_per_token": 3 * flops_per_token,
         "peak_flops": peak,
         "peak_source": peak_source,
-        "mfu": 3 * flops_per_token * tokens_per_s / peak,
+        "mfu": 3 * flops_per_token * measured["tokens_per_s"] / peak,
         "peak_memory_bytes": peak_bytes,
         "memory_source": memory_source,
         "planned_bytes": planned,
         "budget_bytes": budget,
         "plan_source": "fit table" if plan else "XLA plan in this job",
         "checkpoint_save_s": clock.between("checkpoint", "final-eval"),
-        "checkpoint_bytes": folder_bytes(train_dir / "checkpoints"),
         "restore_s": clock.between("setup", "final-eval", after=restart_at),
         "input_wait_s": statistics.median(waits) if waits else 0.0,
         "wall_s": time.perf_counter() - started,
     }
 
 
-def len_vocab(tokenizer_dir: str) -> int:
-    """The tokenizer's vocabulary (the model's vocabulary axis before rounding for partitioning)."""
-    from transformers import AutoTokenizer
+def training_columns(train_dir: Path, first_timed: int, tokens_per_update: int) -> dict[str, Any]:
+    """What a bounded training job's metrics say: its micro-batch split, the median step time of its updates from
+    step ``first_timed`` on (``timed_updates`` of them), tokens/s = ``tokens_per_update`` / that step time, in all and
+    per device, and the size of its checkpoints."""
+    import jax
 
-    return len(AutoTokenizer.from_pretrained(tokenizer_dir))
+    records = read_metrics(Path(train_dir) / "metrics.jsonl")
+    step_s = [r["step_s"] for r in records if "step_s" in r and r["step"] >= first_timed]
+    split = next(r for r in records if "micro_batch" in r)
+    median_step = statistics.median(step_s)
+    return {
+        "micro_batch": split["micro_batch"],
+        "gradient_accumulation": split["gradient_accumulation"],
+        "timed_updates": len(step_s),
+        "median_step_s": median_step,
+        "tokens_per_s": tokens_per_update / median_step,
+        "tokens_per_s_per_device": tokens_per_update / median_step / len(jax.devices()),
+        "checkpoint_bytes": folder_bytes(Path(train_dir) / "checkpoints"),
+    }

@@ -3,7 +3,7 @@ onto every pretraining run of the grid.
 
 A row is red (``verdict``) when its job failed or its peak memory exceeded the memory its plan allows
 (``budget_bytes``: the fit row's usable bytes on a GPU); the grid's dry run stops on a red row
-(``pipeline.preflight.measured``). The projection charges each run its tokens at its shape's measured tokens/s:
+(``pipeline.planning.measured``). The projection charges each run its tokens at its shape's measured tokens/s:
 GPU-hours = tokens / (tokens/s per device × 3600), walltime = GPU-hours × the site's safety factor / GPUs, next to
 the cost model's estimate they replace.
 """
@@ -51,7 +51,6 @@ MEASURED_COLUMNS = (
     "wall_s",
 )
 COLUMNS = (*IDENTITY_COLUMNS, *MEASURED_COLUMNS, "verdict")
-RED_ROW = '<tr style="background:#fbb">'
 RED_VERDICTS = ("failed", "over plan")
 """Verdicts that stop the grid's runs of the row's shape (or stage kind)."""
 PROJECTION_COLUMNS = (
@@ -118,13 +117,9 @@ def markdown(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> st
         )
         + (f" Stopped by walltime before they measured (not red): {', '.join(stopped)}." if stopped else ""),
         "",
-    ]
-    lines += [
         f"{NOT_APPLICABLE}: the column does not apply to the job's kind (lm-eval and the analyses train "
         "nothing; a fine-tune is neither planned against a fit row nor restarted).",
         "",
-    ]
-    lines += [
         markdown_table(COLUMNS, [[_cell(row[column]) for column in COLUMNS] for row in rows]),
         "",
         "## Projection of the grid from the measured throughput",
@@ -142,7 +137,7 @@ def html_page(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> s
     def table(items: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
         head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
         body = "".join(
-            (RED_ROW if item.get("verdict", "ok") in RED_VERDICTS else "<tr>")
+            ('<tr style="background:#fbb">' if item.get("verdict", "ok") in RED_VERDICTS else "<tr>")
             + "".join(f"<td>{html.escape(_cell(item[column]))}</td>" for column in columns)
             + "</tr>"
             for item in items
@@ -156,14 +151,11 @@ def html_page(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> s
 
 
 def projection_rows(
-    cost_rows: list[dict[str, Any]],
-    run_shapes: dict[str, str],
-    rows: list[dict[str, Any]],
-    run_gpus: dict[str, int],
-    safety_factor: float,
+    cost_rows: list[dict[str, Any]], shapes: dict[str, dict[str, Any]], rows: list[dict[str, Any]], safety_factor: float
 ) -> list[dict[str, Any]]:
-    """Per pretraining run with a measured shape: the estimate (``cost_rows``, estimated throughput) and the
-    measured GPU-hours and walltime (module docstring)."""
+    """Per pretraining run with a measured shape (``shapes``: each shape's ``runs`` and ``gpus``): the estimate
+    (``cost_rows``, estimated throughput) and the measured GPU-hours and walltime (module docstring)."""
+    run_shapes = {run: shape for shape, item in shapes.items() for run in item["runs"]}
     measured = {
         row["shape"]: float(row["tokens_per_s_per_device"])
         for row in rows
@@ -175,16 +167,7 @@ def projection_rows(
         if cost["stage"] != "pretrain" or shape not in measured:
             continue
         hours = cost["tokens"] / measured[shape] / 3600
-        gpus = max(run_gpus[cost["run_id"]], 1)
-        projected.append(
-            {
-                "run_id": cost["run_id"],
-                "shape": shape,
-                "tokens": cost["tokens"],
-                "estimated_gpu_hours": cost["gpu_hours"],
-                "measured_gpu_hours": hours,
-                "gpus": gpus,
-                "measured_walltime_h": hours * safety_factor / gpus,
-            }
-        )
+        gpus = max(shapes[shape]["gpus"], 1)
+        values = (cost["run_id"], shape, cost["tokens"], cost["gpu_hours"], hours, gpus, hours * safety_factor / gpus)
+        projected.append(dict(zip(PROJECTION_COLUMNS, values, strict=True)))
     return projected

@@ -1,30 +1,22 @@
 """The work of the preflight's jobs after pretraining (``pipeline.planning.preflight_jobs.StageJob``), one per kind: the
 resampled fine-tune (LoRA and full), one lm-eval job, spectra, Lyapunov and frontier. Each reads the checkpoint of
 the preflight pretraining of its source run's shape (``<preflight>/<shape>/train``, never a real run's) and runs the
-function its real verb runs, bounded:
-
-- fine-tune: the source resampled (``pipeline.train.finetune.resampled_source``), then ``FINETUNE_UPDATES`` updates
-  of the real loop with one evaluation and one checkpoint at the last; no run summary;
-- lm-eval: ``pipeline.evaluate.harness.evaluate_downstream`` at ``limit`` ``LM_EVAL_LIMIT``, the first shot count;
-- spectra and Lyapunov (its first sentence): their verbs' functions as they are;
-- frontier: ``FRONTIER_BATCHES`` validation batch per solver and step count.
-
-Each row holds the job's seconds of work (``wall_s``) and peak memory; the fine-tune also its step time and
-tokens/s. A column that does not apply to a kind holds "n/a" (``report.NOT_APPLICABLE``).
-"""
+function its real verb runs, bounded (``STAGE_WORK``: each function says how). Each row holds the job's seconds of
+work (``wall_s``) and peak memory; the fine-tune also its step time and tokens/s. A column that does not apply to a
+kind holds "n/a" (``report.NOT_APPLICABLE``)."""
 
 from __future__ import annotations
 
-import abc
 import dataclasses
 import shutil
-import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pipeline.evaluate import BATCH_SIZE
 from pipeline.planning.grid import FINETUNE_METHODS
+from pipeline.preflight.job import device_columns, peak_memory, training_columns
 
 FINETUNE_UPDATES = 3
 LM_EVAL_LIMIT = 2
@@ -46,155 +38,94 @@ class StageFolders:
         return str(Path(self.job) / name)
 
 
-class StageWork(abc.ABC):
-    """The work of the stage jobs of one kind (``STAGE_CLASSES``)."""
+def finetune(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
+    """A fine-tune method's job: the grid's first fine-tune of that method on the preflight source, resampled
+    (``pipeline.train.finetune.resampled_source``), then ``FINETUNE_UPDATES`` updates of the real loop with one
+    evaluation and one checkpoint at the last, no run summary; its step time, tokens/s and micro-batch."""
+    from pipeline.artifacts import read_run_spec
+    from pipeline.config import FinetuneSpec
+    from pipeline.train.loop import TrainJob, train_run
 
-    uses_torch: ClassVar[bool] = False
-    """Whether its work imports torch (lm-eval)."""
-
-    @staticmethod
-    @abc.abstractmethod
-    def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
-        """Run the function the real verb of this kind runs, bounded (module docstring); ``settings``: the
-        fine-tune's spec, or the preset's ``downstream`` or ``analysis.<kind>`` section (``StageJob.settings``)."""
-
-
-class FinetuneStage(StageWork):
-    """A fine-tune method's job: ``FINETUNE_UPDATES`` updates of the grid's first fine-tune of that method, on the
-    preflight source (module docstring); its step time, tokens/s and micro-batch."""
-
-    @staticmethod
-    def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
-        import jax
-
-        from pipeline.artifacts import folder_bytes, read_metrics, read_run_spec
-        from pipeline.config import FinetuneSpec
-        from pipeline.train.loop import TrainJob, train_run
-
-        source_spec = read_run_spec(folders.source)
-        spec = FinetuneSpec.from_dict(settings).bounded(FINETUNE_UPDATES, micro_batch)
-        spec = dataclasses.replace(spec, source_run=source_spec.run_id)
-        train_dir = Path(folders.job) / "train"
-        shutil.rmtree(train_dir, ignore_errors=True)
-        train_run(
-            TrainJob.finetuning(
-                spec,
-                train_dir,
-                folders.source,
-                folders.cache,
-                folders.tokenizer,
-                preflight=True,
-            )
-        )
-        records = read_metrics(train_dir / "metrics.jsonl")
-        step_s = [r["step_s"] for r in records if "step_s" in r and r["step"] >= 1]  # the first update compiles
-        split = next(r for r in records if "micro_batch" in r)
-        median_step = statistics.median(step_s)
-        tokens_per_s = spec.train.batch_size * source_spec.model.seq_len / median_step
-        return {
-            "median_step_s": median_step,
-            "tokens_per_s": tokens_per_s,
-            "tokens_per_s_per_device": tokens_per_s / len(jax.devices()),
-            "micro_batch": split["micro_batch"],
-            "gradient_accumulation": split["gradient_accumulation"],
-            "timed_updates": len(step_s),
-            "checkpoint_bytes": folder_bytes(train_dir / "checkpoints"),
-        }
+    source_spec = read_run_spec(folders.source)
+    spec = FinetuneSpec.from_dict(settings).bounded(FINETUNE_UPDATES, micro_batch)
+    spec = dataclasses.replace(spec, source_run=source_spec.run_id)
+    train_dir = Path(folders.job) / "train"
+    shutil.rmtree(train_dir, ignore_errors=True)
+    train_run(TrainJob.finetuning(spec, train_dir, folders.source, folders.cache, folders.tokenizer, preflight=True))
+    return training_columns(train_dir, 1, spec.train.batch_size * source_spec.model.seq_len)  # the first compiles
 
 
-class DownstreamStage(StageWork):
-    """lm-eval at ``limit`` ``LM_EVAL_LIMIT``, the first shot count."""
+def downstream(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
+    """lm-eval (``evaluate_downstream``) at ``limit`` ``LM_EVAL_LIMIT``, the first shot count."""
+    from pipeline.evaluate.harness import evaluate_downstream
 
-    uses_torch = True
-
-    @staticmethod
-    def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
-        from pipeline.evaluate.harness import evaluate_downstream
-
-        return evaluate_downstream(
-            folders.source,
-            folders.tokenizer,
-            folders.out("lm_eval"),
-            pair=settings["pair"],
-            tasks=settings["tasks"],
-            shots=settings["shots"][:1],
-            task_dir=settings["task_dir"],
-            limit=LM_EVAL_LIMIT,
-            batch_size=BATCH_SIZE,
-            prefetched=settings["prefetched"],
-        )
+    return evaluate_downstream(
+        folders.source,
+        folders.tokenizer,
+        folders.out("lm_eval"),
+        pair=settings["pair"],
+        tasks=settings["tasks"],
+        shots=settings["shots"][:1],
+        task_dir=settings["task_dir"],
+        limit=LM_EVAL_LIMIT,
+        batch_size=BATCH_SIZE,
+        prefetched=settings["prefetched"],
+    )
 
 
-class SpectraStage(StageWork):
+def spectra(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
     """The spectra verb's function as it is."""
+    from pipeline.analysis.spectra import run_spectra
 
-    @staticmethod
-    def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
-        from pipeline.analysis.spectra import run_spectra
-
-        untrained = folders.out("spectra_untrained.csv")
-        return run_spectra(
-            folders.source,
-            folders.tokenizer,
-            folders.out("spectra.csv"),
-            settings["time_oversampling"],
-            untrained,
-        )
+    untrained = folders.out("spectra_untrained.csv")
+    return run_spectra(
+        folders.source, folders.tokenizer, folders.out("spectra.csv"), settings["time_oversampling"], untrained
+    )
 
 
-class LyapunovStage(StageWork):
+def lyapunov(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
     """The Lyapunov verb's function on its first sentence."""
+    from pipeline.analysis.lyapunov import run_lyapunov
 
-    @staticmethod
-    def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
-        from pipeline.analysis.lyapunov import run_lyapunov
-
-        csv, page = folders.out("lyapunov.csv"), folders.out("lyapunov.html")
-        return run_lyapunov(
-            folders.source,
-            folders.tokenizer,
-            csv,
-            page,
-            settings["sentences"][:1],
-            settings["output_token"],
-        )
+    csv, page = folders.out("lyapunov.csv"), folders.out("lyapunov.html")
+    return run_lyapunov(
+        folders.source, folders.tokenizer, csv, page, settings["sentences"][:1], settings["output_token"]
+    )
 
 
-class FrontierStage(StageWork):
+def frontier(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
     """The frontier verb's function on ``FRONTIER_BATCHES`` validation batch per solver and step count."""
+    from pipeline.analysis.frontier import run_frontier
 
-    @staticmethod
-    def work(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> Any:
-        from pipeline.analysis.frontier import run_frontier
-
-        return run_frontier(
-            folders.source,
-            folders.cache,
-            folders.tokenizer,
-            folders.out("frontier.csv"),
-            settings["step_factors"],
-            settings["solvers"],
-            settings.get("batch_size", 32),
-            FRONTIER_BATCHES,
-        )
+    return run_frontier(
+        folders.source,
+        folders.cache,
+        folders.tokenizer,
+        folders.out("frontier.csv"),
+        settings["step_factors"],
+        settings["solvers"],
+        settings.get("batch_size", 32),
+        FRONTIER_BATCHES,
+    )
 
 
-STAGE_CLASSES: dict[str, type[StageWork]] = {
-    **{f"finetune-{method}": FinetuneStage for method in FINETUNE_METHODS},
-    "downstream": DownstreamStage,
-    "spectra": SpectraStage,
-    "lyapunov": LyapunovStage,
-    "frontier": FrontierStage,
+STAGE_WORK: dict[str, Callable[[dict[str, Any], StageFolders, int], Any]] = {
+    **{f"finetune-{method}": finetune for method in FINETUNE_METHODS},
+    "downstream": downstream,
+    "spectra": spectra,
+    "lyapunov": lyapunov,
+    "frontier": frontier,
 }
+"""The work of the stage jobs of each kind: the function the real verb of that kind runs, bounded (module
+docstring), given ``settings`` (the fine-tune's spec, or the preset's ``downstream`` or ``analysis.<kind>`` section:
+``StageJob.settings``), the job's folders and its micro-batch."""
 
 
 def measured_stage(kind: str, settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
     """The Ray task of a ``preflight-stage`` job: the work of a stage job of ``kind``, timed, with the devices and the
     peak memory it left."""
-    from pipeline.preflight.job import device_columns, peak_memory
-
     started = time.perf_counter()
-    result = STAGE_CLASSES[kind].work(settings, folders, micro_batch)
+    result = STAGE_WORK[kind](settings, folders, micro_batch)
     wall_s = time.perf_counter() - started
     peak_bytes, memory_source = peak_memory()
     measured = result if isinstance(result, dict) and "median_step_s" in result else {}

@@ -1,5 +1,5 @@
-"""lm-eval's job (``JobSizing.downstream``): one GPU for the base minutes of ``GPU_ANALYSIS_MINUTES`` plus its
-requests' estimated GPU-hours, sized apart from the GPU analyses."""
+"""lm-eval's job (``JobSizing.gpu_analysis`` of ``downstream``): one GPU for the base minutes of
+``GPU_ANALYSIS_MINUTES`` plus its requests' estimated GPU-hours, unlike the GPU analyses."""
 
 import math
 
@@ -22,7 +22,7 @@ def test_downstream_gets_one_gpu_for_its_base_minutes_plus_its_lm_eval_gpu_hours
         hours = jobs.cost(f"downstream-{run_id}")["gpu_hours"]
         minutes = GPU_ANALYSIS_MINUTES["downstream"] + math.ceil(hours * SITE.safety_factor * 60)
         assert minutes > GPU_ANALYSIS_MINUTES["downstream"]
-        assert jobs.downstream(run_id) == JobRequest(
+        assert jobs.gpu_analysis("downstream", run_id) == JobRequest(
             gpus=1,
             placement=placement(SITE, JobKind.GPU),
             gpu_model=SITE.gpu_model,
@@ -31,14 +31,14 @@ def test_downstream_gets_one_gpu_for_its_base_minutes_plus_its_lm_eval_gpu_hours
             minutes=minutes,
             needed_minutes=minutes,
         ), run_id
-    assert JobSizing(grid, None).downstream(runs[0]) == JobRequest()
+    assert JobSizing(grid, None).gpu_analysis("downstream", runs[0]) == JobRequest()
 
 
 def test_the_preflights_lm_eval_stage_job_is_sized_as_downstream_and_an_analysis_stage_job_as_its_analysis():
     grid = Grid.load(load_preset({"preset": "paper"}))
     jobs = JobSizing(grid, SITE)
     lm_eval = StageJob("downstream", grid.downstream["downstream-owt-large-gpt"], 1, "gpt-large-g1-mb0")
-    assert lm_eval.resources(jobs) == jobs.downstream("owt-large-gpt", check_preflight=False)
+    assert lm_eval.resources(jobs) == jobs.gpu_analysis("downstream", "owt-large-gpt", check_preflight=False)
     spectra = StageJob("spectra", grid.pretraining["owt-large-gpt"], 1, "gpt-large-g1-mb0")
     assert spectra.resources(jobs) == jobs.gpu_analysis("spectra", "owt-large-gpt")
     assert spectra.resources(jobs).minutes == GPU_ANALYSIS_MINUTES["spectra"]

@@ -50,4 +50,3 @@ def test_the_preflight_wins_over_the_throughput_table_and_a_model_neither_measur
     assert both.tokens_per_s(small) == (100.0, "preflight")
     assert table_only.tokens_per_s(small) == (50.0, "measured")
     assert both.tokens_per_s(medium) is None and table_only.tokens_per_s(medium) is None
-    assert both.without_preflight().tokens_per_s(small) == (50.0, "measured")

@@ -3,10 +3,9 @@ from pipeline/planning/placement.py, the values from each job's request; a job t
 workflow here). At a site with GPUs a GPU job's fit table and preflight report are its inputs (`sized_by`), planned
 and measured in the same call: until they are written its resources read <TBD>."""
 
-from pipeline.planning.placement import JobKind
 from pipeline.planning.jobs import JobSizing
 from pipeline.planning.measured import FitTableError, PreflightError
-from pipeline.planning.placement import WalltimeError, resource_names
+from pipeline.planning.placement import JobKind, WalltimeError, resource_names
 
 JOBS = JobSizing(GRID, SITE, fit_table=f"{RESULTS}/fit.csv", preflight_table=f"{RESULTS}/preflight.csv")
 TIDY_FILE_RESOURCES = {"gpu": 0, "mem_mb": 2000, "runtime": 10}
@@ -60,13 +59,13 @@ def memory_probe_resources():
 
 
 def gpu_analysis_resources(rule):
-    """One GPU at a site with GPUs (the run is the ``run`` wildcard)."""
+    """One GPU at a site with GPUs (the run is the ``run`` wildcard); lm-eval's (``downstream``) for its requests'
+    estimated GPU-hours."""
     return rule_resources(lambda jobs, wildcards: jobs.gpu_analysis(rule, wildcards.run), JobKind.GPU)
 
 
 def downstream_resources():
-    """lm-eval's GPU, for its requests' estimated GPU-hours (the run is the ``run`` wildcard)."""
-    return rule_resources(lambda jobs, wildcards: jobs.downstream(wildcards.run), JobKind.GPU)
+    return gpu_analysis_resources("downstream")
 
 
 def cpu_resources(rule):
