@@ -1,16 +1,11 @@
 """What every job of a preset asks of a SLURM site: partition, GPUs, CPUs, memory, minutes and micro-batch
 (docs/cluster.md#resources-per-job, #micro-batches).
 
-A training run (pretraining, fine-tune) gets the fewest GPUs of one node that divide its batch, hold its optimizer
-state and finish within ``target_runtime_min`` (``training_gpus``, GPU-hours from ``pipeline.planning.cost``); at
-a site without GPUs it is one CPU job, estimated only where the site's ``device`` was measured (``training_need``).
-Placement, walltimes and chains of jobs are the site's (``pipeline.planning.placement``); its micro-batch is the
-preset's or its fit row's (``micro_batch``), and a job without a usable row raises ``FitTableError`` before it is
-submitted. While any row of the preflight report is red, every pretraining run, fine-tune, lm-eval and GPU analysis
-raises ``PreflightError`` naming that row, so the grid starts only on a green preflight.
-
-At a site with GPUs the fit table and the preflight report are inputs of the jobs they size (``JobSizing.tables``): the
-workflow plans and measures them in the same call, before the grid, and sizes each job once its tables are written
+A training run gets the fewest GPUs of one node that divide its batch, hold its optimizer state and finish within
+``target_runtime_min`` (``training_gpus``); placement, walltimes and chains are the site's
+(``pipeline.planning.placement``); its micro-batch is the preset's or its fit row's (``micro_batch``, else
+``FitTableError``). While any preflight row is red, every grid job raises ``PreflightError`` naming it. At a site with
+GPUs both tables are inputs of the jobs they size (``JobSizing.tables``), read when each job is ready
 (``JobSizing.reading``).
 """
 
