@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from cli_testkit import dry_run, example_site
+from cli_testkit import dry_run_jobs as parsed_dry_run
 
 from pipeline.cli import runs_a_ray_task
 from pipeline.config import load_preset, memory_probes, pretrain_runs
@@ -65,16 +66,13 @@ def test_snakemake_lint_is_clean_but_for_the_missing_conda_envs():
 
 
 def dry_run_jobs(output: str) -> list[dict]:
-    """Snakemake's dry-run job blocks as {"rule", "wildcards": {...}, "resources": {...}, "shell"}."""
-    jobs = []
-    for line in output.splitlines():
-        if match := re.match(r"^(?:local)?(?:rule|checkpoint) (\w+):$", line):
-            jobs.append({"rule": match.group(1), "wildcards": {}, "resources": {}, "shell": ""})
-        elif jobs and (match := re.match(r"^    (wildcards|resources): (.*)$", line)):
-            jobs[-1][match.group(1)] = dict(item.split("=", 1) for item in match.group(2).split(", "))
-        elif jobs and "python -m pipeline" in line:
-            jobs[-1]["shell"] = line
-    return jobs
+    """``cli_testkit.dry_run_jobs`` of a dry run's ``output``, each job's wildcards as a mapping."""
+    return [
+        {"resources": {}, **job, "wildcards": dict(item.split("=", 1) for item in job["wildcards"].split(", "))}
+        if job.get("wildcards")
+        else {"resources": {}, **job, "wildcards": {}}
+        for job in parsed_dry_run(output, ROOT)
+    ]
 
 
 def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_and_fit_table(tmp_path, paper_fit_table):
