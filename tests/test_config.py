@@ -9,7 +9,6 @@ import yaml
 
 import pipeline.config
 from pipeline.config import (
-    PRESET_DIR,
     SCHEMA_PATH,
     ConfigError,
     RunSpec,
@@ -20,6 +19,7 @@ from pipeline.config import (
     pretrain_runs,
 )
 from pipeline.config.families import FAMILIES
+from pipeline.config.paths import PRESET_DIR
 
 TABLE_ROWS = {  # Tables 1 and 2 of the paper: (dataset, size, family)
     ("wt103", "small", "gpt"),

@@ -1,10 +1,8 @@
 """Typed run specs: what one pretraining run or fine-tune needs, resolved from a preset (``grid`` builds them).
 
-Every field says what it identifies (``spec_field``'s roles, ``ROLES``); the run fingerprint
-(``pipeline.train.identity``), the fit table's plan key (``pipeline.planning.fit_table``) and the model-cost cache's
-recipe key (``pipeline.planning.grid.ModelRecipe``) are read from the roles (``role_values``), never listed by
-hand. A field renamed in Python keeps the key it was first serialised under (``serialised_as``), so fingerprints,
-the rules' params and the run folders' ``config.yaml`` of runs trained before the rename stay the same.
+Every field has roles (``ROLES``); the run fingerprint, the fit table's plan key and the model recipe key are read
+from them (``role_values``), never listed by hand. A field renamed in Python keeps the key it was first serialised
+under (``serialised_as``), so the fingerprints, params and ``config.yaml`` of runs trained before stay the same.
 """
 
 from __future__ import annotations
@@ -36,25 +34,21 @@ def serialised_key(field: dataclasses.Field) -> str:
     return field.metadata["serialised_as"] or field.name
 
 
-def _serialised(value: Any, role: str | None) -> Any:
-    if not dataclasses.is_dataclass(value):
-        return value
+def role_values(spec: Any, role: str | None) -> Any:
+    """The fields of ``spec`` that have ``role`` (None: every field), by serialised key; a nested spec with the role,
+    by its own fields that have it (a value that is no spec: as it is)."""
+    if not dataclasses.is_dataclass(spec):
+        return spec
     return {
-        serialised_key(field): _serialised(getattr(value, field.name), role)
-        for field in dataclasses.fields(value)
+        serialised_key(field): role_values(getattr(spec, field.name), role)
+        for field in dataclasses.fields(spec)
         if role is None or role in field.metadata["roles"]
     }
 
 
-def role_values(spec: Any, role: str) -> dict[str, Any]:
-    """The fields of ``spec`` that have ``role``, by serialised key; a nested spec with the role, by its own
-    fields that have it."""
-    return _serialised(spec, role)
-
-
 def to_dict(spec: Any) -> dict[str, Any]:
     """Every field of ``spec`` by serialised key (``from_dict`` reads it back)."""
-    return _serialised(spec, None)
+    return role_values(spec, None)
 
 
 def _from_dict(cls: type, raw: dict[str, Any], nested: dict[str, type]) -> Any:
@@ -127,10 +121,13 @@ class ModelSpec:
     llama_layer: str | None = spec_field(WEIGHTS, PLAN, MODEL, default=None)
 
 
+@dataclasses.dataclass(frozen=True)
 class JobSpec:
-    """What a run's spec and a fine-tune's share: JSON of every field by serialised key, read back with the spec type
-    of each nested spec field (``nested``), and the job cut to a few updates."""
+    """What a run's spec and a fine-tune's share: their id and preset, JSON of every field by serialised key, read
+    back with the spec type of each nested spec field (``nested``), and the job cut to a few updates."""
 
+    run_id: str = spec_field(WEIGHTS)
+    preset: str = spec_field(WEIGHTS)
     nested: ClassVar[dict[str, type]]
 
     def to_json(self) -> str:
@@ -153,8 +150,6 @@ class JobSpec:
 class RunSpec(JobSpec):
     """Everything one pretraining run needs, resolved from the preset."""
 
-    run_id: str = spec_field(WEIGHTS)
-    preset: str = spec_field(WEIGHTS)
     group: str = spec_field(WEIGHTS)
     dataset: str = spec_field(WEIGHTS)
     size: str = spec_field(WEIGHTS)
@@ -177,8 +172,6 @@ class FinetuneSpec(JobSpec):
     steps are layers of the ODE's discretisation, not optimizer updates (``train.steps``); their serialised keys
     are their first names, ``source_steps`` and ``num_steps``."""
 
-    run_id: str = spec_field(WEIGHTS)
-    preset: str = spec_field(WEIGHTS)
     source_run: str = spec_field(WEIGHTS)
     source_dataset: str = spec_field(WEIGHTS)
     target_dataset: str = spec_field(WEIGHTS)
@@ -195,6 +188,3 @@ class FinetuneSpec(JobSpec):
     train: TrainSpec = spec_field(WEIGHTS)
 
     nested: ClassVar[dict[str, type]] = {"train": TrainSpec}
-
-
-SPEC_TYPES = (RunSpec, ModelSpec, TrainSpec, FinetuneSpec)
