@@ -66,16 +66,15 @@ def cross_reference_problem(config: dict[str, Any]) -> str | None:
             f"key 'analysis.memory.families' is {memory['families']}; expected exactly one DiffEqFormer family "
             f"(the one whose D varies) and optionally its baselines"
         )
+    regimes = config["analysis"]["clustering"]["regimes"]
     for role in ("claim", "control"):
-        labels = [
-            label for label, regime in config["analysis"]["clustering"]["regimes"].items() if regime["role"] == role
-        ]
+        labels = [label for label, regime in regimes.items() if regime["role"] == role]
         if len(labels) != 1:
             return (
                 f"key 'analysis.clustering.regimes' has {len(labels)} regimes with role {role!r} ({labels}); "
                 f"give exactly one regime that role"
             )
-    for label, regime in config["analysis"]["clustering"]["regimes"].items():
+    for label, regime in regimes.items():
         if regime["dt"] > regime["horizon"]:
             return (
                 f"key 'analysis.clustering.regimes.{label}.dt' is {regime['dt']}, larger than its horizon "

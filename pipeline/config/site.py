@@ -64,34 +64,6 @@ class Site:
         return self.max_runtime_min
 
 
-FORBIDDEN_SBATCH_FLAGS = {
-    "--job-name": r"--job-name[=\s]|-J\s?",
-    "--output": r"--output[=\s]|-o\s",
-    "--error": r"--error[=\s]|-e\s",
-    "--parsable": r"--parsable",
-    "--export": r"--export[=\s]",
-    "--comment": r"--comment[=\s]",
-    "--workdir": r"--workdir[=\s]|-D\s",
-    "--account": r"--account[=\s]|-A\s",
-    "--partition": r"--partition[=\s]|-p\s",
-    "--mem": r"--mem[=\s]",
-    "--mem-per-cpu": r"--mem-per-cpu[=\s]",
-    "--ntasks": r"--ntasks[=\s]|-n\s",
-    "--ntasks-per-gpu": r"--ntasks-per-gpu[=\s]",
-    "--cpus-per-task": r"--cpus-per-task[=\s]|-c\s",
-    "--cpus-per-gpu": r"--cpus-per-gpu[=\s]",
-    "--time": r"--time[=\s]|-t\s",
-    "--constraint": r"--constraint[=\s]|-C\s",
-    "--qos": r"--qos[=\s]",
-    "--nodes": r"--nodes[=\s]|-N\s",
-    "--clusters": r"--clusters[=\s]",
-    "--gres": r"--gres[=\s]",
-    "--gpus": r"--gpus[=\s]",
-}
-"""sbatch flags snakemake-executor-plugin-slurm sets itself and refuses in ``slurm_extra`` at the first submission
-(its ``validation.get_forbidden_slurm_options``), refused here when the site is loaded."""
-
-
 def load_site(path: str | Path) -> Site:
     """The site file's ``site:`` mapping as a ``Site`` (``~`` and ``$VARIABLES`` of ``hf_home`` and ``results_dir``
     expanded); a missing file or a bad key fails with one sentence."""
@@ -133,9 +105,13 @@ def load_site(path: str | Path) -> Site:
             f"({site['max_runtime_min']}), so a training job would never reach its first step; set it "
             "to the minutes a training job takes before its first step and after its last."
         )
+    # The sbatch flags the SLURM executor plugin sets itself, refused here at load rather than at its first sbatch.
+    from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
+
     for kind, flags in site["slurm_extra"].items():
-        for flag, pattern in FORBIDDEN_SBATCH_FLAGS.items():
+        for pattern in get_forbidden_slurm_options():
             if flags is not None and re.search(pattern, flags):
+                flag = pattern.split("[")[0]
                 raise ValueError(
                     f"{path}: key 'site.slurm_extra.{kind}' sets {flag}, which the SLURM executor "
                     "plugin sets itself from the other site keys and the job's resources; remove it."

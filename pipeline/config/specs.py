@@ -88,18 +88,6 @@ class TrainSpec:
     batch_size / (micro_batch_size × devices) micro-batches are accumulated (gradient accumulation only reorders
     float sums). None: the whole batch at once."""
 
-    def bounded(self, updates: int, micro_batch: int) -> TrainSpec:
-        """This schedule cut to ``updates`` updates with one evaluation and one checkpoint, both at the last, none
-        kept besides; ``micro_batch`` examples per device per forward/backward (0: the whole batch)."""
-        return dataclasses.replace(
-            self,
-            steps=updates,
-            eval_every=updates,
-            checkpoint_every=updates,
-            keep_checkpoints_every=None,
-            micro_batch_size=micro_batch or None,
-        )
-
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
@@ -142,8 +130,17 @@ class JobSpec:
         return _from_dict(cls, raw, cls.nested)
 
     def bounded(self, updates: int, micro_batch: int) -> Self:
-        """The job cut to ``updates`` updates (``TrainSpec.bounded``)."""
-        return dataclasses.replace(self, train=self.train.bounded(updates, micro_batch))
+        """The job cut to ``updates`` updates with one evaluation and one checkpoint, both at the last, none kept
+        besides; ``micro_batch`` examples per device per forward/backward (0: the whole batch)."""
+        train = dataclasses.replace(
+            self.train,
+            steps=updates,
+            eval_every=updates,
+            checkpoint_every=updates,
+            keep_checkpoints_every=None,
+            micro_batch_size=micro_batch or None,
+        )
+        return dataclasses.replace(self, train=train)
 
 
 @dataclasses.dataclass(frozen=True)
