@@ -1,14 +1,7 @@
-"""Run-folder files: atomic writes, the metrics log's reading and resume cut, and provenance; the text of a table
-written from rows (``csv_text``, ``markdown_table``), the one writer of the package's CSV and Markdown tables that are
-not pandas frames.
-
-Every run folder holds ``config.yaml`` (the resolved spec), ``metrics.jsonl`` (one JSON object per
-logged step), ``provenance.json`` (git commit, package versions, host, devices, wall time) and, last,
-``summary.json``. Final outputs are written to a temporary sibling and renamed, so a killed job never
-leaves a file that looks complete.
-
-It stands at the package's root because every stage reads or writes run folders (data, training, evaluation,
-analysis, the report, planning, preflight, benchmarks): no one stage owns them.
+"""Run-folder files (docs/runs.md): atomic writes (a temporary sibling renamed, so a killed job never leaves a file
+that looks complete), the metrics log's reading and resume cut, and provenance; and the one writer of the package's
+CSV and Markdown tables that are not pandas frames (``csv_text``, ``markdown_table``). It stands at the package's
+root because every stage reads or writes run folders.
 """
 
 from __future__ import annotations
@@ -34,23 +27,10 @@ import yaml
 from pipeline.config import REPO_ROOT, RunSpec
 
 TRACKED_PACKAGES = (
-    "levanter",
-    "haliax",
-    "jax",
-    "jaxlib",
-    "equinox",
-    "optax",
-    "ray",
-    "lm_eval",
-    "snakemake",
-    "torch",
-    "transformers",
-    "tokenizers",
-    "datasets",
-    "pandas",
-    "seaborn",
-    "numpy",
-)
+    "levanter haliax jax jaxlib equinox optax ray lm_eval snakemake torch transformers tokenizers datasets pandas "
+    "seaborn numpy"
+).split()
+"""The packages whose versions ``provenance.json`` records."""
 
 
 def publish(tmp: str | Path, path: Path) -> None:

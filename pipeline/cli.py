@@ -1,8 +1,7 @@
 """`python -m pipeline <verb> ...`: the only entry point the Snakemake rules use.
 
-Each verb is one function of one config, declared by its stage in ``pipeline/<stage>/commands.py``; heavy
-imports (JAX, Levanter, Ray) happen inside the verb so that `--help` and light verbs start fast. It stands at the
-package's root, the top floor, because it gathers every stage's verbs.
+Each verb is declared by its stage in ``pipeline/<stage>/commands.py`` and imports JAX, Levanter or Ray only inside
+its work, so that `--help` and light verbs start fast; this top-floor module gathers every stage's verbs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""What the stages' verbs share (each stage declares its verbs in ``pipeline/<stage>/commands.py``): a verb's
-parser, the options several verbs take, running a verb's work as a Ray task; and the local shared Ray the workflow
-starts for them. It stands at the package's root beside ``cli`` (which imports every stage's verb module, so it cannot
-be the one they import): every stage's verb module reads it, and so does ``workflow/rules/common.smk``."""
+"""What the stages' verbs (``pipeline/<stage>/commands.py``) share: a verb's parser, the options several verbs take,
+running a verb's work as a Ray task, and the local shared Ray the workflow (``common.smk``) starts for them. Not in
+``cli``, which imports every stage's verb module and so cannot be the one they import."""
 
 from __future__ import annotations
 
@@ -59,12 +58,10 @@ def add_out_folder(parser: argparse.ArgumentParser, folder: Path) -> None:
 
 
 def start_shared_local_ray(num_cpus: int) -> str:
-    """One Ray runtime for a local DAG run, started in Snakemake's own process (it stops when Snakemake exits), its
-    address handed to every job through ``PIPELINE_RAY_ADDRESS``: a job then joins it instead of starting an
-    embedded Ray of its own (tiny pretraining jobs, side by side: 2.6–6.2 s against 15–25 s on a loaded 2-core
-    machine, ``results/benchmarks/dag-subset-2026-11-23.md``). Each job stays its own Ray job (driver): its task,
-    log and provenance are its own. SIGTERM or SIGINT to this process then stops the running jobs through their own
-    stop path before Ray (``pipeline.execution.driver_stop``). Returns the address."""
+    """Start one Ray runtime for a local DAG run in Snakemake's own process (it stops when Snakemake exits) and return
+    its address, handed to every job through ``PIPELINE_RAY_ADDRESS``: each job joins it as its own Ray job instead
+    of starting an embedded Ray (tiny jobs: 2.6–6.2 s, not 15–25 s; ``results/benchmarks/dag-subset-2026-11-23.md``).
+    SIGTERM or SIGINT then stops the running jobs through their own stop path before Ray (``execution.driver_stop``)."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
@@ -78,11 +75,9 @@ def start_shared_local_ray(num_cpus: int) -> str:
 
 
 def add_ray_options(parser: argparse.ArgumentParser, *, gpus: bool = False) -> None:
-    """``--ray-address``/``--ray-num-cpus``/``--ray-fresh-process`` of a verb that may use Ray, and ``--gpus`` of one
-    whose work runs as a Ray task (``ray_placement``; marked ``ray_task``, so that a local DAG run starts its shared
-    Ray for it: ``pipeline.cli.runs_a_ray_task``). Their defaults come from ``PIPELINE_RAY_ADDRESS``/
-    ``PIPELINE_RAY_NUM_CPUS``/``PIPELINE_RAY_FRESH_PROCESS``, which the workflow sets from the preset's ``ray`` section
-    for every job."""
+    """``--ray-address``/``--ray-num-cpus``/``--ray-fresh-process`` of a verb that may use Ray (defaults: their
+    ``PIPELINE_RAY_*`` variables, set by the workflow from the preset's ``ray`` section), and ``--gpus`` of one whose
+    work runs as a Ray task (marked ``ray_task``: a local DAG run starts its shared Ray for it, ``runs_a_ray_task``)."""
     num_cpus = os.environ.get(RAY_PLACEMENT_ENV["num_cpus"])
     parser.add_argument(
         "--ray-address",

@@ -47,6 +47,10 @@ def test_the_example_site_loads_with_its_documented_values():
             {"slurm_extra": {"training": None, "gpu": "--gres=gpu:1", "cpu": None}},
             "key 'site.slurm_extra.gpu' sets --gres, which the SLURM executor plugin sets itself",
         ),
+        (
+            {"slurm_extra": {"training": None, "gpu": None, "cpu": "-J data"}},
+            "key 'site.slurm_extra.cpu' sets --job-name, which the SLURM executor plugin sets itself",
+        ),
         ({"cpu_max_runtime_min": 0}, "key 'site.cpu_max_runtime_min' must be ≥ 1 (got 0)"),
         ({"chunk_startup_min": -1}, "key 'site.chunk_startup_min' must be ≥ 0 (got -1)"),
         (
@@ -58,15 +62,6 @@ def test_the_example_site_loads_with_its_documented_values():
 def test_a_bad_site_key_fails_with_one_sentence(tmp_path, changes, sentence):
     with pytest.raises(ValueError, match=sentence.replace("(", r"\(").replace(")", r"\)")):
         load_site(write_site(tmp_path, **changes))
-
-
-def test_the_site_refuses_every_sbatch_flag_the_slurm_plugin_refuses():
-    """The plugin refuses these in ``slurm_extra`` only at the first sbatch; the site refuses them at load."""
-    from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
-
-    from pipeline.config.site import FORBIDDEN_SBATCH_FLAGS
-
-    assert set(FORBIDDEN_SBATCH_FLAGS.values()) == set(get_forbidden_slurm_options())
 
 
 @pytest.mark.parametrize(

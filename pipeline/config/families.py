@@ -1,28 +1,19 @@
-"""The model families a preset can train (``pretrain.<group>.families``): their names, groups and display labels.
+"""The model families a preset can train (``pretrain.<group>.families``), their groups, labels and model configs: the
+one list the config, the models and the reports read (the schema's ``family`` enum must name the same families)."""
 
-The one list the config, the models, the reports and the schema test read; the schema's ``family`` enum
-(``pipeline/config/schema.yaml``) must name the same families.
-"""
-
-FAMILY_LABELS = {
-    "gpt": "GPT",
-    "shared": "Shared parameter",
-    "shared_ode": "Shared ODE field",
-    "diffeq": "DiffEqFormer",
-    "llama": "Llama",
-    "diffeq_llama": "DiffEqFormer (Llama)",
+FAMILY_TABLE = {
+    "gpt": ("GPT", "gpt2"),
+    "shared": ("Shared parameter", "shared_gpt"),
+    "shared_ode": ("Shared ODE field", "shared_ode_gpt"),
+    "diffeq": ("DiffEqFormer", "diffeq_gpt"),
+    "llama": ("Llama", "llama"),
+    "diffeq_llama": ("DiffEqFormer (Llama)", "diffeq_llama"),
 }
-"""Every family and its label in tables and figures, in the order of the paper's tables."""
-FAMILIES = tuple(FAMILY_LABELS)
-FAMILY_MODEL_CONFIGS = {
-    "gpt": "gpt2",
-    "shared": "shared_gpt",
-    "shared_ode": "shared_ode_gpt",
-    "diffeq": "diffeq_gpt",
-    "llama": "llama",
-    "diffeq_llama": "diffeq_llama",
-}
-"""Every family's model config, by its name in Levanter's ``LmConfig`` registry (``pipeline.models`` registers ours)."""
+"""Every family, in the order of the paper's tables: its label in tables and figures, and its model config by its name
+in Levanter's ``LmConfig`` registry (``pipeline.models`` registers ours)."""
+FAMILIES = tuple(FAMILY_TABLE)
+FAMILY_LABELS = {family: label for family, (label, _) in FAMILY_TABLE.items()}
+FAMILY_MODEL_CONFIGS = {family: model_config for family, (_, model_config) in FAMILY_TABLE.items()}
 GPT_FAMILIES = ("gpt", "diffeq", "shared", "shared_ode")
 """GPT-2-shaped: learned positions, LayerNorm, GELU MLP sized by ``mlp_scale``, dropout."""
 LLAMA_FAMILIES = ("llama", "diffeq_llama")

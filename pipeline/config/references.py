@@ -1,29 +1,15 @@
 """The cross-references between a preset's sections that a schema cannot express (dataset, size, tokenizer, base
-group, run ids, the downstream task folder), and the check that every target path stays inside the results folder."""
+group, run ids, the downstream task folder)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pipeline.config.families import DIFFEQ_FAMILIES, LLAMA_FAMILIES
 from pipeline.config.grid import pretrain_runs
-from pipeline.config.messages import ConfigError
 from pipeline.config.paths import REPO_ROOT
-
-
-def check_inside_results(results_dir: str, paths: Iterable[str]) -> None:
-    """Every output path must stay inside ``results_dir`` once ``..`` is resolved (lexically: a symlinked results
-    folder is the user's choice); raise ``ConfigError`` naming the first that does not."""
-    root = os.path.normpath(results_dir)
-    for path in paths:
-        if os.path.commonpath([root, os.path.normpath(path)]) != root:
-            raise ConfigError(
-                f"{path}: this output of preset {os.path.basename(root)!r} lies outside {root}/; "
-                f"rename the preset key that names it (ids may use a-z, 0-9, '_', '.', '-')."
-            )
 
 
 def downstream_task_dir(config: dict[str, Any]) -> Path | None:
@@ -80,16 +66,15 @@ def cross_reference_problem(config: dict[str, Any]) -> str | None:
             f"key 'analysis.memory.families' is {memory['families']}; expected exactly one DiffEqFormer family "
             f"(the one whose D varies) and optionally its baselines"
         )
+    regimes = config["analysis"]["clustering"]["regimes"]
     for role in ("claim", "control"):
-        labels = [
-            label for label, regime in config["analysis"]["clustering"]["regimes"].items() if regime["role"] == role
-        ]
+        labels = [label for label, regime in regimes.items() if regime["role"] == role]
         if len(labels) != 1:
             return (
                 f"key 'analysis.clustering.regimes' has {len(labels)} regimes with role {role!r} ({labels}); "
                 f"give exactly one regime that role"
             )
-    for label, regime in config["analysis"]["clustering"]["regimes"].items():
+    for label, regime in regimes.items():
         if regime["dt"] > regime["horizon"]:
             return (
                 f"key 'analysis.clustering.regimes.{label}.dt' is {regime['dt']}, larger than its horizon "

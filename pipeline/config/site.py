@@ -1,10 +1,5 @@
-"""Site settings of a SLURM cluster: the site file and its schema.
-
-A site file (``profiles/slurm/site.example.yaml``, copied to the untracked ``profiles/slurm/site.yaml``) names the
-cluster's partitions, account, GPU model and limits and the shared Hugging Face cache; nothing site-specific lives
-in the tracked profile. It is checked against ``pipeline/config/site_schema.yaml``, as a preset against its schema.
-Without a site (plain ``snakemake``) every job runs locally on the CPU.
-"""
+"""A SLURM cluster's site file (``profiles/slurm/site.yaml``, copied from ``site.example.yaml``; docs/cluster.md),
+checked against ``site_schema.yaml`` as a preset against its schema. Without one every job runs locally."""
 
 from __future__ import annotations
 
@@ -15,16 +10,14 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.config import REPO_ROOT, ConfigError
-from pipeline.config.loading import check_schema
-from pipeline.config.paths import PACKAGE_DIR
+from pipeline.config.loading import ConfigError, check_schema
+from pipeline.config.paths import PACKAGE_DIR, REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "profiles" / "slurm" / "site.example.yaml"
 SITE_SCHEMA = PACKAGE_DIR / "site_schema.yaml"
 DEFAULT_CHUNK_STARTUP_MIN = 30
-"""``chunk_startup_min`` of a site file that omits it (one of the two optional keys): a GPU job's JAX compilation,
-token cache opening and checkpoint load and save at paper scale. The other, ``cpu_max_runtime_min``, left out is
-``None``: the CPU partition's limit is the GPU partition's."""
+"""``chunk_startup_min`` of a site file that omits it: minutes of a paper-scale GPU job's compilation, token cache
+and checkpoint load and save (the other optional key, ``cpu_max_runtime_min``, is ``None``: the GPU limit)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,39 +64,9 @@ class Site:
         return self.max_runtime_min
 
 
-FORBIDDEN_SBATCH_FLAGS = {
-    "--job-name": r"--job-name[=\s]|-J\s?",
-    "--output": r"--output[=\s]|-o\s",
-    "--error": r"--error[=\s]|-e\s",
-    "--parsable": r"--parsable",
-    "--export": r"--export[=\s]",
-    "--comment": r"--comment[=\s]",
-    "--workdir": r"--workdir[=\s]|-D\s",
-    "--account": r"--account[=\s]|-A\s",
-    "--partition": r"--partition[=\s]|-p\s",
-    "--mem": r"--mem[=\s]",
-    "--mem-per-cpu": r"--mem-per-cpu[=\s]",
-    "--ntasks": r"--ntasks[=\s]|-n\s",
-    "--ntasks-per-gpu": r"--ntasks-per-gpu[=\s]",
-    "--cpus-per-task": r"--cpus-per-task[=\s]|-c\s",
-    "--cpus-per-gpu": r"--cpus-per-gpu[=\s]",
-    "--time": r"--time[=\s]|-t\s",
-    "--constraint": r"--constraint[=\s]|-C\s",
-    "--qos": r"--qos[=\s]",
-    "--nodes": r"--nodes[=\s]|-N\s",
-    "--clusters": r"--clusters[=\s]",
-    "--gres": r"--gres[=\s]",
-    "--gpus": r"--gpus[=\s]",
-}
-"""sbatch flags snakemake-executor-plugin-slurm sets itself and refuses in ``slurm_extra`` at the first submission
-(its ``validation.get_forbidden_slurm_options``), refused here when the site is loaded."""
-EXPANDED = ("hf_home", "results_dir")
-"""Paths whose ``~`` and ``$VARIABLES`` are expanded when the site is loaded."""
-
-
 def load_site(path: str | Path) -> Site:
-    """The site file's ``site:`` mapping as a ``Site`` (``EXPANDED`` paths expanded); a missing file or a bad key
-    fails with one sentence."""
+    """The site file's ``site:`` mapping as a ``Site`` (``~`` and ``$VARIABLES`` of ``hf_home`` and ``results_dir``
+    expanded); a missing file or a bad key fails with one sentence."""
     path = Path(path)
     if not path.is_absolute():
         path = REPO_ROOT / path
@@ -142,15 +105,19 @@ def load_site(path: str | Path) -> Site:
             f"({site['max_runtime_min']}), so a training job would never reach its first step; set it "
             "to the minutes a training job takes before its first step and after its last."
         )
+    # The sbatch flags the SLURM executor plugin sets itself, refused here at load rather than at its first sbatch.
+    from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
+
     for kind, flags in site["slurm_extra"].items():
-        for flag, pattern in FORBIDDEN_SBATCH_FLAGS.items():
+        for pattern in get_forbidden_slurm_options():
             if flags is not None and re.search(pattern, flags):
+                flag = pattern.split("[")[0]
                 raise ValueError(
                     f"{path}: key 'site.slurm_extra.{kind}' sets {flag}, which the SLURM executor "
                     "plugin sets itself from the other site keys and the job's resources; remove it."
                 )
-    expanded = {key: os.path.expanduser(os.path.expandvars(site[key])) for key in EXPANDED if site[key] is not None}
-    return Site(**{**site, **expanded})
+    paths = {key: os.path.expanduser(os.path.expandvars(site[key])) for key in ("hf_home", "results_dir") if site[key]}
+    return Site(**{**site, **paths})
 
 
 def preset_results(site: Site | None, preset: str) -> Path:

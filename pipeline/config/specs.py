@@ -1,10 +1,8 @@
 """Typed run specs: what one pretraining run or fine-tune needs, resolved from a preset (``grid`` builds them).
 
-Every field says what it identifies (``spec_field``'s roles, ``ROLES``); the run fingerprint
-(``pipeline.train.identity``), the fit table's plan key (``pipeline.planning.fit_table``) and the model-cost cache's
-recipe key (``pipeline.planning.grid.ModelRecipe``) are read from the roles (``role_values``), never listed by
-hand. A field renamed in Python keeps the key it was first serialised under (``serialised_as``), so fingerprints,
-the rules' params and the run folders' ``config.yaml`` of runs trained before the rename stay the same.
+Every field has roles (``ROLES``); the run fingerprint, the fit table's plan key and the model recipe key are read
+from them (``role_values``), never listed by hand. A field renamed in Python keeps the key it was first serialised
+under (``serialised_as``), so the fingerprints, params and ``config.yaml`` of runs trained before stay the same.
 """
 
 from __future__ import annotations
@@ -36,25 +34,21 @@ def serialised_key(field: dataclasses.Field) -> str:
     return field.metadata["serialised_as"] or field.name
 
 
-def _serialised(value: Any, role: str | None) -> Any:
-    if not dataclasses.is_dataclass(value):
-        return value
+def role_values(spec: Any, role: str | None) -> Any:
+    """The fields of ``spec`` that have ``role`` (None: every field), by serialised key; a nested spec with the role,
+    by its own fields that have it (a value that is no spec: as it is)."""
+    if not dataclasses.is_dataclass(spec):
+        return spec
     return {
-        serialised_key(field): _serialised(getattr(value, field.name), role)
-        for field in dataclasses.fields(value)
+        serialised_key(field): role_values(getattr(spec, field.name), role)
+        for field in dataclasses.fields(spec)
         if role is None or role in field.metadata["roles"]
     }
 
 
-def role_values(spec: Any, role: str) -> dict[str, Any]:
-    """The fields of ``spec`` that have ``role``, by serialised key; a nested spec with the role, by its own
-    fields that have it."""
-    return _serialised(spec, role)
-
-
 def to_dict(spec: Any) -> dict[str, Any]:
     """Every field of ``spec`` by serialised key (``from_dict`` reads it back)."""
-    return _serialised(spec, None)
+    return role_values(spec, None)
 
 
 def _from_dict(cls: type, raw: dict[str, Any], nested: dict[str, type]) -> Any:
@@ -94,18 +88,6 @@ class TrainSpec:
     batch_size / (micro_batch_size × devices) micro-batches are accumulated (gradient accumulation only reorders
     float sums). None: the whole batch at once."""
 
-    def bounded(self, updates: int, micro_batch: int) -> TrainSpec:
-        """This schedule cut to ``updates`` updates with one evaluation and one checkpoint, both at the last, none
-        kept besides; ``micro_batch`` examples per device per forward/backward (0: the whole batch)."""
-        return dataclasses.replace(
-            self,
-            steps=updates,
-            eval_every=updates,
-            checkpoint_every=updates,
-            keep_checkpoints_every=None,
-            micro_batch_size=micro_batch or None,
-        )
-
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
@@ -127,10 +109,13 @@ class ModelSpec:
     llama_layer: str | None = spec_field(WEIGHTS, PLAN, MODEL, default=None)
 
 
+@dataclasses.dataclass(frozen=True)
 class JobSpec:
-    """What a run's spec and a fine-tune's share: JSON of every field by serialised key, read back with the spec type
-    of each nested spec field (``nested``), and the job cut to a few updates."""
+    """What a run's spec and a fine-tune's share: their id and preset, JSON of every field by serialised key, read
+    back with the spec type of each nested spec field (``nested``), and the job cut to a few updates."""
 
+    run_id: str = spec_field(WEIGHTS)
+    preset: str = spec_field(WEIGHTS)
     nested: ClassVar[dict[str, type]]
 
     def to_json(self) -> str:
@@ -145,16 +130,23 @@ class JobSpec:
         return _from_dict(cls, raw, cls.nested)
 
     def bounded(self, updates: int, micro_batch: int) -> Self:
-        """The job cut to ``updates`` updates (``TrainSpec.bounded``)."""
-        return dataclasses.replace(self, train=self.train.bounded(updates, micro_batch))
+        """The job cut to ``updates`` updates with one evaluation and one checkpoint, both at the last, none kept
+        besides; ``micro_batch`` examples per device per forward/backward (0: the whole batch)."""
+        train = dataclasses.replace(
+            self.train,
+            steps=updates,
+            eval_every=updates,
+            checkpoint_every=updates,
+            keep_checkpoints_every=None,
+            micro_batch_size=micro_batch or None,
+        )
+        return dataclasses.replace(self, train=train)
 
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec(JobSpec):
     """Everything one pretraining run needs, resolved from the preset."""
 
-    run_id: str = spec_field(WEIGHTS)
-    preset: str = spec_field(WEIGHTS)
     group: str = spec_field(WEIGHTS)
     dataset: str = spec_field(WEIGHTS)
     size: str = spec_field(WEIGHTS)
@@ -177,8 +169,6 @@ class FinetuneSpec(JobSpec):
     steps are layers of the ODE's discretisation, not optimizer updates (``train.steps``); their serialised keys
     are their first names, ``source_steps`` and ``num_steps``."""
 
-    run_id: str = spec_field(WEIGHTS)
-    preset: str = spec_field(WEIGHTS)
     source_run: str = spec_field(WEIGHTS)
     source_dataset: str = spec_field(WEIGHTS)
     target_dataset: str = spec_field(WEIGHTS)
@@ -195,6 +185,3 @@ class FinetuneSpec(JobSpec):
     train: TrainSpec = spec_field(WEIGHTS)
 
     nested: ClassVar[dict[str, type]] = {"train": TrainSpec}
-
-
-SPEC_TYPES = (RunSpec, ModelSpec, TrainSpec, FinetuneSpec)
