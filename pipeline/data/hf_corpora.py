@@ -21,10 +21,6 @@ _LOCAL_JSONL = ("*.jsonl", "*.jsonl.gz")
 _LOCAL_PARQUET = "*.parquet"
 
 
-def _is_saved_dataset(path: Path) -> bool:
-    return (path / "dataset_dict.json").is_file() or (path / "state.json").is_file()
-
-
 def _local_data_files(dataset: str, path: Path, text_field: str) -> dict[str, list[str]]:
     """Validated local JSONL files by split: a single file is "train"; in a folder, the split is the file-name
     prefix before the first "-", "." or "_" (train.jsonl, validation-00000.jsonl.gz, ...)."""
@@ -54,7 +50,7 @@ def _load(
     from pipeline.execution.job_env import hub_offline
 
     path = Path(source).expanduser()
-    if path.is_dir() and _is_saved_dataset(path):
+    if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():  # a save_to_disk folder
         loaded = datasets.load_from_disk(str(path))
     elif path.is_dir() and any(path.rglob(_LOCAL_PARQUET)):
         loaded = datasets.load_dataset(str(path), num_proc=num_proc, cache_dir=cache_dir)

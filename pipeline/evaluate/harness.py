@@ -9,12 +9,8 @@ i = (context c, continuation y) as
 
 on the window (c ⊕ y)[-(T+1):] (T = the model's seq_len, lm-eval's left truncation), alone in its own row of a
 batch: positions start at 0 and only right padding follows it, which the causal mask hides. A score therefore
-depends on the request alone, never on how requests are batched. (Levanter's ``eval_harness`` packs several
-requests into one sequence, which shifts GPT-2's absolute positions and changes the scores.)
-
-A trained run is also an lm-eval model named ``diffeqformer-run`` (``RunLM``), registered when this module is
-imported: ``python -m pipeline lm-eval --model diffeqformer-run --model_args run_dir=RUN,tokenizer=TOK ...`` is
-lm-eval's own command line with the registration in front (lm-eval 0.4 discovers no models from other packages).
+depends on the request alone, never on how requests are batched. A trained run is also the lm-eval model
+``diffeqformer-run`` (``RunLM``), registered when this module is imported (docs/experiments.md#downstream-evaluation).
 """
 
 from __future__ import annotations

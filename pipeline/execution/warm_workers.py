@@ -71,7 +71,7 @@ class WarmPool:
                 if worker["key"] == key and worker["idle_since"] is not None and worker["handle"] is not None:
                     worker.update(idle_since=None, output=[], takes=0)
                     return name, worker["handle"]
-            idle = [self.workers.pop(name)["handle"] for name in self._idle()]
+            idle = self._pop_idle()
             name = f"worker-{key}-{uuid.uuid4().hex[:8]}"
             self.workers[name] = {"key": key, "handle": None, "jobs": 0, "idle_since": None, "output": [], "takes": 0}
         _kill(idle)
@@ -120,23 +120,23 @@ class WarmPool:
     def evict_idle(self) -> int:
         """Kill every idle worker (a job about to run in a fresh process needs their CPUs); how many."""
         with self.lock:
-            handles = [self.workers.pop(name)["handle"] for name in self._idle()]
+            handles = self._pop_idle()
         _kill(handles)
         return len(handles)
 
-    def _idle(self, older_than_s: float = 0.0) -> list[str]:
+    def _pop_idle(self, older_than_s: float = 0.0) -> list[Any]:
+        """The handles of the workers idle for ``older_than_s`` or longer, taken out of the pool (lock held)."""
         now = time.monotonic()
+        idle = [name for name, worker in self.workers.items() if worker["idle_since"] is not None]
         return [
-            name
-            for name, worker in self.workers.items()
-            if worker["idle_since"] is not None and now - worker["idle_since"] >= older_than_s
+            self.workers.pop(name)["handle"] for name in idle if now - self.workers[name]["idle_since"] >= older_than_s
         ]
 
     def _reap_idle(self) -> None:
         while True:
             time.sleep(IDLE_S / 4)
             with self.lock:
-                handles = [self.workers.pop(name)["handle"] for name in self._idle(older_than_s=IDLE_S)]
+                handles = self._pop_idle(older_than_s=IDLE_S)
             _kill(handles)
 
 

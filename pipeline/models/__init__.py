@@ -28,9 +28,9 @@ from .discretize import (
     discretize,
     init_lora,
 )
-from .init import INIT_SCHEMES, build_initialised, reference_init
+from .init import build_initialised
 from .param_count import baseline_param_counts, count_params, table6_param_counts
-from .shared_gpt import SharedGptConfig, SharedGptLMHeadModel, SharedOdeGptConfig, SharedOdeGptLMHeadModel
+from .shared_gpt import SharedGptConfig, SharedOdeGptConfig
 from .time_embedding import TIME_GRIDS
 
 LLAMA_LAYERS = {
@@ -106,8 +106,6 @@ def build_model_config(
 __all__ = [
     "DIFFEQ_FAMILIES",
     "FAMILIES",
-    "GPT_FAMILIES",
-    "LLAMA_FAMILIES",
     "LLAMA_LAYERS",
     "GPT_LORA_TARGETS",
     "LORA_INITS",
@@ -120,18 +118,13 @@ __all__ = [
     "DiscreteDiffEqGptLMHeadModel",
     "DiscreteDiffEqLlamaConfig",
     "DiscreteDiffEqLlamaLMHeadModel",
-    "INIT_SCHEMES",
     "SharedGptConfig",
-    "SharedGptLMHeadModel",
     "SharedOdeGptConfig",
-    "SharedOdeGptLMHeadModel",
-    "TIME_GRIDS",
     "baseline_param_counts",
     "build_initialised",
     "build_model_config",
     "count_params",
     "discretize",
-    "reference_init",
     "table6_param_counts",
     "init_lora",
 ]

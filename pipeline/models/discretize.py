@@ -158,17 +158,16 @@ def discretize(
     """
     if num_steps < 1:
         raise ValueError(f"num_steps must be a positive number of Euler steps, got {num_steps}.")
+    if not isinstance(model, DiffEqGptLMHeadModel | DiffEqLlamaLMHeadModel):
+        raise TypeError(f"discretize expects a DiffEqFormer LM (GPT or Llama), got {type(model).__name__}.")
+    blocks = model.transformer.field.euler_blocks(num_steps, step_scaling)
     if isinstance(model, DiffEqGptLMHeadModel):
         config = DiscreteDiffEqGptConfig(source=model.config, num_steps=num_steps, step_scaling=step_scaling)
-        blocks = model.transformer.field.euler_blocks(num_steps, step_scaling)
         transformer = DiscreteGptTransformer(config, blocks, model.transformer.ln_f)
         return DiscreteDiffEqGptLMHeadModel(transformer, model.embeddings)
-    if isinstance(model, DiffEqLlamaLMHeadModel):
-        config = DiscreteDiffEqLlamaConfig(source=model.config, num_steps=num_steps, step_scaling=step_scaling)
-        blocks = model.transformer.field.euler_blocks(num_steps, step_scaling)
-        transformer = DiscreteLlamaTransformer(config, blocks, model.transformer.norm)
-        return DiscreteDiffEqLlamaLMHeadModel(transformer, model.embeddings, model.lm_head)
-    raise TypeError(f"discretize expects a DiffEqFormer LM (GPT or Llama), got {type(model).__name__}.")
+    config = DiscreteDiffEqLlamaConfig(source=model.config, num_steps=num_steps, step_scaling=step_scaling)
+    transformer = DiscreteLlamaTransformer(config, blocks, model.transformer.norm)
+    return DiscreteDiffEqLlamaLMHeadModel(transformer, model.embeddings, model.lm_head)
 
 
 LORA_INITS = ("reference", "levanter")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,10 +16,34 @@ def _table_files(args: argparse.Namespace):
     return TableFiles(md=args.md, csv=args.csv, html=args.html, tex=getattr(args, "tex", None))
 
 
-def _perplexity_table(args: argparse.Namespace) -> None:
-    from pipeline.report.tables import write_perplexity_tables
+def _writes_table(writer: str) -> Callable[[argparse.Namespace], None]:
+    """A table verb's run: ``pipeline.report.tables.<writer>(args.inputs)`` written to the verb's views."""
 
-    write_perplexity_tables(args.summaries, out=_table_files(args))
+    def run(args: argparse.Namespace) -> None:
+        from pipeline.report import tables
+
+        getattr(tables, writer)(args.inputs, out=_table_files(args))
+
+    return run
+
+
+TABLES = {
+    # verb: its writer in pipeline.report.tables, its positional inputs' metavar and nargs, its help
+    "perplexity-table": ("write_perplexity_tables", "summaries", "+", "Tables 1-2 from run summaries"),
+    "spec-table": (
+        "write_model_spec_table",
+        "summaries",
+        "+",
+        "Table 3 from the runs' config.yaml (beside each summary.json)",
+    ),
+    "downstream-table": ("write_downstream_table", "csvs", "+", "Tables 4-5 from downstream.csv files"),
+    "param-count-table": (
+        "write_param_count_table",
+        "param_counts.csv",
+        None,
+        "Table 6 from analysis/param_counts.csv",
+    ),
+}
 
 
 def _runs_csv(args: argparse.Namespace) -> None:
@@ -27,24 +52,6 @@ def _runs_csv(args: argparse.Namespace) -> None:
     from pipeline.report.tidy_inputs import load_summaries
 
     atomic_write_text(args.out, load_summaries(args.summaries).to_csv(index=False))
-
-
-def _spec_table(args: argparse.Namespace) -> None:
-    from pipeline.report.tables import write_model_spec_table
-
-    write_model_spec_table(args.summaries, out=_table_files(args))
-
-
-def _downstream_table(args: argparse.Namespace) -> None:
-    from pipeline.report.tables import write_downstream_table
-
-    write_downstream_table(args.csvs, out=_table_files(args))
-
-
-def _param_count_table(args: argparse.Namespace) -> None:
-    from pipeline.report.tables import write_param_count_table
-
-    write_param_count_table(args.csv_in, out=_table_files(args))
 
 
 def _figure(args: argparse.Namespace) -> None:
@@ -96,19 +103,8 @@ FIGURES = {
 def _scorecard(args: argparse.Namespace) -> None:
     from pipeline.report.scorecard import ScorecardInputs, write_scorecard
 
-    write_scorecard(
-        ScorecardInputs(
-            preset=args.preset,
-            runs_csv=args.runs_csv,
-            finetune_summaries=args.finetune,
-            downstream=args.downstream,
-            spectra=args.spectra,
-            clustering_sweep=args.clustering_sweep,
-            memory=args.memory,
-            untrained_spectra=args.untrained_spectra,
-        ),
-        out=_table_files(args),
-    )
+    inputs = {field.name: getattr(args, field.name) for field in dataclasses.fields(ScorecardInputs)}
+    write_scorecard(ScorecardInputs(**inputs), out=_table_files(args))
 
 
 def _power(args: argparse.Namespace) -> None:
@@ -141,8 +137,9 @@ def _table_verb(
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    table = _table_verb(verbs, "perplexity-table", _perplexity_table, "Tables 1-2 from run summaries")
-    table.add_argument("summaries", nargs="+", type=Path)
+    for verb, (writer, metavar, nargs, help) in TABLES.items():
+        table = _table_verb(verbs, verb, _writes_table(writer), help)
+        table.add_argument("inputs", metavar=metavar, nargs=nargs, type=Path)
 
     table = add_verb(verbs, "runs-csv", _runs_csv, "CSV of every pretraining run from their summaries")
     table.add_argument("--out", type=Path, required=True)
@@ -156,17 +153,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
         tex=False,
     )
     table.add_argument("--config-json", required=True, help="the resolved preset's PRESET_SECTIONS as JSON")
-
-    table = _table_verb(
-        verbs, "spec-table", _spec_table, "Table 3 from the runs' config.yaml (beside each summary.json)"
-    )
-    table.add_argument("summaries", nargs="+", type=Path)
-
-    table = _table_verb(verbs, "downstream-table", _downstream_table, "Tables 4-5 from downstream.csv files")
-    table.add_argument("csvs", nargs="+", type=Path)
-
-    table = _table_verb(verbs, "param-count-table", _param_count_table, "Table 6 from analysis/param_counts.csv")
-    table.add_argument("csv_in", metavar="param_counts.csv", type=Path)
 
     kinds = "; ".join(f"{kind}: {text}" for kind, text in FIGURES.items())
     figure = add_verb(verbs, "figure", _figure, f"one figure (PNG + PDF), or several of one kind: {kinds}")
@@ -192,7 +178,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     card.add_argument("--preset", required=True)
     card.add_argument("--runs-csv", type=Path, required=True)
-    card.add_argument("--finetune", type=Path, nargs="*", default=[], help="fine-tune summary.json files")
+    card.add_argument(
+        "--finetune", dest="finetune_summaries", type=Path, nargs="*", default=[], help="fine-tune summary.json files"
+    )
     card.add_argument("--downstream", type=Path, nargs="*", default=[], help="downstream.csv files")
     card.add_argument("--spectra", type=Path, nargs="*", default=[], help="spectra CSVs")
     card.add_argument(

@@ -35,12 +35,6 @@ def data_attempt_file(out: Path) -> Path:
     return out.with_name(f".{out.name}.{ATTEMPT_FILE}")
 
 
-def newest_step(run_dir: Path) -> int:
-    """The step of the run's newest complete checkpoint (0 without one)."""
-    steps = [checkpoint_step(path) for path in complete_checkpoints(run_dir / "checkpoints")]
-    return max(steps, default=0)
-
-
 def refusal(record: dict, progress: int, attempt: int, what: str, saved: str) -> AttemptRefused | None:
     """Why attempt ``attempt`` must not run after the recorded one, the job's ``progress`` now (module docstring);
     None: it runs. ``saved`` says what the job saves, with ``{}`` for the recorded attempt's progress."""
@@ -62,8 +56,10 @@ def refusal(record: dict, progress: int, attempt: int, what: str, saved: str) ->
 
 def recorded_attempt(run_dir: Path, attempt: int, what: str) -> contextlib.AbstractContextManager[None]:
     """Attempt ``attempt`` of the training job ``what`` of ``run_dir``, recorded in its ``attempt.json``
-    (``attempt_record``), its progress the run's newest checkpoint."""
-    return attempt_record(run_dir / ATTEMPT_FILE, attempt, what, lambda: newest_step(run_dir))
+    (``attempt_record``), its progress the step of the run's newest complete checkpoint (0 without one)."""
+    checkpoints = run_dir / "checkpoints"
+    newest_step = lambda: max(map(checkpoint_step, complete_checkpoints(checkpoints)), default=0)  # noqa: E731
+    return attempt_record(run_dir / ATTEMPT_FILE, attempt, what, newest_step)
 
 
 @contextlib.contextmanager
