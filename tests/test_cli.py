@@ -172,10 +172,12 @@ def test_the_presets_warm_workers_false_gives_every_task_a_fresh_process_and_a_m
     assert submitted == [("pretrain", False), ("probe_memory", True), ("pretrain", True), ("probe_memory", True)]
 
 
-def test_the_data_verbs_run_with_transformers_and_datasets_torch_switched_off(monkeypatch):
+def test_the_data_verbs_run_with_transformers_and_datasets_torch_switched_off(monkeypatch, tmp_path):
     """A data job never uses torch: its process runs with ``USE_TORCH=0`` (``job_env.NO_TORCH_ENV``), so that
     transformers and ``datasets`` import none; a training verb leaves the switch alone."""
     import os
+
+    monkeypatch.chdir(tmp_path)  # the data verbs' attempt records go beside their --out
 
     import pipeline.data.commands
     import pipeline.train.commands
