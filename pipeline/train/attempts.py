@@ -1,11 +1,7 @@
-"""Which attempts of a training or data job run (docs/cluster.md#retries-after-a-real-failure): only attempt 1 (a new
-``snakemake`` call, or the verb by hand), and a later one where the recorded attempt was stopped by a walltime or a
-preemption, was killed after saving progress (a newer checkpoint, more finished shards) beyond where it began, or is
-this attempt itself (SLURM's requeue); otherwise the attempt ends at once, repeating the first failure's sentence.
-Each attempt records its number, its progress when it began (a run's newest complete checkpoint step, a data job's
-finished shards), and how it ended (``stopped``, ``failed`` with its sentence and traceback, ``done``, or ``running``
-while it runs and after a death without a word): a run in ``<run>/attempt.json``, a data job beside its output
-(``data_attempt_file``).
+"""Which attempts of a training or data job run (docs/cluster.md#retries-after-a-real-failure): attempt 1, and a later
+one only after a stop by walltime or preemption, a death after saving progress, or SLURM's requeue of the same
+attempt; otherwise it ends at once, repeating the first failure's sentence. Records live in ``<run>/attempt.json``
+or beside a data job's output (``data_attempt_file``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""Which of a run's checkpoints are kept, how each is verified, and what happens to one that cannot be resumed
-(docs/runs.md#checkpoints-resume-and-stopping-a-run).
-
-A checkpoint is Levanter's ``<run>/checkpoints/step-N``, complete once Levanter wrote its ``metadata.json`` (the
-marker ``levanter.checkpoint.discover_latest_checkpoint`` looks for). When its save is committed the loop writes
-``checksums.json`` beside it, the SHA-256 of every file as saved; it is verified while its files still match them. One
-that cannot be resumed is moved to ``<run>/unreadable-checkpoints/step-N`` (never deleted), with one log line saying
-why, and the run resumes from the previous one.
+"""Which of a run's checkpoints are kept, how each is verified against its ``checksums.json``, and how one that
+cannot be resumed is moved to ``<run>/unreadable-checkpoints/`` (docs/runs.md#checkpoints-resume-and-stopping-a-run).
 """
 
 from __future__ import annotations
@@ -130,9 +124,9 @@ def set_aside_damaged(checkpoints: Path) -> None:
 
 
 def resume_or_initialize(initial_state: Callable[[], State], checkpoints: Path) -> State:
-    """``initial_state()`` (Levanter's: load the newest complete checkpoint, or initialise) after setting aside
-    damaged checkpoints; when the newest fails to load and has no checksums to clear it, it is moved aside too and
-    the next one is tried. A checkpoint whose files match their checksums is not blamed: its error is raised."""
+    """``initial_state()`` after setting aside damaged checkpoints; when the newest fails to load and has no
+    checksums to clear it, it is moved aside too and the next is tried. One matching its checksums is not blamed:
+    its error is raised."""
     while True:
         set_aside_damaged(checkpoints)
         try:

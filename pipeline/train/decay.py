@@ -1,18 +1,11 @@
-"""Which parameters AdamW decays (a run's ``train.decay_mask``, set from the preset key ``fidelity.decay_mask`` by
-``pipeline.config.grid``; docs/paper.md#weight-decay).
+"""Which parameters AdamW decays: a run's ``train.decay_mask`` (docs/paper.md#weight-decay,
+docs/configuration.md#fidelity-choices).
 
-- ``family`` (the authors' pretraining code): GPT/Llama baselines and weight sharing decay the attention and MLP
-  weight matrices and the token and position embeddings (not norms, not biases); DiffEqFormer-GPT decays ONLY the
-  token and position embeddings (no hypernetwork parameter); DiffEqFormer-Llama decays every parameter (at its
-  weight decay 1e-5). A resampled DiffEqFormer decays as its source family; LoRA adapters follow the module they
-  wrap.
-- ``all``: every trained parameter (the authors' fine-tuning code, whose optimizer has no mask: a LoRA fine-tune
-  decays its adapters and embeddings, a full fine-tune everything, and the fine-tunes' sources, pretrained by the
-  same code, every parameter).
-- ``levanter``: this Levanter's default mask (every weight except norms, embeddings and biases).
-
-The same AdamW config keeps its learning-rate schedule and Adam's β1, β2, ε in the optimizer state
-(``pipeline.train.schedule``).
+- ``family`` (the authors' pretraining code): baselines and weight sharing decay attention/MLP matrices and
+  embeddings; DiffEqFormer-GPT only the embeddings; DiffEqFormer-Llama every parameter. Resampled models decay as
+  their source family; LoRA adapters follow the module they wrap.
+- ``all``: every trained parameter (the authors' fine-tuning code, whose optimizer has no mask).
+- ``levanter``: Levanter's default mask (every weight except norms, embeddings and biases).
 """
 
 from __future__ import annotations
@@ -33,9 +26,8 @@ BASELINE_MATRICES = re.compile(r".*\.(attn|self_attn|mlp)\..*weight")
 
 
 def decay_rule(model) -> str:
-    """``embeddings`` (DiffEqFormer-GPT and its resampled form), ``all`` (DiffEqFormer-Llama and its resampled
-    form) or ``baseline`` (everything else: the GPT/Llama baselines and both weight-sharing designs), from the
-    model's class."""
+    """``embeddings`` (DiffEqFormer-GPT, resampled too), ``all`` (DiffEqFormer-Llama, resampled too) or
+    ``baseline`` (everything else), from the model's class."""
     from pipeline.models import (
         DiffEqGptLMHeadModel,
         DiffEqLlamaLMHeadModel,
@@ -109,8 +101,7 @@ class MaskedAdamConfig(AdamConfig):
 
     def build(self, num_train_steps):
         """Levanter's AdamW, θ ← θ − η_t·(Adam(clip(g)) + λ·mask·θ), with ``scale_by_adam_in_state`` for optax's
-        ``scale_by_adam`` (the run's spec sets none of Levanter's other AdamW options: Nesterov, update clipping,
-        skipped steps, AdamC); η_t is ``hyperparams["learning_rate"]`` of the state, as in Levanter."""
+        ``scale_by_adam``; η_t is the state's ``hyperparams["learning_rate"]``, as in Levanter."""
 
         def adamw(learning_rate):
             clipping = [optax.clip_by_global_norm(self.max_grad_norm)] if self.max_grad_norm else []

@@ -1,6 +1,5 @@
-"""One identity for a JSON-describable thing: the SHA-256 of its canonical JSON (keys sorted). A run's fingerprint
-(``pipeline.train.identity``), a fit row's ``plan_key`` and the fit rule's digest of every row are all this hash of
-what they depend on."""
+"""One identity for a JSON-describable thing: the SHA-256 of its canonical JSON (keys sorted), used by run
+fingerprints, fit rows' ``plan_key`` and the fit rule's digest."""
 
 from __future__ import annotations
 

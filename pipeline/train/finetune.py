@@ -1,14 +1,10 @@
-"""Step-resampling fine-tunes (paper §6.2, Fig. 5): the model one ``FinetuneSpec`` starts from and what it trains.
+"""Step-resampling fine-tunes (paper §6.2, Fig. 5; docs/experiments.md#step-resampling-fine-tunes): the model one
+``FinetuneSpec`` starts from and what it trains.
 
-The source run's final checkpoint is loaded; a DiffEqFormer is discretised to N' Euler steps (``discretize``:
-W(t_k) at t_k = k/N', dt' = 1/N' multiplying each block's output, or folded into the output projections, per
-``resampling``), a GPT baseline keeps its depth. ``lora`` wraps the linear layers of every block with Levanter's
-LoRA (rank r, Levanter's default scale α/r with α = 8) and trains only the adapters (+ the token/position
-embeddings when ``train_embeddings``); the adapters start at A, B ~ 1e-6·N(0,1) (``lora_init`` reference) or
-B = 0, so step 0 is the resampled source model. ``full`` trains every parameter. Weight decay follows the run's
-``train.decay_mask`` (``pipeline.train.decay``: every trained parameter under ``fidelity.decay_mask: reference``).
-Losses are measured on the target's ``eval_split`` (its test split where it has one,
-docs/paper.md#fine-tune-test-split).
+The source's final checkpoint, a DiffEqFormer discretised to N' Euler steps (W(t_k) at t_k = k/N', dt' = 1/N';
+docs/paper.md#resampled-model), a GPT baseline at its depth. ``lora`` trains only Levanter LoRA adapters (rank r,
+scale α/r with α = 8; + embeddings when ``train_embeddings``) that start at A, B ~ 1e-6·N(0,1) or B = 0, so step 0
+is the resampled source; ``full`` trains every parameter.
 """
 
 from __future__ import annotations

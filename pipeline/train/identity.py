@@ -1,13 +1,7 @@
-"""A run's identity: the fingerprint of everything that determines its weights, stored with its checkpoints as
-``identity.json`` (docs/runs.md#fingerprints). A run resumes only from checkpoints of its own fingerprint and moves
-any others aside (never deletes them) before starting from step 0: resuming another spec's would write a
-``summary.json`` describing training that did not happen.
-
-The fingerprint is SHA-256 over: the resolved spec's fields of role ``WEIGHTS`` (``pipeline.config.specs``: not those
-that change how often a run is evaluated or checkpointed, or how a step is split into micro-batches), the tokenizer
-files, the training split's row counts and document offsets (with the tokenizer they pin the token stream without
-reading every token), for a fine-tune the source run's fingerprint and its final checkpoint's metadata (a same-spec
-source retrained from scratch has other weights), and ``TRAIN_STEP``, the version of the train step's arithmetic.
+"""A run's identity: the fingerprint of everything that determines its weights, stored as ``identity.json`` with its
+checkpoints (docs/runs.md#fingerprints): SHA-256 over the spec's ``WEIGHTS`` fields, the tokenizer files, the train
+split's row counts and document offsets, ``TRAIN_STEP``, and for a fine-tune its source's fingerprint and final
+checkpoint metadata. A run resumes only from checkpoints of its own fingerprint.
 """
 
 from __future__ import annotations

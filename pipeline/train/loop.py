@@ -1,13 +1,9 @@
 """The Levanter training loop shared by pretraining and fine-tuning (docs/runs.md).
 
-AdamW with linear warm-up over ``warmup_fraction`` of the steps then cosine decay to ``min_lr_ratio``·lr
-(docs/paper.md#pretraining-grid); the loss is the next-token cross-entropy and the reported metric is validation
-perplexity exp(mean token NLL). Training takes exactly ``steps`` updates over the cycled training set
-(``pipeline.train.setup``), and a run that ends short is an error. A rerun resumes from the newest good
-checkpoint (``pipeline.train.checkpoints``) only if it was trained under the same run fingerprint
-(``pipeline.train.identity``); Levanter restores the trainable parameters, optimizer, step and PRNG state, and the
-data loader restarts at that step. A stop signal saves a checkpoint at the current step and stops the run with an
-error. The Levanter configs are ``pipeline.train.setup``; what the loop changes in Levanter,
+AdamW with linear warm-up then cosine decay to ``min_lr_ratio``·lr (docs/paper.md#pretraining-grid); loss is
+next-token cross-entropy, the metric validation perplexity exp(mean token NLL). Exactly ``steps`` updates
+(docs/runs.md#exact-steps); a rerun resumes from the newest good checkpoint of its own fingerprint; a stop signal
+saves a checkpoint and ends with an error. Configs: ``pipeline.train.setup``; Levanter changes:
 ``pipeline.train.trainer``.
 """
 
@@ -108,9 +104,8 @@ class TrainJob:
         *,
         preflight: bool = False,
     ) -> TrainJob:
-        """The source run's final checkpoint resampled (``pipeline.train.finetune``) at the source's ``seq_len``, built
-        eagerly; its identity includes the source's (from its ``summary.json``; a preflight source has none, so its
-        checkpoints' fingerprint)."""
+        """The source's final checkpoint resampled at its ``seq_len``, built eagerly; its identity includes the
+        source's (``summary.json``, or for a preflight source its checkpoints' fingerprint)."""
         source, cache, tokenizer = Path(source_dir), Path(cache_dir), Path(tokenizer_dir)
         source_identity = stored_fingerprint(source / "checkpoints") if preflight else source_fingerprint(source)
         return cls(
@@ -128,16 +123,11 @@ class TrainJob:
 
 
 def train_run(job: TrainJob) -> TrainingResult:
-    """Write ``job``'s run folder (``config.yaml``; its checkpoints claimed for its identity), then train
-    ``job.build_model(vocab_axis, key)`` for exactly ``spec.train.steps`` updates on the cache's train split
-    (resuming from the newest checkpoint of the same identity), logging to ``<run_dir>/metrics.jsonl``, and evaluate
-    on the whole ``eval_split`` (validation; fine-tunes: the target's test split where it has one).
-
-    ``build_in_jit``: a fresh initialisation is built by Levanter inside jit (sharded, never materialised whole);
-    otherwise ``build_model`` runs eagerly (it may read a source checkpoint) and Levanter takes the result.
-    ``trainable(model)`` gives Levanter's ``is_trainable`` filter tree (default: every parameter). A fresh run
-    first evaluates the untrained model (``initial_val_loss``; the step-0 point of the curve).
-    """
+    """Write ``job``'s run folder (``config.yaml``; checkpoints claimed for its identity), train ``job.build_model``
+    for exactly ``spec.train.steps`` updates (resuming when it can), log to ``metrics.jsonl`` and evaluate on the
+    whole ``eval_split``. ``build_in_jit``: a fresh model is initialised sharded inside jit; otherwise
+    ``build_model`` runs eagerly (it may read a source checkpoint). A fresh run first evaluates the untrained model
+    (``initial_val_loss``)."""
     # A job stop signal (``pipeline.execution.stop_signals``) only names itself in ``stop``, read by a per-step hook
     # (a signal handler must not touch JAX). Ray delivers ``ray.cancel`` of a running task as SIGINT to its worker;
     # SLURM's walltime warning (SIGURG) reaches the worker directly, as every process of the job. From the start: a

@@ -12,12 +12,9 @@ from pipeline.artifacts import atomic_write_json, provenance
 
 @dataclasses.dataclass(frozen=True)
 class TrainingResult:
-    """What a finished run reports: parameter counts, where it resumed, its held-out scores (``val_*``: on
-    ``eval_split``), its devices, and how its batches were split: ``micro_batches``, one entry per attempt that
-    trained (a resume may run at another micro-batch), from the update it started at (``from_step``):
-    ``micro_batch`` examples per device per forward/backward (Levanter's resolved ``per_device_parallelism``) and
-    ``gradient_accumulation`` micro-batches summed per update (batch = micro_batch × data-parallel devices ×
-    gradient_accumulation)."""
+    """What a finished run reports: parameter counts, where it resumed, held-out scores (``val_*`` on
+    ``eval_split``), devices, and ``micro_batches``: per attempt, from ``from_step``, ``micro_batch`` examples per
+    device per pass and ``gradient_accumulation`` (batch = micro_batch × data-parallel devices × accumulation)."""
 
     parameters: int
     trainable_parameters: int
@@ -37,9 +34,8 @@ class TrainingResult:
 
     @classmethod
     def from_metrics(cls, records: list[dict], initial_val_loss: float | None, **fields) -> TrainingResult:
-        """The result whose training-curve fields come from the run's ``metrics.jsonl`` ``records`` (all attempts):
-        the last training loss, the mean throughput of the logged steps after the first (compiling) one, the
-        micro-batch split of each attempt, and, for a resumed run (``initial_val_loss`` None), step 0's eval loss."""
+        """The result with training-curve fields from ``metrics.jsonl`` ``records``: last loss, mean throughput after
+        the first (compiling) step, each attempt's micro-batch split, and step 0's eval loss of a resumed run."""
         train_records = [r for r in records if "loss" in r]
         if initial_val_loss is None:
             initial_val_loss = next((r["eval_loss"] for r in records if r.get("step") == 0 and "eval_loss" in r), None)

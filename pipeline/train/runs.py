@@ -1,8 +1,6 @@
-"""The Ray tasks of the ``pretrain`` and ``finetune`` verbs: one ``RunSpec`` or ``FinetuneSpec`` as a ``TrainJob``,
-trained by the loop (``pipeline.train.loop``: its configs ``pipeline.train.setup``, its checkpoints
-``pipeline.train.checkpoints``), and its run record: ``summary.json`` written last.
-
-JAX and Levanter are imported by the loop inside its functions: the driver that submits a task never loads them."""
+"""The Ray tasks of the ``pretrain`` and ``finetune`` verbs: one spec as a ``TrainJob``, trained by
+``pipeline.train.loop``, and its ``summary.json`` written last. JAX and Levanter load only inside the task.
+"""
 
 from __future__ import annotations
 

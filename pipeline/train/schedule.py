@@ -1,15 +1,6 @@
-"""The learning-rate schedule and Adam's numbers as optimizer state, so that one compiled train step serves every run
-of a shape.
-
-Levanter's schedule is a Python closure over the peak rate, the warm-up and the decay steps; jitted into the train
-step, those numbers become constants of the program, and two runs of one shape with other step counts or rates
-compile two steps (JAX's persistent cache keys on the program). Here the same schedule (linear warm-up from 0 to
-``lr`` over ``warmup_steps``, then cosine decay to ``min_lr_ratio``·lr over the remaining steps; optax's
-``join_schedules`` of ``linear_schedule`` and ``cosine_decay_schedule`` as Levanter builds them) reads its numbers
-from arrays in the optimizer state (optax's ``StatefulSchedule``, kept by ``inject_hyperparams``) and counts its
-steps there. The metrics log reads each step's rate from the state (``hyperparams["learning_rate"]``), as the step
-computed it: no eager schedule (a dozen one-op programs to compile per job). Adam's β1, β2 and ε are state the same
-way (``scale_by_adam_in_state``), so runs differing only in them (the β2 ablation) share the train step too.
+"""The learning-rate schedule and Adam's β1, β2, ε as optimizer state, not constants of the compiled step, so one
+compiled train step serves every run of a shape (docs/runs.md#runs-of-one-shape-share-their-compiled-programs).
+The metrics log reads each step's rate from the state (``hyperparams["learning_rate"]``).
 """
 
 from __future__ import annotations
@@ -35,11 +26,8 @@ class ScheduleState(NamedTuple):
 
 
 class WarmupCosineInState(StatefulSchedule):
-    """Warm-up then cosine decay whose numbers are state, not constants of the compiled step.
-
-    At step t (warm-up w, decay d = steps − w, peak η, floor ratio α): η·t/w for t < w, else
-    η·((1 − α)·½(1 + cos(π·min(t − w, d)/d)) + α), in the operation order of optax's schedules, with ``1 − α``
-    rounded from a Python float as optax does (``decay_span``)."""
+    """Warm-up then cosine decay, as state. At step t (warm-up w, decay d = steps − w, peak η, floor ratio α):
+    η·t/w for t < w, else η·((1 − α)·½(1 + cos(π·min(t − w, d)/d)) + α), in optax's operation order."""
 
     def __init__(self, peak_lr: float, warmup_steps: int, decay_steps: int, min_lr_ratio: float):
         if decay_steps <= 0:
@@ -86,8 +74,7 @@ class AdamInStateState(NamedTuple):
 
 def scale_by_adam_in_state(b1: float, b2: float, eps: float) -> optax.GradientTransformation:
     """optax's ``scale_by_adam`` reading β1, β2, ε from its state: m ← (1 − β1)·g + β1·m, v ← (1 − β2)·g² + β2·v,
-    u = (m/(1 − β1^t)) / (√(v/(1 − β2^t)) + ε), in optax's operation order, with 1 − β rounded from a Python float
-    as optax does (``b1_complement``, ``b2_complement``). The numbers are this transform's own float32 state, not
+    u = (m/(1 − β1^t)) / (√(v/(1 − β2^t)) + ε), in optax's operation order. Its own float32 state, not
     ``inject_hyperparams``'s, which casts to the parameters' dtype (β2 0.999 is 1.0 in bfloat16)."""
 
     def init(params) -> AdamInStateState:

@@ -1,6 +1,5 @@
-"""The Levanter set-up of one run: its data, trainer and optimizer configs, its cycled training set and held-out
-split, and the devices it must see. Configs only: the training loop is ``pipeline.train.loop``; what it changes in
-Levanter's behaviour is ``pipeline.train.trainer``."""
+"""The Levanter set-up of one run: data, trainer and optimizer configs, the cycled training set, the held-out split
+and the devices it must see."""
 
 from __future__ import annotations
 
@@ -69,11 +68,8 @@ class CycledTrainingSet:
 
 
 def cycled_training_set(data, Pos, batch_schedule, train: TrainSpec, data_key, cache_dir: Path, run_id: str):
-    """The training set of one run: the shuffled train split of ``data`` (examples of ``Pos``) repeated
-    ceil(steps · batch / examples) times, so that exactly ``steps`` updates of ``batch_size`` examples exist
-    (docs/paper.md#exact-steps), the same permutation every pass, as the reference loader does (Levanter's loader would
-    stop at the end of the first pass); a split without one example of ``Pos`` is an error naming the cache and the
-    run."""
+    """The shuffled train split of ``data`` repeated ceil(steps · batch / examples) times with one permutation, so
+    exactly ``steps`` updates exist (docs/paper.md#exact-steps); a split without one example is an error."""
     from levanter.data.dataset import EpochDataset
 
     one_pass = data.train_set(Pos, batch_schedule, key=data_key)
@@ -108,9 +104,8 @@ def trainer_config(
     require_accelerator: bool = False,
     identity: RunIdentity | None = None,
 ):
-    """Levanter ``TrainerConfig`` for one run: local checkpoints, the trackers of ``PIPELINE_TRACKERS`` for a run of
-    ``identity`` (``pipeline.train.tracking``; without one, ``metrics.jsonl`` only), no Ray/JAX auto-start, and no
-    gradient/parameter-norm watch (its jit hook compiles a second train step)."""
+    """Levanter ``TrainerConfig`` for one run: local checkpoints, ``PIPELINE_TRACKERS``'s trackers, no Ray/JAX
+    auto-start, and no gradient-norm watch (its jit hook compiles a second train step)."""
     import jmp
     from levanter.callbacks.watch import WatchConfig
     from levanter.checkpoint import CheckpointerConfig

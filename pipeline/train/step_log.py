@@ -18,9 +18,8 @@ class NonFiniteLossError(ValueError):
 
 
 class StepLog:
-    """A Levanter hook (every step) of a run that trains ``steps`` updates of ``tokens_per_step`` tokens from update
-    ``start_step``: one ``metrics.jsonl`` record per update (``loss``, ``lr``, ``tokens_per_s``, ``step_s``), logged
-    once even if Levanter calls the hook twice for a step; the first update ends the ``compile`` phase."""
+    """A Levanter hook: one ``metrics.jsonl`` record per update (``loss``, ``lr``, ``tokens_per_s``, ``step_s``),
+    once even if called twice for a step; the first update ends the ``compile`` phase."""
 
     def __init__(self, run_id: str, steps: int, tokens_per_step: int, start_step: int):
         self.run_id, self.steps, self.tokens_per_step, self.start_step = run_id, steps, tokens_per_step, start_step

@@ -1,7 +1,5 @@
-"""XLA's memory plan of the pretraining loop's own train step, shared by the memory probes (Fig. 16, measured on
-the run's devices) and the fit preview (planned abstractly on virtual CPU devices, nothing allocated).
-
-The plan of a compiled computation per device is arguments + outputs + temporaries − aliased (donated) bytes.
+"""XLA's memory plan of the loop's own train step, for the memory probes (Fig. 16) and the fit preview: per device,
+arguments + outputs + temporaries − aliased (donated) bytes.
 """
 
 from __future__ import annotations
@@ -66,12 +64,9 @@ def lay_out_abstract(tree, mapping) -> Any:
 def abstract_train_step_plan(
     trainer, model_init, vocab_size: int, seq_len: int, eos_id: int, key, *, is_trainable=True
 ):
-    """``(state, memory_analysis)``: the Levanter ``trainer``'s train step (the function ``Trainer.train_step``
-    runs when no jit hook is due) compiled for a state built by ``model_init`` and a batch of random tokens, all
-    abstract: the state is ``Trainer.initial_state`` evaluated for shapes only (``is_trainable``: Levanter's filter
-    of the parameters the optimizer updates, as the loop passes it), laid out by the trainer's parameter axis
-    mapping (the batch by its compute mapping), so no parameter array is ever allocated. ``state`` holds the
-    state's arrays as sharded ``ShapeDtypeStruct``s."""
+    """``(state, memory_analysis)``: the ``trainer``'s train step compiled for an abstract state from
+    ``model_init`` (shapes only, laid out by the trainer's axis mappings) and random tokens; no parameter array is
+    allocated. ``state`` holds sharded ``ShapeDtypeStruct``s."""
     import equinox as eqx
     import haliax as hax
     import jax

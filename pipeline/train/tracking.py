@@ -1,12 +1,7 @@
-"""A training run's trackers (docs/runs.md#trackers): ``metrics.jsonl`` as a registered Levanter tracker (``jsonl``),
-composed through Levanter's ``CompositeTracker`` with its TensorBoard and Weights & Biases trackers when the preset's
-``tracker`` list names them.
-
-``metrics.jsonl`` is the run's record that its summary and the report read: one JSON object per logged call,
-``{"step": s, ...}`` holding the pipeline's metrics (``RECORD_FIELDS``) only; the other trackers get those and
-everything Levanter logs itself (``train/loss``, ``throughput/*``, ``optim/*``). The list and the ``wandb`` settings
-reach a training job as ``PIPELINE_TRACKERS`` and ``PIPELINE_WANDB`` (``pipeline.execution.job_env``): trackers
-observe a run without changing its weights, so they are neither part of its fingerprint nor a rule param.
+"""A training run's trackers (docs/runs.md#trackers): ``metrics.jsonl`` as a Levanter tracker (``jsonl``), composed
+with TensorBoard and W&B when the preset's ``tracker`` list names them. ``metrics.jsonl`` holds the pipeline's
+metrics (``RECORD_FIELDS``) only and is what summaries and the report read. Trackers are not part of a run's
+fingerprint.
 """
 
 from __future__ import annotations
@@ -44,10 +39,8 @@ WANDB_DEFAULTS = {"project": "diffeqformer", "entity": None, "group": None, "tag
 
 
 class MetricsJsonlTracker(Tracker):
-    """Appends ``{"step": step, <RECORD_FIELDS present>}`` per ``log`` call carrying any of ``fields``; the file is
-    opened at the first such call (after the loop has cut the log back to its resume step) and line-buffered, so a
-    killed job loses at most its last, torn line. Hyperparameters, summaries and artifacts are the run folder's
-    ``config.yaml`` and ``summary.json``, not this file's."""
+    """Appends ``{"step": step, <RECORD_FIELDS present>}`` per ``log`` call carrying any of ``fields``; opened at
+    the first such call (after the loop cut the log back to its resume step), line-buffered."""
 
     name = "jsonl"
 
@@ -126,10 +119,9 @@ def wandb_config(preset: str, wandb_id: str):
 def tracker_configs(
     run_dir: Path, names: typing.Sequence[str], identity: RunIdentity | None
 ) -> tuple[TrackerConfig, ...]:
-    """Levanter tracker configs writing under ``run_dir``: ``metrics.jsonl``; TensorBoard event files in
-    ``tensorboard/<run id>/``; a W&B run ``wandb_run_id`` of the run's preset (``wandb_config``) in ``wandb/`` (``wandb
-    sync`` uploads an offline run later). Without an ``identity`` (a memory probe or benchmark, no run) only
-    ``metrics.jsonl``."""
+    """Levanter tracker configs under ``run_dir``: ``metrics.jsonl``; TensorBoard in ``tensorboard/<run id>/``; an
+    offline W&B run ``wandb_run_id`` in ``wandb/``. Without an ``identity`` (probe, benchmark) ``metrics.jsonl``
+    only."""
     from levanter.tracker.tensorboard import TensorboardConfig
 
     if identity is None:

@@ -1,15 +1,9 @@
-"""What the training loop changes in the pinned Levanter (1.2.dev1644, ``requirements.lock``), each change for the
-reason its docstring states; none reaches into Levanter's modules, each subclasses, wraps or replaces an attribute of
-one object it built.
+"""What the training loop changes in the pinned Levanter (``requirements.lock``); each change subclasses, wraps or
+replaces an attribute of an object it built, never Levanter's modules.
 
-``UndonatedTrainer``, Levanter's ``Trainer`` with a train step that donates no buffers
-(docs/runs.md#every-update-is-the-gradient-of-its-loss): with the pinned jaxlib 0.7.2, Levanter's donated step feeds
-AdamW wrong gradients once other jitted work runs between steps (the loop's evaluations and hooks): its loss is right,
-but the gradient implied by AdamW's first moment is not ``jax.grad`` of that loss, batch and dropout key. Measured on
-the tiny GPT (CPU, f32): ~100% off after 10 steps of an uninterrupted run; in a resumed run exact at its first step,
-then 2% off, 13% after five; without donation < 1e-6 at every step (``tests/train/test_train_step.py``). The price is
-one more copy of the parameters and optimiser state per device during a step, which ``pipeline.train.step_plan``
-counts.
+``UndonatedTrainer`` donates no buffers: with jaxlib 0.7.2 Levanter's donated step feeds AdamW wrong gradients once
+other jitted work runs between steps (docs/runs.md#every-update-is-the-gradient-of-its-loss;
+``tests/train/test_train_step.py``). It costs one more copy of parameters and optimizer state per device.
 """
 
 from __future__ import annotations
@@ -41,15 +35,9 @@ class UndonatedTrainer(Trainer):
 
 
 def held_out_evaluators(trainer, dataset, split: str, tokenizer, max_batches: int | None):
-    """Levanter ``TaggedEvaluator``s over one held-out split: the periodic one (its first ``max_batches`` batches;
-    all of it when None) and the final one (all of it), sharing one jitted evaluation step that every batch of every
-    evaluation hits.
-
-    Levanter 1.2 compiles that step up to four times per run otherwise: each ``TaggedEvaluator`` jits its own
-    ``accum_for_batch`` (the two close over the same tags, tokenizer bytes, precision and axis mapping, so the final
-    one can take the periodic one's), and ``evaluate`` starts its running means from bare scalars that the step
-    returns as axis-less ``NamedArray``s, a second pytree that traces and compiles the step again on the second
-    batch (``named_running_means``). Each trace and compile costs 0.8–1.3 s of a tiny job's CPU."""
+    """Levanter ``TaggedEvaluator``s over one held-out split, periodic (first ``max_batches``; all when None) and
+    final, sharing one jitted step. Otherwise Levanter 1.2 compiles it up to four times per run: each evaluator jits
+    its own ``accum_for_batch``, and scalar running means retrace on the second batch (``named_running_means``)."""
     from levanter.eval import TaggedEvaluator
 
     eval_batch = trainer.config.EvalBatch
@@ -99,9 +87,8 @@ def trainer_checkpointer(trainer):
 
 
 def after_each_save(checkpointer, on_commit: Callable[[Path], None]) -> None:
-    """Make ``checkpointer`` call ``on_commit(<its step-N folder>)`` once each save is committed, after Levanter's
-    own commit (its ``metadata.json``) and on the same thread (its async save's), for every save it makes: by
-    steps, by time, forced. Levanter's ``Checkpointer`` offers no such hook; the loop writes the checksums there."""
+    """Make ``checkpointer`` call ``on_commit(<step-N folder>)`` after each committed save (by steps, time or
+    force), on the save's thread; Levanter offers no such hook."""
     save = checkpointer.save_checkpoint
 
     def save_checkpoint(
