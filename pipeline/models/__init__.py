@@ -1,14 +1,6 @@
-"""Models of the reproduction, registered as Levanter ``LmConfig``s on import.
-
-- ``diffeq_gpt`` / ``diffeq_llama``: DiffEqFormer (paper §4, App. C.6), a transformer as a neural ODE with
-  time-dependent weights, solved by Euler with L = ``num_layers`` steps.
-- ``shared_gpt`` / ``shared_ode_gpt``: the weight-sharing baselines (one GPT-2 block reused at every layer; one
-  DiffEqFormer block with time-independent weights as an Euler-solved field, docs/paper.md#weight-sharing).
-- ``discrete_diffeq_gpt`` / ``discrete_diffeq_llama``: a DiffEqFormer resampled to N' steps (§6.2).
-- ``gpt2`` / ``llama``: Levanter's own baselines.
-
-``build_model_config`` finds a family's config class in that registry
-(``pipeline.config.families.FAMILY_MODEL_CONFIGS``).
+"""Models of the reproduction, registered as Levanter ``LmConfig``s on import (docs/models.md): ``diffeq_gpt``,
+``diffeq_llama`` (paper §4, App. C.6), the weight-sharing ``shared_gpt`` / ``shared_ode_gpt``, the resampled
+``discrete_diffeq_gpt`` / ``discrete_diffeq_llama`` (§6.2), and Levanter's ``gpt2`` / ``llama`` baselines.
 """
 
 from levanter.models.lm_model import LmConfig
@@ -58,13 +50,9 @@ def build_model_config(
     time_grid: str | None = None,
     llama_layer: str | None = None,
 ) -> LmConfig:
-    """The Levanter model config of one family and dimensions.
-
-    ``dropout`` sets resid/embed/attn pdrop of the GPT families (Llama has none, so only 0 is accepted there);
-    ``intermediate_dim`` is the SwiGLU width of the Llama families (default 4·hidden_dim); ``time_embed_dim``
-    (D), ``sinusoidal_dim`` (S), ``shared_time_mlp``, ``time_precision`` and ``time_grid`` belong to the
-    DiffEqFormer families (defaults: their configs'); ``llama_layer`` (``LLAMA_LAYERS``) to DiffEqFormer-Llama.
-    Options a family does not use are rejected.
+    """The Levanter model config of one family and dimensions. ``dropout``: GPT families only (Llama accepts 0);
+    ``intermediate_dim``: Llama SwiGLU width (default 4·hidden_dim); D, S, ``shared_time_mlp``, ``time_precision``,
+    ``time_grid``: DiffEqFormer families; ``llama_layer``: DiffEqFormer-Llama. Unused options are rejected.
     """
     if family not in FAMILIES:
         raise ValueError(f"Unknown model family {family!r}; valid names are: {', '.join(FAMILIES)}.")

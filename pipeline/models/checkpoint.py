@@ -1,9 +1,5 @@
-"""A trained run folder → its Levanter model: the one loader that fine-tunes, evaluation and analyses share.
-
-A run folder (written by ``pipeline.train``) holds ``config.yaml`` (the resolved ``RunSpec``) and
-``checkpoints/step-N/`` (Levanter's TrainerState; the model is its ``model`` subtree). The final checkpoint is
-the newest one Levanter finished writing (``metadata.json`` present), found by Levanter's own
-``discover_latest_checkpoint`` (local paths, ``gs://`` and ``s3://`` alike).
+"""A trained run folder → its Levanter model, shared by fine-tunes, evaluation and analyses: ``config.yaml`` (the
+``RunSpec``) and the newest complete ``checkpoints/step-N/`` (Levanter's ``discover_latest_checkpoint``).
 """
 
 from __future__ import annotations
@@ -55,10 +51,8 @@ def checkpoint_vocab_size(checkpoint: str) -> int:
 
 
 def load_run_model(run_dir: str | Path, vocab_size: int):
-    """``(spec, model)`` of a trained run, its final checkpoint loaded on the local devices (no sharding).
-
-    ``vocab_size`` is the tokenizer's; a checkpoint trained with another vocabulary is refused with a sentence
-    naming both sizes (loading would otherwise fail deep inside tensorstore, or silently misalign ids).
+    """``(spec, model)`` of a trained run, its final checkpoint on the local devices (no sharding). A checkpoint
+    of another ``vocab_size`` is refused naming both sizes (it would otherwise misalign ids or fail in tensorstore).
     """
     spec = read_run_spec(run_dir)
     checkpoint = final_checkpoint(run_dir)

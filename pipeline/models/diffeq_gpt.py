@@ -27,13 +27,9 @@ from .time_norm import TimeLayerNorm
 @LmConfig.register_subclass("diffeq_gpt")
 @dataclass(frozen=True)
 class DiffEqGptConfig(Gpt2Dimensions, LmConfig["DiffEqGptLMHeadModel"]):
-    """GPT-2-shaped DiffEqFormer. ``num_layers`` is the number L of Euler steps; D = ``time_embed_dim``,
-    S = ``sinusoidal_dim``; ``shared_time_mlp`` selects the App. D.2 design (one MLP for all weights);
-    ``time_precision`` the dtype of e(t) (``time_embedding.TIME_PRECISIONS``); ``time_grid`` how the Euler times are
-    computed (``time_embedding.TIME_GRIDS``).
-
-    ``attn_pdrop`` is kept for parity with Gpt2Config: Levanter's Gpt2Attention, reused here, does not apply
-    attention dropout, so neither the GPT baseline nor DiffEqFormer does.
+    """GPT-2-shaped DiffEqFormer: L = ``num_layers`` Euler steps, D = ``time_embed_dim``, S = ``sinusoidal_dim``;
+    ``shared_time_mlp`` is App. D.2's one MLP for all weights; ``time_precision`` and ``time_grid`` as in
+    ``time_embedding``. ``attn_pdrop`` is unused, as in Levanter's Gpt2Attention (docs/models.md#known-differences).
     """
 
     time_embed_dim: int = 20
@@ -53,11 +49,8 @@ class DiffEqGptConfig(Gpt2Dimensions, LmConfig["DiffEqGptLMHeadModel"]):
 
 
 class ParallelGptBlock(eqx.Module):
-    """One discrete step x ↦ x + step·(Drop(Attn(LN1 x)) + Drop(FF(LN2 x))) built from Levanter/Haliax layers.
-
-    As an Euler step of DiffEqFormer, ``step`` is dt (the authors' x + dt·block(x)), or 1 with dt folded into the
-    output projections (``attn.c_proj`` and ``mlp.c_proj``): dt·(W h + b) = (dt·W) h + dt·b.
-    """
+    """One step x ↦ x + step·(Drop(Attn(LN1 x)) + Drop(FF(LN2 x))): ``step`` is dt, or 1 with dt folded into the
+    output projections, dt·(W h + b) = (dt·W) h + dt·b."""
 
     ln_1: hnn.LayerNorm
     attn: Gpt2Attention

@@ -59,13 +59,9 @@ class LlamaDimensions:
 @LmConfig.register_subclass("diffeq_llama")
 @dataclass(frozen=True)
 class DiffEqLlamaConfig(LlamaDimensions, LmConfig["DiffEqLlamaLMHeadModel"]):
-    """Llama-shaped DiffEqFormer (defaults: the paper's Llama-1B with D = 96, S = 256).
-
-    ``num_layers`` is the number L of Euler steps; embeddings are untied like LlamaConfig's default. The layer
-    defaults are the authors' (docs/paper.md#llama-layer): ``chained_norms`` (the MLP reads RMSNorm2(RMSNorm1(x))),
-    ``norm_shift`` (the time-dependent RMSNorm has a shift h(t)·F_b), eps 1e-6 in the layer and
-    ``final_norm_epsilon`` 1e-5 in the final RMSNorm (the authors' final norm takes LlamaConfig's default).
-    ``time_grid`` computes the Euler times (``time_embedding.TIME_GRIDS``).
+    """Llama-shaped DiffEqFormer (defaults: the paper's Llama-1B, D = 96, S = 256), L = ``num_layers`` Euler steps,
+    untied embeddings. Layer defaults are the authors' (docs/paper.md#llama-layer): ``chained_norms``,
+    ``norm_shift`` h(t)·F_b, eps 1e-6 in the layer and ``final_norm_epsilon`` 1e-5.
     """
 
     time_embed_dim: int = 96
@@ -96,12 +92,8 @@ class DiffEqLlamaConfig(LlamaDimensions, LmConfig["DiffEqLlamaLMHeadModel"]):
 
 
 class ParallelLlamaBlock(eqx.Module):
-    """One discrete step x ↦ x + step·(Attn(a) + SwiGLU(RMSNorm2 b)) from Levanter layers, a = RMSNorm1 x, and b = a
-    (``chained_norms``) or x.
-
-    As an Euler step, ``step`` is dt (the authors' x + dt·block(x)), or 1 with dt folded into ``self_attn.o_proj``
-    and ``mlp.down_proj``.
-    """
+    """One step x ↦ x + step·(Attn(a) + SwiGLU(RMSNorm2 b)), a = RMSNorm1 x, b = a (``chained_norms``) or x;
+    ``step`` is dt, or 1 with dt folded into ``self_attn.o_proj`` and ``mlp.down_proj``."""
 
     attn_norm: hnn.RmsNorm
     self_attn: Attention

@@ -1,10 +1,6 @@
-"""Step resampling (paper §6.2, App. D.1 "Inference time"): DiffEqFormer → an ordinary discrete transformer.
-
-``discretize(model, N')`` evaluates W(t_k) at t_k = k/N', k = 1..N', once, giving N' parallel blocks
-x ↦ x + dt'·(Attn(LN1 x) + FF(LN2 x)) built from Haliax/Levanter layers, dt' = 1/N' multiplying each block's
-output as in the authors' code (docs/paper.md#resampled-model; ``step_scaling="folded"`` folds dt' into the output
-projections instead): its cost is a vanilla transformer's, and Levanter's LoRA and checkpointing apply to it
-unchanged. With N' = L it reproduces the continuous model.
+"""Step resampling (paper §6.2, docs/paper.md#resampled-model): ``discretize(model, N')`` evaluates W(t_k),
+t_k = k/N', once, giving N' parallel blocks x ↦ x + dt'·(Attn(LN1 x) + FF(LN2 x)), dt' = 1/N' (or folded into the
+output projections): a vanilla transformer's cost. With N' = L it reproduces the continuous model.
 """
 
 import dataclasses
@@ -63,11 +59,8 @@ class DiscreteDiffEqGptConfig(DiscreteConfig, LmConfig["DiscreteDiffEqGptLMHeadM
     model_type = property(lambda self: DiscreteDiffEqGptLMHeadModel)
 
     def gpt2(self) -> Gpt2Config:
-        """The source's Gpt2Config, which the reused per-layer Levanter modules keep as a static field.
-
-        It is left unchanged (num_layers = L, unused by those modules) so that ``discretize``'s output and
-        ``build``'s template have identical pytree structures; the depth N' is ``Layers``.
-        """
+        """The source's Gpt2Config, unchanged (num_layers = L) so ``discretize``'s output and ``build``'s template
+        have identical pytree structures; the depth N' is ``Layers``."""
         return self.source.gpt2()
 
 
@@ -151,11 +144,8 @@ class DiscreteDiffEqLlamaLMHeadModel(LlamaHeadModel):
 def discretize(
     model: DiffEqGptLMHeadModel | DiffEqLlamaLMHeadModel, num_steps: int, step_scaling: str = "output"
 ) -> DiscreteDiffEqGptLMHeadModel | DiscreteDiffEqLlamaLMHeadModel:
-    """The discrete transformer with N' = ``num_steps`` layers of weights W(t_k), t_k = k/N', dt' = 1/N' applied
-    per ``step_scaling`` (preset key ``fidelity.resampling``).
-
-    Embeddings, final norm and head are the continuous model's own (shared, not copied).
-    """
+    """The discrete transformer of N' = ``num_steps`` layers W(t_k), dt' per ``step_scaling``
+    (``fidelity.resampling``); embeddings, final norm and head are the continuous model's own (shared)."""
     if num_steps < 1:
         raise ValueError(f"num_steps must be a positive number of Euler steps, got {num_steps}.")
     if not isinstance(model, DiffEqGptLMHeadModel | DiffEqLlamaLMHeadModel):

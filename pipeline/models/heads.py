@@ -1,8 +1,5 @@
-"""Embedding/unembedding shells shared by the GPT-style and Llama-style models of this package.
-
-Each wraps a ``transformer`` (hidden states in → final normalised hidden states out) between Levanter's
-embeddings and the LM head, and defaults ``attn_mask`` to the causal mask. ``init`` draws the embeddings (and head)
-with Levanter's initialisers and the transformer by its own ``init``: the type the subclass declares for it.
+"""LM shells shared by the GPT- and Llama-style models: Levanter's embeddings and head around a ``transformer``,
+causal mask by default; ``init`` draws the embeddings with Levanter's initialisers and the transformer by its own.
 """
 
 import abc

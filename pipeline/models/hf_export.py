@@ -1,9 +1,5 @@
-"""A GPT-2 or Llama baseline in Hugging Face format (``transformers.AutoModelForCausalLM`` loads it), through
-Levanter's HF checkpoint converter: ``config.to_hf_config`` for the architecture, the haliax state dict as
-safetensors, and the run's tokenizer beside them.
-
-The DiffEqFormers and the weight-sharing baseline have no Hugging Face architecture (their weights are functions
-of the depth t, or one block reused), so only ``gpt`` and ``llama`` runs are exported.
+"""A GPT-2 or Llama baseline in Hugging Face format via Levanter's HF converter, with the run's tokenizer
+(docs/experiments.md#downstream-evaluation). The DiffEqFormers and weight sharing have no HF architecture.
 """
 
 from __future__ import annotations
@@ -17,12 +13,9 @@ EXPORTABLE_FAMILIES = ("gpt", "llama")
 
 
 def export_hf(model, tokenizer, out_dir: str | Path) -> Path:
-    """Write ``model`` (a Levanter ``Gpt2LMHeadModel`` or ``LlamaLMHeadModel``) and ``tokenizer`` to ``out_dir`` as
-    a Hugging Face checkpoint, atomically: into a temporary sibling first, renamed onto ``out_dir`` (replacing it)
-    when complete.
-
-    Levanter's converter copies ``architectures`` from a reference checkpoint's ``config.json``; the reference here
-    is the export's own, written first from ``to_hf_config``, so nothing is fetched from the hub."""
+    """Write ``model`` (``Gpt2LMHeadModel`` or ``LlamaLMHeadModel``) and ``tokenizer`` to ``out_dir`` atomically
+    (a temporary sibling renamed onto it). The converter's reference ``config.json`` is the export's own, written
+    first, so nothing is fetched from the hub."""
     import jax
     import numpy as np
     from levanter.compat.hf_checkpoints import HFCheckpointConverter

@@ -1,12 +1,9 @@
-"""Initialisation schemes of every family (docs/paper.md#initialisation), chosen by the preset key ``fidelity.init``.
+"""Initialisation schemes of every family, the preset key ``fidelity.init`` (docs/paper.md#initialisation).
 
-- ``reference``: the authors' code (Levanter 1.1 / haliax ≤ 1.3): every ``Linear`` weight ~ N(0, 0.02²), biases 0
-  (in DiffEqFormer this includes each time MLP's lin1/lin2 and the projection h(t) → W(t), so W(t) starts tiny);
-  GPT token embeddings N(0,1)·0.02, position embeddings N(0,1)·0.01; Llama token embeddings N(0,1). DiffEqFormer's
-  F_b ~ 1e-4·N(0,1) and the norms' F_w, F_b = 0 are the same in both schemes. DiffEqFormer-GPT's two norms start
-  identical (the authors' block gives both one key); DiffEqFormer-Llama's are drawn apart, as in their code.
-- ``levanter``: what the models' own ``init`` draws with this project's haliax/Levanter (fan-in truncated normals,
-  embeddings ~ initializer_range/hidden, DiffEqFormer's projection calibrated so that W(t) has std 0.02).
+- ``reference``: the authors' code: every ``Linear`` N(0, 0.02²), zero bias (time MLPs and projections too);
+  GPT token/position embeddings 0.02·N(0,1)/0.01·N(0,1); Llama token embeddings N(0,1); F_b ~ 1e-4·N(0,1), norms'
+  F_w, F_b = 0. DiffEqFormer-GPT's two norms share one key, DiffEqFormer-Llama's do not, as in their code.
+- ``levanter``: the models' own ``init`` (fan-in truncated normals, projection calibrated to std-0.02 W(t)).
 """
 
 import dataclasses

@@ -41,11 +41,8 @@ def table6_param_counts(time_embed_dims=TABLE6_TIME_EMBED_DIMS) -> dict[int, int
 
 
 def baseline_param_counts() -> dict[str, int]:
-    """Paper Table 3's baselines as Levanter builds them (the paper lists 117M, 345M, 762M, 1213M).
-
-    GPT-2 small/medium/large with tied embeddings and 1024 positions, vocab 50257; Llama-1B with hidden 2048,
-    FF 8192, 16 heads, 16 layers, untied embeddings, vocab 32000.
-    """
+    """Paper Table 3's baselines as Levanter builds them (paper: 117M, 345M, 762M, 1213M): GPT-2 small/medium/large
+    (tied, 1024 positions, vocab 50257), Llama-1B (hidden 2048, FF 8192, 16 heads, 16 layers, untied, vocab 32000)."""
     gpt = {
         "gpt-small": Gpt2Config(seq_len=1024, hidden_dim=768, num_layers=12, num_heads=12),
         "gpt-medium": Gpt2Config(seq_len=1024, hidden_dim=1024, num_layers=24, num_heads=16),

@@ -1,13 +1,6 @@
-"""Weight-sharing baselines ("Shared parameter" rows of Table 1). The public code has none and the paper cites
-Zhong et al. 2022 (one block reused at every layer); two defensible designs (docs/paper.md#weight-sharing), both here:
-
-- ``shared_gpt`` (family ``shared``): one standard (sequential) GPT-2 block reused at each of the ``num_layers``
-  layers, x_l = Block(x_{l-1}), l = 1..L, with Levanter's Gpt2Block;
-- ``shared_ode_gpt`` (family ``shared_ode``): DiffEqFormer's vector field with time-independent weights, solved by
-  the same Euler steps, x_l = x_{l-1} + dt·(Attn(LN1 x_{l-1}) + FF(LN2 x_{l-1})), dt = 1/L (Eqs. 2-5 with one
-  set of weights for every t), with DiffEqFormer's ParallelGptBlock.
-
-Both use Levanter's Gpt2Embeddings and the tied unembedding.
+"""Weight-sharing baselines (Table 1's "Shared parameter" rows; docs/models.md#baselines-and-weight-sharing):
+``shared_gpt`` reuses one GPT-2 block, x_l = Block(x_{l-1}); ``shared_ode_gpt`` is DiffEqFormer's Euler solve with
+time-independent weights, x_l = x_{l-1} + dt·(Attn(LN1 x) + FF(LN2 x)), dt = 1/L.
 """
 
 from dataclasses import dataclass

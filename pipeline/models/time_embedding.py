@@ -34,10 +34,8 @@ def as_time(t) -> NamedArray:
 
 
 def time_features(t, Sinusoidal: Axis) -> NamedArray:
-    """e(t) = [t, sin(1000·t·f_j), cos(1000·t·f_j)], f_j = exp(-ln(10000)·j/S), j = 0..S-1 (App. A).
-
-    Parameter-free. ``t`` may carry axes (a batch of times); the result has those axes plus ``time_features``.
-    """
+    """e(t) = [t, sin(1000·t·f_j), cos(1000·t·f_j)], f_j = exp(-ln(10000)·j/S), j = 0..S-1 (App. A); parameter-free,
+    ``t``'s axes plus ``time_features``."""
     t = as_time(t)
     j = jnp.arange(Sinusoidal.size, dtype=t.dtype)
     freqs = jnp.exp(-math.log(MAX_PERIOD) * j / Sinusoidal.size)

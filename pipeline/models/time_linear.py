@@ -17,23 +17,17 @@ CALIBRATION_TIMES = np.arange(1, 17, dtype=np.float32) / 16
 
 
 def calibrated_projection_std(mlp: TimeMlp, initializer_range: float):
-    """Std σ_P of the projection h(t) → W(t) such that W(t) has std ``initializer_range`` at init.
-
-    With W_ij(t) = Σ_d h_d(t) P_dij + c_ij, P ~ N(0, σ_P²) and c = 0, Var W_ij(t) = |h(t)|² σ_P². Taking
-    |h|² as its mean over ``CALIBRATION_TIMES`` gives σ_P = initializer_range / sqrt(mean_t |h(t)|²), so the
-    generated weights start at GPT-2's init std (0.02) at every t on average, whatever D and S are.
-    """
+    """Std σ_P of the projection h(t) → W(t) giving W(t) std ``initializer_range`` at init: with
+    W_ij(t) = Σ_d h_d(t) P_dij, Var W_ij = |h(t)|² σ_P², so σ_P = initializer_range / sqrt(mean_t |h(t)|²) over
+    ``CALIBRATION_TIMES``."""
     h = mlp(hax.named(jnp.asarray(CALIBRATION_TIMES), "calibration"))
     mean_sq_norm = hax.mean(hax.sum(hax.square(h), axis=mlp.TimeEmbed)).array
     return initializer_range / jnp.sqrt(mean_sq_norm)
 
 
 class TimeLinear(eqx.Module):
-    """W(t) = P·h(t) + c (shape In×Out) and b(t) = h(t)·F_b (shape Out), h(t) = MLP(e(t)) (Eq. 6, App. A).
-
-    ``mlp`` is this weight's own MLP (the paper's design, which shares only e(t)); it is None in the App. D.2
-    alternative, where one MLP shared by all weights of the model is passed in as ``shared_mlp``.
-    """
+    """W(t) = P·h(t) + c (In×Out) and b(t) = h(t)·F_b (Out), h(t) = MLP(e(t)) (Eq. 6, App. A). ``mlp`` is this
+    weight's own, or None with App. D.2's ``shared_mlp`` passed in."""
 
     mlp: TimeMlp | None
     proj: hnn.Linear
@@ -55,12 +49,8 @@ class TimeLinear(eqx.Module):
         shared_mlp: TimeMlp | None = None,
         time_precision: str = "compute",
     ) -> "TimeLinear":
-        """P is calibrated against the MLP in use (own or shared) by ``calibrated_projection_std``; c = 0 (the
-        ``levanter`` scheme; ``pipeline.models.init.reference_init`` redraws P, c and the MLP as the authors did).
-
-        ``out_first`` orders W's axes (``proj.Out``) like the ``hnn.Linear`` it becomes (False: GPT-2,
-        True: Llama).
-        """
+        """P calibrated against the MLP in use (``calibrated_projection_std``), c = 0 (the ``levanter`` scheme);
+        ``out_first`` orders W's axes like the ``hnn.Linear`` it becomes (False: GPT-2, True: Llama)."""
         k_mlp, k_proj, k_bias = jrandom.split(key, 3)
         mlp = None
         if shared_mlp is None:

@@ -12,11 +12,8 @@ from .time_embedding import TimeMlp
 
 
 class TimeLayerNorm(eqx.Module):
-    """LN_t(x) = (1 + h(t)·F_w) ⊙ norm(x) + h(t)·F_b with F_w, F_b zero-initialised (authors' reference code).
-
-    At init it is the plain LayerNorm. ``mlp`` is None when the model shares one MLP across all weights
-    (App. D.2); the shared one is then passed as ``shared_mlp``.
-    """
+    """LN_t(x) = (1 + h(t)·F_w) ⊙ norm(x) + h(t)·F_b, F_w, F_b zero at init (a plain LayerNorm). ``mlp`` is None
+    under App. D.2's shared MLP, passed as ``shared_mlp``."""
 
     norm_type: ClassVar[type[LayerNormBase]] = hnn.LayerNorm
 
