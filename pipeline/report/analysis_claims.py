@@ -89,10 +89,9 @@ def clustering_parts(sweep: pd.DataFrame, regime: str, cut: float) -> dict[str, 
 
 
 def clustering_claims(sweep_csv: Path | None) -> list[dict]:
-    """(6) in three parts (``clustering_parts``) on the sweep's ``claim`` regime at the claim's cut, each a primary
-    claim (> 50 % of seeds, minimum effect ``power.EFFECT_FRACTION``); the claim regime's rows show the ``control``
-    regime (equal mean strength) in their caption; the other cuts and the ``sensitivity`` regimes are sensitivity
-    rows."""
+    """(6) in three parts (``clustering_parts``) on the sweep's ``claim`` regime at the claim's cut, each primary
+    (> 50 % of seeds, minimum effect ``power.EFFECT_FRACTION``), the ``control`` regime in their caption; other cuts
+    and regimes are sensitivity rows."""
     if sweep_csv is None:
         return []
     sweep = read_csv(sweep_csv, SWEEP_COLUMNS, "the clustering sweep of the analysis stage")

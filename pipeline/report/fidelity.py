@@ -1,9 +1,6 @@
-"""The fidelity ledger: every choice that can move one of the paper's numbers, with what the paper says, what the
-authors' code does (docs/paper.md#the-authors-code), what this pipeline does and the preset key that switches it.
-
-The first columns are data (``reference/fidelity.csv``); "this pipeline" is read from the resolved preset (and, for
-choices fixed in code, from the code's own constants) by ``pipeline_values``, never typed, so the ledger cannot
-drift from what runs. The scorecard links each claim to the rows whose ``moves`` name its source.
+"""The fidelity ledger (docs/experiments.md#fidelity-ledger): every choice that can move a paper number, with the
+paper's and the authors' code's value (``reference/fidelity.csv``), this pipeline's read from the resolved preset or
+code constants by ``pipeline_values`` (never typed), and the preset key that switches it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The paper's figures from the stages' tidy files only (seaborn; PNG + PDF through ``style.save_figure``).
-
-Each ``*_figure`` function reads the contract files it is given, draws one figure and writes it to its
-``FigureFiles`` (PNG and PDF).
+"""The paper's figures from the stages' tidy files only: each ``*_figure`` draws one figure to its ``FigureFiles``
+(PNG + PDF).
 
 Longer than 300 lines because it holds one short function per paper figure, which share the axes helpers.
 """
@@ -151,9 +149,8 @@ def time_embed_dim_figures(summaries: list[Path], out_ppl: FigureFiles, out_thro
 
 
 def memory_figure(records: list[Path], out: FigureFiles) -> None:
-    """Fig. 16: peak memory of one training step of DiffEqFormer against the time-embedding dimension D, the
-    baseline of the same shape dashed (left), and the growth of parameters and of peak memory relative to the
-    smallest D (right): the paper's claim is that memory grows far less than the parameter count (App. D)."""
+    """Fig. 16 (App. D): peak train-step memory of DiffEqFormer against D, the same-shape baseline dashed (left), and
+    parameter and peak-memory growth relative to the smallest D (right)."""
     table, source = load_memory_probes(records)
     unit, scale = ("GiB", 2**30) if table["peak_bytes"].max() >= 2**30 else ("MiB", 2**20)
     table = table.assign(peak=table["peak_bytes"] / scale)
@@ -282,10 +279,9 @@ def spectra_figure(path: Path, out: FigureFiles) -> None:
 
 
 def lyapunov_figure(path: Path, out: FigureFiles, output_token: int = -1) -> None:
-    """Fig. 3, App. F: the largest Lyapunov exponent of the output token j's trajectory with respect to each input
-    token, one heat-map row per sentence, tokens as labels. Token j itself (``output_token``, an index into the
-    sentence) is greyed out and left out of the colour range: its self-sensitivity (~1/t) would wash out the
-    others, as in the paper's figures."""
+    """Fig. 3, App. F: the largest Lyapunov exponent of output token j's trajectory per input token, one heat-map
+    row per sentence; token j itself is greyed out of the colour range (its ~1/t self-sensitivity would wash out the
+    rest), as in the paper."""
     exponents = read_csv(path, LYAPUNOV_COLUMNS, "the Lyapunov exponents written by the analysis stage")
     largest = exponents[exponents["exponent_index"] == 0]
     sentences = sorted(largest["sentence_id"].unique())

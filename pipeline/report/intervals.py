@@ -1,13 +1,8 @@
-"""Intervals, tests and the verdict rule of a claim (docs/experiments.md, "Verdicts").
-
-A statistic measured once per seed has mean x̄ and sample sd s over n seeds; its 95 % Student t-interval is
-x̄ ± t₀.₉₇₅,ₙ₋₁ · s/√n and its two-sided p the one-sample t-test of x̄ against the claim's threshold. A paired
-comparison uses the per-seed differences. Correlations are averaged and tested on Fisher's z = artanh ρ, so their
-interval stays within [−1, 1]. A 0/1 outcome per seed gets the Clopper–Pearson interval and the exact binomial
-(sign) test; a per-seed difference's signs the sign test, its fraction and interval on the untied seeds (ties out of
-both). Two estimates with known standard errors (lm-eval's) are compared by the z-test. Non-inferiority at a margin
-(Δ < +margin) is the one-sided t-test against +margin with its one-sided upper bound x̄ + t₀.₉₅,ₙ₋₁ · s/√n.
-With n = 1 there is no interval and no test. P-values of one family are adjusted by Holm's step-down method.
+"""Intervals, tests and the verdict rule of a claim (docs/experiments.md#verdicts): per-seed means get the 95 %
+Student t-interval x̄ ± t₀.₉₇₅,ₙ₋₁·s/√n and the one-sample t-test (paired: per-seed differences); correlations go
+through Fisher's z = artanh ρ; 0/1 outcomes get Clopper–Pearson and the exact binomial (sign) test on untied seeds;
+lm-eval estimates the z-test; non-inferiority at a margin the one-sided t-test with bound x̄ + t₀.₉₅,ₙ₋₁·s/√n.
+n = 1 has no interval and no test; a family's p-values are Holm-adjusted.
 """
 
 from __future__ import annotations

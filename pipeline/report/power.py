@@ -1,15 +1,10 @@
-"""Power before running (docs/experiments.md, "Power and the family"): the seeds each primary claim of a preset needs
-for 80 % power at its stated effect and the Holm-corrected α, from per-seed spreads recorded on the stand-in the
-preset runs (a recorded study's scorecard CSV; each spread with its seeds and df).
+"""Power before running (docs/experiments.md#power-and-the-family): the seeds each primary claim of a preset needs
+for 80 % power at its effect and Holm's α/m, from per-seed spreads of a recorded study's scorecard CSV.
 
-A paired t-test of n seeds with per-seed sd σ and true effect δ has power P(|T| > t_{1−α/2,n−1}) with T
-noncentral t (df n − 1, noncentrality δ√n/σ). Non-inferiority at margin M (one-sided test of Δ < M) at a true
-difference of 0 has power P(T > t_{1−α,n−1}), noncentrality M√n/σ. A fraction of seeds (claim 6) is tested by the
-exact two-sided binomial test of 0.5; its power is the binomial mass of the rejection region at the minimum effect,
-and its seeds are fixed by the precision of its interval (a 95 % Clopper–Pearson half-width of at most
-``FRACTION_HALF_WIDTH`` at 50 %), whichever needs more. Holm's first step tests the smallest p at α/m, so a claim
-counts as powered when it reaches 80 % at α/m, m the number of powered primary claims (found by iterating until the
-family is stable). Claims short of their seeds are "not tested at this scale" by design.
+Paired t-test: P(|T| > t_{1−α/2,n−1}), T noncentral t (df n − 1, noncentrality δ√n/σ); non-inferiority at margin
+M: P(T > t_{1−α,n−1}), noncentrality M√n/σ; a fraction of seeds: the exact binomial mass of the rejection region at
+the minimum effect, and at least the seeds a Clopper–Pearson half-width of ``FRACTION_HALF_WIDTH`` needs. m is the
+number of powered claims, iterated until stable.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""Scorecard: every number we produce beside the paper's, and every claim of the paper (docs/paper.md#claims, plus
-App. C.5/D) beside our evidence.
-
-Claims (1)-(7), in the paper's order, are one statistic per seed each and its test (``pipeline.report.intervals``;
-``pretrain_claims``, ``finetune_claims``, ``analysis_claims`` compute them); a single run is the n = 1 case (no
-interval, no verdict, and the row says so). Comparisons of two families are paired: both runs of a seed share its
-data order, so the statistic is the per-seed difference. Losses are validation cross-entropies (nats), so a
-difference is Δ log-perplexity. They get a verdict (docs/experiments.md, "Verdicts"): the primary claims the
-preset's design powers (``pipeline.report.power``, fixed before the run) form one family whose p-values are
-Holm-adjusted; the others are not tested at this scale, controls or sensitivity rows. The secondary claims
-(``secondary_claims``) carry their own status, and the paper's numbers (``paper_numbers``) theirs.
+"""Scorecard: every number we produce beside the paper's (``paper_numbers``), and every claim of the paper
+(docs/paper.md#claims, App. C.5/D) beside our evidence. Claims (1)-(7) are one statistic per seed each (paired
+per-seed differences of validation cross-entropy, Δ log-perplexity) with its test (``intervals``); the primary
+claims the design powers (``power``) form one Holm-adjusted family (docs/experiments.md#verdicts).
 """
 
 from __future__ import annotations
@@ -57,11 +50,10 @@ class ScorecardInputs:
 
 
 def decide(claims: list[dict], plans: list[Plan], seeds: dict[str, int]) -> tuple[list[dict], str]:
-    """The family is what the design (``plans`` at the preset's ``seeds``, ``power.powered_family``) powers, fixed
-    before the run: Holm counts each member hypothesis once, with the largest p of its rows (it must hold on each),
-    a row that cannot be scored (or no row) counting as p = 1; each row of a member gets the adjusted p and its
-    verdict (a fraction below its plan's minimum effect stays inconclusive). A primary claim outside the family is
-    not tested at this scale."""
+    """Holm over the family the design powers (``power.powered_family`` at the preset's ``seeds``), each member
+    with the largest p of its rows (an unscorable or missing row: p = 1); each row gets the adjusted p and its
+    verdict (a fraction below its minimum effect stays inconclusive). Other primary claims: not tested at this
+    scale."""
     family, _ = powered_family(plans, seeds)
     minimum = {plan.hypothesis: plan.effect for plan in plans if plan.test == "sign"}
     members = sorted(family)

@@ -85,10 +85,8 @@ def write_perplexity_tables(summaries: list[Path], *, out: TableFiles) -> None:
 
 
 def levanter_1_1_count(model: dict, parameters: int) -> int:
-    """Parameters of a run of resolved ModelSpec ``model`` as Levanter 1.1 counted them for Table 3
-    (docs/paper.md#parameter-counts): its Llama layers stored the RoPE cos/sin caches (seq_len × head size each) as
-    leaves of every layer, so the count adds L·2·seq_len·head_size to the trainable parameters (Llama-1B:
-    16·2·2048·128 = 8.39 M); GPT models have no such cache."""
+    """Parameters of ModelSpec ``model`` as Levanter 1.1 counted them for Table 3 (docs/paper.md#parameter-counts):
+    trainable + L·2·seq_len·head_size RoPE cache leaves of its Llama layers (Llama-1B: 8.39 M); GPT has none."""
     if model["family"] not in LLAMA_FAMILIES:
         return parameters
     return parameters + model["num_layers"] * 2 * model["seq_len"] * (model["hidden_dim"] // model["num_heads"])

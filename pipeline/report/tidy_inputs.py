@@ -1,8 +1,5 @@
-"""The stages' tidy files as the report reads them: each missing file or key fails with one sentence naming it.
-
-Pretraining summaries (``RUN_COLUMNS``), the metrics log beside a run's summary, lm-eval's ``downstream.csv`` and the
-memory probes' records; every other tidy file through ``read_csv`` with its writer's column list.
-"""
+"""The stages' tidy files as the report reads them, each missing file or key failing with one sentence naming it:
+run summaries (``RUN_COLUMNS``), metrics logs, lm-eval's ``downstream.csv``, memory probes, and ``read_csv``."""
 
 from __future__ import annotations
 
