@@ -1,12 +1,10 @@
-"""Build the shipped tiny corpora from version-pinned Debian packages.
+"""Build the shipped tiny corpora, byte-for-byte reproducibly, from version-pinned Debian packages.
 
     python -m pipeline build-corpora                # apt-get download, build into pipeline/data/corpora
     python -m pipeline build-corpora --deb-dir DIR  # use (or download into) DIR for the .deb files
     python -m pipeline build-corpora --check        # rebuild in a temp dir, compare with shipped files
 
-The .deb files are read with the standard library (ar + tar), so `dpkg` is not needed; their sha256 is
-checked against the pins below before anything is extracted; what a document is in each corpus is
-``pipeline.data.tiny_documents``. Output is byte-for-byte reproducible.
+The .debs are read with the standard library (ar + tar, no ``dpkg``) after checking their sha256 pins.
 """
 
 from __future__ import annotations

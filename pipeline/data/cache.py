@@ -35,11 +35,8 @@ logger = logging.getLogger(__name__)
 
 
 def lm_processor(tokenizer_dir: str | Path, text_field: str = TEXT_FIELD) -> BatchTokenizer:
-    """Levanter's text-format preprocessor (BatchTokenizer, bos and eos enforced) for a local tokenizer.
-
-    The tokenizer's `name_or_path` (the `str(tokenizer_dir)` given here) is part of the cache metadata, so the
-    training config should name the tokenizer with the same string.
-    """
+    """Levanter's text preprocessor (BatchTokenizer, bos and eos enforced) for a local tokenizer; its
+    ``name_or_path`` (``str(tokenizer_dir)``) is in the cache metadata, so training must name it the same."""
     tokenizer = load_tokenizer(str(check_tokenizer_dir(tokenizer_dir)))
     return preprocessor_for_format(
         TextLmDatasetFormat(text_key=text_field), tokenizer, enforce_bos=True, enforce_eos=True
@@ -55,17 +52,10 @@ def build_token_cache(
     text_field: str = TEXT_FIELD,
     overwrite: bool = False,
 ) -> dict:
-    """Tokenize JSONL files (in order) into a Levanter TreeCache at `out_dir`, e.g. `<cache_dir>/train`.
-
-    builder="serial" writes with Levanter's SerialCacheWriter in this process; builder="ray" runs Levanter's
-    own `build_lm_dataset_cache` on Ray (`ray.init()` on demand) and waits for it. Both store the same token
-    ids and the same CacheMetadata, so `UrlSingleDatasetLMConfig(cache_dir=<parent>, tokenizer=<same string>)`
-    loads the cache without rebuilding. Returns {"documents", "tokens", "seconds"}.
-
-    The cache is built in `out_dir`'s staging folder (``atomic_directory(..., resumable=True)``), where `INPUTS_FILE`
-    records what it is built from (``cache_inputs``): a rerun with the same inputs resumes there
-    (docs/runs.md#data-jobs-resume), and an `out_dir` already built from them is kept as it is (with `overwrite`). A
-    stop signal ends the build with ``RunStopped``.
+    """Tokenize JSONL files (in order) into a Levanter TreeCache at ``out_dir``, with Levanter's SerialCacheWriter
+    (``serial``) or its ``build_lm_dataset_cache`` on Ray (``ray``): the same token ids and CacheMetadata either way.
+    Built resumably in the staging folder, ``INPUTS_FILE`` recording its inputs (docs/runs.md#data-jobs-resume); a
+    stop signal raises ``RunStopped``. Returns {"documents", "tokens", "seconds"}.
     """
     if builder not in ("serial", "ray"):
         raise ValueError(f"Token cache {out_dir}: builder={builder!r}; expected 'serial' or 'ray'.")
@@ -168,9 +158,8 @@ def _build_ray(
 
 
 def whole_ledger(cache_dir: Path) -> dict | None:
-    """The shard ledger of an unfinished Levanter cache, None without a readable one. Levanter rewrites its ledger in
-    place after copying it to ``<ledger>.bak``: a job stopped while it wrote leaves a torn ledger and a whole backup,
-    which is put in its place (a state a few rows behind, which the builder trims and writes again)."""
+    """The shard ledger of an unfinished Levanter cache, None without a readable one; a ledger torn mid-rewrite is
+    replaced by Levanter's ``<ledger>.bak`` (a few rows behind, which the builder trims and rewrites)."""
     for path in (cache_dir / LEVANTER_LEDGER, cache_dir / f"{LEVANTER_LEDGER}.bak"):
         try:
             ledger = json.loads(path.read_text())
@@ -184,11 +173,8 @@ def whole_ledger(cache_dir: Path) -> dict | None:
 
 
 def _ray_cache_options() -> CacheOptions:
-    """Levanter's default options, or one shard group where the cluster cannot run its group-copy task.
-
-    Levanter tokenizes shard groups in parallel, then concatenates them with a task that asks for 4 CPUs and
-    6 GiB; on a smaller cluster that task never starts, so all shards go into one group (same tokens).
-    """
+    """Levanter's default options, or one shard group where the cluster cannot run its group-copy task (it asks 4
+    CPUs and 6 GiB and would never start): same tokens."""
     if not ray.is_initialized():
         from pipeline.execution.runner import require_ray_cluster_answers
 

@@ -45,14 +45,8 @@ def export_tiny_corpus(
     docs_per_shard: int = DOCS_PER_SHARD,
     overwrite: bool = False,
 ) -> dict:
-    """Export a shipped tiny corpus as `out_dir/{train,validation}-NNNNN.jsonl.gz` shards, and the test split's with
-    ``test_split`` (the corpus must ship one), resumed from the shards an interrupted export finished
-    (``pipeline.data.shards``).
-
-    The directory appears atomically, with a `manifest.json` holding the returned stats:
-    {"corpus", "train": {"documents", "characters", "files", "dropped_blank", "shards"}, "validation": {...}[, "test":
-    {...}]}.
-    """
+    """Export a shipped tiny corpus as ``out_dir/{train,validation[,test]}-NNNNN.jsonl.gz`` shards (``test_split``:
+    the corpus must ship one), atomically and resumably (``pipeline.data.shards``); returns its ``manifest.json``."""
     if test_split and "test" not in tiny_corpus_splits(name):
         raise ValueError(
             f"Tiny corpus {name!r} ships no test split; set test_split: false in its dataset source "

@@ -17,11 +17,8 @@ TEXT_FIELD = "text"
 
 
 def iter_jsonl(path: str | Path, text_field: str = TEXT_FIELD) -> Iterator[dict]:
-    """Yield the JSON objects of a `.jsonl` or `.jsonl.gz` file, checking each has a string `text_field`.
-
-    Raises FileNotFoundError for a missing file and ValueError (with the line number) for a corrupt line,
-    a line without the text field, or a file with no documents at all.
-    """
+    """Yield the JSON objects of a ``.jsonl`` or ``.jsonl.gz`` file, each with a string ``text_field``. Raises
+    FileNotFoundError, or ValueError (with the line number) for a corrupt line, a missing field or no documents."""
     path = Path(path)
     expected = f'one JSON object per line like {{"{text_field}": "..."}}'
     if not path.is_file():
@@ -66,11 +63,8 @@ def iter_texts(paths: Iterable[str | Path], text_field: str = TEXT_FIELD) -> Ite
 
 
 def write_jsonl(path: Path, texts: Iterable[str], *, compresslevel: int | None = None) -> dict:
-    """Write `{"text": ...}` lines (ASCII-escaped, so any locale reads them) to `path`, atomically.
-
-    With `compresslevel` the file is gzip-compressed with a zero timestamp and no embedded name, so the
-    same texts always give the same bytes. Returns {"documents", "characters"}.
-    """
+    """Write ``{"text": ...}`` lines (ASCII-escaped) to ``path`` atomically; with ``compresslevel``, gzip with a
+    zero timestamp and no name, so the same texts give the same bytes. Returns {"documents", "characters"}."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     documents = characters = 0
@@ -99,12 +93,9 @@ def staging_directory(out_dir: str | Path) -> Path:
 
 @contextmanager
 def atomic_directory(out_dir: str | Path, *, overwrite: bool = False, resumable: bool = False) -> Iterator[Path]:
-    """Yield a staging directory beside `out_dir`, renamed to `out_dir` only on success.
-
-    A build killed midway never leaves something at `out_dir`. Its staging directory is a fresh `.<name>.partial-*`,
-    removed on failure; with `resumable` it is `staging_directory(out_dir)`, kept on failure with what the build
-    finished, for its rerun to resume from (the rerun must check what it finds there).
-    """
+    """Yield a staging directory beside ``out_dir``, renamed to it only on success: a fresh ``.<name>.partial-*``
+    removed on failure, or with ``resumable`` ``staging_directory(out_dir)``, kept for the rerun (which must check
+    what it finds)."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not overwrite:
         raise FileExistsError(

@@ -42,10 +42,8 @@ def _local_data_files(dataset: str, path: Path, text_field: str) -> dict[str, li
 def _load(
     dataset: str, source: str | Path, text_field: str, revision: str | None, num_proc: int | None, cache_dir: str | None
 ) -> datasets.DatasetDict:
-    """Load `source`: a `save_to_disk` folder, a local folder of parquet files (e.g. a copy of a hub dataset's
-    refs/convert/parquet branch: `<config>/<split>/NNNN.parquet`), a local JSONL file or folder, or a Hugging Face
-    hub id at `revision`. With the hub offline, a hub dataset is the prefetched snapshot of that revision; one
-    missing from the cache fails with one sentence."""
+    """Load ``source``: a ``save_to_disk`` folder, local parquet (``<config>/<split>/NNNN.parquet``) or JSONL, or a
+    hub id at ``revision`` (offline: the prefetched snapshot; a missing one fails with one sentence)."""
     from pipeline.data.hub import dataset_snapshot
     from pipeline.execution.job_env import hub_offline
 
@@ -132,14 +130,9 @@ def export_hf_corpus(
     cache_dir: str | Path | None = None,
     overwrite: bool = False,
 ) -> dict:
-    """Export a corpus to `out_dir/{split}-NNNNN.jsonl.gz` shards that Levanter's UrlDataSource reads.
-
-    `source` is a hub id (e.g. HF_CORPORA[dataset]["source"]) or local data (``_load``); its splits: ``_splits``.
-    Blank documents are dropped. `revision` (hub only), `num_proc` and `cache_dir` go to `datasets.load_dataset`.
-    The directory appears atomically, resumed from the shards an interrupted export finished
-    (``pipeline.data.shards.export_shards``, whose manifest the returned stats are, with {"corpus", "source",
-    "revision", "text_field", "validation_fraction", "seed"}).
-    """
+    """Export a corpus (hub id or local data, ``_load``; splits ``_splits``) to ``out_dir/{split}-NNNNN.jsonl.gz``
+    shards for Levanter's UrlDataSource, blank documents dropped, atomically and resumably
+    (``pipeline.data.shards.export_shards``). Returns the manifest with the source's header."""
     cache = None if cache_dir is None else str(cache_dir)
     loaded = _load(dataset, source, text_field, revision, num_proc, cache)
     splits = _splits(dataset, loaded, validation_fraction, seed, test_split)

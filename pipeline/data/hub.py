@@ -1,10 +1,6 @@
-"""The Hugging Face hub as a job sees it: offline or not, what the prefetch recorded, and the cache's snapshots.
-
-Compute jobs run with the hub offline (``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1``, set by the workflow when the
-site names ``hf_home``) and read only the shared cache the prefetch filled; an item missing from it fails with one
-sentence naming the item and the prefetch. Each prefetched item has a record ``{name, id, revision, commit}``: jobs
-load the recorded commit, not the branch or tag, because the shared cache's refs follow the last prefetch into it
-(perhaps another preset's, after the hub moved the branch), not this preset's record.
+"""The Hugging Face hub as a job sees it (docs/cluster.md#prefetch): offline or not, the prefetch's records
+``{name, id, revision, commit}``, and the cache's snapshots. Jobs load the recorded commit, never the branch or tag:
+the shared cache's refs follow the last prefetch into it, perhaps another preset's.
 """
 
 from __future__ import annotations
@@ -52,9 +48,8 @@ def recorded_commit(record_path: Path, item_id: str, revision: str | None) -> st
 
 
 def dataset_snapshot(name: str, repo_id: str, revision: str | None) -> Path:
-    """The hub cache's snapshot of dataset repository ``repo_id`` at ``revision`` (a commit, or a branch or tag the
-    prefetch resolved), downloaded where the hub is online. ``datasets`` itself, offline, ignores the revision and
-    loads the most recently prepared one it has of the repository; a snapshot folder is the pinned commit's files."""
+    """The hub cache's snapshot of dataset ``repo_id`` at ``revision``, downloaded where online. Offline,
+    ``datasets`` ignores the revision and loads its latest prepared copy; a snapshot folder is the pinned commit's."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 

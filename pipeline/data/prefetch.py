@@ -1,10 +1,6 @@
-"""Prefetch: one Hugging Face hub item of a preset (a dataset or a pretrained tokenizer) at the revision the preset
-names, into the shared cache (``HF_HOME``), on a host that has the network; lm-eval tasks are prefetched by
-``pipeline.evaluate.task_sources``. Each item is its own job with its own record, so a failed item is named and stops
-only the jobs that read it.
-
-A record is ``{name, id, revision, commit}``: the revision asked for (a commit where the preset pins one, else a
-branch or tag) and the commit it resolved to, which the item's jobs then load (``pipeline.data.hub``).
+"""Prefetch one hub item of a preset (a dataset or a pretrained tokenizer) at its revision into the shared cache
+(``HF_HOME``) on a host with the network (docs/cluster.md#prefetch), one job and record ``{name, id, revision,
+commit}`` per item, so a failure stops only its readers. lm-eval tasks: ``pipeline.evaluate.task_sources``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""How long a data job takes at paper scale, from the project's measured throughput (``data_rates.yaml``; the record:
-``results/benchmarks/data-rates-2026-11-29.md``) and the paper corpora's documented sizes (docs/paper.md#corpus-sizes).
+"""How long a data job takes at paper scale, from measured throughput (``data_rates.yaml``) and the paper corpora's
+sizes (docs/paper.md#corpus-sizes; docs/runs.md#data-jobs-resume):
 
     minutes = (size / (rate per CPU-second × CPUs) + splits × per_split_s + shards × per_shard_s) / 60
 
-where size and rate are in the job's unit (the corpus export: characters; the token cache: tokens), CPUs is the
-job's CPUs where it runs in parallel (the token cache: Levanter's builder tokenizes shard groups at once), else 1
-(the export is one process), and a builder's own seconds per split and per shard (Levanter's Ray builder) are added
-where the table has them: small shards (a preset's ``docs_per_shard``) make a cache slower.
+size and rate in characters (corpus export, CPUs = 1) or tokens (token cache, its CPUs).
 """
 
 from __future__ import annotations
@@ -25,10 +22,8 @@ RATES = Path(__file__).resolve().parent / "data_rates.yaml"
 def data_job_minutes(
     kind: str, corpus: str, cpus: int, rates: Path = RATES, source: dict | None = None, builder: str | None = None
 ) -> float:
-    """Minutes of the data job ``kind`` (``corpus`` or ``token_cache``) on the corpus ``corpus`` (a paper corpus,
-    ``wt103`` or ``owt``, or a shipped tiny one) with ``cpus`` CPUs, exported as its preset's ``source`` says (its
-    splits, ``docs_per_shard``) and, for a token cache, built by ``builder``, by the formula above; ``rates``: the
-    table of measured rates and corpus sizes."""
+    """Minutes of data job ``kind`` (``corpus`` or ``token_cache``) on ``corpus`` with ``cpus`` CPUs, as its
+    preset's ``source`` and ``builder`` say, by the formula above; ``rates``: the measured table."""
     table = rate_table(Path(rates))
     if kind not in table["rates"] or corpus not in table["corpora"]:
         raise ValueError(

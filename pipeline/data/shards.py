@@ -1,10 +1,6 @@
-"""A corpus export in numbered shards that resumes where it stopped (docs/runs.md#data-jobs-resume says how).
-
-Each split is written as ``{split}-NNNNN.jsonl.gz`` shards of ``docs_per_shard`` non-blank documents into the output's
-staging folder (``atomic_directory(..., resumable=True)``), each listed when done in the ledger ``shards.jsonl`` with
-its documents, characters, the source row it ends before and its sha256; the ledger's first line is the export's key
-(source, rows per split, shard size). A stop signal (``pipeline.execution.stop_signals``) abandons the shard being
-written and ends the export with ``RunStopped``.
+"""A corpus export in numbered shards that resumes where it stopped (docs/runs.md#data-jobs-resume): per split,
+``{split}-NNNNN.jsonl.gz`` of ``docs_per_shard`` documents in the staging folder, each listed when done in the
+ledger ``shards.jsonl`` (first line: the export's key); a stop signal abandons the current shard (``RunStopped``).
 """
 
 from __future__ import annotations
@@ -169,10 +165,8 @@ def export_shards(
     docs_per_shard: int = DOCS_PER_SHARD,
     overwrite: bool = False,
 ) -> dict:
-    """Export ``splits`` to shards in ``out_dir`` (module docstring), with a ``manifest.json`` of ``header`` (what
-    the source is) and per split {"documents", "characters", "files", "dropped_blank", "shards": [{"file",
-    "documents", "characters", "sha256"}, ...]}, which it returns. ``what`` names the export in its log and errors;
-    an existing ``out_dir`` is replaced only with ``overwrite``."""
+    """Export ``splits`` to shards in ``out_dir``, returning the ``manifest.json`` written: ``header`` and per split
+    {"documents", "characters", "files", "dropped_blank", "shards"}; an existing ``out_dir`` needs ``overwrite``."""
     out_dir = Path(out_dir)
     rows = {split: source.rows for split, source in splits.items()}
     key = {**header, "rows": rows, "docs_per_shard": docs_per_shard}

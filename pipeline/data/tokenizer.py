@@ -25,12 +25,9 @@ def train_bpe_tokenizer(
     model_max_length: int = 1024,
     overwrite: bool = False,
 ) -> dict:
-    """Train a GPT-2-style byte-level BPE (`<|endoftext|>` = bos/eos/unk) on JSONL files into `out_dir`.
-
-    Deterministic: the same files give the same tokenizer.json. The directory, written atomically, loads with
-    `transformers.AutoTokenizer.from_pretrained` and `levanter.compat.hf_checkpoints.load_tokenizer`.
-    Returns {"vocab_size", "documents"}.
-    """
+    """Train a deterministic GPT-2-style byte-level BPE (``<|endoftext|>`` = bos/eos/unk) on JSONL files into
+    ``out_dir`` (atomic; loads with ``AutoTokenizer`` and Levanter's ``load_tokenizer``). Returns
+    {"vocab_size", "documents"}."""
     if not corpus_files:
         raise ValueError(f"No corpus files given for tokenizer {out_dir}; expected at least one JSONL file.")
     if vocab_size < MIN_VOCAB_SIZE:

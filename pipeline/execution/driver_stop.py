@@ -1,11 +1,7 @@
-"""How the local driver process that hosts the shared Ray stops on ``DRIVER_STOP_SIGNALS``
-(docs/runs.md#stopping-the-local-driver).
-
-Left to themselves, Ray's handlers in the driver exit at once (Ray's ``sigterm_handler``, then its C++ failure
-handler aborts the process): the shared Ray dies with the driver and every running job's Ray task with it, before
-any can save a checkpoint. Instead the driver sends SIGTERM to every running job's processes, so each job takes its
-own stop path (``pipeline.execution.runner.cancel_on_stop_signals``), waits for them, shuts down the shared Ray, and
-hands the signal to the handler it had before Ray started, which releases Snakemake's lock.
+"""How the local driver hosting the shared Ray stops on ``DRIVER_STOP_SIGNALS``
+(docs/runs.md#stopping-the-local-driver): SIGTERM to every running job so each saves and stops, wait, shut down the
+shared Ray, then the handler from before Ray (which releases Snakemake's lock). Ray's own handlers would abort at
+once and kill every job mid-save.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""What a failed verb tells its user: one sentence, the last line of its output, for each class of failure
-(docs/failures.md#failures-inside-a-job lists them).
-
-The rules send a job's stdout and stderr to its log, and Snakemake shows that log when the job fails; the
-traceback (when it helps) goes to stderr first, so the log keeps it and ends with the sentence. The classes are
-recognised anywhere in the exception's chain, in ``failure_sentence``'s order; the pipeline's own errors (a
-``ValueError`` or ``FileNotFoundError`` raised by its code, a ``RunStopped``) are their own sentence.
+"""What a failed verb tells its user: one sentence per class of failure, the last line of its log
+(docs/failures.md#failures-inside-a-job), after the traceback on stderr where it helps. Classes are matched anywhere
+in the exception's chain, in ``failure_sentence``'s order.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Every environment variable the workflow sets for its jobs and a job reads: their names, and the functions that
-set and read them. The workflow exports them in its ``onstart`` (``workflow/rules/common.smk``), once its jobs are
-about to run, never while it is read or dry-run: local jobs and SLURM jobs (sbatch hands on the submitting
-environment) inherit them. Every export is idempotent: an environment that already holds it keeps it as it is. Ray
-tasks get ``FORWARDED_ENV`` (``pipeline.execution.runner``)."""
+"""Every environment variable the workflow sets for its jobs and a job reads, with their setters and readers. The
+workflow exports them idempotently in its ``onstart`` (never on a dry run); local and SLURM jobs inherit them, Ray
+tasks get ``FORWARDED_ENV``. They set where and how a job runs, not its result, so none is a rule param or part of a
+run's fingerprint."""
 
 from __future__ import annotations
 
@@ -83,25 +82,20 @@ def export_code_path(root: str) -> None:
 
 
 def export_xla_flags(flags: str) -> None:
-    """Hand the preset's ``xla_flags`` to every job (and, through ``runner``, its Ray task) as ``XLA_FLAGS``,
-    before any flags already in the environment (XLA takes the last value of a flag, so the user's win). Compile
-    options, not arithmetic: a run's fingerprint does not include them."""
+    """The preset's ``xla_flags`` as ``XLA_FLAGS``, before any flags already set (XLA takes a flag's last value, so
+    the user's win)."""
     if flags and not os.environ.get("XLA_FLAGS", "").startswith(flags):
         os.environ["XLA_FLAGS"] = " ".join(part for part in (flags, os.environ.get("XLA_FLAGS", "")) if part)
 
 
 def export_trackers(names: list[str], wandb: dict) -> None:
-    """Hand the preset's ``tracker`` list and ``wandb`` settings to every job (and its Ray task) as
-    ``PIPELINE_TRACKERS`` and ``PIPELINE_WANDB`` (JSON); like Ray's placement, trackers observe a run without changing
-    its weights, so they are not a rule param."""
+    """The preset's ``tracker`` list and ``wandb`` settings as ``PIPELINE_TRACKERS`` and ``PIPELINE_WANDB`` (JSON)."""
     os.environ[TRACKERS_ENV] = ",".join(names)
     os.environ[WANDB_ENV] = json.dumps(wandb, sort_keys=True)
 
 
 def export_ray_placement(ray: dict) -> None:
-    """Hand the preset's ``ray`` section to every job through the environment (``ray.warm_workers: false`` as
-    ``PIPELINE_RAY_FRESH_PROCESS=1``). Where Ray runs a job's work is
-    not part of its result, so it is not a rule param (Snakemake reruns a job whose params changed)."""
+    """The preset's ``ray`` section (``ray.warm_workers: false`` as ``PIPELINE_RAY_FRESH_PROCESS=1``)."""
     for key, name in RAY_PLACEMENT_ENV.items():
         if ray[key] is None:
             os.environ.pop(name, None)
@@ -121,10 +115,8 @@ def export_no_torch() -> None:
 
 
 def export_hub(hf_home: str | None, offline: bool, hf_endpoint: str | None) -> None:
-    """A site cache (``hf_home``) is every job's ``HF_HOME``; on offline compute nodes (``offline``) every job reads
-    the Hugging Face hub from it only, the hub and ``datasets`` offline (the ``prefetch`` rule, on the submit host,
-    lifts the offline flags for itself). With a hub mirror (``hf_endpoint``), whatever reaches the hub reaches it
-    there (``HF_ENDPOINT``)."""
+    """A site's ``hf_home`` as every job's ``HF_HOME``; ``offline``: the hub and ``datasets`` offline (the
+    ``prefetch`` rule lifts that for itself); ``hf_endpoint``: ``HF_ENDPOINT``."""
     if hf_home is not None:
         os.environ["HF_HOME"] = hf_home
     if offline:

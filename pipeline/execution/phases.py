@@ -1,8 +1,5 @@
-"""Phase markers in a job's log: one line ``phase <name> at <unix time>`` where a phase of a job begins.
-
-A phase lasts until the next marker; ``python -m pipeline bench dag`` reads the markers back from every job's log
-and splits each job's wall time by phase. The time is in the message itself, so a line forwarded from a Ray
-worker (with Ray's own prefix) reads the same as one from the driver.
+"""Phase markers in a job's log, ``phase <name> at <unix time>``, from which ``python -m pipeline bench dag`` splits
+each job's wall time. The time is in the message so a line relayed from a Ray worker reads the same.
 """
 
 from __future__ import annotations

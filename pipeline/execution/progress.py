@@ -1,8 +1,6 @@
-"""A long CPU job's progress in its log: ``<what>: <unit> done of <total> (<percent>), ETA <duration>``.
-
-The ETA is the units left at the rate of this process so far, (total − done) × elapsed / (done − done at start):
-units a resumed job found done are not counted in its rate. A line is logged at most every ``every_s`` seconds, and
-at the last unit.
+"""A long CPU job's progress in its log: ``<what>: <unit> done of <total> (<percent>), ETA <duration>``, at most
+every ``every_s`` seconds and at the last unit. ETA = (total − done) × elapsed / (done − done at start): units a
+resumed job found done do not count in its rate.
 """
 
 from __future__ import annotations

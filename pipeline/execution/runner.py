@@ -1,15 +1,10 @@
-"""Run a verb's heavy work as a Ray task: Snakemake decides what runs, Ray decides where.
+"""Run a verb's heavy work as a Ray task: Snakemake decides what runs, Ray decides where (docs/cluster.md#ray).
 
-``address=None`` starts an embedded local Ray inside the job (a laptop, CI, or one SLURM job with its own GPUs),
-explicitly ``address="local"``: a bare ``ray.init()`` would join the cluster named by ``RAY_ADDRESS`` or the last
-``ray start`` on this machine, even a dead one. ``"auto"`` or ``host:port`` submits to an existing cluster (e.g. one
-of ``profiles/slurm/ray-cluster.sbatch``, or the shared local Ray of a DAG run), where the task runs in a warm worker
-(``warm_workers``) unless it must measure a process of its own (``fresh_process``: the memory probes, the preflight;
-every job with the preset's ``ray.warm_workers: false``). The task asks Ray for the job's GPUs; a job asking for more
-than the cluster has, or a ``host:port`` where nothing answers, fails at once with a sentence (Ray would wait for the
-GPUs forever, and retry the address for minutes). The task names its function as ``"module:function"``, imported in
-the Ray worker only: a job's driver never imports JAX, Levanter or lm-eval (7–9 CPU-s per job). A stop signal to the
-job stops the task gracefully (``cancel_on_stop_signals``), and the job then exits non-zero.
+``address=None`` starts an embedded Ray as ``address="local"`` (a bare ``ray.init()`` would join ``RAY_ADDRESS``
+or the last ``ray start``, even a dead one); ``"auto"`` or ``host:port`` submits to an existing cluster, in a warm
+worker unless ``fresh_process``. Too few GPUs or a dead address fail at once with a sentence (Ray would wait or
+retry for minutes). The task's function is named ``"module:function"`` and imported in the worker only, so a
+driver never imports JAX, Levanter or lm-eval.
 """
 
 from __future__ import annotations
@@ -48,14 +43,10 @@ def run_on_ray(
     fresh_process: bool = False,
     **kwargs: Any,
 ) -> Any:
-    """Execute ``target(*args, **kwargs)`` as one Ray task and return its result; errors re-raise here. ``target``
-    names the function as ``"module:function"``; its module is imported in the worker (``task_function``). Ray's log
-    de-duplication is off: it drops task log lines that differ only in numbers (e.g. per-shot summaries).
-
-    The task's JAX reserves ``job_env.gpu_memory_fraction()`` of each GPU, the share the fit table plans
-    against. Unless ``uses_torch``, the task runs with ``job_env.NO_TORCH_ENV``: Levanter imports ``transformers``
-    (for tokenizers only, in these tasks), which would otherwise import torch, two thirds of the task's import time.
-    With an ``address``, the task runs in a warm worker (``run_in_warm_worker``) unless ``fresh_process``."""
+    """Execute ``target(*args, **kwargs)`` (``"module:function"``) as one Ray task and return its result; errors
+    re-raise here. Ray's log de-duplication is off (it drops lines differing only in numbers). The task reserves
+    ``job_env.gpu_memory_fraction()`` of each GPU; unless ``uses_torch`` it runs with ``NO_TORCH_ENV`` (torch,
+    imported by ``transformers``, is two thirds of its import time)."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
@@ -111,11 +102,9 @@ def run_on_ray(
 def run_in_warm_worker(
     target: str, args: tuple, kwargs: dict, env_vars: dict[str, str], num_gpus: float, address: str
 ) -> Any:
-    """``target(*args, **kwargs)`` in an idle warm worker of the job's settings (``env_vars``, ``num_gpus``), or in
-    a new one; the job's output reaches this process's stderr (the job's log) as it runs, its exception is raised
-    here, and the worker goes back to the pool, or is killed after an error. A stop signal reaches the worker as
-    SIGINT: sent from here on the same node, else by a zero-CPU task on the worker's node (starting it takes
-    seconds)."""
+    """``target(*args, **kwargs)`` in an idle warm worker of the job's settings, or a new one, its output relayed to
+    this process's stderr and its exception raised here. A stop signal reaches the worker as SIGINT: from here on
+    the same node, else by a zero-CPU task on its node."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -185,10 +174,9 @@ def require_ray_cluster_answers(address: str, timeout_s: float = RAY_CONNECT_TIM
 
 
 def cancel_on_stop_signals(cancel: Callable[[], Any]) -> StopSignals:
-    """While waiting for a task: a job stop signal → ``cancel()`` once (SIGINT in the task's worker: ``ray.cancel(ref)``
-    non-forced, or ``warm_workers.interrupt``, which the training loop turns into a checkpoint and a clean stop), and
-    the driver keeps waiting for the task's end. Replaces Ray's own driver handler, which would exit at once and kill
-    the worker mid-save."""
+    """While waiting for a task: a job stop signal → ``cancel()`` once (SIGINT in the worker, which the loop turns
+    into a checkpoint), then keep waiting. Replaces Ray's driver handler, which would exit and kill the worker
+    mid-save."""
 
     def on_stop(signal_name: str) -> None:
         logger.warning("%s: asking the Ray task to save a checkpoint and stop", signal_name)

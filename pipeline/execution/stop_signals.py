@@ -1,18 +1,11 @@
 """The signals that stop a job or the local driver, and the one way a job takes them (``StopSignals``).
 
-A job (its driver process and its training task) stops, saving a checkpoint first, on ``JOB_STOP_SIGNALS``:
+``JOB_STOP_SIGNALS`` (a checkpoint, then a stop): SIGTERM (``scancel``, ``kill``, the driver stopping its jobs),
+SIGINT (``ray.cancel``, Ctrl-C) and SIGURG (SLURM's walltime warning, ``--signal=URG@<lead>``). SLURM signals every
+process of the job; Ray's GCS server and raylet would die mid-save on SIGTERM but ignore SIGURG.
 
-- SIGTERM: ``scancel``, ``kill``, the local driver stopping its jobs (``pipeline.execution.driver_stop``);
-- SIGINT: Ray's cancel of a running task (``ray.cancel``), Ctrl-C;
-- SIGURG: SLURM's walltime warning (``profiles/slurm`` submits every job with ``--signal=URG@<lead seconds>``). SLURM
-  sends it to every process of the job's step, the embedded Ray's GCS server and raylet included. Those two stop on
-  SIGTERM (and would take the training worker down mid-save) but, like any process without a handler, ignore
-  SIGURG: only the job's driver and its training task, which handle it, react.
-
-The local driver that hosts the shared Ray (``pipeline.execution.driver_stop``) stops on ``DRIVER_STOP_SIGNALS``, the
-same less SIGURG, on purpose: SIGURG is a warning to a job, which each job that gets it takes itself, and after
-stopping its jobs the driver hands the signal on to Snakemake's handler, for which SIGURG's default is to ignore it:
-Snakemake would go on scheduling jobs with the shared Ray shut down.
+``DRIVER_STOP_SIGNALS`` are the same less SIGURG: the driver hands the signal on to Snakemake's handler, which
+ignores SIGURG and would go on scheduling with the shared Ray shut down.
 """
 
 from __future__ import annotations

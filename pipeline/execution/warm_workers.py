@@ -1,19 +1,14 @@
-"""Warm Ray workers: a job's Ray task runs in a long-lived worker process that already imported JAX, Levanter and
-the models, instead of a new worker per job (Ray never reuses a worker across drivers, and every Snakemake job is its
-own driver): only a worker's first job pays the worker's start and the imports
-(``results/benchmarks/warm-2026-11-27.md``; what a user sees and controls: docs/cluster.md#warm-workers).
+"""Warm Ray workers (docs/cluster.md#warm-workers): a job's Ray task runs in a long-lived worker that already
+imported JAX and Levanter (Ray never reuses a worker across drivers, and every Snakemake job is its own driver).
 
-- ``WarmPool``: one named, detached, threaded actor per Ray cluster that hands out idle workers by key (a worker's
-  task environment, ``FORWARDED_ENV``, and GPU count: a job only runs in a worker started with its process-level
-  settings) and recycles them; through it a job's driver and its worker talk while the job runs.
-- ``WarmWorker``: a named, detached actor that runs one job at a time on its main thread, the only one where the
-  training loop can catch a stop signal (``pipeline.train.loop``), so it is not threaded and answers no call while it
-  runs. A job's stop signal reaches it as SIGINT to its process (``interrupt``): Ray's cancel of a running actor task
-  only sets a flag and returns at once to the driver, which would then exit while the worker saves its checkpoint.
-- The job's output goes to a file that the worker pushes to the pool every ``RELAY_S``; the driver takes it and writes
-  it to the job's log (Ray forwards a detached actor's output to the driver that started it, not to the job it runs).
-  Each take is the driver's heartbeat: a worker whose driver took nothing for ``HEARTBEAT_S`` (killed with SIGKILL, by
-  the OOM killer, with its node) stops its job as a stop signal would and is then killed by the pool.
+- ``WarmPool``: one named, detached, threaded actor that hands out idle workers by key (``FORWARDED_ENV`` and GPU
+  count) and recycles them; the driver and its worker talk through it.
+- ``WarmWorker``: runs one job at a time on its main thread, the only one where the loop can catch a stop signal.
+  A stop reaches it as SIGINT (``interrupt``): Ray's cancel of a running actor task returns at once, and the
+  driver would exit while the worker saves its checkpoint.
+- Output is relayed through the pool every ``RELAY_S`` (Ray forwards a detached actor's output to the driver that
+  started it, not the job's); each take is the driver's heartbeat, and a worker without one for ``HEARTBEAT_S``
+  stops its job as a stop signal would.
 
 Longer than 300 lines because the pool, the worker and the driver's side are one protocol (the output relay, the
 heartbeat, recycling), whose three parts are read and changed together.
@@ -198,10 +193,9 @@ class WarmWorker:
 
 
 class process_state:
-    """The job stop signals unblocked while a job runs (a Ray actor's main thread blocks SIGINT: ``interrupt`` would
-    never reach the training loop); on exit, the process-wide state a job may change put back: the environment, the
-    working directory, the root logger's handlers and level (Levanter's ``initialize`` points them at the run's own
-    log file, where a later job's lines must not go) and the signal mask."""
+    """Job stop signals unblocked while a job runs (a Ray actor's main thread blocks SIGINT); on exit, the process
+    state a job may change restored: environment, working directory, root logger handlers and level (Levanter points
+    them at the run's log) and the signal mask."""
 
     def __enter__(self) -> None:
         self.blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, JOB_STOP_SIGNALS)
@@ -223,10 +217,9 @@ class process_state:
 
 
 class relayed_output:
-    """This process's file descriptors 1 and 2 (Python's and the native libraries' output alike) redirected to a
-    temporary file while a job runs; a thread pushes the file's new text to the pool every ``RELAY_S`` and watches
-    the driver's takes (``driver_lost``: none for ``HEARTBEAT_S``, the job was sent SIGINT). On exit the descriptors
-    are restored and ``rest`` holds the text not pushed."""
+    """Descriptors 1 and 2 redirected to a temporary file while a job runs; a thread pushes its new text to the pool
+    every ``RELAY_S`` and sends the job SIGINT when the driver took nothing for ``HEARTBEAT_S``. ``rest``: the text
+    not pushed."""
 
     def __init__(self, name: str):
         self.name = name
