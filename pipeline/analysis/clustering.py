@@ -1,23 +1,13 @@
-"""Clustering of tokens in an attention-only ODE with time-scaled weights (paper §5.1, Fig. 2c/d, App. C.8, Fig. 13).
-
-The dynamics are the authors' notebook's (``notebooks/dynamic_transformers.ipynb``, docs/paper.md#clustering-notebook):
-one head, hidden size d, n tokens x0 ~ U(−r, r)^d, one matrix A for query and key (a symmetric QK, no 1/√d) and a
-value matrix V, A_0, V_0 ~ N(0, 1) drawn once and both scaled by a magnitude a(t). Euler over the notebook's time
-grid t_n = n·T/(N−1), n = 0..N−1, N = int(T/dt) + 1, one update per grid time (so N updates, the last at t = T):
+"""Clustering of tokens in an attention-only ODE with time-scaled weights (paper §5.1, Fig. 2c/d, App. C.8, Fig. 13),
+the authors' notebook dynamics (docs/paper.md#clustering-notebook, docs/experiments.md#analyses): n tokens
+x0 ~ U(−r, r)^d, one head with one matrix A for query and key, A_0, V_0 ~ N(0, 1) scaled by a(t), N = int(T/dt) + 1
+Euler updates at t_n = n·T/(N−1):
 
     z = LN(x)  (per-token standardisation, eps 1e-5),  x ← z + dt · softmax((z A_0 a)(z A_0 a)^T) (z V_0 a).
 
-A regime (``analysis.clustering.regimes``) fixes T, dt, a scale s and the magnitude family of degree k
-(constant k = 0 … quartic k = 4):
-
-    notebook:    a(t) = s·(t/T)^k           (the authors' cells: s = 0.5, T = 20, dt = 0.1)
-    equal_mean:  a(t) = s·(k+1)·(t/T)^k     (every degree has the constant's mean s over [0, T])
-    power:       a(t) = s·t^k               (our earlier, unnormalised regime)
-
-The final state is summarised by the number of single-linkage clusters at distance ``CLUSTER_THRESHOLD`` (the sweep
-also at the sensitivity cuts ``CLUSTER_CUTS``) and the mean pairwise distance (docs/experiments.md#analyses). Claim
-(6)'s three per-seed statistics: the constant a(t) clusters, t⁴ does not, and Spearman ρ(k, clusters) of the trend
-in the degree.
+Magnitudes of degree k = 0..4 per regime: ``notebook`` a(t) = s·(t/T)^k; ``equal_mean`` s·(k+1)·(t/T)^k (the
+constant's mean s over [0, T]); ``power`` s·t^k. The final state: single-linkage clusters at ``CLUSTER_THRESHOLD``
+(and ``CLUSTER_CUTS``) and the mean pairwise distance.
 """
 
 from __future__ import annotations

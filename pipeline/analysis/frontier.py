@@ -1,13 +1,11 @@
-"""Compute/quality frontier of a trained DiffEqFormer (beyond the paper): validation loss when its ODE
-dx/dt = f(t, x) on (0, 1] is solved with N steps (dt = 1/N) by an explicit solver, f being the model's own
-vector field (paper Eq. 2-5) and the embeddings, final LayerNorm and unembedding unchanged.
+"""Compute/quality frontier of a trained DiffEqFormer (beyond the paper; docs/experiments.md#analyses): validation
+loss (micro-averaged token NLL) when its ODE dx/dt = f(t, x) on (0, 1] is solved with N steps, dt = 1/N, by
 
-- ``euler``: x_k = x_{k-1} + dt·f(t_k, x_{k-1}), t_k = k/N — the model's own scheme (§4.1); N = L is its forward.
-- ``heun`` (2 field evaluations a step): K1 = dt·f(t_{k-1}, x), K2 = dt·f(t_k, x + K1), x + (K1 + K2)/2.
-- ``rk4`` (4 a step): classical Runge-Kutta with stages at t_{k-1}, t_{k-1} + dt/2 (twice) and t_k.
+- ``euler``: x_k = x_{k-1} + dt·f(t_k, x_{k-1}), t_k = k/N (the model's own scheme, §4.1; N = L is its forward);
+- ``heun``: K1 = dt·f(t_{k-1}, x), K2 = dt·f(t_k, x + K1), x + (K1 + K2)/2;
+- ``rk4``: classical Runge-Kutta, stages at t_{k-1}, t_{k-1} + dt/2 (twice) and t_k,
 
-The weights W(t) of each stage are generated inside its step, as the continuous model does. The loss is
-the micro-averaged next-token NLL over the validation split.
+each stage's W(t) generated inside its step; embeddings, final LayerNorm and unembedding unchanged.
 """
 
 from __future__ import annotations
@@ -102,9 +100,9 @@ def step_counts(trained_steps: int, step_factors: list[float]) -> list[tuple[flo
 def validation_batches(
     cache_dir: str, tokenizer_dir: str, seq_len: int, batch_size: int, max_batches: int | None
 ) -> list:
-    """The validation split of a run's token cache as (batched ``LmExample``s, per-example weights), all of
-    it when ``max_batches`` is None, read through Levanter's dataset of the pretrain stage (same examples, same
-    loss mask). The last batch is padded to ``batch_size`` with weight-0 copies (one compiled shape)."""
+    """The validation split of a run's token cache as (batched ``LmExample``s, per-example weights) through the
+    pretrain stage's Levanter dataset (all when ``max_batches`` is None); the last batch padded with weight-0
+    copies (one compiled shape)."""
     from levanter.data.text import UrlSingleDatasetLMConfig
 
     data = UrlSingleDatasetLMConfig(

@@ -1,14 +1,10 @@
 """Token sensitivity by Lyapunov exponents (paper §5.2, Eq. 7, App. B, Fig. 3, App. F).
 
-Along the model's own Euler trajectory x_k = x_{k-1} + dt·f(t_k, x_{k-1}) (t_k = k/L, dt = 1/L) the tangent
-matrices Q_i (hidden×hidden, one per input token i) of the output token j follow dQ_i/dt = J_ji(t, x) Q_i with
-J_ji = ∂f_j/∂x_i, the Jacobian of the whole vector field f = Attn_t(LN1_t x) + FF_t(LN2_t x) (time-dependent
-LayerNorms included, final LayerNorm excluded). Each Euler step Q_i ← Q_i + dt·J_ji Q_i is re-orthonormalised by
-QR, and the exponents of token i are (1/T)·Σ_k log|diag R_k| (T = 1), sorted in decreasing order.
-
-Under the causal mask f_j depends on x_0..x_j only, and only through the single query row j (keys and values
-come from every token): ``query_increment`` evaluates that row alone, so its Jacobian costs a fraction of
-differentiating the full sequence (``full_sequence_jacobian``, the reference implementation's way).
+Along the model's Euler trajectory x_k = x_{k-1} + dt·f(t_k, x_{k-1}) (dt = 1/L), the tangent matrices Q_i
+(hidden×hidden) of output token j per input token i follow dQ_i/dt = J_ji Q_i, J_ji = ∂f_j/∂x_i of the whole field
+(time-dependent LayerNorms included, final LayerNorm not). Each step Q_i ← QR(Q_i + dt·J_ji Q_i); the exponents
+are Σ_k log|diag R_k| (T = 1), sorted decreasing. Under the causal mask f_j depends on x_0..x_j through query row j
+only, so ``query_increment`` evaluates that row alone (``full_sequence_jacobian``: the reference way).
 """
 
 from __future__ import annotations
@@ -30,13 +26,10 @@ from pipeline.analysis.tidy import LYAPUNOV_COLUMNS
 
 
 def query_increment(block, x: NamedArray) -> NamedArray:
-    """The increment of the last token of ``x`` (positions 0..j) under one ``ParallelGptBlock``:
-    step·(Attn(LN1 x)_j + FF(LN2 x_j)), the query of row j attending to every row (Eqs. 3-5).
-
-    With h = LN1(x) and q^h = h_j W_Q^h + b_Q^h, the products are re-associated so that no key or value is
-    formed: score_i^h = (h_i·(W_K^h q^h) + b_K^h·q^h)/√d and Σ_i p_i^h v_i^h = (Σ_i p_i^h h_i) W_V^h + b_V^h
-    (Σ_i p_i^h = 1). Same numbers as the attention, but its Jacobian w.r.t. each h_i costs O(heads·hidden) per
-    output direction instead of O(hidden²).
+    """The increment of the last token of ``x`` (positions 0..j) under one ``ParallelGptBlock``,
+    step·(Attn(LN1 x)_j + FF(LN2 x_j)), re-associated so no key or value is formed (h = LN1 x, q^h = h_j W_Q^h +
+    b_Q^h): score_i^h = (h_i·(W_K^h q^h) + b_K^h·q^h)/√d, Σ_i p_i^h v_i^h = (Σ_i p_i^h h_i) W_V^h + b_V^h. Its
+    Jacobian per h_i costs O(heads·hidden) per output direction instead of O(hidden²).
     """
     h = block.ln_1(x)
     weight, bias = block.attn.c_attn.weight, block.attn.c_attn.bias
@@ -70,10 +63,8 @@ def full_sequence_jacobian(block, x: NamedArray, output_position: int) -> jax.Ar
 
 
 def euler_tangent_step(q: jax.Array, step_jacobian: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """One Euler step of the tangent dynamics, Q ← QR(Q + dt·J Q), batched over the leading axes.
-
-    ``step_jacobian`` is dt·J. Returns the orthonormal factor and log|diag R| (the step's stretching rates).
-    """
+    """One Euler step of the tangent dynamics, Q ← QR(Q + dt·J Q), batched over leading axes; ``step_jacobian`` is
+    dt·J. Returns the orthonormal factor and log|diag R|."""
     q, r = jnp.linalg.qr(q + step_jacobian @ q)
     return q, jnp.log(jnp.abs(jnp.diagonal(r, axis1=-2, axis2=-1)))
 

@@ -1,11 +1,8 @@
-"""Peak memory of one training step (paper App. D, Fig. 16; docs/experiments.md#analyses): a probe runs ``steps``
-jitted AdamW steps of the run's model at the probe's batch size with the pretraining loop's own Levanter ``Trainer``
-on random tokens (memory does not depend on their values) and records, per device (the largest over the local
-devices), the allocator's ``device_peak_bytes`` (GPU/TPU; ``None`` on CPU, whose client keeps no statistics) and
-XLA's plan of the compiled step, ``compiled_peak_bytes`` = arguments + outputs + temporaries − donated bytes (every
-backend); and the process's ``host_peak_rss_bytes`` (the Ray worker, runtime included). The device peak covers the
-first step's own compilation (autotuning scratch), as a training process's does; the plan is compiled only after the
-steps, so that second compilation never enters it.
+"""Peak memory of one training step (paper App. D, Fig. 16; docs/experiments.md#analyses): ``steps`` AdamW steps of
+the run's model with the loop's own ``Trainer`` on random tokens, recording per device (largest over local devices)
+the allocator's ``device_peak_bytes`` (None on CPU), XLA's plan ``compiled_peak_bytes`` = arguments + outputs +
+temporaries − donated, and ``host_peak_rss_bytes``. The device peak includes the first step's compilation, as a
+training process's does; the plan is compiled after the steps, so that compilation never enters it.
 """
 
 from __future__ import annotations
@@ -38,10 +35,8 @@ def device_peak_bytes(devices) -> int | None:
 
 
 def probe_memory(spec_json: str, tokenizer_dir: str, out_json: str, steps: int) -> dict[str, Any]:
-    """Measure the train step of the probe ``spec_json`` (a ``RunSpec``) and write the record to ``out_json``.
-
-    JAX's persistent compilation cache is off meanwhile: a cached step would skip the compile (and its
-    autotuning scratch) that a first run pays, so the device peak would depend on what ran before."""
+    """Measure the train step of probe ``spec_json`` (a ``RunSpec``) into ``out_json``, JAX's persistent
+    compilation cache off (a cached step would skip the compile scratch a first run pays)."""
     import jax
     from levanter.compat.hf_checkpoints import load_tokenizer
 

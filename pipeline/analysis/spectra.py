@@ -1,12 +1,8 @@
-"""Spectral dynamics of the attention heads and the feed-forward block (paper §5.1, Fig. 2a/b, App. E).
-
-For head h at time t the QK matrix W_Q^h (W_K^h)^T and the OV matrix W_V^h W_O^h are hidden×hidden of rank at
-most d = head size. AB and BA share their non-zero eigenvalues, so the spectrum of each is that of the d×d
-matrix (W_K^h)^T W_Q^h, resp. W_O^h W_V^h, plus hidden − d exact zeros, which the table leaves out. The
-feed-forward matrix FF = W_fc W_proj (hidden×hidden, as the authors' code computes it, docs/paper.md#spectra) has
-one spectrum per time (``head`` 0): all its hidden eigenvalues. DiffEqFormer
-is sampled on a grid ``time_oversampling``× finer than its trained steps (its weights are continuous in t);
-GPT has one set of weights per layer, placed at t = (layer + 1)/L.
+"""Spectral dynamics of the attention heads and the feed-forward block (paper §5.1, Fig. 2a/b, App. E;
+docs/experiments.md#analyses). QK = W_Q^h (W_K^h)^T and OV = W_V^h W_O^h have rank ≤ d (head size) and share their
+non-zero eigenvalues with the d×d (W_K^h)^T W_Q^h, resp. W_O^h W_V^h (the hidden − d zeros are left out);
+FF = W_fc W_proj (docs/paper.md#spectra) has ``head`` 0. DiffEqFormer is sampled ``time_oversampling``× finer than
+its steps, GPT at t = (layer + 1)/L.
 """
 
 from __future__ import annotations
@@ -20,11 +16,9 @@ from pipeline.analysis.tidy import SPECTRA_COLUMNS
 
 
 def head_spectra(w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndarray) -> dict[str, np.ndarray]:
-    """Non-zero eigenvalues of QK = W_Q^h (W_K^h)^T and OV = W_V^h W_O^h for a batch of heads.
-
-    ``w_q``, ``w_k``, ``w_v``: [..., heads, hidden, head_size]; ``w_o``: [..., heads, head_size, hidden].
-    Returns ``{"QK": λ, "OV": λ}``, complex [..., heads, head_size], each row sorted by decreasing |λ|.
-    """
+    """Non-zero eigenvalues of QK and OV for a batch of heads; ``w_q``, ``w_k``, ``w_v``: [..., heads, hidden,
+    head_size], ``w_o``: [..., heads, head_size, hidden]. Returns ``{"QK": λ, "OV": λ}``, complex
+    [..., heads, head_size], rows sorted by decreasing |λ|."""
     return {"QK": by_magnitude(np.swapaxes(w_k, -1, -2) @ w_q), "OV": by_magnitude(w_o @ w_v)}
 
 
@@ -133,19 +127,15 @@ def spectra_table(
 
 
 def trained_times(table: pd.DataFrame) -> pd.DataFrame:
-    """The rows of a spectra table at the times the model was trained at: t = (layer + 1)/L, L = the number of
-    layers or Euler steps (a DiffEqFormer's oversampled times between them are kept for figures only). The authors'
-    spectra sample the same grid, one time per trained step (``qkvflow/analysis/spectral.py``, ``t * dt`` for
-    t in range(num_layers); docs/paper.md#spectra)."""
+    """The rows of a spectra table at the trained times t = (layer + 1)/L, as the authors' spectra sample
+    (docs/paper.md#spectra); a DiffEqFormer's oversampled times are for figures only."""
     num_layers = table["layer"].max() + 1
     return table[np.isclose(table["t"], (table["layer"] + 1) / num_layers)]
 
 
 def spectral_trend(table: pd.DataFrame) -> pd.DataFrame:
-    """The trend statistic of claim "spectra grow with t": per attention matrix (QK, OV) and head, Spearman's ρ of
-    the head's largest |λ| against t over the trained times (``trained_times``; +1: grows monotonically with t, 0: no
-    trend; NaN when either is constant) over its ``points`` times. ``table`` has the columns of ``spectra_table``;
-    returns columns matrix, head, rho, points."""
+    """Claim "spectra grow with t": per matrix (QK, OV) and head, Spearman ρ of the head's largest |λ| against t
+    over ``trained_times`` (NaN when either is constant). Returns columns matrix, head, rho, points."""
     attention = trained_times(table[table["matrix"].isin(["QK", "OV"])])
     magnitude = np.hypot(attention["real"], attention["imag"])
     largest = (

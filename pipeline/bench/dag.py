@@ -1,14 +1,7 @@
-"""Where a finished DAG's wall time goes: per job kind, the seconds of each phase of its jobs (``bench dag``,
-docs/testing.md#benchmarks).
-
-It reads ``<workdir>/results/<preset>/logs/**.log`` (the ``phase <name> at <unix time>`` markers of
-``pipeline.execution.phases``) and the Snakemake benchmark files ``<workdir>/results/<preset>/benchmarks/**.tsv``
-(each job's wall seconds ``s`` and CPU seconds ``cpu_time`` of its process tree, which includes an embedded Ray's
-workers but not an external cluster's). A phase lasts from its marker to the next one; ``outside`` is the job's
-benchmark wall time minus its marked span (Snakemake's shell, the interpreter's exit; all of a job whose log has no
-markers). The job kind is a log's folder under ``logs/`` (``pretrain``, ``finetune``, ``analysis/spectra``, ...).
-Per kind: the number of jobs, their summed wall seconds, and per job the mean wall and CPU seconds and the mean
-seconds of every phase; against a ``--baseline``, both DAGs' summed wall seconds, their ratio and each phase's mean.
+"""Where a finished DAG's wall time goes (``bench dag``, docs/testing.md#benchmarks): per job kind (its log folder),
+the jobs, their wall and CPU seconds (Snakemake's benchmark files) and the mean seconds of each phase (the markers
+of ``pipeline.execution.phases``, a phase lasting to the next marker; ``outside``: wall time outside the marked
+span); against a ``--baseline``, both DAGs' totals, their ratio and each phase's mean.
 """
 
 from __future__ import annotations

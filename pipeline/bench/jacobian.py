@@ -1,9 +1,5 @@
-"""Benchmark of the Lyapunov analysis' Jacobian ∂f_j/∂x_i (paper App. B): single-query vector field vs the
-full sequence, measured side by side in one process on one block of the vector field (dt folded in as in the
-Euler steps), float32.
-
-``python -m pipeline bench jacobian`` writes ``results/benchmarks/lyapunov-jacobian-cpu.json`` and a Markdown
-summary beside it. Goal: the single-query Jacobian ≥ 10× faster at N = 256 tokens, hidden 256.
+"""Benchmark of the Lyapunov Jacobian ∂f_j/∂x_i (paper App. B): single-query field vs full sequence, side by side in
+one process on one block, float32 (docs/testing.md#benchmarks). Goal: ≥ 10× faster at N = 256 tokens, hidden 256.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""Throughput benchmark: GPT vs DiffEqFormer (GPT-based) at matched dimensions, in one process (paper App. D.1).
-
-Times, with the models interleaved round by round (``pipeline.bench.timing.time_interleaved``):
-
-- a jitted AdamW train step (``pipeline.bench.timing.train_step``: loss + gradient + update, buffers donated) of GPT
-  and of DiffEqFormer;
-- a jitted forward (logits) of GPT, of the discretised DiffEqFormer (``discretize(model, L)``, materialised once
-  outside the timed region), and of the continuous DiffEqFormer (which regenerates W(t_k) on every call), plus
-  the weight generation alone (the jitted ``discretize``), which is the continuous model's extra work.
-
-``python -m pipeline bench throughput`` writes ``results/benchmarks/throughput-cpu.json`` and a Markdown summary
-beside it. Timings are only meaningful on an otherwise idle host: the report records the load average and the CPU
-time other processes took during the run, and flags ``contended``.
+"""Throughput benchmark: GPT vs DiffEqFormer at matched dimensions in one process (paper App. D.1;
+docs/testing.md#benchmarks), interleaved round by round: a jitted AdamW train step of each, and jitted forwards of
+GPT, the discretised DiffEqFormer, the continuous one (regenerating W(t_k) each call) and the weight generation
+alone. Timings need an idle host: the report records the load and flags ``contended``.
 """
 
 import dataclasses

@@ -1,14 +1,8 @@
-"""Measure training tokens/s per GPU of every model a preset trains: the throughput table of the measured table
-(``pipeline.planning.measured``), which the cost preview and job sizing read (docs/planning.md#cost-preview).
-
-For each distinct (family, size, num_layers) of the preset's pretraining runs and fine-tunes, the model is built (random
-init, first device) and ``repeats`` train steps (``pipeline.bench.timing.train_step``: the model cast to the run's
-compute dtype by its jmp policy, as Levanter's Trainer does, and the run's own AdamW update,
-``pipeline.train.setup.optimizer_config``) are timed after ``warmup`` compiling ones, on ``micro_batch`` (at most the
-run's batch size) × seq_len random tokens. Levanter splits a larger batch into such micro-batches, so tokens/s per GPU =
-micro_batch × seq_len / median step time. A model that does not fit the device is reported and skipped (the cost
-preview then estimates it). The table (``results/benchmarks/throughput-sizes-<device>.csv``) keeps the rows of the
-models not measured this time.
+"""Measure training tokens/s per GPU of every model a preset trains, for the measured table
+(``pipeline.planning.measured``; docs/planning.md#cost-preview). Per distinct (family, size, num_layers),
+``repeats`` train steps (``pipeline.bench.timing.train_step``, the run's compute dtype and AdamW) are timed after
+``warmup`` on micro_batch × seq_len random tokens: tokens/s per GPU = micro_batch × seq_len / median step time. A
+model that does not fit is skipped (the preview estimates it); rows not measured this time are kept.
 """
 
 from __future__ import annotations

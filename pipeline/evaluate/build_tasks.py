@@ -1,14 +1,9 @@
-"""Builder of the tiny preset's two lm-eval tasks (``pipeline/evaluate/tasks/``) from the shipped tiny corpora.
+"""Builder of the tiny preset's two lm-eval tasks (``pipeline/evaluate/tasks/``), byte-identical on every run, from
+the validation splits of the shipped tiny corpora (no model trains on them), with a fixed seed:
 
-Items come from the *validation* splits of the two corpora (pydocs, fortunes; ``pipeline/data/corpora``), which no
-model trains on, and are drawn with a fixed seed, so re-running ``python -m pipeline build-tasks``
-rewrites byte-identical files:
-
-- ``tiny_choice`` (multiple choice, scored like ARC/PIQA/HellaSwag by lm-eval: acc, acc_norm): a sentence cut after
-  about half its words; the true ending among ``CHOICES`` endings, the others endings of other sentences of the
-  same corpus with a similar number of words.
-- ``tiny_lambada`` (LAMBADA-style, scored like ``lambada_openai``: acc of the greedy last word, perplexity): the
-  last whole sentences (``PASSAGE_WORDS`` words) of a paragraph; the target is the passage's last word.
+- ``tiny_choice`` (multiple choice, acc/acc_norm like ARC): a half sentence, its true ending among ``CHOICES``
+  endings of similar-length sentences of the same corpus;
+- ``tiny_lambada`` (like ``lambada_openai``): a ``PASSAGE_WORDS``-word passage, the target its last word.
 """
 
 from __future__ import annotations

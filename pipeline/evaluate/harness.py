@@ -1,16 +1,11 @@
-"""Downstream evaluation (App. C.7, Tables 4-5): lm-evaluation-harness on a trained run, through a thin adapter.
-
-``LevanterLM`` implements lm-eval's ``TemplateLM`` over any Levanter causal LM of the pipeline (GPT-2, Llama, and
-the DiffEqFormers as trained: the continuous model, Euler-solved with its L steps). lm-eval builds the requests
-(few-shot contexts, choices, tokenisation with its own context/continuation split); the adapter scores request
-i = (context c, continuation y) as
+"""Downstream evaluation (App. C.7, Tables 4-5; docs/experiments.md#downstream-evaluation): lm-evaluation-harness
+on a trained run through ``LevanterLM``, lm-eval's ``TemplateLM`` over any Levanter causal LM of the pipeline
+(DiffEqFormers as trained, L Euler steps). Request i = (context c, continuation y) is scored as
 
     log p(y | c) = Σ_j log softmax(f(c ⊕ y_<j))[y_j],   greedy = ∀j: argmax f(c ⊕ y_<j) = y_j,
 
-on the window (c ⊕ y)[-(T+1):] (T = the model's seq_len, lm-eval's left truncation), alone in its own row of a
-batch: positions start at 0 and only right padding follows it, which the causal mask hides. A score therefore
-depends on the request alone, never on how requests are batched. A trained run is also the lm-eval model
-``diffeqformer-run`` (``RunLM``), registered when this module is imported (docs/experiments.md#downstream-evaluation).
+on the window (c ⊕ y)[-(T+1):] (T = seq_len), alone in its row from position 0, so a score never depends on
+batching. Importing registers the lm-eval model ``diffeqformer-run`` (``RunLM``).
 """
 
 from __future__ import annotations
@@ -64,12 +59,8 @@ def _continuation_scores(model, tokens, targets, scored):
 
 
 class LevanterLM(TemplateLM):
-    """lm-eval's LM API over a Levanter ``LmHeadModel`` (in inference mode: no dropout): each request scored alone
-    in a row (see the module doc).
-
-    ``batch_size`` rows per forward pass; requests are sorted by length, and a batch is padded to the next power of
-    two of its longest row, so short tasks do not pay for the full context.
-    """
+    """lm-eval's LM API over a Levanter ``LmHeadModel`` in inference mode, each request alone in a row; requests
+    sorted by length, ``batch_size`` rows per pass, padded to the next power of two of the longest row."""
 
     def __init__(self, model, tokenizer, *, batch_size: int):
         super().__init__()
@@ -187,12 +178,9 @@ def evaluate_downstream(
     batch_size: int,
     prefetched: list[str] = (),
 ) -> dict:
-    """Evaluate one trained run on lm-eval ``tasks`` for every few-shot count in ``shots``, their hub datasets at the
-    commits the prefetch records ``prefetched`` hold (``pipeline.evaluate.task_sources``).
-
-    Writes ``<out_dir>/lm_eval_<k>shot.json`` (lm-eval's results, non-JSON values as strings) per k and then
-    ``<out_dir>/downstream.csv`` (``DOWNSTREAM_COLUMNS``); returns {"run_id", "rows", "seconds"}. The model runs in the
-    run's compute dtype (``train.mixed_precision``).
+    """Evaluate one trained run (in its compute dtype) on lm-eval ``tasks`` for every few-shot count in ``shots``,
+    datasets at the commits ``prefetched`` records. Writes ``lm_eval_<k>shot.json`` per k and ``downstream.csv``
+    (``DOWNSTREAM_COLUMNS``); returns {"run_id", "rows", "seconds"}.
     """
     started = time.perf_counter()
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # the Ray worker's own root

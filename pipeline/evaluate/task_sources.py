@@ -1,16 +1,9 @@
-"""Where an lm-eval task's hub dataset is read from: the hub cache's snapshot of one commit.
+"""Where an lm-eval task's hub dataset is read from: the hub cache's snapshot of one commit (docs/cluster.md#prefetch).
 
-The prefetch (``prefetch_task``, on a host with network) resolves each hub dataset a task names (its YAML's
-``dataset_path``) at the commit the preset pins for it (``downstream.revisions``; else at ``main``) and records the
-commit. A dataset that is only a loading script (``<name>.py`` at the top of its repository, which ``datasets`` 4
-refuses to run) is read from the hub's parquet conversion, the branch ``refs/convert/parquet``, or refused there with
-its name when it has none. Jobs then load each task with its datasets at the recorded commits
-(``pin_task_datasets``): ``datasets`` offline ignores a revision (it loads the newest copy it prepared), so a task's
-``dataset_path`` becomes the snapshot folder of that commit, and a parquet conversion's config (``dataset_name``) its
-folder there (``data_dir``).
-
-lm-eval 0.4.13 builds every task's config in ``TaskFactory._load_full_config`` (YAML, includes and group overrides
-merged); ``PinnedTaskFactory`` rewrites the dataset fields of the result, for tasks and the members of groups alike.
+``prefetch_task`` records the commit each task dataset resolves to (``downstream.revisions``, else ``main``); a
+loading-script-only dataset (which ``datasets`` 4 refuses) is read from ``refs/convert/parquet`` or refused. Jobs
+pin each task's ``dataset_path`` to that snapshot folder (``pin_task_datasets``), since ``datasets`` offline ignores a
+revision. ``PinnedTaskFactory`` rewrites the merged config of lm-eval 0.4.13's ``TaskFactory._load_full_config``.
 """
 
 from __future__ import annotations

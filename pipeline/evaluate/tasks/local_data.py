@@ -1,7 +1,5 @@
-"""Dataset loader of the shipped tiny tasks, named by their YAMLs as ``custom_dataset: !function ...``.
-
-lm-eval passes ``dataset_path``/``data_files`` to ``datasets.load_dataset`` unchanged, so a relative path would
-resolve against the working directory; this loader resolves the task's files against this folder instead.
+"""Dataset loader of the shipped tiny tasks (``custom_dataset: !function ...``): resolves a task's files against
+this folder, where lm-eval's ``load_dataset`` would use the working directory.
 """
 
 from pathlib import Path
