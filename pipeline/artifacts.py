@@ -1,7 +1,5 @@
-"""Run-folder files (docs/runs.md): atomic writes (a temporary sibling renamed, so a killed job never leaves a file
-that looks complete), the metrics log's reading and resume cut, and provenance; and the one writer of the package's
-CSV and Markdown tables that are not pandas frames (``csv_text``, ``markdown_table``). It stands at the package's
-root because every stage reads or writes run folders.
+"""Run-folder files (docs/runs.md): atomic writes (a temporary sibling renamed), the metrics log's reading and resume
+cut, provenance, and the one writer of non-pandas CSV and Markdown tables (``csv_text``, ``markdown_table``).
 """
 
 from __future__ import annotations
@@ -64,9 +62,9 @@ def atomic_write_yaml(path: Path, obj: Any) -> None:
 
 
 def csv_text(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """``rows`` as CSV under the header ``columns``, ``\\n`` line ends; a key missing from a row is an empty cell, a
-    key outside ``columns`` a ValueError (the header would lose it). Python's csv module, not pandas: ``None`` stays
-    empty and NaN ``nan`` (the preflight readers ``float()`` it), and an integer column with a gap stays integers."""
+    """``rows`` as CSV under ``columns`` (``\\n`` line ends); a missing key is an empty cell, an unknown key a
+    ValueError. Not pandas: ``None`` stays empty, NaN ``nan`` (readers ``float()`` it), gapped integer columns stay
+    integers."""
     stream = io.StringIO()
     writer = csv.DictWriter(stream, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
@@ -126,12 +124,9 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 
 def resume_metrics(path: Path, resume_step: int) -> None:
-    """Cut ``metrics.jsonl`` back to what a run resuming after ``resume_step`` updates keeps, before its tracker
-    appends again. A training record's ``step`` is the index of the update it reports (its loss is the batch loss
-    before that update); an evaluation record's ``step`` is the number of updates applied to the evaluated model (0:
-    before training). Training records of steps ≥ ``resume_step`` and evaluations of steps > ``resume_step`` are
-    dropped (all of them when it is 0: the run evaluates its start again), so a resumed run's log reads as one
-    uninterrupted run."""
+    """Cut ``metrics.jsonl`` back for a run resuming after ``resume_step`` updates: drop training records of steps ≥
+    ``resume_step`` (a training record's step is the update it reports) and evaluations of steps > ``resume_step``
+    (an evaluation's step counts updates applied; all when 0), so the log reads as one uninterrupted run."""
     records = read_metrics(path) if path.exists() else []
     kept = [
         record
@@ -202,9 +197,8 @@ def read_run_spec(run_dir: str | Path) -> RunSpec:
 
 
 def require_complete_checkpoint(run_dir: str | Path) -> None:
-    """Fail fast, without importing JAX or Levanter (a job's driver), unless ``run_dir`` holds a checkpoint that
-    Levanter finished writing (``checkpoints/*/metadata.json``, the marker ``discover_latest_checkpoint`` looks
-    for); ``final_checkpoint`` then picks the newest in the Ray task."""
+    """Fail fast without JAX or Levanter (a job's driver) unless ``run_dir`` holds a checkpoint with its
+    ``metadata.json``; ``final_checkpoint`` picks the newest in the Ray task."""
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(f"{run_dir}/checkpoints")

@@ -1,7 +1,5 @@
-"""`python -m pipeline <verb> ...`: the only entry point the Snakemake rules use.
-
-Each verb is declared by its stage in ``pipeline/<stage>/commands.py`` and imports JAX, Levanter or Ray only inside
-its work, so that `--help` and light verbs start fast; this top-floor module gathers every stage's verbs.
+"""``python -m pipeline <verb> ...``: the only entry point the Snakemake rules use. It gathers the verbs each stage
+declares in ``pipeline/<stage>/commands.py``; verbs import JAX, Levanter or Ray only inside their work.
 """
 
 from __future__ import annotations

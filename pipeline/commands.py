@@ -1,6 +1,5 @@
-"""What the stages' verbs (``pipeline/<stage>/commands.py``) share: a verb's parser, the options several verbs take,
-running a verb's work as a Ray task, and the local shared Ray the workflow (``common.smk``) starts for them. Not in
-``cli``, which imports every stage's verb module and so cannot be the one they import."""
+"""What the stages' verbs share: a verb's parser, common options, running work as a Ray task, and the shared local
+Ray of the workflow (``common.smk``). Not in ``cli``, which imports every stage's verbs."""
 
 from __future__ import annotations
 
@@ -58,10 +57,9 @@ def add_out_folder(parser: argparse.ArgumentParser, folder: Path) -> None:
 
 
 def start_shared_local_ray(num_cpus: int) -> str:
-    """Start one Ray runtime for a local DAG run in Snakemake's own process (it stops when Snakemake exits) and return
-    its address, handed to every job through ``PIPELINE_RAY_ADDRESS``: each job joins it as its own Ray job instead
-    of starting an embedded Ray (tiny jobs: 2.6–6.2 s, not 15–25 s; ``results/benchmarks/dag-subset-2026-11-23.md``).
-    SIGTERM or SIGINT then stops the running jobs through their own stop path before Ray (``execution.driver_stop``)."""
+    """Start one Ray runtime for a local DAG run in Snakemake's own process and return its address, which every
+    job joins through ``PIPELINE_RAY_ADDRESS`` (tiny jobs: 2.6–6.2 s instead of 15–25 s with an embedded Ray).
+    SIGTERM or SIGINT stops the jobs before Ray (``execution.driver_stop``)."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 

@@ -1,9 +1,6 @@
-"""The experiment grid: a validated preset expanded into typed run specs (the cross-references between its sections
-that a schema cannot express: ``pipeline.config.references``).
-
-``pretrain_runs`` expands a preset into one ``RunSpec`` per pretraining run, keyed by a readable run id
-(``<group>-<family>``, ablations ``<base>-<ablation>_<variant>-<family>``); ``finetune_runs`` and
-``memory_probes`` do the same for the fine-tunes of Fig. 5 and the memory probes of Fig. 16.
+"""The experiment grid: a validated preset expanded into typed specs keyed by readable run ids (``<group>-<family>``,
+ablations ``<base>-<ablation>_<variant>-<family>``): ``pretrain_runs``, ``finetune_runs`` (Fig. 5) and
+``memory_probes`` (Fig. 16). Cross-references a schema cannot express: ``pipeline.config.references``.
 """
 
 from __future__ import annotations
@@ -29,10 +26,9 @@ def _model_spec(config: dict[str, Any], group: dict[str, Any], family: str, diff
 
 
 def _train_spec(config: dict[str, Any], *layers: dict[str, Any], fine_tuning: bool = False) -> TrainSpec:
-    """The merged ``train`` sections (later ones win) and the run's ``train.decay_mask`` (``pipeline.train.decay``)
-    from ``fidelity.decay_mask``: ``reference`` decays as the authors' code that trained the run does, their
-    pretraining code per family and their fine-tuning code (the fine-tunes and the fine-tunes' sources,
-    ``fine_tuning``) every parameter; ``family`` and ``levanter`` apply to every run."""
+    """The merged ``train`` sections (later ones win) and ``train.decay_mask`` from ``fidelity.decay_mask``
+    (docs/configuration.md#fidelity-choices): ``reference`` per family for pretraining, every parameter for
+    ``fine_tuning`` (the fine-tunes and their sources); ``family`` and ``levanter`` for every run."""
     merged = {key: value for layer in (config["defaults"]["train"], *layers) for key, value in layer.items()}
     decay_mask = config["fidelity"]["decay_mask"]
     if decay_mask == "reference":
@@ -41,9 +37,8 @@ def _train_spec(config: dict[str, Any], *layers: dict[str, Any], fine_tuning: bo
 
 
 def run_seeds(config: dict[str, Any]) -> dict[str, int | None]:
-    """Run-id suffix → seed of every run: ``{"": None}`` (ids and specs as the ``train`` sections say) without a
-    ``seeds`` key, else ``{"-s<seed>": seed}`` per seed listed (a seed sets init, data order and dropout, so it is
-    in the spec and hence the fingerprint)."""
+    """Run-id suffix → seed: ``{"": None}`` without a ``seeds`` key, else ``{"-s<seed>": seed}`` per seed (a seed
+    sets init, data order and dropout, so it is in the spec and the fingerprint)."""
     return {f"-s{seed}": seed for seed in config["seeds"]} if "seeds" in config else {"": None}
 
 
@@ -98,10 +93,9 @@ def pretrain_runs(config: dict[str, Any]) -> dict[str, RunSpec]:
 
 
 def memory_probes(config: dict[str, Any]) -> dict[str, RunSpec]:
-    """Fig. 16's probes (App. D): the model of group ``analysis.memory.base`` at ``batch_size``, once per D of
+    """Fig. 16's probes (App. D): group ``analysis.memory.base``'s model at ``batch_size``, per D of
     ``time_embed_dims`` for each DiffEqFormer family (``<base>-memory_d<D>-<family>``) and once for each other
-    family (``<base>-memory-<family>``). They are measured, not trained, so they are not pretraining runs (nor
-    repeated per seed)."""
+    (``<base>-memory-<family>``); measured, not trained, so not per seed."""
     config = {key: value for key, value in config.items() if key != "seeds"}
     probe = config["analysis"]["memory"]
     group = config["pretrain"][probe["base"]]
@@ -127,18 +121,16 @@ def _source_run(
 
 
 def finetune_eval_split(config: dict[str, Any], target_dataset: str) -> str:
-    """The split a fine-tune into ``target_dataset`` is scored on: its test split with ``fidelity.eval_split: test``
-    (docs/paper.md#fine-tune-test-split) where the dataset's source exports one (``test_split``; OpenWebText has
-    none, so its held-out validation split), else validation."""
+    """The split a fine-tune into ``target_dataset`` is scored on: with ``fidelity.eval_split: test``, the test
+    split where its source exports one (docs/paper.md#fine-tune-test-split), else validation."""
     has_test = config["datasets"][target_dataset]["source"].get("test_split", False)
     return "test" if config["fidelity"]["eval_split"] == "test" and has_test else "validation"
 
 
 def finetune_runs(config: dict[str, Any], runs: dict[str, RunSpec]) -> dict[str, FinetuneSpec]:
-    """Every fine-tune of Fig. 5: per direction and method, the DiffEqFormer source resampled to each N' (Euler
-    steps) of ``steps_grid`` (``ft-<src>-<tgt>-diffeq<L>-n<N'>-<method>``) and the baseline
-    (``ft-<src>-<tgt>-gpt<L>-<method>``), per seed (suffix ``-s<seed>``, the source of the same seed) when the
-    preset lists ``seeds``. ``runs``: the preset's pretraining runs (``pretrain_runs``), the fine-tunes' sources."""
+    """Every fine-tune of Fig. 5 from ``runs`` (``pretrain_runs``): per direction and method, the DiffEqFormer source
+    resampled to each N' of ``steps_grid`` (``ft-<src>-<tgt>-diffeq<L>-n<N'>-<method>``) and the baseline
+    (``ft-<src>-<tgt>-gpt<L>-<method>``), per seed (``-s<seed>``, from the source of that seed)."""
     finetune = config["finetune"]
     finetunes: dict[str, FinetuneSpec] = {}
     for (source_dataset, target_dataset), (suffix, seed) in itertools.product(

@@ -1,6 +1,5 @@
-"""Presets: load one (``presets/<name>.yaml`` of this package, or a path to a YAML file), merge command-line
-overrides over it, validate it against ``schema.yaml`` and the cross-references a schema cannot express
-(``references``); a malformed preset fails with one sentence naming the file, the key and what was expected.
+"""Presets: load one (a built-in name or a YAML path), merge command-line overrides, validate against
+``schema.yaml`` and ``references``; a malformed preset fails with one sentence naming the file, key and expectation.
 """
 
 from __future__ import annotations

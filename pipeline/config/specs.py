@@ -1,8 +1,6 @@
-"""Typed run specs: what one pretraining run or fine-tune needs, resolved from a preset (``grid`` builds them).
-
-Every field has roles (``ROLES``); the run fingerprint, the fit table's plan key and the model recipe key are read
-from them (``role_values``), never listed by hand. A field renamed in Python keeps the key it was first serialised
-under (``serialised_as``), so the fingerprints, params and ``config.yaml`` of runs trained before stay the same.
+"""Typed run specs: what one pretraining run or fine-tune needs, resolved from a preset (``grid`` builds them). Each
+field's roles (``ROLES``) decide the fingerprint, plan key and model recipe key (``role_values``); a renamed field
+keeps its first serialised key (``serialised_as``), so earlier runs' fingerprints stay the same.
 """
 
 from __future__ import annotations
@@ -161,13 +159,10 @@ class RunSpec(JobSpec):
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneSpec(JobSpec):
-    """One step-resampling fine-tune (paper §6.2): a pretrained source run of ``source_euler_steps`` = L Euler steps
-    (its layers), resampled to ``euler_steps`` = N' (DiffEqFormer; ``None`` keeps a GPT baseline's depth), trained
-    on the target dataset with ``method`` lora (rank ``lora_rank``, adapters initialised by ``lora_init``, adapters +
-    embeddings trainable if ``train_embeddings``) or full; ``resampling`` says where dt' goes
-    (``fidelity.resampling``); ``eval_split`` is the target split it is scored on (``fidelity.eval_split``). Euler
-    steps are layers of the ODE's discretisation, not optimizer updates (``train.steps``); their serialised keys
-    are their first names, ``source_steps`` and ``num_steps``."""
+    """One step-resampling fine-tune (paper §6.2): source run of L = ``source_euler_steps`` Euler steps resampled to
+    N' = ``euler_steps`` (``None``: a GPT keeps its depth), trained on the target by ``method`` lora (``lora_rank``,
+    ``lora_init``, + embeddings if ``train_embeddings``) or full; ``resampling`` and ``eval_split`` are the
+    ``fidelity`` keys. Euler steps are layers, not updates; serialised as ``source_steps`` and ``num_steps``."""
 
     source_run: str = spec_field(WEIGHTS)
     source_dataset: str = spec_field(WEIGHTS)
