@@ -1,6 +1,5 @@
 """Run-folder files (docs/runs.md): atomic writes (a temporary sibling renamed), the metrics log's reading and resume
-cut, provenance, and the one writer of non-pandas CSV and Markdown tables (``csv_text``, ``markdown_table``).
-"""
+cut, provenance, and the one writer of non-pandas CSV and Markdown tables (``csv_text``, ``markdown_table``)."""
 
 from __future__ import annotations
 

@@ -73,9 +73,8 @@ def start_shared_local_ray(num_cpus: int) -> str:
 
 
 def add_ray_options(parser: argparse.ArgumentParser, *, gpus: bool = False) -> None:
-    """``--ray-address``/``--ray-num-cpus``/``--ray-fresh-process`` of a verb that may use Ray (defaults: their
-    ``PIPELINE_RAY_*`` variables, set by the workflow from the preset's ``ray`` section), and ``--gpus`` of one whose
-    work runs as a Ray task (marked ``ray_task``: a local DAG run starts its shared Ray for it, ``runs_a_ray_task``)."""
+    """``--ray-address``/``--ray-num-cpus``/``--ray-fresh-process`` (defaults: their ``PIPELINE_RAY_*`` variables),
+    and ``--gpus`` for a ``ray_task`` verb (a local DAG run starts its shared Ray for it, ``runs_a_ray_task``)."""
     num_cpus = os.environ.get(RAY_PLACEMENT_ENV["num_cpus"])
     parser.add_argument(
         "--ray-address",

@@ -7,8 +7,7 @@ Euler updates at t_n = n·T/(N−1):
 
 Magnitudes of degree k = 0..4 per regime: ``notebook`` a(t) = s·(t/T)^k; ``equal_mean`` s·(k+1)·(t/T)^k (the
 constant's mean s over [0, T]); ``power`` s·t^k. The final state: single-linkage clusters at ``CLUSTER_THRESHOLD``
-(and ``CLUSTER_CUTS``) and the mean pairwise distance.
-"""
+(and ``CLUSTER_CUTS``) and the mean pairwise distance."""
 
 from __future__ import annotations
 

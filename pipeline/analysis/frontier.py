@@ -5,8 +5,7 @@ loss (micro-averaged token NLL) when its ODE dx/dt = f(t, x) on (0, 1] is solved
 - ``heun``: K1 = dt·f(t_{k-1}, x), K2 = dt·f(t_k, x + K1), x + (K1 + K2)/2;
 - ``rk4``: classical Runge-Kutta, stages at t_{k-1}, t_{k-1} + dt/2 (twice) and t_k,
 
-each stage's W(t) generated inside its step; embeddings, final LayerNorm and unembedding unchanged.
-"""
+each stage's W(t) generated inside its step; embeddings, final LayerNorm and unembedding unchanged."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ Along the model's Euler trajectory x_k = x_{k-1} + dt·f(t_k, x_{k-1}) (dt = 1/L
 (hidden×hidden) of output token j per input token i follow dQ_i/dt = J_ji Q_i, J_ji = ∂f_j/∂x_i of the whole field
 (time-dependent LayerNorms included, final LayerNorm not). Each step Q_i ← QR(Q_i + dt·J_ji Q_i); the exponents
 are Σ_k log|diag R_k| (T = 1), sorted decreasing. Under the causal mask f_j depends on x_0..x_j through query row j
-only, so ``query_increment`` evaluates that row alone (``full_sequence_jacobian``: the reference way).
-"""
+only, so ``query_increment`` evaluates that row alone (``full_sequence_jacobian``: the reference way)."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ def query_increment(block, x: NamedArray) -> NamedArray:
     """The increment of the last token of ``x`` (positions 0..j) under one ``ParallelGptBlock``,
     step·(Attn(LN1 x)_j + FF(LN2 x_j)), re-associated so no key or value is formed (h = LN1 x, q^h = h_j W_Q^h +
     b_Q^h): score_i^h = (h_i·(W_K^h q^h) + b_K^h·q^h)/√d, Σ_i p_i^h v_i^h = (Σ_i p_i^h h_i) W_V^h + b_V^h. Its
-    Jacobian per h_i costs O(heads·hidden) per output direction instead of O(hidden²).
-    """
+    Jacobian per h_i costs O(heads·hidden) per output direction instead of O(hidden²)."""
     h = block.ln_1(x)
     weight, bias = block.attn.c_attn.weight, block.attn.c_attn.bias
     query = hax.dot(h["position", -1], weight["qkv", 0], axis="embed") + bias["qkv", 0]

@@ -2,8 +2,7 @@
 the run's model with the loop's own ``Trainer`` on random tokens, recording per device (largest over local devices)
 the allocator's ``device_peak_bytes`` (None on CPU), XLA's plan ``compiled_peak_bytes`` = arguments + outputs +
 temporaries − donated, and ``host_peak_rss_bytes``. The device peak includes the first step's compilation, as a
-training process's does; the plan is compiled after the steps, so that compilation never enters it.
-"""
+training process's does; the plan is compiled after the steps, so that compilation never enters it."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 docs/experiments.md#analyses). QK = W_Q^h (W_K^h)^T and OV = W_V^h W_O^h have rank ≤ d (head size) and share their
 non-zero eigenvalues with the d×d (W_K^h)^T W_Q^h, resp. W_O^h W_V^h (the hidden − d zeros are left out);
 FF = W_fc W_proj (docs/paper.md#spectra) has ``head`` 0. DiffEqFormer is sampled ``time_oversampling``× finer than
-its steps, GPT at t = (layer + 1)/L.
-"""
+its steps, GPT at t = (layer + 1)/L."""
 
 from __future__ import annotations
 

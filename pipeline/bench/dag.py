@@ -1,8 +1,7 @@
 """Where a finished DAG's wall time goes (``bench dag``, docs/testing.md#benchmarks): per job kind (its log folder),
 the jobs, their wall and CPU seconds (Snakemake's benchmark files) and the mean seconds of each phase (the markers
 of ``pipeline.execution.phases``, a phase lasting to the next marker; ``outside``: wall time outside the marked
-span); against a ``--baseline``, both DAGs' totals, their ratio and each phase's mean.
-"""
+span); against a ``--baseline``, both DAGs' totals, their ratio and each phase's mean."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Throughput benchmark: GPT vs DiffEqFormer at matched dimensions in one process (paper App. D.1;
 docs/testing.md#benchmarks), interleaved round by round: a jitted AdamW train step of each, and jitted forwards of
 GPT, the discretised DiffEqFormer, the continuous one (regenerating W(t_k) each call) and the weight generation
-alone. Timings need an idle host: the report records the load and flags ``contended``.
-"""
+alone. Timings need an idle host: the report records the load and flags ``contended``."""
 
 import dataclasses
 import datetime

@@ -2,8 +2,7 @@
 (``pipeline.planning.measured``; docs/planning.md#cost-preview). Per distinct (family, size, num_layers),
 ``repeats`` train steps (``pipeline.bench.timing.train_step``, the run's compute dtype and AdamW) are timed after
 ``warmup`` on micro_batch × seq_len random tokens: tokens/s per GPU = micro_batch × seq_len / median step time. A
-model that does not fit is skipped (the preview estimates it); rows not measured this time are kept.
-"""
+model that does not fit is skipped (the preview estimates it); rows not measured this time are kept."""
 
 from __future__ import annotations
 

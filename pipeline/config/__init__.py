@@ -1,6 +1,5 @@
-"""Presets: load and validate one (``loading``), expand its grid into typed run specs (``grid``, ``specs``); the model
-families (``families``) and a SLURM site file (``site``). The built-in presets (``presets/<name>.yaml``) and the
-schemas (``schema.yaml``, ``site_schema.yaml``) are this package's data."""
+"""Presets: load and validate one (``loading``), expand its grid into typed run specs (``grid``, ``specs``), model
+families (``families``) and SLURM site files (``site``); presets and schemas are this package's data."""
 
 from pipeline.config.families import DIFFEQ_FAMILIES, LLAMA_FAMILIES
 from pipeline.config.grid import finetune_eval_split, finetune_runs, memory_probes, pretrain_runs

@@ -1,6 +1,5 @@
 """Presets: load one (a built-in name or a YAML path), merge command-line overrides, validate against
-``schema.yaml`` and ``references``; a malformed preset fails with one sentence naming the file, key and expectation.
-"""
+``schema.yaml`` and ``references``; a malformed preset fails with one sentence naming the file, key and expectation."""
 
 from __future__ import annotations
 

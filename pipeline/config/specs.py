@@ -1,7 +1,6 @@
 """Typed run specs: what one pretraining run or fine-tune needs, resolved from a preset (``grid`` builds them). Each
 field's roles (``ROLES``) decide the fingerprint, plan key and model recipe key (``role_values``); a renamed field
-keeps its first serialised key (``serialised_as``), so earlier runs' fingerprints stay the same.
-"""
+keeps its first serialised key (``serialised_as``), so earlier runs' fingerprints stay the same."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@
     python -m pipeline build-corpora --deb-dir DIR  # use (or download into) DIR for the .deb files
     python -m pipeline build-corpora --check        # rebuild in a temp dir, compare with shipped files
 
-The .debs are read with the standard library (ar + tar, no ``dpkg``) after checking their sha256 pins.
-"""
+The .debs are read with the standard library (ar + tar, no ``dpkg``) after checking their sha256 pins."""
 
 from __future__ import annotations
 
@@ -219,9 +218,8 @@ def provenance_markdown(stats: dict[str, dict[str, dict]]) -> str:
 
 
 def rebuild(out: Path, deb_dir: Path | None, check: bool) -> dict[str, dict[str, dict[str, int]]]:
-    """Build every corpus and PROVENANCE.md into ``out`` (``deb_dir``: where the pinned .deb files are or are
-    downloaded to) or, with ``check``, into a temporary folder compared with ``out``; documents and characters per
-    corpus and split."""
+    """Build every corpus and PROVENANCE.md into ``out`` (.debs in ``deb_dir``), or with ``check`` into a temporary
+    folder compared with ``out``; returns documents and characters per corpus and split."""
     with tempfile.TemporaryDirectory() as scratch:
         deb_dir = deb_dir or Path(scratch) / "debs"
         deb_dir.mkdir(parents=True, exist_ok=True)

@@ -55,8 +55,7 @@ def build_token_cache(
     """Tokenize JSONL files (in order) into a Levanter TreeCache at ``out_dir``, with Levanter's SerialCacheWriter
     (``serial``) or its ``build_lm_dataset_cache`` on Ray (``ray``): the same token ids and CacheMetadata either way.
     Built resumably in the staging folder, ``INPUTS_FILE`` recording its inputs (docs/runs.md#data-jobs-resume); a
-    stop signal raises ``RunStopped``. Returns {"documents", "tokens", "seconds"}.
-    """
+    stop signal raises ``RunStopped``. Returns {"documents", "tokens", "seconds"}."""
     if builder not in ("serial", "ray"):
         raise ValueError(f"Token cache {out_dir}: builder={builder!r}; expected 'serial' or 'ray'.")
     if not jsonl_files:

@@ -1,7 +1,6 @@
 """The Hugging Face hub as a job sees it (docs/cluster.md#prefetch): offline or not, the prefetch's records
 ``{name, id, revision, commit}``, and the cache's snapshots. Jobs load the recorded commit, never the branch or tag:
-the shared cache's refs follow the last prefetch into it, perhaps another preset's.
-"""
+the shared cache's refs follow the last prefetch into it, perhaps another preset's."""
 
 from __future__ import annotations
 

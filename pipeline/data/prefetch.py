@@ -1,7 +1,6 @@
 """Prefetch one hub item of a preset (a dataset or a pretrained tokenizer) at its revision into the shared cache
 (``HF_HOME``) on a host with the network (docs/cluster.md#prefetch), one job and record ``{name, id, revision,
-commit}`` per item, so a failure stops only its readers. lm-eval tasks: ``pipeline.evaluate.task_sources``.
-"""
+commit}`` per item, so a failure stops only its readers. lm-eval tasks: ``pipeline.evaluate.task_sources``."""
 
 from __future__ import annotations
 

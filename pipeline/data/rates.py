@@ -3,8 +3,7 @@ sizes (docs/paper.md#corpus-sizes; docs/runs.md#data-jobs-resume):
 
     minutes = (size / (rate per CPU-second × CPUs) + splits × per_split_s + shards × per_shard_s) / 60
 
-size and rate in characters (corpus export, CPUs = 1) or tokens (token cache, its CPUs).
-"""
+size and rate in characters (corpus export, CPUs = 1) or tokens (token cache, its CPUs)."""
 
 from __future__ import annotations
 

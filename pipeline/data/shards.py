@@ -1,7 +1,6 @@
 """A corpus export in numbered shards that resumes where it stopped (docs/runs.md#data-jobs-resume): per split,
 ``{split}-NNNNN.jsonl.gz`` of ``docs_per_shard`` documents in the staging folder, each listed when done in the
-ledger ``shards.jsonl`` (first line: the export's key); a stop signal abandons the current shard (``RunStopped``).
-"""
+ledger ``shards.jsonl`` (first line: the export's key); a stop signal abandons the current shard (``RunStopped``)."""
 
 from __future__ import annotations
 
@@ -97,9 +96,8 @@ def finished_shard_count(cache_dir: Path, default: int = 0) -> int:
 
 
 def shards_done(out_dir: Path) -> tuple[int, int | None]:
-    """The shards a stopped data job writing ``out_dir`` finished and keeps for its rerun, and of how many (None where
-    its staging folder does not say): a corpus export's listed in its ledger, of those its key plans; a token cache's
-    in Levanter's ledgers of its splits, finished or not. (0, None) without a staging folder."""
+    """(shards finished, of how many or None) that a stopped data job writing ``out_dir`` keeps for its rerun: an
+    export's from its ledger and key, a token cache's from Levanter's ledgers; (0, None) without a staging folder."""
     staging = staging_directory(out_dir)
     key, entries = read_ledger(staging)
     if key is not None:

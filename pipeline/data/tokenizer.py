@@ -71,9 +71,8 @@ def train_bpe_tokenizer(
 def save_pretrained_tokenizer(
     name_or_path: str, out_dir: Path, *, revision: str | None = None, overwrite: bool = False
 ) -> dict:
-    """Load a tokenizer with `AutoTokenizer.from_pretrained` (hub id such as "gpt2" at `revision`, or a local
-    directory) and save it to `out_dir`, so later stages never need the hub. Returns {"vocab_size", "bos", "eos"}.
-    With the hub offline, a tokenizer missing from the cache fails with one sentence naming it and the prefetch."""
+    """Save a tokenizer (hub id at ``revision``, or a local directory) to ``out_dir``, so later stages never need the
+    hub; offline, a missing one fails naming it and the prefetch. Returns {"vocab_size", "bos", "eos"}."""
     from pipeline.data.hub import missing_from_cache
     from pipeline.execution.job_env import hub_offline
 

@@ -5,8 +5,7 @@ on a trained run through ``LevanterLM``, lm-eval's ``TemplateLM`` over any Levan
     log p(y | c) = Σ_j log softmax(f(c ⊕ y_<j))[y_j],   greedy = ∀j: argmax f(c ⊕ y_<j) = y_j,
 
 on the window (c ⊕ y)[-(T+1):] (T = seq_len), alone in its row from position 0, so a score never depends on
-batching. Importing registers the lm-eval model ``diffeqformer-run`` (``RunLM``).
-"""
+batching. Importing registers the lm-eval model ``diffeqformer-run`` (``RunLM``)."""
 
 from __future__ import annotations
 
@@ -180,8 +179,7 @@ def evaluate_downstream(
 ) -> dict:
     """Evaluate one trained run (in its compute dtype) on lm-eval ``tasks`` for every few-shot count in ``shots``,
     datasets at the commits ``prefetched`` records. Writes ``lm_eval_<k>shot.json`` per k and ``downstream.csv``
-    (``DOWNSTREAM_COLUMNS``); returns {"run_id", "rows", "seconds"}.
-    """
+    (``DOWNSTREAM_COLUMNS``); returns {"run_id", "rows", "seconds"}."""
     started = time.perf_counter()
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # the Ray worker's own root
     logging.getLogger("pipeline").setLevel(logging.INFO)

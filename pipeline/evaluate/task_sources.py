@@ -3,8 +3,7 @@
 ``prefetch_task`` records the commit each task dataset resolves to (``downstream.revisions``, else ``main``); a
 loading-script-only dataset (which ``datasets`` 4 refuses) is read from ``refs/convert/parquet`` or refused. Jobs
 pin each task's ``dataset_path`` to that snapshot folder (``pin_task_datasets``), since ``datasets`` offline ignores a
-revision. ``PinnedTaskFactory`` rewrites the merged config of lm-eval 0.4.13's ``TaskFactory._load_full_config``.
-"""
+revision. ``PinnedTaskFactory`` rewrites the merged config of lm-eval 0.4.13's ``TaskFactory._load_full_config``."""
 
 from __future__ import annotations
 

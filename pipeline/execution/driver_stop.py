@@ -1,8 +1,7 @@
 """How the local driver hosting the shared Ray stops on ``DRIVER_STOP_SIGNALS``
 (docs/runs.md#stopping-the-local-driver): SIGTERM to every running job so each saves and stops, wait, shut down the
 shared Ray, then the handler from before Ray (which releases Snakemake's lock). Ray's own handlers would abort at
-once and kill every job mid-save.
-"""
+once and kill every job mid-save."""
 
 from __future__ import annotations
 

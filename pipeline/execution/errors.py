@@ -1,7 +1,6 @@
 """What a failed verb tells its user: one sentence per class of failure, the last line of its log
 (docs/failures.md#failures-inside-a-job), after the traceback on stderr where it helps. Classes are matched anywhere
-in the exception's chain, in ``failure_sentence``'s order.
-"""
+in the exception's chain, in ``failure_sentence``'s order."""
 
 from __future__ import annotations
 

@@ -58,9 +58,8 @@ node (``SLURM_CPUS_ON_NODE``, set in every job: e.g. an ``sbatch`` script of one
 
 
 def slurm_allocation(environ: dict[str, str] | None = None) -> dict[str, int]:
-    """The CPUs and GPUs of the SLURM job this process runs in (``SLURM_CPU_COUNTS``; ``CUDA_VISIBLE_DEVICES``,
-    which SLURM sets to the allocated GPUs), for an embedded Ray that must not count the whole node's; empty
-    outside a SLURM job."""
+    """The CPUs and GPUs of the SLURM job this process runs in (``SLURM_CPU_COUNTS``, ``CUDA_VISIBLE_DEVICES``), so
+    an embedded Ray does not count the whole node's; empty outside SLURM."""
     environ = os.environ if environ is None else environ
     if "SLURM_JOB_ID" not in environ:
         return {}

@@ -1,7 +1,6 @@
-"""A new Ray runtime on this machine, as the pipeline starts it: a job's embedded Ray, the shared Ray of a local DAG
-run, the token-cache builder's; no dashboard, no metrics, no idle workers started ahead of a task
-(docs/cluster.md#ray-on-this-machine; measured in results/benchmarks/local-ray-2026-11-27.md). A Ray cluster that
-someone else started keeps its own settings: a job only joins it."""
+"""A new Ray runtime as the pipeline starts it (embedded, shared local, token-cache builder): no dashboard, no
+metrics, no idle workers ahead of a task (docs/cluster.md#ray-on-this-machine). A cluster someone else started keeps
+its settings: a job only joins it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """A long CPU job's progress in its log: ``<what>: <unit> done of <total> (<percent>), ETA <duration>``, at most
 every ``every_s`` seconds and at the last unit. ETA = (total − done) × elapsed / (done − done at start): units a
-resumed job found done do not count in its rate.
-"""
+resumed job found done do not count in its rate."""
 
 from __future__ import annotations
 

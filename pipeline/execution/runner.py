@@ -4,8 +4,7 @@
 or the last ``ray start``, even a dead one); ``"auto"`` or ``host:port`` submits to an existing cluster, in a warm
 worker unless ``fresh_process``. Too few GPUs or a dead address fail at once with a sentence (Ray would wait or
 retry for minutes). The task's function is named ``"module:function"`` and imported in the worker only, so a
-driver never imports JAX, Levanter or lm-eval.
-"""
+driver never imports JAX, Levanter or lm-eval."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ SIGINT (``ray.cancel``, Ctrl-C) and SIGURG (SLURM's walltime warning, ``--signal
 process of the job; Ray's GCS server and raylet would die mid-save on SIGTERM but ignore SIGURG.
 
 ``DRIVER_STOP_SIGNALS`` are the same less SIGURG: the driver hands the signal on to Snakemake's handler, which
-ignores SIGURG and would go on scheduling with the shared Ray shut down.
-"""
+ignores SIGURG and would go on scheduling with the shared Ray shut down."""
 
 from __future__ import annotations
 

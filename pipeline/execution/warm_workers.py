@@ -11,8 +11,7 @@ imported JAX and Levanter (Ray never reuses a worker across drivers, and every S
   stops its job as a stop signal would.
 
 Longer than 300 lines because the pool, the worker and the driver's side are one protocol (the output relay, the
-heartbeat, recycling), whose three parts are read and changed together.
-"""
+heartbeat, recycling), whose three parts are read and changed together."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Models of the reproduction, registered as Levanter ``LmConfig``s on import (docs/models.md): ``diffeq_gpt``,
 ``diffeq_llama`` (paper §4, App. C.6), the weight-sharing ``shared_gpt`` / ``shared_ode_gpt``, the resampled
-``discrete_diffeq_gpt`` / ``discrete_diffeq_llama`` (§6.2), and Levanter's ``gpt2`` / ``llama`` baselines.
-"""
+``discrete_diffeq_gpt`` / ``discrete_diffeq_llama`` (§6.2), and Levanter's ``gpt2`` / ``llama`` baselines."""
 
 from levanter.models.lm_model import LmConfig
 
@@ -52,8 +51,7 @@ def build_model_config(
 ) -> LmConfig:
     """The Levanter model config of one family and dimensions. ``dropout``: GPT families only (Llama accepts 0);
     ``intermediate_dim``: Llama SwiGLU width (default 4·hidden_dim); D, S, ``shared_time_mlp``, ``time_precision``,
-    ``time_grid``: DiffEqFormer families; ``llama_layer``: DiffEqFormer-Llama. Unused options are rejected.
-    """
+    ``time_grid``: DiffEqFormer families; ``llama_layer``: DiffEqFormer-Llama. Unused options are rejected."""
     if family not in FAMILIES:
         raise ValueError(f"Unknown model family {family!r}; valid names are: {', '.join(FAMILIES)}.")
     time_options = {

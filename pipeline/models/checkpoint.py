@@ -1,6 +1,5 @@
 """A trained run folder → its Levanter model, shared by fine-tunes, evaluation and analyses: ``config.yaml`` (the
-``RunSpec``) and the newest complete ``checkpoints/step-N/`` (Levanter's ``discover_latest_checkpoint``).
-"""
+``RunSpec``) and the newest complete ``checkpoints/step-N/`` (Levanter's ``discover_latest_checkpoint``)."""
 
 from __future__ import annotations
 
@@ -52,8 +51,7 @@ def checkpoint_vocab_size(checkpoint: str) -> int:
 
 def load_run_model(run_dir: str | Path, vocab_size: int):
     """``(spec, model)`` of a trained run, its final checkpoint on the local devices (no sharding). A checkpoint
-    of another ``vocab_size`` is refused naming both sizes (it would otherwise misalign ids or fail in tensorstore).
-    """
+    of another ``vocab_size`` is refused naming both sizes (it would otherwise misalign ids or fail in tensorstore)."""
     spec = read_run_spec(run_dir)
     checkpoint = final_checkpoint(run_dir)
     stored = checkpoint_vocab_size(checkpoint)

@@ -1,8 +1,7 @@
 """DiffEqFormer, GPT-2 flavour: a transformer as a non-autonomous neural ODE solved by Euler (paper §4).
 
 x_k = x_{k-1} + dt·f(t_k, x_{k-1}), t_k = k/L, dt = 1/L, k = 1..L, with the parallel vector field
-f(t, x) = Attn_t(LN1_t(x)) + FF_t(LN2_t(x)) (Eqs. 2-5) whose every weight is generated from t (Eq. 6).
-"""
+f(t, x) = Attn_t(LN1_t(x)) + FF_t(LN2_t(x)) (Eqs. 2-5) whose every weight is generated from t (Eq. 6)."""
 
 from dataclasses import dataclass
 
@@ -29,8 +28,7 @@ from .time_norm import TimeLayerNorm
 class DiffEqGptConfig(Gpt2Dimensions, LmConfig["DiffEqGptLMHeadModel"]):
     """GPT-2-shaped DiffEqFormer: L = ``num_layers`` Euler steps, D = ``time_embed_dim``, S = ``sinusoidal_dim``;
     ``shared_time_mlp`` is App. D.2's one MLP for all weights; ``time_precision`` and ``time_grid`` as in
-    ``time_embedding``. ``attn_pdrop`` is unused, as in Levanter's Gpt2Attention (docs/models.md#known-differences).
-    """
+    ``time_embedding``. ``attn_pdrop`` is unused, as in Levanter's Gpt2Attention (docs/models.md#known-differences)."""
 
     time_embed_dim: int = 20
     sinusoidal_dim: int = 128

@@ -2,8 +2,7 @@
 
 x_k = x_{k-1} + dt·f(t_k, x_{k-1}), t_k = k/L, with the authors' chained norms (docs/paper.md#llama-layer)
 f(t, x) = Attn_t(a) + SwiGLU_t(RMSNorm2_t(a)), a = RMSNorm1_t(x), or (``chained_norms`` off) the GPT-style
-f(t, x) = Attn_t(RMSNorm1_t(x)) + SwiGLU_t(RMSNorm2_t(x)).
-"""
+f(t, x) = Attn_t(RMSNorm1_t(x)) + SwiGLU_t(RMSNorm2_t(x))."""
 
 import dataclasses
 from dataclasses import dataclass
@@ -61,8 +60,7 @@ class LlamaDimensions:
 class DiffEqLlamaConfig(LlamaDimensions, LmConfig["DiffEqLlamaLMHeadModel"]):
     """Llama-shaped DiffEqFormer (defaults: the paper's Llama-1B, D = 96, S = 256), L = ``num_layers`` Euler steps,
     untied embeddings. Layer defaults are the authors' (docs/paper.md#llama-layer): ``chained_norms``,
-    ``norm_shift`` h(t)·F_b, eps 1e-6 in the layer and ``final_norm_epsilon`` 1e-5.
-    """
+    ``norm_shift`` h(t)·F_b, eps 1e-6 in the layer and ``final_norm_epsilon`` 1e-5."""
 
     time_embed_dim: int = 96
     sinusoidal_dim: int = 256

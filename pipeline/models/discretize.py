@@ -1,7 +1,6 @@
 """Step resampling (paper §6.2, docs/paper.md#resampled-model): ``discretize(model, N')`` evaluates W(t_k),
 t_k = k/N', once, giving N' parallel blocks x ↦ x + dt'·(Attn(LN1 x) + FF(LN2 x)), dt' = 1/N' (or folded into the
-output projections): a vanilla transformer's cost. With N' = L it reproduces the continuous model.
-"""
+output projections): a vanilla transformer's cost. With N' = L it reproduces the continuous model."""
 
 import dataclasses
 from dataclasses import dataclass

@@ -1,6 +1,5 @@
 """LM shells shared by the GPT- and Llama-style models: Levanter's embeddings and head around a ``transformer``,
-causal mask by default; ``init`` draws the embeddings with Levanter's initialisers and the transformer by its own.
-"""
+causal mask by default; ``init`` draws the embeddings with Levanter's initialisers and the transformer by its own."""
 
 import abc
 import dataclasses

@@ -1,7 +1,6 @@
 """Weight-sharing baselines (Table 1's "Shared parameter" rows; docs/models.md#baselines-and-weight-sharing):
 ``shared_gpt`` reuses one GPT-2 block, x_l = Block(x_{l-1}); ``shared_ode_gpt`` is DiffEqFormer's Euler solve with
-time-independent weights, x_l = x_{l-1} + dt·(Attn(LN1 x) + FF(LN2 x)), dt = 1/L.
-"""
+time-independent weights, x_l = x_{l-1} + dt·(Attn(LN1 x) + FF(LN2 x)), dt = 1/L."""
 
 from dataclasses import dataclass
 

@@ -1,7 +1,6 @@
 """The fidelity ledger (docs/experiments.md#fidelity-ledger): every choice that can move a paper number, with the
 paper's and the authors' code's value (``reference/fidelity.csv``), this pipeline's read from the resolved preset or
-code constants by ``pipeline_values`` (never typed), and the preset key that switches it.
-"""
+code constants by ``pipeline_values`` (never typed), and the preset key that switches it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The paper's figures from the stages' tidy files only: each ``*_figure`` draws one figure to its ``FigureFiles``
 (PNG + PDF).
 
-Longer than 300 lines because it holds one short function per paper figure, which share the axes helpers.
-"""
+Longer than 300 lines because it holds one short function per paper figure, which share the axes helpers."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 Student t-interval x̄ ± t₀.₉₇₅,ₙ₋₁·s/√n and the one-sample t-test (paired: per-seed differences); correlations go
 through Fisher's z = artanh ρ; 0/1 outcomes get Clopper–Pearson and the exact binomial (sign) test on untied seeds;
 lm-eval estimates the z-test; non-inferiority at a margin the one-sided t-test with bound x̄ + t₀.₉₅,ₙ₋₁·s/√n.
-n = 1 has no interval and no test; a family's p-values are Holm-adjusted.
-"""
+n = 1 has no interval and no test; a family's p-values are Holm-adjusted."""
 
 from __future__ import annotations
 

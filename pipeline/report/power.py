@@ -4,8 +4,7 @@ for 80 % power at its effect and Holm's α/m, from per-seed spreads of a recorde
 Paired t-test: P(|T| > t_{1−α/2,n−1}), T noncentral t (df n − 1, noncentrality δ√n/σ); non-inferiority at margin
 M: P(T > t_{1−α,n−1}), noncentrality M√n/σ; a fraction of seeds: the exact binomial mass of the rejection region at
 the minimum effect, and at least the seeds a Clopper–Pearson half-width of ``FRACTION_HALF_WIDTH`` needs. m is the
-number of powered claims, iterated until stable.
-"""
+number of powered claims, iterated until stable."""
 
 from __future__ import annotations
 

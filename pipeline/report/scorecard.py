@@ -1,8 +1,7 @@
 """Scorecard: every number we produce beside the paper's (``paper_numbers``), and every claim of the paper
 (docs/paper.md#claims, App. C.5/D) beside our evidence. Claims (1)-(7) are one statistic per seed each (paired
 per-seed differences of validation cross-entropy, Δ log-perplexity) with its test (``intervals``); the primary
-claims the design powers (``power``) form one Holm-adjusted family (docs/experiments.md#verdicts).
-"""
+claims the design powers (``power``) form one Holm-adjusted family (docs/experiments.md#verdicts)."""
 
 from __future__ import annotations
 

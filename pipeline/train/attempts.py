@@ -1,8 +1,7 @@
 """Which attempts of a training or data job run (docs/cluster.md#retries-after-a-real-failure): attempt 1, and a later
 one only after a stop by walltime or preemption, a death after saving progress, or SLURM's requeue of the same
 attempt; otherwise it ends at once, repeating the first failure's sentence. Records live in ``<run>/attempt.json``
-or beside a data job's output (``data_attempt_file``).
-"""
+or beside a data job's output (``data_attempt_file``)."""
 
 from __future__ import annotations
 
@@ -62,9 +61,8 @@ def recorded_attempt(run_dir: Path, attempt: int, what: str) -> contextlib.Abstr
 def attempt_record(
     path: Path, attempt: int, what: str, progress: Callable[[], int], saved: str = "checkpoint after step {}"
 ) -> Iterator[None]:
-    """Attempt ``attempt`` of the job ``what`` (``pipeline.execution.errors.subject``), recorded in ``path``, whose
-    ``progress()`` counts what it saved (``refusal``): refused (``AttemptRefused``, after logging the recorded
-    attempt's traceback) or recorded as it runs and ends."""
+    """Attempt ``attempt`` of job ``what``, recorded in ``path`` with ``progress()`` as what it saved: refused
+    (``AttemptRefused``, after logging the recorded traceback) or recorded as it runs and ends."""
     if attempt > 1 and path.is_file():
         record = json.loads(path.read_text())
         refused = refusal(record, progress(), attempt, what, saved)

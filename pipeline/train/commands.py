@@ -12,10 +12,8 @@ from pipeline.train.attempts import recorded_attempt
 
 
 def with_micro_batch(spec_json: str, micro_batch: int | None) -> str:
-    """The spec (a run's or a fine-tune's, as JSON) with ``train.micro_batch_size`` set to ``micro_batch`` examples
-    per device per forward/backward (0: the whole batch at once; None: the spec's own). Not part of the run's
-    fingerprint (its role is ``EXECUTION``, ``pipeline.config.specs``); the run's config.yaml records the value
-    trained with."""
+    """The spec JSON with ``train.micro_batch_size`` = ``micro_batch`` examples per device per pass (0: the whole
+    batch; None: the spec's own); an ``EXECUTION`` field, so not in the fingerprint."""
     if micro_batch is None:
         return spec_json
     spec = json.loads(spec_json)

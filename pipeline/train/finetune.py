@@ -4,8 +4,7 @@
 The source's final checkpoint, a DiffEqFormer discretised to N' Euler steps (W(t_k) at t_k = k/N', dt' = 1/N';
 docs/paper.md#resampled-model), a GPT baseline at its depth. ``lora`` trains only Levanter LoRA adapters (rank r,
 scale α/r with α = 8; + embeddings when ``train_embeddings``) that start at A, B ~ 1e-6·N(0,1) or B = 0, so step 0
-is the resampled source; ``full`` trains every parameter.
-"""
+is the resampled source; ``full`` trains every parameter."""
 
 from __future__ import annotations
 

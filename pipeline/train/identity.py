@@ -1,8 +1,7 @@
 """A run's identity: the fingerprint of everything that determines its weights, stored as ``identity.json`` with its
 checkpoints (docs/runs.md#fingerprints): SHA-256 over the spec's ``WEIGHTS`` fields, the tokenizer files, the train
 split's row counts and document offsets, ``TRAIN_STEP``, and for a fine-tune its source's fingerprint and final
-checkpoint metadata. A run resumes only from checkpoints of its own fingerprint.
-"""
+checkpoint metadata. A run resumes only from checkpoints of its own fingerprint."""
 
 from __future__ import annotations
 

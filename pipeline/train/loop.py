@@ -4,8 +4,7 @@ AdamW with linear warm-up then cosine decay to ``min_lr_ratio``·lr (docs/paper.
 next-token cross-entropy, the metric validation perplexity exp(mean token NLL). Exactly ``steps`` updates
 (docs/runs.md#exact-steps); a rerun resumes from the newest good checkpoint of its own fingerprint; a stop signal
 saves a checkpoint and ends with an error. Configs: ``pipeline.train.setup``; Levanter changes:
-``pipeline.train.trainer``.
-"""
+``pipeline.train.trainer``."""
 
 from __future__ import annotations
 

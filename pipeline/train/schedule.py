@@ -1,7 +1,6 @@
 """The learning-rate schedule and Adam's β1, β2, ε as optimizer state, not constants of the compiled step, so one
 compiled train step serves every run of a shape (docs/runs.md#runs-of-one-shape-share-their-compiled-programs).
-The metrics log reads each step's rate from the state (``hyperparams["learning_rate"]``).
-"""
+The metrics log reads each step's rate from the state (``hyperparams["learning_rate"]``)."""
 
 from __future__ import annotations
 

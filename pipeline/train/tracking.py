@@ -1,8 +1,6 @@
-"""A training run's trackers (docs/runs.md#trackers): ``metrics.jsonl`` as a Levanter tracker (``jsonl``), composed
-with TensorBoard and W&B when the preset's ``tracker`` list names them. ``metrics.jsonl`` holds the pipeline's
-metrics (``RECORD_FIELDS``) only and is what summaries and the report read. Trackers are not part of a run's
-fingerprint.
-"""
+"""A training run's trackers (docs/runs.md#trackers): ``metrics.jsonl`` as a Levanter tracker (``jsonl``), holding
+the pipeline's ``RECORD_FIELDS`` that summaries and the report read, composed with TensorBoard and W&B when the
+preset's ``tracker`` list names them."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ replaces an attribute of an object it built, never Levanter's modules.
 
 ``UndonatedTrainer`` donates no buffers: with jaxlib 0.7.2 Levanter's donated step feeds AdamW wrong gradients once
 other jitted work runs between steps (docs/runs.md#every-update-is-the-gradient-of-its-loss;
-``tests/train/test_train_step.py``). It costs one more copy of parameters and optimizer state per device.
-"""
+``tests/train/test_train_step.py``). It costs one more copy of parameters and optimizer state per device."""
 
 from __future__ import annotations
 

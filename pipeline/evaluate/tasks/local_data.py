@@ -1,6 +1,5 @@
 """Dataset loader of the shipped tiny tasks (``custom_dataset: !function ...``): resolves a task's files against
-this folder, where lm-eval's ``load_dataset`` would use the working directory.
-"""
+this folder, where lm-eval's ``load_dataset`` would use the working directory."""
 
 from pathlib import Path
 
