@@ -1,3 +1,3 @@
-"""Previews and benchmarks, beside the science: GPU-hours (``cost``), per-device memory (``fit``), measured training
-throughput per model (``throughput_sizes``), GPT vs DiffEqFormer (``throughput``), the Lyapunov Jacobians
-(``jacobian``) and a DAG's time by phase (``dag``); all timed with ``timing``."""
+"""Previews and benchmarks, timed with ``timing``: GPU-hours (``cost``), memory (``fit``), throughput per model
+(``throughput_sizes``), GPT vs DiffEqFormer (``throughput``), Lyapunov Jacobians (``jacobian``), a DAG's phases
+(``dag``)."""

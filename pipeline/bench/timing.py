@@ -13,9 +13,8 @@ from levanter.models.lm_model import compute_next_token_loss
 
 
 def time_interleaved(calls: dict[str, Callable], repeats: int, warmup: int) -> tuple[dict[str, list], dict]:
-    """Warm up (compile) each call, then ``repeats`` rounds calling each once in turn (A B A B …, so that drift of
-    the host affects all alike); seconds per call, each blocked until its result is ready, and each call's last
-    output."""
+    """Warm up (compile) each call, then ``repeats`` rounds calling each once in turn (A B A B …, so host drift
+    affects all alike); returns seconds per call (blocked until ready) and each call's last output."""
     outputs = {}
     for name, call in calls.items():
         for _ in range(warmup):

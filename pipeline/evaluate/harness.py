@@ -145,9 +145,8 @@ class LevanterLM(TemplateLM):
 
 @register_model("diffeqformer-run")
 class RunLM(LevanterLM):
-    """A trained run folder as an lm-eval model: its final checkpoint in the run's compute dtype
-    (``train.mixed_precision``), with the tokenizer it was trained with. ``batch_size`` (lm-eval's ``--batch_size``)
-    is a number of requests per forward pass; ``device`` is JAX's to choose."""
+    """A trained run folder as an lm-eval model: its final checkpoint in the run's compute dtype with its tokenizer;
+    ``batch_size`` is requests per forward pass, ``device`` JAX's to choose."""
 
     def __init__(self, run_dir: str, tokenizer: str, batch_size: int | str = 32, **_lm_eval_options):
         if not str(batch_size).isdigit():

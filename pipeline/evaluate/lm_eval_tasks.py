@@ -1,6 +1,5 @@
-"""lm-eval's side of the downstream evaluation: which tasks exist (fail fast on a bad name) and its results as
-tidy rows. Light imports only (lm-eval's task index, not the models), so the ``downstream`` verb checks the task
-names before it starts Ray and loads a model."""
+"""lm-eval's side of the downstream evaluation: which tasks exist and its results as tidy rows. Light imports only
+(lm-eval's task index), so ``downstream`` checks task names before it starts Ray and loads a model."""
 
 from __future__ import annotations
 

@@ -109,9 +109,8 @@ def resolve_on_hub(dataset_id: str, revision: str | None) -> TaskDataset:
 
 
 def prefetch_task(task: str, task_dir: str | None, revisions: dict[str, str]) -> dict[str, Any]:
-    """Download lm-eval task (or group) ``task`` with each of its hub datasets at the commit ``revisions`` pins (by
-    dataset id; unpinned: main) and return its record ``{task, datasets: [TaskDataset fields]}``; a task that fails
-    to load is one sentence naming it."""
+    """Download lm-eval task (or group) ``task`` with its hub datasets at the commits ``revisions`` pins (else main);
+    returns ``{task, datasets: [TaskDataset fields]}``. A task that fails to load is one sentence naming it."""
     resolved: dict[str, TaskDataset] = {}
 
     def source(dataset_id: str) -> TaskDataset:

@@ -15,9 +15,8 @@ EMBEDDING_ARRAY = Path("model/embeddings/token_embeddings/weight/.zarray")
 
 
 def run_model_config(spec: RunSpec):
-    """The Levanter ``LmConfig`` of a run (its ``init`` scheme is applied by ``pipeline.models.build_initialised``
-    when a fresh model is built). Dropout applies to the GPT families only (docs/paper.md#pretraining-grid);
-    the Llama families, like Levanter's ``LlamaConfig``, have none."""
+    """The Levanter ``LmConfig`` of a run (``pipeline.models.build_initialised`` applies its ``init`` scheme);
+    dropout for the GPT families only (docs/paper.md#pretraining-grid)."""
     from pipeline.models import build_model_config
 
     dimensions = {

@@ -1,6 +1,5 @@
-"""The GPT-2 dimensions shared by the GPT-2-flavoured models of this package (DiffEqFormer, weight sharing): the
-fields of Levanter's ``Gpt2Config``, the ``Gpt2Config`` itself for the reused Levanter modules, the final norm and the
-FLOPs."""
+"""The GPT-2 dimensions shared by DiffEqFormer-GPT and the weight-sharing models: ``Gpt2Config``'s fields, the
+``Gpt2Config`` for the reused Levanter modules, the final norm and the FLOPs."""
 
 import dataclasses
 from dataclasses import dataclass

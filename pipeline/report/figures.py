@@ -314,9 +314,8 @@ def lyapunov_figure(path: Path, out: FigureFiles, output_token: int = -1) -> Non
 def clustering_figures(
     trajectories_path: Path, stats_path: Path, out_trajectories: FigureFiles, out_stats: FigureFiles
 ) -> None:
-    """Fig. 2c/d and 13: token trajectories of the attention-only ODE for each magnitude function a(t) (3-D, the
-    final positions marked), and the final cluster count and mean pairwise distance per magnitude, in the
-    claim's regime (docs/experiments.md#analyses)."""
+    """Fig. 2c/d and 13, in the claim's regime: 3-D token trajectories of the attention-only ODE per magnitude a(t),
+    and the final cluster count and mean pairwise distance per magnitude (docs/experiments.md#analyses)."""
     trajectories = read_csv(trajectories_path, TRAJECTORY_COLUMNS, "the trajectories written by the analysis stage")
     stats = read_csv(stats_path, CLUSTER_STATS_COLUMNS, "the clustering statistics written by the analysis stage")
     magnitudes = list(dict.fromkeys(trajectories.sort_values("degree")["magnitude"]))

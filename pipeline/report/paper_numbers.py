@@ -1,6 +1,5 @@
 """The paper's numbers beside ours (Tables 1-5): ``holds`` / ``does not hold`` (within / outside two combined
-standard errors or the stated tolerance of the paper's), ``not run at this preset`` (the paper's number needs the
-paper's models and tasks) or ``not in the paper``."""
+standard errors or the paper's stated tolerance), ``not run at this preset`` or ``not in the paper``."""
 
 from __future__ import annotations
 

@@ -18,9 +18,8 @@ from pipeline.report.tidy_inputs import load_downstream, load_memory_probes
 
 
 def memory_claims(paths: list[Path]) -> list[dict]:
-    """App. D, Fig. 16: raising D adds parameters but peak train-step memory grows far less than the parameter
-    count (growth from the smallest to the largest D, each as a ratio). A deterministic measurement, not a seed
-    statistic: supported when memory grows less, else contradicted."""
+    """App. D, Fig. 16: peak train-step memory grows far less than the parameter count from the smallest to the
+    largest D (each a ratio); a deterministic measurement: supported when memory grows less, else contradicted."""
     if not paths:
         return []
     table, source = load_memory_probes(paths)
@@ -80,9 +79,8 @@ def lambada_claims(paths: list[Path]) -> list[dict]:
 
 
 def ablation_claims(runs: pd.DataFrame) -> list[dict]:
-    """App. C.5 (Fig. 7): β2 = 0.95 helps DiffEqFormer, 0.999 helps GPT; App. D.1 (Fig. 14): perplexity falls as D
-    grows; App. D.2 (Fig. 18): the paper's time-weight design beats the shared-MLP one. One run per setting (n = 1):
-    the difference is shown, no interval and no verdict."""
+    """App. C.5 (Fig. 7): β2 = 0.95 helps DiffEqFormer, 0.999 GPT; App. D.1 (Fig. 14): perplexity falls with D;
+    App. D.2 (Fig. 18): the paper's time-weight design beats the shared MLP. n = 1: difference shown, no verdict."""
     rows = []
     ablations = runs[runs["role"] == "ablation"].assign(ablation=lambda frame: frame["ablation"].fillna("").astype(str))
     for family, better in (("diffeq", "0.95"), ("gpt", "0.999")):

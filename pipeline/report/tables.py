@@ -1,6 +1,5 @@
-"""The paper's tables from the stages' tidy files only (never checkpoints), each written to its ``TableFiles``
-(``pipeline.report.table_views``). Tables 1-2: validation perplexity; 3: model specifications; 4-5: downstream
-accuracy; 6: parameters against D."""
+"""The paper's tables from the stages' tidy files only, each to its ``TableFiles``: Tables 1-2 validation
+perplexity, 3 model specifications, 4-5 downstream accuracy, 6 parameters against D."""
 
 from __future__ import annotations
 
