@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pipeline.commands import add_options, add_verb
 from pipeline.config import load_preset
-from pipeline.planning.devices import DEFAULT_MFU
+from pipeline.planning.cost import DEFAULT_MFU
 
 
 def _cost(args: argparse.Namespace) -> None:

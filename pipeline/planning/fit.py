@@ -38,9 +38,9 @@ from typing import Any
 from pipeline.config.site import Site
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.execution.progress import Progress
-from pipeline.planning.devices import DEVICES
+from pipeline.planning.cost import DEVICES
 from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, fit_table, plan_key
-from pipeline.planning.grid import Grid, Workload, workload_vocab_size
+from pipeline.planning.grid import Grid, Workload, vocab_size
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
@@ -196,11 +196,11 @@ def plan_main() -> None:
     import jax
 
     plans = []
-    for raw, vocab_size, micro_batch in json.load(sys.stdin):
+    for raw, vocab, micro_batch in json.load(sys.stdin):
         workload = Workload.from_dict(raw)
         try:
             planner = plan_train_step if workload.trains else plan_downstream
-            plans.append(planner(workload, vocab_size, micro_batch))
+            plans.append(planner(workload, vocab, micro_batch))
         except Exception as error:
             raise RuntimeError(
                 f"{workload.run_id} at micro-batch {micro_batch}: {type(error).__name__}: {error}".replace("\n", " ")
@@ -252,14 +252,14 @@ def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int]) -> l
     """The rows of ``jobs`` (``(workload, GPUs, device bytes)``, vocabulary sizes ``vocab_sizes``): every first
     plan, at the whole batch per device, in one process per device count, then each row's micro-batch search."""
     requests, devices = [], []
-    for (workload, gpus, _), vocab_size in zip(jobs, vocab_sizes, strict=True):
+    for (workload, gpus, _), vocab in zip(jobs, vocab_sizes, strict=True):
         devices.append(workload.devices(gpus))
         if workload.batch_size % devices[-1]:
             raise ValueError(
                 f"{workload.run_id}: batch_size {workload.batch_size} is not divisible by {devices[-1]} "
                 f"GPUs; choose a GPU count that divides it."
             )
-        requests.append((workload, vocab_size, workload.batch_size // devices[-1]))
+        requests.append((workload, vocab, workload.batch_size // devices[-1]))
     plans: dict[int, dict[str, Any]] = {}
     progress = Progress("fit: first plans", len(requests), "rows", every_s=0)
     for count in sorted(set(devices)):
@@ -322,7 +322,7 @@ def plans_digest(
     rows = sorted(
         (
             workload.run_id,
-            plan_key(workload, workload_vocab_size(grid.config, workload)),
+            plan_key(workload, vocab_size(grid.config, workload.tokenizer)),
             count,
             device_bytes,
             int(device_bytes * gpu_memory_fraction()),
@@ -349,7 +349,7 @@ def write_fit(
     from pipeline.planning.measured import read_fit_rows
 
     jobs = planned_jobs(grid, device, gpus, site, run_ids, preflight_table)
-    rows = fit_rows(jobs, [workload_vocab_size(grid.config, workload) for workload, _, _ in jobs])
+    rows = fit_rows(jobs, [vocab_size(grid.config, workload.tokenizer) for workload, _, _ in jobs])
     kept = []
     if run_ids and Path(out_csv).is_file():
         replaced = {row.job_key for row in rows}

@@ -27,7 +27,7 @@ from pipeline.config.site import preset_results
 from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec
 from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
 from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, plan_key
-from pipeline.planning.grid import Grid, Workload, workload_vocab_size
+from pipeline.planning.grid import Grid, Workload, vocab_size
 from pipeline.planning.model_cost import model_cost
 
 logger = logging.getLogger(__name__)
@@ -272,7 +272,7 @@ class MeasuredTable:
         if row is None:
             return None
         workload = self.grid.workloads[workload_id]
-        changed = stale_field(row, workload, workload_vocab_size(self.grid.config, workload))
+        changed = stale_field(row, workload, vocab_size(self.grid.config, workload.tokenizer))
         if changed is not None:
             raise FitTableError(
                 f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) is stale: {changed} "

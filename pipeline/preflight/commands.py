@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from pipeline.commands import absolute, add_options, add_ray_options, add_verb, ray_placement
-from pipeline.planning.devices import DEFAULT_MFU
+from pipeline.planning.cost import DEFAULT_MFU
 from pipeline.planning.preflight_jobs import DEFAULT_TIMED, DEFAULT_WARMUP
 
 
@@ -108,8 +108,7 @@ def _measured_row(path: str, row: dict, what: str, measure) -> None:
 def _report(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text, csv_text
     from pipeline.config import load_preset
-    from pipeline.planning.cost import cost_rows
-    from pipeline.planning.devices import DEVICES
+    from pipeline.planning.cost import DEVICES, cost_rows
     from pipeline.planning.grid import Grid
     from pipeline.preflight import report
 
