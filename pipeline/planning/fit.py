@@ -1,25 +1,17 @@
 """Fit preview: does every job fit in one GPU's memory, planned on CPU by XLA before anything runs
-(docs/planning.md#does-every-run-fit).
+(docs/planning.md#does-every-run-fit, which says what each row plans).
 
-One row per workload, its ``role`` (the workload's kind): for a pretraining run, memory probe or fine-tune, the
-training loop's own train step on virtual CPU devices (``plan_train_step``); for ``downstream``, lm-eval's scoring
-forward pass on the job's one GPU (``plan_downstream``). Models are built abstractly at their exact dimensions:
-nothing is allocated, downloaded or read from a source checkpoint. XLA's memory plan per device is
+One row per workload (``role``: its kind): a train step (``plan_train_step``) or lm-eval's scoring forward pass
+(``plan_downstream``), its model built abstractly at its exact dimensions. XLA's memory plan per device is
 
     total = arguments + outputs + temporaries − donated (aliased) bytes      (``pipeline.train.step_plan``)
 
-of which the parameters and the optimizer state are the per-device shards of the state (FSDP shards every array with
-an ``embed`` axis; the few without one, biases and the time-embedding MLPs' hidden layers, are replicated:
-``replicated_param_bytes``). A workload fits when total ≤ the share of the device's memory that a job's JAX reserves
-(``pipeline.execution.job_env.gpu_memory_fraction()``: ``usable_bytes``). A train step that does not fit at its
-batch is planned again at a smaller micro-batch (Levanter's ``per_device_parallelism``; gradient accumulation to the
-same batch) until it fits. The temporaries are XLA's CPU plan, a preview: the memory probes (Fig. 16) measure the
-real peak on GPUs.
-
-The plans run in child processes (``python -m pipeline.planning.fit``), because JAX fixes the virtual device count
-when it starts: the first plans of every workload of one device count in one process, each further plan of the
-micro-batch search in its own. Longer than 300 lines because a plan and the search that runs it are one concern: what
-a plan returns is the fit row's columns (``PLAN_BYTES``), and its child process runs this module.
+A workload fits when total ≤ the share of the device's memory that a job's JAX reserves (``usable_bytes``); a train
+step that does not fit is planned again at a smaller micro-batch until it fits. The plans run in child processes
+(``python -m pipeline.planning.fit``: JAX fixes the virtual device count when it starts), the first plans of every
+workload of one device count in one process, each further plan of the micro-batch search in its own. Longer than 300
+lines because a plan and the search that runs it are one concern: what a plan returns is the fit row's columns
+(``PLAN_BYTES``), and its child process runs this module.
 """
 
 from __future__ import annotations
