@@ -16,6 +16,7 @@ from pipeline.execution.driver_stop import child_processes, stop_jobs_on_signals
 from pipeline.execution.job_env import RAY_FRESH_PROCESS_ENV, RAY_PLACEMENT_ENV
 from pipeline.execution.local_ray import start_local_ray
 from pipeline.execution.stop_signals import DRIVER_STOP_SIGNALS
+from pipeline.planning.cost import DEFAULT_MFU
 
 OPTIONS: dict[str, dict] = {
     "--preset": {"default": "paper", "help": "preset name or YAML path (default: paper)"},
@@ -26,6 +27,17 @@ OPTIONS: dict[str, dict] = {
     "--run-dir": {"type": Path, "required": True, "help": "the run's folder (results/<preset>/runs/<run>)"},
     "--cache": {"type": Path, "required": True, "help": "the run's token cache"},
     "--tokenizer": {"type": Path, "required": True, "help": "the run's tokenizer folder"},
+    "--site": {"help": "SLURM site settings (e.g. profiles/slurm/site.yaml): each job's GPUs and their memory"},
+    "--mfu": {
+        "type": float,
+        "default": DEFAULT_MFU,
+        "help": f"model FLOPs utilisation of the estimate ({DEFAULT_MFU})",
+    },
+    "--preflight": {
+        "type": Path,
+        "help": "the preset's preflight report, whose measured throughput wins over the throughput table and the "
+        "estimate (default: <results>/<preset>/preflight.csv, where it exists)",
+    },
 }
 """The options several verbs take, by flag: ``add_argument``'s settings (``add_options``)."""
 

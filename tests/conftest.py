@@ -232,7 +232,7 @@ def planned_fit_row():
     columns 0. ``fits_at_paper_batch``: the whole per-GPU batch unless given."""
     from pipeline.execution.job_env import gpu_memory_fraction
     from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, plan_key
-    from pipeline.planning.grid import Grid, workload_vocab_size
+    from pipeline.planning.grid import Grid, vocab_size
 
     def row(
         config: dict,
@@ -250,7 +250,7 @@ def planned_fit_row():
             **{
                 **dict.fromkeys(FIT_COLUMNS, 0),
                 "run_id": run_id,
-                "plan_key": plan_key(workload, workload_vocab_size(config, workload)),
+                "plan_key": plan_key(workload, vocab_size(config, workload.tokenizer)),
                 "role": workload.kind,
                 "family": workload.run.model.family,
                 "size": workload.run.size,

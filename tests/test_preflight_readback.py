@@ -11,13 +11,13 @@ from cli_testkit import dry_run
 from pipeline.artifacts import csv_text
 from pipeline.cli import main
 from pipeline.config import load_preset, pretrain_runs
-from pipeline.config.site import EXAMPLE, load_site
+from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site
 from pipeline.planning.cost import preview
 from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
 from pipeline.planning.measured import PreflightError, read_preflight_rows
 from pipeline.planning.model_cost import model_cost
-from pipeline.planning.placement import STARTUP_MIN, JobRequest
+from pipeline.planning.placement import JobRequest
 from pipeline.preflight.report import COLUMNS, markdown, with_verdicts
 
 TINY = load_preset({"preset": "tiny"})
@@ -51,7 +51,7 @@ def test_a_preflight_row_with_half_the_throughput_doubles_the_walltime_and_the_c
         write_report(report, "gpt-small-g1-mb0", "wt103-small-gpt", "h100", tokens_per_s_per_device=tokens_per_s)
         job = JobSizing(Grid.load(TINY), site, preflight_table=report).training("wt103-small-gpt")
         assert job.gpus == 1
-        minutes.append(job.minutes - STARTUP_MIN)
+        minutes.append(job.minutes - DEFAULT_CHUNK_STARTUP_MIN)
         _, runs = preview(Grid.load(load_preset({"preset": "tiny"})), "h100", preflight=report)
         [row] = [row for row in runs if row["run_id"] == "wt103-small-gpt"]
         assert row["source"] == "preflight"
@@ -100,12 +100,9 @@ def test_a_red_preflight_row_stops_every_grid_job_with_its_sentence(tmp_path, re
     )
     expected = sentence.format(run="wt103-small-gpt").replace("(", r"\(").replace(")", r"\)")
     jobs = JobSizing(Grid.load(TINY), None, preflight_table=report)
-    for job in (lambda: jobs.training("wt103-small-gpt"), lambda: jobs.training("wt103-medium-gpt")):
-        with pytest.raises(ValueError, match=expected):
-            job()
     with pytest.raises(ValueError, match=expected):
-        jobs.gpu_analysis("downstream", "owt-large-gpt")
-    assert jobs.training("wt103-medium-gpt", check_preflight=False) == JobRequest(micro_batch=0)
+        jobs.green()  # what every grid job's resources ask first (workflow/rules/resources.smk)
+    assert jobs.training("wt103-medium-gpt") == JobRequest(micro_batch=0)
 
 
 @pytest.mark.slow
@@ -209,7 +206,7 @@ def test_a_preflight_finetune_row_with_half_the_throughput_doubles_its_methods_w
         )
         job = JobSizing(Grid.load(TINY), site, preflight_table=report).training(LORA_OTHER)
         assert job.gpus == 1
-        minutes.append(job.minutes - STARTUP_MIN)
+        minutes.append(job.minutes - DEFAULT_CHUNK_STARTUP_MIN)
         _, runs = preview(Grid.load(load_preset({"preset": "tiny"})), "h100", preflight=report)
         rows = {row["run_id"]: row for row in runs}
         full = rows["ft-wt103-owt-diffeq6-n3-full"]
@@ -253,15 +250,9 @@ def test_a_failed_stage_row_stops_every_grid_job_naming_itself(tmp_path, kind):
         f"accelerator memory); fix that, delete {tmp_path}/preflight/stages/{kind}/row.json and {report}, and run "
         "the command again: it reruns that job before the grid."
     )
-    for job in (
-        lambda: sizing.training("owt-medium-diffeq"),
-        lambda: sizing.training("ft-owt-wt103-gpt8-lora"),
-        lambda: sizing.gpu_analysis("downstream", "owt-llama1b-llama"),
-        lambda: sizing.gpu_analysis("spectra", "owt-medium-gpt"),
-    ):
-        with pytest.raises(PreflightError) as error:
-            job()
-        assert str(error.value) == sentence
+    with pytest.raises(PreflightError) as error:
+        sizing.green()
+    assert str(error.value) == sentence
 
 
 def test_a_failed_stage_row_stops_the_grids_dry_run_but_not_the_preflights(tmp_path):
@@ -318,9 +309,9 @@ def test_a_red_shapes_row_still_stops_its_runs_after_a_green_row_of_the_same_mod
     report = tmp_path / "preflight.csv"
     report.write_text(csv_text(with_verdicts(rows), COLUMNS))
     jobs = JobSizing(Grid.load(paper), site, preflight_table=report)
-    assert jobs.training("owt-medium-gpt", check_preflight=False).gpus == 1
+    assert jobs.training("owt-medium-gpt").gpus == 1
     with pytest.raises(PreflightError, match="the preflight of shape gpt-medium-g2-mb0 .run owt-medium-gpt. failed"):
-        jobs.training("owt-medium-gpt")
+        jobs.green()
     assert set(training_shapes(jobs)) == shapes_before
 
 

@@ -1,44 +1,81 @@
 """Cost preview: the GPU-hours of every stage of a preset, before anything runs (docs/planning.md#cost-preview).
 
-Per run, the tokens it processes times the seconds a GPU needs per token:
-
-- pretrain and finetune: ``steps × batch_size × seq_len`` training tokens, a fine-tune's of the fine-tuned model (the
-  DiffEqFormer source discretised to N' steps, ``discrete_diffeq_*``: a vanilla transformer's cost, App. D.1, or the
-  GPT baseline). Unless measured, LoRA is costed as a full fine-tune: an upper bound (frozen weights skip their
-  weight gradients, about a third of the FLOPs);
-- evaluate (lm-eval, App. C.7): forward tokens of each model of ``downstream.pairs``: per task and shot count,
-  documents (the evaluation split, or ``limit``) × requests per document (answer choices) × ``seq_len``, an
-  upper bound that charges every request a full context window;
-- analysis: forward passes over a few sentences or validation sets per run, negligible next to the above;
-  periodic validation during training is not counted (at most a few % of a run's tokens).
-
-Each training run also shows its passes over its training data (tokens / the training tokens of the built cache's
-``stats.json``, else the corpus's published size) and its checkpoint disk (``pipeline.planning.checkpoint_disk``).
-
-Seconds per training token come from the measured table (``pipeline.planning.measured``) or, for a model it lacks,
-from an estimate: Levanter's forward FLOPs per token (``LmConfig.flops_per_token``: matmuls, the attention map, the
-LM head) × 3 (forward + backward), as Levanter's MFU accounting, / (MFU × the device's dense peak); a forward-only
-token costs a third. GPU-hours assume linear data-parallel scaling: wall-clock = GPU-hours / GPUs.
+Per run, the tokens it processes (``Workload.tokens``) times the seconds a GPU needs per token: from the measured
+table (``pipeline.planning.measured``) or, for a model it lacks, estimated as Levanter's forward FLOPs per token
+(``LmConfig.flops_per_token``) × 3 (forward + backward, as Levanter's MFU) / (MFU × the device's dense peak); a
+forward-only token costs a third. GPU-hours assume linear data-parallel scaling: wall-clock = GPU-hours / GPUs.
+Unless measured, LoRA is costed as a full fine-tune (an upper bound: frozen weights skip their weight gradients,
+about a third of the FLOPs) and lm-eval requests as full context windows; the analyses and periodic validation (at
+most a few % of a run's tokens) are not counted. Each training run also shows its passes over its training
+data and its checkpoint disk (``checkpoint_disk``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
+from pipeline.config import TrainSpec
 from pipeline.config.site import preset_results
-from pipeline.planning.checkpoint_disk import checkpoint_disk
-from pipeline.planning.devices import DEFAULT_MFU, DEVICES, compute_precision
 from pipeline.planning.grid import TRAIN_PASSES, Grid, Workload
 from pipeline.planning.measured import MeasuredTable, preflight_path
 from pipeline.planning.model_cost import model_cost
+from pipeline.train.checkpoints import KEPT_WHILE_TRAINING
 
 PUBLISHED_TRAIN_TOKENS = {("dlwh/wikitext_103_detokenized", "gpt2"): 0.12e9, ("Skylion007/openwebtext", "gpt2"): 9.04e9}
 """Training tokens of the paper's corpora under a tokenizer, as published: WikiText-103 ≈ 0.12 B GPT-2 tokens
 (docs/paper.md#exact-steps), OpenWebText ≈ 9.04 B (nanoGPT's preparation of the same dataset); the fallback of
 ``data_passes`` before the caches are built. No published count for the Llama tokenizer: "?" until built."""
 STAGES = ("pretrain", "finetune", "evaluate", "analysis")
+CHECKPOINT_BYTES_PER_PARAMETER = 12
+"""f32 parameters plus Adam's first and second moments, 4 bytes each (for LoRA an upper bound: Levanter saves the
+trainable parameters only)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """One GPU, from NVIDIA's datasheets (SXM): its memory, and its dense peak TFLOP/s by compute precision
+    (``bf16``: bf16/fp16 tensor cores; ``f32``: TF32 for float32 compute)."""
+
+    memory_bytes: int
+    peak_tflops: dict[str, float]
+
+
+DEVICES = {
+    "a100": Device(memory_bytes=80 * 10**9, peak_tflops={"bf16": 312.0, "f32": 156.0}),
+    "h100": Device(memory_bytes=80 * 10**9, peak_tflops={"bf16": 989.0, "f32": 494.7}),
+    "h200": Device(memory_bytes=141 * 10**9, peak_tflops={"bf16": 989.0, "f32": 494.7}),
+}
+DEFAULT_MFU = 0.4
+"""Model FLOPs utilisation an estimate assumes where nothing was measured."""
+
+
+def compute_precision(mixed_precision: str) -> str:
+    """'bf16' or 'f32': the compute dtype of a jmp policy string such as ``p=f32,c=bfloat16``."""
+    import jax.numpy as jnp
+    import jmp
+
+    compute = jmp.get_policy(mixed_precision).compute_dtype
+    return "bf16" if compute in (jnp.bfloat16, jnp.float16) else "f32"
+
+
+def checkpoint_disk(parameters: int, train: TrainSpec | None) -> dict[str, int]:
+    """Checkpoint disk of a run of ``parameters`` trained as ``train`` (docs/runs.md#what-is-kept; both 0 for a
+    workload that trains nothing, ``train`` None), at ``CHECKPOINT_BYTES_PER_PARAMETER`` per checkpoint:
+    ``checkpoint_bytes``, what the finished run keeps (the final checkpoint plus the periodic ones, steps
+    0 < s < steps-1 multiples of ``checkpoint_every``, whose step is a multiple of ``keep_checkpoints_every``), and
+    ``running_checkpoint_bytes``, the most it holds while it trains (those, the ``KEPT_WHILE_TRAINING`` newest
+    complete ones of ``pipeline.train.checkpoints`` and the one being written in the final one's place)."""
+    if train is None:
+        return {"checkpoint_bytes": 0, "running_checkpoint_bytes": 0}
+    kept = 1
+    if train.keep_checkpoints_every:
+        kept += (train.steps - 2) // math.lcm(train.checkpoint_every, train.keep_checkpoints_every)
+    each = parameters * CHECKPOINT_BYTES_PER_PARAMETER
+    return {"checkpoint_bytes": each * kept, "running_checkpoint_bytes": each * (kept + KEPT_WHILE_TRAINING)}
 
 
 def estimated_tokens_per_s(workload: Workload, device: str, mfu: float, config: dict[str, Any]) -> float:

@@ -1,25 +1,17 @@
 """Fit preview: does every job fit in one GPU's memory, planned on CPU by XLA before anything runs
-(docs/planning.md#does-every-run-fit).
+(docs/planning.md#does-every-run-fit, which says what each row plans).
 
-One row per workload, its ``role`` (the workload's kind): for a pretraining run, memory probe or fine-tune, the
-training loop's own train step on virtual CPU devices (``plan_train_step``); for ``downstream``, lm-eval's scoring
-forward pass on the job's one GPU (``plan_downstream``). Models are built abstractly at their exact dimensions:
-nothing is allocated, downloaded or read from a source checkpoint. XLA's memory plan per device is
+One row per workload (``role``: its kind): a train step (``plan_train_step``) or lm-eval's scoring forward pass
+(``plan_downstream``), its model built abstractly at its exact dimensions. XLA's memory plan per device is
 
     total = arguments + outputs + temporaries − donated (aliased) bytes      (``pipeline.train.step_plan``)
 
-of which the parameters and the optimizer state are the per-device shards of the state (FSDP shards every array with
-an ``embed`` axis; the few without one, biases and the time-embedding MLPs' hidden layers, are replicated:
-``replicated_param_bytes``). A workload fits when total ≤ the share of the device's memory that a job's JAX reserves
-(``pipeline.execution.job_env.gpu_memory_fraction()``: ``usable_bytes``). A train step that does not fit at its
-batch is planned again at a smaller micro-batch (Levanter's ``per_device_parallelism``; gradient accumulation to the
-same batch) until it fits. The temporaries are XLA's CPU plan, a preview: the memory probes (Fig. 16) measure the
-real peak on GPUs.
-
-The plans run in child processes (``python -m pipeline.planning.fit``), because JAX fixes the virtual device count
-when it starts: the first plans of every workload of one device count in one process, each further plan of the
-micro-batch search in its own. Longer than 300 lines because a plan and the search that runs it are one concern: what
-a plan returns is the fit row's columns (``PLAN_BYTES``), and its child process runs this module.
+A workload fits when total ≤ the share of the device's memory that a job's JAX reserves (``usable_bytes``); a train
+step that does not fit is planned again at a smaller micro-batch until it fits. The plans run in child processes
+(``python -m pipeline.planning.fit``: JAX fixes the virtual device count when it starts), the first plans of every
+workload of one device count in one process, each further plan of the micro-batch search in its own. Longer than 300
+lines because a plan and the search that runs it are one concern: what a plan returns is the fit row's columns
+(``PLAN_BYTES``), and its child process runs this module.
 """
 
 from __future__ import annotations
@@ -38,9 +30,9 @@ from typing import Any
 from pipeline.config.site import Site
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.execution.progress import Progress
-from pipeline.planning.devices import DEVICES
+from pipeline.planning.cost import DEVICES
 from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, fit_table, plan_key
-from pipeline.planning.grid import Grid, Workload, workload_vocab_size
+from pipeline.planning.grid import Grid, Workload, vocab_size
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
@@ -196,11 +188,11 @@ def plan_main() -> None:
     import jax
 
     plans = []
-    for raw, vocab_size, micro_batch in json.load(sys.stdin):
+    for raw, vocab, micro_batch in json.load(sys.stdin):
         workload = Workload.from_dict(raw)
         try:
             planner = plan_train_step if workload.trains else plan_downstream
-            plans.append(planner(workload, vocab_size, micro_batch))
+            plans.append(planner(workload, vocab, micro_batch))
         except Exception as error:
             raise RuntimeError(
                 f"{workload.run_id} at micro-batch {micro_batch}: {type(error).__name__}: {error}".replace("\n", " ")
@@ -252,14 +244,14 @@ def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int]) -> l
     """The rows of ``jobs`` (``(workload, GPUs, device bytes)``, vocabulary sizes ``vocab_sizes``): every first
     plan, at the whole batch per device, in one process per device count, then each row's micro-batch search."""
     requests, devices = [], []
-    for (workload, gpus, _), vocab_size in zip(jobs, vocab_sizes, strict=True):
+    for (workload, gpus, _), vocab in zip(jobs, vocab_sizes, strict=True):
         devices.append(workload.devices(gpus))
         if workload.batch_size % devices[-1]:
             raise ValueError(
                 f"{workload.run_id}: batch_size {workload.batch_size} is not divisible by {devices[-1]} "
                 f"GPUs; choose a GPU count that divides it."
             )
-        requests.append((workload, vocab_size, workload.batch_size // devices[-1]))
+        requests.append((workload, vocab, workload.batch_size // devices[-1]))
     plans: dict[int, dict[str, Any]] = {}
     progress = Progress("fit: first plans", len(requests), "rows", every_s=0)
     for count in sorted(set(devices)):
@@ -322,7 +314,7 @@ def plans_digest(
     rows = sorted(
         (
             workload.run_id,
-            plan_key(workload, workload_vocab_size(grid.config, workload)),
+            plan_key(workload, vocab_size(grid.config, workload.tokenizer)),
             count,
             device_bytes,
             int(device_bytes * gpu_memory_fraction()),
@@ -349,7 +341,7 @@ def write_fit(
     from pipeline.planning.measured import read_fit_rows
 
     jobs = planned_jobs(grid, device, gpus, site, run_ids, preflight_table)
-    rows = fit_rows(jobs, [workload_vocab_size(grid.config, workload) for workload, _, _ in jobs])
+    rows = fit_rows(jobs, [vocab_size(grid.config, workload.tokenizer) for workload, _, _ in jobs])
     kept = []
     if run_ids and Path(out_csv).is_file():
         replaced = {row.job_key for row in rows}

@@ -5,7 +5,8 @@ the fine-tunes and memory probes) into one ``Workload`` per job it trains or eva
 plan) and the per-run GPU analyses; the preflight's jobs are built from them (``pipeline.planning.preflight_jobs``).
 
 Longer than 300 lines because every kind of job the workflow runs is enumerated here once, so that each reader (the
-workflow's rules, job sizing, the cost preview, the fit table, the preflight) takes the same objects.
+workflow's rules, job sizing, the cost preview, the fit table, the preflight) takes the same objects, with what each
+job costs (lm-eval's requests: ``lm_eval_requests``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import json
 from typing import Any, ClassVar
 
 from pipeline.config import FinetuneSpec, RunSpec, TrainSpec, finetune_runs, memory_probes, pretrain_runs
+from pipeline.config.families import GPT2_VOCAB, LLAMA_VOCAB
 from pipeline.config.specs import MODEL, role_values, to_dict
-from pipeline.planning.lm_eval_size import lm_eval_requests
 
 TRAIN_PASSES = 3
 """FLOPs of a training token in forward-pass units: forward + backward (2×), as Levanter's MFU (train_lm.py)."""
@@ -26,6 +27,38 @@ DISCRETE_FAMILIES = {"diffeq": "discrete_diffeq_gpt", "diffeq_llama": "discrete_
 GPU_ANALYSES = ("spectra", "lyapunov", "frontier")
 """The per-run analyses of ``analysis.<name>.runs`` that run on a GPU, each its own verb."""
 FINETUNE_METHODS = ("lora", "full")
+LM_EVAL_TASKS = {
+    "arc_challenge": (1172, 4),
+    "arc_easy": (2376, 4),
+    "hellaswag": (10042, 4),
+    "lambada_openai": (5153, 1),
+    "lambada_standard": (5153, 1),
+    "logiqa": (651, 4),
+    "mmlu": (14042, 4),
+    "piqa": (1838, 2),
+    "sciq": (1000, 4),
+    "winogrande": (1267, 2),
+    "wsc273": (273, 2),
+}
+"""(documents of the evaluation split, loglikelihood requests per document) of the paper's lm-eval tasks: the
+published sizes of the splits lm-eval 0.4.13 evaluates, written here because the hub is unreachable offline (a cost
+estimate only). A task not listed (a local one) needs a ``limit`` and is charged the most requests per document."""
+
+
+def lm_eval_requests(downstream: dict[str, Any]) -> int:
+    """Loglikelihood requests lm-eval sends one model (what a downstream job is charged): Σ over tasks and shot
+    counts of documents × requests per document."""
+    limit, most = downstream["limit"], max(requests for _, requests in LM_EVAL_TASKS.values())
+    requests = 0
+    for task in downstream["tasks"]:
+        if task not in LM_EVAL_TASKS and limit is None:
+            raise ValueError(
+                f"key 'downstream.tasks' names {task!r}, whose size the cost preview does not know; "
+                f"set 'downstream.limit' or use one of {sorted(LM_EVAL_TASKS)}."
+            )
+        documents, per_document = LM_EVAL_TASKS.get(task, (limit, most))
+        requests += min(documents, limit or documents) * per_document * len(downstream["shots"])
+    return requests
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,9 +287,8 @@ WORKLOAD_CLASSES = {cls.kind: cls for cls in (Pretraining, MemoryProbe, Finetuni
 
 
 def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
-    """Vocabulary of a preset tokenizer: GPT-2's 50257, Llama-2's 32000, or a trained BPE's ``vocab_size``."""
-    from pipeline.config.families import GPT2_VOCAB, LLAMA_VOCAB
-
+    """Vocabulary of a preset tokenizer (a workload's: its ``tokenizer``): GPT-2's 50257, Llama-2's 32000, or a
+    trained BPE's ``vocab_size``."""
     pretrained = {"gpt2": GPT2_VOCAB, "NousResearch/Llama-2-7b-hf": LLAMA_VOCAB}
     spec = config["tokenizers"][tokenizer]
     if spec["kind"] == "bpe":
@@ -267,11 +299,6 @@ def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
             f"preview does not know; expected one of {sorted(pretrained)}."
         )
     return pretrained[spec["name"]]
-
-
-def workload_vocab_size(config: dict[str, Any], workload: Workload) -> int:
-    """The vocabulary of the workload's tokenizer."""
-    return vocab_size(config, workload.tokenizer)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

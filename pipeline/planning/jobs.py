@@ -4,9 +4,9 @@
 A training run gets the fewest GPUs of one node that divide its batch, hold its optimizer state and finish within
 ``target_runtime_min`` (``training_gpus``); placement, walltimes and chains are the site's
 (``pipeline.planning.placement``); its micro-batch is the preset's or its fit row's (``micro_batch``, else
-``FitTableError``). While any preflight row is red, every grid job raises ``PreflightError`` naming it. At a site with
-GPUs both tables are inputs of the jobs they size (``JobSizing.tables``), read when each job is ready
-(``JobSizing.reading``).
+``FitTableError``). The grid's own jobs are sized after ``JobSizing.green``: ``PreflightError`` while a preflight row
+is red. At a site with GPUs both tables are inputs of the jobs they size (``JobSizing.tables``), read when each job is
+ready (``JobSizing.reading``).
 """
 
 from __future__ import annotations
@@ -190,19 +190,21 @@ class JobSizing:
             )
         return row.micro_batch
 
-    def training(self, workload_id: str, check_preflight: bool = True) -> JobRequest:
+    def green(self) -> JobSizing:
+        """This sizing once no preflight row is red (``MeasuredTable.require_green``): the grid's own jobs start on a
+        green preflight only; the preflight's jobs, ``status`` and the fit table size without it."""
+        self.measured.require_green()
+        return self
+
+    def training(self, workload_id: str) -> JobRequest:
         """A pretraining run or fine-tune: GPUs, walltime and memory from its size, its micro-batch from the fit
-        table; it raises while a preflight row is red (``check_preflight``)."""
+        table."""
         preset_micro_batch = self._workloads[workload_id].train.micro_batch_size or 0
         if self.site is None:
-            request = JobRequest(0, preset_micro_batch)
-        else:
-            gpus, minutes = self.training_need(workload_id)
-            micro_batch = self.micro_batch(workload_id, gpus) if gpus else preset_micro_batch
-            request = site_request(self.site, f"run {workload_id}", JobKind.TRAINING, gpus, minutes, micro_batch)
-        if check_preflight:
-            self.measured.require_green()
-        return request
+            return JobRequest(0, preset_micro_batch)
+        gpus, minutes = self.training_need(workload_id)
+        micro_batch = self.micro_batch(workload_id, gpus) if gpus else preset_micro_batch
+        return site_request(self.site, f"run {workload_id}", JobKind.TRAINING, gpus, minutes, micro_batch)
 
     @functools.cached_property
     def before_preflight(self) -> JobSizing:
@@ -239,12 +241,9 @@ class JobSizing:
             self.site, f"memory probe {probe_id}", JobKind.GPU, gpus, GPU_ANALYSIS_MINUTES["memory_probe"]
         )
 
-    def gpu_analysis(self, rule: str, run_id: str, check_preflight: bool = True) -> JobRequest:
+    def gpu_analysis(self, rule: str, run_id: str) -> JobRequest:
         """A GPU analysis (spectra, lyapunov, frontier) or lm-eval (``downstream``) of run ``run_id``: one GPU for its
-        ``GPU_ANALYSIS_MINUTES``, lm-eval's plus, at a site with GPUs, its GPU-hours × safety factor; it raises while
-        a preflight row is red (``check_preflight``)."""
-        if check_preflight:
-            self.measured.require_green()
+        ``GPU_ANALYSIS_MINUTES``, lm-eval's plus, at a site with GPUs, its GPU-hours × safety factor."""
         if self.site is None:
             return JobRequest()
         minutes = GPU_ANALYSIS_MINUTES[rule]

@@ -1,15 +1,11 @@
 """One measured table per job shape: what planning knows of a job on the site's GPUs before it runs, and the only
-reader of the files that hold it (docs/planning.md#the-measured-table).
+reader of the files that hold it (docs/planning.md#the-measured-table: their precedence and staleness).
 
-Tokens/s per GPU of a training workload: a green row of the preflight report on the same device
-(``preflight_tokens_per_s``), else ``bench throughput-sizes``' table, else ``None`` (the cost preview estimates it
-from FLOPs, ``pipeline.planning.cost``). Peak memory and micro-batch of a job on ``gpus`` GPUs: its fit row, planned
-by XLA (``fit_row``), which holds while its ``plan_key`` (the fields of role ``PLAN`` of the job's specs,
-``pipeline.config.specs``) and the share of GPU memory JAX reserves are the current ones, else it is refused naming
-what changed (``stale_field``); the preflight only checks it (a red row stops the grid: ``require_green``).
-
-Longer than 300 lines because it is the one reader of all three files, so that their precedence and staleness are
-stated once.
+Tokens/s per GPU of a training workload: a green row of the preflight report on the same device, else ``bench
+throughput-sizes``' table, else ``None`` (the cost preview estimates it). Peak memory and micro-batch of a job on
+``gpus`` GPUs: its fit row, planned by XLA, while its ``plan_key`` and the share of GPU memory JAX reserves are the
+current ones, else refused naming what changed (``stale_field``); a red preflight row stops the grid
+(``require_green``).
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from pipeline.config.site import preset_results
 from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec
 from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
 from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, plan_key
-from pipeline.planning.grid import Grid, Workload, workload_vocab_size
+from pipeline.planning.grid import Grid, Workload, vocab_size
 from pipeline.planning.model_cost import model_cost
 
 logger = logging.getLogger(__name__)
@@ -74,8 +70,7 @@ lm-eval and the analyses; the memory plan and the restore of a fine-tune)."""
 @dataclasses.dataclass(frozen=True)
 class PreflightRow:
     """The columns of a report row that planning reads, typed: the row's shape (or stage job), kind, the grid job it
-    measured, the device it ran on, its verdict and error, its training tokens/s per device and its peak memory
-    against its budget (None where they do not apply, or its job measured nothing)."""
+    measured, the device it ran on, its verdict and error, its training tokens/s per device and peak memory."""
 
     shape: str
     kind: str
@@ -225,15 +220,11 @@ class MeasuredTable:
 
     @functools.cached_property
     def preflight_tokens_per_s(self) -> dict[str, float]:
-        """Training tokens/s per device of every workload a green row of ``device`` measured, by workload id:
-
-        - a fine-tune of a method whose stage job (``finetune-<method>``) measured fine-tune m: m's model FLOP rate per
-          device carried over, i.e. the method's MFU on the device: tokens/s = tokens/s_m × F_m / F, F a model's
-          forward FLOPs per token (``pipeline.planning.model_cost``; tokens/s × 3F = MFU × peak);
-        - else a workload whose model (family, size, num_layers) a pretraining row measured: that row's tokens/s.
-
-        Rows of lm-eval and the analyses (which train nothing), and of a job the preset no longer has, are not read.
-        """
+        """Training tokens/s per device of every workload a green row of ``device`` measured, by workload id
+        (docs/planning.md#after-a-preflight): a fine-tune of a method whose stage job measured fine-tune m, m's FLOP
+        rate carried over, tokens/s = tokens/s_m × F_m / F (F: forward FLOPs per token); else the tokens/s of a
+        pretraining row of the workload's model (family, size, num_layers). Rows of lm-eval, the analyses and jobs
+        the preset no longer has are not read."""
         jobs, finetunes, config = self.grid.workloads, self.grid.finetunes, self.grid.config
         by_model, flops_by_method = {}, {}
         for row in self.preflight_rows.values():
@@ -265,14 +256,13 @@ class MeasuredTable:
         return None
 
     def fit_row(self, workload_id: str, gpus: int, device_bytes: int) -> FitRow | None:
-        """The fit row of the job of ``workload_id`` (a pretraining run, fine-tune or memory probe) on ``gpus`` GPUs
-        of ``device_bytes``; ``None`` without one. A row planned for another spec of the run or another share of the
-        GPU's memory is stale: ``FitTableError`` naming what changed."""
+        """The fit row of the job of ``workload_id`` on ``gpus`` GPUs of ``device_bytes`` (None without one); a stale
+        row, planned for another spec or share of the GPU's memory, raises ``FitTableError`` naming what changed."""
         row = self.fit_rows.get((workload_id, gpus, device_bytes))
         if row is None:
             return None
         workload = self.grid.workloads[workload_id]
-        changed = stale_field(row, workload, workload_vocab_size(self.grid.config, workload))
+        changed = stale_field(row, workload, vocab_size(self.grid.config, workload.tokenizer))
         if changed is not None:
             raise FitTableError(
                 f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) is stale: {changed} "
@@ -289,8 +279,7 @@ class MeasuredTable:
 
     def require_green(self) -> None:
         """Stop, in one sentence naming the preflight job, the grid's job it measured and what to do, while a row of
-        the report is red (its job failed, or its peak memory exceeded its plan): the grid starts on a green
-        preflight only."""
+        the report is red (its job failed, or its peak memory exceeded its plan)."""
         row = next((row for row in self.preflight_rows.values() if row.verdict not in ("ok", "stopped")), None)
         if row is None:
             return

@@ -123,8 +123,6 @@ class JobRequest:
         return dataclasses.replace(self, minutes=minutes, needed_minutes=minutes, chunks=1)
 
 
-STARTUP_MIN = DEFAULT_CHUNK_STARTUP_MIN
-"""The default of the site's ``chunk_startup_min`` (``pipeline.config.site.DEFAULT_CHUNK_STARTUP_MIN``)."""
 CHAIN_MARGIN_RETRIES = 2
 """Attempts a chain of jobs gets beyond its chunks: for preemption, node loss and other transient failures (the SLURM
 profile's ``retries`` for a job that fits one walltime)."""
@@ -135,7 +133,7 @@ class WalltimeError(ValueError):
     no time after their start-up; the message names the job, its estimate and the limit."""
 
 
-def chunk_count(needed: int, granted: int, signal_lead_s: int, startup_min: float = STARTUP_MIN) -> int:
+def chunk_count(needed: int, granted: int, signal_lead_s: int, startup_min: float = DEFAULT_CHUNK_STARTUP_MIN) -> int:
     """Jobs of ``granted`` minutes a resumable run of ``needed`` minutes takes: each spends ``startup_min`` starting
     and stops its walltime warning's lead (at most half its walltime) early, so it trains
     ``granted - startup_min - lead`` of the run's ``needed - startup_min`` minutes; 0 where a chunk trains no

@@ -10,7 +10,7 @@ import json
 import math
 from typing import Any
 
-from pipeline.planning.checkpoint_disk import CHECKPOINT_BYTES_PER_PARAMETER
+from pipeline.planning.cost import CHECKPOINT_BYTES_PER_PARAMETER
 from pipeline.planning.grid import FINETUNE_METHODS, GPU_ANALYSES, Finetuning, Grid, Workload
 from pipeline.planning.placement import WalltimeError
 
@@ -84,7 +84,7 @@ def training_shapes(jobs) -> dict[str, Shape]:
     jobs = jobs.before_preflight
     grouped: dict[tuple[str, str, int, int], list[str]] = {}
     for run_id, workload in jobs.grid.pretraining.items():
-        job = jobs.training(run_id)  # no preflight report to check before it
+        job = jobs.training(run_id)
         grouped.setdefault((workload.family, workload.run.size, job.gpus, job.micro_batch or 0), []).append(run_id)
     settings = jobs.config.get("preflight", {})
     updates = settings.get("warmup", DEFAULT_WARMUP) + settings.get("timed", DEFAULT_TIMED)
@@ -124,8 +124,8 @@ class StageJob:
     def resources(self, sizing):
         """What ``sizing`` (a ``pipeline.planning.jobs.JobSizing``) gives the grid's jobs of this kind."""
         if isinstance(self.job, Finetuning):
-            return sizing.training(self.run_id, check_preflight=False)
-        return sizing.gpu_analysis(self.kind, self.run_id, check_preflight=False)
+            return sizing.training(self.run_id)
+        return sizing.gpu_analysis(self.kind, self.run_id)
 
     def settings(self, config: dict[str, Any], lm_eval: dict[str, Any]) -> str:
         """What its verb is given besides paths, as JSON: the fine-tune's spec; the preset's ``downstream`` section

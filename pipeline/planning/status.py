@@ -206,7 +206,7 @@ def plan_rows(sizing: JobSizing) -> list[dict[str, Any]]:
     for jobs in (sizing.grid.pretraining, sizing.grid.finetunes):
         attempts = rule_attempts(sizing.chain_retries(jobs))
         for workload_id, workload in jobs.items():
-            request = sizing.training(workload_id, check_preflight=False)
+            request = sizing.training(workload_id)
             rows.append(row(f"{workload.kind} {workload_id}", request.gpus, request.micro_batch, request, attempts))
     for rule in CPU_JOBS:
         try:

@@ -10,7 +10,6 @@ import math
 from pathlib import Path
 
 from pipeline.commands import absolute, add_options, add_ray_options, add_verb, ray_placement
-from pipeline.planning.devices import DEFAULT_MFU
 from pipeline.planning.preflight_jobs import DEFAULT_TIMED, DEFAULT_WARMUP
 
 
@@ -108,8 +107,7 @@ def _measured_row(path: str, row: dict, what: str, measure) -> None:
 def _report(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text, csv_text
     from pipeline.config import load_preset
-    from pipeline.planning.cost import cost_rows
-    from pipeline.planning.devices import DEVICES
+    from pipeline.planning.cost import DEVICES, cost_rows
     from pipeline.planning.grid import Grid
     from pipeline.preflight import report
 
@@ -131,10 +129,11 @@ def _report(args: argparse.Namespace) -> None:
 
 
 def _measured_job_options(parser: argparse.ArgumentParser, cache: str | None, **micro_batch) -> None:
-    """The options that a preflight job measured as a Ray task (``preflight-job``, ``preflight-stage``) shares:
-    its folder, token cache (help ``cache``, None: the run's), tokenizer, ``--micro-batch`` (``micro_batch``: its
-    default or required, and help), device label and row."""
+    """The options that a preflight job measured as a Ray task (``preflight-job``, ``preflight-stage``) shares: its
+    folder, the grid jobs it stands for, token cache (help ``cache``, None: the run's), tokenizer, ``--micro-batch``
+    (``micro_batch``: its default or required, and help), device label and row."""
     parser.add_argument("--job-dir", type=Path, required=True)
+    parser.add_argument("--runs", type=int, required=True, help="jobs of the grid this one stands for")
     add_options(parser, "--cache", "--tokenizer", cache=cache)
     parser.add_argument("--micro-batch", type=int, **micro_batch)
     parser.add_argument("--device-label", required=True, help="the cost model's device (site.device, or cpu)")
@@ -149,10 +148,11 @@ def register(verbs: argparse._SubParsersAction) -> None:
         _plan,
         "the preflight's jobs (one per training job shape) and their GPU-hour bound, before submitting",
     )
-    add_options(plan, "--preset")
-    plan.add_argument(
+    add_options(
+        plan,
+        "--preset",
         "--site",
-        help="SLURM site settings: each shape's GPUs and micro-batch as the site and the fit table size its runs",
+        site="SLURM site settings: each shape's GPUs and micro-batch as the site and the fit table size its runs",
     )
     plan.add_argument(
         "--fit-table",
@@ -168,7 +168,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     job.add_argument("--spec", required=True, help="the resolved RunSpec of the shape's first run, as JSON")
     job.add_argument("--shape", required=True)
-    job.add_argument("--runs", type=int, required=True, help="runs of the grid this shape stands for")
     job.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="untimed updates (compilation)")
     job.add_argument("--timed", type=int, default=DEFAULT_TIMED, help="timed updates")
     job.add_argument("--planned-bytes", type=int, help="the fit row's planned bytes per device")
@@ -186,17 +185,16 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "--kind", required=True, help="finetune-lora, finetune-full, downstream, spectra, lyapunov, frontier"
     )
     stage.add_argument("--run-id", required=True, help="the first job of the grid this one stands for")
-    stage.add_argument("--runs", type=int, required=True, help="jobs of the grid of this kind")
     stage.add_argument("--source-shape", required=True)
     stage.add_argument("--source-dir", type=Path, required=True, help="<preflight>/<source shape>/train")
+    _measured_job_options(
+        stage, "the token cache (fine-tune: its target's)", default=0, help="fine-tune: 0, the whole per-device batch"
+    )
     stage.add_argument(
         "--settings",
         required=True,
         help="the fine-tune's spec, or the preset's downstream or analysis.<kind> section (+ pair, prefetched), as "
         "JSON",
-    )
-    _measured_job_options(
-        stage, "the token cache (fine-tune: its target's)", default=0, help="fine-tune: 0, the whole per-device batch"
     )
 
     report = add_verb(
@@ -206,7 +204,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     report.add_argument("--rows", nargs="+", required=True, help="the jobs' measurement rows (JSON)")
     report.add_argument("--shapes", required=True, help='{shape: {"runs": [...], "gpus": n}} as JSON')
     report.add_argument("--device-label", required=True)
-    report.add_argument("--mfu", type=float, default=DEFAULT_MFU, help="the estimate's MFU (site.mfu)")
+    add_options(report, "--mfu", mfu="the estimate's MFU (site.mfu)")
     report.add_argument("--safety-factor", type=float, default=1.0, help="walltime = GPU-hours x this / GPUs")
     for name in ("md", "csv", "html", "projection"):
         report.add_argument(f"--{name}", type=Path, required=True)

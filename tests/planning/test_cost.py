@@ -8,8 +8,8 @@ import pytest
 from pipeline.bench import throughput_sizes
 from pipeline.cli import main
 from pipeline.config import load_preset
-from pipeline.planning import cost, lm_eval_size
-from pipeline.planning.grid import Grid, vocab_size
+from pipeline.planning import cost
+from pipeline.planning.grid import Grid, lm_eval_requests, vocab_size
 from pipeline.planning.measured import THROUGHPUT_COLUMNS, read_throughput
 
 H100_PEAK_BF16 = 989e12
@@ -71,11 +71,11 @@ def test_stage_run_counts(paper_workloads):
 
 
 def test_local_tasks_need_a_limit_and_count_at_most_four_requests():
-    assert lm_eval_size.lm_eval_requests({"tasks": ["tiny_choice", "piqa"], "shots": [0, 5], "limit": 100}) == 2 * (
+    assert lm_eval_requests({"tasks": ["tiny_choice", "piqa"], "shots": [0, 5], "limit": 100}) == 2 * (
         100 * 4 + 100 * 2
     )
     with pytest.raises(ValueError, match="'downstream.tasks' names 'tiny_choice'"):
-        lm_eval_size.lm_eval_requests({"tasks": ["tiny_choice"], "shots": [0], "limit": None})
+        lm_eval_requests({"tasks": ["tiny_choice"], "shots": [0], "limit": None})
 
 
 def test_estimate_is_levanter_flops_at_mfu_of_the_peak(paper_workloads):

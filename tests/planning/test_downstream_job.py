@@ -38,7 +38,7 @@ def test_the_preflights_lm_eval_stage_job_is_sized_as_downstream_and_an_analysis
     grid = Grid.load(load_preset({"preset": "paper"}))
     jobs = JobSizing(grid, SITE)
     lm_eval = StageJob("downstream", grid.downstream["downstream-owt-large-gpt"], 1, "gpt-large-g1-mb0")
-    assert lm_eval.resources(jobs) == jobs.gpu_analysis("downstream", "owt-large-gpt", check_preflight=False)
+    assert lm_eval.resources(jobs) == jobs.gpu_analysis("downstream", "owt-large-gpt")
     spectra = StageJob("spectra", grid.pretraining["owt-large-gpt"], 1, "gpt-large-g1-mb0")
     assert spectra.resources(jobs) == jobs.gpu_analysis("spectra", "owt-large-gpt")
     assert spectra.resources(jobs).minutes == GPU_ANALYSIS_MINUTES["spectra"]

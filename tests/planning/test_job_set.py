@@ -8,10 +8,10 @@ from pathlib import Path
 from cli_testkit import dry_run, dry_run_jobs, example_site
 
 from pipeline.config import load_preset, pretrain_runs
-from pipeline.config.site import load_site
+from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, load_site
 from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
-from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, STARTUP_MIN
+from pipeline.planning.placement import CHAIN_MARGIN_RETRIES
 from pipeline.preflight.report import COLUMNS
 
 EXPECTED = Path(__file__).with_name("paper_4h_site_jobs.json")
@@ -43,13 +43,13 @@ def test_at_a_4_hour_site_the_dry_run_plans_the_expected_jobs_and_long_runs_are_
     expected = json.loads(EXPECTED.read_text())
     differing = [job for job in jobs if job not in expected] + [job for job in expected if job not in jobs]
     assert len(jobs) == len(expected) and not differing, differing[:4]
-    trains = 240 - STARTUP_MIN - 600 / 60
+    trains = 240 - DEFAULT_CHUNK_STARTUP_MIN - 600 / 60
     pretrain = {job["wildcards"]: job["resources"] for job in jobs if job["rule"] == "pretrain"}
     for run_id in ("owt-llama1b-llama", "owt-llama1b-diffeq_llama"):
         resources = pretrain[f"run={run_id}"]
         needed, granted, chunks = (int(resources[key]) for key in ("needed_min", "runtime", "chunks"))
         assert granted == 240 and needed > 4 * 240 and chunks >= 5, resources
-        assert chunks * trains >= needed - STARTUP_MIN > (chunks - 1) * trains
+        assert chunks * trains >= needed - DEFAULT_CHUNK_STARTUP_MIN > (chunks - 1) * trains
     sizing = JobSizing(Grid.load(load_preset({"preset": "paper"})), load_site(site))
     most_chunks = max(int(resources["chunks"]) for resources in pretrain.values())
     assert sizing.chain_retries(pretrain_runs(sizing.config)) == most_chunks - 1 + CHAIN_MARGIN_RETRIES

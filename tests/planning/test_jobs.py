@@ -7,17 +7,10 @@ import json
 import pytest
 
 from pipeline.config import load_preset, pretrain_runs
-from pipeline.config.site import EXAMPLE, load_site
+from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site
 from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing, training_gpus, training_minutes
-from pipeline.planning.placement import (
-    CHAIN_MARGIN_RETRIES,
-    STARTUP_MIN,
-    JobRequest,
-    Placement,
-    WalltimeError,
-    chunk_count,
-)
+from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, JobRequest, Placement, WalltimeError, chunk_count
 from pipeline.planning.preflight_jobs import CHECKPOINT_GB_PER_MIN, PREFLIGHT_BASE_MIN, preflight_minutes
 
 SITE = load_site(EXAMPLE)
@@ -90,8 +83,8 @@ def test_a_run_longer_than_its_partitions_limit_is_a_chain_of_chunks_that_covers
     jobs = JobSizing(Grid.load(paper), SHORT_SITE)
     llama = jobs.training("owt-llama1b-diffeq_llama")
     assert (llama.gpus, llama.minutes) == (8, 240) and llama.needed_minutes > 240
-    trains = 240 - STARTUP_MIN - SHORT_SITE.signal_lead_s / 60
-    assert (llama.chunks - 1) * trains < llama.needed_minutes - STARTUP_MIN <= llama.chunks * trains
+    trains = 240 - DEFAULT_CHUNK_STARTUP_MIN - SHORT_SITE.signal_lead_s / 60
+    assert (llama.chunks - 1) * trains < llama.needed_minutes - DEFAULT_CHUNK_STARTUP_MIN <= llama.chunks * trains
     assert llama.chunks == jobs.training_chunks("owt-llama1b-diffeq_llama") >= 5
     small = jobs.training("wt103-small-gpt")
     assert small.chunks == 1 and small.minutes == small.needed_minutes <= 240

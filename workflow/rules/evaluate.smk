@@ -26,7 +26,7 @@ rule downstream:
     benchmark:
         f"{RESULTS}/benchmarks/downstream/{{run}}.tsv"
     resources:
-        **downstream_resources(),
+        **gpu_analysis_resources("downstream"),
     shell:
         "python -m pipeline downstream --run-dir {params.run_dir:q} --tokenizer {input.tokenizer:q}"
         " --out-dir {params.out_dir:q} --pair {params.pair:q} --tasks {params.tasks:q} --shots {params.shots:q}"

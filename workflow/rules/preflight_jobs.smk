@@ -63,7 +63,7 @@ def preflight_job_resources():
 
     def shape_of(jobs, wildcards):
         preflight = preflight_shape(wildcards)
-        shape = jobs.training(preflight.run_id, check_preflight=False)
+        shape = jobs.training(preflight.run_id)
         return shape.for_preflight(preflight.minutes)
 
     return rule_resources(shape_of, JobKind.TRAINING)

@@ -38,7 +38,7 @@ def rule_resources(shape_of, kind):
 
 def training_resources(wildcard):
     """A training rule's resources: per run (its ``wildcard``) from its size, the site and the fit table."""
-    return rule_resources(lambda jobs, wildcards: jobs.training(getattr(wildcards, wildcard)), JobKind.TRAINING)
+    return rule_resources(lambda jobs, wildcards: jobs.green().training(getattr(wildcards, wildcard)), JobKind.TRAINING)
 
 
 def chain_retries(workload_ids=(), rule=None):
@@ -61,11 +61,7 @@ def memory_probe_resources():
 def gpu_analysis_resources(rule):
     """One GPU at a site with GPUs (the run is the ``run`` wildcard); lm-eval's (``downstream``) for its requests'
     estimated GPU-hours."""
-    return rule_resources(lambda jobs, wildcards: jobs.gpu_analysis(rule, wildcards.run), JobKind.GPU)
-
-
-def downstream_resources():
-    return gpu_analysis_resources("downstream")
+    return rule_resources(lambda jobs, wildcards: jobs.green().gpu_analysis(rule, wildcards.run), JobKind.GPU)
 
 
 def cpu_resources(rule):
