@@ -288,7 +288,7 @@ def test_the_tiny_preset_on_the_slurm_profile_asks_for_tiny_cpu_jobs(tmp_path):
         }, job
 
 
-def plans_without_xla(requests: list, gpus: int) -> list[dict]:
+def plans_without_xla(requests: list, gpus: int, stop) -> list[dict]:
     """``fit.plans_in_subprocess`` without XLA: a plan of one parameter whose temporary bytes are its micro-batch."""
     one = {"parameters": 1, "trainable_parameters": 1, "param_bytes": 1, "replicated_param_bytes": 0}
     return [{**one, "optimizer_bytes": 0, "temp_bytes": mb, "total_bytes": 1 + mb} for *_, mb in requests]

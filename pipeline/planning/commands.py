@@ -83,8 +83,10 @@ def _status(args: argparse.Namespace) -> None:
 
 def _fit(args: argparse.Namespace) -> None:
     from pipeline.config.site import load_site, preset_results
-    from pipeline.planning.fit import write_fit
+    from pipeline.execution.errors import subject
+    from pipeline.planning.fit import kept_row_count, write_fit
     from pipeline.planning.grid import Grid
+    from pipeline.train.attempts import attempt_record, data_attempt_file
 
     if args.site is not None and (args.device is not None or args.gpus is not None):
         raise ValueError("--site gives each job's GPUs and the GPU's memory; drop --device and --gpus.")
@@ -98,7 +100,9 @@ def _fit(args: argparse.Namespace) -> None:
     table = args.csv or results / f"{name}.csv"
     preflight = (args.preflight or results / "preflight.csv") if site is not None else None
     runs = args.runs.split(",") if args.runs else None
-    rows = write_fit(Grid.load(config), device, gpus, runs, md, table, site, preflight)
+    what = subject("fit", args)  # a retry runs only after a walltime stop or a preemption (the rows kept: progress)
+    with attempt_record(data_attempt_file(table), args.attempt, what, lambda: kept_row_count(table), "row after {}"):
+        rows = write_fit(Grid.load(config), device, gpus, runs, md, table, site, preflight)
     logging.info(
         "fit finished: %d workloads, %d fit at the paper batch, %d with gradient accumulation, %d do not fit",
         len(rows),
@@ -145,6 +149,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "read; else results/<preset>/fit-<device>x<gpus>.md)",
     )
     fit.add_argument("--csv", type=Path, help="CSV table (default: as --md, .csv)")
+    fit.add_argument("--attempt", type=int, default=1, help="Snakemake's attempt (pipeline.train.attempts)")
 
     status = add_verb(
         verbs,

@@ -9,9 +9,10 @@ One row per workload (``role``: its kind): a train step (``plan_train_step``) or
 A workload fits when total ≤ the share of the device's memory that a job's JAX reserves (``usable_bytes``); a train
 step that does not fit is planned again at a smaller micro-batch until it fits. The plans run in child processes
 (``python -m pipeline.planning.fit``: JAX fixes the virtual device count when it starts), the first plans of every
-workload of one device count in one process, each further plan of the micro-batch search in its own. Longer than 300
-lines because a plan and the search that runs it are one concern: what a plan returns is the fit row's columns
-(``PLAN_BYTES``), and its child process runs this module.
+workload of one device count in one process, each further plan of the micro-batch search in its own; each row is
+kept as it completes (``fit_rows``), so a stopped fit resumes. Longer than 300 lines because a plan and the search
+that runs it are one concern: what a plan returns is the fit row's columns (``PLAN_BYTES``), and its child process
+runs this module.
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pipeline.config.site import Site
+from pipeline.execution.errors import RunStopped
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.execution.progress import Progress
+from pipeline.execution.stop_signals import StopSignals
 from pipeline.planning.cost import DEVICES
 from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, fit_table, plan_key
 from pipeline.planning.grid import Grid, Workload, vocab_size
@@ -164,9 +168,12 @@ def plan_downstream(workload: Workload, vocab_size: int, batch_size: int) -> dic
     return plan_columns(arrays, None, None, plan)
 
 
-def plans_in_subprocess(requests: list[tuple[Workload, int, int]], gpus: int) -> list[dict[str, int]]:
+def plans_in_subprocess(
+    requests: list[tuple[Workload, int, int]], gpus: int, stop: StopSignals
+) -> list[dict[str, int]]:
     """The plan of each ``(workload, vocab_size, micro_batch)`` request (downstream: ``micro_batch`` requests per
-    forward pass), in order, in one fresh Python process whose JAX sees ``gpus`` virtual CPU devices."""
+    forward pass), in order, in one fresh Python process whose JAX sees ``gpus`` virtual CPU devices, which a
+    ``stop`` signal ends at once."""
     env = {
         **os.environ,
         "JAX_PLATFORMS": "cpu",
@@ -174,11 +181,14 @@ def plans_in_subprocess(requests: list[tuple[Workload, int, int]], gpus: int) ->
     }
     payload = [[workload.to_dict(), vocab_size, micro_batch] for workload, vocab_size, micro_batch in requests]
     command = [sys.executable, "-m", "pipeline.planning.fit"]
-    finished = subprocess.run(command, env=env, input=json.dumps(payload), capture_output=True, text=True)
-    if finished.returncode != 0:
-        lines = finished.stderr.strip().splitlines() or ["no error message"]
+    pipes = dict.fromkeys(("stdin", "stdout", "stderr"), subprocess.PIPE)
+    with subprocess.Popen(command, env=env, text=True, **pipes) as child:
+        stop.on_stop = lambda _: child.terminate()
+        stdout, stderr = child.communicate(json.dumps(payload))
+    if child.returncode != 0:
+        lines = stderr.strip().splitlines() or ["no error message"]
         raise RuntimeError(f"planning on {gpus} virtual devices failed: {lines[-1]}")
-    return json.loads(finished.stdout.splitlines()[-1])
+    return json.loads(stdout.splitlines()[-1])
 
 
 def plan_main() -> None:
@@ -201,11 +211,13 @@ def plan_main() -> None:
     print(json.dumps(plans))
 
 
-def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int, plan: dict[str, Any]) -> FitRow:
+def fit_run(
+    workload: Workload, vocab_size: int, gpus: int, device_bytes: int, plan: dict[str, Any], plans: Callable
+) -> FitRow:
     """The workload's row from its ``plan`` at the whole batch per device; a train step that does not fit is
-    planned again at the largest micro-batch (a divisor of the per-device batch) that the plan's temporaries,
-    scaled linearly with the micro-batch, predict to fit, lowered further until XLA's plan fits (or one example per
-    device does not). Downstream rows are planned at lm-eval's batch only."""
+    planned again (``plans``, as ``plans_in_subprocess``) at the largest micro-batch (a divisor of the per-device
+    batch) that the plan's temporaries, scaled linearly with the micro-batch, predict to fit, lowered further until
+    XLA's plan fits (or one example per device does not). Downstream rows are planned at lm-eval's batch only."""
     devices = workload.devices(gpus)
     per_device = workload.batch_size // devices
     micro_batch = per_device
@@ -215,7 +227,7 @@ def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int, p
         fixed = plan["total_bytes"] - plan["temp_bytes"]
         predicted = max(1, int(micro_batch * (usable - fixed) / plan["temp_bytes"]))
         micro_batch = max(d for d in range(1, micro_batch) if per_device % d == 0 and d <= predicted)
-        plan = plans_in_subprocess([(workload, vocab_size, micro_batch)], devices)[0]
+        plan = plans([(workload, vocab_size, micro_batch)], devices)[0]
         logger.info(
             "%s: micro-batch %d plans %.1f GB per device", workload.run_id, micro_batch, plan["total_bytes"] / 1e9
         )
@@ -240,9 +252,39 @@ def fit_run(workload: Workload, vocab_size: int, gpus: int, device_bytes: int, p
     )
 
 
-def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int]) -> list[FitRow]:
-    """The rows of ``jobs`` (``(workload, GPUs, device bytes)``, vocabulary sizes ``vocab_sizes``): every first
-    plan, at the whole batch per device, in one process per device count, then each row's micro-batch search."""
+def rows_file(out_csv: Path) -> Path:
+    """Where the rows of the fit table ``out_csv`` are kept as they complete, until the table is written."""
+    return Path(out_csv).with_name(f"{Path(out_csv).name}.rows.jsonl")
+
+
+def kept_row_count(out_csv: Path) -> int:
+    """The rows kept for ``out_csv`` (``rows_file``): a fit attempt's progress."""
+    path = rows_file(out_csv)
+    return len(path.read_text().splitlines()) - 1 if path.is_file() else 0
+
+
+def kept_rows(path: Path, key: str) -> dict[tuple[str, int, int], FitRow]:
+    """The rows in ``path`` by job, where its first line is ``key``'s (none of another); a line cut short by a kill
+    ends them."""
+    lines = path.read_text().splitlines() if path.is_file() else []
+    rows: dict[tuple[str, int, int], FitRow] = {}
+    for line in lines[1:] if lines[:1] == [json.dumps({"key": key})] else []:
+        try:
+            row = FitRow(**json.loads(line))
+        except ValueError:
+            break
+        rows[row.job_key] = row
+    return rows
+
+
+def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int], kept: Path, key: str) -> list[FitRow]:
+    """The rows of ``jobs`` (``(workload, GPUs, device bytes)``, vocabulary sizes ``vocab_sizes``), in order: per
+    device count, every first plan, at the whole batch per device, in one process, then each of its rows' micro-batch
+    search. Each row is appended to ``kept`` as it completes, after the line of ``key`` (what the rows mean), and
+    the jobs whose row ``kept`` holds for ``key`` are not planned again (``kept_rows``). A stop signal ends it
+    between rows, and a planning process at once (its plans lost), with ``RunStopped``."""
+    from pipeline.artifacts import atomic_write_text
+
     requests, devices = [], []
     for (workload, gpus, _), vocab in zip(jobs, vocab_sizes, strict=True):
         devices.append(workload.devices(gpus))
@@ -252,17 +294,35 @@ def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int]) -> l
                 f"GPUs; choose a GPU count that divides it."
             )
         requests.append((workload, vocab, workload.batch_size // devices[-1]))
-    plans: dict[int, dict[str, Any]] = {}
-    progress = Progress("fit: first plans", len(requests), "rows", every_s=0)
-    for count in sorted(set(devices)):
-        same = [i for i, devices_of_job in enumerate(devices) if devices_of_job == count]
-        plans.update(zip(same, plans_in_subprocess([requests[i] for i in same], count), strict=True))
-        progress.advance(len(same), note=f"{count} device(s) done")
-    rows = []
-    for i, (workload, gpus, device_bytes) in enumerate(jobs):
-        rows.append(fit_run(workload, vocab_sizes[i], gpus, device_bytes, plans[i]))
-        logger.info("%s: %s", workload.run_id, json.dumps(dataclasses.asdict(rows[-1])))
-    return rows
+    rows = kept_rows(kept, key)
+    atomic_write_text(
+        kept, "".join(json.dumps(line) + "\n" for line in [{"key": key}, *map(dataclasses.asdict, rows.values())])
+    )
+    job_keys = [(workload.run_id, devices[i], device_bytes) for i, (workload, _, device_bytes) in enumerate(jobs)]
+    progress = Progress("fit", len(jobs), "rows", done=sum(job in rows for job in job_keys), every_s=0)
+    with StopSignals() as stop, kept.open("a") as kept_file:
+
+        def plans(requests: list[tuple[Workload, int, int]], count: int) -> list[dict[str, int]]:
+            try:
+                return plans_in_subprocess(requests, count, stop)
+            finally:
+                if stop.signal_name is not None:
+                    raise RunStopped(
+                        f"fit: stopped on request ({stop.signal_name}: SIGTERM to the job or SLURM's walltime "
+                        f"warning) after {progress.done} of {progress.total} rows; they are kept in {kept}, rerun "
+                        "the job to resume."
+                    )
+
+        for count in sorted(set(devices)):
+            same = [i for i, job in enumerate(job_keys) if devices[i] == count and job not in rows]
+            for i, plan in zip(same, plans([requests[i] for i in same], count) if same else [], strict=True):
+                workload, gpus, device_bytes = jobs[i]
+                row = rows[job_keys[i]] = fit_run(workload, vocab_sizes[i], gpus, device_bytes, plan, plans)
+                kept_file.write(json.dumps(dataclasses.asdict(row)) + "\n")
+                kept_file.flush()
+                logger.info("%s: %s", workload.run_id, json.dumps(dataclasses.asdict(row)))
+                progress.advance(note=workload.run_id)
+    return [rows[job] for job in job_keys]
 
 
 def planned_jobs(
@@ -336,12 +396,16 @@ def write_fit(
 ) -> list[FitRow]:
     """Plan the jobs of ``planned_jobs`` and write the fit table. With ``run_ids``, the new rows replace the rows of
     the same jobs in an existing ``out_csv`` and the others are kept; without, the table holds the new rows only.
-    Returns the new rows."""
+    The rows are kept as they complete beside ``out_csv`` (``rows_file``), for a rerun after a stop, under the
+    ``plans_digest`` of the configuration. Returns the new rows."""
     from pipeline.artifacts import atomic_write_text
     from pipeline.planning.measured import read_fit_rows
 
     jobs = planned_jobs(grid, device, gpus, site, run_ids, preflight_table)
-    rows = fit_rows(jobs, [vocab_size(grid.config, workload.tokenizer) for workload, _, _ in jobs])
+    key = plans_digest(grid, device, gpus, site, preflight_table)
+    rows = fit_rows(
+        jobs, [vocab_size(grid.config, workload.tokenizer) for workload, _, _ in jobs], rows_file(out_csv), key
+    )
     kept = []
     if run_ids and Path(out_csv).is_file():
         replaced = {row.job_key for row in rows}
@@ -349,6 +413,7 @@ def write_fit(
     markdown, table = fit_table(kept + rows)
     atomic_write_text(out_csv, table)
     atomic_write_text(out_md, markdown)
+    rows_file(out_csv).unlink()
     return rows
 
 

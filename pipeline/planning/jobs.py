@@ -256,8 +256,9 @@ class JobSizing:
         reads no hub corpus) capped by the site's CPU limits: the corpus export or token cache of ``dataset`` needs
         its measured minutes (``pipeline.data.rates``, on its CPUs, its corpus's splits and shards, its builder) ×
         ``safety_factor`` + ``chunk_startup_min``, a chain of jobs beyond the partition's limit where it resumes
-        (``walltime``); the tokenizer or the fit its ``CPU_JOBS`` minutes (``WalltimeError`` beyond the limit: they
-        cannot resume), at most ``SMALL_CPU_JOB``'s and the limit without a hub corpus."""
+        (``walltime``); the tokenizer or the fit its ``CPU_JOBS`` minutes (the tokenizer cannot resume:
+        ``WalltimeError`` beyond the limit; the fit keeps its rows: a chain), at most ``SMALL_CPU_JOB``'s and the limit
+        without a hub corpus."""
         if self.site is None:
             return JobRequest()
         need = CPU_JOBS[rule] if self.hub_corpora else SMALL_CPU_JOB
@@ -283,9 +284,9 @@ class JobSizing:
         return any(spec["source"]["kind"] == "hf" for spec in self.config["datasets"].values())
 
     def cpu_kind(self, rule: str) -> JobKind:
-        """``JobKind.DATA`` for a resumable data job (``DATA_CHAINS``: the export; the token cache where Levanter's
-        Ray builder keeps its ledger, not the serial one's), else ``JobKind.CPU``."""
-        resumes = rule == "corpus" or (rule == "token_cache" and self.config["cache_builder"] == "ray")
+        """``JobKind.DATA`` for a resumable CPU job (the export; the token cache where Levanter's Ray builder keeps
+        its ledger, not the serial one's; the fit, which keeps its rows), else ``JobKind.CPU``."""
+        resumes = rule in ("corpus", "fit") or (rule == "token_cache" and self.config["cache_builder"] == "ray")
         return JobKind.DATA if resumes else JobKind.CPU
 
     def data_jobs(self, rule: str) -> dict[str, JobRequest]:

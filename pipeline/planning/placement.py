@@ -19,7 +19,7 @@ from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, Site
 
 class JobKind(enum.StrEnum):
     """A kind of job: pretraining and fine-tunes (``TRAINING``); lm-eval, the GPU analyses and memory probes
-    (``GPU``); tokenizer and fit (``CPU``); the corpus export and the token cache at paper scale (``DATA``)."""
+    (``GPU``); the tokenizer (``CPU``); the fit, and the corpus export and the token cache at paper scale (``DATA``)."""
 
     TRAINING = "training"
     GPU = "gpu"

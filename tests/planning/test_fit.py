@@ -6,12 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 
 from pipeline.config import load_preset, pretrain_runs
+from pipeline.execution.errors import RunStopped
 from pipeline.planning import fit, fit_table
 from pipeline.planning.grid import Grid, Pretraining
 from pipeline.planning.measured import read_fit_rows
@@ -72,7 +74,7 @@ def fake_plan(per_example_bytes: int, fixed_bytes: int):
     """Plans whose temporaries grow linearly with the micro-batch (the shape of XLA's plans)."""
     calls = []
 
-    def plans(requests, gpus):
+    def plans(requests, gpus, stop=None):
         results = []
         for _, _, micro_batch in requests:
             calls.append(micro_batch)
@@ -100,22 +102,24 @@ def medium_gpt() -> Pretraining:
     ("per_example", "expected_micro_batch", "fits_at_batch"),
     [(10**9, 32, True), (2.1 * 10**9, 16, False), (3 * 10**9, 16, False), (9 * 10**9, 4, False)],
 )
-def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, per_example, expected_micro_batch, fits_at_batch):
+def test_micro_batch_is_the_largest_divisor_that_fits(
+    monkeypatch, tmp_path, per_example, expected_micro_batch, fits_at_batch
+):
     """Fits means within the 90 % of the GPU's 80 GB that a job's JAX reserves (72 GB): 32 × 2.1 GB + 5 GB = 72.2 GB
     and 8 × 9 GB + 5 GB = 77 GB would fit in 80 GB but not in what JAX takes."""
     workload = medium_gpt()  # batch 256 → 32 per device on 8
     plans, calls = fake_plan(per_example, 5 * 10**9)
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
-    [row] = fit.fit_rows([(workload, 8, 80 * 10**9)], [50257])
+    [row] = fit.fit_rows([(workload, 8, 80 * 10**9)], [50257], tmp_path / "rows.jsonl", "key")
     assert (row.micro_batch, row.fits_at_paper_batch, row.fits) == (expected_micro_batch, fits_at_batch, True)
     assert row.accumulation * row.micro_batch * row.gpus == workload.batch_size
     assert calls[0] == 32 and len(calls) <= 3
 
 
-def test_a_run_that_fits_at_no_micro_batch_says_so(monkeypatch):
+def test_a_run_that_fits_at_no_micro_batch_says_so(monkeypatch, tmp_path):
     plans, _ = fake_plan(10**9, 90 * 10**9)
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
-    [row] = fit.fit_rows([(medium_gpt(), 8, 80 * 10**9)], [50257])
+    [row] = fit.fit_rows([(medium_gpt(), 8, 80 * 10**9)], [50257], tmp_path / "rows.jsonl", "key")
     assert (row.micro_batch, row.fits) == (1, False)
     assert "| no |" in fit_table.fit_table([row])[0]
 
@@ -139,7 +143,7 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     assert (expected["owt-small-gpt"], expected["owt-llama1b-diffeq_llama"]) == (1, 8)
     processes = []
 
-    def plans(requests, gpus):
+    def plans(requests, gpus, stop):
         processes.append((gpus, [workload.run_id for workload, _, _ in requests]))
         return fake_plan(10**9, 5 * 10**9)[0](requests, gpus)
 
@@ -147,8 +151,10 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     rows = fit.write_fit(Grid.load(config), None, None, list(expected), tmp_path / "fit.md", tmp_path / "fit.csv", site)
     assert {row.run_id: row.gpus for row in rows} == expected
     assert {row.device_bytes for row in rows} == {80 * 10**9}
-    first_plans = processes[: len(set(expected.values()))]
-    assert sorted(gpus for gpus, _ in first_plans) == sorted(set(expected.values()))
+    first_plans = {gpus: set(ids) for gpus, ids in reversed(processes)}  # each device count's first process
+    assert first_plans == {
+        gpus: {run_id for run_id in expected if expected[run_id] == gpus} for gpus in expected.values()
+    }
     assert all(expected[run_id] == gpus for gpus, ids in processes for run_id in ids)
     small = next(row for row in rows if row.run_id == "owt-small-gpt")
     assert (small.per_device_batch, small.micro_batch, small.fits_at_paper_batch) == (512, 64, False)
@@ -276,3 +282,61 @@ def test_a_runs_micro_batch_reaches_levanter(tmp_path, micro_batch, expected):
     train = dataclasses.replace(spec.train, micro_batch_size=micro_batch)
     config = trainer_config(spec.run_id, train, tmp_path)
     assert (config.per_device_parallelism, config.train_batch_size) == (expected, spec.train.batch_size)
+
+
+def stopped_fit(monkeypatch, tmp_path) -> tuple[Grid, list, int]:
+    """A tiny fit on 2 GPUs (fake plans) stopped by a real SIGTERM while its 2-device first plans run, after its
+    1-device lm-eval rows; the grid, the list the fake plans record each request in, and the rows kept."""
+    grid, planned, stops = Grid.load(load_preset({"preset": "tiny"})), [], [signal.SIGTERM]
+
+    def plans(requests, gpus, stop):
+        planned.extend(workload.run_id for workload, _, _ in requests)
+        if gpus == 2 and stops:
+            os.kill(os.getpid(), stops.pop())
+        return fake_plan(10**6, 10**6)[0](requests, gpus)
+
+    monkeypatch.setattr(fit, "plans_in_subprocess", plans)
+    with pytest.raises(RunStopped, match=r"fit: stopped on request \(SIGTERM: .*\) after \d+ of \d+ rows; they are"):
+        fit.write_fit(grid, "h100", 2, None, tmp_path / "fit.md", tmp_path / "fit.csv")
+    downstream = sum(workload.kind == "downstream" for workload in grid.workloads.values())
+    assert fit.kept_row_count(tmp_path / "fit.csv") == downstream > 0 and not (tmp_path / "fit.csv").exists()
+    return grid, planned, downstream
+
+
+def test_a_stopped_fit_keeps_its_rows_and_the_rerun_plans_only_the_rest_into_the_same_table(monkeypatch, tmp_path):
+    grid, planned, kept = stopped_fit(monkeypatch, tmp_path)
+    fit.write_fit(grid, "h100", 2, None, tmp_path / "whole.md", tmp_path / "whole.csv")
+    planned.clear()
+    fit.write_fit(grid, "h100", 2, None, tmp_path / "fit.md", tmp_path / "fit.csv")
+    assert len(planned) == len(grid.workloads) - kept and not fit.rows_file(tmp_path / "fit.csv").exists()
+    assert (tmp_path / "fit.csv").read_text() == (tmp_path / "whole.csv").read_text()
+
+
+def test_rows_kept_for_another_configuration_are_not_reused(monkeypatch, tmp_path):
+    grid, planned, _ = stopped_fit(monkeypatch, tmp_path)
+    planned.clear()
+    rows = fit.write_fit(grid, "h200", 2, None, tmp_path / "fit.md", tmp_path / "fit.csv")
+    assert len(planned) == len(rows) == len(grid.workloads) and {row.device_bytes for row in rows} == {141 * 10**9}
+
+
+def test_a_fit_retried_after_a_real_failure_ends_at_once_repeating_its_sentence(monkeypatch, tmp_path, capsys):
+    """Attempt 1's planning fails for real; attempt 2 plans nothing and repeats its sentence."""
+    from pipeline.cli import main
+    from pipeline.train.attempts import data_attempt_file
+
+    def failing(requests, gpus, stop):
+        raise RuntimeError("planning on 2 virtual devices failed: XlaRuntimeError: INTERNAL")
+
+    monkeypatch.setattr(fit, "plans_in_subprocess", failing)
+    table = tmp_path / "fit.csv"
+    command = ["fit", "--preset", "tiny", "--device", "h100", "--gpus", "2", "--csv", str(table)]
+    assert main([*command, "--md", str(tmp_path / "fit.md"), "--attempt", "1"]) == 1
+    said = json.loads(data_attempt_file(table).read_text())["sentence"].removeprefix("error: ")
+    capsys.readouterr()
+    monkeypatch.setattr(fit, "plans_in_subprocess", fake_plan(10**6, 10**6)[0])
+    assert main([*command, "--md", str(tmp_path / "fit.md"), "--attempt", "2"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: `fit` for tiny, attempt 2: not run, as attempt 1 failed and only a stop by walltime or preemption "
+        f"is retried (fix the cause, then run snakemake again); attempt 1 said: {said}"
+    )
+    assert "INTERNAL" in said and not table.exists()

@@ -65,7 +65,7 @@ def enumerations(monkeypatch):
     return namespace["counts"]
 
 
-def no_plans(requests, gpus):
+def no_plans(requests, gpus, stop):
     """XLA's plans replaced: every request fits in a byte per device."""
     keys = ("parameters", "trainable_parameters", "param_bytes", "replicated_param_bytes", "optimizer_bytes")
     return [{**dict.fromkeys(keys, 1), "temp_bytes": 0, "total_bytes": 1} for _ in requests]

@@ -26,6 +26,8 @@ checkpoint fit:  # the preflight's shapes are its jobs' micro-batches
         f"{RESULTS}/benchmarks/bench/fit.tsv"
     resources:
         **cpu_resources("fit"),
+        attempt=lambda wildcards, attempt: attempt,  # it keeps its rows: a chain where the partition is shorter
+    retries: chain_retries(rule="fit")
     shell:
         "python -m pipeline fit --preset {params.preset:q} --overrides {params.overrides:q} {params.target:q}"
-        " --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
+        " --md {output.md:q} --csv {output.csv:q} --attempt {resources.attempt:q} > {log:q} 2>&1"
