@@ -134,11 +134,7 @@ def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
     assert JobSizing(Grid.load(paper), SHORT_SITE).cpu("fit").minutes == 720
     assert JobSizing(Grid.load(paper), SHORT_SITE).gpu_analysis("frontier", "owt-large-diffeq").minutes == 240
     everywhere = JobSizing(Grid.load(paper), dataclasses.replace(SHORT_SITE, cpu_max_runtime_min=None))
-    with pytest.raises(
-        WalltimeError,
-        match="fit job needs an estimated 720 min but partition 'cpu' allows 240 min and the job cannot resume",
-    ):
-        everywhere.cpu("fit")
+    assert everywhere.cpu("fit").chunks > 1, "the fit keeps its rows: a chain, not a clipped job"
     with pytest.raises(
         WalltimeError,
         match="frontier of run owt-large-diffeq needs an estimated 240 min but partition 'gpu' allows 200 min",
