@@ -1,16 +1,19 @@
 """A preset's grid, enumerated once by ``Grid.load(config)``: one ``Workload`` per job it trains or evaluates, and the
 per-run GPU analyses (docs/planning.md#where-planning-lives). Longer than 300 lines because every kind of job the
 workflow runs is enumerated here once, so that each reader (the workflow's rules, job sizing, the cost preview, the
-fit table, the preflight) takes the same objects, with what each job costs (lm-eval's requests)."""
+fit table, the preflight) takes the same objects, with what each job costs (lm-eval's requests, each model's
+parameters and FLOPs per token, counted once and cached: ``model_cost``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
+from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.config import FinetuneSpec, RunSpec, TrainSpec, finetune_runs, memory_probes, pretrain_runs
+from pipeline.config import REPO_ROOT, FinetuneSpec, RunSpec, TrainSpec, finetune_runs, memory_probes, pretrain_runs
 from pipeline.config.families import GPT2_VOCAB, LLAMA_VOCAB
 from pipeline.config.specs import MODEL, role_values, to_dict
 
@@ -280,6 +283,56 @@ def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
             f"preview does not know; expected one of {sorted(pretrained)}."
         )
     return pretrained[spec["name"]]
+
+
+MODEL_COST_CACHE = REPO_ROOT / ".cache" / "model-cost.json"
+"""(parameters, forward FLOPs per token) per model recipe, computed once: counting them imports JAX and Levanter
+(~9 s), and the SLURM profile sizes every job from them each time Snakemake reads the workflow."""
+
+
+def model_code_version() -> str:
+    """What the cached counts depend on besides the recipe: the model code, this module and Levanter/Haliax."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(f"levanter {version('levanter')} haliax {version('haliax')}".encode())
+    models = REPO_ROOT / "pipeline" / "models"
+    sources = [*models.glob("*.py"), REPO_ROOT / "pipeline" / "config" / "families.py", Path(__file__)]
+    for path in sorted(sources):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def model_cost(workload: Workload, config: dict[str, Any]) -> tuple[int, float]:
+    """(parameters, forward FLOPs per token) of a workload's model with its tokenizer's vocabulary."""
+    return recipe_cost(workload.recipe, vocab_size(config, workload.tokenizer))
+
+
+@functools.cache
+def recipe_cost(recipe: ModelRecipe, vocab: int) -> tuple[int, float]:
+    """(parameters, forward FLOPs per token) of a recipe, from ``MODEL_COST_CACHE`` under the same model code, else
+    computed and added (written atomically: parallel jobs may race, the last writer wins, a lost entry is recounted)."""
+    cache = read_model_costs()
+    key = recipe.key(vocab)
+    if key not in cache:
+        from pipeline.artifacts import atomic_write_json
+        from pipeline.models import count_params
+
+        config = recipe.build()
+        cache[key] = [count_params(config, vocab), float(config.flops_per_token(vocab))]
+        MODEL_COST_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(MODEL_COST_CACHE, {"code": model_code_version(), "costs": cache})
+    parameters, forward_flops = cache[key]
+    return int(parameters), float(forward_flops)
+
+
+@functools.cache
+def read_model_costs() -> dict[str, list]:
+    """The cached model costs of the current model code (a cache of other code, or none, reads as empty)."""
+    try:
+        cached = json.loads(MODEL_COST_CACHE.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return cached["costs"] if cached.get("code") == model_code_version() else {}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

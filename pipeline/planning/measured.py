@@ -16,8 +16,7 @@ from pipeline.config.site import preset_results
 from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec
 from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
 from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, plan_key
-from pipeline.planning.grid import Grid, Workload, vocab_size
-from pipeline.planning.model_cost import model_cost
+from pipeline.planning.grid import Grid, Workload, model_cost, vocab_size
 
 logger = logging.getLogger(__name__)
 THROUGHPUT_COLUMNS = (
