@@ -24,20 +24,52 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.artifacts import csv_text, markdown_table
 from pipeline.config.site import Site
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.execution.progress import Progress
 from pipeline.planning.cost import DEVICES
-from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, fit_table, plan_key
 from pipeline.planning.grid import Grid, Workload, vocab_size
+from pipeline.planning.measured import FIT_COLUMNS, FitRow, plan_key
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
 PLAN_BYTES = FIT_COLUMNS[FIT_COLUMNS.index("parameters") : FIT_COLUMNS.index("device_bytes")]
 """What a plan gives a fit row: parameter counts and bytes per device."""
+GB = 1e9
+MARKDOWN_COLUMNS: tuple[tuple[str, str, Callable[[FitRow], str]], ...] = (
+    ("run", "l", lambda row: row.run_id),
+    ("role", "l", lambda row: row.role),
+    ("params", "r", lambda row: f"{row.parameters / 1e6:.0f} M"),
+    ("GPUs", "r", lambda row: str(row.gpus)),
+    ("GPU GB (usable)", "r", lambda row: f"{row.device_bytes / GB:.0f} ({row.usable_bytes / GB:.0f})"),
+    ("batch/device", "r", lambda row: str(row.per_device_batch)),
+    ("micro-batch", "r", lambda row: str(row.micro_batch)),
+    ("params GB", "r", lambda row: f"{row.param_bytes / GB:.2f}"),
+    ("optimizer GB", "r", lambda row: f"{row.optimizer_bytes / GB:.2f}"),
+    ("temporaries GB", "r", lambda row: f"{row.temp_bytes / GB:.1f}"),
+    ("total GB", "r", lambda row: f"{row.total_bytes / GB:.1f}"),
+    ("fits", "l", lambda row: "yes" if row.fits_at_paper_batch else ("with accumulation" if row.fits else "no")),
+)
+"""The markdown table's columns: header, alignment and cell of a row; sizes in GB (10⁹ bytes) per device."""
+
+
+def fit_table(rows: list[FitRow]) -> tuple[str, str]:
+    """``(markdown, csv)`` of the fit rows."""
+    note = (
+        "Per-device memory planned on CPU by XLA (virtual devices; a train step with the run's Levanter mesh, "
+        "mixed precision and batch; downstream, lm-eval's forward pass on one GPU). A step fits below the "
+        f"share of the GPU's memory that a job's JAX reserves ({gpu_memory_fraction():.0%}: usable GB). "
+        "micro-batch = examples per device per forward/backward (Levanter per_device_parallelism; downstream, "
+        "requests per forward pass)."
+    )
+    columns, align, cells = zip(*MARKDOWN_COLUMNS, strict=True)
+    markdown = markdown_table(columns, ([cell(row) for cell in cells] for row in rows), "".join(align))
+    return f"{note}\n\n{markdown}\n", csv_text(map(dataclasses.asdict, rows), FIT_COLUMNS)
 
 
 def per_device_bytes(tree) -> int:

@@ -1,5 +1,6 @@
 """What planning knows of a job on the site's GPUs before it runs, and the only reader of the files that hold it
-(docs/planning.md#the-measured-table: their precedence and staleness)."""
+(docs/planning.md#the-measured-table: their precedence and staleness). Longer than 300 lines because a fit row's type
+and its ``plan_key`` live with the staleness check that reads them."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import io
 import logging
 import math
 from pathlib import Path
+from typing import Any
 
 from pipeline.config.paths import BENCHMARKS_DIR
 from pipeline.config.site import preset_results
-from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec
+from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec, role_values
 from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
-from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, plan_key
 from pipeline.planning.grid import Grid, Workload, model_cost, vocab_size
+from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
 THROUGHPUT_COLUMNS = (
@@ -120,6 +122,75 @@ def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float
     if not table:
         raise ValueError(f"{path}: column 'device' has no row for device {device!r}.")
     return table
+
+
+@dataclasses.dataclass(frozen=True)
+class FitRow:
+    """One job's fit row (``role``: its workload's kind): its micro-batch and plan, bytes per device."""
+
+    run_id: str
+    plan_key: str
+    role: str
+    family: str
+    size: str
+    time_embed_dim: int | None
+    seq_len: int
+    batch_size: int
+    gpus: int
+    per_device_batch: int
+    micro_batch: int
+    accumulation: int
+    parameters: int
+    trainable_parameters: int
+    param_bytes: int
+    replicated_param_bytes: int
+    optimizer_bytes: int
+    temp_bytes: int
+    total_bytes: int
+    device_bytes: int
+    usable_bytes: int
+    fits: bool
+    fits_at_paper_batch: bool
+
+    @property
+    def job_key(self) -> tuple[str, int, int]:
+        return self.run_id, self.gpus, self.device_bytes
+
+    @classmethod
+    def from_csv(cls, row: dict[str, str]) -> FitRow:
+        """A row as ``csv.DictReader`` reads it: numbers and verdicts parsed."""
+
+        def parse(field: dataclasses.Field, value: str) -> Any:
+            if field.type == "str":
+                return value
+            if field.type == "bool":
+                return value == "True"
+            return int(value) if value else None
+
+        return cls(**{field.name: parse(field, row[field.name]) for field in dataclasses.fields(cls)})
+
+
+FIT_COLUMNS = tuple(field.name for field in dataclasses.fields(FitRow))
+
+
+def plan_parts(workload: Workload, vocab_size: int) -> dict[str, Any]:
+    """What a workload's plan depends on: its kind, the vocabulary, the fields of role ``PLAN`` of its specs, and the
+    train step's version (``TRAIN_STEP``: a changed step, e.g. without buffer donation, plans differently)."""
+    from pipeline.train.identity import TRAIN_STEP
+
+    return {
+        "role": workload.kind,
+        "model": role_values(workload.run.model, PLAN),
+        "vocab_size": vocab_size,
+        "train_step": TRAIN_STEP,
+        "train": role_values(workload.train, PLAN),
+        "finetune": workload.finetune_role_values(PLAN),
+    }
+
+
+def plan_key(workload: Workload, vocab_size: int) -> str:
+    """The hash of ``plan_parts``: the identity of a row's plan."""
+    return json_digest(plan_parts(workload, vocab_size), length=16)
 
 
 def read_fit_rows(path: Path) -> list[FitRow]:

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from pipeline.config import load_preset, pretrain_runs
-from pipeline.planning import fit, fit_table
+from pipeline.planning import fit
 from pipeline.planning.grid import Grid, Pretraining
 from pipeline.planning.measured import read_fit_rows
 
@@ -117,7 +117,7 @@ def test_a_run_that_fits_at_no_micro_batch_says_so(monkeypatch):
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
     [row] = fit.fit_rows([(medium_gpt(), 8, 80 * 10**9)], [50257])
     assert (row.micro_batch, row.fits) == (1, False)
-    assert "| no |" in fit_table.fit_table([row])[0]
+    assert "| no |" in fit.fit_table([row])[0]
 
 
 def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypatch, tmp_path):
