@@ -227,12 +227,12 @@ def tiny_dag_run(tiny_dag, tmp_path_factory):
 
 @pytest.fixture
 def planned_fit_row():
-    """A function giving a fit table row (``pipeline.planning.fit_table.FIT_COLUMNS``) for ``run_id`` of ``config``
+    """A function giving a fit table row (``pipeline.planning.measured.FIT_COLUMNS``) for ``run_id`` of ``config``
     as ``fit`` would plan it (its ``plan_key``, memory and usable share) on ``gpus`` GPUs at ``micro_batch``; byte
     columns 0. ``fits_at_paper_batch``: the whole per-GPU batch unless given."""
     from pipeline.execution.job_env import gpu_memory_fraction
-    from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, plan_key
     from pipeline.planning.grid import Grid, vocab_size
+    from pipeline.planning.measured import FIT_COLUMNS, FitRow, plan_key
 
     def row(
         config: dict,
@@ -282,7 +282,7 @@ def paper_fit_table(planned_fit_row):
     report that measured nothing (its header): a GPU job's resources read both tables, so every job is sized."""
     from pipeline.config import load_preset
     from pipeline.config.site import load_site
-    from pipeline.planning.fit_table import fit_table
+    from pipeline.planning.fit import fit_table
     from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
     from pipeline.preflight.report import COLUMNS as PREFLIGHT_COLUMNS

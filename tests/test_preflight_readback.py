@@ -13,10 +13,9 @@ from pipeline.cli import main
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site
 from pipeline.planning.cost import preview
-from pipeline.planning.grid import Grid
+from pipeline.planning.grid import Grid, model_cost
 from pipeline.planning.jobs import JobSizing
 from pipeline.planning.measured import PreflightError, read_preflight_rows
-from pipeline.planning.model_cost import model_cost
 from pipeline.planning.placement import JobRequest
 from pipeline.preflight.report import COLUMNS, markdown, with_verdicts
 

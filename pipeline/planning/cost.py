@@ -1,14 +1,9 @@
 """Cost preview: the GPU-hours of every stage of a preset, before anything runs (docs/planning.md#cost-preview).
 
-Per run, the tokens it processes (``Workload.tokens``) times the seconds a GPU needs per token: from the measured
-table (``pipeline.planning.measured``) or, for a model it lacks, estimated as Levanter's forward FLOPs per token
-(``LmConfig.flops_per_token``) × 3 (forward + backward, as Levanter's MFU) / (MFU × the device's dense peak); a
-forward-only token costs a third. GPU-hours assume linear data-parallel scaling: wall-clock = GPU-hours / GPUs.
-Unless measured, LoRA is costed as a full fine-tune (an upper bound: frozen weights skip their weight gradients,
-about a third of the FLOPs) and lm-eval requests as full context windows; the analyses and periodic validation (at
-most a few % of a run's tokens) are not counted. Each training run also shows its passes over its training
-data and its checkpoint disk (``checkpoint_disk``).
-"""
+GPU-hours = tokens × passes / 3 / training tokens/s per GPU / 3600 (a forward-only token costs a third; wall-clock
+= GPU-hours / GPUs), tokens/s measured (``pipeline.planning.measured``) or estimated from Levanter's FLOPs. Unless
+measured, LoRA is costed as a full fine-tune (an upper bound: frozen weights skip their weight gradients, about a
+third of the FLOPs)."""
 
 from __future__ import annotations
 
@@ -20,25 +15,21 @@ from typing import Any
 
 from pipeline.config import TrainSpec
 from pipeline.config.site import preset_results
-from pipeline.planning.grid import TRAIN_PASSES, Grid, Workload
+from pipeline.planning.grid import TRAIN_PASSES, Grid, Workload, model_cost
 from pipeline.planning.measured import MeasuredTable, preflight_path
-from pipeline.planning.model_cost import model_cost
 from pipeline.train.checkpoints import KEPT_WHILE_TRAINING
 
 PUBLISHED_TRAIN_TOKENS = {("dlwh/wikitext_103_detokenized", "gpt2"): 0.12e9, ("Skylion007/openwebtext", "gpt2"): 9.04e9}
-"""Training tokens of the paper's corpora under a tokenizer, as published: WikiText-103 ≈ 0.12 B GPT-2 tokens
-(docs/paper.md#exact-steps), OpenWebText ≈ 9.04 B (nanoGPT's preparation of the same dataset); the fallback of
-``data_passes`` before the caches are built. No published count for the Llama tokenizer: "?" until built."""
+"""Training tokens of the paper's corpora as published (docs/paper.md#exact-steps; OpenWebText: nanoGPT's
+preparation), ``data_passes``' fallback before the caches are built; none for the Llama tokenizer."""
 STAGES = ("pretrain", "finetune", "evaluate", "analysis")
 CHECKPOINT_BYTES_PER_PARAMETER = 12
-"""f32 parameters plus Adam's first and second moments, 4 bytes each (for LoRA an upper bound: Levanter saves the
-trainable parameters only)."""
+"""f32 parameters and Adam's two moments (for LoRA an upper bound: Levanter saves the trainable parameters only)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Device:
-    """One GPU, from NVIDIA's datasheets (SXM): its memory, and its dense peak TFLOP/s by compute precision
-    (``bf16``: bf16/fp16 tensor cores; ``f32``: TF32 for float32 compute)."""
+    """One GPU from NVIDIA's datasheets (SXM): memory and dense peak TFLOP/s by compute precision (``f32``: TF32)."""
 
     memory_bytes: int
     peak_tflops: dict[str, float]
@@ -63,12 +54,9 @@ def compute_precision(mixed_precision: str) -> str:
 
 
 def checkpoint_disk(parameters: int, train: TrainSpec | None) -> dict[str, int]:
-    """Checkpoint disk of a run of ``parameters`` trained as ``train`` (docs/runs.md#what-is-kept; both 0 for a
-    workload that trains nothing, ``train`` None), at ``CHECKPOINT_BYTES_PER_PARAMETER`` per checkpoint:
-    ``checkpoint_bytes``, what the finished run keeps (the final checkpoint plus the periodic ones, steps
-    0 < s < steps-1 multiples of ``checkpoint_every``, whose step is a multiple of ``keep_checkpoints_every``), and
-    ``running_checkpoint_bytes``, the most it holds while it trains (those, the ``KEPT_WHILE_TRAINING`` newest
-    complete ones of ``pipeline.train.checkpoints`` and the one being written in the final one's place)."""
+    """Checkpoint disk of a run trained as ``train`` (None: 0) (docs/runs.md#what-is-kept): ``checkpoint_bytes``, the
+    final checkpoint plus the kept periodic ones (steps 0 < s < steps-1, multiples of lcm(``checkpoint_every``,
+    ``keep_checkpoints_every``)); ``running_checkpoint_bytes``, those plus ``KEPT_WHILE_TRAINING`` while it trains."""
     if train is None:
         return {"checkpoint_bytes": 0, "running_checkpoint_bytes": 0}
     kept = 1
@@ -93,8 +81,7 @@ def estimated_tokens_per_s(workload: Workload, device: str, mfu: float, config: 
 
 
 def corpus_train_tokens(config: dict[str, Any], results: Path, dataset: str, tokenizer: str) -> float | None:
-    """Training tokens of ``dataset`` under ``tokenizer``: the count of the cache built in the preset's ``results``
-    folder, else the published size."""
+    """Training tokens of ``dataset`` under ``tokenizer``: its cache's count in ``results``, else the published one."""
     stats = results / "data" / "caches" / f"{dataset}-{tokenizer}" / "stats.json"
     if stats.is_file():
         return float(json.loads(stats.read_text())["train"]["tokens"])
@@ -110,9 +97,8 @@ def cost_rows(
     measured: MeasuredTable | None = None,
     results: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per run on ``device``: tokens, training tokens/s per GPU (``measured``'s, else estimated), GPU-hours =
-    tokens × passes / 3 / tokens_per_s / 3600, passes over the training data (of the caches built in ``results``,
-    the preset's results folder: default the repository's), checkpoint bytes kept, and held while it trains."""
+    """One row per run on ``device``: tokens, tokens/s per GPU (``measured``'s, else estimated), GPU-hours = tokens ×
+    passes / 3 / tokens_per_s / 3600, passes over the data cached in ``results`` (default the repository's), disk."""
     results = results or preset_results(None, config["preset"])
     rows = []
     for workload in workloads:
@@ -149,8 +135,7 @@ def cost_rows(
 
 
 def stage_rows(run_rows: list[dict[str, Any]], analysis_runs: int) -> list[dict[str, Any]]:
-    """Per stage: runs, tokens, GPU-hours, checkpoint disk kept, where the throughput came from and the most passes
-    over a run's training data; then the analyses (negligible) and a total."""
+    """Per stage: sums of ``run_rows``, the sources and the most data passes; the analyses (negligible); a total."""
     rows = []
     for stage in STAGES[:-1]:
         runs = [row for row in run_rows if row["stage"] == stage]
@@ -174,9 +159,7 @@ def stage_rows(run_rows: list[dict[str, Any]], analysis_runs: int) -> list[dict[
 def preview(
     grid: Grid, device: str, throughput: Path | None = None, mfu: float = DEFAULT_MFU, preflight: Path | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(stage rows, run rows) of the preset's ``grid`` on ``device``: tokens/s from the preflight report
-    (``preflight``, default the preset's), else the measured table (``throughput``, default the device's), else
-    estimated."""
+    """(stage rows, run rows) of ``grid`` on ``device``; tables by default the preset's report, the device's table."""
     if not 0 < mfu <= 1:
         raise ValueError(f"--mfu must be in (0, 1] (got {mfu}).")
     config = grid.config
@@ -190,8 +173,7 @@ def preview(
 
 
 def format_stage_table(rows: list[dict[str, Any]]) -> str:
-    """A fixed-width text table: stage, runs, tokens (billions), GPU-hours, most passes over a run's training
-    data, kept checkpoint disk (GB), source."""
+    """The stage rows as a fixed-width text table (tokens in billions, disk in GB)."""
     header = f"{'stage':<10} {'runs':>5} {'tokens':>12} {'GPU-hours':>11} {'max passes':>10} {'ckpt GB':>9}  source"
     lines = [header, "-" * len(header)]
     for row in rows:

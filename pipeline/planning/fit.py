@@ -1,18 +1,12 @@
 """Fit preview: does every job fit in one GPU's memory, planned on CPU by XLA before anything runs
 (docs/planning.md#does-every-run-fit, which says what each row plans).
 
-One row per workload (``role``: its kind): a train step (``plan_train_step``) or lm-eval's scoring forward pass
-(``plan_downstream``), its model built abstractly at its exact dimensions. XLA's memory plan per device is
-
-    total = arguments + outputs + temporaries − donated (aliased) bytes      (``pipeline.train.step_plan``)
-
-A workload fits when total ≤ the share of the device's memory that a job's JAX reserves (``usable_bytes``); a train
+One row per workload (``role``: its kind), from XLA's per-device plan (``pipeline.planning.xla_plans``). A workload
+fits when the plan's total ≤ the share of the device's memory that a job's JAX reserves (``usable_bytes``); a train
 step that does not fit is planned again at a smaller micro-batch until it fits. The plans run in child processes
-(``python -m pipeline.planning.fit``: JAX fixes the virtual device count when it starts), the first plans of every
-workload of one device count in one process, each further plan of the micro-batch search in its own; each row is
-kept as it completes (``fit_rows``), so a stopped fit resumes. Longer than 300 lines because a plan and the search
-that runs it are one concern: what a plan returns is the fit row's columns (``PLAN_BYTES``), and its child process
-runs this module.
+(JAX fixes the virtual device count when it starts): the first plans of every workload of one device count in one
+process, each further plan of the micro-batch search in its own; each row is kept as it completes (``fit_rows``), so
+a stopped fit resumes.
 """
 
 from __future__ import annotations
@@ -20,152 +14,56 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.artifacts import csv_text, markdown_table
 from pipeline.config.site import Site
 from pipeline.execution.errors import RunStopped
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.execution.progress import Progress
 from pipeline.execution.stop_signals import StopSignals
 from pipeline.planning.cost import DEVICES
-from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, fit_table, plan_key
 from pipeline.planning.grid import Grid, Workload, vocab_size
+from pipeline.planning.measured import FIT_COLUMNS, FitRow, plan_key
+from pipeline.planning.xla_plans import PLAN_BYTES
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
-PLAN_BYTES = FIT_COLUMNS[FIT_COLUMNS.index("parameters") : FIT_COLUMNS.index("device_bytes")]
-"""What a plan gives a fit row: parameter counts and bytes per device."""
+GB = 1e9
+MARKDOWN_COLUMNS: tuple[tuple[str, str, Callable[[FitRow], str]], ...] = (
+    ("run", "l", lambda row: row.run_id),
+    ("role", "l", lambda row: row.role),
+    ("params", "r", lambda row: f"{row.parameters / 1e6:.0f} M"),
+    ("GPUs", "r", lambda row: str(row.gpus)),
+    ("GPU GB (usable)", "r", lambda row: f"{row.device_bytes / GB:.0f} ({row.usable_bytes / GB:.0f})"),
+    ("batch/device", "r", lambda row: str(row.per_device_batch)),
+    ("micro-batch", "r", lambda row: str(row.micro_batch)),
+    ("params GB", "r", lambda row: f"{row.param_bytes / GB:.2f}"),
+    ("optimizer GB", "r", lambda row: f"{row.optimizer_bytes / GB:.2f}"),
+    ("temporaries GB", "r", lambda row: f"{row.temp_bytes / GB:.1f}"),
+    ("total GB", "r", lambda row: f"{row.total_bytes / GB:.1f}"),
+    ("fits", "l", lambda row: "yes" if row.fits_at_paper_batch else ("with accumulation" if row.fits else "no")),
+)
+"""The markdown table's columns: header, alignment and cell of a row; sizes in GB (10⁹ bytes) per device."""
 
 
-def per_device_bytes(tree) -> int:
-    """Bytes one device holds of the abstract, sharded arrays of ``tree`` (each leaf's shard shape)."""
-    import jax
-
-    return sum(
-        math.prod(leaf.shape if leaf.sharding is None else leaf.sharding.shard_shape(leaf.shape)) * leaf.dtype.itemsize
-        for leaf in jax.tree_util.tree_leaves(tree)
-        if isinstance(leaf, jax.ShapeDtypeStruct)
+def fit_table(rows: list[FitRow]) -> tuple[str, str]:
+    """``(markdown, csv)`` of the fit rows."""
+    note = (
+        "Per-device memory planned on CPU by XLA (virtual devices; a train step with the run's Levanter mesh, "
+        "mixed precision and batch; downstream, lm-eval's forward pass on one GPU). A step fits below the "
+        f"share of the GPU's memory that a job's JAX reserves ({gpu_memory_fraction():.0%}: usable GB). "
+        "micro-batch = examples per device per forward/backward (Levanter per_device_parallelism; downstream, "
+        "requests per forward pass)."
     )
-
-
-def replicated_parameters(model) -> dict[str, int]:
-    """Bytes per device of each parameter of an abstract, laid-out ``model`` that no mesh axis shards (every
-    device holds all of it), by its path in the model tree."""
-    import jax
-
-    replicated = {}
-    for path, leaf in jax.tree_util.tree_flatten_with_path(model)[0]:
-        if isinstance(leaf, jax.ShapeDtypeStruct) and leaf.sharding.is_fully_replicated:
-            name = jax.tree_util.keystr(path).removesuffix("[<flat index 0>]")
-            replicated[name] = math.prod(leaf.shape) * leaf.dtype.itemsize
-    return replicated
-
-
-def plan_columns(model, trainable, opt_state, plan) -> dict[str, int]:
-    """The ``PLAN_BYTES`` of a compiled ``plan`` whose state is the abstract, laid-out ``model``, its ``trainable``
-    part and ``opt_state`` (None: nothing)."""
-    from pipeline.models.param_count import count_leaves
-    from pipeline.train.step_plan import compiled_peak_bytes
-
-    return {
-        "parameters": count_leaves(model),
-        "trainable_parameters": count_leaves(trainable),
-        "param_bytes": per_device_bytes(model),
-        "replicated_param_bytes": sum(replicated_parameters(model).values()),
-        "optimizer_bytes": per_device_bytes(opt_state),
-        "temp_bytes": int(plan.temp_size_in_bytes),
-        "total_bytes": compiled_peak_bytes(plan),
-    }
-
-
-def plan_train_step(workload: Workload, vocab_size: int, micro_batch: int) -> dict[str, int]:
-    """XLA's per-device plan of ``workload``'s train step (a pretraining run, memory probe or fine-tune) with
-    ``micro_batch`` examples per device per forward/backward: the training loop's own ``UndonatedTrainer``
-    (optimizer, mixed precision, FSDP mesh and axis mapping) on this process's devices. A fine-tune's model is its
-    source's, passed through its own ``resample`` and ``trainable_filter`` (LoRA: optimizer state for the adapters
-    and embeddings only)."""
-    import equinox as eqx
-    import jax.random as jrandom
-    import levanter
-    from haliax import Axis
-    from haliax.partitioning import round_axis_for_partitioning
-    from levanter.models.lm_model import compute_next_token_loss
-
-    from pipeline.models.checkpoint import run_model_config
-    from pipeline.train.setup import optimizer_config, trainer_config
-    from pipeline.train.step_plan import abstract_train_step_plan
-    from pipeline.train.trainer import UndonatedTrainer
-
-    train = dataclasses.replace(workload.train, micro_batch_size=micro_batch)
-    model_config = run_model_config(workload.run)
-    with tempfile.TemporaryDirectory(prefix=f"{workload.run_id}-fit-") as scratch:
-        config = trainer_config(workload.run_id, train, Path(scratch))
-        levanter.initialize(config)
-        with UndonatedTrainer(config, optimizer_config(train).build(train.steps), compute_next_token_loss) as trainer:
-            model_key, training_key = jrandom.split(jrandom.PRNGKey(train.seed))
-            Vocab = round_axis_for_partitioning(Axis("vocab", vocab_size), trainer.parameter_axis_mapping)
-
-            def model_init():
-                return workload.adapted(model_config.build(Vocab, key=model_key), model_key)
-
-            trainable = workload.trainable_filter()
-            is_trainable = True if trainable is None else trainable(eqx.filter_eval_shape(model_init))
-            state, plan = abstract_train_step_plan(
-                trainer,
-                model_init,
-                vocab_size,
-                workload.run.model.seq_len,
-                vocab_size - 1,
-                training_key,
-                is_trainable=is_trainable,
-            )
-    return plan_columns(state.model, state.trainable_model, state.opt_state, plan)
-
-
-def plan_downstream(workload: Workload, vocab_size: int, batch_size: int) -> dict[str, int]:
-    """XLA's plan of lm-eval's scoring forward pass on ``workload``'s run: the harness's ``LevanterLM`` over the
-    model in the run's compute precision (as ``evaluate_downstream`` casts it), its jitted scoring function for
-    ``batch_size`` requests at the full seq_len, on one device (the harness loads the model unsharded)."""
-    import equinox as eqx
-    import haliax as hax
-    import jax
-    import jax.numpy as jnp
-    import jmp
-    from haliax import Axis
-
-    from pipeline.evaluate.harness import LevanterLM
-    from pipeline.models.checkpoint import run_model_config
-
-    def is_abstract(leaf) -> bool:
-        return isinstance(leaf, jax.ShapeDtypeStruct)
-
-    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    spec = workload.run
-    model = eqx.filter_eval_shape(run_model_config(spec).build, Axis("vocab", vocab_size), key=jax.random.PRNGKey(0))
-    model = eqx.filter_eval_shape(jmp.get_policy(spec.train.mixed_precision).cast_to_compute, model)
-    lm = LevanterLM(model, None, batch_size=batch_size)
-    arrays, static = eqx.partition(lm.model, is_abstract, is_leaf=is_abstract)
-    arrays = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=device), arrays)
-    rows = (batch_size, spec.model.seq_len)
-    tokens = hax.NamedArray(
-        jax.ShapeDtypeStruct(rows, jnp.int32, sharding=device), (Axis("batch", batch_size), lm.model.Pos)
-    )
-    targets = jax.ShapeDtypeStruct(rows, jnp.int32, sharding=device)
-    scored = jax.ShapeDtypeStruct(rows, jnp.bool_, sharding=device)
-
-    def score(arrays, tokens, targets, scored):
-        return lm._scores(eqx.combine(arrays, static, is_leaf=is_abstract), tokens, targets, scored)
-
-    # The harness's filter_jit takes concrete arrays only; an outer jit carries the abstract ones into it.
-    plan = jax.jit(score).lower(arrays, tokens, targets, scored).compile().memory_analysis()
-    return plan_columns(arrays, None, None, plan)
+    columns, align, cells = zip(*MARKDOWN_COLUMNS, strict=True)
+    markdown = markdown_table(columns, ([cell(row) for cell in cells] for row in rows), "".join(align))
+    return f"{note}\n\n{markdown}\n", csv_text(map(dataclasses.asdict, rows), FIT_COLUMNS)
 
 
 def plans_in_subprocess(
@@ -180,7 +78,7 @@ def plans_in_subprocess(
         "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={gpus}".strip(),
     }
     payload = [[workload.to_dict(), vocab_size, micro_batch] for workload, vocab_size, micro_batch in requests]
-    command = [sys.executable, "-m", "pipeline.planning.fit"]
+    command = [sys.executable, "-m", "pipeline.planning.xla_plans"]
     pipes = dict.fromkeys(("stdin", "stdout", "stderr"), subprocess.PIPE)
     with subprocess.Popen(command, env=env, text=True, **pipes) as child:
         stop.on_stop = lambda _: child.terminate()
@@ -189,26 +87,6 @@ def plans_in_subprocess(
         lines = stderr.strip().splitlines() or ["no error message"]
         raise RuntimeError(f"planning on {gpus} virtual devices failed: {lines[-1]}")
     return json.loads(stdout.splitlines()[-1])
-
-
-def plan_main() -> None:
-    """``python -m pipeline.planning.fit``: the plans of the ``[workload, vocab, micro-batch]`` requests on stdin
-    (``plans_in_subprocess``), one after another, printed as one JSON line; each one's compiled programs are dropped
-    before the next."""
-    import jax
-
-    plans = []
-    for raw, vocab, micro_batch in json.load(sys.stdin):
-        workload = Workload.from_dict(raw)
-        try:
-            planner = plan_train_step if workload.trains else plan_downstream
-            plans.append(planner(workload, vocab, micro_batch))
-        except Exception as error:
-            raise RuntimeError(
-                f"{workload.run_id} at micro-batch {micro_batch}: {type(error).__name__}: {error}".replace("\n", " ")
-            ) from error
-        jax.clear_caches()
-    print(json.dumps(plans))
 
 
 def fit_run(
@@ -415,7 +293,3 @@ def write_fit(
     atomic_write_text(out_md, markdown)
     rows_file(out_csv).unlink()
     return rows
-
-
-if __name__ == "__main__":
-    plan_main()

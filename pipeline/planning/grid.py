@@ -1,22 +1,19 @@
-"""A preset's grid, enumerated once: every job the workflow runs, as typed objects.
-
-``Grid.load(config)`` expands the preset's run specs once (``pipeline.config``: the pretraining runs, and from them
-the fine-tunes and memory probes) into one ``Workload`` per job it trains or evaluates (what cost, fit and job sizing
-plan) and the per-run GPU analyses; the preflight's jobs are built from them (``pipeline.planning.preflight_jobs``).
-
-Longer than 300 lines because every kind of job the workflow runs is enumerated here once, so that each reader (the
-workflow's rules, job sizing, the cost preview, the fit table, the preflight) takes the same objects, with what each
-job costs (lm-eval's requests: ``lm_eval_requests``).
-"""
+"""A preset's grid, enumerated once by ``Grid.load(config)``: one ``Workload`` per job it trains or evaluates, and the
+per-run GPU analyses (docs/planning.md#where-planning-lives). Longer than 300 lines because every kind of job the
+workflow runs is enumerated here once, so that each reader (the workflow's rules, job sizing, the cost preview, the
+fit table, the preflight) takes the same objects, with what each job costs (lm-eval's requests, each model's
+parameters and FLOPs per token, counted once and cached: ``model_cost``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
+from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.config import FinetuneSpec, RunSpec, TrainSpec, finetune_runs, memory_probes, pretrain_runs
+from pipeline.config import REPO_ROOT, FinetuneSpec, RunSpec, TrainSpec, finetune_runs, memory_probes, pretrain_runs
 from pipeline.config.families import GPT2_VOCAB, LLAMA_VOCAB
 from pipeline.config.specs import MODEL, role_values, to_dict
 
@@ -40,14 +37,13 @@ LM_EVAL_TASKS = {
     "winogrande": (1267, 2),
     "wsc273": (273, 2),
 }
-"""(documents of the evaluation split, loglikelihood requests per document) of the paper's lm-eval tasks: the
-published sizes of the splits lm-eval 0.4.13 evaluates, written here because the hub is unreachable offline (a cost
-estimate only). A task not listed (a local one) needs a ``limit`` and is charged the most requests per document."""
+"""(documents of the evaluation split, loglikelihood requests per document) of the paper's lm-eval tasks as published
+for lm-eval 0.4.13 (the hub is unreachable offline); a task not listed needs a ``limit``."""
 
 
 def lm_eval_requests(downstream: dict[str, Any]) -> int:
-    """Loglikelihood requests lm-eval sends one model (what a downstream job is charged): Σ over tasks and shot
-    counts of documents × requests per document."""
+    """Loglikelihood requests lm-eval sends one model: Σ over tasks and shot counts of documents × requests per document
+    (an unlisted task's: ``limit`` × the most per document)."""
     limit, most = downstream["limit"], max(requests for _, requests in LM_EVAL_TASKS.values())
     requests = 0
     for task in downstream["tasks"]:
@@ -63,8 +59,7 @@ def lm_eval_requests(downstream: dict[str, Any]) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ModelRecipe:
-    """What decides a workload's model, without building its Levanter config: the run's ``RunSpec`` (for a
-    fine-tune, its source's) and, for a DiffEqFormer fine-tune, the N' Euler steps it is discretised to."""
+    """What decides a workload's model, unbuilt: the (source) run's spec and a DiffEqFormer fine-tune's N'."""
 
     spec: RunSpec
     euler_steps: int | None = None
@@ -80,8 +75,7 @@ class ModelRecipe:
         return discrete[self.spec.model.family](source=config, num_steps=self.euler_steps)
 
     def key(self, vocab: int) -> str:
-        """The recipe's identity for the model-cost cache: the run's fields of role ``MODEL`` (what ``build`` reads,
-        ``pipeline.config.specs``), the Euler steps and the vocabulary."""
+        """The model-cost cache's key: the run's fields of role ``MODEL`` (what ``build`` reads), N' and vocabulary."""
         return json.dumps(
             {"run": role_values(self.spec, MODEL), "euler_steps": self.euler_steps, "vocab": vocab}, sort_keys=True
         )
@@ -89,26 +83,22 @@ class ModelRecipe:
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-    """One job of the grid on the run ``run``; a subclass per kind says what differs (its id, batch, devices,
-    passes, model and the preflight row that stands for it), so that no reader branches on ``kind``.
-
-    ``kind``: the fit table's ``role`` and the workload's name in a plan; ``stage``: the cost preview's stage."""
+    """One job of the grid on the run ``run``; a subclass per kind says what differs, so that no reader branches on
+    ``kind`` (the fit table's ``role``; ``stage``: the cost preview's)."""
 
     run: RunSpec
 
     kind: ClassVar[str]
     stage: ClassVar[str]
     trains: ClassVar[bool] = True
-    """Whether it runs train steps (forward and backward; a batch too large for a device's memory is split into
-    micro-batches), else forward passes only."""
+    """Whether it runs train steps (forward and backward, micro-batched), else forward passes only."""
     preflight_row_kind: ClassVar[str | None] = None
-    """The ``kind`` of the preflight row that measures this workload's training throughput (None: none does)."""
+    """The ``kind`` of the preflight row that measures its training throughput (None: none does)."""
     whole_batch: ClassVar[bool] = False
     """Whether it steps its whole batch at once on one node's GPUs, never accumulated (a memory probe)."""
 
     @property
     def passes(self) -> int:
-        """Forward-pass units per token: 3 for a training token, 1 for a forward-only one."""
         return TRAIN_PASSES if self.trains else FORWARD_PASSES
 
     @property
@@ -122,7 +112,6 @@ class Workload:
 
     @property
     def model_id(self) -> str:
-        """The id of the model the job runs."""
         return self.run_id
 
     @property
@@ -130,12 +119,10 @@ class Workload:
         return self.spec.train
 
     def devices(self, gpus: int) -> int:
-        """Devices the workload runs on: its job's ``gpus``."""
         return gpus
 
     @property
     def batch_size(self) -> int:
-        """Examples per train step."""
         return self.train.batch_size
 
     @property
@@ -154,7 +141,7 @@ class Workload:
 
     @property
     def family(self) -> str:
-        """The model's family: a DiffEqFormer fine-tune's is its discretised family."""
+        """The model's family (a DiffEqFormer fine-tune's: the discretised one)."""
         return self.run.model.family if self.recipe.euler_steps is None else DISCRETE_FAMILIES[self.run.model.family]
 
     @property
@@ -166,7 +153,7 @@ class Workload:
         return self.family, self.run.size, self.num_layers
 
     def tokens(self, config: dict[str, Any]) -> int:
-        """Tokens it processes: training tokens ``steps × batch_size × seq_len``."""
+        """Training tokens: steps × batch_size × seq_len."""
         return self.train.steps * self.train.batch_size * self.run.model.seq_len
 
     def finetune_role_values(self, role: str) -> dict[str, Any] | None:
@@ -174,7 +161,7 @@ class Workload:
         return None
 
     def adapted(self, model, key):
-        """The model its train step starts from, given the run's model as built: that model."""
+        """The model its train step starts from, given the run's model as built."""
         return model
 
     def trainable_filter(self):
@@ -209,8 +196,7 @@ class MemoryProbe(Workload):
 
 @dataclasses.dataclass(frozen=True)
 class Finetuning(Workload):
-    """A fine-tune (Fig. 5) of the source run ``run``: its own id, train spec and target dataset; its model the
-    source's, discretised to N' Euler steps (a DiffEqFormer source) or the baseline at its own depth."""
+    """A fine-tune (Fig. 5) of the source run ``run``: its model the source's (a DiffEqFormer's resampled to N')."""
 
     finetune: FinetuneSpec
     kind = stage = "finetune"
@@ -255,8 +241,7 @@ class Finetuning(Workload):
 
 
 class Downstream(Workload):
-    """lm-eval's forward passes on the pretrained run ``run`` (App. C.7), on one GPU, ``BATCH_SIZE`` requests per
-    forward pass; the preflight's lm-eval stage job stands for it."""
+    """lm-eval's forward passes on the pretrained run ``run`` (App. C.7), on one GPU, ``BATCH_SIZE`` requests each."""
 
     kind, stage = "downstream", "evaluate"
     trains = False
@@ -276,7 +261,7 @@ class Downstream(Workload):
         return BATCH_SIZE
 
     def tokens(self, config: dict[str, Any]) -> int:
-        """Forward tokens: lm-eval's requests × ``seq_len`` (one context window each)."""
+        """Forward tokens: lm-eval's requests × ``seq_len`` (a full context window each: an upper bound)."""
         return lm_eval_requests(config["downstream"]) * self.run.model.seq_len
 
     def devices(self, gpus: int) -> int:
@@ -287,8 +272,7 @@ WORKLOAD_CLASSES = {cls.kind: cls for cls in (Pretraining, MemoryProbe, Finetuni
 
 
 def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
-    """Vocabulary of a preset tokenizer (a workload's: its ``tokenizer``): GPT-2's 50257, Llama-2's 32000, or a
-    trained BPE's ``vocab_size``."""
+    """Vocabulary of a preset tokenizer: GPT-2's 50257, Llama-2's 32000, or a trained BPE's ``vocab_size``."""
     pretrained = {"gpt2": GPT2_VOCAB, "NousResearch/Llama-2-7b-hf": LLAMA_VOCAB}
     spec = config["tokenizers"][tokenizer]
     if spec["kind"] == "bpe":
@@ -301,11 +285,60 @@ def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
     return pretrained[spec["name"]]
 
 
+MODEL_COST_CACHE = REPO_ROOT / ".cache" / "model-cost.json"
+"""(parameters, forward FLOPs per token) per model recipe, computed once: counting them imports JAX and Levanter
+(~9 s), and the SLURM profile sizes every job from them each time Snakemake reads the workflow."""
+
+
+def model_code_version() -> str:
+    """What the cached counts depend on besides the recipe: the model code, this module and Levanter/Haliax."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(f"levanter {version('levanter')} haliax {version('haliax')}".encode())
+    models = REPO_ROOT / "pipeline" / "models"
+    sources = [*models.glob("*.py"), REPO_ROOT / "pipeline" / "config" / "families.py", Path(__file__)]
+    for path in sorted(sources):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def model_cost(workload: Workload, config: dict[str, Any]) -> tuple[int, float]:
+    """(parameters, forward FLOPs per token) of a workload's model with its tokenizer's vocabulary."""
+    return recipe_cost(workload.recipe, vocab_size(config, workload.tokenizer))
+
+
+@functools.cache
+def recipe_cost(recipe: ModelRecipe, vocab: int) -> tuple[int, float]:
+    """(parameters, forward FLOPs per token) of a recipe, from ``MODEL_COST_CACHE`` under the same model code, else
+    computed and added (written atomically: parallel jobs may race, the last writer wins, a lost entry is recounted)."""
+    cache = read_model_costs()
+    key = recipe.key(vocab)
+    if key not in cache:
+        from pipeline.artifacts import atomic_write_json
+        from pipeline.models import count_params
+
+        config = recipe.build()
+        cache[key] = [count_params(config, vocab), float(config.flops_per_token(vocab))]
+        MODEL_COST_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(MODEL_COST_CACHE, {"code": model_code_version(), "costs": cache})
+    parameters, forward_flops = cache[key]
+    return int(parameters), float(forward_flops)
+
+
+@functools.cache
+def read_model_costs() -> dict[str, list]:
+    """The cached model costs of the current model code (a cache of other code, or none, reads as empty)."""
+    try:
+        cached = json.loads(MODEL_COST_CACHE.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return cached["costs"] if cached.get("code") == model_code_version() else {}
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Grid:
-    """Every job of one resolved preset ``config``, by id: pretraining runs, memory probes, fine-tunes, downstream
-    jobs (``downstream-<run>``, each run of ``downstream.pairs`` once) and, by analysis name and run id, the
-    pretraining runs each GPU analysis reads."""
+    """Every job of one resolved preset ``config``, by id (``downstream-<run>`` once per run of ``downstream.pairs``),
+    and by analysis name and run id the pretraining runs each GPU analysis reads."""
 
     config: dict[str, Any]
     pretraining: dict[str, Pretraining]
@@ -316,7 +349,7 @@ class Grid:
 
     @classmethod
     def load(cls, config: dict[str, Any]) -> Grid:
-        """The grid of ``config`` (a preset as ``load_preset`` resolves it), its runs enumerated once."""
+        """The grid of ``config`` as ``load_preset`` resolves it."""
         runs = pretrain_runs(config)
         pretraining = {run_id: Pretraining(spec) for run_id, spec in runs.items()}
         downstream = [Downstream(runs[run_id]) for pair in config["downstream"]["pairs"].values() for run_id in pair]
@@ -339,7 +372,6 @@ class Grid:
 
     @property
     def training(self) -> dict[str, Workload]:
-        """The jobs that train: pretraining runs and fine-tunes."""
         return {**self.pretraining, **self.finetunes}
 
     @property
@@ -349,5 +381,4 @@ class Grid:
 
     @property
     def runs(self) -> dict[str, RunSpec]:
-        """The pretraining runs' specs by run id."""
         return {run_id: job.run for run_id, job in self.pretraining.items()}

@@ -1,13 +1,6 @@
 """What every job of a preset asks of a SLURM site: partition, GPUs, CPUs, memory, minutes and micro-batch
-(docs/cluster.md#resources-per-job, #micro-batches).
-
-A training run gets the fewest GPUs of one node that divide its batch, hold its optimizer state and finish within
-``target_runtime_min`` (``training_gpus``); placement, walltimes and chains are the site's
-(``pipeline.planning.placement``); its micro-batch is the preset's or its fit row's (``micro_batch``, else
-``FitTableError``). The grid's own jobs are sized after ``JobSizing.green``: ``PreflightError`` while a preflight row
-is red. At a site with GPUs both tables are inputs of the jobs they size (``JobSizing.tables``), read when each job is
-ready (``JobSizing.reading``).
-"""
+(docs/cluster.md#resources-per-job, #micro-batches); placement, walltimes and chains are
+``pipeline.planning.placement``'s."""
 
 from __future__ import annotations
 
@@ -33,8 +26,7 @@ from pipeline.planning.placement import (
 )
 
 ADAM_STATE_BYTES_PER_PARAMETER = 16
-"""f32 parameters, gradients and AdamW's two moments, sharded across a training job's GPUs (activations not
-counted: the micro-batch plans them)."""
+"""f32 parameters, gradients and AdamW's two moments, sharded over a job's GPUs (activations: the micro-batch's)."""
 GPU_MEMORY_FOR_STATE = 0.5
 """The share of each GPU's memory the optimizer state may take (the other half for activations)."""
 CPU_JOBS = {
@@ -74,15 +66,12 @@ def training_gpus(gpu_hours: float, parameters: int, batch_size: int, site: Site
 
 
 def training_minutes(gpu_hours: float, gpus: int, site: Site) -> int:
-    """Walltime in minutes: GPU-hours × safety factor / GPUs (a site without GPUs or a data job: one CPU job,
-    ``gpus`` 1, its hours of CPU job), plus the site's ``chunk_startup_min``."""
+    """Walltime (min) = GPU-hours × safety factor / GPUs + ``chunk_startup_min`` (a CPU job: ``gpus`` 1, its hours)."""
     return math.ceil(gpu_hours * site.safety_factor / gpus * 60 + site.chunk_startup_min)
 
 
 class JobSizing:
-    """Each job's request for one preset's ``grid`` at one site; ``None`` as the site: local jobs on the CPU. Jobs
-    are named by their workload id (``pipeline.planning.grid``): a run, a fine-tune, a probe or
-    ``downstream-<run>``."""
+    """Each job's request for one preset's ``grid`` at one site (``None``: local jobs on the CPU), by workload id."""
 
     def __init__(
         self,
@@ -101,17 +90,15 @@ class JobSizing:
 
     @property
     def tables(self) -> dict[str, str]:
-        """The tables the site's GPU jobs are sized by, by input name: at a site with GPUs the fit table
-        (micro-batches, a memory probe's whole batch) and the preflight report (measured throughput, red rows); none
-        locally or at a site without GPUs (a preflight report there is read where it exists)."""
+        """The tables the site's GPU jobs are sized by, by input name; none without GPUs (a preflight report is then
+        read where it exists)."""
         if not (self.site and self.site.gpus_per_node):
             return {}
         return {"fit": str(self.measured.fit_table), "preflight": str(self.measured.preflight_table)}
 
     def reading(self, tables: Iterable[str] = ()) -> JobSizing:
-        """This sizing with its tables as they are now (read again after one was rewritten, e.g. by a job of the same
-        ``snakemake`` call); each of ``tables`` must exist: ``FileNotFoundError`` naming it otherwise (Snakemake shows
-        the resources of a job whose input it is as ``<TBD>`` and sizes the job when it is written)."""
+        """This sizing with its tables as they are now (a job of the same call may rewrite one); ``FileNotFoundError``
+        for a missing one of ``tables``, so Snakemake shows the job's resources as ``<TBD>`` until it is written."""
         for table in tables:
             os.stat(table)
         paths = (self.measured.fit_table, self.measured.preflight_table)
@@ -142,9 +129,8 @@ class JobSizing:
         return 1 if needed is None else walltime(self.site, f"run {workload_id}", JobKind.TRAINING, needed)[1]
 
     def training_need(self, workload_id: str) -> tuple[int, int | None]:
-        """(GPUs, minutes needed) of a pretraining run or fine-tune at the site (``training_minutes``). Without GPUs:
-        0 GPUs and, where the site's ``device`` was measured on the run (its preflight or throughput table: one CPU
-        job's tokens/s), its minutes, else None (a GPU's FLOPs estimate says nothing of a CPU)."""
+        """(GPUs, minutes needed) of a training job (``training_minutes``); without GPUs 0 and, unless the site's
+        ``device`` was measured on the run, None minutes (a GPU's FLOPs estimate says nothing of a CPU)."""
         gpus = self.training_gpu_count(workload_id) if self.site.gpus_per_node else 0
         if not gpus and self.measured.tokens_per_s(self._workloads[workload_id]) is None:
             return 0, None
@@ -156,9 +142,8 @@ class JobSizing:
         return training_gpus(row["gpu_hours"], row["parameters"], batch_size, self.site)
 
     def micro_batch(self, workload_id: str, gpus: int) -> int:
-        """Examples per device per forward/backward (0: the whole batch): the preset's ``train.micro_batch_size``
-        where it sets one (an explicit choice wins), else the fit table's choice for this run at ``gpus`` GPUs of the
-        site's memory; with neither, ``FitTableError`` (without a table to read: 0)."""
+        """Examples per device per forward/backward (0: the whole batch): the preset's ``train.micro_batch_size``,
+        else the fit row's at ``gpus`` GPUs; with neither, ``FitTableError`` (without a table to read: 0)."""
         train = self._workloads[workload_id].train
         if train.micro_batch_size is not None:
             per_gpu = train.batch_size // gpus
@@ -191,14 +176,12 @@ class JobSizing:
         return row.micro_batch
 
     def green(self) -> JobSizing:
-        """This sizing once no preflight row is red (``MeasuredTable.require_green``): the grid's own jobs start on a
-        green preflight only; the preflight's jobs, ``status`` and the fit table size without it."""
+        """This sizing once no preflight row is red: the grid's own jobs' (docs/planning.md#where-planning-lives)."""
         self.measured.require_green()
         return self
 
     def training(self, workload_id: str) -> JobRequest:
-        """A pretraining run or fine-tune: GPUs, walltime and memory from its size, its micro-batch from the fit
-        table."""
+        """A pretraining run or fine-tune: GPUs, walltime and memory from its size, micro-batch from the fit table."""
         preset_micro_batch = self._workloads[workload_id].train.micro_batch_size or 0
         if self.site is None:
             return JobRequest(0, preset_micro_batch)
@@ -222,8 +205,7 @@ class JobSizing:
         return self.training_gpu_count(workload_id) if workload.trains else 1
 
     def memory_probe(self, probe_id: str) -> JobRequest:
-        """A memory probe: one node's GPUs (``gpu_count``: it measures one step of its whole batch, never accumulated,
-        Fig. 16), and its fit row must say that batch fits there."""
+        """A memory probe on ``gpu_count`` GPUs; its fit row must fit its whole batch (never accumulated, Fig. 16)."""
         if self.site is None:
             return JobRequest()
         gpus = self.gpu_count(probe_id) if self.site.gpus_per_node else 0

@@ -1,12 +1,6 @@
-"""One measured table per job shape: what planning knows of a job on the site's GPUs before it runs, and the only
-reader of the files that hold it (docs/planning.md#the-measured-table: their precedence and staleness).
-
-Tokens/s per GPU of a training workload: a green row of the preflight report on the same device, else ``bench
-throughput-sizes``' table, else ``None`` (the cost preview estimates it). Peak memory and micro-batch of a job on
-``gpus`` GPUs: its fit row, planned by XLA, while its ``plan_key`` and the share of GPU memory JAX reserves are the
-current ones, else refused naming what changed (``stale_field``); a red preflight row stops the grid
-(``require_green``).
-"""
+"""What planning knows of a job on the site's GPUs before it runs, and the only reader of the files that hold it
+(docs/planning.md#the-measured-table: their precedence and staleness). Longer than 300 lines because a fit row's type
+and its ``plan_key`` live with the staleness check that reads them."""
 
 from __future__ import annotations
 
@@ -17,14 +11,14 @@ import io
 import logging
 import math
 from pathlib import Path
+from typing import Any
 
 from pipeline.config.paths import BENCHMARKS_DIR
 from pipeline.config.site import preset_results
-from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec
+from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec, role_values
 from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
-from pipeline.planning.fit_table import FIT_COLUMNS, FitRow, plan_key
-from pipeline.planning.grid import Grid, Workload, vocab_size
-from pipeline.planning.model_cost import model_cost
+from pipeline.planning.grid import Grid, Workload, model_cost, vocab_size
+from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
 THROUGHPUT_COLUMNS = (
@@ -39,7 +33,7 @@ THROUGHPUT_COLUMNS = (
     "measured_on",
     "notes",
 )
-"""Columns of a measured throughput table (one row per device, family and size; tokens/s of training)."""
+"""Columns of ``bench throughput-sizes``' table (one row per device, family and size)."""
 
 
 def default_throughput_path(device: str) -> Path:
@@ -48,13 +42,11 @@ def default_throughput_path(device: str) -> Path:
 
 
 class PreflightError(ValueError):
-    """A preflight row of a job's shape is red (its job failed, or it peaked over its memory plan); the message
-    names the shape and what to do."""
+    """A preflight row is red (its job failed, or peaked over its memory plan); names the shape and what to do."""
 
 
 class FitTableError(ValueError):
-    """A training job or memory probe has no usable fit row (missing, stale, or it fits at no micro-batch); the
-    message says what to change, and the caller says how to plan the table again."""
+    """A training job or memory probe has no usable fit row (missing, stale, or fits at no micro-batch)."""
 
 
 def preflight_path(preset: str) -> Path:
@@ -63,14 +55,12 @@ def preflight_path(preset: str) -> Path:
 
 
 NOT_APPLICABLE = "n/a"
-"""What a measured column of a job that ran holds where it does not apply to the job's kind (the training columns of
-lm-eval and the analyses; the memory plan and the restore of a fine-tune)."""
+"""A report column that does not apply to its job's kind (lm-eval's training columns, a fine-tune's restore)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class PreflightRow:
-    """The columns of a report row that planning reads, typed: the row's shape (or stage job), kind, the grid job it
-    measured, the device it ran on, its verdict and error, its training tokens/s per device and peak memory."""
+    """The columns of a report row that planning reads, typed."""
 
     shape: str
     kind: str
@@ -134,9 +124,77 @@ def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float
     return table
 
 
+@dataclasses.dataclass(frozen=True)
+class FitRow:
+    """One job's fit row (``role``: its workload's kind): its micro-batch and plan, bytes per device."""
+
+    run_id: str
+    plan_key: str
+    role: str
+    family: str
+    size: str
+    time_embed_dim: int | None
+    seq_len: int
+    batch_size: int
+    gpus: int
+    per_device_batch: int
+    micro_batch: int
+    accumulation: int
+    parameters: int
+    trainable_parameters: int
+    param_bytes: int
+    replicated_param_bytes: int
+    optimizer_bytes: int
+    temp_bytes: int
+    total_bytes: int
+    device_bytes: int
+    usable_bytes: int
+    fits: bool
+    fits_at_paper_batch: bool
+
+    @property
+    def job_key(self) -> tuple[str, int, int]:
+        return self.run_id, self.gpus, self.device_bytes
+
+    @classmethod
+    def from_csv(cls, row: dict[str, str]) -> FitRow:
+        """A row as ``csv.DictReader`` reads it: numbers and verdicts parsed."""
+
+        def parse(field: dataclasses.Field, value: str) -> Any:
+            if field.type == "str":
+                return value
+            if field.type == "bool":
+                return value == "True"
+            return int(value) if value else None
+
+        return cls(**{field.name: parse(field, row[field.name]) for field in dataclasses.fields(cls)})
+
+
+FIT_COLUMNS = tuple(field.name for field in dataclasses.fields(FitRow))
+
+
+def plan_parts(workload: Workload, vocab_size: int) -> dict[str, Any]:
+    """What a workload's plan depends on: its kind, the vocabulary, the fields of role ``PLAN`` of its specs, and the
+    train step's version (``TRAIN_STEP``: a changed step, e.g. without buffer donation, plans differently)."""
+    from pipeline.train.identity import TRAIN_STEP
+
+    return {
+        "role": workload.kind,
+        "model": role_values(workload.run.model, PLAN),
+        "vocab_size": vocab_size,
+        "train_step": TRAIN_STEP,
+        "train": role_values(workload.train, PLAN),
+        "finetune": workload.finetune_role_values(PLAN),
+    }
+
+
+def plan_key(workload: Workload, vocab_size: int) -> str:
+    """The hash of ``plan_parts``: the identity of a row's plan."""
+    return json_digest(plan_parts(workload, vocab_size), length=16)
+
+
 def read_fit_rows(path: Path) -> list[FitRow]:
-    """The rows of a fit table CSV, typed; rows of a table from before a column existed are dropped (they can no
-    longer be matched to a job), with a warning."""
+    """The rows of a fit table CSV, typed; rows lacking a column (an older table: no job to match) dropped, warned."""
     with Path(path).open(newline="") as stream:
         raw = list(csv.DictReader(stream))
     required = [column for column in FIT_COLUMNS if column != "time_embed_dim"]
@@ -172,8 +230,8 @@ UNRESTATED_PLAN_FIELDS = (
 
 
 def stale_field(row: FitRow, workload: Workload, vocab_size: int) -> str | None:
-    """What changed since ``row`` was planned (``None``: the row holds): the first of ``STALE_COLUMNS`` whose value
-    differs from the workload's now, with both values; else ``UNRESTATED_PLAN_FIELDS``."""
+    """What changed since ``row`` was planned (``None``: nothing): the first differing ``STALE_COLUMNS`` with both
+    values, else ``UNRESTATED_PLAN_FIELDS``."""
     if row.plan_key == plan_key(workload, vocab_size):
         return None
     for column, key in STALE_COLUMNS.items():
@@ -184,9 +242,8 @@ def stale_field(row: FitRow, workload: Workload, vocab_size: int) -> str | None:
 
 
 class MeasuredTable:
-    """What the preflight measured, XLA planned and ``bench throughput-sizes`` timed for the jobs of ``grid`` on
-    ``device``, each file read once: ``throughput`` (None: the device's default table, where it exists), the preset's
-    report and fit table ``preflight``, ``fit`` (None or a missing file: nothing measured, nothing planned)."""
+    """The measured table of ``grid``'s jobs on ``device``, each file read once: ``throughput`` (None: the device's
+    default table, where it exists), ``preflight`` and ``fit`` (None or missing: nothing measured or planned)."""
 
     def __init__(
         self,
@@ -220,11 +277,9 @@ class MeasuredTable:
 
     @functools.cached_property
     def preflight_tokens_per_s(self) -> dict[str, float]:
-        """Training tokens/s per device of every workload a green row of ``device`` measured, by workload id
-        (docs/planning.md#after-a-preflight): a fine-tune of a method whose stage job measured fine-tune m, m's FLOP
-        rate carried over, tokens/s = tokens/s_m × F_m / F (F: forward FLOPs per token); else the tokens/s of a
-        pretraining row of the workload's model (family, size, num_layers). Rows of lm-eval, the analyses and jobs
-        the preset no longer has are not read."""
+        """Training tokens/s per device by workload id from the green rows of ``device``
+        (docs/planning.md#after-a-preflight): a fine-tune of method m's, tokens/s_m × F_m / F (F: forward FLOPs per
+        token), else its model's pretraining row's; rows of lm-eval, analyses and jobs no longer in the grid unread."""
         jobs, finetunes, config = self.grid.workloads, self.grid.finetunes, self.grid.config
         by_model, flops_by_method = {}, {}
         for row in self.preflight_rows.values():
@@ -247,8 +302,7 @@ class MeasuredTable:
         return throughput
 
     def tokens_per_s(self, workload: Workload) -> tuple[float, str] | None:
-        """``(training tokens/s per GPU, source)`` of ``workload`` on the device: the preflight's (``preflight``),
-        else the throughput table's (``measured``); None where neither measured it (the caller estimates)."""
+        """``(training tokens/s per GPU, "preflight" or "measured")`` of ``workload``; None: the caller estimates."""
         if workload.run_id in self.preflight_tokens_per_s:
             return self.preflight_tokens_per_s[workload.run_id], "preflight"
         if workload.throughput_key in self.throughput_rows:
@@ -256,8 +310,8 @@ class MeasuredTable:
         return None
 
     def fit_row(self, workload_id: str, gpus: int, device_bytes: int) -> FitRow | None:
-        """The fit row of the job of ``workload_id`` on ``gpus`` GPUs of ``device_bytes`` (None without one); a stale
-        row, planned for another spec or share of the GPU's memory, raises ``FitTableError`` naming what changed."""
+        """The fit row of the job (None without one); ``FitTableError`` naming what changed for a stale one, planned for
+        another spec or share of the GPU's memory."""
         row = self.fit_rows.get((workload_id, gpus, device_bytes))
         if row is None:
             return None
@@ -278,8 +332,7 @@ class MeasuredTable:
         return row
 
     def require_green(self) -> None:
-        """Stop, in one sentence naming the preflight job, the grid's job it measured and what to do, while a row of
-        the report is red (its job failed, or its peak memory exceeded its plan)."""
+        """``PreflightError`` naming the preflight job, the grid job it measured and what to do, while a row is red."""
         row = next((row for row in self.preflight_rows.values() if row.verdict not in ("ok", "stopped")), None)
         if row is None:
             return

@@ -1,11 +1,6 @@
-"""What one job asks of a SLURM site and where it runs, whatever the job: its kind (``JobKind``), sbatch options
-(``Placement``) and request (``JobRequest``, which renders its own Snakemake resources); its partition
-(``placement``), the walltime it is granted and the chain of jobs a resumable job longer than its partition's limit
-takes (``walltime``, ``chunk_count``), and the request of a job of known GPUs and minutes (``site_request``): the
-site's side of job sizing, ``pipeline.planning.jobs`` computes each job's GPUs and minutes
-(docs/cluster.md#walltime-limits-and-chunks). A job that cannot resume and needs longer than its partition's limit
-raises ``WalltimeError`` naming the job, its estimate and the limit: nothing is clipped.
-"""
+"""The site's side of job sizing (``pipeline.planning.jobs`` gives each job's GPUs and minutes): a job's partition and
+sbatch options, its granted walltime and the chain of jobs a resumable job longer than its partition's limit takes
+(docs/cluster.md#walltime-limits-and-chunks); a job that cannot resume is never clipped: ``WalltimeError``."""
 
 from __future__ import annotations
 
@@ -18,8 +13,8 @@ from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, Site
 
 
 class JobKind(enum.StrEnum):
-    """A kind of job: pretraining and fine-tunes (``TRAINING``); lm-eval, the GPU analyses and memory probes
-    (``GPU``); the tokenizer (``CPU``); the fit, and the corpus export and the token cache at paper scale (``DATA``)."""
+    """A kind of job, as the site file's ``slurm_extra`` names them; the fit, the corpus export and the token cache at
+    paper scale are ``DATA`` (docs/planning.md#where-planning-lives)."""
 
     TRAINING = "training"
     GPU = "gpu"
@@ -29,8 +24,7 @@ class JobKind(enum.StrEnum):
     @property
     def resumable(self) -> bool:
         """A training or data job: warned ``signal_lead_s`` before its walltime ends, it stops and the next job
-        resumes it (a checkpoint, the finished shards), so one longer than its partition's limit is a chain of
-        ``chunks`` jobs."""
+        resumes it, so one longer than its partition's limit is a chain of ``chunks`` jobs."""
         return self in (JobKind.TRAINING, JobKind.DATA)
 
     @property
@@ -51,8 +45,7 @@ class JobKind(enum.StrEnum):
 
 @dataclasses.dataclass(frozen=True)
 class Placement:
-    """Where a kind of job runs at a site, as sbatch options: its partition, account, QoS, node constraint, further
-    flags (the reservation, the site's extras for the kind), and a resumable job's walltime warning lead (0: none)."""
+    """Where a kind of job runs, as sbatch options; ``signal_lead_s``: a resumable job's walltime warning (0: none)."""
 
     partition: str
     account: str | None = None
@@ -62,9 +55,8 @@ class Placement:
     signal_lead_s: int = 0
 
     def flags(self, minutes: int | None = None) -> tuple[str, ...]:
-        """The sbatch flags of a job of ``minutes`` walltime (None: not yet known, the lead uncapped): ``sbatch_flags``
-        and the warning ``--signal=URG@<lead>``, the lead at most half the walltime: SLURM sends no warning whose
-        lead reaches back to the job's start, so a job shorter than twice the site's lead is warned half-way."""
+        """``sbatch_flags`` and ``--signal=URG@<lead>`` for a job of ``minutes`` (None: unknown, the lead uncapped); the
+        lead at most half the walltime: SLURM sends no warning whose lead reaches back to the job's start."""
         if not self.signal_lead_s:
             return self.sbatch_flags
         lead = self.signal_lead_s if minutes is None else min(self.signal_lead_s, minutes * 60 // 2)
@@ -73,10 +65,8 @@ class Placement:
 
 @dataclasses.dataclass(frozen=True)
 class JobRequest:
-    """What one job asks for. Without a site (``placement`` None) a local job on this machine's CPU: ``gpus`` 0 and
-    only ``micro_batch`` set; ``gpu_model`` only on a GPU partition that names one. ``minutes`` is the walltime
-    granted to each SLURM job, ``needed_minutes`` the job's own estimate (None: not estimated) and ``chunks`` how
-    many jobs of ``minutes`` a resumable job takes, each resuming where the previous one stopped."""
+    """What one job asks for (``placement`` None: a local job, only ``micro_batch`` set): ``minutes`` granted to each
+    SLURM job, ``needed_minutes`` its own estimate (None: not estimated), ``chunks`` jobs in its chain."""
 
     gpus: int = 0
     micro_batch: int | None = None
@@ -90,13 +80,12 @@ class JobRequest:
 
     @property
     def sbatch_flags(self) -> tuple[str, ...]:
-        """The job's further sbatch flags, its walltime warning capped by its ``minutes`` (``Placement.flags``)."""
+        """``Placement.flags`` at this job's ``minutes``."""
         return () if self.placement is None else self.placement.flags(self.minutes)
 
     def resources(self) -> dict:
-        """The request under Snakemake's and the SLURM executor plugin's resource names (one node; ``needed_min``
-        the job's own estimate, else its walltime), plus the pipeline's own (``micro_batch``, ``chunks``) that a
-        rule's shell command reads."""
+        """The request under Snakemake's and the SLURM executor plugin's resource names, plus the pipeline's own
+        (``micro_batch``, ``chunks``) that a rule's shell command reads."""
         values = {"gpu": self.gpus, "micro_batch": self.micro_batch}
         if self.placement is not None:
             values |= {
@@ -116,28 +105,23 @@ class JobRequest:
         return values
 
     def for_preflight(self, minutes: int) -> JobRequest:
-        """The request of the preflight job that stands for this job: granted ``minutes`` in one chunk (its need:
-        those minutes); without a site (no walltime) this request as it is."""
+        """The request of the preflight job that stands for this one: ``minutes`` in one chunk (no site: unchanged)."""
         if self.minutes is None:
             return self
         return dataclasses.replace(self, minutes=minutes, needed_minutes=minutes, chunks=1)
 
 
 CHAIN_MARGIN_RETRIES = 2
-"""Attempts a chain of jobs gets beyond its chunks: for preemption, node loss and other transient failures (the SLURM
-profile's ``retries`` for a job that fits one walltime)."""
+"""Attempts a chain gets beyond its chunks, for preemption and node loss (the SLURM profile's ``retries``)."""
 
 
 class WalltimeError(ValueError):
-    """A job cannot finish within its partition's walltime limit: it cannot resume, or its chunks would train for
-    no time after their start-up; the message names the job, its estimate and the limit."""
+    """A job cannot resume, or its chunks would train no time after their start-up; names the job, estimate, limit."""
 
 
 def chunk_count(needed: int, granted: int, signal_lead_s: int, startup_min: float = DEFAULT_CHUNK_STARTUP_MIN) -> int:
-    """Jobs of ``granted`` minutes a resumable run of ``needed`` minutes takes: each spends ``startup_min`` starting
-    and stops its walltime warning's lead (at most half its walltime) early, so it trains
-    ``granted - startup_min - lead`` of the run's ``needed - startup_min`` minutes; 0 where a chunk trains no
-    minute at all."""
+    """Jobs of ``granted`` minutes a resumable run of ``needed`` takes: each trains ``granted - startup_min - lead``
+    (lead ≤ half the walltime) of the run's ``needed - startup_min`` minutes; 0 where a chunk trains no minute."""
     if needed <= granted:
         return 1
     trains = granted - startup_min - min(signal_lead_s, granted * 60 // 2) / 60
@@ -145,9 +129,8 @@ def chunk_count(needed: int, granted: int, signal_lead_s: int, startup_min: floa
 
 
 def chain_retries(chunks: Iterable[int]) -> int | None:
-    """Snakemake's retries of a rule whose jobs take ``chunks`` jobs each: where one is a chain, the longest chain's
-    chunks after the first plus ``CHAIN_MARGIN_RETRIES``, so that one ``snakemake`` call finishes every job; else None
-    (the command's ``--retries``: the SLURM profile's 2)."""
+    """Snakemake's retries of a rule whose jobs take ``chunks`` jobs each: the longest chain's chunks - 1 +
+    ``CHAIN_MARGIN_RETRIES``, so one ``snakemake`` call finishes every job; None without a chain (the profile's)."""
     longest = max(chunks, default=1)
     return longest - 1 + CHAIN_MARGIN_RETRIES if longest > 1 else None
 
@@ -158,11 +141,9 @@ def node_gpu_counts(batch_size: int, site: Site) -> list[int]:
 
 
 def placement(site: Site, kind: JobKind) -> Placement:
-    """Where jobs of ``kind`` run: GPU jobs on the GPU partition (on the CPU partition at a site without GPUs), with
-    that partition's constraint, and the site's ``slurm_extra`` of the kind; a resumable job is sent SIGURG
-    ``signal_lead_s`` before its walltime ends (at most half its walltime: ``Placement.flags``), so that it saves a
-    checkpoint (a data job: ends its shard) and stops (``pipeline.execution.stop_signals``: SLURM signals every
-    process of the job, and the embedded Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG)."""
+    """Where jobs of ``kind`` run (GPU jobs on the CPU partition at a site without GPUs); a resumable job is sent SIGURG
+    ``signal_lead_s`` before its walltime ends, not SIGTERM: SLURM signals every process of the job, and the embedded
+    Ray's daemons would stop on SIGTERM mid-save but ignore SIGURG (``pipeline.execution.stop_signals``)."""
     on_gpus = kind.on_gpu and site.gpus_per_node > 0
     flags = [f"--reservation={site.reservation}"] if site.reservation else []
     if site.slurm_extra[kind.extra_key]:
@@ -178,9 +159,8 @@ def placement(site: Site, kind: JobKind) -> Placement:
 
 
 def walltime(site: Site, job: str, kind: JobKind, needed: int) -> tuple[int, int]:
-    """The minutes granted to each SLURM job of ``job`` (of ``kind``) that needs ``needed`` minutes, and its chunks: a
-    resumable job longer than its partition's limit is a chain of jobs of that limit (``chunk_count``); any other
-    job longer than the limit, or a chain whose jobs would train no minute, raises ``WalltimeError``."""
+    """(minutes granted to each SLURM job, chunks) of ``job`` needing ``needed``: a resumable job longer than its
+    partition's limit is a chain of jobs of that limit; else, or a chain that trains no minute: ``WalltimeError``."""
     where = placement(site, kind)
     limit = site.partition_limit_min(where.partition)
     if needed <= limit:
@@ -207,9 +187,8 @@ def walltime(site: Site, job: str, kind: JobKind, needed: int) -> tuple[int, int
 def site_request(
     site: Site, job: str, kind: JobKind, gpus: int, minutes: int | None, micro_batch: int | None = None
 ) -> JobRequest:
-    """``job`` (named so in a ``WalltimeError``), of ``kind``, on ``gpus`` GPUs, needing ``minutes`` (``walltime``).
-    At a site without GPUs it runs on the CPU partition with the CPU job limits: a training run whose ``minutes``
-    were estimated as planned, any other job for the whole limit, its need not estimated."""
+    """``job`` (as a ``WalltimeError`` names it) on ``gpus`` GPUs, needing ``minutes``; at a site without GPUs on its
+    CPU limits: a training run with estimated ``minutes`` as planned, any other job for the whole limit."""
     where = placement(site, kind)
     if site.gpus_per_node == 0 and (not kind.resumable or minutes is None):
         limit = site.partition_limit_min(where.partition)
@@ -222,10 +201,8 @@ def site_request(
 
 
 def resource_names(site: Site | None, kind: JobKind) -> list[str]:
-    """The names of the Snakemake resources each job of ``kind`` has (``JobRequest.resources``): ``gpu`` only
-    without a site; with one, also placement and limits, ``gpu_model`` for GPU jobs where the site names one, and
-    each sbatch option the site sets for the kind; ``micro_batch`` for training jobs, and their ``chunks`` at a
-    site."""
+    """The Snakemake resources each job of ``kind`` has (``JobRequest.resources``), the options the site leaves unset
+    left out."""
     micro_batch = ["micro_batch"] if kind is JobKind.TRAINING else []
     if site is None:
         return ["gpu", *micro_batch]

@@ -1,7 +1,5 @@
-"""The preflight's jobs in the grid (docs/cluster.md#preflight): one ``Shape`` per distinct training job shape
-(``training_shapes``: family × size × GPUs × micro-batch, as job sizing places the grid's pretraining runs) and one
-``StageJob`` per kind of job after pretraining (``stage_jobs``), each with the walltime its job asks for, and the
-GPU-hours they are bounded by."""
+"""The preflight's jobs in the grid (docs/cluster.md#preflight): one ``Shape`` per training job shape and one
+``StageJob`` per kind of job after pretraining, with their walltimes and GPU-hour bound."""
 
 from __future__ import annotations
 
@@ -15,13 +13,10 @@ from pipeline.planning.grid import FINETUNE_METHODS, GPU_ANALYSES, Finetuning, G
 from pipeline.planning.placement import WalltimeError
 
 STAGE_KINDS = (*(f"finetune-{method}" for method in FINETUNE_METHODS), "downstream", *GPU_ANALYSES)
-"""The preflight's stage jobs, one per kind: a fine-tune method's (``finetune-<method>``), lm-eval's, each analysis'."""
 PREFLIGHT_RUNTIME_MIN = 20
-"""Walltime of a preflight stage job, and the least of a training shape's (whose own is estimated from its run:
-``preflight_minutes``): start-up plus a few minutes of updates, an evaluation, a checkpoint save and a restore."""
+"""Walltime of a preflight stage job, and the least of a training shape's (``preflight_minutes``)."""
 PREFLIGHT_BASE_MIN = 15
-"""Minutes of a preflight training job besides its updates and checkpoint I/O: two start-ups (the job and its
-restart from the checkpoint: JAX compilation, opening the token cache) and two evaluations."""
+"""Minutes of a preflight training job besides its updates and checkpoint I/O: two start-ups and two evaluations."""
 CHECKPOINT_GB_PER_MIN = 30
 """Shared-filesystem bandwidth a preflight job's checkpoint save and restore are planned at (0.5 GB/s)."""
 DEFAULT_WARMUP, DEFAULT_TIMED = 3, 20
@@ -30,9 +25,8 @@ DEFAULT_WARMUP, DEFAULT_TIMED = 3, 20
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
-    """One training job shape: what decides its speed and memory, model family × size × GPUs × micro-batch (0: the
-    whole per-device batch at once), and what one preflight job measures; the runs it stands for (``runs[0]`` is the
-    one its preflight trains) and that job's walltime."""
+    """One training job shape, family × size × GPUs × micro-batch (0: the whole per-device batch): what decides speed
+    and memory; the runs it stands for (its preflight trains ``runs[0]``) and that job's walltime."""
 
     family: str
     size: str
@@ -52,11 +46,9 @@ class Shape:
 
 
 def preflight_minutes(jobs, run_id: str, updates: int) -> int | None:
-    """Walltime of the preflight job that trains ``updates`` updates of pretraining run ``run_id`` on the GPUs
-    ``jobs`` (a ``JobSizing``) gives it: ``PREFLIGHT_BASE_MIN`` + the updates at the run's estimated seconds per
-    update (GPU-hours × safety factor / GPUs / steps) + a save and a restore of one checkpoint at
-    ``CHECKPOINT_GB_PER_MIN`` + the site's walltime warning lead, so that the warning comes after the work; None
-    without GPUs to estimate it on. Longer than the GPU partition's limit: ``WalltimeError``."""
+    """Walltime of the preflight job of ``updates`` updates of run ``run_id`` on the GPUs ``jobs`` (a ``JobSizing``)
+    gives it: ``PREFLIGHT_BASE_MIN`` + updates × GPU-hours × safety factor / GPUs / steps + a checkpoint's save and
+    restore + the warning's lead (so it comes after the work); None without GPUs; over the limit: ``WalltimeError``."""
     site = jobs.site
     if site is None or site.gpus_per_node == 0:
         return None
@@ -77,10 +69,8 @@ def preflight_minutes(jobs, run_id: str, updates: int) -> int | None:
 
 
 def training_shapes(jobs) -> dict[str, Shape]:
-    """Every pretraining run of the grid ``jobs`` (a ``JobSizing``) sizes, grouped by shape, by shape id; each shape's
-    walltime that of its first run's preflight job of the preset's ``preflight.warmup`` + ``preflight.timed``
-    updates, at least ``PREFLIGHT_RUNTIME_MIN``. Both as sized before the preflight measured anything
-    (``jobs.before_preflight``), so the shapes stay the same after the preflight's throughput resizes the runs."""
+    """The pretraining runs ``jobs`` sizes, grouped by shape id, with the walltime of their first's ``warmup + timed``
+    updates; as sized before the preflight (``before_preflight``), so its throughput leaves the shapes unchanged."""
     jobs = jobs.before_preflight
     grouped: dict[tuple[str, str, int, int], list[str]] = {}
     for run_id, workload in jobs.grid.pretraining.items():
@@ -102,9 +92,8 @@ def run_shapes(shapes: dict[str, Shape]) -> dict[str, str]:
 
 @dataclasses.dataclass(frozen=True)
 class StageJob:
-    """One preflight job of ``kind`` (one of ``STAGE_KINDS``): it stands for the ``runs`` grid jobs of that kind and
-    runs like the first of them, ``job`` (a fine-tune, a downstream job, or the pretraining run an analysis reads),
-    on the preflight checkpoint of ``source_shape``; its work is ``pipeline.preflight.stages``'."""
+    """One preflight job of ``kind``: stands for ``runs`` grid jobs of it and runs like the first, ``job`` (for an
+    analysis: the run it reads), on the checkpoint of ``source_shape`` (``pipeline.preflight.stages``)."""
 
     kind: str
     job: Workload
@@ -113,7 +102,6 @@ class StageJob:
 
     @property
     def run_id(self) -> str:
-        """The id of the grid job it runs like: a fine-tune's, else its pretraining run's."""
         return self.job.model_id
 
     @property
@@ -128,9 +116,8 @@ class StageJob:
         return sizing.gpu_analysis(self.kind, self.run_id)
 
     def settings(self, config: dict[str, Any], lm_eval: dict[str, Any]) -> str:
-        """What its verb is given besides paths, as JSON: the fine-tune's spec; the preset's ``downstream`` section
-        with ``lm_eval`` (the task folder and prefetch records) and the pair its run belongs to; or the preset's
-        ``analysis.<kind>`` section."""
+        """Its verb's settings as JSON: the fine-tune's spec, ``downstream`` with ``lm_eval`` and its run's pair, or
+        ``analysis.<kind>``."""
         if isinstance(self.job, Finetuning):
             return self.job.finetune.to_json()
         if self.lm_eval:
@@ -143,8 +130,7 @@ class StageJob:
 
 
 def stage_jobs(grid: Grid, run_shapes: dict[str, str]) -> dict[str, StageJob]:
-    """The stage jobs of the preset's ``grid`` by kind (a kind the grid has no job of is left out); ``run_shapes``:
-    each pretraining run's shape id."""
+    """The stage jobs of ``grid`` by kind (those it has); ``run_shapes``: each pretraining run's shape id."""
     stands_for: dict[str, list[Workload]] = {
         f"finetune-{method}": [job for job in grid.finetunes.values() if job.finetune.method == method]
         for method in FINETUNE_METHODS
@@ -160,9 +146,8 @@ def stage_jobs(grid: Grid, run_shapes: dict[str, str]) -> dict[str, StageJob]:
 
 
 def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]]) -> tuple[str, float]:
-    """A fixed-width table of the preflight's jobs: shape (or stage kind), GPUs, micro-batch, walltime, GPU-hours
-    requested, jobs of the grid covered; and the preflight's GPU-hours at most: every job's GPUs (at least one) × its
-    walltime request. ``stages``: each stage job and its GPUs (``PREFLIGHT_RUNTIME_MIN`` each)."""
+    """(a table of the preflight's jobs, their GPU-hours at most: Σ max(GPUs, 1) × walltime); ``stages``: kind → (job,
+    GPUs)."""
     jobs = [
         (shape.shape_id, shape.gpus, shape.micro_batch, shape.minutes, f"{len(shape.runs)} ({', '.join(shape.runs)})")
         for shape in shapes.values()

@@ -1,26 +1,10 @@
-"""Where a grid stands, read from its results folder alone (a running grid's, or a copy): each training run's state,
-the GPU-hours it spent and what the cost preview says is left; and the plan of its jobs at a site.
+"""Where a grid stands, from its results folder alone (docs/cluster.md#running-for-days), and its jobs' plan at a site.
 
-A run (pretraining or fine-tune, ``results/<preset>/runs/<id>``) is
-
-- ``done``: its ``summary.json`` exists (written last);
-- ``failed``: its job log (``logs/<pretrain|finetune>/<id>.log``) ends in the pipeline's one-sentence error
-  (``pipeline.execution.errors``), that sentence;
-- ``stopped``: its log ends in a stop on request (SLURM's walltime warning at the end of a chunk, a cancel): "stopped by
-  walltime at step k of n"; the next chunk resumes from its checkpoint;
-- ``running``: a log that ends in neither, or trained steps without a log: update x of y from ``metrics.jsonl``, its
-  newest checkpoint, chunk k of n (by updates, each chunk ``n_steps / chunks``) where a site plans chunks, and an
-  ETA from its recent update times;
-- ``missing``: nothing of it yet.
-
-A data job stopped part-way or running (the corpus export, the token cache: a staging folder under ``data/``) is
-listed with the shards it finished of its total and how its last attempt ended (``data_job_lines``).
-
-GPU-hours spent: a done run's Snakemake benchmark seconds (``benchmarks/<pretrain|finetune>/<id>.tsv``, else its
-``provenance.json`` wall time) × its GPUs (``provenance.json`` devices); a run still training, its update times so far
-× its planned GPUs (start-up and earlier chunks' saves not counted: a lower bound). Left: the preview's GPU-hours of
-every run not done, less the share of updates a running run has done.
-"""
+A training run is ``done`` (its ``summary.json``, written last), ``failed`` (its log ends in the one sentence of
+``pipeline.execution.errors``), ``stopped`` (its log ends in "stopped by walltime at step k of n"), ``running`` (a log
+ending in neither, or updates without a log; chunk k of n by updates) or ``missing``. GPU-hours spent: a done run's
+benchmark seconds (else ``provenance.json``'s wall time) × its devices, a running run's update times × its planned GPUs
+(a lower bound); left: the preview's GPU-hours × the share of updates not done."""
 
 from __future__ import annotations
 
@@ -44,7 +28,7 @@ RECENT_UPDATES = 50
 
 @dataclasses.dataclass(frozen=True)
 class RunState:
-    """One run's state (module docstring) and what it says about it."""
+    """One run's state (module docstring)."""
 
     run_id: str
     state: str
@@ -89,8 +73,7 @@ def duration(seconds: float) -> str:
 
 
 def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chunks: int) -> RunState:
-    """The state of run ``run_id`` (``kind``: pretrain or finetune) of ``steps`` updates, planned on ``gpus`` GPUs in
-    ``chunks`` jobs (module docstring)."""
+    """The state of a run of ``kind`` (pretrain, finetune) of ``steps`` updates on ``gpus`` GPUs in ``chunks`` jobs."""
     run_dir, log = results / "runs" / run_id, results / "logs" / kind / f"{run_id}.log"
     if (run_dir / "summary.json").is_file():
         provenance = (
@@ -134,8 +117,7 @@ def grid_status(
     preview_hours: dict[str, float],
     plan: Callable[[str], tuple[int, int]],
 ) -> tuple[list[RunState], dict[str, float]]:
-    """Every training run's state (``runs``: id → (kind, steps)) and the grid's GPU-hours: spent, the preview's total
-    and what is left of it; ``plan(run_id)`` gives a run's (GPUs, chunks)."""
+    """Each run's state (``runs``: id → (kind, steps); ``plan``: id → (GPUs, chunks)) and GPU-hours spent, left."""
     states = [run_state(results, kind, run_id, steps, *plan(run_id)) for run_id, (kind, steps) in runs.items()]
     left = sum(preview_hours[state.run_id] * (1 - state.done_fraction) for state in states)
     return states, {
@@ -163,8 +145,8 @@ def format_status(states: list[RunState], hours: dict[str, float]) -> str:
 
 
 def data_job_lines(results: Path) -> list[str]:
-    """One line per data job with a staging folder (``.<name>.partial`` under ``data/corpora`` or ``data/caches``):
-    its shards finished of its total (a token cache's: its corpus's shards) and its last attempt's outcome."""
+    """One line per data job with a staging folder (``data/*/.<name>.partial``): its shards done of its total (a token
+    cache's: its corpus's) and its last attempt's outcome."""
     lines = []
     for staging in sorted((results / "data").glob("*/.*.partial")):
         out = staging.with_name(staging.name[1:].removesuffix(".partial"))
@@ -219,8 +201,7 @@ def plan_rows(sizing: JobSizing) -> list[dict[str, Any]]:
 
 
 def format_plan(rows: list[dict[str, Any]]) -> str:
-    """The plan table: one row per job with its GPUs, micro-batch, needed and granted minutes, chunks, attempts and
-    partition; then the sentence of each job the site refuses (``WalltimeError``)."""
+    """The plan table (columns as ``plan_rows``), then the sentence of each job the site refuses."""
     columns = ["job", "gpus", "micro_batch", "needed_min", "granted_min", "chunks", "attempts", "partition"]
     refused = [f"refused: {row['refused']}" for row in rows if "refused" in row]
     cells = [

@@ -1,20 +1,10 @@
-"""One preflight job: the first run of a shape trained by the pretraining code for a bounded number of updates,
-then restarted from its checkpoint, and measured.
+"""One preflight job (docs/cluster.md#preflight): a shape's first run, bounded to ``warmup + timed`` updates
+(``RunSpec.bounded``), trained by the real loop (``pipeline.train.loop.train_run``), restarted from its checkpoint,
+and measured. Its fingerprint is marked ``preflight`` (never a real run's); no run summary is written.
 
-The run's spec bounded to ``warmup + timed`` updates (``RunSpec.bounded``: one evaluation and one checkpoint at the
-last update) goes through ``pipeline.train.loop.train_run`` (the real loop: Levanter's trainer, FSDP over the job's
-devices, the micro-batch and gradient accumulation the job was sized with); a second ``train_run`` of the same spec
-resumes from that checkpoint (the restore) and evaluates. The training folder is ``<job dir>/train``: its
-fingerprint is the bounded spec's marked ``preflight`` (never a real run's), and no run summary is written. The
-measurement row:
-
-- step time: median ``step_s`` of the timed updates; tokens/s = batch × seq_len / step time (``training_columns``);
-- MFU = 3 × forward FLOPs per token (Levanter's ``flops_per_token``) × tokens/s / (peak FLOP/s × devices), the peak
-  in the compute dtype (``peak_flops``, said so in ``peak_source``);
-- peak memory (``peak_memory``, said so in ``memory_source``) against the fit table's plan of the job;
-- compile: from the train loop's ``compile`` phase to its first update logged; checkpoint save: its ``checkpoint``
-  phase; restore: the restart's set-up up to its evaluation (Levanter restores the state there).
-"""
+- MFU = 3 × forward FLOPs per token × tokens/s / peak FLOP/s of all devices, in the compute dtype (``peak_flops``);
+- compile: from the ``compile`` phase to the first update; restore: the restart's set-up to its evaluation (Levanter
+  restores the state there)."""
 
 from __future__ import annotations
 
@@ -56,8 +46,7 @@ class PhaseClock(logging.Handler):
 
 
 def measured_matmul_flops() -> float:
-    """FLOP/s of all this process's devices together: one ``MATMUL_SIZE``² f32 matmul per device, sharded, best of
-    ``MATMUL_REPEATS``."""
+    """FLOP/s of all devices: one ``MATMUL_SIZE``² f32 matmul per device, best of ``MATMUL_REPEATS``."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
@@ -92,8 +81,7 @@ def peak_flops(compute_dtype) -> tuple[float, str]:
 
 
 def device_columns() -> dict[str, Any]:
-    """The software versions of this process (jax, jaxlib, the CUDA plugin and the NVIDIA driver, "none" where absent,
-    and the backend's platform version), its backend, device kind and device count."""
+    """This process's software versions ("none" where absent), backend, device kind and device count."""
     import jax
     import jaxlib
 
@@ -128,13 +116,12 @@ def peak_memory() -> tuple[int, str]:
 
 
 def memory_plan(spec: RunSpec, vocab_size: int, micro_batch: int) -> tuple[int, int]:
-    """(planned bytes per device, budget bytes) from XLA's plan of this job's train step, computed here as the fit
-    table does (``pipeline.planning.fit.plan_train_step``); the budget is the device's usable memory (its
-    ``bytes_limit``), or on a CPU the host's memory."""
+    """(planned bytes per device, budget bytes): the fit table's plan of this job's train step, computed here; the
+    budget the device's ``bytes_limit``, on a CPU the host's memory."""
     import jax
 
-    from pipeline.planning.fit import plan_train_step
     from pipeline.planning.grid import Pretraining
+    from pipeline.planning.xla_plans import plan_train_step
 
     per_device = spec.train.batch_size // len(jax.devices())
     plan = plan_train_step(Pretraining(spec), vocab_size, micro_batch or per_device)
@@ -153,8 +140,8 @@ def preflight_pretrain(
     micro_batch: int,
     plan: dict[str, int] | None,
 ) -> dict[str, Any]:
-    """Train, restart and measure one shape (module docstring); ``plan``: the fit row's ``planned_bytes`` and
-    ``budget_bytes`` of this job, or None to plan it here. Returns the measurement columns."""
+    """The measurement columns of one shape (module docstring); ``plan``: the fit row's ``planned_bytes`` and
+    ``budget_bytes``, None to plan it here."""
     import jmp
     from transformers import AutoTokenizer
 
@@ -210,9 +197,8 @@ def preflight_pretrain(
 
 
 def training_columns(train_dir: Path, first_timed: int, tokens_per_update: int) -> dict[str, Any]:
-    """What a bounded training job's metrics say: its micro-batch split, the median step time of its updates from
-    step ``first_timed`` on (``timed_updates`` of them), tokens/s = ``tokens_per_update`` / that step time, in all and
-    per device, and the size of its checkpoints."""
+    """A bounded job's micro-batch split, median step time from step ``first_timed`` on, tokens/s =
+    ``tokens_per_update`` / that time (in all and per device) and checkpoint bytes."""
     import jax
 
     records = read_metrics(Path(train_dir) / "metrics.jsonl")

@@ -1,12 +1,6 @@
-"""The preflight report: one row per job shape (``results/<preset>/preflight.{md,csv,html}``), and its projection
-onto every pretraining run of the grid.
-
-A row is red (``verdict``) when its job failed or its peak memory exceeded the memory its plan allows
-(``budget_bytes``: the fit row's usable bytes on a GPU); the grid's dry run stops on a red row
-(``pipeline.planning.measured``). The projection charges each run its tokens at its shape's measured tokens/s:
-GPU-hours = tokens / (tokens/s per device × 3600), walltime = GPU-hours × the site's safety factor / GPUs, next to
-the cost model's estimate they replace.
-"""
+"""The preflight report (docs/cluster.md#preflight): a row per job shape, and its projection onto every pretraining
+run: GPU-hours = tokens / (measured tokens/s per device × 3600), walltime = GPU-hours × safety factor / GPUs, next to
+the estimate they replace."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The work of the preflight's jobs after pretraining (``pipeline.planning.preflight_jobs.StageJob``), one per kind: the
-resampled fine-tune (LoRA and full), one lm-eval job, spectra, Lyapunov and frontier. Each reads the checkpoint of
-the preflight pretraining of its source run's shape (``<preflight>/<shape>/train``, never a real run's) and runs the
-function its real verb runs, bounded (``STAGE_WORK``: each function says how). Each row holds the job's seconds of
-work (``wall_s``) and peak memory; the fine-tune also its step time and tokens/s. A column that does not apply to a
-kind holds "n/a" (``report.NOT_APPLICABLE``)."""
+"""The work of the preflight's jobs after pretraining, one per kind (docs/cluster.md#preflight): on the checkpoint of
+the preflight pretraining of its source run's shape (never a real run's), the function its real verb runs, bounded
+(``STAGE_WORK``: each function says how)."""
 
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ FRONTIER_BATCHES = 1
 
 @dataclasses.dataclass(frozen=True)
 class StageFolders:
-    """Where a stage job reads and writes: the source shape's preflight training folder, its own folder, the token
-    cache and the tokenizer (absolute paths)."""
+    """Where a stage job reads and writes (absolute paths)."""
 
     source: str
     job: str
@@ -39,9 +35,8 @@ class StageFolders:
 
 
 def finetune(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
-    """A fine-tune method's job: the grid's first fine-tune of that method on the preflight source, resampled
-    (``pipeline.train.finetune.resampled_source``), then ``FINETUNE_UPDATES`` updates of the real loop with one
-    evaluation and one checkpoint at the last, no run summary; its step time, tokens/s and micro-batch."""
+    """The grid's first fine-tune of a method on the preflight source, resampled, for ``FINETUNE_UPDATES`` updates of
+    the real loop (no run summary); its step time, tokens/s and micro-batch."""
     from pipeline.artifacts import read_run_spec
     from pipeline.config import FinetuneSpec
     from pipeline.train.loop import TrainJob, train_run
@@ -116,14 +111,11 @@ STAGE_WORK: dict[str, Callable[[dict[str, Any], StageFolders, int], Any]] = {
     "lyapunov": lyapunov,
     "frontier": frontier,
 }
-"""The work of the stage jobs of each kind: the function the real verb of that kind runs, bounded (module
-docstring), given ``settings`` (the fine-tune's spec, or the preset's ``downstream`` or ``analysis.<kind>`` section:
-``StageJob.settings``), the job's folders and its micro-batch."""
+"""The work of each kind's stage job, given ``StageJob.settings``, the job's folders and its micro-batch."""
 
 
 def measured_stage(kind: str, settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
-    """The Ray task of a ``preflight-stage`` job: the work of a stage job of ``kind``, timed, with the devices and the
-    peak memory it left."""
+    """The Ray task of a ``preflight-stage`` job: its work, timed, with the devices and the peak memory."""
     started = time.perf_counter()
     result = STAGE_WORK[kind](settings, folders, micro_batch)
     wall_s = time.perf_counter() - started

@@ -5,7 +5,7 @@ layers) on CPU.
 Compile-only where the claim is that the train step exists at that shape: GPT-small, the DiffEqFormer-small
 resampled by the fine-tune's own ``resample`` to N' = 9 Euler steps with the paper's LoRA (rank 200, embeddings
 trainable), and the Llama pair. Their train step is laid out on abstract state and compiled by the fit preview's
-planner (``pipeline.planning.fit``), nothing allocated: every parameter counted, AdamW's two float32 moments of
+planner (``pipeline.planning.xla_plans``), nothing allocated: every parameter counted, AdamW's two float32 moments of
 each trainable one (DiffEqFormer-Llama's hypernetwork holds 6.64 B parameters at any depth, 26.6 GB in float32, more
 than a 24 GB CI machine; a step of the 2-layer Llama at seq_len 2048 costs about 3.3 TFLOP).
 
@@ -106,8 +106,8 @@ def test_the_paper_train_step_compiles_at_its_shape(paper, run_id):
     parameter."""
     from pipeline.models.checkpoint import run_model_config
     from pipeline.models.param_count import count_params
-    from pipeline.planning.fit import plan_train_step
     from pipeline.planning.grid import Pretraining
+    from pipeline.planning.xla_plans import plan_train_step
 
     workload = paper.workloads[run_id]
     if run_id.startswith("owt-llama1b"):

@@ -209,13 +209,13 @@ MODEL_COST_PROBE = r"""
 import json, sys
 from pathlib import Path
 import pipeline.planning.cost as cost
-import pipeline.planning.model_cost as model_cost
+import pipeline.planning.grid as grid
 from pipeline.config import load_preset
 from pipeline.planning.grid import Grid
 
-model_cost.MODEL_COST_CACHE = Path(sys.argv[1])
+grid.MODEL_COST_CACHE = Path(sys.argv[1])
 config = load_preset({"preset": "paper"})
-costs = {f"{workload.stage}/{workload.model_id}": model_cost.model_cost(workload, config)
+costs = {f"{workload.stage}/{workload.model_id}": grid.model_cost(workload, config)
          for workload in Grid.load(config).costed}
 print(json.dumps({"costs": costs, "jax": "jax" in sys.modules}))
 """

@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.execution.errors import RunStopped
-from pipeline.planning import fit, fit_table
+from pipeline.planning import fit
 from pipeline.planning.grid import Grid, Pretraining
 from pipeline.planning.measured import read_fit_rows
 
@@ -28,7 +28,7 @@ import dataclasses, json, sys
 import equinox as eqx, jax.random as jrandom
 from haliax import Axis
 from levanter.trainer import TrainerConfig
-from pipeline.planning.fit import replicated_parameters
+from pipeline.planning.xla_plans import replicated_parameters
 from pipeline.config import RunSpec
 from pipeline.models.checkpoint import run_model_config
 from pipeline.train.step_plan import lay_out_abstract
@@ -121,7 +121,7 @@ def test_a_run_that_fits_at_no_micro_batch_says_so(monkeypatch, tmp_path):
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
     [row] = fit.fit_rows([(medium_gpt(), 8, 80 * 10**9)], [50257], tmp_path / "rows.jsonl", "key")
     assert (row.micro_batch, row.fits) == (1, False)
-    assert "| no |" in fit_table.fit_table([row])[0]
+    assert "| no |" in fit.fit_table([row])[0]
 
 
 def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypatch, tmp_path):

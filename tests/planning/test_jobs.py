@@ -190,7 +190,7 @@ def test_without_a_site_every_job_is_local_on_the_cpu():
 
 
 def write_fit_rows(path, rows):
-    from pipeline.planning.fit_table import fit_table
+    from pipeline.planning.fit import fit_table
 
     path.write_text(fit_table(rows)[1])
     return path
