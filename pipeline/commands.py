@@ -76,7 +76,9 @@ def start_shared_local_ray(num_cpus: int) -> str:
     import ray
 
     before_ray = {number: signal.getsignal(number) for number in DRIVER_STOP_SIGNALS}
-    context = start_local_ray(num_cpus=num_cpus, log_to_driver=False)
+    # Logical CPUs, twice Snakemake's cores (which bound the jobs running): room for idle warm workers of other
+    # settings beside the running jobs' (warm_workers.WarmPool keeps at most one a CPU).
+    context = start_local_ray(num_cpus=2 * num_cpus, log_to_driver=False)
     stop_jobs_on_signals(before_ray, spared=child_processes(os.getpid()), shutdown=ray.shutdown)
     address = context.address_info["gcs_address"]
     os.environ[RAY_PLACEMENT_ENV["address"]] = address

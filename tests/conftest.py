@@ -107,8 +107,8 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def started_ray_head():
-    """An external Ray cluster (``ray start --head`` on loopback, 2 CPUs, the settings of a Ray the pipeline starts
-    itself: ``pipeline.execution.local_ray``) and its address, stopped on leaving. Its temp dir is short
+    """An external Ray cluster (``ray start --head`` on loopback, 4 CPUs as the pipeline's own Ray of a 2-core DAG run
+    has, its settings: ``pipeline.execution.local_ray``) and its address, stopped on leaving. Its temp dir is short
     because Ray's Unix sockets live there (107-byte limit); token auth is off because separately started Ray
     processes here do not share a token. Its processes run in their own process group, which the exit kills:
     ``ray stop`` would also stop the Ray clusters of other test workers running in parallel."""
@@ -122,7 +122,7 @@ def started_ray_head():
             "--head",
             "--node-ip-address=127.0.0.1",
             f"--port={port}",
-            "--num-cpus=2",
+            "--num-cpus=4",
             "--include-dashboard=false",
             "--disable-usage-stats",
             f"--system-config={json.dumps(LOCAL_RAY_SYSTEM_CONFIG)}",

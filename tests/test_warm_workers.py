@@ -1,7 +1,7 @@
 """Warm Ray workers (pipeline/execution/warm_workers.py): jobs on an existing Ray cluster run in long-lived workers,
 and what one job leaves in its worker changes nothing of the next one's results; a worker whose job raised is not
 reused; a job's log shows its output while it runs; a job whose driver was killed stops and frees its worker; a job
-whose worker was killed ends with one sentence."""
+whose worker was killed ends with one sentence; the pool evicts only the idle workers a new one needs room from."""
 
 import json
 import os
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from cli_testkit import PIPELINE, ROOT, pipeline_verb, pretrain_args, tiny_spec
 
+from pipeline.execution import warm_workers
 from pipeline.execution.warm_workers import HEARTBEAT_S
 
 TIMINGS = {"tokens_per_s", "step_s", "throughput/loading_time", "mean_tokens_per_s"}
@@ -159,3 +160,29 @@ def test_a_warm_worker_killed_under_its_job_ends_the_job_with_one_sentence(data,
     assert driver.returncode == 1 and last_line.startswith(
         f"error: the Ray worker running `pretrain` for {tmp_path / 'run'} died (WarmWorkerLost: "
     ), log.read_text()[-3000:]
+
+
+def test_the_pool_keeps_workers_of_each_key_warm_and_evicts_only_the_oldest_idle_one_when_full(monkeypatch):
+    """In process, Ray faked: jobs alternating between two keys on 2 CPUs keep one worker of each; a third key or a
+    fresh-process task evicts the oldest idle worker only; a worker whose CPU (or GPU) a new one waits for is killed."""
+    cluster, killed = {"CPU": 2}, []
+    monkeypatch.setattr(warm_workers, "_cluster_resources", lambda: cluster)
+    monkeypatch.setattr(warm_workers, "_kill", killed.extend)
+    pool = warm_workers.WarmPool()
+
+    def job(key: str, gpus: float = 0, ends: bool = True) -> str:
+        pool.register(name := pool.acquire(key, gpus)[0], name)  # a fake worker: its handle is its name
+        if ends:
+            pool.release(name, True)
+        return name
+
+    a, b, *rest = [job(key) for key in "ABABAB"]
+    c = job("C")
+    assert rest == [a, b, a, b] and killed == [a] and job("B") == b
+    assert pool.evict_idle(0) == 1 and killed == [a, c] and pool.evict_idle(0) == 0
+    busy, _, _ = job("A", ends=False), job("D", ends=False), job("E", ends=False)
+    pool.release(busy, True)
+    assert killed == [a, c, b, busy], "E waits for a CPU: the idle B made room for D, A's end for E"
+    cluster.update(CPU=8, GPU=1)
+    g = job("G", 1)
+    assert job("H", 1) != g and killed[-1] == g

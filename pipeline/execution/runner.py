@@ -81,7 +81,7 @@ def run_on_ray(
         if address is not None and not fresh_process:
             return run_in_warm_worker(target, args, kwargs, env_vars, num_gpus, address)
         if address is not None:
-            ray.get(warm_pool().evict_idle.remote())
+            ray.get(warm_pool().evict_idle.remote(num_gpus))
         task = ray.remote(num_cpus=1, num_gpus=num_gpus, max_retries=0)(marked_task(target))
         logger.info("Submitting %s to Ray (%s)", task_name(target), address or "embedded local Ray")
         ref = task.remote(*args, **kwargs)
@@ -108,7 +108,7 @@ def run_in_warm_worker(
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     pool = warm_pool()
-    name, worker = ray.get(pool.acquire.remote(worker_key(env_vars, num_gpus)))
+    name, worker = ray.get(pool.acquire.remote(worker_key(env_vars, num_gpus), num_gpus))
     if worker is None:
         worker = start_worker(name, env_vars, num_gpus)
         ray.get(pool.register.remote(name, worker))

@@ -57,17 +57,18 @@ class WarmPool:
         self.workers: dict[str, dict[str, Any]] = {}
         threading.Thread(target=self._reap_idle, daemon=True).start()
 
-    def acquire(self, key: str) -> tuple[str, Any]:
-        """An idle worker of ``key`` (its name and handle, now busy), or the name for a new one (handle ``None``,
-        to be started by the job and ``register``ed); idle workers of other keys are killed first."""
+    def acquire(self, key: str, gpus: float) -> tuple[str, Any]:
+        """An idle worker of ``key`` (its name and handle, now busy), or the name for a new one of ``gpus`` GPUs
+        (handle ``None``, to be started by the job and ``register``ed), for which idle workers make room first."""
+        cluster = _cluster_resources()
         with self.lock:
             for name, worker in self.workers.items():
                 if worker["key"] == key and worker["idle_since"] is not None and worker["handle"] is not None:
                     worker.update(idle_since=None, output=[], takes=0)
                     return name, worker["handle"]
-            idle = self._pop_idle()
+            idle = self._pop_idle(lambda: self._fits(cluster, gpus))
             name = f"worker-{key}-{uuid.uuid4().hex[:8]}"
-            self.workers[name] = {"key": key, "handle": None, "jobs": 0, "idle_since": None, "output": [], "takes": 0}
+            self.workers[name] = dict(key=key, gpus=gpus, handle=None, jobs=0, idle_since=None, output=[], takes=0)
         _kill(idle)
         return name, None
 
@@ -77,14 +78,15 @@ class WarmPool:
 
     def release(self, name: str, reusable: bool) -> None:
         """The job in worker ``name`` ended; the worker is kept idle if ``reusable`` (the job succeeded: nothing of a
-        failed job's state reaches the next) and under ``MAX_JOBS``, else killed. A worker already released (by
-        itself, when its driver went silent) is left as it is."""
+        failed job's state reaches the next), under ``MAX_JOBS`` and no new worker waits for its CPU or GPUs, else
+        killed. A worker already released (by itself, when its driver went silent) is left as it is."""
+        cluster = _cluster_resources()
         with self.lock:
             worker = self.workers.get(name)
             if worker is None:
                 return
             worker["jobs"] += 1
-            if reusable and worker["jobs"] < MAX_JOBS:
+            if reusable and worker["jobs"] < MAX_JOBS and self._fits(cluster, 0, cpus=0):
                 worker.update(idle_since=time.monotonic(), output=[])
                 return
             del self.workers[name]
@@ -111,20 +113,28 @@ class WarmPool:
             text, worker["output"] = "".join(worker["output"]), []
             return text
 
-    def evict_idle(self) -> int:
-        """Kill every idle worker (a job about to run in a fresh process needs their CPUs); how many."""
+    def evict_idle(self, gpus: float) -> int:
+        """Kill the oldest idle workers until a fresh-process task of one CPU and ``gpus`` GPUs fits; how many."""
+        cluster = _cluster_resources()
         with self.lock:
-            handles = self._pop_idle()
+            handles = self._pop_idle(lambda: self._fits(cluster, gpus))
         _kill(handles)
         return len(handles)
 
-    def _pop_idle(self, older_than_s: float = 0.0) -> list[Any]:
-        """The handles of the workers idle for ``older_than_s`` or longer, taken out of the pool (lock held)."""
+    def _fits(self, cluster: dict[str, float], gpus: float, cpus: int = 1) -> bool:
+        """Whether ``cpus`` more CPUs and ``gpus`` more GPUs fit in the ``cluster``'s beside the pool's workers (one CPU
+        and their job's GPUs each: busy, idle or starting). Cluster-wide, not per node: good enough (lock held)."""
+        gpus += sum(worker["gpus"] for worker in self.workers.values())
+        return len(self.workers) + cpus <= cluster.get("CPU", 0) and gpus <= cluster.get("GPU", 0)
+
+    def _pop_idle(self, fits: Callable[[], bool] = lambda: False, older_than_s: float = 0.0) -> list[Any]:
+        """Handles of the workers idle ``older_than_s`` or longer, oldest first, popped until ``fits()`` (lock held)."""
         now = time.monotonic()
-        idle = [name for name, worker in self.workers.items() if worker["idle_since"] is not None]
-        return [
-            self.workers.pop(name)["handle"] for name in idle if now - self.workers[name]["idle_since"] >= older_than_s
-        ]
+        idle = sorted((w["idle_since"], name) for name, w in self.workers.items() if w["idle_since"] is not None)
+        handles = []
+        while idle and not fits() and now - idle[0][0] >= older_than_s:
+            handles.append(self.workers.pop(idle.pop(0)[1])["handle"])
+        return handles
 
     def _reap_idle(self) -> None:
         while True:
@@ -132,6 +142,12 @@ class WarmPool:
             with self.lock:
                 handles = self._pop_idle(older_than_s=IDLE_S)
             _kill(handles)
+
+
+def _cluster_resources() -> dict[str, float]:
+    import ray
+
+    return ray.cluster_resources()
 
 
 def _kill(handles: list[Any]) -> None:

@@ -24,6 +24,16 @@ def test_training_ran_on_the_external_ray_cluster(tiny_dag, tiny_dag_ray_address
     assert provenance["ray"]["gcs_address"].endswith(tiny_dag_ray_address.split(":")[1])
 
 
+def test_the_warm_pool_starts_at_most_its_capacity_of_workers_per_key(tiny_dag):
+    """Workers named in the job logs (``worker-<key>-<id>``): with room beside the running jobs, one replaced only
+    after ``MAX_JOBS`` jobs or ``IDLE_S`` idle, a key needs at most the whole pool (the Ray cluster's CPUs), not one
+    worker per job of another key (12–16 for 53 jobs when each miss evicted every idle worker)."""
+    logs = "".join(log.read_text() for log in (tiny_dag / "logs").rglob("*.log"))
+    workers = set(re.findall(r"warm worker (worker-(\w+)-\w+) \(process", logs))
+    cpus = json.loads((tiny_dag / "runs" / "wt103-small-gpt" / "provenance.json").read_text())["ray"]["cluster_cpus"]
+    assert workers and len(workers) <= cpus * len({key for _, key in workers}), sorted(workers)
+
+
 def test_every_run_trains_and_learns(tiny_dag):
     runs = pretrain_runs(load_preset({"preset": "tiny"}))
     for run_id, spec in runs.items():
