@@ -4,7 +4,7 @@ and each job's inputs, settings and resources."""
 import functools
 import os
 
-from pipeline.planning.preflight_jobs import PREFLIGHT_RUNTIME_MIN, STAGE_KINDS, run_shapes, stage_jobs, training_shapes
+from pipeline.planning.preflight_jobs import PREFLIGHT_RUNTIME_MIN, STAGE_KINDS, stage_jobs, training_shapes
 
 PREFLIGHT = f"{RESULTS}/preflight"
 PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
@@ -30,7 +30,7 @@ def sized_preflight(jobs):
         shapes = training_shapes(jobs)
     except ValueError as error:
         raise WorkflowError(str(error)) from None
-    return shapes, stage_jobs(GRID, run_shapes(shapes))
+    return shapes, stage_jobs(GRID, shapes)
 
 
 def preflight_shapes():
