@@ -2,6 +2,7 @@
 cost preview and the training walltimes (a pretraining shape's; a fine-tune method's), and the stop of a red row (a
 training shape's; a stage job's) in the grid's dry run."""
 
+import argparse
 import json
 from pathlib import Path
 
@@ -151,30 +152,24 @@ def test_a_preflight_job_whose_verb_fails_writes_its_sentence_and_its_row_stops_
         JobSizing(Grid.load(TINY), None, preflight_table=report).training("wt103-small-gpt")
 
 
-def test_a_walltime_stop_is_a_stopped_row_that_says_its_step_and_stops_no_run(tmp_path):
+def test_a_walltime_stop_is_a_stopped_row_that_says_its_step_and_stops_no_run(tmp_path, monkeypatch):
     """A preflight job its walltime warning stopped records where it got to, is not red and blocks nothing."""
+    from pipeline.execution import runner
     from pipeline.preflight.commands import _measured_row
     from pipeline.train.loop import TrainingStoppedError
 
-    def stopped():
+    def stopped(*args, **keywords):
         raise TrainingStoppedError(
             "wt103-small-gpt: stopped on request (SIGURG: SIGTERM to the job, SLURM's walltime "
             "warning, or its Ray task cancelled) after 7 of 20 updates; a checkpoint was saved"
         )
 
+    monkeypatch.setattr(runner, "run_on_ray", stopped)
     row = tmp_path / "row.json"
-    _measured_row(
-        row,
-        {
-            "shape": "gpt-small-g0-mb0",
-            "kind": "pretrain",
-            "run_id": "wt103-small-gpt",
-            "runs": 2,
-            "device_label": "cpu",
-        },
-        "shape gpt-small-g0-mb0",
-        stopped,
-    )
+    ray = {"ray_address": None, "ray_num_cpus": None, "gpus": 0, "ray_fresh_process": False}
+    args = argparse.Namespace(row=row, runs=2, device_label="cpu", **ray)
+    row_before = {"shape": "gpt-small-g0-mb0", "kind": "pretrain", "run_id": "wt103-small-gpt"}
+    _measured_row(args, row_before, "shape gpt-small-g0-mb0", "pipeline.preflight.job:preflight_pretrain")
     written = json.loads(row.read_text())
     assert written["status"] == "stopped"
     assert written["error"].startswith("stopped by walltime at step 7 of 20 (SIGURG)")

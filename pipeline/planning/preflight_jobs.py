@@ -85,11 +85,6 @@ def training_shapes(jobs) -> dict[str, Shape]:
     return {shape.shape_id: shape for shape in shapes}
 
 
-def run_shapes(shapes: dict[str, Shape]) -> dict[str, str]:
-    """Each pretraining run's shape id."""
-    return {run: shape_id for shape_id, shape in shapes.items() for run in shape.runs}
-
-
 @dataclasses.dataclass(frozen=True)
 class StageJob:
     """One preflight job of ``kind``: stands for ``runs`` grid jobs of it and runs like the first, ``job`` (for an
@@ -129,8 +124,9 @@ class StageJob:
         return json.dumps(config["analysis"][self.kind])
 
 
-def stage_jobs(grid: Grid, run_shapes: dict[str, str]) -> dict[str, StageJob]:
-    """The stage jobs of ``grid`` by kind (those it has); ``run_shapes``: each pretraining run's shape id."""
+def stage_jobs(grid: Grid, shapes: dict[str, Shape]) -> dict[str, StageJob]:
+    """The stage jobs of ``grid`` by kind (those it has), each on the shape of its source run (``shapes``)."""
+    run_shapes = {run: shape_id for shape_id, shape in shapes.items() for run in shape.runs}
     stands_for: dict[str, list[Workload]] = {
         f"finetune-{method}": [job for job in grid.finetunes.values() if job.finetune.method == method]
         for method in FINETUNE_METHODS

@@ -19,7 +19,7 @@ def _plan(args: argparse.Namespace) -> None:
     from pipeline.planning.cost import preview
     from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
-    from pipeline.planning.preflight_jobs import job_list, run_shapes, stage_jobs, training_shapes
+    from pipeline.planning.preflight_jobs import job_list, stage_jobs, training_shapes
 
     config = load_preset({"preset": args.preset})
     grid = Grid.load(config)
@@ -27,7 +27,7 @@ def _plan(args: argparse.Namespace) -> None:
     fit_table = args.fit_table or preset_results(site, config["preset"]) / "fit.csv"
     sizing = JobSizing(grid, site, fit_table=fit_table if site else None)
     shapes = training_shapes(sizing)
-    stages = {kind: (job, job.resources(sizing).gpus) for kind, job in stage_jobs(grid, run_shapes(shapes)).items()}
+    stages = {kind: (job, job.resources(sizing).gpus) for kind, job in stage_jobs(grid, shapes).items()}
     table, bound = job_list(shapes, stages)
     print(table)
     print(
@@ -52,7 +52,7 @@ def _job(args: argparse.Namespace) -> None:
     )
     row = {"shape": args.shape, "kind": "pretrain", "run_id": json.loads(args.spec)["run_id"]}
     task_args = (*absolute(args.job_dir, args.cache, args.tokenizer), args.warmup, args.timed, args.micro_batch, plan)
-    _measure(args, row, f"shape {args.shape}", "pipeline.preflight.job:preflight_pretrain", args.spec, *task_args)
+    _measured_row(args, row, f"shape {args.shape}", "pipeline.preflight.job:preflight_pretrain", args.spec, *task_args)
 
 
 def _stage(args: argparse.Namespace) -> None:
@@ -63,31 +63,25 @@ def _stage(args: argparse.Namespace) -> None:
     row = {"shape": args.kind, "kind": args.kind, "run_id": args.run_id}
     task = "pipeline.preflight.stages:measured_stage"
     lm_eval = args.kind == "downstream"  # its work imports torch
-    _measure(
+    _measured_row(
         args, row, args.kind, task, args.kind, json.loads(args.settings), folders, args.micro_batch, uses_torch=lm_eval
     )
 
 
-def _measure(args: argparse.Namespace, row: dict, what: str, task: str, *task_args, uses_torch=False) -> None:
+def _measured_row(args: argparse.Namespace, row: dict, what: str, task: str, *task_args, uses_torch=False) -> None:
     """Measure a preflight job in the Ray task ``task`` of ``task_args`` (a fresh worker) and write its ``row``, with
-    the job's ``runs`` and device label, to ``args.row`` (``_measured_row``)."""
-    from pipeline.execution.runner import run_on_ray
-
-    def measure() -> dict:
-        return run_on_ray(task, *task_args, uses_torch=uses_torch, **ray_placement(args, fresh_process=True))
-
-    _measured_row(args.row, row | {"runs": args.runs, "device_label": args.device_label}, what, measure)
-
-
-def _measured_row(path: str, row: dict, what: str, measure) -> None:
-    """Write ``row`` to ``path`` with what ``measure()`` returns and status ok; status stopped and "stopped by walltime
-    at step k of n" where the job's walltime warning stopped it (no fault of the shape); else status failed and the
-    failure's one sentence: a preflight job always leaves its row, so the report can say what failed."""
+    the job's ``runs`` and device label, to ``args.row``: with what the task returns and status ok; status stopped and
+    "stopped by walltime at step k of n" where the job's walltime warning stopped it (no fault of the shape); else
+    status failed and the failure's one sentence: a preflight job always leaves its row, so the report can say what
+    failed."""
     from pipeline.artifacts import atomic_write_json
     from pipeline.execution.errors import STOPPED_AT, failure_sentence
+    from pipeline.execution.runner import run_on_ray
 
+    row |= {"runs": args.runs, "device_label": args.device_label}
     try:
-        row.update(status="ok", error="", **measure())
+        measured = run_on_ray(task, *task_args, uses_torch=uses_torch, **ray_placement(args, fresh_process=True))
+        row.update(status="ok", error="", **measured)
     except Exception as error:  # noqa: BLE001  (the row records the failure's one sentence)
         sentence, _ = failure_sentence(error, f"the preflight of {what}")
         logging.exception("preflight of %s failed", what)
@@ -100,7 +94,7 @@ def _measured_row(path: str, row: dict, what: str, measure) -> None:
             )
         else:
             row.update(status="failed", error=sentence.removeprefix("error: "))
-    atomic_write_json(path, row)
+    atomic_write_json(args.row, row)
     logging.info("preflight %s: %s", what, json.dumps(row))
 
 

@@ -45,13 +45,20 @@ class PhaseClock(logging.Handler):
         return self.phases[last][1] - self.phases[first][1]
 
 
-def measured_matmul_flops() -> float:
-    """FLOP/s of all devices: one ``MATMUL_SIZE``² f32 matmul per device, best of ``MATMUL_REPEATS``."""
+def peak_flops(compute_dtype) -> tuple[float, str]:
+    """(peak FLOP/s of all devices, where it comes from): Levanter's device table, else on a CPU one ``MATMUL_SIZE``²
+    f32 matmul per device measured here, best of ``MATMUL_REPEATS``, else ``nan`` and "unknown peak"."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
+    from levanter.utils.flop_utils import device_hardware_flops
 
     devices = jax.devices()
+    per_device = device_hardware_flops(devices[0], compute_dtype)
+    if per_device:
+        return per_device * len(devices), f"Levanter's peak of {devices[0].device_kind}"
+    if devices[0].platform != "cpu":
+        return float("nan"), "unknown peak"
     mesh = jax.sharding.Mesh(devices, ("device",))
     sharding = NamedSharding(mesh, PartitionSpec("device"))
     a = jax.device_put(jnp.ones((len(devices), MATMUL_SIZE, MATMUL_SIZE), jnp.float32), sharding)
@@ -62,22 +69,8 @@ def measured_matmul_flops() -> float:
         start = time.perf_counter()
         matmul(a).block_until_ready()
         best = min(best, time.perf_counter() - start)
-    return 2 * MATMUL_SIZE**3 * len(devices) / best
-
-
-def peak_flops(compute_dtype) -> tuple[float, str]:
-    """(peak FLOP/s of all devices, where it comes from): Levanter's device table, else a measured matmul on a CPU,
-    else ``nan`` and "unknown peak"."""
-    import jax
-    from levanter.utils.flop_utils import device_hardware_flops
-
-    devices = jax.devices()
-    per_device = device_hardware_flops(devices[0], compute_dtype)
-    if per_device:
-        return per_device * len(devices), f"Levanter's peak of {devices[0].device_kind}"
-    if devices[0].platform == "cpu":
-        return measured_matmul_flops(), f"CPU peak measured in this job (f32 matmul {MATMUL_SIZE}^2 per device)"
-    return float("nan"), "unknown peak"
+    measured = f"CPU peak measured in this job (f32 matmul {MATMUL_SIZE}^2 per device)"
+    return 2 * MATMUL_SIZE**3 * len(devices) / best, measured
 
 
 def device_columns() -> dict[str, Any]:
@@ -115,21 +108,6 @@ def peak_memory() -> tuple[int, str]:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "host peak RSS (backend has no memory stats)"
 
 
-def memory_plan(spec: RunSpec, vocab_size: int, micro_batch: int) -> tuple[int, int]:
-    """(planned bytes per device, budget bytes): the fit table's plan of this job's train step, computed here; the
-    budget the device's ``bytes_limit``, on a CPU the host's memory."""
-    import jax
-
-    from pipeline.planning.grid import Pretraining
-    from pipeline.planning.xla_plans import plan_train_step
-
-    per_device = spec.train.batch_size // len(jax.devices())
-    plan = plan_train_step(Pretraining(spec), vocab_size, micro_batch or per_device)
-    stats = jax.devices()[0].memory_stats()
-    budget = int(stats["bytes_limit"]) if stats else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return int(plan["total_bytes"]), budget
-
-
 def preflight_pretrain(
     spec_json: str,
     job_dir: str,
@@ -141,11 +119,15 @@ def preflight_pretrain(
     plan: dict[str, int] | None,
 ) -> dict[str, Any]:
     """The measurement columns of one shape (module docstring); ``plan``: the fit row's ``planned_bytes`` and
-    ``budget_bytes``, None to plan it here."""
+    ``budget_bytes``, None to plan it here as the fit table does, against the device's ``bytes_limit`` (on a CPU the
+    host's memory)."""
+    import jax
     import jmp
     from transformers import AutoTokenizer
 
     from pipeline.models.checkpoint import run_model_config
+    from pipeline.planning.grid import Pretraining
+    from pipeline.planning.xla_plans import plan_train_step
     from pipeline.train.loop import TrainJob, train_run
 
     started = time.perf_counter()
@@ -171,9 +153,13 @@ def preflight_pretrain(
     compute_dtype = jmp.get_policy(spec.train.mixed_precision).compute_dtype
     peak, peak_source = peak_flops(compute_dtype)
     peak_bytes, memory_source = peak_memory()
-    planned, budget = (
-        (plan["planned_bytes"], plan["budget_bytes"]) if plan else memory_plan(spec, vocab_size, micro_batch)
-    )
+    plan_source = "fit table" if plan else "XLA plan in this job"
+    if not plan:
+        per_device = micro_batch or spec.train.batch_size // len(jax.devices())
+        stats = jax.devices()[0].memory_stats()
+        budget = int(stats["bytes_limit"]) if stats else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        plan = {"planned_bytes": int(plan_train_step(Pretraining(spec), vocab_size, per_device)["total_bytes"])}
+        plan["budget_bytes"] = budget
     return {
         **device_columns(),
         **measured,
@@ -186,9 +172,9 @@ def preflight_pretrain(
         "mfu": 3 * flops_per_token * measured["tokens_per_s"] / peak,
         "peak_memory_bytes": peak_bytes,
         "memory_source": memory_source,
-        "planned_bytes": planned,
-        "budget_bytes": budget,
-        "plan_source": "fit table" if plan else "XLA plan in this job",
+        "planned_bytes": plan["planned_bytes"],
+        "budget_bytes": plan["budget_bytes"],
+        "plan_source": plan_source,
         "checkpoint_save_s": clock.between("checkpoint", "final-eval"),
         "restore_s": clock.between("setup", "final-eval", after=restart_at),
         "input_wait_s": statistics.median(waits) if waits else 0.0,

@@ -29,10 +29,6 @@ class StageFolders:
     cache: str
     tokenizer: str
 
-    def out(self, name: str) -> str:
-        """The path of its output ``name`` in its own folder."""
-        return str(Path(self.job) / name)
-
 
 def finetune(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -> dict[str, Any]:
     """The grid's first fine-tune of a method on the preflight source, resampled, for ``FINETUNE_UPDATES`` updates of
@@ -57,7 +53,7 @@ def downstream(settings: dict[str, Any], folders: StageFolders, micro_batch: int
     return evaluate_downstream(
         folders.source,
         folders.tokenizer,
-        folders.out("lm_eval"),
+        f"{folders.job}/lm_eval",
         pair=settings["pair"],
         tasks=settings["tasks"],
         shots=settings["shots"][:1],
@@ -72,9 +68,9 @@ def spectra(settings: dict[str, Any], folders: StageFolders, micro_batch: int) -
     """The spectra verb's function as it is."""
     from pipeline.analysis.spectra import run_spectra
 
-    untrained = folders.out("spectra_untrained.csv")
+    untrained = f"{folders.job}/spectra_untrained.csv"
     return run_spectra(
-        folders.source, folders.tokenizer, folders.out("spectra.csv"), settings["time_oversampling"], untrained
+        folders.source, folders.tokenizer, f"{folders.job}/spectra.csv", settings["time_oversampling"], untrained
     )
 
 
@@ -82,7 +78,7 @@ def lyapunov(settings: dict[str, Any], folders: StageFolders, micro_batch: int) 
     """The Lyapunov verb's function on its first sentence."""
     from pipeline.analysis.lyapunov import run_lyapunov
 
-    csv, page = folders.out("lyapunov.csv"), folders.out("lyapunov.html")
+    csv, page = f"{folders.job}/lyapunov.csv", f"{folders.job}/lyapunov.html"
     return run_lyapunov(
         folders.source, folders.tokenizer, csv, page, settings["sentences"][:1], settings["output_token"]
     )
@@ -96,7 +92,7 @@ def frontier(settings: dict[str, Any], folders: StageFolders, micro_batch: int) 
         folders.source,
         folders.cache,
         folders.tokenizer,
-        folders.out("frontier.csv"),
+        f"{folders.job}/frontier.csv",
         settings["step_factors"],
         settings["solvers"],
         settings.get("batch_size", 32),

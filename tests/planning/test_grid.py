@@ -14,7 +14,7 @@ from pipeline.cli import main
 from pipeline.config import load_preset
 from pipeline.planning import fit
 from pipeline.planning.grid import Grid
-from pipeline.planning.preflight_jobs import run_shapes, stage_jobs, training_shapes
+from pipeline.planning.preflight_jobs import stage_jobs, training_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
 ONCE = {"Grid.load": 1, "pretrain_runs": 2, "finetune_runs": 1, "memory_probes": 1}
@@ -115,4 +115,4 @@ def test_a_snakemake_parse_enumerates_the_grid_once_and_schedules_its_jobs(tmp_p
 
     shapes = training_shapes(JobSizing(grid, None))
     assert scheduled["preflight_job"] == set(shapes)
-    assert scheduled["preflight_stage"] == set(stage_jobs(grid, run_shapes(shapes)))
+    assert scheduled["preflight_stage"] == set(stage_jobs(grid, shapes))

@@ -24,7 +24,7 @@ rule preflight_job:
     benchmark:
         f"{RESULTS}/benchmarks/preflight/{{shape}}.tsv"
     resources:
-        **preflight_job_resources(),
+        **rule_resources(preflight_job_shape, JobKind.TRAINING),
     shell:
         "python -m pipeline preflight-job --spec {params.spec:q} --shape {wildcards.shape:q} --runs {params.runs:q}"
         " --job-dir {params.job_dir:q} --cache {input.cache:q} --tokenizer {input.tokenizer:q}"

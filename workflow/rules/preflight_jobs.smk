@@ -4,7 +4,7 @@ and each job's inputs, settings and resources."""
 import functools
 import os
 
-from pipeline.planning.preflight_jobs import PREFLIGHT_RUNTIME_MIN, STAGE_KINDS, run_shapes, stage_jobs, training_shapes
+from pipeline.planning.preflight_jobs import PREFLIGHT_RUNTIME_MIN, STAGE_KINDS, stage_jobs, training_shapes
 
 PREFLIGHT = f"{RESULTS}/preflight"
 PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
@@ -30,7 +30,7 @@ def sized_preflight(jobs):
         shapes = training_shapes(jobs)
     except ValueError as error:
         raise WorkflowError(str(error)) from None
-    return shapes, stage_jobs(GRID, run_shapes(shapes))
+    return shapes, stage_jobs(GRID, shapes)
 
 
 def preflight_shapes():
@@ -58,15 +58,10 @@ def preflight_plan_option(wildcards):
     return [] if row is None else ["--planned-bytes", row.total_bytes, "--budget-bytes", row.usable_bytes]
 
 
-def preflight_job_resources():
+def preflight_job_shape(jobs, wildcards):
     """A preflight job is sized as the run it trains, for its shape's own walltime (pipeline/planning/preflight_jobs.py)."""
-
-    def shape_of(jobs, wildcards):
-        preflight = preflight_shape(wildcards)
-        shape = jobs.training(preflight.run_id)
-        return shape.for_preflight(preflight.minutes)
-
-    return rule_resources(shape_of, JobKind.TRAINING)
+    shape = preflight_shape(wildcards)
+    return jobs.training(shape.run_id).for_preflight(shape.minutes)
 
 
 def preflight_stage_inputs(wildcards):
