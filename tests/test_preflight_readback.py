@@ -149,7 +149,7 @@ def test_a_preflight_job_whose_verb_fails_writes_its_sentence_and_its_row_stops_
         match=r"the preflight of shape gpt-small-g0-mb0 \(run wt103-small-gpt\) failed "
         r"\(.*asks for 1 GPU\(s\)",
     ):
-        JobSizing(Grid.load(TINY), None, preflight_table=report).training("wt103-small-gpt")
+        JobSizing(Grid.load(TINY), None, preflight_table=report).green().training("wt103-small-gpt")
 
 
 def test_a_walltime_stop_is_a_stopped_row_that_says_its_step_and_stops_no_run(tmp_path, monkeypatch):
@@ -177,7 +177,7 @@ def test_a_walltime_stop_is_a_stopped_row_that_says_its_step_and_stops_no_run(tm
     assert verdicted["verdict"] == "stopped"
     report = tmp_path / "preflight.csv"
     report.write_text(csv_text([verdicted], COLUMNS))
-    JobSizing(Grid.load(TINY), None, preflight_table=report).training("wt103-small-gpt")
+    JobSizing(Grid.load(TINY), None, preflight_table=report).green().training("wt103-small-gpt")
     assert "Stopped by walltime before they measured (not red): gpt-small-g0-mb0." in markdown([verdicted], [])
 
 
