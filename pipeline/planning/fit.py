@@ -249,6 +249,11 @@ def plans_digest(
     share JAX may use): the ``fit`` rule's parameter, so that Snakemake plans again when the preset or the site changes
     what a row means (a preflight report that resizes a job included), and not when only learning rates or step
     counts change."""
+    return jobs_digest(grid, planned_jobs(grid, device, gpus, site, preflight_table=preflight_table))
+
+
+def jobs_digest(grid: Grid, jobs: list[tuple[Workload, int, int]]) -> str:
+    """``plans_digest`` of the ``planned_jobs`` ``jobs``."""
     rows = sorted(
         (
             workload.run_id,
@@ -257,7 +262,7 @@ def plans_digest(
             device_bytes,
             int(device_bytes * gpu_memory_fraction()),
         )
-        for workload, count, device_bytes in planned_jobs(grid, device, gpus, site, preflight_table=preflight_table)
+        for workload, count, device_bytes in jobs
     )
     return json_digest(rows, length=16)
 
@@ -275,15 +280,13 @@ def write_fit(
     """Plan the jobs of ``planned_jobs`` and write the fit table. With ``run_ids``, the new rows replace the rows of
     the same jobs in an existing ``out_csv`` and the others are kept; without, the table holds the new rows only.
     The rows are kept as they complete beside ``out_csv`` (``rows_file``), for a rerun after a stop, under the
-    ``plans_digest`` of the configuration. Returns the new rows."""
+    ``jobs_digest`` of the jobs planned. Returns the new rows."""
     from pipeline.artifacts import atomic_write_text
     from pipeline.planning.measured import read_fit_rows
 
     jobs = planned_jobs(grid, device, gpus, site, run_ids, preflight_table)
-    key = plans_digest(grid, device, gpus, site, preflight_table)
-    rows = fit_rows(
-        jobs, [vocab_size(grid.config, workload.tokenizer) for workload, _, _ in jobs], rows_file(out_csv), key
-    )
+    vocab_sizes = [vocab_size(grid.config, workload.tokenizer) for workload, _, _ in jobs]
+    rows = fit_rows(jobs, vocab_sizes, rows_file(out_csv), jobs_digest(grid, jobs))
     kept = []
     if run_ids and Path(out_csv).is_file():
         replaced = {row.job_key for row in rows}
