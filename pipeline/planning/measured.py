@@ -49,6 +49,10 @@ class FitTableError(ValueError):
     """A training job or memory probe has no usable fit row (missing, stale, or fits at no micro-batch)."""
 
 
+PLAN_ROW = "plan it with `snakemake --profile profiles/slurm fit` and this call's --config"
+"""How a sentence refusing a fit row ends: the command that plans the table (docs/cluster.md#fit-on-a-cluster)."""
+
+
 def preflight_path(preset: str) -> Path:
     """The preflight report the cost preview reads by default (``results/<preset>/preflight.csv``)."""
     return preset_results(None, preset) / "preflight.csv"
@@ -155,6 +159,37 @@ class FitRow:
     @property
     def job_key(self) -> tuple[str, int, int]:
         return self.run_id, self.gpus, self.device_bytes
+
+    @classmethod
+    def planned(
+        cls, workload: Workload, vocab: int, gpus: int, device_bytes: int, micro_batch: int, plan: dict[str, int]
+    ) -> FitRow:
+        """The row of ``workload`` on ``gpus`` GPUs of ``device_bytes`` at ``micro_batch`` from XLA's ``plan`` (its
+        parameter counts and bytes per device, ``pipeline.planning.xla_plans``): it fits where the plan's total is
+        within the share of the memory JAX reserves, at the paper's batch where it fits at the whole per-device
+        batch."""
+        devices, model = workload.devices(gpus), workload.run.model
+        per_device, usable = workload.batch_size // devices, int(device_bytes * gpu_memory_fraction())
+        fits = plan["total_bytes"] <= usable
+        return cls(
+            run_id=workload.run_id,
+            plan_key=plan_key(workload, vocab),
+            role=workload.kind,
+            family=model.family,
+            size=workload.run.size,
+            time_embed_dim=model.time_embed_dim,
+            seq_len=model.seq_len,
+            batch_size=workload.batch_size,
+            gpus=devices,
+            per_device_batch=per_device,
+            micro_batch=micro_batch,
+            accumulation=per_device // micro_batch,
+            **plan,
+            device_bytes=device_bytes,
+            usable_bytes=usable,
+            fits=fits,
+            fits_at_paper_batch=fits and micro_batch == per_device,
+        )
 
     @classmethod
     def from_csv(cls, row: dict[str, str]) -> FitRow:
@@ -281,24 +316,21 @@ class MeasuredTable:
         (docs/planning.md#after-a-preflight): a fine-tune of method m's, tokens/s_m × F_m / F (F: forward FLOPs per
         token), else its model's pretraining row's; rows of lm-eval, analyses and jobs no longer in the grid unread."""
         jobs, finetunes, config = self.grid.workloads, self.grid.finetunes, self.grid.config
-        by_model, flops_by_method = {}, {}
+        rates = {}  # a model's tokens/s by its throughput key; a fine-tune method's FLOP rate by its row kind
         for row in self.preflight_rows.values():
-            measured = jobs.get(row.run_id)
-            kind = measured.preflight_row_kind if measured is not None else None
-            if (row.device_label, row.verdict, kind) != (self.device, "ok", row.kind):
+            job = jobs.get(row.run_id)
+            if job is None or (row.device_label, row.verdict, row.kind) != (self.device, "ok", job.preflight_row_kind):
                 continue
-            if measured.run_id in finetunes:
-                method = finetunes[measured.run_id].finetune.method
-                flops_by_method[method] = row.tokens_per_s_per_device * model_cost(measured, config)[1]
+            if job.run_id in finetunes:
+                rates[row.kind] = row.tokens_per_s_per_device * model_cost(job, config)[1]
             else:
-                by_model[measured.throughput_key] = row.tokens_per_s_per_device
+                rates[job.throughput_key] = row.tokens_per_s_per_device
         throughput = {}
         for workload_id, workload in jobs.items():
-            method = finetunes[workload_id].finetune.method if workload_id in finetunes else None
-            if method in flops_by_method:
-                throughput[workload_id] = flops_by_method[method] / model_cost(workload, config)[1]
-            elif workload.throughput_key in by_model:
-                throughput[workload_id] = by_model[workload.throughput_key]
+            if workload_id in finetunes and workload.preflight_row_kind in rates:
+                throughput[workload_id] = rates[workload.preflight_row_kind] / model_cost(workload, config)[1]
+            elif workload.throughput_key in rates:
+                throughput[workload_id] = rates[workload.throughput_key]
         return throughput
 
     def tokens_per_s(self, workload: Workload) -> tuple[float, str] | None:
@@ -320,14 +352,14 @@ class MeasuredTable:
         if changed is not None:
             raise FitTableError(
                 f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) is stale: {changed} "
-                "changed since it was planned; plan it again."
+                f"changed since it was planned; {PLAN_ROW}."
             )
         usable = int(device_bytes * gpu_memory_fraction())
         if row.usable_bytes != usable:
             raise FitTableError(
                 f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) was planned for "
                 f"{row.usable_bytes / 1e9:g} GB usable per GPU, but JAX now reserves "
-                f"{usable / 1e9:g} GB ({GPU_MEMORY_FRACTION_ENV}); plan it again."
+                f"{usable / 1e9:g} GB ({GPU_MEMORY_FRACTION_ENV}); {PLAN_ROW}."
             )
         return row
 
