@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.artifacts import csv_text, markdown_table
+from pipeline.artifacts import atomic_write_text, csv_text, markdown_table
 from pipeline.config.site import Site
 from pipeline.execution.errors import RunStopped
 from pipeline.execution.job_env import gpu_memory_fraction
@@ -29,7 +29,7 @@ from pipeline.execution.progress import Progress
 from pipeline.execution.stop_signals import StopSignals
 from pipeline.planning.cost import DEVICES
 from pipeline.planning.grid import Grid, Workload, vocab_size
-from pipeline.planning.measured import FIT_COLUMNS, FitRow, plan_key
+from pipeline.planning.measured import FIT_COLUMNS, FitRow, plan_key, read_fit_rows
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
@@ -137,8 +137,6 @@ def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int], kept
     search. Each row is appended to ``kept`` as it completes, after the line of ``key`` (what the rows mean), and
     the jobs whose row ``kept`` holds for ``key`` are not planned again (``kept_rows``). A stop signal ends it
     between rows, and a planning process at once (its plans lost), with ``RunStopped``."""
-    from pipeline.artifacts import atomic_write_text
-
     requests, devices = [], []
     for (workload, gpus, _), vocab in zip(jobs, vocab_sizes, strict=True):
         devices.append(workload.devices(gpus))
@@ -257,9 +255,6 @@ def write_fit(
     the same jobs in an existing ``out_csv`` and the others are kept; without, the table holds the new rows only.
     The rows are kept as they complete beside ``out_csv`` (``rows_file``), for a rerun after a stop, under the
     ``jobs_digest`` of the jobs planned. Returns the new rows."""
-    from pipeline.artifacts import atomic_write_text
-    from pipeline.planning.measured import read_fit_rows
-
     jobs = planned_jobs(grid, device, gpus, site, run_ids, preflight_table)
     vocab_sizes = [vocab_size(grid.config, workload.tokenizer) for workload, _, _ in jobs]
     rows = fit_rows(jobs, vocab_sizes, rows_file(out_csv), jobs_digest(grid, jobs))

@@ -62,6 +62,20 @@ NOT_APPLICABLE = "n/a"
 """A report column that does not apply to its job's kind (lm-eval's training columns, a fine-tune's restore)."""
 
 
+def typed_row(cls: type, row: dict[str, str]) -> Any:
+    """A ``cls`` (``PreflightRow``, ``FitRow``) from a row as ``csv.DictReader`` reads it, each column parsed as its
+    field's type; a number None where empty or ``NOT_APPLICABLE`` (not measured, or not of its job's kind)."""
+
+    def parse(field: dataclasses.Field, value: str) -> Any:
+        if field.type in ("str", "bool"):
+            return value if field.type == "str" else value == "True"
+        if value in ("", NOT_APPLICABLE):
+            return None
+        return float(value) if field.type.startswith("float") else int(value)
+
+    return cls(**{field.name: parse(field, row[field.name]) for field in dataclasses.fields(cls)})
+
+
 @dataclasses.dataclass(frozen=True)
 class PreflightRow:
     """The columns of a report row that planning reads, typed."""
@@ -76,21 +90,13 @@ class PreflightRow:
     peak_memory_bytes: float | None
     budget_bytes: float | None
 
-    @classmethod
-    def from_csv(cls, row: dict[str, str]) -> PreflightRow:
-        """The row as the report's CSV holds it; a number None where it does not apply or was not measured."""
-        values = {field.name: row[field.name] for field in dataclasses.fields(cls)}
-        for name in ("tokens_per_s_per_device", "peak_memory_bytes", "budget_bytes"):
-            values[name] = None if values[name] in ("", NOT_APPLICABLE) else float(values[name])
-        return cls(**values)
-
 
 def read_preflight_rows(path: str | Path | None) -> dict[str, PreflightRow]:
     """The report's rows by shape id (empty without a report)."""
     if path is None or not Path(path).is_file():
         return {}
     with Path(path).open(newline="") as stream:
-        return {row["shape"]: PreflightRow.from_csv(row) for row in csv.DictReader(stream)}
+        return {row["shape"]: typed_row(PreflightRow, row) for row in csv.DictReader(stream)}
 
 
 def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float]:
@@ -191,19 +197,6 @@ class FitRow:
             fits_at_paper_batch=fits and micro_batch == per_device,
         )
 
-    @classmethod
-    def from_csv(cls, row: dict[str, str]) -> FitRow:
-        """A row as ``csv.DictReader`` reads it: numbers and verdicts parsed."""
-
-        def parse(field: dataclasses.Field, value: str) -> Any:
-            if field.type == "str":
-                return value
-            if field.type == "bool":
-                return value == "True"
-            return int(value) if value else None
-
-        return cls(**{field.name: parse(field, row[field.name]) for field in dataclasses.fields(cls)})
-
 
 FIT_COLUMNS = tuple(field.name for field in dataclasses.fields(FitRow))
 
@@ -236,7 +229,7 @@ def read_fit_rows(path: Path) -> list[FitRow]:
     rows = [row for row in raw if all(row.get(column) not in (None, "") for column in required)]
     if dropped := len(raw) - len(rows):
         logger.warning("%s: %d row(s) lack a column of this version's table and were dropped", path, dropped)
-    return [FitRow.from_csv(row) for row in rows]
+    return [typed_row(FitRow, row) for row in rows]
 
 
 def _plan_fields(spec_type: type, prefix: str) -> dict[str, str]:
