@@ -227,48 +227,23 @@ def tiny_dag_run(tiny_dag, tmp_path_factory):
 
 @pytest.fixture
 def planned_fit_row():
-    """A function giving a fit table row (``pipeline.planning.measured.FIT_COLUMNS``) for ``run_id`` of ``config``
-    as ``fit`` would plan it (its ``plan_key``, memory and usable share) on ``gpus`` GPUs at ``micro_batch``; byte
-    columns 0. ``fits_at_paper_batch``: the whole per-GPU batch unless given."""
-    from pipeline.execution.job_env import gpu_memory_fraction
-    from pipeline.planning.grid import Grid, vocab_size
-    from pipeline.planning.measured import FIT_COLUMNS, FitRow, plan_key
+    """A function giving a fit table row (``pipeline.planning.measured.FitRow.planned``) for ``run_id`` of ``config``
+    on ``gpus`` GPUs at ``micro_batch``; byte columns 0, or a total over the GPU's memory where it ``fits`` not.
+    ``fits_at_paper_batch``: at the whole per-GPU batch unless given."""
+    import dataclasses
 
-    def row(
-        config: dict,
-        run_id: str,
-        gpus: int,
-        micro_batch: int,
-        *,
-        device_bytes: int = 80 * 10**9,
-        fits: bool = True,
-        fits_at_paper_batch: bool | None = None,
-    ) -> FitRow:
+    from pipeline.planning.grid import Grid, vocab_size
+    from pipeline.planning.measured import FitRow
+
+    def row(config, run_id, gpus, micro_batch, *, device_bytes=80 * 10**9, fits=True, fits_at_paper_batch=None):
         workload = Grid.load(config).workloads[run_id]
-        per_device = workload.batch_size // gpus
-        return FitRow(
-            **{
-                **dict.fromkeys(FIT_COLUMNS, 0),
-                "run_id": run_id,
-                "plan_key": plan_key(workload, vocab_size(config, workload.tokenizer)),
-                "role": workload.kind,
-                "family": workload.run.model.family,
-                "size": workload.run.size,
-                "time_embed_dim": workload.run.model.time_embed_dim,
-                "seq_len": workload.run.model.seq_len,
-                "batch_size": workload.batch_size,
-                "gpus": gpus,
-                "per_device_batch": per_device,
-                "micro_batch": micro_batch,
-                "accumulation": per_device // micro_batch,
-                "device_bytes": device_bytes,
-                "usable_bytes": int(device_bytes * gpu_memory_fraction()),
-                "fits": fits,
-                "fits_at_paper_batch": micro_batch == per_device
-                if fits_at_paper_batch is None
-                else fits_at_paper_batch,
-            }
+        plan = dict.fromkeys(("parameters", "trainable_parameters", "param_bytes", "replicated_param_bytes"), 0)
+        plan |= {"optimizer_bytes": 0, "temp_bytes": 0, "total_bytes": 0 if fits else device_bytes}
+        planned = FitRow.planned(
+            workload, vocab_size(config, workload.tokenizer), gpus, device_bytes, micro_batch, plan
         )
+        at_batch = planned.fits_at_paper_batch if fits_at_paper_batch is None else fits_at_paper_batch
+        return dataclasses.replace(planned, fits_at_paper_batch=at_batch)
 
     return row
 
@@ -293,17 +268,10 @@ def paper_fit_table(planned_fit_row):
         grid = Grid.load(config)
         jobs = JobSizing(grid, site)
         rows = []
-        for run_id, job in grid.training.items():
-            gpus = jobs.training_gpu_count(run_id)
+        for run_id, job in {**grid.training, **grid.probes}.items():
+            gpus = jobs.gpu_count(run_id)
             micro_batch = micro_batches.get(run_id, job.train.batch_size // gpus)
             rows.append(planned_fit_row(config, run_id, gpus, micro_batch, device_bytes=site.gpu_memory_bytes))
-        for probe_id, probe in grid.probes.items():
-            gpus = jobs.gpu_count(probe_id)
-            rows.append(
-                planned_fit_row(
-                    config, probe_id, gpus, probe.train.batch_size // gpus, device_bytes=site.gpu_memory_bytes
-                )
-            )
         table = workdir / "results" / "paper" / "fit.csv"
         table.parent.mkdir(parents=True, exist_ok=True)
         table.write_text(fit_table(rows)[1])

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.artifacts import csv_text, markdown_table
+from pipeline.artifacts import atomic_write_text, csv_text, markdown_table
 from pipeline.config.site import Site
 from pipeline.execution.errors import RunStopped
 from pipeline.execution.job_env import gpu_memory_fraction
@@ -29,8 +29,7 @@ from pipeline.execution.progress import Progress
 from pipeline.execution.stop_signals import StopSignals
 from pipeline.planning.cost import DEVICES
 from pipeline.planning.grid import Grid, Workload, vocab_size
-from pipeline.planning.measured import FIT_COLUMNS, FitRow, plan_key
-from pipeline.planning.xla_plans import PLAN_BYTES
+from pipeline.planning.measured import FIT_COLUMNS, FitRow, plan_key, read_fit_rows
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
@@ -96,38 +95,15 @@ def fit_run(
     planned again (``plans``, as ``plans_in_subprocess``) at the largest micro-batch (a divisor of the per-device
     batch) that the plan's temporaries, scaled linearly with the micro-batch, predict to fit, lowered further until
     XLA's plan fits (or one example per device does not). Downstream rows are planned at lm-eval's batch only."""
-    devices = workload.devices(gpus)
-    per_device = workload.batch_size // devices
-    micro_batch = per_device
-    usable = int(device_bytes * gpu_memory_fraction())
-    fits_at_batch = plan["total_bytes"] <= usable
-    while workload.trains and plan["total_bytes"] > usable and micro_batch > 1:
-        fixed = plan["total_bytes"] - plan["temp_bytes"]
-        predicted = max(1, int(micro_batch * (usable - fixed) / plan["temp_bytes"]))
-        micro_batch = max(d for d in range(1, micro_batch) if per_device % d == 0 and d <= predicted)
-        plan = plans([(workload, vocab_size, micro_batch)], devices)[0]
-        logger.info(
-            "%s: micro-batch %d plans %.1f GB per device", workload.run_id, micro_batch, plan["total_bytes"] / 1e9
-        )
-    return FitRow(
-        run_id=workload.run_id,
-        plan_key=plan_key(workload, vocab_size),
-        role=workload.kind,
-        family=workload.run.model.family,
-        size=workload.run.size,
-        time_embed_dim=workload.run.model.time_embed_dim,
-        seq_len=workload.run.model.seq_len,
-        batch_size=workload.batch_size,
-        gpus=devices,
-        per_device_batch=per_device,
-        micro_batch=micro_batch,
-        accumulation=per_device // micro_batch,
-        **{key: plan[key] for key in PLAN_BYTES},
-        device_bytes=device_bytes,
-        usable_bytes=usable,
-        fits=plan["total_bytes"] <= usable,
-        fits_at_paper_batch=fits_at_batch,
-    )
+    row = FitRow.planned(workload, vocab_size, gpus, device_bytes, workload.batch_size // workload.devices(gpus), plan)
+    while workload.trains and not row.fits and row.micro_batch > 1:
+        fixed = row.total_bytes - row.temp_bytes
+        predicted = max(1, int(row.micro_batch * (row.usable_bytes - fixed) / row.temp_bytes))
+        micro_batch = max(d for d in range(1, row.micro_batch) if row.per_device_batch % d == 0 and d <= predicted)
+        plan = plans([(workload, vocab_size, micro_batch)], row.gpus)[0]
+        row = FitRow.planned(workload, vocab_size, gpus, device_bytes, micro_batch, plan)
+        logger.info("%s: micro-batch %d plans %.1f GB per device", workload.run_id, micro_batch, row.total_bytes / 1e9)
+    return row
 
 
 def rows_file(out_csv: Path) -> Path:
@@ -161,8 +137,6 @@ def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int], kept
     search. Each row is appended to ``kept`` as it completes, after the line of ``key`` (what the rows mean), and
     the jobs whose row ``kept`` holds for ``key`` are not planned again (``kept_rows``). A stop signal ends it
     between rows, and a planning process at once (its plans lost), with ``RunStopped``."""
-    from pipeline.artifacts import atomic_write_text
-
     requests, devices = [], []
     for (workload, gpus, _), vocab in zip(jobs, vocab_sizes, strict=True):
         devices.append(workload.devices(gpus))
@@ -281,9 +255,6 @@ def write_fit(
     the same jobs in an existing ``out_csv`` and the others are kept; without, the table holds the new rows only.
     The rows are kept as they complete beside ``out_csv`` (``rows_file``), for a rerun after a stop, under the
     ``jobs_digest`` of the jobs planned. Returns the new rows."""
-    from pipeline.artifacts import atomic_write_text
-    from pipeline.planning.measured import read_fit_rows
-
     jobs = planned_jobs(grid, device, gpus, site, run_ids, preflight_table)
     vocab_sizes = [vocab_size(grid.config, workload.tokenizer) for workload, _, _ in jobs]
     rows = fit_rows(jobs, vocab_sizes, rows_file(out_csv), jobs_digest(grid, jobs))

@@ -14,7 +14,7 @@ from typing import Any
 from pipeline.config.site import Site, preset_results
 from pipeline.data.rates import data_job_minutes
 from pipeline.planning.grid import Grid
-from pipeline.planning.measured import FitTableError, MeasuredTable
+from pipeline.planning.measured import PLAN_ROW, FitTableError, MeasuredTable
 from pipeline.planning.placement import (
     JobKind,
     JobRequest,
@@ -161,8 +161,7 @@ class JobSizing:
             raise FitTableError(
                 f"{self.measured.fit_table}: no row for {workload_id} on {gpus} GPU(s) of "
                 f"{self.site.gpu_memory_gb:g} GB (the preflight's throughput gave it GPUs the table was "
-                "not planned for); run the command again, which plans it first, or set its "
-                "train.micro_batch_size in the preset."
+                f"not planned for); {PLAN_ROW}, or set its train.micro_batch_size in the preset."
             )
         if not row.fits:
             more = "more GPUs (a lower target_runtime_min)"
@@ -171,7 +170,7 @@ class JobSizing:
             raise FitTableError(
                 f"{self.measured.fit_table}: run {workload_id} does not fit in {self.site.gpu_memory_gb:g} GB "
                 f"per GPU on {gpus} GPU(s) even at micro-batch 1; give it {more} or GPUs with more "
-                "memory (gpu_memory_gb) in the site file, then plan it again."
+                f"memory (gpu_memory_gb) in the site file, then {PLAN_ROW}."
             )
         return row.micro_batch
 
@@ -217,7 +216,7 @@ class JobSizing:
                     f"{self._workloads[probe_id].batch_size} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB"
                     f"{' (no row)' if row is None else ''}, and a probe "
                     "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
-                    "(gpu_memory_gb) or more per node (gpus_per_node), then plan it again."
+                    f"(gpu_memory_gb) or more per node (gpus_per_node), then {PLAN_ROW}."
                 )
         return site_request(
             self.site, f"memory probe {probe_id}", JobKind.GPU, gpus, GPU_ANALYSIS_MINUTES["memory_probe"]

@@ -49,6 +49,10 @@ class FitTableError(ValueError):
     """A training job or memory probe has no usable fit row (missing, stale, or fits at no micro-batch)."""
 
 
+PLAN_ROW = "plan it with `snakemake --profile profiles/slurm fit` and this call's --config"
+"""How a sentence refusing a fit row ends: the command that plans the table (docs/cluster.md#fit-on-a-cluster)."""
+
+
 def preflight_path(preset: str) -> Path:
     """The preflight report the cost preview reads by default (``results/<preset>/preflight.csv``)."""
     return preset_results(None, preset) / "preflight.csv"
@@ -56,6 +60,20 @@ def preflight_path(preset: str) -> Path:
 
 NOT_APPLICABLE = "n/a"
 """A report column that does not apply to its job's kind (lm-eval's training columns, a fine-tune's restore)."""
+
+
+def typed_row(cls: type, row: dict[str, str]) -> Any:
+    """A ``cls`` (``PreflightRow``, ``FitRow``) from a row as ``csv.DictReader`` reads it, each column parsed as its
+    field's type; a number None where empty or ``NOT_APPLICABLE`` (not measured, or not of its job's kind)."""
+
+    def parse(field: dataclasses.Field, value: str) -> Any:
+        if field.type in ("str", "bool"):
+            return value if field.type == "str" else value == "True"
+        if value in ("", NOT_APPLICABLE):
+            return None
+        return float(value) if field.type.startswith("float") else int(value)
+
+    return cls(**{field.name: parse(field, row[field.name]) for field in dataclasses.fields(cls)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,21 +90,13 @@ class PreflightRow:
     peak_memory_bytes: float | None
     budget_bytes: float | None
 
-    @classmethod
-    def from_csv(cls, row: dict[str, str]) -> PreflightRow:
-        """The row as the report's CSV holds it; a number None where it does not apply or was not measured."""
-        values = {field.name: row[field.name] for field in dataclasses.fields(cls)}
-        for name in ("tokens_per_s_per_device", "peak_memory_bytes", "budget_bytes"):
-            values[name] = None if values[name] in ("", NOT_APPLICABLE) else float(values[name])
-        return cls(**values)
-
 
 def read_preflight_rows(path: str | Path | None) -> dict[str, PreflightRow]:
     """The report's rows by shape id (empty without a report)."""
     if path is None or not Path(path).is_file():
         return {}
     with Path(path).open(newline="") as stream:
-        return {row["shape"]: PreflightRow.from_csv(row) for row in csv.DictReader(stream)}
+        return {row["shape"]: typed_row(PreflightRow, row) for row in csv.DictReader(stream)}
 
 
 def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float]:
@@ -157,17 +167,35 @@ class FitRow:
         return self.run_id, self.gpus, self.device_bytes
 
     @classmethod
-    def from_csv(cls, row: dict[str, str]) -> FitRow:
-        """A row as ``csv.DictReader`` reads it: numbers and verdicts parsed."""
-
-        def parse(field: dataclasses.Field, value: str) -> Any:
-            if field.type == "str":
-                return value
-            if field.type == "bool":
-                return value == "True"
-            return int(value) if value else None
-
-        return cls(**{field.name: parse(field, row[field.name]) for field in dataclasses.fields(cls)})
+    def planned(
+        cls, workload: Workload, vocab: int, gpus: int, device_bytes: int, micro_batch: int, plan: dict[str, int]
+    ) -> FitRow:
+        """The row of ``workload`` on ``gpus`` GPUs of ``device_bytes`` at ``micro_batch`` from XLA's ``plan`` (its
+        parameter counts and bytes per device, ``pipeline.planning.xla_plans``): it fits where the plan's total is
+        within the share of the memory JAX reserves, at the paper's batch where it fits at the whole per-device
+        batch."""
+        devices, model = workload.devices(gpus), workload.run.model
+        per_device, usable = workload.batch_size // devices, int(device_bytes * gpu_memory_fraction())
+        fits = plan["total_bytes"] <= usable
+        return cls(
+            run_id=workload.run_id,
+            plan_key=plan_key(workload, vocab),
+            role=workload.kind,
+            family=model.family,
+            size=workload.run.size,
+            time_embed_dim=model.time_embed_dim,
+            seq_len=model.seq_len,
+            batch_size=workload.batch_size,
+            gpus=devices,
+            per_device_batch=per_device,
+            micro_batch=micro_batch,
+            accumulation=per_device // micro_batch,
+            **plan,
+            device_bytes=device_bytes,
+            usable_bytes=usable,
+            fits=fits,
+            fits_at_paper_batch=fits and micro_batch == per_device,
+        )
 
 
 FIT_COLUMNS = tuple(field.name for field in dataclasses.fields(FitRow))
@@ -201,7 +229,7 @@ def read_fit_rows(path: Path) -> list[FitRow]:
     rows = [row for row in raw if all(row.get(column) not in (None, "") for column in required)]
     if dropped := len(raw) - len(rows):
         logger.warning("%s: %d row(s) lack a column of this version's table and were dropped", path, dropped)
-    return [FitRow.from_csv(row) for row in rows]
+    return [typed_row(FitRow, row) for row in rows]
 
 
 def _plan_fields(spec_type: type, prefix: str) -> dict[str, str]:
@@ -281,24 +309,21 @@ class MeasuredTable:
         (docs/planning.md#after-a-preflight): a fine-tune of method m's, tokens/s_m × F_m / F (F: forward FLOPs per
         token), else its model's pretraining row's; rows of lm-eval, analyses and jobs no longer in the grid unread."""
         jobs, finetunes, config = self.grid.workloads, self.grid.finetunes, self.grid.config
-        by_model, flops_by_method = {}, {}
+        rates = {}  # a model's tokens/s by its throughput key; a fine-tune method's FLOP rate by its row kind
         for row in self.preflight_rows.values():
-            measured = jobs.get(row.run_id)
-            kind = measured.preflight_row_kind if measured is not None else None
-            if (row.device_label, row.verdict, kind) != (self.device, "ok", row.kind):
+            job = jobs.get(row.run_id)
+            if job is None or (row.device_label, row.verdict, row.kind) != (self.device, "ok", job.preflight_row_kind):
                 continue
-            if measured.run_id in finetunes:
-                method = finetunes[measured.run_id].finetune.method
-                flops_by_method[method] = row.tokens_per_s_per_device * model_cost(measured, config)[1]
+            if job.run_id in finetunes:
+                rates[row.kind] = row.tokens_per_s_per_device * model_cost(job, config)[1]
             else:
-                by_model[measured.throughput_key] = row.tokens_per_s_per_device
+                rates[job.throughput_key] = row.tokens_per_s_per_device
         throughput = {}
         for workload_id, workload in jobs.items():
-            method = finetunes[workload_id].finetune.method if workload_id in finetunes else None
-            if method in flops_by_method:
-                throughput[workload_id] = flops_by_method[method] / model_cost(workload, config)[1]
-            elif workload.throughput_key in by_model:
-                throughput[workload_id] = by_model[workload.throughput_key]
+            if workload_id in finetunes and workload.preflight_row_kind in rates:
+                throughput[workload_id] = rates[workload.preflight_row_kind] / model_cost(workload, config)[1]
+            elif workload.throughput_key in rates:
+                throughput[workload_id] = rates[workload.throughput_key]
         return throughput
 
     def tokens_per_s(self, workload: Workload) -> tuple[float, str] | None:
@@ -320,14 +345,14 @@ class MeasuredTable:
         if changed is not None:
             raise FitTableError(
                 f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) is stale: {changed} "
-                "changed since it was planned; plan it again."
+                f"changed since it was planned; {PLAN_ROW}."
             )
         usable = int(device_bytes * gpu_memory_fraction())
         if row.usable_bytes != usable:
             raise FitTableError(
                 f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) was planned for "
                 f"{row.usable_bytes / 1e9:g} GB usable per GPU, but JAX now reserves "
-                f"{usable / 1e9:g} GB ({GPU_MEMORY_FRACTION_ENV}); plan it again."
+                f"{usable / 1e9:g} GB ({GPU_MEMORY_FRACTION_ENV}); {PLAN_ROW}."
             )
         return row
 

@@ -45,7 +45,8 @@ class JobKind(enum.StrEnum):
 
 @dataclasses.dataclass(frozen=True)
 class Placement:
-    """Where a kind of job runs, as sbatch options; ``signal_lead_s``: a resumable job's walltime warning (0: none)."""
+    """Where a kind of job runs, as sbatch options; ``resumable``: the kind's (``JobKind.resumable``), with its
+    walltime warning ``signal_lead_s`` (0: none)."""
 
     partition: str
     account: str | None = None
@@ -53,6 +54,7 @@ class Placement:
     constraint: str | None = None
     sbatch_flags: tuple[str, ...] = ()
     signal_lead_s: int = 0
+    resumable: bool = False
 
     def flags(self, minutes: int | None = None) -> tuple[str, ...]:
         """``sbatch_flags`` and ``--signal=URG@<lead>`` for a job of ``minutes`` (None: unknown, the lead uncapped); the
@@ -85,24 +87,26 @@ class JobRequest:
 
     def resources(self) -> dict:
         """The request under Snakemake's and the SLURM executor plugin's resource names, plus the pipeline's own
-        (``micro_batch``, ``chunks``) that a rule's shell command reads."""
-        values = {"gpu": self.gpus, "micro_batch": self.micro_batch}
-        if self.placement is not None:
-            values |= {
-                "slurm_partition": self.placement.partition,
-                "slurm_account": self.placement.account,
-                "qos": self.placement.qos,
-                "constraint": self.placement.constraint,
-                "slurm_extra": " ".join(self.sbatch_flags),
+        (``micro_batch``, ``chunks``) that a rule's shell command reads; what it leaves unset left out (a local job's
+        placement, a site's unset option, a micro-batch but for training, chunks but for a resumable job)."""
+        values = {"gpu": self.gpus}
+        if (where := self.placement) is not None:
+            values = {
+                "slurm_partition": where.partition,
                 "nodes": 1,
-                "gpu_model": self.gpu_model,
+                "gpu": self.gpus,
                 "cpus_per_task": self.cpus,
                 "mem_mb": self.mem_mb,
                 "runtime": self.minutes,
                 "needed_min": self.minutes if self.needed_minutes is None else self.needed_minutes,
-                "chunks": self.chunks,
+                "slurm_account": where.account,
+                "qos": where.qos,
+                "constraint": where.constraint,
+                "slurm_extra": " ".join(self.sbatch_flags),
+                "gpu_model": self.gpu_model,
             }
-        return values
+        values |= {"micro_batch": self.micro_batch, "chunks": self.chunks if where and where.resumable else None}
+        return {name: value for name, value in values.items() if value not in (None, "")}
 
     def for_preflight(self, minutes: int) -> JobRequest:
         """The request of the preflight job that stands for this one: ``minutes`` in one chunk (no site: unchanged)."""
@@ -155,6 +159,7 @@ def placement(site: Site, kind: JobKind) -> Placement:
         site.gpu_constraint if on_gpus else site.cpu_constraint,
         tuple(flags),
         site.signal_lead_s if kind.resumable else 0,
+        kind.resumable,
     )
 
 
@@ -196,24 +201,13 @@ def site_request(
     granted, chunks = walltime(site, job, kind, minutes)
     if site.gpus_per_node == 0:
         return JobRequest(0, micro_batch, where, None, site.cpu_max_cpus, site.cpu_max_mem_mb, granted, minutes, chunks)
-    cpus, mem_mb = site.cpus_per_gpu * gpus, site.mem_mb_per_gpu * gpus
-    return JobRequest(gpus, micro_batch, where, site.gpu_model, cpus, mem_mb, granted, minutes, chunks)
+    cpus, mem_mb, model = site.cpus_per_gpu * gpus, site.mem_mb_per_gpu * gpus, site.gpu_model if kind.on_gpu else None
+    return JobRequest(gpus, micro_batch, where, model, cpus, mem_mb, granted, minutes, chunks)
 
 
 def resource_names(site: Site | None, kind: JobKind) -> list[str]:
-    """The Snakemake resources each job of ``kind`` has (``JobRequest.resources``), the options the site leaves unset
-    left out."""
-    micro_batch = ["micro_batch"] if kind is JobKind.TRAINING else []
-    if site is None:
-        return ["gpu", *micro_batch]
-    where = placement(site, kind)
-    optional = {
-        "slurm_account": where.account,
-        "qos": where.qos,
-        "constraint": where.constraint,
-        "slurm_extra": where.flags(),
-        "gpu_model": kind.on_gpu and site.gpus_per_node and site.gpu_model,
-    }
-    names = ["slurm_partition", "nodes", "gpu", "cpus_per_task", "mem_mb", "runtime", "needed_min"]
-    chunks = ["chunks"] if kind.resumable else []
-    return names + [name for name, value in optional.items() if value] + micro_batch + chunks
+    """The Snakemake resources each job of ``kind`` has: those a request of the kind renders at ``site``
+    (``JobRequest.resources``), a training job's micro-batch included."""
+    micro_batch = 0 if kind is JobKind.TRAINING else None
+    sample = JobRequest(0, micro_batch) if site is None else site_request(site, "", kind, 1, 1, micro_batch)
+    return list(sample.resources())

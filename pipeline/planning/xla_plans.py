@@ -18,10 +18,6 @@ import tempfile
 from pathlib import Path
 
 from pipeline.planning.grid import Workload
-from pipeline.planning.measured import FIT_COLUMNS
-
-PLAN_BYTES = FIT_COLUMNS[FIT_COLUMNS.index("parameters") : FIT_COLUMNS.index("device_bytes")]
-"""What a plan gives a fit row: parameter counts and bytes per device."""
 
 
 def per_device_bytes(tree) -> int:
@@ -49,8 +45,8 @@ def replicated_parameters(model) -> dict[str, int]:
 
 
 def plan_columns(model, trainable, opt_state, plan) -> dict[str, int]:
-    """The ``PLAN_BYTES`` of a compiled ``plan`` whose state is the abstract, laid-out ``model``, its ``trainable``
-    part and ``opt_state`` (None: nothing)."""
+    """A fit row's parameter counts and bytes per device (``measured.FitRow``) of a compiled ``plan`` whose state is
+    the abstract, laid-out ``model``, its ``trainable`` part and ``opt_state`` (None: nothing)."""
     from pipeline.models.param_count import count_leaves
     from pipeline.train.step_plan import compiled_peak_bytes
 

@@ -81,7 +81,8 @@ def fake_plan(per_example_bytes: int, fixed_bytes: int):
             temp = per_example_bytes * micro_batch
             results.append(
                 {
-                    **dict.fromkeys(fit.PLAN_BYTES, 1),
+                    "parameters": 1,
+                    "trainable_parameters": 1,
                     "param_bytes": fixed_bytes,
                     "replicated_param_bytes": 0,
                     "optimizer_bytes": 0,
@@ -99,29 +100,25 @@ def medium_gpt() -> Pretraining:
 
 
 @pytest.mark.parametrize(
-    ("per_example", "expected_micro_batch", "fits_at_batch"),
-    [(10**9, 32, True), (2.1 * 10**9, 16, False), (3 * 10**9, 16, False), (9 * 10**9, 4, False)],
+    ("per_example", "fixed", "micro_batch", "fits"),
+    [
+        (10**9, 5 * 10**9, 32, "yes"),
+        (2.1 * 10**9, 5 * 10**9, 16, "with accumulation"),
+        (3 * 10**9, 5 * 10**9, 16, "with accumulation"),
+        (9 * 10**9, 5 * 10**9, 4, "with accumulation"),
+        (10**9, 90 * 10**9, 1, "no"),
+    ],
 )
-def test_micro_batch_is_the_largest_divisor_that_fits(
-    monkeypatch, tmp_path, per_example, expected_micro_batch, fits_at_batch
-):
+def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, tmp_path, per_example, fixed, micro_batch, fits):
     """Fits means within the 90 % of the GPU's 80 GB that a job's JAX reserves (72 GB): 32 × 2.1 GB + 5 GB = 72.2 GB
-    and 8 × 9 GB + 5 GB = 77 GB would fit in 80 GB but not in what JAX takes."""
+    and 8 × 9 GB + 5 GB = 77 GB would fit in 80 GB but not in what JAX takes; 90 GB fixed fits at no micro-batch."""
     workload = medium_gpt()  # batch 256 → 32 per device on 8
-    plans, calls = fake_plan(per_example, 5 * 10**9)
+    plans, calls = fake_plan(per_example, fixed)
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
     [row] = fit.fit_rows([(workload, 8, 80 * 10**9)], [50257], tmp_path / "rows.jsonl", "key")
-    assert (row.micro_batch, row.fits_at_paper_batch, row.fits) == (expected_micro_batch, fits_at_batch, True)
+    assert (row.micro_batch, row.fits_at_paper_batch, row.fits) == (micro_batch, fits == "yes", fits != "no")
     assert row.accumulation * row.micro_batch * row.gpus == workload.batch_size
-    assert calls[0] == 32 and len(calls) <= 3
-
-
-def test_a_run_that_fits_at_no_micro_batch_says_so(monkeypatch, tmp_path):
-    plans, _ = fake_plan(10**9, 90 * 10**9)
-    monkeypatch.setattr(fit, "plans_in_subprocess", plans)
-    [row] = fit.fit_rows([(medium_gpt(), 8, 80 * 10**9)], [50257], tmp_path / "rows.jsonl", "key")
-    assert (row.micro_batch, row.fits) == (1, False)
-    assert "| no |" in fit.fit_table([row])[0]
+    assert calls[0] == 32 and len(calls) <= 3 + (fits == "no") and f"| {fits} |" in fit.fit_table([row])[0]
 
 
 def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypatch, tmp_path):
@@ -195,28 +192,12 @@ def test_the_fit_rules_parameter_changes_with_what_a_row_means_and_only_then():
 
     config = load_preset({"preset": "paper"})
     digest = fit.plans_digest(Grid.load(config), "h100", 8, None)
-    runs = config["pretrain"]["owt-small"]
-    retuned = {
-        **config,
-        "pretrain": {
-            **config["pretrain"],
-            "owt-small": {**runs, "train": {**runs["train"], "lr": 1e-4, "steps": 1000}},
-        },
-    }
-    reshaped = {**config, "sizes": {**config["sizes"], "small": {**config["sizes"]["small"], "seq_len": 512}}}
-    assert fit.plans_digest(Grid.load(load_preset(retuned)), "h100", 8, None) == digest
-    assert fit.plans_digest(Grid.load(load_preset(reshaped)), "h100", 8, None) != digest
-    assert (
-        len(
-            {
-                digest,
-                fit.plans_digest(Grid.load(config), "h100", 4, None),
-                fit.plans_digest(Grid.load(config), "h200", 8, None),
-                fit.plans_digest(Grid.load(config), None, None, load_site(EXAMPLE)),
-            }
-        )
-        == 4
-    )
+    retuned = load_preset({"preset": "paper", "pretrain": {"owt-small": {"train": {"lr": 1e-4, "steps": 1000}}}})
+    reshaped = load_preset({"preset": "paper", "sizes": {"small": {"seq_len": 512}}})
+    assert fit.plans_digest(Grid.load(retuned), "h100", 8, None) == digest
+    assert fit.plans_digest(Grid.load(reshaped), "h100", 8, None) != digest
+    elsewhere = [("h100", 4, None), ("h200", 8, None), (None, None, load_site(EXAMPLE))]
+    assert len({digest, *(fit.plans_digest(Grid.load(config), *where) for where in elsewhere)}) == 4
 
 
 TINY_LORA, TINY_FULL, TINY_DOWNSTREAM = (
@@ -242,7 +223,9 @@ def tiny_rows(tmp_path_factory):
     return {row.run_id: row for row in rows}, (out / "fit.csv").read_text()
 
 
-def test_a_finetune_and_a_downstream_run_are_planned(tiny_rows):
+def test_a_finetune_and_a_downstream_run_are_planned_and_lora_plans_fewer_optimizer_bytes_than_full(tiny_rows):
+    """LoRA's optimizer holds state for the adapters and embeddings only, though its model has more parameters (the
+    frozen resampled weights + the adapters); lm-eval's forward pass holds no optimizer state."""
     rows, table = tiny_rows
     assert [(rows[run_id].role, rows[run_id].gpus) for run_id in (TINY_LORA, TINY_FULL, TINY_DOWNSTREAM)] == [
         ("finetune", 2),
@@ -250,26 +233,13 @@ def test_a_finetune_and_a_downstream_run_are_planned(tiny_rows):
         ("downstream", 1),
     ]
     assert table.splitlines()[0].startswith("run_id,plan_key,role,")
-    full = rows[TINY_FULL]
+    lora, full, downstream = rows[TINY_LORA], rows[TINY_FULL], rows[TINY_DOWNSTREAM]
     assert full.trainable_parameters == full.parameters > 0
-    assert 0 < full.param_bytes < full.total_bytes and full.temp_bytes > 0
-
-
-def test_lora_plans_fewer_optimizer_bytes_than_full(tiny_rows):
-    """LoRA's optimizer holds state for the adapters and embeddings only, though its model has more parameters
-    (the frozen resampled weights + the adapters)."""
-    rows, _ = tiny_rows
-    lora, full = rows[TINY_LORA], rows[TINY_FULL]
-    assert lora.parameters > full.parameters
-    assert lora.trainable_parameters < full.trainable_parameters
+    assert lora.parameters > full.parameters and lora.trainable_parameters < full.trainable_parameters
     assert 0 < lora.optimizer_bytes < full.optimizer_bytes
-
-
-def test_downstream_row_has_no_optimizer_state(tiny_rows):
-    rows, _ = tiny_rows
-    downstream = rows[TINY_DOWNSTREAM]
     assert (downstream.optimizer_bytes, downstream.trainable_parameters, downstream.batch_size) == (0, 0, 32)
-    assert 0 < downstream.param_bytes < downstream.total_bytes and downstream.temp_bytes > 0
+    for row in (full, downstream):
+        assert 0 < row.param_bytes < row.total_bytes and row.temp_bytes > 0
 
 
 @pytest.mark.parametrize(("micro_batch", "expected"), [(None, -1), (4, 4)])

@@ -35,7 +35,7 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
     small, biggest = jobs.training("wt103-small-gpt"), jobs.training("owt-llama1b-diffeq_llama")
     hours = jobs.cost("owt-llama1b-diffeq_llama")["gpu_hours"]
     assert small.gpus < biggest.gpus == 8 and small.minutes < biggest.minutes
-    training, needed = Placement("gpu", signal_lead_s=600), training_minutes(hours, 8, SITE)
+    training, needed = Placement("gpu", signal_lead_s=600, resumable=True), training_minutes(hours, 8, SITE)
     assert biggest == JobRequest(
         gpus=8, micro_batch=0, placement=training, cpus=64, mem_mb=512000, minutes=needed, needed_minutes=needed
     )
@@ -133,8 +133,6 @@ def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
     paper = load_preset({"preset": "paper"})
     assert JobSizing(Grid.load(paper), SHORT_SITE).cpu("fit").minutes == 720
     assert JobSizing(Grid.load(paper), SHORT_SITE).gpu_analysis("frontier", "owt-large-diffeq").minutes == 240
-    everywhere = JobSizing(Grid.load(paper), dataclasses.replace(SHORT_SITE, cpu_max_runtime_min=None))
-    assert everywhere.cpu("fit").chunks > 1, "the fit keeps its rows: a chain, not a clipped job"
     with pytest.raises(
         WalltimeError,
         match="frontier of run owt-large-diffeq needs an estimated 240 min but partition 'gpu' allows 200 min",
@@ -196,26 +194,11 @@ def write_fit_rows(path, rows):
     return path
 
 
-def test_a_training_job_without_a_planned_row_stops_the_workflow_unless_its_preset_sets_a_micro_batch(tmp_path):
-    """Without a fit row a job would train its whole per-GPU batch at once (at paper scale: out of memory), so it
-    stops the DAG build in one sentence; a micro-batch the preset sets is used as it is."""
-    table = write_fit_rows(tmp_path / "fit.csv", [])
-    config = load_preset({"preset": "paper"})
-    with pytest.raises(ValueError) as error:
-        JobSizing(Grid.load(config), SITE, fit_table=table).training("owt-small-gpt")
-    assert str(error.value) == (
-        f"{table}: no row for owt-small-gpt on 1 GPU(s) of 80 GB (the preflight's throughput gave it GPUs the "
-        "table was not planned for); run the command again, which plans it first, or set its "
-        "train.micro_batch_size in the preset."
-    )
-    runs = config["pretrain"]["owt-small"]
-    config["pretrain"]["owt-small"] = {**runs, "train": {**runs["train"], "micro_batch_size": 8}}
-    assert JobSizing(Grid.load(config), SITE, fit_table=table).training("owt-small-gpt").micro_batch == 8
-
-
 def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gpus(tmp_path, planned_fit_row):
     """owt-small-gpt gets 1 GPU at the example site: its row at 1 GPU of 80 GB gives the micro-batch, unless the
-    preset sets one; a row planned at 8 GPUs, or for another memory, is not this job's (so the job has no row)."""
+    preset sets one; a row planned at 8 GPUs, or for another memory, is not this job's: without a row a job would
+    train its whole per-GPU batch at once (at paper scale: out of memory), so it stops the DAG build in one sentence
+    naming the command that plans the row."""
     config = load_preset({"preset": "paper"})
     table = write_fit_rows(
         tmp_path / "fit.csv",
@@ -228,30 +211,24 @@ def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gp
     jobs = JobSizing(Grid.load(config), SITE, fit_table=table)
     assert [jobs.training_gpu_count(run) for run in ("owt-small-gpt", "owt-small-diffeq")] == [1, 1]
     assert jobs.training("owt-small-gpt").micro_batch == 16
-    runs = config["pretrain"]["owt-small"]
-    chosen = {
-        **config,
-        "pretrain": {**config["pretrain"], "owt-small": {**runs, "train": {**runs["train"], "micro_batch_size": 8}}},
-    }
-    chosen_shape = JobSizing(Grid.load(load_preset(chosen)), SITE, fit_table=table).training("owt-small-gpt")
+    chosen = load_preset({"preset": "paper", "pretrain": {"owt-small": {"train": {"micro_batch_size": 8}}}})
+    chosen_shape = JobSizing(Grid.load(chosen), SITE, fit_table=table).training("owt-small-gpt")
     assert chosen_shape.micro_batch == 8, "a micro-batch the preset sets wins over the table's"
-    wrong = {
-        **config,
-        "pretrain": {
-            **config["pretrain"],
-            "owt-medium": {
-                **config["pretrain"]["owt-medium"],
-                "train": {**config["pretrain"]["owt-medium"]["train"], "micro_batch_size": 96},
-            },
-        },
-    }
+    wrong = load_preset({"preset": "paper", "pretrain": {"owt-medium": {"train": {"micro_batch_size": 96}}}})
     with pytest.raises(ValueError) as error:
-        JobSizing(Grid.load(load_preset(wrong)), SITE, fit_table=table).training("owt-medium-gpt")
+        JobSizing(Grid.load(wrong), SITE, fit_table=table).training("owt-medium-gpt")
     assert str(error.value) == (
         "run owt-medium-gpt: the preset's train.micro_batch_size 96 does not divide its batch of 128 per GPU on the 2 "
         "GPU(s) the site gives it; set a divisor of 128 (the fit table plans one)."
     )
-    for run_id in ("owt-small-diffeq", "ft-wt103-owt-diffeq18-n9-lora", "owt-medium-gpt"):
+    with pytest.raises(ValueError) as error:
+        jobs.training("owt-small-diffeq")
+    assert str(error.value) == (
+        f"{table}: no row for owt-small-diffeq on 1 GPU(s) of 80 GB (the preflight's throughput gave it GPUs the "
+        "table was not planned for); plan it with `snakemake --profile profiles/slurm fit` and this call's --config, "
+        "or set its train.micro_batch_size in the preset."
+    )
+    for run_id in ("ft-wt103-owt-diffeq18-n9-lora", "owt-medium-gpt"):
         with pytest.raises(ValueError, match=f"no row for {run_id} on "):
             jobs.training(run_id)
 
@@ -274,28 +251,22 @@ def test_a_row_planned_for_another_shape_or_memory_share_of_the_run_is_stale(tmp
     one sentence; a new learning rate or step count leaves the plan, and the row, valid."""
     config = load_preset({"preset": "paper"})
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, "owt-small-gpt", 1, 16)])
-    runs = config["pretrain"]["owt-small"]
-    retuned = {
-        **config,
-        "pretrain": {
-            **config["pretrain"],
-            "owt-small": {**runs, "train": {**runs["train"], "lr": 1e-4, "steps": 1000}},
-        },
-    }
-    assert JobSizing(Grid.load(load_preset(retuned)), SITE, fit_table=table).training("owt-small-gpt").micro_batch == 16
-    reshaped = {**config, "sizes": {**config["sizes"], "small": {**config["sizes"]["small"], "num_heads": 16}}}
+    retuned = load_preset({"preset": "paper", "pretrain": {"owt-small": {"train": {"lr": 1e-4, "steps": 1000}}}})
+    assert JobSizing(Grid.load(retuned), SITE, fit_table=table).training("owt-small-gpt").micro_batch == 16
+    reshaped = load_preset({"preset": "paper", "sizes": {"small": {"num_heads": 16}}})
     with pytest.raises(ValueError) as error:
-        JobSizing(Grid.load(load_preset(reshaped)), SITE, fit_table=table).training("owt-small-gpt")
+        JobSizing(Grid.load(reshaped), SITE, fit_table=table).training("owt-small-gpt")
     assert str(error.value) == (
         f"{table}: the row of owt-small-gpt on 1 GPU(s) is stale: a field of its model, its vocabulary, "
         "train.dropout, train.mixed_precision, its fine-tune's source_euler_steps/euler_steps/method/lora_rank/"
-        "train_embeddings, or the train step's version changed since it was planned; plan it again."
+        "train_embeddings, or the train step's version changed since it was planned; plan it with `snakemake "
+        "--profile profiles/slurm fit` and this call's --config."
     )
     monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75")
     with pytest.raises(
         ValueError,
         match="planned for 72 GB usable per GPU, but JAX now reserves 60 GB "
-        r"\(XLA_PYTHON_CLIENT_MEM_FRACTION\); plan it again",
+        r"\(XLA_PYTHON_CLIENT_MEM_FRACTION\); plan it with",
     ):
         JobSizing(Grid.load(config), SITE, fit_table=table).training("owt-small-gpt")
 
@@ -314,7 +285,8 @@ def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(t
     assert str(error.value) == (
         f"{table}: memory probe {probe} does not fit its whole batch of 256 on 8 GPU(s) of 80 GB, and a probe "
         "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory (gpu_memory_gb) or "
-        "more per node (gpus_per_node), then plan it again."
+        "more per node (gpus_per_node), then plan it with `snakemake --profile profiles/slurm fit` and this call's "
+        "--config."
     )
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(config, probe, 8, 32)])
     assert JobSizing(Grid.load(config), SITE, fit_table=table).memory_probe(probe).gpus == 8
