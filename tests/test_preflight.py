@@ -17,8 +17,9 @@ from pipeline.cli import main
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
 from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
-from pipeline.planning.preflight_jobs import STAGE_KINDS, training_shapes
+from pipeline.planning.preflight_jobs import training_shapes
 from pipeline.preflight.report import COLUMNS, NOT_APPLICABLE
+from pipeline.preflight.stages import STAGE_WORK
 from pipeline.train.identity import RunIdentity, stored_fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,9 +43,9 @@ def test_the_tiny_preflight_runs_one_job_per_shape_not_per_run(tmp_path):
     assert sorted(jobs) == sorted(shapes) and len(jobs) < len(pretrain_runs(TINY)), jobs
     assert shapes[SHAPE].runs == (RUN, "owt-small-gpt")
     stages = re.findall(r"wildcards: kind=(\S+)", result.stdout)
-    assert sorted(stages) == sorted(STAGE_KINDS), stages
+    assert sorted(stages) == sorted(STAGE_WORK), stages
     sources = re.findall(r"--source-dir (\S+)/train", result.stdout)
-    assert len(sources) == len(STAGE_KINDS) and {Path(source).name for source in sources} <= set(shapes), sources
+    assert len(sources) == len(STAGE_WORK) and {Path(source).name for source in sources} <= set(shapes), sources
 
 
 STAGE_JOBS = {"finetune-full": "ft-wt103-owt-gpt8-full", "downstream": RUN, "spectra": RUN}
@@ -71,7 +72,7 @@ def stage_job(results: Path, kind: str, run_id: str, ray_address: str) -> Path:
     )
     row, data = results / "preflight" / "stages" / kind / "row.json", results / "data"
     job = ["--kind", kind, "--run-id", run_id, "--runs", "1", "--settings", settings, "--job-dir", str(row.parent)]
-    source = ["--source-shape", SHAPE, "--source-dir", str(results / "preflight" / SHAPE / "train")]
+    source = ["--source-dir", str(results / "preflight" / SHAPE / "train")]
     inputs = ["--cache", str(data / "caches" / "wt103-bpe"), "--tokenizer", str(data / "tokenizers" / "bpe")]
     where = ["--device-label", "cpu", "--ray-address", ray_address, "--row", str(row)]
     assert main(["preflight-stage", *job, *source, *inputs, *where]) == 0

@@ -115,4 +115,4 @@ def test_a_snakemake_parse_enumerates_the_grid_once_and_schedules_its_jobs(tmp_p
 
     shapes = training_shapes(JobSizing(grid, None))
     assert scheduled["preflight_job"] == set(shapes)
-    assert scheduled["preflight_stage"] == set(stage_jobs(grid, shapes))
+    assert scheduled["preflight_stage"] == set(stage_jobs(grid))
