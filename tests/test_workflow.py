@@ -216,7 +216,7 @@ def test_a_missing_site_file_or_a_bad_override_stops_snakemake_with_its_one_sent
         (f"site={tmp_path / 'site.yaml'}", f"site settings {tmp_path / 'site.yaml'} do not exist; copy"),
         ("downstream={tasks: [a;b]}", f"{preset} (with --config overrides ['downstream']): key 'downstream.tasks.0'"),
     ):
-        result = snakemake("-n", "--profile", "profiles/slurm", "--config", config)
+        result = snakemake("-n", "--config", config)
         assert result.returncode != 0 and sentence in result.stdout + result.stderr, config
 
 
