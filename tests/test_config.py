@@ -117,6 +117,7 @@ def test_run_spec_round_trips_through_json():
             "key 'sizes.llama1b.intermediate_dim' must be of type integer",
         ),
         ({"analysis": {"memory": {"base": "owt-huge"}}}, "key 'analysis.memory.base' is 'owt-huge'"),
+        ({"pretrain": {"wt103-small": {"families": ["llama"]}}}, "intermediate_dim' is required by the llama run"),
         (
             {"analysis": {"memory": {"families": ["gpt", "llama"]}}},
             "key 'analysis.memory.families' names 'llama', which group 'owt-medium' does not train",
@@ -241,11 +242,6 @@ def test_unknown_preset_names_the_choices():
     choices = r"expected one of \['mini', 'paper', 'tiny'\]"
     with pytest.raises(ConfigError, match=rf"key 'preset' names no preset file; {choices}"):
         load_preset({"preset": "nope"})
-
-
-def test_llama_run_without_intermediate_dim_is_refused(tmp_path):
-    with pytest.raises(ConfigError, match="intermediate_dim' is required by the llama run"):
-        load_preset({"preset": "tiny", "pretrain": {"wt103-small": {"families": ["llama"]}}})
 
 
 def test_nested_command_line_overrides_get_their_yaml_types():

@@ -1,11 +1,10 @@
-"""The tiny preset's preflight (`snakemake preflight`, pipeline/preflight/): one job per training job shape, not per
-run; a real job of one shape, sharded over 8 virtual CPU devices, fills every column of the report; and it leaves a
-real run of its shape as it was."""
+"""The tiny preset's preflight (`snakemake preflight`, pipeline/preflight/; its jobs, one per training job shape and
+one per stage kind: tests/planning/test_grid.py): a real job of one shape, sharded over 8 virtual CPU devices, fills
+every column of the report; and it leaves a real run of its shape as it was."""
 
 import csv
 import json
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,9 +14,6 @@ from cli_testkit import snakemake_in
 
 from pipeline.cli import main
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
-from pipeline.planning.grid import Grid
-from pipeline.planning.jobs import JobSizing
-from pipeline.planning.preflight_jobs import STAGE_KINDS, training_shapes
 from pipeline.preflight.report import COLUMNS, NOT_APPLICABLE
 from pipeline.train.identity import RunIdentity, stored_fingerprint
 
@@ -32,19 +28,6 @@ pytestmark = pytest.mark.e2e
 def snakemake(workdir: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     command = [*snakemake_in(workdir), "--profile", str(ROOT / "profiles" / "ci"), *args]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
-
-
-def test_the_tiny_preflight_runs_one_job_per_shape_not_per_run(tmp_path):
-    result = snakemake(tmp_path, "-n", "preflight", env={})
-    assert result.returncode == 0, result.stderr[-2000:]
-    shapes = training_shapes(JobSizing(Grid.load(TINY), None))
-    jobs = re.findall(r"wildcards: shape=(\S+)", result.stdout)
-    assert sorted(jobs) == sorted(shapes) and len(jobs) < len(pretrain_runs(TINY)), jobs
-    assert shapes[SHAPE].runs == (RUN, "owt-small-gpt")
-    stages = re.findall(r"wildcards: kind=(\S+)", result.stdout)
-    assert sorted(stages) == sorted(STAGE_KINDS), stages
-    sources = re.findall(r"--source-dir (\S+)/train", result.stdout)
-    assert len(sources) == len(STAGE_KINDS) and {Path(source).name for source in sources} <= set(shapes), sources
 
 
 STAGE_JOBS = {"finetune-full": "ft-wt103-owt-gpt8-full", "downstream": RUN, "spectra": RUN}
@@ -71,7 +54,7 @@ def stage_job(results: Path, kind: str, run_id: str, ray_address: str) -> Path:
     )
     row, data = results / "preflight" / "stages" / kind / "row.json", results / "data"
     job = ["--kind", kind, "--run-id", run_id, "--runs", "1", "--settings", settings, "--job-dir", str(row.parent)]
-    source = ["--source-shape", SHAPE, "--source-dir", str(results / "preflight" / SHAPE / "train")]
+    source = ["--source-dir", str(results / "preflight" / SHAPE / "train")]
     inputs = ["--cache", str(data / "caches" / "wt103-bpe"), "--tokenizer", str(data / "tokenizers" / "bpe")]
     where = ["--device-label", "cpu", "--ray-address", ray_address, "--row", str(row)]
     assert main(["preflight-stage", *job, *source, *inputs, *where]) == 0

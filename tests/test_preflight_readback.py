@@ -43,113 +43,117 @@ def write_report(path: Path, shape: str, run_id: str, device: str, **changes) ->
     return path
 
 
-def test_a_preflight_row_with_half_the_throughput_doubles_the_walltime_and_the_cost(tmp_path, capsys):
-    site = load_site(EXAMPLE)
-    report = tmp_path / "preflight.csv"
+LORA_MEASURED, LORA_OTHER = "ft-wt103-owt-diffeq6-n3-lora", "ft-wt103-owt-diffeq6-n6-lora"
+"""The tiny preset's first LoRA fine-tune (what its preflight stage job ``finetune-lora`` trains) and another LoRA
+fine-tune, to N' = 6 steps rather than 3 (more FLOPs per token)."""
+MEASURED_ROWS = {
+    "pretraining shape": (
+        {"shape": "gpt-small-g1-mb0", "run_id": "wt103-small-gpt"},
+        ("wt103-small-gpt", "wt103-small-diffeq"),
+        "measured by the preflight: training tokens/s per GPU from {report}",
+    ),
+    "fine-tune method": (
+        {"shape": "finetune-lora", "run_id": LORA_MEASURED, "kind": "finetune-lora"},
+        (LORA_OTHER, "ft-wt103-owt-diffeq6-n3-full"),
+        "(a fine-tune: the MFU measured for its method",
+    ),
+}
+"""Per kind of green row: the row, (a job it sizes, a job it leaves an estimate) and what the cost preview says."""
+
+
+@pytest.mark.parametrize("measured", sorted(MEASURED_ROWS))
+def test_a_preflight_row_with_half_the_throughput_doubles_the_walltime_and_the_cost(tmp_path, capsys, measured):
+    """A shape's row sizes its runs; a fine-tune's row carries its measured FLOP rate to every fine-tune of its method
+    at that fine-tune's own FLOPs per token; another model's runs and the other method's fine-tunes stay estimates."""
+    row, (sized, estimated), said = MEASURED_ROWS[measured]
+    site, report, workloads = load_site(EXAMPLE), tmp_path / "preflight.csv", Grid.load(TINY).workloads
+    flops = model_cost(workloads[row["run_id"]], TINY)[1] / model_cost(workloads[sized], TINY)[1]
     minutes, hours = [], []
     for tokens_per_s in (2.0, 1.0):
-        write_report(report, "gpt-small-g1-mb0", "wt103-small-gpt", "h100", tokens_per_s_per_device=tokens_per_s)
-        job = JobSizing(Grid.load(TINY), site, preflight_table=report).training("wt103-small-gpt")
+        write_report(report, device="h100", tokens_per_s_per_device=tokens_per_s, **row)
+        job = JobSizing(Grid.load(TINY), site, preflight_table=report).training(sized)
         assert job.gpus == 1
         minutes.append(job.minutes - DEFAULT_CHUNK_STARTUP_MIN)
-        _, runs = preview(Grid.load(load_preset({"preset": "tiny"})), "h100", preflight=report)
-        [row] = [row for row in runs if row["run_id"] == "wt103-small-gpt"]
-        assert row["source"] == "preflight"
-        hours.append(row["gpu_hours"])
+        rows = {item["run_id"]: item for item in preview(Grid.load(TINY), "h100", preflight=report)[1]}
+        assert (rows[sized]["source"], rows[estimated]["source"]) == ("preflight", "estimate")
+        assert rows[sized]["tokens_per_s_per_gpu"] == pytest.approx(tokens_per_s * flops)
+        hours.append(rows[sized]["gpu_hours"])
     assert abs(minutes[1] - 2 * minutes[0]) <= 1, minutes
     assert hours[1] == pytest.approx(2 * hours[0])
     assert main(["cost", "--preset", "tiny", "--device", "h100", "--preflight", str(report)]) == 0
-    assert f"measured by the preflight: training tokens/s per GPU from {report}" in capsys.readouterr().out
+    assert said.format(report=report) in capsys.readouterr().out
 
 
-def test_a_preflight_row_of_another_device_is_not_read(tmp_path):
-    report = write_report(tmp_path / "preflight.csv", "gpt-small-g1-mb0", "wt103-small-gpt", "cpu")
-    _, runs = preview(Grid.load(load_preset({"preset": "tiny"})), "h100", preflight=report)
-    assert {row["source"] for row in runs} == {"estimate"}
-
-
-def test_a_preflight_row_of_a_job_the_preset_no_longer_has_is_not_read(tmp_path):
-    """A report of an earlier version of the preset (a run since renamed) leaves the estimates, and the preflight's
-    own jobs, sizable: the preflight can be rerun."""
-    report = write_report(tmp_path / "preflight.csv", "gpt-small-g1-mb0", "wt103-renamed-gpt", "h100")
-    _, runs = preview(Grid.load(load_preset({"preset": "tiny"})), "h100", preflight=report)
+@pytest.mark.parametrize(("run_id", "device"), [("wt103-small-gpt", "cpu"), ("wt103-renamed-gpt", "h100")])
+def test_a_preflight_row_of_another_device_or_of_a_job_the_preset_no_longer_has_is_not_read(tmp_path, run_id, device):
+    """A report of another device, or of an earlier version of the preset (a run since renamed), leaves the estimates,
+    and the preflight's own jobs, sizable: the preflight can be rerun."""
+    report = write_report(tmp_path / "preflight.csv", "gpt-small-g1-mb0", run_id, device)
+    _, runs = preview(Grid.load(TINY), "h100", preflight=report)
     assert {row["source"] for row in runs} == {"estimate"}
     assert JobSizing(Grid.load(TINY), load_site(EXAMPLE), preflight_table=report).training("wt103-small-gpt").gpus == 1
 
 
-RED_ROWS = {
-    "failed": (
-        {"status": "failed", "error": "the job ran out of accelerator memory"},
-        "preflight.csv: the preflight of shape gpt-small-g0-mb0 (run {run}) failed (the job ran out "
-        "of accelerator memory); fix that, delete ",
-    ),
-    "over plan": (
-        {"peak_memory_bytes": 3 * 10**9},
-        "preflight.csv: the preflight of shape gpt-small-g0-mb0 (run {run}) peaked at 3 GB, over "
-        "its plan's 2 GB; set a smaller micro-batch",
-    ),
+OOM = "the job ran out of accelerator memory"
+RERUN = "delete {row} and {report}, and run the command again: it reruns that job before the grid."
+STAGE_ROWS = {
+    "finetune-lora": "ft-wt103-owt-diffeq6-n3-lora",
+    "finetune-full": "ft-wt103-owt-diffeq6-n3-full",
+    "downstream": "owt-large-gpt",
+    "spectra": "owt-medium-diffeq",
+    "lyapunov": "owt-medium-diffeq",
+    "frontier": "owt-medium-diffeq",
 }
+"""Per stage job of the tiny preset: the grid job it ran as."""
+RED_ROWS = {
+    "shape failed": (
+        ("gpt-small-g0-mb0", "wt103-small-gpt", "preflight/gpt-small-g0-mb0/row.json"),
+        {"status": "failed", "error": OOM},
+        f"the preflight of shape gpt-small-g0-mb0 (run wt103-small-gpt) failed ({OOM}); fix that, {RERUN}",
+    ),
+    "shape over plan": (
+        ("gpt-small-g0-mb0", "wt103-small-gpt", "preflight/gpt-small-g0-mb0/row.json"),
+        {"peak_memory_bytes": 3 * 10**9},
+        "the preflight of shape gpt-small-g0-mb0 (run wt103-small-gpt) peaked at 3 GB, over its plan's 2 GB; set a "
+        f"smaller micro-batch (train.micro_batch_size, or rerun `fit`), then {RERUN}",
+    ),
+    **{
+        f"{kind} failed": (
+            (kind, run_id, f"preflight/stages/{kind}/row.json"),
+            {"kind": kind, "status": "failed", "error": OOM},
+            f"the preflight of stage job {kind} ({kind} of run {run_id}) failed ({OOM}); fix that, {RERUN}",
+        )
+        for kind, run_id in STAGE_ROWS.items()
+    },
+}
+"""Per red row (of a training shape, or of each stage job): (its shape, grid job and row file), its columns and the
+sentence that stops the grid."""
 
 
 @pytest.mark.parametrize("red", sorted(RED_ROWS))
 def test_a_red_preflight_row_stops_every_grid_job_with_its_sentence(tmp_path, red):
-    """The grid starts on a green preflight only: a red row stops its own run and every other job, naming the row."""
-    changes, sentence = RED_ROWS[red]
-    report = write_report(
-        tmp_path / "results" / "tiny" / "preflight.csv", "gpt-small-g0-mb0", "wt103-small-gpt", "cpu", **changes
-    )
-    expected = sentence.format(run="wt103-small-gpt").replace("(", r"\(").replace(")", r"\)")
+    """The grid starts on a green preflight only: a red row stops every grid job, naming the row and what to do; the
+    preflight's own jobs are still sized."""
+    (shape, run_id, row_file), changes, sentence = RED_ROWS[red]
+    report = write_report(tmp_path / "preflight.csv", shape, run_id, "cpu", **changes)
     jobs = JobSizing(Grid.load(TINY), None, preflight_table=report)
-    with pytest.raises(ValueError, match=expected):
+    with pytest.raises(PreflightError) as error:
         jobs.green()  # what every grid job's resources ask first (workflow/rules/resources.smk)
+    assert str(error.value) == f"{report}: {sentence.format(row=tmp_path / row_file, report=report)}"
     assert jobs.training("wt103-medium-gpt") == JobRequest(micro_batch=0)
 
 
 @pytest.mark.slow
-def test_a_preflight_job_whose_verb_fails_writes_its_sentence_and_its_row_stops_the_run(tmp_path):
-    """A job given a GPU that its Ray cluster lacks fails; its row says so, and the report's red row stops the run."""
+def test_a_preflight_job_whose_verb_fails_writes_its_sentence_in_a_red_row(tmp_path):
+    """A job given a GPU that its Ray cluster lacks fails; its row says so, and its verdict is red."""
     row = tmp_path / "row.json"
-    spec = TINY_RUNS["wt103-small-gpt"].to_json()
-    assert (
-        main(
-            [
-                "preflight-job",
-                "--spec",
-                spec,
-                "--shape",
-                "gpt-small-g0-mb0",
-                "--runs",
-                "2",
-                "--job-dir",
-                str(tmp_path / "job"),
-                "--cache",
-                str(tmp_path / "cache"),
-                "--tokenizer",
-                str(tmp_path / "tok"),
-                "--micro-batch",
-                "0",
-                "--device-label",
-                "cpu",
-                "--gpus",
-                "1",
-                "--ray-num-cpus",
-                "1",
-                "--row",
-                str(row),
-            ]
-        )
-        == 0
-    )
-    failed = json.loads(row.read_text())
-    assert failed["status"] == "failed" and "asks for 1 GPU(s) but the Ray cluster" in failed["error"], failed
-    report = tmp_path / "preflight.csv"
-    report.write_text(csv_text(with_verdicts([failed]), COLUMNS))
-    with pytest.raises(
-        ValueError,
-        match=r"the preflight of shape gpt-small-g0-mb0 \(run wt103-small-gpt\) failed "
-        r"\(.*asks for 1 GPU\(s\)",
-    ):
-        JobSizing(Grid.load(TINY), None, preflight_table=report).green().training("wt103-small-gpt")
+    job = ["--spec", TINY_RUNS["wt103-small-gpt"].to_json(), "--shape", "gpt-small-g0-mb0", "--runs", "2"]
+    inputs = ["--job-dir", str(tmp_path / "job"), "--cache", str(tmp_path / "cache"), "--tokenizer", str(tmp_path)]
+    where = ["--micro-batch", "0", "--device-label", "cpu", "--gpus", "1", "--ray-num-cpus", "1", "--row", str(row)]
+    assert main(["preflight-job", *job, *inputs, *where]) == 0
+    [failed] = with_verdicts([json.loads(row.read_text())])
+    assert failed["status"] == failed["verdict"] == "failed", failed
+    assert "asks for 1 GPU(s) but the Ray cluster" in failed["error"], failed
 
 
 def test_a_walltime_stop_is_a_stopped_row_that_says_its_step_and_stops_no_run(tmp_path, monkeypatch):
@@ -181,93 +185,15 @@ def test_a_walltime_stop_is_a_stopped_row_that_says_its_step_and_stops_no_run(tm
     assert "Stopped by walltime before they measured (not red): gpt-small-g0-mb0." in markdown([verdicted], [])
 
 
-LORA_MEASURED, LORA_OTHER = "ft-wt103-owt-diffeq6-n3-lora", "ft-wt103-owt-diffeq6-n6-lora"
-"""The tiny preset's first LoRA fine-tune (what its preflight stage job ``finetune-lora`` trains) and another LoRA
-fine-tune, to N' = 6 steps rather than 3 (more FLOPs per token)."""
-
-
-def test_a_preflight_finetune_row_with_half_the_throughput_doubles_its_methods_walltimes_and_cost(tmp_path, capsys):
-    """The row's measured FLOP rate carries to every fine-tune of its method at that fine-tune's own FLOPs per token;
-    fine-tunes of the other method stay estimates."""
-    site = load_site(EXAMPLE)
-    report = tmp_path / "preflight.csv"
-    workloads = Grid.load(TINY).workloads
-    flops = {run: model_cost(workloads[run], TINY)[1] for run in (LORA_MEASURED, LORA_OTHER)}
-    minutes, hours = [], []
-    for tokens_per_s in (2.0, 1.0):
-        write_report(
-            report, "finetune-lora", LORA_MEASURED, "h100", kind="finetune-lora", tokens_per_s_per_device=tokens_per_s
-        )
-        job = JobSizing(Grid.load(TINY), site, preflight_table=report).training(LORA_OTHER)
-        assert job.gpus == 1
-        minutes.append(job.minutes - DEFAULT_CHUNK_STARTUP_MIN)
-        _, runs = preview(Grid.load(load_preset({"preset": "tiny"})), "h100", preflight=report)
-        rows = {row["run_id"]: row for row in runs}
-        full = rows["ft-wt103-owt-diffeq6-n3-full"]
-        assert rows[LORA_OTHER]["source"] == "preflight" and full["source"] == "estimate"
-        assert rows[LORA_OTHER]["tokens_per_s_per_gpu"] == pytest.approx(
-            tokens_per_s * flops[LORA_MEASURED] / flops[LORA_OTHER]
-        )
-        hours.append(rows[LORA_OTHER]["gpu_hours"])
-    assert abs(minutes[1] - 2 * minutes[0]) <= 1, minutes
-    assert hours[1] == pytest.approx(2 * hours[0])
-    assert main(["cost", "--preset", "tiny", "--device", "h100", "--preflight", str(report)]) == 0
-    assert "(a fine-tune: the MFU measured for its method" in capsys.readouterr().out
-
-
-STAGE_ROWS = {
-    "finetune-lora": "ft-wt103-owt-diffeq6-n3-lora",
-    "finetune-full": "ft-wt103-owt-diffeq6-n3-full",
-    "downstream": "owt-large-gpt",
-    "spectra": "owt-medium-diffeq",
-    "lyapunov": "owt-medium-diffeq",
-    "frontier": "owt-medium-diffeq",
-}
-"""Per stage job of the tiny preset: the grid job it ran as."""
-
-
-@pytest.mark.parametrize("kind", sorted(STAGE_ROWS))
-def test_a_failed_stage_row_stops_every_grid_job_naming_itself(tmp_path, kind):
-    measured = STAGE_ROWS[kind]
-    report = write_report(
-        tmp_path / "preflight.csv",
-        kind,
-        measured,
-        "cpu",
-        kind=kind,
-        status="failed",
-        error="the job ran out of accelerator memory",
-    )
-    sizing = JobSizing(Grid.load(TINY), None, preflight_table=report)
-    sentence = (
-        f"{report}: the preflight of stage job {kind} ({kind} of run {measured}) failed (the job ran out of "
-        f"accelerator memory); fix that, delete {tmp_path}/preflight/stages/{kind}/row.json and {report}, and run "
-        "the command again: it reruns that job before the grid."
-    )
-    with pytest.raises(PreflightError) as error:
-        sizing.green()
-    assert str(error.value) == sentence
-
-
 def test_a_failed_stage_row_stops_the_grids_dry_run_but_not_the_preflights(tmp_path):
-    write_report(
-        tmp_path / "results" / "tiny" / "preflight.csv",
-        "spectra",
-        "owt-medium-diffeq",
-        "cpu",
-        kind="spectra",
-        status="failed",
-        error="the job ran out of accelerator memory",
-    )
-
+    """The sentence of ``test_a_red_preflight_row_stops_every_grid_job_with_its_sentence`` stops Snakemake."""
+    (shape, run_id, row_file), changes, sentence = RED_ROWS["spectra failed"]
+    report = write_report(tmp_path / "results" / "tiny" / "preflight.csv", shape, run_id, "cpu", **changes)
     stopped = dry_run(tmp_path, "results/tiny/analysis/spectra/owt-medium-gpt.csv")
     output = " ".join((stopped.stdout + stopped.stderr).split())
+    relative = {"row": f"results/tiny/{row_file}", "report": report.relative_to(tmp_path)}
     assert stopped.returncode != 0
-    assert (
-        "results/tiny/preflight.csv: the preflight of stage job spectra (spectra of run owt-medium-diffeq) failed "
-        "(the job ran out of accelerator memory); fix that, delete results/tiny/preflight/stages/spectra/row.json "
-        "and results/tiny/preflight.csv, and run the command again: it reruns that job before the grid."
-    ) in output, output[-2000:]
+    assert f"{relative['report']}: {sentence.format(**relative)}" in output, output[-2000:]
     preflight = dry_run(tmp_path, "preflight")
     assert preflight.returncode == 0, preflight.stderr[-2000:]
 

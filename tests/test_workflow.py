@@ -75,16 +75,31 @@ def dry_run_jobs(output: str) -> list[dict]:
     ]
 
 
-def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_and_fit_table(tmp_path, paper_fit_table):
-    """In a working directory whose ``results/paper/fit.csv`` planned every training job on its GPUs (owt-small-gpt
-    at micro-batch 16 on its 1 GPU): each job trains at its row's micro-batch; lm-eval runs once per run of the
-    pairs, on every task and shot count of the preset."""
-    table = paper_fit_table(tmp_path, {"owt-small-gpt": 16})
-    result = slurm_dry_run(tmp_path, "all")
+def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_and_fit_table_with_the_sites_options(
+    tmp_path, paper_fit_table
+):
+    """At a site whose results go to its ``results_dir``, where ``results/paper/fit.csv`` planned every training job on
+    its GPUs (owt-small-gpt at micro-batch 16 on its 1 GPU): each job trains at its row's micro-batch; lm-eval runs
+    once per run of the pairs, on every task and shot count of the preset; qos on every job, each partition's
+    constraint, the reservation, a training job's early SIGTERM and each kind's extras as slurm_extra; every output
+    under results_dir (where the fit table is read too)."""
+    scratch = tmp_path / "scratch"
+    site = example_site(
+        tmp_path / "site.yaml",
+        qos="long",
+        gpu_constraint="h100",
+        cpu_constraint="icelake",
+        reservation="paper",
+        slurm_extra={"training": "--exclusive", "gpu": None, "cpu": "--nice=10"},
+        signal_lead_s=900,
+        results_dir=str(scratch / "results"),
+    )
+    table = paper_fit_table(scratch, {"owt-small-gpt": 16}, site)
+    result = slurm_dry_run(tmp_path / "work", "all", site=site)
     assert result.returncode == 0, result.stderr[-2000:]
     config = load_preset({"preset": "paper"})
     grid = Grid.load(config)
-    sizing = JobSizing(grid, load_site(ROOT / "profiles" / "slurm" / "site.example.yaml"), table)
+    sizing = JobSizing(grid, load_site(site), table)
     jobs = dry_run_jobs(result.stdout)
     pretrain = {job["wildcards"]["run"]: job for job in jobs if job["rule"] == "pretrain"}
     assert set(pretrain) == set(pretrain_runs(config))
@@ -110,11 +125,17 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
     assert "--gpus 1 --micro-batch 16 " in pretrain["owt-small-gpt"]["shell"]
     downstream = [job["shell"] for job in jobs if job["rule"] == "downstream"]
     pairs = config["downstream"]["pairs"].values()
-    assert sorted(re.search(r"--run-dir results/paper/runs/(\S+)", line)[1] for line in downstream) == sorted(
+    assert sorted(re.search(r"--run-dir \S+/results/paper/runs/(\S+)", line)[1] for line in downstream) == sorted(
         run_id for pair in pairs for run_id in pair
     )
     assert all(f"--tasks {' '.join(config['downstream']['tasks'])} --shots 0 5 " in line for line in downstream)
     assert not any("--task-dir" in line or "--limit" in line for line in downstream)
+    extras = {
+        "training": "--reservation=paper --exclusive --signal=URG@900",
+        "gpu": "--reservation=paper",
+        "cpu": "--reservation=paper --nice=10",
+        "data": "--reservation=paper --nice=10 --signal=URG@900",
+    }
     for job in jobs:
         resources = job["resources"]
         if job["rule"] in SUBMIT_HOST_RULES:
@@ -124,6 +145,22 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_cost_model_an
         expected_partition = "gpu" if int(resources["gpu"]) else "cpu"
         assert resources["slurm_partition"] == expected_partition, job
         assert job["rule"] in {"corpus", "tokenizer", "token_cache", "fit"} or int(resources["gpu"]) >= 1, job
+        kind = (
+            "training"
+            if job["rule"] in {"pretrain", "finetune"}
+            else "data"
+            if job["rule"] in {"corpus", "token_cache"}
+            else "gpu"
+            if resources["slurm_partition"] == "gpu"
+            else "cpu"
+        )
+        assert resources["qos"] == "long" and resources["slurm_extra"] == extras[kind], job
+        assert resources["constraint"] == ("icelake" if kind in ("cpu", "data") else "h100"), job
+    assert {job["rule"] for job in jobs} >= {"corpus", "token_cache"}
+    outputs = re.findall(r"^    output: (.*)$", result.stdout, re.M)
+    assert outputs and all(
+        path.startswith(str(scratch / "results" / "paper")) for line in outputs for path in line.split(", ")
+    ), outputs[:3]
 
 
 ENVIRONMENT_AT_EXIT = (
@@ -171,10 +208,16 @@ def test_jobs_get_the_presets_and_sites_environment_which_reading_the_workflow_l
     assert job_env["HF_HUB_OFFLINE"] == job_env["HF_DATASETS_OFFLINE"] == "1"
 
 
-def test_slurm_profile_without_a_site_file_says_to_copy_the_example(tmp_path):
-    result = snakemake("-n", "--profile", "profiles/slurm", "--config", f"site={tmp_path / 'site.yaml'}")
-    assert result.returncode != 0
-    assert f"site settings {tmp_path / 'site.yaml'} do not exist; copy" in result.stdout + result.stderr
+def test_a_missing_site_file_or_a_bad_override_stops_snakemake_with_its_one_sentence(tmp_path):
+    """The site file's sentence says to copy the example; the preset's names its key (each of its sentences:
+    tests/test_config.py)."""
+    preset = ROOT / "pipeline" / "config" / "presets" / "tiny.yaml"
+    for config, sentence in (
+        (f"site={tmp_path / 'site.yaml'}", f"site settings {tmp_path / 'site.yaml'} do not exist; copy"),
+        ("downstream={tasks: [a;b]}", f"{preset} (with --config overrides ['downstream']): key 'downstream.tasks.0'"),
+    ):
+        result = snakemake("-n", "--config", config)
+        assert result.returncode != 0 and sentence in result.stdout + result.stderr, config
 
 
 def shell_commands(rules: Path) -> dict[str, str]:
@@ -218,61 +261,6 @@ def test_a_local_run_starts_its_shared_ray_for_the_rules_whose_verb_runs_a_ray_t
         "preflight_job",
         "preflight_stage",
     }
-
-
-def test_a_shell_injection_in_a_task_name_is_refused_before_anything_runs():
-    result = snakemake("-n", "--config", 'downstream={tasks: ["tiny_choice;touch /tmp/x;#"]}')
-    assert result.returncode != 0
-    sentences = [line for line in (result.stdout + result.stderr).splitlines() if "downstream.tasks" in line]
-    assert sentences == [
-        f"{ROOT}/pipeline/config/presets/tiny.yaml (with --config overrides ['downstream']): "
-        "key 'downstream.tasks.0' must match '^[A-Za-z0-9][A-Za-z0-9_.-]*$' "
-        "(got 'tiny_choice;touch /tmp/x;#')."
-    ]
-
-
-def test_the_sites_sbatch_options_reach_its_jobs_and_results_go_to_its_results_dir(tmp_path, paper_fit_table):
-    """qos on every job, each partition's constraint, the reservation, a training job's early SIGTERM and each kind's
-    extras as slurm_extra; every output under results_dir (where the fit table is read too)."""
-    scratch = tmp_path / "scratch"
-    paper_fit_table(scratch, {})
-    site = example_site(
-        tmp_path / "site.yaml",
-        qos="long",
-        gpu_constraint="h100",
-        cpu_constraint="icelake",
-        reservation="paper",
-        slurm_extra={"training": "--exclusive", "gpu": None, "cpu": "--nice=10"},
-        signal_lead_s=900,
-        results_dir=str(scratch / "results"),
-    )
-    result = slurm_dry_run(tmp_path / "work", "all", site=site)
-    assert result.returncode == 0, result.stderr[-2000:]
-    jobs = [job for job in dry_run_jobs(result.stdout) if job["rule"] not in SUBMIT_HOST_RULES]
-    extras = {
-        "training": "--reservation=paper --exclusive --signal=URG@900",
-        "gpu": "--reservation=paper",
-        "cpu": "--reservation=paper --nice=10",
-        "data": "--reservation=paper --nice=10 --signal=URG@900",
-    }
-    for job in jobs:
-        resources = job["resources"]
-        kind = (
-            "training"
-            if job["rule"] in {"pretrain", "finetune"}
-            else "data"
-            if job["rule"] in {"corpus", "token_cache"}
-            else "gpu"
-            if resources["slurm_partition"] == "gpu"
-            else "cpu"
-        )
-        assert resources["qos"] == "long" and resources["slurm_extra"] == extras[kind], job
-        assert resources["constraint"] == ("icelake" if kind in ("cpu", "data") else "h100"), job
-    assert {job["rule"] for job in jobs} >= {"pretrain", "finetune", "downstream", "corpus"}
-    outputs = re.findall(r"^    output: (.*)$", result.stdout, re.M)
-    assert outputs and all(
-        path.startswith(str(scratch / "results" / "paper")) for line in outputs for path in line.split(", ")
-    ), outputs[:3]
 
 
 def test_the_tiny_preset_on_the_slurm_profile_asks_for_tiny_cpu_jobs(tmp_path):

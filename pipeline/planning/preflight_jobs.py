@@ -9,10 +9,9 @@ import math
 from typing import Any
 
 from pipeline.planning.cost import CHECKPOINT_BYTES_PER_PARAMETER
-from pipeline.planning.grid import FINETUNE_METHODS, GPU_ANALYSES, Finetuning, Grid, Workload
+from pipeline.planning.grid import FINETUNE_METHODS, Finetuning, Grid, Workload
 from pipeline.planning.placement import WalltimeError
 
-STAGE_KINDS = (*(f"finetune-{method}" for method in FINETUNE_METHODS), "downstream", *GPU_ANALYSES)
 PREFLIGHT_RUNTIME_MIN = 20
 """Walltime of a preflight stage job, and the least of a training shape's (``preflight_minutes``)."""
 PREFLIGHT_BASE_MIN = 15
@@ -88,12 +87,11 @@ def training_shapes(jobs) -> dict[str, Shape]:
 @dataclasses.dataclass(frozen=True)
 class StageJob:
     """One preflight job of ``kind``: stands for ``runs`` grid jobs of it and runs like the first, ``job`` (for an
-    analysis: the run it reads), on the checkpoint of ``source_shape`` (``pipeline.preflight.stages``)."""
+    analysis: the run it reads), on the checkpoint of its source run's shape (``pipeline.preflight.stages``)."""
 
     kind: str
     job: Workload
     runs: int
-    source_shape: str
 
     @property
     def run_id(self) -> str:
@@ -103,6 +101,10 @@ class StageJob:
     def lm_eval(self) -> bool:
         """Whether it runs lm-eval: its work imports torch and reads lm-eval's task files and prefetch records."""
         return self.kind == "downstream"
+
+    def source_shape(self, shapes: dict[str, Shape]) -> str:
+        """The shape (of ``shapes``) whose preflight checkpoint it runs on: its source run's."""
+        return next(shape_id for shape_id, shape in shapes.items() if self.job.run.run_id in shape.runs)
 
     def resources(self, sizing):
         """What ``sizing`` (a ``pipeline.planning.jobs.JobSizing``) gives the grid's jobs of this kind."""
@@ -124,21 +126,16 @@ class StageJob:
         return json.dumps(config["analysis"][self.kind])
 
 
-def stage_jobs(grid: Grid, shapes: dict[str, Shape]) -> dict[str, StageJob]:
-    """The stage jobs of ``grid`` by kind (those it has), each on the shape of its source run (``shapes``)."""
-    run_shapes = {run: shape_id for shape_id, shape in shapes.items() for run in shape.runs}
+def stage_jobs(grid: Grid) -> dict[str, StageJob]:
+    """The stage jobs of ``grid`` by kind, those it has of: ``finetune-<method>`` per fine-tuning method, ``downstream``
+    and each GPU analysis (the one list of the kinds; ``pipeline.preflight.stages.STAGE_WORK``: each kind's work)."""
     stands_for: dict[str, list[Workload]] = {
         f"finetune-{method}": [job for job in grid.finetunes.values() if job.finetune.method == method]
         for method in FINETUNE_METHODS
     }
     stands_for["downstream"] = list(grid.downstream.values())
     stands_for |= {name: list(runs.values()) for name, runs in grid.analyses.items()}
-    jobs = {}
-    for kind in STAGE_KINDS:
-        covered = [job for job in stands_for[kind] if job.run.run_id in run_shapes]
-        if covered:
-            jobs[kind] = StageJob(kind, covered[0], len(covered), run_shapes[covered[0].run.run_id])
-    return jobs
+    return {kind: StageJob(kind, jobs[0], len(jobs)) for kind, jobs in stands_for.items() if jobs}
 
 
 def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]]) -> tuple[str, float]:
@@ -149,7 +146,7 @@ def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]]) 
         for shape in shapes.values()
     ]
     for kind, (job, gpus) in stages.items():
-        covers = f"{job.runs} (like {job.run_id}, on the checkpoint of {job.source_shape})"
+        covers = f"{job.runs} (like {job.run_id}, on the checkpoint of {job.source_shape(shapes)})"
         jobs.append((kind, gpus, "-", PREFLIGHT_RUNTIME_MIN, covers))
     header = f"{'shape':<36} {'GPUs':>4} {'micro':>5} {'min':>4} {'GPU-h':>6}  runs"
     lines = [header, "-" * len(header)]

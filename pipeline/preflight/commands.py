@@ -27,7 +27,7 @@ def _plan(args: argparse.Namespace) -> None:
     fit_table = args.fit_table or preset_results(site, config["preset"]) / "fit.csv"
     sizing = JobSizing(grid, site, fit_table=fit_table if site else None)
     shapes = training_shapes(sizing)
-    stages = {kind: (job, job.resources(sizing).gpus) for kind, job in stage_jobs(grid, shapes).items()}
+    stages = {kind: (job, job.resources(sizing).gpus) for kind, job in stage_jobs(grid).items()}
     table, bound = job_list(shapes, stages)
     print(table)
     print(
@@ -179,7 +179,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "--kind", required=True, help="finetune-lora, finetune-full, downstream, spectra, lyapunov, frontier"
     )
     stage.add_argument("--run-id", required=True, help="the first job of the grid this one stands for")
-    stage.add_argument("--source-shape", required=True)
     stage.add_argument("--source-dir", type=Path, required=True, help="<preflight>/<source shape>/train")
     _measured_job_options(
         stage, "the token cache (fine-tune: its target's)", default=0, help="fine-tune: 0, the whole per-device batch"

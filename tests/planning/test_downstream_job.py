@@ -37,8 +37,8 @@ def test_downstream_gets_one_gpu_for_its_base_minutes_plus_its_lm_eval_gpu_hours
 def test_the_preflights_lm_eval_stage_job_is_sized_as_downstream_and_an_analysis_stage_job_as_its_analysis():
     grid = Grid.load(load_preset({"preset": "paper"}))
     jobs = JobSizing(grid, SITE)
-    lm_eval = StageJob("downstream", grid.downstream["downstream-owt-large-gpt"], 1, "gpt-large-g1-mb0")
+    lm_eval = StageJob("downstream", grid.downstream["downstream-owt-large-gpt"], 1)
     assert lm_eval.resources(jobs) == jobs.gpu_analysis("downstream", "owt-large-gpt")
-    spectra = StageJob("spectra", grid.pretraining["owt-large-gpt"], 1, "gpt-large-g1-mb0")
+    spectra = StageJob("spectra", grid.pretraining["owt-large-gpt"], 1)
     assert spectra.resources(jobs) == jobs.gpu_analysis("spectra", "owt-large-gpt")
     assert spectra.resources(jobs).minutes == GPU_ANALYSIS_MINUTES["spectra"]

@@ -15,6 +15,7 @@ from pipeline.config import load_preset
 from pipeline.planning import fit
 from pipeline.planning.grid import Grid
 from pipeline.planning.preflight_jobs import stage_jobs, training_shapes
+from pipeline.preflight.stages import STAGE_WORK
 
 ROOT = Path(__file__).resolve().parents[2]
 ONCE = {"Grid.load": 1, "pretrain_runs": 2, "finetune_runs": 1, "memory_probes": 1}
@@ -90,7 +91,7 @@ def test_cost_fit_and_preflight_enumerate_the_grid_once(verb, enumerations, monk
 def test_a_snakemake_parse_enumerates_the_grid_once_and_schedules_its_jobs(tmp_path):
     counts = tmp_path / "counts.json"
     result = subprocess.run(
-        [sys.executable, "-c", SNAKEMAKE, str(counts), "all", "preflight", "-n", "--cores", "1"]
+        [sys.executable, "-c", SNAKEMAKE, str(counts), "all", "preflight", "-n", "-p", "--cores", "1"]
         + ["--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path / "work")],
         cwd=ROOT,
         capture_output=True,
@@ -114,5 +115,8 @@ def test_a_snakemake_parse_enumerates_the_grid_once_and_schedules_its_jobs(tmp_p
     from pipeline.planning.jobs import JobSizing
 
     shapes = training_shapes(JobSizing(grid, None))
-    assert scheduled["preflight_job"] == set(shapes)
-    assert scheduled["preflight_stage"] == set(stage_jobs(grid, shapes))
+    assert scheduled["preflight_job"] == set(shapes) and len(shapes) < len(grid.pretraining)  # one job per shape
+    assert shapes["gpt-small-g0-mb0"].runs == ("wt103-small-gpt", "owt-small-gpt")
+    assert scheduled["preflight_stage"] == set(stage_jobs(grid)) == set(STAGE_WORK)
+    sources = re.findall(r"--source-dir \S+/preflight/(\S+)/train", result.stdout)
+    assert len(sources) == len(STAGE_WORK) and set(sources) <= set(shapes), sources

@@ -38,11 +38,10 @@ rule preflight_stage:
     output:
         row=f"{PREFLIGHT}/stages/{{kind}}/row.json",
     params:
-        run_id=lambda wildcards: preflight_stage_jobs()[wildcards.kind].run_id,
-        runs=lambda wildcards: preflight_stage_jobs()[wildcards.kind].runs,
-        source_shape=lambda wildcards: preflight_stage_jobs()[wildcards.kind].source_shape,
+        run_id=lambda wildcards: PREFLIGHT_STAGES[wildcards.kind].run_id,
+        runs=lambda wildcards: PREFLIGHT_STAGES[wildcards.kind].runs,
         job_dir=lambda wildcards: f"{PREFLIGHT}/stages/{wildcards.kind}",
-        source_dir=lambda wildcards: f"{PREFLIGHT}/{preflight_stage_jobs()[wildcards.kind].source_shape}/train",
+        source_dir=lambda wildcards: f"{PREFLIGHT}/{preflight_source_shape(wildcards)}/train",
         settings=preflight_stage_settings,
         micro_batch=lambda wildcards: preflight_stage_shape(preflight_sizing(), wildcards).micro_batch or 0,
         device=PREFLIGHT_DEVICE,
@@ -54,16 +53,16 @@ rule preflight_stage:
         **rule_resources(preflight_stage_shape, JobKind.GPU),
     shell:
         "python -m pipeline preflight-stage --kind {wildcards.kind:q} --run-id {params.run_id:q}"
-        " --runs {params.runs:q} --source-shape {params.source_shape:q}"
-        " --source-dir {params.source_dir:q} --settings {params.settings:q} --job-dir {params.job_dir:q}"
-        " --cache {input.cache:q} --tokenizer {input.tokenizer:q} --micro-batch {params.micro_batch:q}"
-        " --gpus {resources.gpu:q} --device-label {params.device:q} --row {output.row:q} > {log:q} 2>&1"
+        " --runs {params.runs:q} --source-dir {params.source_dir:q} --settings {params.settings:q}"
+        " --job-dir {params.job_dir:q} --cache {input.cache:q} --tokenizer {input.tokenizer:q}"
+        " --micro-batch {params.micro_batch:q} --gpus {resources.gpu:q} --device-label {params.device:q}"
+        " --row {output.row:q} > {log:q} 2>&1"
 
 
 rule preflight:
     input:
         rows=lambda wildcards: [f"{PREFLIGHT}/{shape}/row.json" for shape in preflight_shapes()]
-        + [f"{PREFLIGHT}/stages/{kind}/row.json" for kind in preflight_stage_jobs()],
+        + [f"{PREFLIGHT}/stages/{kind}/row.json" for kind in PREFLIGHT_STAGES],
     output:
         md=f"{RESULTS}/preflight.md",
         csv=f"{RESULTS}/preflight.csv",

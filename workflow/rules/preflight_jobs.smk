@@ -1,18 +1,20 @@
 """The preflight's jobs (rules in preflight.smk, which includes this file): their shapes, sized like the grid's runs,
-and each job's inputs, settings and resources."""
+its stage jobs, and each job's inputs, settings and resources (the jobs: pipeline/planning/preflight_jobs.py)."""
 
 import functools
 import os
 
-from pipeline.planning.preflight_jobs import PREFLIGHT_RUNTIME_MIN, STAGE_KINDS, stage_jobs, training_shapes
+from pipeline.planning.preflight_jobs import PREFLIGHT_RUNTIME_MIN, stage_jobs, training_shapes
 
 PREFLIGHT = f"{RESULTS}/preflight"
 PREFLIGHT_DEVICE = SITE.device if SITE is not None else "cpu"
+PREFLIGHT_STAGES = stage_jobs(GRID)
+"""The fine-tune, lm-eval and analysis jobs by kind, each on the preflight checkpoint of its source run's shape."""
 
 
 wildcard_constraints:
     shape="[a-z0-9_.]+-[a-z0-9_.]+-g[0-9]+-mb[0-9]+",
-    kind=one_of(STAGE_KINDS),
+    kind=one_of(PREFLIGHT_STAGES),
 
 
 def preflight_sizing():
@@ -23,26 +25,24 @@ def preflight_sizing():
 
 
 @functools.cache
-def sized_preflight(jobs):
-    """The shapes, sized like the grid's runs, and the fine-tune, lm-eval and analysis jobs, each on the preflight
-    checkpoint of its source run's shape."""
+def sized_shapes(jobs):
+    """The shapes, sized like the grid's runs (once per sizing)."""
     try:
-        shapes = training_shapes(jobs)
+        return training_shapes(jobs)
     except ValueError as error:
         raise WorkflowError(str(error)) from None
-    return shapes, stage_jobs(GRID, shapes)
 
 
 def preflight_shapes():
-    return sized_preflight(preflight_sizing())[0]
-
-
-def preflight_stage_jobs():
-    return sized_preflight(preflight_sizing())[1]
+    return sized_shapes(preflight_sizing())
 
 
 def preflight_shape(wildcards):
     return preflight_shapes()[wildcards.shape]
+
+
+def preflight_source_shape(wildcards):
+    return PREFLIGHT_STAGES[wildcards.kind].source_shape(preflight_shapes())
 
 
 def preflight_job_inputs(wildcards):
@@ -67,8 +67,8 @@ def preflight_job_shape(jobs, wildcards):
 def preflight_stage_inputs(wildcards):
     """The source shape's preflight row (its checkpoint beside it), the tokenizer, and the token cache: a fine-tune's
     target's, else the source run's; lm-eval also its task files and prefetch records."""
-    job = preflight_stage_jobs()[wildcards.kind]
-    inputs = {"source": f"{PREFLIGHT}/{job.source_shape}/row.json", **data_inputs(job.job)}
+    job = PREFLIGHT_STAGES[wildcards.kind]
+    inputs = {"source": f"{PREFLIGHT}/{preflight_source_shape(wildcards)}/row.json", **data_inputs(job.job)}
     if job.lm_eval:
         inputs |= {
             "task_files": EVALUATE_TASK_FILES,
@@ -81,10 +81,10 @@ def preflight_stage_settings(wildcards, input):
     """What the stage's verb is given besides paths, as JSON (pipeline/planning/preflight_jobs.py ``StageJob.settings``)."""
     task_dir = None if EVALUATE_TASK_DIR is None else str(EVALUATE_TASK_DIR)
     prefetched = [os.path.abspath(path) for path in input.get("prefetched", [])]
-    return preflight_stage_jobs()[wildcards.kind].settings(config, {"task_dir": task_dir, "prefetched": prefetched})
+    return PREFLIGHT_STAGES[wildcards.kind].settings(config, {"task_dir": task_dir, "prefetched": prefetched})
 
 
 def preflight_stage_shape(jobs, wildcards):
     """A stage job's shape: its fine-tune's or analysis's, for ``PREFLIGHT_RUNTIME_MIN`` minutes."""
-    shape = preflight_stage_jobs()[wildcards.kind].resources(jobs)
+    shape = PREFLIGHT_STAGES[wildcards.kind].resources(jobs)
     return shape.for_preflight(PREFLIGHT_RUNTIME_MIN)

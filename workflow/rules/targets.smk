@@ -41,9 +41,7 @@ def pair_downstream_csvs(pair):
 
 PRETRAIN_TARGETS = [run_summary(run_id) for run_id in RUNS]
 FINETUNE_TARGETS = [run_summary(run_id) for run_id in GRID.finetunes]
-EVALUATE_TARGETS = list(
-    dict.fromkeys(path for pair in config["downstream"]["pairs"] for path in pair_downstream_csvs(pair))
-)
+EVALUATE_TARGETS = [downstream_csv(job.model_id) for job in GRID.downstream.values()]
 MEMORY_RECORDS = [f"{ANALYSIS_DIR}/memory/{probe_id}.json" for probe_id in GRID.probes]
 SPECTRA_CSVS = [analysis_csv("spectra", run_id) for run_id in GRID.analyses["spectra"]]
 UNTRAINED_SPECTRA_CSVS = [analysis_csv("spectra_untrained", run_id) for run_id in GRID.analyses["spectra"]]
