@@ -5,6 +5,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # XLA compiles the tests' own JAX programs with LLVM -O1, as the tiny preset's jobs (`xla_flags`): a compile option,
 # not arithmetic. tests/models: 236 -> 190 CPU-s, the paper-shape smoke 220 -> 208 (2026-11-24, 2 cores).
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=1")
+# Ray starts its workers 15 niceness levels down, and the tests' jobs train in Ray workers: so they yielded the CPUs
+# to every test process and to any niced load beside CI (results/benchmarks/ci-time-2026-11-29.md).
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 import contextlib
 import json

@@ -1,24 +1,17 @@
 """Snakemake on the tiny DAG's working directory, as its end-to-end tests call it: the CI profile, every job placed
 on the Ray cluster at ``ray_address``, the compiled programs cached in the working directory."""
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-from cli_testkit import snakemake_in
+from cli_testkit import snakemake_in, venv_on_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def snakemake(workdir: Path, ray_address: str, *args: str, config: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "JAX_COMPILATION_CACHE_DIR": str(workdir / "jax-cache"),
-        "RAY_AUTH_MODE": "disabled",
-    }
+    env = {**venv_on_path(), "JAX_COMPILATION_CACHE_DIR": str(workdir / "jax-cache"), "RAY_AUTH_MODE": "disabled"}
     return subprocess.run(
         [
             *snakemake_in(workdir),
