@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 from levanter.data.sharded_datasource import UrlDataSource
+from levanter.store.cache import CacheLedger
 from levanter.store.tree_store import TreeStore
 
 from pipeline.cli import main
@@ -147,7 +148,9 @@ def test_a_stopped_ray_cache_build_resumes_from_levanters_ledger_without_tokeniz
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
     assert rerun.returncode == 0, rerun.stderr
+    assert sorted(path.name for path in out.iterdir()) == sorted(path.name for path in reference.iterdir())
     for split in ("train", "validation"):
         tokens, offsets = _token_arrays(out, split)
         reference_tokens, reference_offsets = _token_arrays(reference, split)
         assert np.array_equal(tokens, reference_tokens) and np.array_equal(offsets, reference_offsets), split
+        assert CacheLedger.load(str(out / split)).metadata == CacheLedger.load(str(reference / split)).metadata
