@@ -52,7 +52,7 @@ def _status(args: argparse.Namespace) -> None:
     from pipeline.planning.cost import cost_rows
     from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
-    from pipeline.planning.status import data_job_lines, format_plan, format_status, grid_status, plan_rows
+    from pipeline.planning.status import data_job_lines, fit_lines, format_plan, format_status, grid_status, plan_rows
 
     config = load_preset({"preset": args.preset, **json.loads(args.overrides)})
     grid = Grid.load(config)
@@ -78,7 +78,7 @@ def _status(args: argparse.Namespace) -> None:
     runs = {workload_id: (workload.kind, workload.train.steps) for workload_id, workload in training.items()}
     states, hours = grid_status(results, runs, preview_hours, plan)
     print(f"Status of {results} (preview on {device})")
-    print(format_status(states, hours), *data_job_lines(results), sep="\n")
+    print(format_status(states, hours), *data_job_lines(results), *fit_lines(results, sizing), sep="\n")
 
 
 def _fit(args: argparse.Namespace) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.site import Site, preset_results
-from pipeline.data.rates import data_job_minutes
+from pipeline.data.rates import data_job_minutes, measured_minutes
 from pipeline.planning.grid import Grid
 from pipeline.planning.measured import PLAN_ROW, FitTableError, MeasuredTable
 from pipeline.planning.placement import (
@@ -33,12 +33,11 @@ CPU_JOBS = {
     "corpus": {"cpus": 1, "mem_mb": 32000},
     "tokenizer": {"cpus": 1, "mem_mb": 16000, "minutes": 60},
     "token_cache": {"cpus": 32, "mem_mb": 128000},
-    "fit": {"cpus": 8, "mem_mb": 64000, "minutes": 720},
+    "fit": {"cpus": 8, "mem_mb": 64000},
 }
 """CPU jobs at paper scale, CPUs and memory capped by the site's CPU limits (the corpus export is one process). The
-corpus export's and the token cache's minutes are measured (``JobSizing.cpu``); the tokenizer's and the fit table's
-are not, so theirs are estimates (a BPE or a pretrained tokenizer's save; the fit table: XLA compiles every run's
-train step, 1–3 CPU-minutes each for the largest), never capped."""
+corpus export's, the token cache's and the fit table's minutes are measured (``JobSizing.cpu``); the tokenizer's are
+not, so an estimate (a pretrained tokenizer's save), never capped."""
 DATA_CHAINS = ("corpus", "token_cache")
 """The data jobs sized by their measured rates (``pipeline/data/data_rates.yaml``, each rule named as its rate), which
 resume (``pipeline.data.shards``; ``pipeline.data.cache`` with Levanter's Ray builder): a chain of jobs where longer
@@ -237,9 +236,9 @@ class JobSizing:
         reads no hub corpus) capped by the site's CPU limits: the corpus export or token cache of ``dataset`` needs
         its measured minutes (``pipeline.data.rates``, on its CPUs, its corpus's splits and shards, its builder) ×
         ``safety_factor`` + ``chunk_startup_min``, a chain of jobs beyond the partition's limit where it resumes
-        (``walltime``); the tokenizer or the fit its ``CPU_JOBS`` minutes (the tokenizer cannot resume:
-        ``WalltimeError`` beyond the limit; the fit keeps its rows: a chain), at most ``SMALL_CPU_JOB``'s and the limit
-        without a hub corpus."""
+        (``walltime``), and so does the fit, by the rows it plans (it keeps them: a chain); the tokenizer its
+        ``CPU_JOBS`` minutes (it cannot resume: ``WalltimeError`` beyond the limit), at most ``SMALL_CPU_JOB``'s and
+        the limit without a hub corpus."""
         if self.site is None:
             return JobRequest()
         need = CPU_JOBS[rule] if self.hub_corpora else SMALL_CPU_JOB
@@ -255,6 +254,9 @@ class JobSizing:
             corpus = source.get("corpus", dataset)  # a shipped corpus by its name, a hub one by its dataset's
             minutes = data_job_minutes(rule, corpus, cpus, source=source, builder=self.config["cache_builder"])
             needed = training_minutes(minutes / 60, 1, self.site)
+        elif rule == "fit":  # a row per workload, and per training job once a preflight report may resize it
+            rows = len(self._workloads) + (len(self.grid.training) if self.measured.preflight_rows else 0)
+            needed = training_minutes(measured_minutes(rule, rows, cpus) / 60, 1, self.site)
         job = f"{rule} job of {dataset}" if dataset else f"{rule} job"
         granted, chunks = walltime(self.site, job, kind, needed)
         return JobRequest(0, None, where, None, cpus, mem_mb, granted, needed, chunks)

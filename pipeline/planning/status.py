@@ -18,6 +18,7 @@ from typing import Any
 from pipeline.artifacts import read_metrics
 from pipeline.data.shards import shards_done
 from pipeline.execution.errors import STOPPED_AT
+from pipeline.planning.fit import kept_row_count, planned_jobs, rows_file
 from pipeline.planning.jobs import CPU_JOBS, JobSizing
 from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, WalltimeError
 from pipeline.train.attempts import data_attempt_file
@@ -144,6 +145,27 @@ def format_status(states: list[RunState], hours: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def attempt_outcome(out: Path) -> str:
+    """How the last attempt of the data job or fit writing ``out`` ended (``running`` without a record), a failed
+    one's with its sentence."""
+    record = data_attempt_file(out)
+    outcome = json.loads(record.read_text()) if record.is_file() else {"outcome": "running"}
+    return f"{outcome['outcome']}: {outcome['sentence']}" if outcome["outcome"] == "failed" else outcome["outcome"]
+
+
+def fit_lines(results: Path, sizing: JobSizing) -> list[str]:
+    """The fit table's line while its rows are kept (``pipeline.planning.fit.rows_file``): rows kept of the rows it
+    plans (the site's jobs as ``planned_jobs`` sizes them; without a site with GPUs, one per workload) and its last
+    attempt's outcome."""
+    table, site = results / "fit.csv", sizing.site
+    if not rows_file(table).is_file():
+        return []
+    planned = sizing.grid.workloads
+    if site and site.gpus_per_node:
+        planned = planned_jobs(sizing.grid, None, None, site, preflight_table=results / "preflight.csv")
+    return [f"fit {table.name}: {kept_row_count(table)} of {len(planned)} rows, {attempt_outcome(table)}"]
+
+
 def data_job_lines(results: Path) -> list[str]:
     """One line per data job with a staging folder (``data/*/.<name>.partial``): its shards done of its total (a token
     cache's: its corpus's) and its last attempt's outcome."""
@@ -155,10 +177,7 @@ def data_job_lines(results: Path) -> list[str]:
             manifest = results / "data" / "corpora" / out.name.partition("-")[0] / "manifest.json"
             splits = json.loads(manifest.read_text()).values() if manifest.is_file() else []
             total = sum(len(split["files"]) for split in splits if isinstance(split, dict) and "files" in split)
-        record = data_attempt_file(out)
-        outcome = json.loads(record.read_text()) if record.is_file() else {"outcome": "running"}
-        said = f": {outcome['sentence']}" if outcome["outcome"] == "failed" else ""
-        lines.append(f"data {staging.parent.name}/{out.name}: {done} of {total} shards, {outcome['outcome']}{said}")
+        lines.append(f"data {staging.parent.name}/{out.name}: {done} of {total} shards, {attempt_outcome(out)}")
     return lines
 
 

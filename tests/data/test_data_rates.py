@@ -3,17 +3,19 @@
 import pytest
 import yaml
 
-from pipeline.data.rates import RATES, data_job_minutes
+from pipeline.data.rates import RATES, data_job_minutes, measured_minutes
 
 
 def test_a_faster_recorded_rate_gives_fewer_minutes_and_only_the_cache_scales_with_cpus(tmp_path):
     table = yaml.safe_load(RATES.read_text())
     table["rates"]["token_cache"]["per_cpu_s"] *= 2
+    table["rates"]["fit"]["per_cpu_s"] *= 2
     faster = tmp_path / "rates.yaml"
     faster.write_text(yaml.safe_dump(table))
     measured = data_job_minutes("token_cache", "owt", 32)
     assert data_job_minutes("token_cache", "owt", 32, faster) == pytest.approx(measured / 2)
     assert data_job_minutes("token_cache", "owt", 16) == pytest.approx(2 * measured)
+    assert measured_minutes("fit", 59, 8, faster) == pytest.approx(measured_minutes("fit", 59, 1) / 2), "one process"
     assert (
         data_job_minutes("corpus", "owt", 8)
         == data_job_minutes("corpus", "owt", 1)

@@ -11,7 +11,7 @@ import yaml
 
 from pipeline.config import load_preset
 from pipeline.config.site import EXAMPLE, load_site
-from pipeline.data.rates import RATES, data_job_minutes
+from pipeline.data.rates import RATES, data_job_minutes, measured_minutes
 from pipeline.planning import jobs as job_sizing
 from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
@@ -71,22 +71,27 @@ def test_a_data_job_longer_than_the_cpu_partition_is_a_planned_chain_and_the_pla
     }
     plan = format_plan(list(rows.values()))
     assert [line.split()[5:7] for line in plan.splitlines() if line.startswith("corpus owt")] == [["90", "3"]]
-    assert rows["fit"]["chunks"] == chunk_count(720, 90, site.signal_lead_s, site.chunk_startup_min) > 1
+    fit_need = math.ceil(measured_minutes("fit", 59, 8) * site.safety_factor + site.chunk_startup_min)  # 59 rows
+    assert rows["fit"]["chunks"] == chunk_count(fit_need, 90, site.signal_lead_s, site.chunk_startup_min) > 1
     assert "refused" not in plan, "the fit keeps its rows: a chain"
     with pytest.raises(WalltimeError, match="tokenizer job needs an estimated 60 min .* the job cannot resume"):
         paper_sizing(dataclasses.replace(site, cpu_max_runtime_min=50)).cpu("tokenizer")
 
 
-def test_a_faster_recorded_rate_gives_a_data_job_fewer_minutes_through_the_planner(tmp_path, monkeypatch):
+def test_a_faster_recorded_rate_gives_a_data_job_and_the_fit_fewer_minutes_through_the_planner(tmp_path, monkeypatch):
     table = yaml.safe_load(RATES.read_text())
     table["rates"]["corpus"]["per_cpu_s"] *= 4
+    table["rates"]["fit"]["per_cpu_s"] *= 4
     faster = tmp_path / "rates.yaml"
     faster.write_text(yaml.safe_dump(table))
     site = dataclasses.replace(FOUR_HOURS, cpu_max_runtime_min=90)
-    measured = paper_sizing(site).cpu("corpus", "owt")
+    sizing = paper_sizing(site)
+    measured, measured_fit = sizing.cpu("corpus", "owt"), sizing.cpu("fit")
     monkeypatch.setattr(job_sizing, "data_job_minutes", functools.partial(data_job_minutes, rates=faster))
-    quicker = paper_sizing(site).cpu("corpus", "owt")
+    monkeypatch.setattr(job_sizing, "measured_minutes", functools.partial(measured_minutes, rates=faster))
+    quicker, quicker_fit = sizing.cpu("corpus", "owt"), sizing.cpu("fit")
     assert quicker.needed_minutes < measured.needed_minutes and quicker.chunks < measured.chunks == 3
+    assert quicker_fit.needed_minutes < measured_fit.needed_minutes
 
 
 def test_a_tiny_cache_of_small_shards_by_levanters_ray_builder_is_a_chain_at_a_1_minute_partition():

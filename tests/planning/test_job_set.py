@@ -44,8 +44,7 @@ def test_at_a_4_hour_site_the_dry_run_plans_the_expected_jobs_and_long_runs_are_
 
 def test_at_a_fresh_site_the_dry_run_plans_fit_and_preflight_before_the_grid_whose_gpu_jobs_are_not_sized_yet(tmp_path):
     """No fit table, no preflight report: one call plans, measures, then sizes each GPU job when its tables are
-    written (``<TBD>`` until then); the data jobs are sized already, the fit (which keeps its rows) as a chain of its
-    720-min estimate at the 4-hour site."""
+    written (``<TBD>`` until then); the data jobs are sized already, and the fit, by its rows at the measured rate."""
     site = example_site(tmp_path / "site.yaml", max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=240)
     result = dry_run(tmp_path, "all", "--profile", "profiles/slurm", "--config", f"site={site}")
     assert result.returncode == 0 and "checkpoint fit:" in result.stdout, result.stderr[-2000:]
@@ -56,7 +55,8 @@ def test_at_a_fresh_site_the_dry_run_plans_fit_and_preflight_before_the_grid_who
         sized = job["resources"].get("runtime") != "<TBD>"
         assert sized == (job["rule"] not in ("pretrain", "finetune", "memory_probe")), job
     [fit] = [job["resources"] for job in jobs if job["rule"] == "fit"]
-    assert (fit["runtime"], fit["needed_min"]) == ("240", "720") and int(fit["chunks"]) > 1, fit
+    planned = JobSizing(Grid.load(load_preset({"preset": "paper"})), load_site(site)).cpu("fit")
+    assert (fit["runtime"], fit["needed_min"]) == (str(planned.minutes), str(planned.needed_minutes)), fit
 
 
 def test_a_red_preflight_row_stops_the_grid_before_its_first_job_naming_the_row(tmp_path, paper_fit_table):

@@ -131,7 +131,6 @@ def test_each_chunks_start_up_is_the_sites_and_a_run_without_gpus_is_chunked_whe
 
 def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
     paper = load_preset({"preset": "paper"})
-    assert JobSizing(Grid.load(paper), SHORT_SITE).cpu("fit").minutes == 720
     assert JobSizing(Grid.load(paper), SHORT_SITE).gpu_analysis("frontier", "owt-large-diffeq").minutes == 240
     with pytest.raises(
         WalltimeError,

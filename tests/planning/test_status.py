@@ -4,6 +4,7 @@ import json
 
 from pipeline.cli import main
 from pipeline.config import load_preset, pretrain_runs
+from pipeline.planning.grid import Grid
 
 
 def write_lines(path, lines):
@@ -42,6 +43,8 @@ def test_status_prints_done_running_stopped_failed_and_missing_runs(tmp_path, ca
     )
     sentence = f"error: `pretrain` for {failed.run_id} ran out of host memory (MemoryError); give the job more memory."
     write_lines(results / "logs" / "pretrain" / f"{failed.run_id}.log", ["Traceback ...", sentence])
+    write_lines(results / "fit.csv.rows.jsonl", [json.dumps({"key": "k"}), "{}", "{}"])  # two rows kept
+    (results / ".fit.csv.attempt.json").write_text(json.dumps({"attempt": 1, "from_step": 0, "outcome": "stopped"}))
 
     assert main(["status", "--preset", "tiny", "--results", str(results)]) == 0
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
@@ -58,5 +61,6 @@ def test_status_prints_done_running_stopped_failed_and_missing_runs(tmp_path, ca
     assert all(rows[spec.run_id].split()[1:] == ["missing", "not", "started"] for spec in runs[4:])
     missing = sum(line.split()[1] == "missing" for line in rows.values())
     assert rows["1"] == f"1 done, 1 running, 1 stopped, 1 failed, {missing} missing of {missing + 4} runs"
+    assert rows["fit"] == f"fit fit.csv: 2 of {len(Grid.load(load_preset({'preset': 'tiny'})).workloads)} rows, stopped"
     spent = 1800 * 2 / 3600 + 3 * 36 / 3600
     assert rows["GPU-hours:"].startswith(f"GPU-hours: {spent:,.1f} spent")
