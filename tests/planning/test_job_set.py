@@ -7,6 +7,10 @@ from pathlib import Path
 
 from cli_testkit import dry_run, dry_run_jobs, example_site
 
+from pipeline.config import load_preset
+from pipeline.config.site import load_site
+from pipeline.planning.grid import Grid
+from pipeline.planning.jobs import JobSizing
 from pipeline.preflight.report import COLUMNS
 
 EXPECTED = Path(__file__).with_name("paper_4h_site_jobs.json")
