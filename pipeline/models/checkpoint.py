@@ -71,3 +71,17 @@ def load_run_model(run_dir: str | Path, vocab_size: int):
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
     model = load_checkpoint(template, checkpoint, subpath="model", discover_latest=False, mesh=mesh, axis_mapping={})
     return spec, model
+
+
+def load_diffeq_run(run_dir: str | Path, vocab_size: int, analysis: str):
+    """``(spec, model)`` of a trained GPT-style DiffEqFormer (``load_run_model``) in inference mode; a run of another
+    family is refused in a sentence naming ``analysis``."""
+    from levanter.utils.tree_utils import inference_mode
+
+    spec, model = load_run_model(run_dir, vocab_size)
+    if spec.model.family != "diffeq":
+        raise ValueError(
+            f"{run_dir}/config.yaml: model.family is {spec.model.family!r}; {analysis} needs a GPT-style "
+            f"DiffEqFormer (diffeq)."
+        )
+    return spec, inference_mode(model, True)
