@@ -42,10 +42,10 @@ def publish(tmp: str | Path, path: Path) -> None:
 
 @contextmanager
 def atomic_file(path: Path) -> Iterator[str]:
-    """A new temporary file in ``path``'s folder (same suffix) for the block to write, renamed onto ``path`` when the
-    block ends without an error (``publish``), else removed."""
+    """A new temporary file in ``path``'s folder for the block to write, renamed onto ``path`` when the block ends
+    without an error (``publish``), else removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(handle)
     try:
         yield tmp

@@ -9,7 +9,7 @@ import pandas as pd
 
 from pipeline.config.families import DIFFEQ_FAMILIES
 from pipeline.report.claim_rows import by_seed, claim
-from pipeline.report.intervals import correlation_interval, fisher_z, paired_interval
+from pipeline.report.intervals import correlation_interval, fisher_z, paired_differences, t_interval
 from pipeline.report.tidy_inputs import FINETUNE_KEYS, eval_curve, read_json, require_columns
 
 PLATEAU_EVALUATIONS, PLATEAU_NATS = 3, 0.02
@@ -63,7 +63,7 @@ def finetune_claims(finetunes: pd.DataFrame) -> list[dict]:
                 claim(
                     f"(2) {method} DiffEqFormer N′={num_steps} beats GPT, {source}→{target}",
                     "Fig. 5",
-                    paired_interval(by_seed(ours, "val_loss"), by_seed(baseline, "val_loss")),
+                    t_interval(paired_differences(by_seed(ours, "val_loss"), by_seed(baseline, "val_loss"))),
                     "Δ log-ppl (DiffEqFormer − GPT, paired by seed)",
                     evidence,
                     hypothesis=f"(2) {method} N′={depth}, {source}→{target}" if primary else None,

@@ -54,5 +54,5 @@ def save_figure(figure: plt.Figure, out: FigureFiles) -> None:
     """Write ``out.png`` and ``out.pdf``, each through a temporary file and a rename."""
     for path in out:
         with atomic_file(path) as tmp:
-            figure.savefig(tmp, dpi=DPI)
+            figure.savefig(tmp, dpi=DPI, format=path.suffix.removeprefix("."))
     plt.close(figure)
