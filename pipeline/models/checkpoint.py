@@ -36,24 +36,19 @@ def final_checkpoint(run_dir: str | Path) -> str:
     return checkpoint
 
 
-def checkpoint_vocab_size(checkpoint: str) -> int:
-    """Rows of the token embedding stored in a checkpoint."""
-    import fsspec
-
-    metadata = f"{checkpoint}/{EMBEDDING_ARRAY}"
-    try:
-        with fsspec.open(metadata, "r") as stream:
-            return int(json.load(stream)["shape"][0])
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{metadata}: missing; {checkpoint} is not a complete model checkpoint.") from None
-
-
 def load_run_model(run_dir: str | Path, vocab_size: int):
     """``(spec, model)`` of a trained run, its final checkpoint on the local devices (no sharding). A checkpoint
     of another ``vocab_size`` is refused naming both sizes (it would otherwise misalign ids or fail in tensorstore)."""
+    import fsspec
+
     spec = read_run_spec(run_dir)
     checkpoint = final_checkpoint(run_dir)
-    stored = checkpoint_vocab_size(checkpoint)
+    metadata = f"{checkpoint}/{EMBEDDING_ARRAY}"
+    try:
+        with fsspec.open(metadata, "r") as stream:
+            stored = int(json.load(stream)["shape"][0])
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{metadata}: missing; {checkpoint} is not a complete model checkpoint.") from None
     if stored != vocab_size:
         raise ValueError(
             f"{checkpoint}: the checkpoint's vocabulary has {stored} tokens but the tokenizer has "

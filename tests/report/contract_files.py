@@ -89,14 +89,10 @@ def write_pretrain_run(
     folder = results / "runs" / run_id
     folder.mkdir(parents=True, exist_ok=True)
     diffeq = family.startswith("diffeq")
+    identity = {"run_id": run_id, "preset": "tiny", "group": group, "dataset": dataset, "size": size, "role": role}
     spec = {
-        "run_id": run_id,
-        "preset": "tiny",
-        "group": group,
-        "dataset": dataset,
-        "size": size,
+        **identity,
         "tokenizer": "bpe",
-        "role": role,
         "ablation": ablation,
         "model": {
             "family": family,
@@ -114,13 +110,8 @@ def write_pretrain_run(
     (folder / "config.yaml").write_text(yaml.safe_dump(spec))
     write_curve(folder, ppl)
     summary = {
-        "run_id": run_id,
-        "preset": "tiny",
-        "group": group,
+        **identity,
         "family": family,
-        "dataset": dataset,
-        "size": size,
-        "role": role,
         "ablation": ablation,
         "seed": seed,
         "parameters": parameters,
