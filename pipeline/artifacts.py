@@ -14,7 +14,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -39,17 +40,25 @@ def publish(tmp: str | Path, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename."""
+@contextmanager
+def atomic_file(path: Path) -> Iterator[str]:
+    """A new temporary file in ``path``'s folder for the block to write, renamed onto ``path`` when the block ends
+    without an error (``publish``), else removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
     try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
+        yield tmp
         publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename."""
+    with atomic_file(path) as tmp:
+        Path(tmp).write_text(text)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:

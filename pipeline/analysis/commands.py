@@ -73,6 +73,7 @@ def _run_options(parser: argparse.ArgumentParser, *, cache: bool = False) -> Non
         "--tokenizer",
         run_dir="a trained run folder (results/<p>/runs/<run>)",
     )
+    parser.add_argument("--out", type=Path, required=True, help="the tidy CSV")
     add_ray_options(parser, gpus=True)
 
 
@@ -80,7 +81,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
     spectra = add_verb(verbs, "spectra", _spectra, "QK/OV eigenvalues of every head over t (§5.1, App. E)")
     _run_options(spectra)
     spectra.add_argument("--time-oversampling", type=int, required=True, help="DiffEqFormer: t grid k·L fine")
-    spectra.add_argument("--out", type=Path, required=True, help="the tidy CSV")
     spectra.add_argument(
         "--untrained-out",
         type=Path,
@@ -92,7 +92,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
     _run_options(lyapunov)
     lyapunov.add_argument("--sentences", required=True, help="JSON list of sentences")
     lyapunov.add_argument("--output-token", type=int, required=True, help="index j of the output token")
-    lyapunov.add_argument("--out", type=Path, required=True, help="the tidy CSV")
     lyapunov.add_argument("--html", type=Path, required=True, help="the heat-map page")
 
     frontier = add_verb(verbs, "frontier", _frontier, "validation loss vs solver and number of steps")
@@ -101,7 +100,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
     frontier.add_argument("--solvers", required=True, help="JSON list of euler|heun|rk4")
     frontier.add_argument("--batch-size", type=int, default=32)
     frontier.add_argument("--max-batches", type=int, help="default: the whole validation split")
-    frontier.add_argument("--out", type=Path, required=True, help="the tidy CSV")
 
     memory = add_verb(
         verbs, "memory-probe", _memory_probe, "peak memory of one train step of a probe (App. D, Fig. 16)"

@@ -135,18 +135,11 @@ def run_frontier(
     import logging
 
     from levanter.compat.hf_checkpoints import load_tokenizer
-    from levanter.utils.tree_utils import inference_mode
 
     from pipeline.artifacts import atomic_write_text
-    from pipeline.models.checkpoint import load_run_model
+    from pipeline.models.checkpoint import load_diffeq_run
 
-    spec, model = load_run_model(run_dir, len(load_tokenizer(tokenizer_dir)))
-    if spec.model.family != "diffeq":
-        raise ValueError(
-            f"{run_dir}/config.yaml: model.family is {spec.model.family!r}; the frontier needs a "
-            f"GPT-style DiffEqFormer (diffeq)."
-        )
-    model = inference_mode(model, True)
+    spec, model = load_diffeq_run(run_dir, len(load_tokenizer(tokenizer_dir)), "the frontier")
     batches = validation_batches(cache_dir, tokenizer_dir, spec.model.seq_len, batch_size, max_batches)
     trained_steps = spec.model.num_layers
     run = (spec.run_id, spec.model.family, spec.dataset, trained_steps)

@@ -154,19 +154,12 @@ def run_lyapunov(
 ) -> dict:
     """Exponents of every configured sentence for one trained DiffEqFormer: the CSV table and the heat-map."""
     from levanter.compat.hf_checkpoints import load_tokenizer
-    from levanter.utils.tree_utils import inference_mode
 
     from pipeline.artifacts import atomic_write_text
-    from pipeline.models.checkpoint import load_run_model
+    from pipeline.models.checkpoint import load_diffeq_run
 
     tokenizer = load_tokenizer(tokenizer_dir)
-    spec, model = load_run_model(run_dir, len(tokenizer))
-    if spec.model.family != "diffeq":
-        raise ValueError(
-            f"{run_dir}/config.yaml: model.family is {spec.model.family!r}; the Lyapunov analysis "
-            f"needs a GPT-style DiffEqFormer (diffeq)."
-        )
-    model = inference_mode(model, True)
+    spec, model = load_diffeq_run(run_dir, len(tokenizer), "the Lyapunov analysis")
     frames, shaded = [], []
     for sentence_id, sentence in enumerate(sentences):
         ids = sentence_tokens(tokenizer, sentence, output_token, spec.model.seq_len)

@@ -28,37 +28,43 @@ def by_magnitude(matrices: np.ndarray) -> np.ndarray:
     return np.take_along_axis(eigenvalues, order, axis=-1)
 
 
-def attention_weights(model) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
-    """Per-layer attention projections of a GPT-family model: (c_attn [t, embed, qkv, heads, head_size],
-    c_proj [t, heads, head_size, embed], times t, layer index of each t)."""
-    attn = model.transformer.blocks.stacked.attn
-    c_attn = attn.c_attn.weight.rearrange(("layers", "embed", "qkv", "heads", "head_size")).array
-    c_proj = attn.c_proj.weight.rearrange(("layers", "heads", "head_size", "embed")).array
+WEIGHT_AXES = (
+    ("embed", "qkv", "heads", "head_size"),
+    ("heads", "head_size", "embed"),
+    ("embed", "mlp"),
+    ("mlp", "embed"),
+)
+"""The axes after the time axis of the attention's c_attn, c_proj and the feed-forward's c_fc, c_proj."""
+
+
+def gpt_weights(model) -> tuple:
+    """Per-layer weights of a GPT at t = (layer + 1)/L: (c_attn [t, embed, qkv, heads, head_size], c_proj [t, heads,
+    head_size, embed], times t, layer index of each t, feed-forward (c_fc [t, embed, mlp], c_proj [t, mlp, embed]))."""
+    block = model.transformer.blocks.stacked
+    weights = (block.attn.c_attn.weight, block.attn.c_proj.weight, block.mlp.c_fc.weight, block.mlp.c_proj.weight)
+    c_attn, c_proj, c_fc, ff_proj = (
+        np.asarray(weight.rearrange(("layers", *axes)).array) for weight, axes in zip(weights, WEIGHT_AXES, strict=True)
+    )
     num_layers = c_attn.shape[0]
-    times = (np.arange(num_layers) + 1.0) / num_layers
-    return np.asarray(c_attn), np.asarray(c_proj), times, list(range(num_layers))
+    return c_attn, c_proj, (np.arange(num_layers) + 1.0) / num_layers, list(range(num_layers)), (c_fc, ff_proj)
 
 
-def oversampled_times(model, time_oversampling: int):
-    """The axis and times t_m = m/(kL), m = 1..kL (k = ``time_oversampling``) of a DiffEqFormer, on its Euler time
-    grid (``fidelity.time_grid``): at k = 1 the times its L steps are trained at."""
+def diffeq_weights(model, time_oversampling: int) -> tuple:
+    """The same of a DiffEqFormer, W(t) generated for all t at once on t_m = m/(kL), m = 1..kL (k =
+    ``time_oversampling``) of its Euler time grid (``fidelity.time_grid``: at k = 1 the times its L steps are trained
+    at); the layer of t is the trained Euler step whose interval ((l)/L, (l+1)/L] holds it."""
     import haliax as hax
 
-    Time = hax.Axis("time", time_oversampling * model.config.num_layers)
-    return Time, model.transformer.field.times(hax.arange(Time) + 1, Time.size)
-
-
-def diffeq_attention_weights(model, time_oversampling: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
-    """W(t) of a DiffEqFormer's attention on t_m = m/(kL), m = 1..kL (k = ``time_oversampling``), generated
-    for all t at once; the layer of t is the trained Euler step whose interval ((l)/L, (l+1)/L] holds it."""
-    Time, times = oversampled_times(model, time_oversampling)
     field = model.transformer.field
-    c_attn, _ = field.attn.c_attn.weights_at(times, field.shared_mlp)
-    c_proj, _ = field.attn.c_proj.weights_at(times, field.shared_mlp)
-    c_attn = np.asarray(c_attn.rearrange(("time", "embed", "qkv", "heads", "head_size")).array)
-    c_proj = np.asarray(c_proj.rearrange(("time", "heads", "head_size", "embed")).array)
+    Time = hax.Axis("time", time_oversampling * model.config.num_layers)
+    times = field.times(hax.arange(Time) + 1, Time.size)
+    linears = (field.attn.c_attn, field.attn.c_proj, field.mlp.c_fc, field.mlp.c_proj)
+    c_attn, c_proj, c_fc, ff_proj = (
+        np.asarray(linear.weights_at(times, field.shared_mlp)[0].rearrange(("time", *axes)).array)
+        for linear, axes in zip(linears, WEIGHT_AXES, strict=True)
+    )
     steps = np.arange(1, Time.size + 1)
-    return c_attn, c_proj, steps / Time.size, list((steps - 1) // time_oversampling)
+    return c_attn, c_proj, steps / Time.size, list((steps - 1) // time_oversampling), (c_fc, ff_proj)
 
 
 def feedforward_spectra(w_fc: np.ndarray, w_proj: np.ndarray) -> np.ndarray:
@@ -67,34 +73,13 @@ def feedforward_spectra(w_fc: np.ndarray, w_proj: np.ndarray) -> np.ndarray:
     return by_magnitude(w_fc.astype(np.float64) @ w_proj.astype(np.float64))
 
 
-def mlp_weights(model) -> tuple[np.ndarray, np.ndarray]:
-    """Per-layer feed-forward weights of a GPT: (c_fc [t, embed, mlp], c_proj [t, mlp, embed])."""
-    mlp = model.transformer.blocks.stacked.mlp
-    return (
-        np.asarray(mlp.c_fc.weight.rearrange(("layers", "embed", "mlp")).array),
-        np.asarray(mlp.c_proj.weight.rearrange(("layers", "mlp", "embed")).array),
-    )
-
-
-def diffeq_mlp_weights(model, time_oversampling: int) -> tuple[np.ndarray, np.ndarray]:
-    """W(t) of a DiffEqFormer's feed-forward block on the grid of ``diffeq_attention_weights``."""
-    _, times = oversampled_times(model, time_oversampling)
-    field = model.transformer.field
-    c_fc, _ = field.mlp.c_fc.weights_at(times, field.shared_mlp)
-    c_proj, _ = field.mlp.c_proj.weights_at(times, field.shared_mlp)
-    return (
-        np.asarray(c_fc.rearrange(("time", "embed", "mlp")).array),
-        np.asarray(c_proj.rearrange(("time", "mlp", "embed")).array),
-    )
-
-
 def spectra_table(
     c_attn: np.ndarray,
     c_proj: np.ndarray,
     times: np.ndarray,
     layers: list[int],
+    feedforward: tuple[np.ndarray, np.ndarray] | None,
     labels: dict[str, str],
-    feedforward: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """The tidy table (``SPECTRA_COLUMNS``) of QK and OV eigenvalues of every head at every time, and of FF at every
     time when ``feedforward`` = (W_fc, W_proj) is given."""
@@ -155,19 +140,12 @@ def spectral_trend(table: pd.DataFrame) -> pd.DataFrame:
 def model_spectra(spec, model, time_oversampling: int) -> pd.DataFrame:
     """The spectra table of ``model``, a GPT or DiffEqFormer of run ``spec``."""
     family = spec.model.family
-    if family == "diffeq":
-        weights = diffeq_attention_weights(model, time_oversampling)
-        feedforward = diffeq_mlp_weights(model, time_oversampling)
-    elif family == "gpt":
-        weights = attention_weights(model)
-        feedforward = mlp_weights(model)
-    else:
+    if family not in ("diffeq", "gpt"):
         raise ValueError(
             f"run {spec.run_id}: model.family is {family!r}; spectra need a GPT-style model (diffeq or gpt)."
         )
-    return spectra_table(
-        *weights, labels={"run_id": spec.run_id, "family": family, "dataset": spec.dataset}, feedforward=feedforward
-    )
+    weights = diffeq_weights(model, time_oversampling) if family == "diffeq" else gpt_weights(model)
+    return spectra_table(*weights, labels={"run_id": spec.run_id, "family": family, "dataset": spec.dataset})
 
 
 def run_spectra(run_dir: str, tokenizer_dir: str, out_csv: str, time_oversampling: int, untrained_csv: str) -> dict:

@@ -8,6 +8,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from pipeline.artifacts import atomic_write_json, atomic_write_text
 from pipeline.bench.throughput import IDLE_LOAD, BenchConfig
 from pipeline.commands import add_options, add_verb
 from pipeline.config.paths import BENCHMARKS_DIR
@@ -22,25 +23,30 @@ def _throughput_sizes(args: argparse.Namespace) -> None:
     print(out.read_text(), end="")
 
 
+def _write_report(result: dict, out: Path, summary: str) -> None:
+    """A benchmark's ``result`` as JSON to ``out``, its Markdown ``summary`` beside it (``.md``) and to stdout."""
+    atomic_write_json(out, result)
+    atomic_write_text(out.with_suffix(".md"), summary)
+    print(summary)
+
+
 def _throughput(args: argparse.Namespace) -> None:
-    from pipeline.bench.throughput import markdown, run_benchmark, wait_for_idle, write_report
+    from pipeline.bench.throughput import markdown, run_benchmark, wait_for_idle
 
     settings = {field.name: getattr(args, field.name) for field in dataclasses.fields(BenchConfig)}
     waited = wait_for_idle(IDLE_LOAD, 60 * args.wait_idle_minutes) if args.wait_idle_minutes > 0 else 0.0
     result = run_benchmark(BenchConfig(**settings))
     result["waited_for_idle_s"] = waited
-    write_report(result, args.out, args.out.with_suffix(".md"))
-    print(markdown(result))
+    _write_report(result, args.out, markdown(result))
     if result["contended"]:
         print("WARNING: the host was busy during the run; the timings are not reliable.", file=sys.stderr)
 
 
 def _jacobian(args: argparse.Namespace) -> None:
-    from pipeline.bench.jacobian import run_benchmark, summary_markdown, write_report
+    from pipeline.bench.jacobian import run_benchmark, summary_markdown
 
     result = run_benchmark(args.tokens, args.hidden_dim, args.num_heads, args.repeats)
-    write_report(result, args.out, args.out.with_suffix(".md"))
-    print(summary_markdown(result))
+    _write_report(result, args.out, summary_markdown(result))
 
 
 def _dag(args: argparse.Namespace) -> None:

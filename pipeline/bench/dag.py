@@ -43,7 +43,6 @@ class JobTiming:
     """One job: its kind, its wall and CPU seconds (Snakemake's benchmark; None without one), seconds per phase."""
 
     kind: str
-    job: str
     wall_s: float | None
     cpu_s: float | None
     phases: dict[str, float]
@@ -69,20 +68,15 @@ def benchmark_seconds(tsv: Path) -> tuple[float, float]:
     return tuple(sum(float(row[column]) for row in rows) / len(rows) for column in ("s", "cpu_time"))
 
 
-def dag_results(workdir: Path, preset: str) -> Path:
-    results = workdir / "results" / preset
-    if not (results / "logs").is_dir():
-        raise FileNotFoundError(
-            f"{results / 'logs'} does not exist; run the DAG (snakemake --directory {workdir}) "
-            f"first or pass the workdir and --preset it used."
-        )
-    return results
-
-
 def job_timings(workdir: Path, preset: str) -> list[JobTiming]:
     """Every job that left a log, with its benchmark wall time where Snakemake wrote one."""
-    results = dag_results(workdir, preset)
+    results = workdir / "results" / preset
     logs, benchmarks = results / "logs", results / "benchmarks"
+    if not logs.is_dir():
+        raise FileNotFoundError(
+            f"{logs} does not exist; run the DAG (snakemake --directory {workdir}) "
+            f"first or pass the workdir and --preset it used."
+        )
     timings = []
     for log in sorted(logs.rglob("*.log")):
         relative = log.relative_to(logs).with_suffix("")
@@ -91,7 +85,6 @@ def job_timings(workdir: Path, preset: str) -> list[JobTiming]:
         timings.append(
             JobTiming(
                 kind=relative.parent.as_posix(),
-                job=relative.as_posix(),
                 wall_s=wall_s,
                 cpu_s=cpu_s,
                 phases=phase_seconds(log.read_text(errors="replace")),

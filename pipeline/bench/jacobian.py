@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import platform
 import statistics
-from pathlib import Path
 
 GOAL_SPEEDUP = 10.0
 
@@ -73,11 +72,3 @@ def summary_markdown(result: dict) -> str:
         f"Speed-up: **{result['speedup']:.1f}×** (goal ≥ {result['goal_speedup']:.0f}×); "
         f"max relative difference {result['max_relative_difference']:.2e}.\n"
     )
-
-
-def write_report(result: dict, out: Path, out_md: Path) -> None:
-    """``result`` as JSON to ``out`` and its Markdown summary to ``out_md``."""
-    from pipeline.artifacts import atomic_write_json, atomic_write_text
-
-    atomic_write_json(out, result)
-    atomic_write_text(out_md, summary_markdown(result))

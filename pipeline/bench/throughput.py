@@ -6,13 +6,11 @@ alone. Timings need an idle host: the report records the load and flags ``conten
 import dataclasses
 import datetime
 import importlib.metadata
-import json
 import os
 import platform
 import resource
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 PAPER_GOALS = {"train": 1.15, "inference_discrete": 1.05}
 """Paper's cost of DiffEqFormer relative to GPT: training ≤ 1.15×, discretised inference ≤ 1.05× (App. D.1)."""
@@ -239,14 +237,6 @@ def markdown(result: dict) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def write_report(result: dict, out: Path, out_md: Path) -> None:
-    """Write ``result`` as JSON to ``out`` and its Markdown summary to ``out_md``."""
-    from pipeline.artifacts import atomic_write_text
-
-    atomic_write_text(out, json.dumps(result, indent=2) + "\n")
-    atomic_write_text(out_md, markdown(result))
 
 
 def wait_for_idle(max_load: float, timeout_s: float, poll_s: float = 30.0) -> float:

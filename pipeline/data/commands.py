@@ -49,26 +49,21 @@ def _corpus(args: argparse.Namespace) -> None:
     from pipeline.data.hf_corpora import export_hf_corpus
 
     source = json.loads(args.source)
-    docs_per_shard = source.get("docs_per_shard", DOCS_PER_SHARD)
+    shards = {
+        "test_split": source.get("test_split", False),
+        "docs_per_shard": source.get("docs_per_shard", DOCS_PER_SHARD),
+    }
     if source["kind"] == "tiny":
-        stats = export_tiny_corpus(
-            source["corpus"],
-            args.out,
-            test_split=source.get("test_split", False),
-            docs_per_shard=docs_per_shard,
-            overwrite=True,
-        )
+        stats = export_tiny_corpus(source["corpus"], args.out, **shards, overwrite=True)
     else:
-        revision = _revision(args.prefetched, source["id"], source.get("revision"))
         stats = export_hf_corpus(
             source["id"],
             args.out,
             source=source["id"],
             validation_fraction=source.get("validation_fraction"),
             seed=source.get("seed", 0),
-            test_split=source.get("test_split", False),
-            revision=revision,
-            docs_per_shard=docs_per_shard,
+            revision=_revision(args.prefetched, source["id"], source.get("revision")),
+            **shards,
             overwrite=True,
         )
     splits = corpus_splits(args.out)

@@ -4,7 +4,6 @@ commit}`` per item, so a failure stops only its readers. lm-eval tasks: ``pipeli
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +70,7 @@ def prefetch_tokenizer(item: dict[str, Any]) -> dict[str, Any]:
 def run_prefetch(kind: str, item: dict[str, Any], out: Path) -> dict[str, Any]:
     """Prefetch one ``kind`` ("dataset" or "tokenizer") item and write its record to ``out``; a failure is one sentence
     naming the item, and writes nothing."""
-    from pipeline.artifacts import atomic_write_text
+    from pipeline.artifacts import atomic_write_json
 
     fetch = {"dataset": prefetch_dataset, "tokenizer": prefetch_tokenizer}[kind]
     try:
@@ -82,5 +81,5 @@ def run_prefetch(kind: str, item: dict[str, Any], out: Path) -> dict[str, Any]:
             f"({type(error).__name__}: {error}); fix its revision or remove it in the preset, then rerun "
             "the prefetch."
         ) from error
-    atomic_write_text(out, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    atomic_write_json(out, record)
     return record

@@ -109,12 +109,8 @@ def build_task_data(out_dir: Path = TASKS_DIR) -> dict[str, dict[str, int]]:
     rng = random.Random(SEED)
     half = total // len(TINY_CORPORA)
     tasks = {
-        "tiny_choice": split_items(
-            [item for corpus in sorted(TINY_CORPORA) for item in choice_items(corpus, half, rng)], rng
-        ),
-        "tiny_lambada": split_items(
-            [item for corpus in sorted(TINY_CORPORA) for item in lambada_items(corpus, half, rng)], rng
-        ),
+        task: split_items([item for corpus in sorted(TINY_CORPORA) for item in make(corpus, half, rng)], rng)
+        for task, make in (("tiny_choice", choice_items), ("tiny_lambada", lambada_items))
     }
     counts = {}
     for task, splits in tasks.items():

@@ -33,11 +33,11 @@ def _downstream(args: argparse.Namespace) -> None:
 
 
 def _prefetch_task(args: argparse.Namespace) -> None:
-    from pipeline.artifacts import atomic_write_text
+    from pipeline.artifacts import atomic_write_json
     from pipeline.evaluate.task_sources import prefetch_task
 
     record = prefetch_task(args.task, args.task_dir, json.loads(args.revisions))
-    atomic_write_text(args.out, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    atomic_write_json(args.out, record)
     logging.info("prefetched lm-eval task %s: %s", args.task, json.dumps(record))
 
 

@@ -82,11 +82,6 @@ def recorded_source(records: list[Path]) -> Callable[[str], TaskDataset]:
     return source
 
 
-def is_loading_script(dataset_id: str, files: list[str]) -> bool:
-    """Whether a dataset repository holding ``files`` is a loading script (``<name>.py`` at its top)."""
-    return f"{dataset_id.split('/')[-1]}.py" in files
-
-
 def resolve_on_hub(dataset_id: str, revision: str | None) -> TaskDataset:
     """The commit of hub dataset ``dataset_id`` at ``revision``, or of its parquet conversion where it is a loading
     script; a loading script without one is refused with its name."""
@@ -95,7 +90,8 @@ def resolve_on_hub(dataset_id: str, revision: str | None) -> TaskDataset:
 
     api = HfApi()
     info = api.dataset_info(dataset_id, revision=revision)
-    if not is_loading_script(dataset_id, [sibling.rfilename for sibling in info.siblings or []]):
+    loading_script = f"{dataset_id.split('/')[-1]}.py"  # a loading-script repository: <name>.py at its top
+    if loading_script not in [sibling.rfilename for sibling in info.siblings or []]:
         return TaskDataset(dataset_id, revision, info.sha, converted=False)
     try:
         converted = api.dataset_info(dataset_id, revision=PARQUET_BRANCH)

@@ -36,24 +36,19 @@ def final_checkpoint(run_dir: str | Path) -> str:
     return checkpoint
 
 
-def checkpoint_vocab_size(checkpoint: str) -> int:
-    """Rows of the token embedding stored in a checkpoint."""
-    import fsspec
-
-    metadata = f"{checkpoint}/{EMBEDDING_ARRAY}"
-    try:
-        with fsspec.open(metadata, "r") as stream:
-            return int(json.load(stream)["shape"][0])
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{metadata}: missing; {checkpoint} is not a complete model checkpoint.") from None
-
-
 def load_run_model(run_dir: str | Path, vocab_size: int):
     """``(spec, model)`` of a trained run, its final checkpoint on the local devices (no sharding). A checkpoint
     of another ``vocab_size`` is refused naming both sizes (it would otherwise misalign ids or fail in tensorstore)."""
+    import fsspec
+
     spec = read_run_spec(run_dir)
     checkpoint = final_checkpoint(run_dir)
-    stored = checkpoint_vocab_size(checkpoint)
+    metadata = f"{checkpoint}/{EMBEDDING_ARRAY}"
+    try:
+        with fsspec.open(metadata, "r") as stream:
+            stored = int(json.load(stream)["shape"][0])
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{metadata}: missing; {checkpoint} is not a complete model checkpoint.") from None
     if stored != vocab_size:
         raise ValueError(
             f"{checkpoint}: the checkpoint's vocabulary has {stored} tokens but the tokenizer has "
@@ -71,3 +66,17 @@ def load_run_model(run_dir: str | Path, vocab_size: int):
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
     model = load_checkpoint(template, checkpoint, subpath="model", discover_latest=False, mesh=mesh, axis_mapping={})
     return spec, model
+
+
+def load_diffeq_run(run_dir: str | Path, vocab_size: int, analysis: str):
+    """``(spec, model)`` of a trained GPT-style DiffEqFormer (``load_run_model``) in inference mode; a run of another
+    family is refused in a sentence naming ``analysis``."""
+    from levanter.utils.tree_utils import inference_mode
+
+    spec, model = load_run_model(run_dir, vocab_size)
+    if spec.model.family != "diffeq":
+        raise ValueError(
+            f"{run_dir}/config.yaml: model.family is {spec.model.family!r}; {analysis} needs a GPT-style "
+            f"DiffEqFormer (diffeq)."
+        )
+    return spec, inference_mode(model, True)

@@ -47,6 +47,12 @@ class DiscreteConfig:
     def flops_per_token(self, vocab_size: int) -> float:
         return dataclasses.replace(self.source, num_layers=self.num_steps).flops_per_token(vocab_size)
 
+    def stacked_blocks(self, Block: type, levanter_config, key, **options) -> hnn.Stacked:
+        """N' randomly initialised ``Block``s of ``levanter_config`` with step ``block_step`` (a template for loading
+        a discretised checkpoint)."""
+        stacked = hnn.Stacked.init(self.Layers, Block, gradient_checkpointing=levanter_config.gradient_checkpointing)
+        return stacked(levanter_config, key=shaped_rng_split(key, self.num_steps), step=self.block_step, **options)
+
 
 @LmConfig.register_subclass("discrete_diffeq_gpt")
 @dataclass(frozen=True)
@@ -87,10 +93,7 @@ class DiscreteGptTransformer(eqx.Module):
 
     @staticmethod
     def init(config: DiscreteDiffEqGptConfig, *, key) -> "DiscreteGptTransformer":
-        gpt2 = config.gpt2()
-        blocks = hnn.Stacked.init(config.Layers, ParallelGptBlock, gradient_checkpointing=gpt2.gradient_checkpointing)(
-            gpt2, key=shaped_rng_split(key, config.num_steps), step=config.block_step
-        )
+        blocks = config.stacked_blocks(ParallelGptBlock, config.gpt2(), key)
         return DiscreteGptTransformer(config, blocks, config.source.final_norm())
 
     def __call__(self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None) -> NamedArray:
@@ -114,17 +117,11 @@ class DiscreteLlamaTransformer(eqx.Module):
 
     @staticmethod
     def init(config: DiscreteDiffEqLlamaConfig, *, key) -> "DiscreteLlamaTransformer":
-        llama = config.llama()
-        blocks = hnn.Stacked.init(
-            config.Layers, ParallelLlamaBlock, gradient_checkpointing=llama.gradient_checkpointing
-        )(
-            llama,
-            key=shaped_rng_split(key, config.num_steps),
-            chained_norms=config.source.chained_norms,
-            norm_shift=config.source.norm_shift,
-            step=config.block_step,
+        source = config.source
+        blocks = config.stacked_blocks(
+            ParallelLlamaBlock, config.llama(), key, chained_norms=source.chained_norms, norm_shift=source.norm_shift
         )
-        return DiscreteLlamaTransformer(config, blocks, config.source.final_norm())
+        return DiscreteLlamaTransformer(config, blocks, source.final_norm())
 
     def __call__(
         self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None, pos_ids: NamedArray | None = None

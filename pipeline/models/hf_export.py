@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
+
+from pipeline.data.files import atomic_directory
 
 EXPORTABLE_FAMILIES = ("gpt", "llama")
 
@@ -19,10 +18,7 @@ def export_hf(model, tokenizer, out_dir: str | Path) -> Path:
     import numpy as np
     from levanter.compat.hf_checkpoints import HFCheckpointConverter
 
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
-    try:
+    with atomic_directory(out_dir, overwrite=True) as tmp:
         hf_config = model.config.to_hf_config(model.Vocab.size)
         converter = HFCheckpointConverter(
             type(model.config), reference_checkpoint=str(tmp), HfConfigClass=type(hf_config), tokenizer=tokenizer
@@ -31,16 +27,7 @@ def export_hf(model, tokenizer, out_dir: str | Path) -> Path:
         hf_config.save_pretrained(tmp)
         with jax.set_mesh(jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))):
             converter.save_pretrained(model, str(tmp), save_reference_code=False)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700, as a plainly created folder
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+    return Path(out_dir)
 
 
 def export_run_hf(run_dir: str | Path, tokenizer_dir: str | Path, out_dir: str | Path) -> dict:

@@ -19,6 +19,7 @@ from pipeline.config.families import DIFFEQ_FAMILIES, FAMILY_LABELS
 from pipeline.report.style import FAMILY_COLOURS, FigureFiles, apply_style, panels, save_figure
 from pipeline.report.tables import DATASET_LABELS, DOWNSTREAM_TABLES, downstream_table
 from pipeline.report.tidy_inputs import (
+    FINETUNE_KEYS,
     eval_curve,
     load_downstream,
     load_memory_probes,
@@ -31,20 +32,6 @@ PPL_LABEL = "validation perplexity (lower is better)"
 STEP_LABEL = "training step (updates)"
 TRAJECTORY_COLUMNS = ["magnitude", "degree", "step", "t", "token", "x0", "x1", "x2"]
 CLUSTER_STATS_COLUMNS = ["magnitude", "degree", "n_clusters", "threshold", "mean_pairwise_distance"]
-FINETUNE_COLUMNS = [
-    "run_id",
-    "family",
-    "source_run",
-    "source_dataset",
-    "target_dataset",
-    "method",
-    "num_steps",
-    "source_steps",
-    "train_steps",
-    "eval_split",
-    "val_ppl",
-    "initial_val_ppl",
-]
 
 
 def pretrain_curves(summaries: list[Path]) -> pd.DataFrame:
@@ -66,7 +53,6 @@ def pretrain_curves(summaries: list[Path]) -> pd.DataFrame:
             model=FAMILY_LABELS[summary["family"]],
             dataset=summary["dataset"],
             size=summary["size"],
-            ablation=summary.get("ablation"),
             final_val_ppl=summary["val_ppl"],
             tokens_per_s=summary["mean_tokens_per_s"],
             beta2=spec["train"]["beta2"],
@@ -202,13 +188,13 @@ def finetune_runs(summaries: list[Path]) -> pd.DataFrame:
     frames = []
     for path in summaries:
         summary = read_json(path)
-        require_columns(summary, FINETUNE_COLUMNS, path, "a fine-tune summary written by the finetune stage")
+        require_columns(summary, FINETUNE_KEYS, path, "a fine-tune summary written by the finetune stage")
         label = (
             f"DiffEqFormer {summary['source_steps']}→{summary['num_steps']}"
             if summary["family"] in DIFFEQ_FAMILIES
             else f"{FAMILY_LABELS.get(summary['family'], summary['family'])}-{summary['num_steps']}"
         )
-        frames.append(eval_curve(path).assign(**{column: summary[column] for column in FINETUNE_COLUMNS}, label=label))
+        frames.append(eval_curve(path).assign(**{column: summary[column] for column in FINETUNE_KEYS}, label=label))
     return pd.concat(frames, ignore_index=True)
 
 

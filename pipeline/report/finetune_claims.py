@@ -9,20 +9,9 @@ import pandas as pd
 
 from pipeline.config.families import DIFFEQ_FAMILIES
 from pipeline.report.claim_rows import by_seed, claim
-from pipeline.report.intervals import correlation_interval, fisher_z, paired_interval
-from pipeline.report.tidy_inputs import eval_curve, read_json, require_columns
+from pipeline.report.intervals import correlation_interval, fisher_z, paired_differences, t_interval
+from pipeline.report.tidy_inputs import FINETUNE_KEYS, eval_curve, read_json, require_columns
 
-FINETUNE_KEYS = [
-    "family",
-    "source_dataset",
-    "target_dataset",
-    "method",
-    "num_steps",
-    "source_steps",
-    "seed",
-    "val_loss",
-]
-"""The keys of a fine-tune summary the claims read."""
 PLATEAU_EVALUATIONS, PLATEAU_NATS = 3, 0.02
 """A fine-tune's curve has plateaued when its last 3 evaluations lower the best validation loss before them by
 less than 0.02 nats in total (docs/experiments.md, "The mini study")."""
@@ -50,7 +39,7 @@ def load_finetunes(paths: list[Path]) -> pd.DataFrame:
                 "plateaued": plateaued(path),
             }
         )
-    return pd.DataFrame(rows, columns=[*FINETUNE_KEYS, "val_ppl", "overfit", "plateaued"])
+    return pd.DataFrame(rows, columns=[*FINETUNE_KEYS, "overfit", "plateaued"])
 
 
 def finetune_claims(finetunes: pd.DataFrame) -> list[dict]:
@@ -74,7 +63,7 @@ def finetune_claims(finetunes: pd.DataFrame) -> list[dict]:
                 claim(
                     f"(2) {method} DiffEqFormer N′={num_steps} beats GPT, {source}→{target}",
                     "Fig. 5",
-                    paired_interval(by_seed(ours, "val_loss"), by_seed(baseline, "val_loss")),
+                    t_interval(paired_differences(by_seed(ours, "val_loss"), by_seed(baseline, "val_loss"))),
                     "Δ log-ppl (DiffEqFormer − GPT, paired by seed)",
                     evidence,
                     hypothesis=f"(2) {method} N′={depth}, {source}→{target}" if primary else None,

@@ -73,12 +73,8 @@ def t_interval(values: Sequence[float], threshold: float = 0.0) -> Interval:
     return Interval(mean, mean - half, mean + half, n, p)
 
 
-def paired_interval(challenger: dict[int, float], baseline: dict[int, float]) -> Interval:
-    """The t-interval of challenger − baseline over the seeds both have (a seed fixes init, data order, dropout)."""
-    return t_interval(paired_differences(challenger, baseline))
-
-
 def paired_differences(challenger: dict[int, float], baseline: dict[int, float]) -> list[float]:
+    """Challenger − baseline over the seeds both have (a seed fixes init, data order, dropout)."""
     return [challenger[seed] - baseline[seed] for seed in sorted(set(challenger) & set(baseline))]
 
 

@@ -48,37 +48,20 @@ def downstream_numbers(preset: str, paths: list[Path]) -> list[dict]:
         item = f"{entry.pair} {entry.task} {entry.shots}-shot {model}"
         source = "Table 4" if entry.pair == "gpt-large" else "Table 5"
         if math.isnan(entry.paper):
-            rows.append(
-                row(
-                    "number",
-                    item,
-                    "Tables 4-5",
-                    ours=entry.acc,
-                    unit="accuracy %",
-                    status=NOT_IN_PAPER,
-                    evidence=f"± {entry.acc_stderr:.2f}",
-                )
-            )
+            result = dict(source="Tables 4-5", status=NOT_IN_PAPER, evidence=f"± {entry.acc_stderr:.2f}")
         elif math.isnan(entry.acc) or preset != COMPARABLE_PRESET:
-            rows.append(
-                row("number", item, source, paper=entry.paper, ours=entry.acc, unit="accuracy %", status=NOT_RUN)
-            )
+            result = dict(source=source, paper=entry.paper, status=NOT_RUN)
         else:
             tolerance = 2 * math.hypot(entry.paper_stderr, entry.acc_stderr)
             deviation = entry.acc - entry.paper
-            rows.append(
-                row(
-                    "number",
-                    item,
-                    source,
-                    paper=entry.paper,
-                    ours=entry.acc,
-                    deviation=deviation,
-                    unit="accuracy %",
-                    status=HOLDS if abs(deviation) <= tolerance else FAILS,
-                    evidence=f"tolerance 2 combined stderr = {tolerance:.2f}",
-                )
+            result = dict(
+                source=source,
+                paper=entry.paper,
+                deviation=deviation,
+                status=HOLDS if abs(deviation) <= tolerance else FAILS,
+                evidence=f"tolerance 2 combined stderr = {tolerance:.2f}",
             )
+        rows.append(row("number", item, ours=entry.acc, unit="accuracy %", **result))
     return rows
 
 

@@ -4,8 +4,6 @@ inside the figure verbs (it imports matplotlib)."""
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -16,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from pipeline.artifacts import publish  # noqa: E402
+from pipeline.artifacts import atomic_file  # noqa: E402
 from pipeline.config.families import FAMILY_LABELS  # noqa: E402
 
 FAMILY_COLOURS = dict(zip(FAMILY_LABELS.values(), sns.color_palette("colorblind", len(FAMILY_LABELS)), strict=True))
@@ -55,13 +53,6 @@ class FigureFiles(NamedTuple):
 def save_figure(figure: plt.Figure, out: FigureFiles) -> None:
     """Write ``out.png`` and ``out.pdf``, each through a temporary file and a rename."""
     for path in out:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
-        os.close(handle)
-        try:
-            figure.savefig(tmp, dpi=DPI)
-            publish(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_file(path) as tmp:
+            figure.savefig(tmp, dpi=DPI, format=path.suffix.removeprefix("."))
     plt.close(figure)

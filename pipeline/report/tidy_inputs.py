@@ -1,5 +1,6 @@
 """The stages' tidy files as the report reads them, each missing file or key failing with one sentence naming it:
-run summaries (``RUN_COLUMNS``), metrics logs, lm-eval's ``downstream.csv``, memory probes, and ``read_csv``."""
+run summaries (``RUN_COLUMNS``, ``FINETUNE_KEYS``), metrics logs, lm-eval's ``downstream.csv``, memory probes, and
+``read_csv``."""
 
 from __future__ import annotations
 
@@ -30,6 +31,23 @@ RUN_COLUMNS = [
     "val_ppl",
     "mean_tokens_per_s",
 ]
+FINETUNE_KEYS = [
+    "run_id",
+    "family",
+    "source_run",
+    "source_dataset",
+    "target_dataset",
+    "method",
+    "num_steps",
+    "source_steps",
+    "train_steps",
+    "seed",
+    "eval_split",
+    "val_loss",
+    "val_ppl",
+    "initial_val_ppl",
+]
+"""The keys of a fine-tune summary the report reads (its figure and claims)."""
 ACCURACY_METRIC = "acc"
 
 

@@ -76,7 +76,11 @@ class TrainingResult:
         }
 
 
-def write_run_record(run_dir: Path, started: float, result: TrainingResult, summary: dict[str, Any]) -> None:
-    """``provenance.json``, then ``summary.json`` last: its presence means the run is complete."""
+def write_run_record(spec, run_dir: Path, started: float, result: TrainingResult, fields: dict[str, Any]) -> dict:
+    """``provenance.json``, then ``summary.json`` last (its presence means the run is complete): the ``RunSpec`` or
+    ``FinetuneSpec``'s identity, its ``fields``, and the run's ``scores``; returns the summary."""
+    identity = {"run_id": spec.run_id, "preset": spec.preset, "seed": spec.train.seed, "train_steps": spec.train.steps}
+    summary = {**identity, **fields, **result.scores()}
     atomic_write_json(run_dir / "provenance.json", provenance(started, result.devices))
     atomic_write_json(run_dir / "summary.json", summary)
+    return summary

@@ -19,21 +19,15 @@ def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -
     spec = RunSpec.from_json(spec_json)
     job = TrainJob.pretraining(spec, run_dir, cache_dir, tokenizer_dir)
     result = train_run(job)
-    summary = {
-        "run_id": spec.run_id,
-        "preset": spec.preset,
+    fields = {
         "group": spec.group,
         "family": spec.model.family,
         "dataset": spec.dataset,
         "size": spec.size,
         "role": spec.role,
         "ablation": spec.ablation,
-        "seed": spec.train.seed,
-        "train_steps": spec.train.steps,
-        **result.scores(),
     }
-    write_run_record(job.run_dir, started, result, summary)
-    return summary
+    return write_run_record(spec, job.run_dir, started, result, fields)
 
 
 def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, tokenizer_dir: str) -> dict[str, Any]:
@@ -43,9 +37,7 @@ def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, toke
     spec = FinetuneSpec.from_json(spec_json)
     job = TrainJob.finetuning(spec, run_dir, source_dir, cache_dir, tokenizer_dir)
     result = train_run(job)
-    summary = {
-        "run_id": spec.run_id,
-        "preset": spec.preset,
+    fields = {
         "role": "finetune",
         "family": spec.family,
         "source_run": spec.source_run,
@@ -54,13 +46,9 @@ def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, toke
         "method": spec.method,
         "num_steps": spec.euler_steps or spec.source_euler_steps,
         "source_steps": spec.source_euler_steps,
-        "train_steps": spec.train.steps,
-        "seed": spec.train.seed,
         "trainable_parameters": result.trainable_parameters,
         "trainable_fraction": result.trainable_parameters / result.parameters,
         "initial_val_loss": result.initial_val_loss,
         "initial_val_ppl": None if result.initial_val_loss is None else math.exp(result.initial_val_loss),
-        **result.scores(),
     }
-    write_run_record(job.run_dir, started, result, summary)
-    return summary
+    return write_run_record(spec, job.run_dir, started, result, fields)

@@ -6,12 +6,10 @@ from models.models_testkit import TINY_SHAPE, tiny_model
 
 from pipeline.analysis.spectra import (
     SPECTRA_COLUMNS,
-    attention_weights,
-    diffeq_attention_weights,
-    diffeq_mlp_weights,
+    diffeq_weights,
     feedforward_spectra,
+    gpt_weights,
     head_spectra,
-    mlp_weights,
     spectra_table,
 )
 
@@ -45,8 +43,8 @@ def test_table_covers_every_time_head_and_eigenvalue(family):
     model = tiny_model(family)
     layers, heads = TINY_SHAPE["num_layers"], TINY_SHAPE["num_heads"]
     head_size = TINY_SHAPE["hidden_dim"] // heads
-    weights = diffeq_attention_weights(model, 4) if family == "diffeq" else attention_weights(model)
-    table = spectra_table(*weights, labels={"run_id": "r", "family": family, "dataset": "d"})
+    weights = diffeq_weights(model, 4) if family == "diffeq" else gpt_weights(model)
+    table = spectra_table(*weights[:4], None, labels={"run_id": "r", "family": family, "dataset": "d"})
     n_times = 4 * layers if family == "diffeq" else layers
     assert list(table.columns) == SPECTRA_COLUMNS
     assert len(table) == 2 * n_times * heads * head_size
@@ -62,11 +60,9 @@ def test_feedforward_spectra_are_those_of_w_fc_w_proj(family):
     time."""
     model = tiny_model(family)
     hidden = TINY_SHAPE["hidden_dim"]
-    weights = diffeq_attention_weights(model, 2) if family == "diffeq" else attention_weights(model)
-    c_fc, c_proj = diffeq_mlp_weights(model, 2) if family == "diffeq" else mlp_weights(model)
-    table = spectra_table(
-        *weights, labels={"run_id": "r", "family": family, "dataset": "d"}, feedforward=(c_fc, c_proj)
-    )
+    weights = diffeq_weights(model, 2) if family == "diffeq" else gpt_weights(model)
+    c_fc, c_proj = weights[4]
+    table = spectra_table(*weights, labels={"run_id": "r", "family": family, "dataset": "d"})
     ff = table[table["matrix"] == "FF"]
     n_times = len(weights[2])
     assert len(ff) == n_times * hidden and set(ff["head"]) == {0}
@@ -90,7 +86,7 @@ def test_spectral_trend_is_near_zero_untrained():
 
     labels = {"run_id": "r", "family": "diffeq", "dataset": "d"}
     means = [
-        spectral_trend(spectra_table(*diffeq_attention_weights(tiny_model("diffeq", seed), 4), labels))["rho"].mean()
+        spectral_trend(spectra_table(*diffeq_weights(tiny_model("diffeq", seed), 4)[:4], None, labels))["rho"].mean()
         for seed in range(4)
     ]
     untrained = correlation_interval(means)
@@ -104,11 +100,16 @@ def test_spectral_trend_is_positive_on_weights_that_grow_with_t_at_the_trained_t
     from pipeline.analysis.spectra import spectral_trend
 
     labels = {"run_id": "r", "family": "diffeq", "dataset": "d"}
-    c_attn, c_proj, times, layers = diffeq_attention_weights(tiny_model("diffeq"), 4)
+    c_attn, c_proj, times, layers, _ = diffeq_weights(tiny_model("diffeq"), 4)
     trained = np.isclose(times * TINY_SHAPE["num_layers"], np.round(times * TINY_SHAPE["num_layers"]))
     growth = np.where(trained, 1 + 3 * times, 100 - 50 * times)
     table = spectra_table(
-        c_attn[:1] * growth[:, None, None, None, None], c_proj[:1] * growth[:, None, None, None], times, layers, labels
+        c_attn[:1] * growth[:, None, None, None, None],
+        c_proj[:1] * growth[:, None, None, None],
+        times,
+        layers,
+        None,
+        labels,
     )
     trend = spectral_trend(table)
     assert len(trend) == 2 * TINY_SHAPE["num_heads"]

@@ -1,6 +1,5 @@
 """Evaluation fixtures: a small BPE tokenizer, tiny random models of every family, real-text requests."""
 
-import dataclasses
 import functools
 import itertools
 from pathlib import Path
@@ -13,16 +12,14 @@ import torch
 import transformers
 from levanter.compat.hf_checkpoints import load_tokenizer
 from lm_eval.api.instance import Instance
+from models.models_testkit import init_prng, tiny_config
 
 from pipeline.data.corpora import tiny_corpus_file
 from pipeline.data.files import iter_texts, write_jsonl
 from pipeline.data.tokenizer import train_bpe_tokenizer
-from pipeline.models import DIFFEQ_FAMILIES, build_model_config
 from pipeline.models.hf_export import export_hf
 
 SEQ_LEN = 32
-SHAPE = dict(seq_len=SEQ_LEN, hidden_dim=32, num_heads=4, num_layers=2)
-TIME = dict(time_embed_dim=8, sinusoidal_dim=8)
 
 
 @pytest.fixture(scope="session")
@@ -37,10 +34,9 @@ def tokenizer(tmp_path_factory):
 
 @functools.cache
 def _random_model(family: str, vocab_size: int):
-    """A tiny random model; ``initializer_range`` 0.2 (not 0.02) so that scores depend visibly on every weight."""
-    config = build_model_config(family, **SHAPE, **(TIME if family in DIFFEQ_FAMILIES else {}))
-    config = dataclasses.replace(config, initializer_range=0.2)
-    with jax.default_prng_impl("rbg"):
+    """A tiny random model (``tiny_config``, ``initializer_range`` 0.2) of the tokenizer's vocabulary."""
+    config = tiny_config(family, seq_len=SEQ_LEN, num_layers=2)
+    with init_prng():
         return eqx.filter_jit(config.build)(hax.Axis("vocab", vocab_size), key=jax.random.PRNGKey(0))
 
 

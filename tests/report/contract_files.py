@@ -9,7 +9,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from pipeline.analysis.clustering import MAGNITUDE_DEGREES, SWEEP_COLUMNS
+from pipeline.analysis.tidy import FRONTIER_COLUMNS, LYAPUNOV_COLUMNS, PARAM_COUNT_COLUMNS, SPECTRA_COLUMNS
 from pipeline.config import memory_probes
+from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
+from pipeline.report.figures import CLUSTER_STATS_COLUMNS, TRAJECTORY_COLUMNS
 from pipeline.report.style import FigureFiles
 from pipeline.report.table_views import TableFiles
 
@@ -26,6 +30,13 @@ def table_files(stem: Path, *, tex: bool = True) -> TableFiles:
 
 def figure_files(stem: Path) -> FigureFiles:
     return FigureFiles(png=Path(f"{stem}.png"), pdf=Path(f"{stem}.pdf"))
+
+
+def write_csv(path: Path, rows: list, columns: list[str]) -> Path:
+    """``rows`` under ``columns`` as the CSV ``path``, its folder made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
+    return path
 
 
 Accuracy = dict[tuple[str, int], float]
@@ -78,14 +89,10 @@ def write_pretrain_run(
     folder = results / "runs" / run_id
     folder.mkdir(parents=True, exist_ok=True)
     diffeq = family.startswith("diffeq")
+    identity = {"run_id": run_id, "preset": "tiny", "group": group, "dataset": dataset, "size": size, "role": role}
     spec = {
-        "run_id": run_id,
-        "preset": "tiny",
-        "group": group,
-        "dataset": dataset,
-        "size": size,
+        **identity,
         "tokenizer": "bpe",
-        "role": role,
         "ablation": ablation,
         "model": {
             "family": family,
@@ -103,13 +110,8 @@ def write_pretrain_run(
     (folder / "config.yaml").write_text(yaml.safe_dump(spec))
     write_curve(folder, ppl)
     summary = {
-        "run_id": run_id,
-        "preset": "tiny",
-        "group": group,
+        **identity,
         "family": family,
-        "dataset": dataset,
-        "size": size,
-        "role": role,
         "ablation": ablation,
         "seed": seed,
         "parameters": parameters,
@@ -178,12 +180,7 @@ def write_downstream(
         stderr = float(np.sqrt(acc * (1 - acc) / n_samples))
         rows.append([run_id, family, pair, task, shots, "acc", acc, stderr, n_samples])
         rows.append([run_id, family, pair, task, shots, "perplexity", 123.0, 4.0, n_samples])
-    path = results / "downstream" / run_id / "downstream.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(
-        rows, columns=["run_id", "family", "pair", "task", "shots", "metric", "value", "stderr", "n_samples"]
-    ).to_csv(path, index=False)
-    return path
+    return write_csv(results / "downstream" / run_id / "downstream.csv", rows, DOWNSTREAM_COLUMNS)
 
 
 def write_spectra(
@@ -203,12 +200,7 @@ def write_spectra(
                 scale = 1 + growth * t if growth else rng.uniform(0.5, 1.5)
                 for index, value in enumerate(values * scale):
                     rows.append([run_id, family, dataset, matrix, t, layer, head, index, value.real, value.imag])
-    path = results / "analysis" / folder / f"{run_id}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(
-        rows, columns=["run_id", "family", "dataset", "matrix", "t", "layer", "head", "index", "real", "imag"]
-    ).to_csv(path, index=False)
-    return path
+    return write_csv(results / "analysis" / folder / f"{run_id}.csv", rows, SPECTRA_COLUMNS)
 
 
 def write_lyapunov(results: Path, run_id: str) -> Path:
@@ -219,16 +211,9 @@ def write_lyapunov(results: Path, run_id: str) -> Path:
         for position in range(8)
         for k in range(2)
     ]
-    path = results / "analysis" / "lyapunov" / f"{run_id}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows, columns=["run_id", "sentence_id", "position", "token", "exponent_index", "exponent"]).to_csv(
-        path, index=False
-    )
-    (path.with_suffix(".html")).write_text("<html><body>heat-map</body></html>")
+    path = write_csv(results / "analysis" / "lyapunov" / f"{run_id}.csv", rows, LYAPUNOV_COLUMNS)
+    path.with_suffix(".html").write_text("<html><body>heat-map</body></html>")
     return path
-
-
-MAGNITUDES = {"constant": 0, "linear": 1, "quadratic": 2, "cubic": 3, "quartic": 4}
 
 
 def write_clustering(results: Path, *, clusters: dict[str, int] | None = None) -> tuple[Path, Path]:
@@ -237,7 +222,7 @@ def write_clustering(results: Path, *, clusters: dict[str, int] | None = None) -
     clusters = clusters or {"constant": 2, "linear": 3, "quadratic": 5, "cubic": 5, "quartic": 5}
     rng = np.random.default_rng(2)
     trajectories, stats = [], []
-    for magnitude, degree in MAGNITUDES.items():
+    for magnitude, degree in MAGNITUDE_DEGREES.items():
         for token in range(5):
             start = rng.uniform(-1, 1, size=3)
             for step in range(4):
@@ -245,37 +230,21 @@ def write_clustering(results: Path, *, clusters: dict[str, int] | None = None) -
                 trajectories.append([magnitude, degree, step, step / 3, token, *x])
         stats.append([magnitude, degree, clusters[magnitude], 0.1, 0.5 + degree])
     folder = results / "analysis" / "clustering"
-    folder.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(trajectories, columns=["magnitude", "degree", "step", "t", "token", "x0", "x1", "x2"]).to_csv(
-        folder / "trajectories.csv", index=False
-    )
-    pd.DataFrame(stats, columns=["magnitude", "degree", "n_clusters", "threshold", "mean_pairwise_distance"]).to_csv(
-        folder / "stats.csv", index=False
-    )
+    write_csv(folder / "trajectories.csv", trajectories, TRAJECTORY_COLUMNS)
+    write_csv(folder / "stats.csv", stats, CLUSTER_STATS_COLUMNS)
     regimes = {
         "authors": ("claim", 20.0, 0.1),
         "equal-mean": ("control", 20.0, 0.1),
         "T1-unnormalised": ("sensitivity", 1.0, 0.005),
     }
     sweep = [
-        {
-            "regime": regime,
-            "role": role,
-            "horizon": horizon,
-            "dt": dt,
-            "seed": seed,
-            "magnitude": magnitude,
-            "degree": degree,
-            "tokens": 40,
-            "threshold": cut,
-            "n_clusters": clusters[magnitude] * 4,
-        }
+        (regime, role, horizon, dt, seed, magnitude, degree, 40, cut, clusters[magnitude] * 4)
         for regime, (role, horizon, dt) in regimes.items()
         for seed in range(3)
-        for magnitude, degree in MAGNITUDES.items()
+        for magnitude, degree in MAGNITUDE_DEGREES.items()
         for cut in (0.1, 0.05, 0.2)
     ]
-    pd.DataFrame(sweep).to_csv(folder / "sweep.csv", index=False)
+    write_csv(folder / "sweep.csv", sweep, SWEEP_COLUMNS)
     return folder / "trajectories.csv", folder / "stats.csv"
 
 
@@ -284,46 +253,17 @@ def write_frontier(results: Path, run_id: str, *, dataset: str = "owt", trained_
     for solver, evaluations_per_step in (("euler", 1), ("heun", 2)):
         for factor in (0.5, 1.0, 2.0):
             steps = int(trained_steps * factor)
+            loss = 6.0 + 1 / steps
+            evaluations = steps * evaluations_per_step
             rows.append(
-                [
-                    run_id,
-                    "diffeq",
-                    dataset,
-                    trained_steps,
-                    solver,
-                    steps,
-                    factor,
-                    steps * evaluations_per_step,
-                    6.0 + 1 / steps,
-                    float(np.exp(6.0 + 1 / steps)),
-                ]
+                [run_id, "diffeq", dataset, trained_steps, solver, steps, factor, evaluations, loss, np.exp(loss)]
             )
-    path = results / "analysis" / "frontier" / f"{run_id}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(
-        rows,
-        columns=[
-            "run_id",
-            "family",
-            "dataset",
-            "trained_steps",
-            "solver",
-            "num_steps",
-            "step_factor",
-            "field_evaluations",
-            "val_loss",
-            "val_ppl",
-        ],
-    ).to_csv(path, index=False)
-    return path
+    return write_csv(results / "analysis" / "frontier" / f"{run_id}.csv", rows, FRONTIER_COLUMNS)
 
 
 def write_param_counts(results: Path) -> Path:
     rows = [["GPT-large", None, 790_000]] + [["DiffEqFormer-large", d, 600_000 + 50_000 * d] for d in (4, 8, 16)]
-    path = results / "analysis" / "param_counts.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows, columns=["model", "time_embed_dim", "parameters"]).to_csv(path, index=False)
-    return path
+    return write_csv(results / "analysis" / "param_counts.csv", rows, PARAM_COUNT_COLUMNS)
 
 
 def write_memory_record(

@@ -18,7 +18,7 @@ from pipeline.report.intervals import (
     holm,
     non_inferiority,
     non_inferiority_verdict,
-    paired_interval,
+    paired_differences,
     sign_test,
     t_interval,
     verdict,
@@ -43,7 +43,7 @@ def test_a_clear_win_a_clear_loss_and_a_tie_inside_the_noise(offset, expected):
     seed_effect = rng.normal(0, 1.0, size=5)
     baseline = {seed: 4.0 + effect + rng.normal(0, 0.02) for seed, effect in enumerate(seed_effect)}
     challenger = {seed: 4.0 + effect + offset + rng.normal(0, 0.02) for seed, effect in enumerate(seed_effect)}
-    interval = paired_interval(challenger, baseline)
+    interval = t_interval(paired_differences(challenger, baseline))
     assert verdict(interval.mean, interval.p, 0.0, "below") == expected
 
 
@@ -53,7 +53,7 @@ def test_pairing_by_seed_removes_the_shared_seed_effect():
     effect = rng.normal(0, 1.0, size=5)
     baseline, challenger = 4.0 + effect, 3.5 + effect + rng.normal(0, 0.05, size=5)
     assert t_interval(list(challenger)).high > t_interval(list(baseline)).low  # intervals overlap
-    interval = paired_interval(dict(enumerate(challenger)), dict(enumerate(baseline)))
+    interval = t_interval(paired_differences(dict(enumerate(challenger)), dict(enumerate(baseline))))
     assert verdict(interval.mean, interval.p, 0.0, "below") == SUPPORTED
 
 
