@@ -33,9 +33,10 @@ CPU_JOBS = {
     "corpus": {"cpus": 1, "mem_mb": 32000},
     "tokenizer": {"cpus": 1, "mem_mb": 16000, "minutes": 60},
     "token_cache": {"cpus": 32, "mem_mb": 128000},
-    "fit": {"cpus": 8, "mem_mb": 64000},
+    "fit": {"cpus": 1, "mem_mb": 4000},
 }
-"""CPU jobs at paper scale, CPUs and memory capped by the site's CPU limits (the corpus export is one process). The
+"""CPU jobs at paper scale, CPUs and memory capped by the site's CPU limits (the corpus export and the fit are one
+process each; the fit's peak was 1.2 GB, results/benchmarks/data-rates-2026-11-29.md). The
 corpus export's, the token cache's and the fit table's minutes are measured (``JobSizing.cpu``); the tokenizer's are
 not, so an estimate (a pretrained tokenizer's save), never capped."""
 DATA_CHAINS = ("corpus", "token_cache")

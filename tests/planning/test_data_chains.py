@@ -47,6 +47,7 @@ def test_at_the_4_hour_site_each_corpus_and_token_cache_is_sized_per_dataset_fro
     assert sizing.cpu("corpus", "owt").needed_minutes > sizing.cpu("corpus", "wt103").needed_minutes
     assert sizing.cpu("corpus", "owt").resources()["chunks"] == 1
     assert sizing.cpu("corpus", "owt").cpus == 1, "the export is one process"
+    assert (sizing.cpu("fit").cpus, sizing.cpu("fit").mem_mb) == (1, 4000), "one planning process, 1.2 GB at its peak"
 
 
 def test_a_data_job_longer_than_the_cpu_partition_is_a_planned_chain_and_the_plan_shows_it():
