@@ -58,20 +58,8 @@ module, so that the worker taking them finds the DAG built (by the worker that t
 of waiting for it."""
 
 
-def pytest_report_header(config):
-    if config.getoption("numprocesses", None):
-        return "tests marked `alone` are left out on pytest-xdist workers: run them with `pytest -n 0 -m alone`"
-
-
-def pytest_collection_modifyitems(config, items):
-    """Orders the modules longest first and, in a pytest-xdist worker, leaves out the tests marked ``alone``: their
-    assertions depend on the wall clock (a 1-minute SLURM walltime), and beside two other workers on 2 cores their
-    cost grows with the load (the walltime chain test: 132 s alone, 555-1151 s beside two workers, 2026-11-27). The
-    test command runs them afterwards in one process (``pytest -n 0 -m alone``, docs/testing.md)."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        alone = [item for item in items if item.get_closest_marker("alone")]
-        items[:] = [item for item in items if not item.get_closest_marker("alone")]
-        config.hook.pytest_deselected(items=alone)
+def pytest_collection_modifyitems(items):
+    """Orders the modules longest first (``LONGEST_FIRST``), then the others, then those that read the tiny DAG."""
     rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
     rank.update({module: len(LONGEST_FIRST) + 1 for module in READ_THE_TINY_DAG})
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONGEST_FIRST)))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SLOW_MARKERS = ("e2e", "paper_shape", "alone")
+SLOW_MARKERS = ("e2e", "paper_shape")
 SLOW_FIXTURES = ("tiny_data_workdir", "ray_head", "tiny_dag")
 """They build the tiny data with Snakemake or start a Ray: a test using one, itself or through a fixture, is slow."""
 PLANS_ONLY = {"-n", "--dry-run", "--dryrun", "--lint"}

@@ -193,7 +193,6 @@ def test_ray_cluster_sbatch_runs_its_driver_inside_the_allocation_with_token_aut
         subprocess.run(in_netns("scancel", job_id), timeout=30)
 
 
-@pytest.mark.alone
 def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_planned_chunks(
     tmp_path, slurm_partition, tiny_data_workdir
 ):
@@ -210,7 +209,7 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
     # ~100 s of updates on 2 idle cores (~25 per s, 2026-11-27): more than one job can train even if SLURM ends it
     # late. SLURM checks limits and sends --signal on a 30-s timer, so a 1-minute job can run ~90 s (one trained all of
-    # 700 updates); alone, jobs trained 170 to 1160 updates each.
+    # 700 updates); jobs trained 170 to 1160 updates each.
     run, steps = "results/tiny/runs/wt103-small-gpt", 2400
     train = f"steps: {steps}, eval_every: {steps}, eval_batches: 1, checkpoint_every: {steps}"
     site = localhost_site(
