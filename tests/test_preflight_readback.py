@@ -16,7 +16,7 @@ from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site
 from pipeline.planning.cost import preview
 from pipeline.planning.grid import Grid, model_cost
 from pipeline.planning.jobs import JobSizing
-from pipeline.planning.measured import PreflightError, read_preflight_rows
+from pipeline.planning.measured import MeasuredTable, PreflightError
 from pipeline.planning.placement import JobRequest
 from pipeline.preflight.report import COLUMNS, markdown, with_verdicts
 
@@ -263,6 +263,6 @@ def test_a_preflight_row_reads_back_typed_and_a_column_that_does_not_apply_as_no
     report = write_report(
         tmp_path / "preflight.csv", "finetune-lora", "ft-owt-wt103-diffeq6-n3-lora", "h100", budget_bytes="n/a"
     )
-    row = read_preflight_rows(report)["finetune-lora"]
+    row = MeasuredTable(Grid.load(TINY), "h100", preflight_table=report).preflight_rows["finetune-lora"]
     assert (row.tokens_per_s_per_device, row.peak_memory_bytes, row.budget_bytes) == (100.0, 1e9, None)
     assert (row.run_id, row.device_label, row.verdict) == ("ft-owt-wt103-diffeq6-n3-lora", "h100", "ok")

@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pipeline.config.site import Site, preset_results
+from pipeline.config.site import Site
 from pipeline.data.rates import data_job_minutes, measured_minutes
-from pipeline.planning.grid import Grid
-from pipeline.planning.measured import PLAN_ROW, FitTableError, MeasuredTable
+from pipeline.planning.grid import Grid, model_cost
+from pipeline.planning.measured import PLAN_ROW, FitTableError, MeasuredTable, training_rate
 from pipeline.planning.placement import (
     JobKind,
     JobRequest,
@@ -83,9 +83,9 @@ class JobSizing:
         self.grid = grid
         self.config = grid.config
         self.site = site
-        self.measured = MeasuredTable(grid, site.device if site else "cpu", preflight=preflight_table, fit=fit_table)
+        device = site.device if site else "cpu"
+        self.measured = MeasuredTable(grid, device, preflight_table=preflight_table, fit_table=fit_table)
         self._workloads = grid.workloads
-        self._costs: dict[str, dict[str, Any]] = {}
         self._read: dict[tuple[int | None, ...], JobSizing] = {}
 
     @property
@@ -108,14 +108,16 @@ class JobSizing:
         return self._read[stamp]
 
     def cost(self, workload_id: str) -> dict[str, Any]:
-        """The cost preview's row of one workload (``gpu_hours``, ``parameters``, ...) on the site's device."""
-        from pipeline.planning.cost import cost_rows
-
-        if workload_id not in self._costs:
-            workload, results = self._workloads[workload_id], preset_results(self.site, self.config["preset"])
-            row = cost_rows([workload], self.site.device, self.site.mfu, self.config, self.measured, results)[0]
-            self._costs[workload_id] = row
-        return self._costs[workload_id]
+        """What job sizing reads of the cost preview's row of one workload on the site's device (``cost_rows``):
+        ``gpu_hours``, ``parameters``, ``tokens_per_s_per_gpu`` and its ``source``."""
+        workload = self._workloads[workload_id]
+        tokens_per_s, source = training_rate(workload, self.site.device, self.site.mfu, self.config, self.measured)
+        return {
+            "gpu_hours": workload.gpu_hours(tokens_per_s, self.config),
+            "parameters": model_cost(workload, self.config)[0],
+            "tokens_per_s_per_gpu": tokens_per_s,
+            "source": source,
+        }
 
     def chain_retries(self, workload_ids: Iterable[str]) -> int | None:
         """Snakemake's retries of the rule that trains ``workload_ids`` (``chain_retries`` of their chunks)."""

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from pipeline.config import load_preset, pretrain_runs
-from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site
+from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site, preset_results
+from pipeline.planning.cost import cost_rows
 from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing, training_gpus, training_minutes
 from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, JobRequest, Placement, WalltimeError, chunk_count
@@ -298,13 +299,14 @@ def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(t
 
 
 def test_passes_over_the_data_count_the_cache_built_under_the_sites_results_dir(tmp_path):
-    """The cost of a job at a site reads the token cache its grid built, under the site's ``results_dir``."""
+    """A job's cost at a site (``status --site``) reads the token cache its grid built, under its ``results_dir``."""
     config = load_preset({"preset": "tiny"})
     spec = pretrain_runs(config)["wt103-small-gpt"]
     stats = tmp_path / "tiny" / "data" / "caches" / f"{spec.dataset}-{spec.tokenizer}" / "stats.json"
     stats.parent.mkdir(parents=True)
     stats.write_text(json.dumps({"train": {"tokens": 1000}}))
     site = dataclasses.replace(SITE, results_dir=str(tmp_path))
-    row = JobSizing(Grid.load(config), site).cost("wt103-small-gpt")
+    workload = Grid.load(config).pretraining["wt103-small-gpt"]
+    row = cost_rows([workload], site.device, site.mfu, config, results=preset_results(site, "tiny"))[0]
     tokens = spec.train.steps * spec.train.batch_size * spec.model.seq_len
     assert row["data_passes"] == pytest.approx(tokens / 1000)
