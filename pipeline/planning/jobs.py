@@ -9,7 +9,6 @@ import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from pipeline.config.site import Site
 from pipeline.data.rates import data_job_minutes, measured_minutes
@@ -107,17 +106,11 @@ class JobSizing:
             self._read = {stamp: JobSizing(self.grid, self.site, *paths)}
         return self._read[stamp]
 
-    def cost(self, workload_id: str) -> dict[str, Any]:
-        """What job sizing reads of the cost preview's row of one workload on the site's device (``cost_rows``):
-        ``gpu_hours``, ``parameters``, ``tokens_per_s_per_gpu`` and its ``source``."""
+    def gpu_hours(self, workload_id: str) -> float:
+        """GPU-hours of one workload on the site's device, as the cost preview counts them (``training_rate``)."""
         workload = self._workloads[workload_id]
-        tokens_per_s, source = training_rate(workload, self.site.device, self.site.mfu, self.config, self.measured)
-        return {
-            "gpu_hours": workload.gpu_hours(tokens_per_s, self.config),
-            "parameters": model_cost(workload, self.config)[0],
-            "tokens_per_s_per_gpu": tokens_per_s,
-            "source": source,
-        }
+        tokens_per_s, _ = training_rate(workload, self.site.device, self.site.mfu, self.config, self.measured)
+        return workload.gpu_hours(tokens_per_s, self.config)
 
     def chain_retries(self, workload_ids: Iterable[str]) -> int | None:
         """Snakemake's retries of the rule that trains ``workload_ids`` (``chain_retries`` of their chunks)."""
@@ -136,12 +129,13 @@ class JobSizing:
         gpus = self.training_gpu_count(workload_id) if self.site.gpus_per_node else 0
         if not gpus and self.measured.tokens_per_s(self._workloads[workload_id]) is None:
             return 0, None
-        return gpus, training_minutes(self.cost(workload_id)["gpu_hours"], gpus or 1, self.site)
+        return gpus, training_minutes(self.gpu_hours(workload_id), gpus or 1, self.site)
 
     def training_gpu_count(self, workload_id: str) -> int:
         """The GPUs of a pretraining run or fine-tune at a site with GPUs (``training_gpus``)."""
-        row, batch_size = self.cost(workload_id), self._workloads[workload_id].train.batch_size
-        return training_gpus(row["gpu_hours"], row["parameters"], batch_size, self.site)
+        workload = self._workloads[workload_id]
+        parameters, _ = model_cost(workload, self.config)
+        return training_gpus(self.gpu_hours(workload_id), parameters, workload.train.batch_size, self.site)
 
     def micro_batch(self, workload_id: str, gpus: int) -> int:
         """Examples per device per forward/backward (0: the whole batch): the preset's ``train.micro_batch_size``,
@@ -231,7 +225,7 @@ class JobSizing:
             return JobRequest()
         minutes = GPU_ANALYSIS_MINUTES[rule]
         if rule == "downstream" and self.site.gpus_per_node:
-            minutes += math.ceil(self.cost(f"downstream-{run_id}")["gpu_hours"] * self.site.safety_factor * 60)
+            minutes += math.ceil(self.gpu_hours(f"downstream-{run_id}") * self.site.safety_factor * 60)
         return site_request(self.site, f"{rule} of run {run_id}", JobKind.GPU, 1, minutes)
 
     def cpu(self, rule: str, dataset: str | None = None) -> JobRequest:

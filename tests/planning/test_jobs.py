@@ -9,7 +9,7 @@ import pytest
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site, preset_results
 from pipeline.planning.cost import cost_rows
-from pipeline.planning.grid import Grid
+from pipeline.planning.grid import Grid, model_cost
 from pipeline.planning.jobs import JobSizing, training_gpus, training_minutes
 from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, JobRequest, Placement, WalltimeError, chunk_count
 from pipeline.planning.preflight_jobs import CHECKPOINT_GB_PER_MIN, PREFLIGHT_BASE_MIN, preflight_minutes
@@ -34,7 +34,7 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
     paper = load_preset({"preset": "paper"})
     jobs = JobSizing(Grid.load(paper), SITE)
     small, biggest = jobs.training("wt103-small-gpt"), jobs.training("owt-llama1b-diffeq_llama")
-    hours = jobs.cost("owt-llama1b-diffeq_llama")["gpu_hours"]
+    hours = jobs.gpu_hours("owt-llama1b-diffeq_llama")
     assert small.gpus < biggest.gpus == 8 and small.minutes < biggest.minutes
     training, needed = Placement("gpu", signal_lead_s=600, resumable=True), training_minutes(hours, 8, SITE)
     assert biggest == JobRequest(
@@ -117,8 +117,8 @@ def test_each_chunks_start_up_is_the_sites_and_a_run_without_gpus_is_chunked_whe
     )
     jobs = JobSizing(Grid.load(tiny), cpu_site)
     run = jobs.training("wt103-small-gpt")
-    assert jobs.cost("wt103-small-gpt")["source"] == "measured"
-    assert run.needed_minutes == training_minutes(jobs.cost("wt103-small-gpt")["gpu_hours"], 1, cpu_site) > 1
+    assert jobs.measured.tokens_per_s(jobs.grid.workloads["wt103-small-gpt"])[1] == "measured"
+    assert run.needed_minutes == training_minutes(jobs.gpu_hours("wt103-small-gpt"), 1, cpu_site) > 1
     assert (run.gpus, run.minutes) == (0, 1) and run.chunks == chunk_count(run.needed_minutes, 1, 2, 0.5) >= 2
     assert jobs.chain_retries(["wt103-small-gpt"]) == run.chunks - 1 + CHAIN_MARGIN_RETRIES
     unmeasured = JobSizing(Grid.load(tiny), dataclasses.replace(cpu_site, device="h100"))
@@ -157,14 +157,11 @@ def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its
 
     paper = load_preset({"preset": "paper"})
     jobs = JobSizing(Grid.load(paper), SITE)
-    cost = jobs.cost("owt-llama1b-diffeq_llama")
-    work = (
-        PREFLIGHT_BASE_MIN
-        + 23 * cost["gpu_hours"] * 2 / 8 / 40000 * 60
-        + 2 * cost["parameters"] * 12 / 1e9 / CHECKPOINT_GB_PER_MIN
-    )
+    hours = jobs.gpu_hours("owt-llama1b-diffeq_llama")
+    parameters, _ = model_cost(jobs.grid.workloads["owt-llama1b-diffeq_llama"], paper)
+    work = PREFLIGHT_BASE_MIN + 23 * hours * 2 / 8 / 40000 * 60 + 2 * parameters * 12 / 1e9 / CHECKPOINT_GB_PER_MIN
     minutes = preflight_minutes(jobs, "owt-llama1b-diffeq_llama", 23)
-    assert work + 10 <= minutes < work + 11 and cost["parameters"] * 12 > 75e9
+    assert work + 10 <= minutes < work + 11 and parameters * 12 > 75e9
     lead = dataclasses.replace(jobs.training("owt-llama1b-diffeq_llama"), minutes=minutes).sbatch_flags
     assert lead == ("--signal=URG@600",) and minutes - 10 >= work
     shapes = training_shapes(jobs)
