@@ -16,7 +16,7 @@ from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site
 from pipeline.planning.cost import preview
 from pipeline.planning.grid import Grid, model_cost
 from pipeline.planning.jobs import JobSizing
-from pipeline.planning.measured import PreflightError, read_preflight_rows
+from pipeline.planning.measured import MeasuredTable, PreflightError, training_rate
 from pipeline.planning.placement import JobRequest
 from pipeline.preflight.report import COLUMNS, markdown, with_verdicts
 
@@ -205,7 +205,7 @@ def test_a_red_shapes_row_still_stops_its_runs_after_a_green_row_of_the_same_mod
     from pipeline.planning.preflight_jobs import training_shapes
 
     paper, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
-    estimated = JobSizing(Grid.load(paper), site).cost("wt103-medium-gpt")["tokens_per_s_per_gpu"]
+    estimated, _ = training_rate(Grid.load(paper).workloads["wt103-medium-gpt"], site.device, site.mfu, paper)
     shapes_before = set(training_shapes(JobSizing(Grid.load(paper), site)))
     common = {"runs": 1, "device_label": "h100", "peak_memory_bytes": 10**9, "budget_bytes": 2 * 10**9}
     rows = [
@@ -242,7 +242,7 @@ def test_the_fit_table_plans_a_run_at_the_gpu_count_a_preflight_gives_it_and_at_
     from pipeline.planning.fit import planned_jobs, plans_digest
 
     paper, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
-    estimated = JobSizing(Grid.load(paper), site).cost("wt103-medium-gpt")["tokens_per_s_per_gpu"]
+    estimated, _ = training_rate(Grid.load(paper).workloads["wt103-medium-gpt"], site.device, site.mfu, paper)
     report = write_report(
         tmp_path / "preflight.csv",
         "gpt-medium-g1-mb0",
@@ -263,6 +263,6 @@ def test_a_preflight_row_reads_back_typed_and_a_column_that_does_not_apply_as_no
     report = write_report(
         tmp_path / "preflight.csv", "finetune-lora", "ft-owt-wt103-diffeq6-n3-lora", "h100", budget_bytes="n/a"
     )
-    row = read_preflight_rows(report)["finetune-lora"]
+    row = MeasuredTable(Grid.load(TINY), "h100", preflight_table=report).preflight_rows["finetune-lora"]
     assert (row.tokens_per_s_per_device, row.peak_memory_bytes, row.budget_bytes) == (100.0, 1e9, None)
     assert (row.run_id, row.device_label, row.verdict) == ("ft-owt-wt103-diffeq6-n3-lora", "h100", "ok")

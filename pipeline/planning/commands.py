@@ -14,9 +14,9 @@ from pipeline.config import load_preset
 
 def _cost(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text, csv_text
-    from pipeline.planning.cost import format_passes_table, format_stage_table, preview
+    from pipeline.planning.cost import format_passes_table, format_stage_table, preflight_path, preview
     from pipeline.planning.grid import Grid
-    from pipeline.planning.measured import default_throughput_path, preflight_path
+    from pipeline.planning.measured import default_throughput_path
 
     grid = Grid.load(load_preset({"preset": args.preset}))
     stages, runs = preview(grid, args.device, args.throughput, args.mfu, args.preflight)

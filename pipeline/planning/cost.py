@@ -7,7 +7,6 @@ third of the FLOPs)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -15,8 +14,8 @@ from typing import Any
 
 from pipeline.config import TrainSpec
 from pipeline.config.site import preset_results
-from pipeline.planning.grid import TRAIN_PASSES, Grid, Workload, model_cost
-from pipeline.planning.measured import MeasuredTable, preflight_path
+from pipeline.planning.grid import Grid, Workload, model_cost
+from pipeline.planning.measured import MeasuredTable, training_rate
 from pipeline.train.checkpoints import KEPT_WHILE_TRAINING
 
 PUBLISHED_TRAIN_TOKENS = {("dlwh/wikitext_103_detokenized", "gpt2"): 0.12e9, ("Skylion007/openwebtext", "gpt2"): 9.04e9}
@@ -25,32 +24,8 @@ preparation), ``data_passes``' fallback before the caches are built; none for th
 STAGES = ("pretrain", "finetune", "evaluate", "analysis")
 CHECKPOINT_BYTES_PER_PARAMETER = 12
 """f32 parameters and Adam's two moments (for LoRA an upper bound: Levanter saves the trainable parameters only)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Device:
-    """One GPU from NVIDIA's datasheets (SXM): memory and dense peak TFLOP/s by compute precision (``f32``: TF32)."""
-
-    memory_bytes: int
-    peak_tflops: dict[str, float]
-
-
-DEVICES = {
-    "a100": Device(memory_bytes=80 * 10**9, peak_tflops={"bf16": 312.0, "f32": 156.0}),
-    "h100": Device(memory_bytes=80 * 10**9, peak_tflops={"bf16": 989.0, "f32": 494.7}),
-    "h200": Device(memory_bytes=141 * 10**9, peak_tflops={"bf16": 989.0, "f32": 494.7}),
-}
 DEFAULT_MFU = 0.4
 """Model FLOPs utilisation an estimate assumes where nothing was measured."""
-
-
-def compute_precision(mixed_precision: str) -> str:
-    """'bf16' or 'f32': the compute dtype of a jmp policy string such as ``p=f32,c=bfloat16``."""
-    import jax.numpy as jnp
-    import jmp
-
-    compute = jmp.get_policy(mixed_precision).compute_dtype
-    return "bf16" if compute in (jnp.bfloat16, jnp.float16) else "f32"
 
 
 def checkpoint_disk(parameters: int, train: TrainSpec | None) -> dict[str, int]:
@@ -64,20 +39,6 @@ def checkpoint_disk(parameters: int, train: TrainSpec | None) -> dict[str, int]:
         kept += (train.steps - 2) // math.lcm(train.checkpoint_every, train.keep_checkpoints_every)
     each = parameters * CHECKPOINT_BYTES_PER_PARAMETER
     return {"checkpoint_bytes": each * kept, "running_checkpoint_bytes": each * (kept + KEPT_WHILE_TRAINING)}
-
-
-def estimated_tokens_per_s(workload: Workload, device: str, mfu: float, config: dict[str, Any]) -> float:
-    """Training tokens/s per GPU = MFU × peak FLOP/s / (3 × forward FLOPs per token)."""
-    if device not in DEVICES:
-        family, size, layers = workload.throughput_key
-        raise ValueError(
-            f"--device {device!r} has no measured throughput for {workload.model_id} (family {family!r}, "
-            f"size {size!r}, num_layers {layers}) and no peak FLOP/s to estimate from; expected a "
-            f"device in {sorted(DEVICES)} or a measured row."
-        )
-    _, forward_flops = model_cost(workload, config)
-    peak = DEVICES[device].peak_tflops[compute_precision(workload.train.mixed_precision)] * 1e12
-    return mfu * peak / (TRAIN_PASSES * forward_flops)
 
 
 def corpus_train_tokens(config: dict[str, Any], results: Path, dataset: str, tokenizer: str) -> float | None:
@@ -106,11 +67,7 @@ def cost_rows(
         corpus = corpus_train_tokens(config, results, workload.dataset, workload.tokenizer) if training else None
         parameters, forward_flops = model_cost(workload, config)
         tokens = workload.tokens(config)
-        tokens_per_s, source = (measured and measured.tokens_per_s(workload)) or (
-            estimated_tokens_per_s(workload, device, mfu, config),
-            "estimate",
-        )
-        gpu_hours = tokens * workload.passes / TRAIN_PASSES / tokens_per_s / 3600
+        tokens_per_s, source = training_rate(workload, device, mfu, config, measured)
         rows.append(
             {
                 "stage": workload.stage,
@@ -125,7 +82,7 @@ def cost_rows(
                 "tokens": tokens,
                 "passes": workload.passes,
                 "tokens_per_s_per_gpu": tokens_per_s,
-                "gpu_hours": gpu_hours,
+                "gpu_hours": workload.gpu_hours(tokens_per_s, config),
                 "source": source,
                 "data_passes": tokens / corpus if corpus else None,
                 **checkpoint_disk(parameters, workload.train if training else None),
@@ -156,6 +113,11 @@ def stage_rows(run_rows: list[dict[str, Any]], analysis_runs: int) -> list[dict[
     return [*rows, {"stage": "total", **total, "source": sources, "max_data_passes": None}]
 
 
+def preflight_path(preset: str) -> Path:
+    """The preflight report the cost preview reads by default (``results/<preset>/preflight.csv``)."""
+    return preset_results(None, preset) / "preflight.csv"
+
+
 def preview(
     grid: Grid, device: str, throughput: Path | None = None, mfu: float = DEFAULT_MFU, preflight: Path | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -163,9 +125,8 @@ def preview(
     if not 0 < mfu <= 1:
         raise ValueError(f"--mfu must be in (0, 1] (got {mfu}).")
     config = grid.config
-    measured = MeasuredTable(
-        grid, device, preflight=preflight or preflight_path(config["preset"]), throughput=throughput
-    )
+    preflight = preflight or preflight_path(config["preset"])
+    measured = MeasuredTable(grid, device, preflight_table=preflight, throughput_table=throughput)
     run_rows = cost_rows(grid.costed, device, mfu, config, measured)
     # the analysis stage's jobs: one per run of each per-run analysis, one per whole-preset analysis
     analyses = sum(len(section["runs"]) if "runs" in section else 1 for section in config["analysis"].values())

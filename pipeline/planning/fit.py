@@ -27,9 +27,8 @@ from pipeline.execution.errors import RunStopped
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.execution.progress import Progress
 from pipeline.execution.stop_signals import StopSignals
-from pipeline.planning.cost import DEVICES
 from pipeline.planning.grid import Grid, Workload, vocab_size
-from pipeline.planning.measured import FIT_COLUMNS, FitRow, plan_key, read_fit_rows
+from pipeline.planning.measured import DEVICES, FIT_COLUMNS, FitRow, plan_key, read_fit_rows
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)

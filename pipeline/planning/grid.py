@@ -156,6 +156,11 @@ class Workload:
         """Training tokens: steps × batch_size × seq_len."""
         return self.train.steps * self.train.batch_size * self.run.model.seq_len
 
+    def gpu_hours(self, tokens_per_s: float, config: dict[str, Any]) -> float:
+        """GPU-hours at ``tokens_per_s`` training tokens/s per GPU = tokens × passes / 3 / tokens_per_s / 3600 (a
+        forward-only token costs a third)."""
+        return self.tokens(config) * self.passes / TRAIN_PASSES / tokens_per_s / 3600
+
     def finetune_role_values(self, role: str) -> dict[str, Any] | None:
         """A fine-tune's spec fields of ``role`` (``pipeline.config.specs``); None for any other workload."""
         return None

@@ -9,12 +9,11 @@ import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from pipeline.config.site import Site, preset_results
+from pipeline.config.site import Site
 from pipeline.data.rates import data_job_minutes, measured_minutes
-from pipeline.planning.grid import Grid
-from pipeline.planning.measured import PLAN_ROW, FitTableError, MeasuredTable
+from pipeline.planning.grid import Grid, model_cost
+from pipeline.planning.measured import PLAN_ROW, FitTableError, MeasuredTable, training_rate
 from pipeline.planning.placement import (
     JobKind,
     JobRequest,
@@ -83,9 +82,9 @@ class JobSizing:
         self.grid = grid
         self.config = grid.config
         self.site = site
-        self.measured = MeasuredTable(grid, site.device if site else "cpu", preflight=preflight_table, fit=fit_table)
+        device = site.device if site else "cpu"
+        self.measured = MeasuredTable(grid, device, preflight_table=preflight_table, fit_table=fit_table)
         self._workloads = grid.workloads
-        self._costs: dict[str, dict[str, Any]] = {}
         self._read: dict[tuple[int | None, ...], JobSizing] = {}
 
     @property
@@ -107,15 +106,11 @@ class JobSizing:
             self._read = {stamp: JobSizing(self.grid, self.site, *paths)}
         return self._read[stamp]
 
-    def cost(self, workload_id: str) -> dict[str, Any]:
-        """The cost preview's row of one workload (``gpu_hours``, ``parameters``, ...) on the site's device."""
-        from pipeline.planning.cost import cost_rows
-
-        if workload_id not in self._costs:
-            workload, results = self._workloads[workload_id], preset_results(self.site, self.config["preset"])
-            row = cost_rows([workload], self.site.device, self.site.mfu, self.config, self.measured, results)[0]
-            self._costs[workload_id] = row
-        return self._costs[workload_id]
+    def gpu_hours(self, workload_id: str) -> float:
+        """GPU-hours of one workload on the site's device, as the cost preview counts them (``training_rate``)."""
+        workload = self._workloads[workload_id]
+        tokens_per_s, _ = training_rate(workload, self.site.device, self.site.mfu, self.config, self.measured)
+        return workload.gpu_hours(tokens_per_s, self.config)
 
     def chain_retries(self, workload_ids: Iterable[str]) -> int | None:
         """Snakemake's retries of the rule that trains ``workload_ids`` (``chain_retries`` of their chunks)."""
@@ -134,12 +129,13 @@ class JobSizing:
         gpus = self.training_gpu_count(workload_id) if self.site.gpus_per_node else 0
         if not gpus and self.measured.tokens_per_s(self._workloads[workload_id]) is None:
             return 0, None
-        return gpus, training_minutes(self.cost(workload_id)["gpu_hours"], gpus or 1, self.site)
+        return gpus, training_minutes(self.gpu_hours(workload_id), gpus or 1, self.site)
 
     def training_gpu_count(self, workload_id: str) -> int:
         """The GPUs of a pretraining run or fine-tune at a site with GPUs (``training_gpus``)."""
-        row, batch_size = self.cost(workload_id), self._workloads[workload_id].train.batch_size
-        return training_gpus(row["gpu_hours"], row["parameters"], batch_size, self.site)
+        workload = self._workloads[workload_id]
+        parameters, _ = model_cost(workload, self.config)
+        return training_gpus(self.gpu_hours(workload_id), parameters, workload.train.batch_size, self.site)
 
     def micro_batch(self, workload_id: str, gpus: int) -> int:
         """Examples per device per forward/backward (0: the whole batch): the preset's ``train.micro_batch_size``,
@@ -229,7 +225,7 @@ class JobSizing:
             return JobRequest()
         minutes = GPU_ANALYSIS_MINUTES[rule]
         if rule == "downstream" and self.site.gpus_per_node:
-            minutes += math.ceil(self.cost(f"downstream-{run_id}")["gpu_hours"] * self.site.safety_factor * 60)
+            minutes += math.ceil(self.gpu_hours(f"downstream-{run_id}") * self.site.safety_factor * 60)
         return site_request(self.site, f"{rule} of run {run_id}", JobKind.GPU, 1, minutes)
 
     def cpu(self, rule: str, dataset: str | None = None) -> JobRequest:

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.paths import BENCHMARKS_DIR
-from pipeline.config.site import preset_results
 from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec, role_values
 from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
-from pipeline.planning.grid import Grid, Workload, model_cost, vocab_size
+from pipeline.planning.grid import TRAIN_PASSES, Grid, Workload, model_cost, vocab_size
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
@@ -41,6 +40,44 @@ def default_throughput_path(device: str) -> Path:
     return BENCHMARKS_DIR / f"throughput-sizes-{device}.csv"
 
 
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """One GPU from NVIDIA's datasheets (SXM): memory and dense peak TFLOP/s by compute precision (``f32``: TF32)."""
+
+    memory_bytes: int
+    peak_tflops: dict[str, float]
+
+
+DEVICES = {
+    "a100": Device(memory_bytes=80 * 10**9, peak_tflops={"bf16": 312.0, "f32": 156.0}),
+    "h100": Device(memory_bytes=80 * 10**9, peak_tflops={"bf16": 989.0, "f32": 494.7}),
+    "h200": Device(memory_bytes=141 * 10**9, peak_tflops={"bf16": 989.0, "f32": 494.7}),
+}
+
+
+def training_rate(
+    workload: Workload, device: str, mfu: float, config: dict[str, Any], measured: MeasuredTable | None = None
+) -> tuple[float, str]:
+    """``(training tokens/s per GPU, source)`` of ``workload`` on ``device``: ``measured``'s (``tokens_per_s``), else
+    ``"estimate"``: MFU × peak FLOP/s in the compute dtype of its mixed precision / (3 × forward FLOPs per token)."""
+    if measured is not None and (rate := measured.tokens_per_s(workload)):
+        return rate
+    if device not in DEVICES:
+        family, size, layers = workload.throughput_key
+        raise ValueError(
+            f"--device {device!r} has no measured throughput for {workload.model_id} (family {family!r}, "
+            f"size {size!r}, num_layers {layers}) and no peak FLOP/s to estimate from; expected a "
+            f"device in {sorted(DEVICES)} or a measured row."
+        )
+    import jax.numpy as jnp
+    import jmp
+
+    _, forward_flops = model_cost(workload, config)
+    compute = jmp.get_policy(workload.train.mixed_precision).compute_dtype
+    peak = DEVICES[device].peak_tflops["bf16" if compute in (jnp.bfloat16, jnp.float16) else "f32"] * 1e12
+    return mfu * peak / (TRAIN_PASSES * forward_flops), "estimate"
+
+
 class PreflightError(ValueError):
     """A preflight row is red (its job failed, or peaked over its memory plan); names the shape and what to do."""
 
@@ -51,11 +88,6 @@ class FitTableError(ValueError):
 
 PLAN_ROW = "plan it with `snakemake --profile profiles/slurm fit` and this call's --config"
 """How a sentence refusing a fit row ends: the command that plans the table (docs/cluster.md#fit-on-a-cluster)."""
-
-
-def preflight_path(preset: str) -> Path:
-    """The preflight report the cost preview reads by default (``results/<preset>/preflight.csv``)."""
-    return preset_results(None, preset) / "preflight.csv"
 
 
 NOT_APPLICABLE = "n/a"
@@ -89,14 +121,6 @@ class PreflightRow:
     tokens_per_s_per_device: float | None
     peak_memory_bytes: float | None
     budget_bytes: float | None
-
-
-def read_preflight_rows(path: str | Path | None) -> dict[str, PreflightRow]:
-    """The report's rows by shape id (empty without a report)."""
-    if path is None or not Path(path).is_file():
-        return {}
-    with Path(path).open(newline="") as stream:
-        return {row["shape"]: typed_row(PreflightRow, row) for row in csv.DictReader(stream)}
 
 
 def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float]:
@@ -201,12 +225,13 @@ class FitRow:
 FIT_COLUMNS = tuple(field.name for field in dataclasses.fields(FitRow))
 
 
-def plan_parts(workload: Workload, vocab_size: int) -> dict[str, Any]:
-    """What a workload's plan depends on: its kind, the vocabulary, the fields of role ``PLAN`` of its specs, and the
-    train step's version (``TRAIN_STEP``: a changed step, e.g. without buffer donation, plans differently)."""
+def plan_key(workload: Workload, vocab_size: int) -> str:
+    """The identity of a row's plan: the hash of what a workload's plan depends on, its kind, the vocabulary, the
+    fields of role ``PLAN`` of its specs, and the train step's version (``TRAIN_STEP``: a changed step, e.g. without
+    buffer donation, plans differently)."""
     from pipeline.train.identity import TRAIN_STEP
 
-    return {
+    parts = {
         "role": workload.kind,
         "model": role_values(workload.run.model, PLAN),
         "vocab_size": vocab_size,
@@ -214,11 +239,7 @@ def plan_parts(workload: Workload, vocab_size: int) -> dict[str, Any]:
         "train": role_values(workload.train, PLAN),
         "finetune": workload.finetune_role_values(PLAN),
     }
-
-
-def plan_key(workload: Workload, vocab_size: int) -> str:
-    """The hash of ``plan_parts``: the identity of a row's plan."""
-    return json_digest(plan_parts(workload, vocab_size), length=16)
+    return json_digest(parts, length=16)
 
 
 def read_fit_rows(path: Path) -> list[FitRow]:
@@ -254,7 +275,7 @@ UNRESTATED_PLAN_FIELDS = (
     + "/".join(_plan_fields(FinetuneSpec, "finetune"))
     + ", or the train step's version"
 )
-"""What else ``plan_parts`` covers, named where no column says which changed."""
+"""What else ``plan_key`` covers, named where no column says which changed."""
 
 
 def stale_field(row: FitRow, workload: Workload, vocab_size: int) -> str | None:
@@ -269,28 +290,26 @@ def stale_field(row: FitRow, workload: Workload, vocab_size: int) -> str | None:
     return UNRESTATED_PLAN_FIELDS
 
 
+@dataclasses.dataclass(eq=False)
 class MeasuredTable:
-    """The measured table of ``grid``'s jobs on ``device``, each file read once: ``throughput`` (None: the device's
-    default table, where it exists), ``preflight`` and ``fit`` (None or missing: nothing measured or planned)."""
+    """The measured table of ``grid``'s jobs on ``device``, each file read once: ``throughput_table`` (None: the
+    device's default table, where it exists), ``preflight_table`` and ``fit_table`` (None or missing: nothing measured
+    or planned)."""
 
-    def __init__(
-        self,
-        grid: Grid,
-        device: str,
-        *,
-        preflight: str | Path | None = None,
-        fit: str | Path | None = None,
-        throughput: Path | None = None,
-    ):
-        self.grid = grid
-        self.device = device
-        self.preflight_table = preflight
-        self.fit_table = fit
-        self.throughput_table = throughput
+    grid: Grid
+    device: str
+    _: dataclasses.KW_ONLY
+    preflight_table: str | Path | None = None
+    fit_table: str | Path | None = None
+    throughput_table: Path | None = None
 
     @functools.cached_property
     def preflight_rows(self) -> dict[str, PreflightRow]:
-        return read_preflight_rows(self.preflight_table)
+        """The report's rows by shape id (empty without a report)."""
+        if self.preflight_table is None or not Path(self.preflight_table).is_file():
+            return {}
+        with Path(self.preflight_table).open(newline="") as stream:
+            return {row["shape"]: typed_row(PreflightRow, row) for row in csv.DictReader(stream)}
 
     @functools.cached_property
     def throughput_rows(self) -> dict[tuple[str, str, int], float]:

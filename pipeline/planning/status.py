@@ -18,10 +18,12 @@ from typing import Any
 from pipeline.artifacts import read_metrics
 from pipeline.data.shards import shards_done
 from pipeline.execution.errors import STOPPED_AT
+from pipeline.execution.progress import duration
 from pipeline.planning.fit import kept_row_count, planned_jobs, rows_file
 from pipeline.planning.jobs import CPU_JOBS, JobSizing
 from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, WalltimeError
 from pipeline.train.attempts import data_attempt_file
+from pipeline.train.checkpoints import complete_checkpoints
 
 RECENT_UPDATES = 50
 """Updates whose mean time gives a running run's ETA."""
@@ -52,12 +54,8 @@ def trained_updates(run_dir: Path) -> tuple[int, list[float]]:
 
 
 def newest_checkpoint(run_dir: Path) -> str:
-    steps = [
-        int(path.name.removeprefix("step-"))
-        for path in (run_dir / "checkpoints").glob("step-*")
-        if (path / "metadata.json").is_file()
-    ]
-    return f"step-{max(steps)}" if steps else "none"
+    complete = complete_checkpoints(run_dir / "checkpoints")
+    return complete[-1].name if complete else "none"
 
 
 def benchmark_seconds(path: Path) -> float | None:
@@ -66,11 +64,6 @@ def benchmark_seconds(path: Path) -> float | None:
         return None
     rows = list(csv.DictReader(path.open(), delimiter="\t"))
     return float(rows[-1]["s"]) if rows else None
-
-
-def duration(seconds: float) -> str:
-    """``seconds`` as minutes below an hour, else hours."""
-    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
 
 
 def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chunks: int) -> RunState:

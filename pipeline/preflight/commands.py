@@ -101,8 +101,9 @@ def _measured_row(args: argparse.Namespace, row: dict, what: str, task: str, *ta
 def _report(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text, csv_text
     from pipeline.config import load_preset
-    from pipeline.planning.cost import DEVICES, cost_rows
+    from pipeline.planning.cost import cost_rows
     from pipeline.planning.grid import Grid
+    from pipeline.planning.measured import DEVICES
     from pipeline.preflight import report
 
     config = load_preset({"preset": args.preset})

@@ -19,7 +19,7 @@ def test_downstream_gets_one_gpu_for_its_base_minutes_plus_its_lm_eval_gpu_hours
     runs = [job.model_id for job in grid.downstream.values()]
     assert len(runs) == 4
     for run_id in runs:
-        hours = jobs.cost(f"downstream-{run_id}")["gpu_hours"]
+        hours = jobs.gpu_hours(f"downstream-{run_id}")
         minutes = GPU_ANALYSIS_MINUTES["downstream"] + math.ceil(hours * SITE.safety_factor * 60)
         assert minutes > GPU_ANALYSIS_MINUTES["downstream"]
         assert jobs.gpu_analysis("downstream", run_id) == JobRequest(

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from pipeline.config import load_preset, pretrain_runs
-from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site
-from pipeline.planning.grid import Grid
+from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site, preset_results
+from pipeline.planning.cost import cost_rows
+from pipeline.planning.grid import Grid, model_cost
 from pipeline.planning.jobs import JobSizing, training_gpus, training_minutes
 from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, JobRequest, Placement, WalltimeError, chunk_count
 from pipeline.planning.preflight_jobs import CHECKPOINT_GB_PER_MIN, PREFLIGHT_BASE_MIN, preflight_minutes
@@ -33,7 +34,7 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
     paper = load_preset({"preset": "paper"})
     jobs = JobSizing(Grid.load(paper), SITE)
     small, biggest = jobs.training("wt103-small-gpt"), jobs.training("owt-llama1b-diffeq_llama")
-    hours = jobs.cost("owt-llama1b-diffeq_llama")["gpu_hours"]
+    hours = jobs.gpu_hours("owt-llama1b-diffeq_llama")
     assert small.gpus < biggest.gpus == 8 and small.minutes < biggest.minutes
     training, needed = Placement("gpu", signal_lead_s=600, resumable=True), training_minutes(hours, 8, SITE)
     assert biggest == JobRequest(
@@ -116,8 +117,8 @@ def test_each_chunks_start_up_is_the_sites_and_a_run_without_gpus_is_chunked_whe
     )
     jobs = JobSizing(Grid.load(tiny), cpu_site)
     run = jobs.training("wt103-small-gpt")
-    assert jobs.cost("wt103-small-gpt")["source"] == "measured"
-    assert run.needed_minutes == training_minutes(jobs.cost("wt103-small-gpt")["gpu_hours"], 1, cpu_site) > 1
+    assert jobs.measured.tokens_per_s(jobs.grid.workloads["wt103-small-gpt"])[1] == "measured"
+    assert run.needed_minutes == training_minutes(jobs.gpu_hours("wt103-small-gpt"), 1, cpu_site) > 1
     assert (run.gpus, run.minutes) == (0, 1) and run.chunks == chunk_count(run.needed_minutes, 1, 2, 0.5) >= 2
     assert jobs.chain_retries(["wt103-small-gpt"]) == run.chunks - 1 + CHAIN_MARGIN_RETRIES
     unmeasured = JobSizing(Grid.load(tiny), dataclasses.replace(cpu_site, device="h100"))
@@ -156,14 +157,11 @@ def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its
 
     paper = load_preset({"preset": "paper"})
     jobs = JobSizing(Grid.load(paper), SITE)
-    cost = jobs.cost("owt-llama1b-diffeq_llama")
-    work = (
-        PREFLIGHT_BASE_MIN
-        + 23 * cost["gpu_hours"] * 2 / 8 / 40000 * 60
-        + 2 * cost["parameters"] * 12 / 1e9 / CHECKPOINT_GB_PER_MIN
-    )
+    hours = jobs.gpu_hours("owt-llama1b-diffeq_llama")
+    parameters, _ = model_cost(jobs.grid.workloads["owt-llama1b-diffeq_llama"], paper)
+    work = PREFLIGHT_BASE_MIN + 23 * hours * 2 / 8 / 40000 * 60 + 2 * parameters * 12 / 1e9 / CHECKPOINT_GB_PER_MIN
     minutes = preflight_minutes(jobs, "owt-llama1b-diffeq_llama", 23)
-    assert work + 10 <= minutes < work + 11 and cost["parameters"] * 12 > 75e9
+    assert work + 10 <= minutes < work + 11 and parameters * 12 > 75e9
     lead = dataclasses.replace(jobs.training("owt-llama1b-diffeq_llama"), minutes=minutes).sbatch_flags
     assert lead == ("--signal=URG@600",) and minutes - 10 >= work
     shapes = training_shapes(jobs)
@@ -298,13 +296,14 @@ def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(t
 
 
 def test_passes_over_the_data_count_the_cache_built_under_the_sites_results_dir(tmp_path):
-    """The cost of a job at a site reads the token cache its grid built, under the site's ``results_dir``."""
+    """A job's cost at a site (``status --site``) reads the token cache its grid built, under its ``results_dir``."""
     config = load_preset({"preset": "tiny"})
     spec = pretrain_runs(config)["wt103-small-gpt"]
     stats = tmp_path / "tiny" / "data" / "caches" / f"{spec.dataset}-{spec.tokenizer}" / "stats.json"
     stats.parent.mkdir(parents=True)
     stats.write_text(json.dumps({"train": {"tokens": 1000}}))
     site = dataclasses.replace(SITE, results_dir=str(tmp_path))
-    row = JobSizing(Grid.load(config), site).cost("wt103-small-gpt")
+    workload = Grid.load(config).pretraining["wt103-small-gpt"]
+    row = cost_rows([workload], site.device, site.mfu, config, results=preset_results(site, "tiny"))[0]
     tokens = spec.train.steps * spec.train.batch_size * spec.model.seq_len
     assert row["data_passes"] == pytest.approx(tokens / 1000)

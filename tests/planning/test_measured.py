@@ -44,8 +44,9 @@ def preflight_report(path):
 
 def test_the_preflight_wins_over_the_throughput_table_and_a_model_neither_measured_is_left_to_the_estimate(tmp_path):
     throughput = throughput_table(tmp_path / "throughput.csv")
-    both = MeasuredTable(GRID, "h100", preflight=preflight_report(tmp_path / "preflight.csv"), throughput=throughput)
-    table_only = MeasuredTable(GRID, "h100", throughput=throughput)
+    report = preflight_report(tmp_path / "preflight.csv")
+    both = MeasuredTable(GRID, "h100", preflight_table=report, throughput_table=throughput)
+    table_only = MeasuredTable(GRID, "h100", throughput_table=throughput)
     small, medium = GRID.workloads["owt-small-gpt"], GRID.workloads["owt-medium-gpt"]
     assert both.tokens_per_s(small) == (100.0, "preflight")
     assert table_only.tokens_per_s(small) == (50.0, "measured")
