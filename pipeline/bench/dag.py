@@ -125,15 +125,15 @@ def _row(kind: str, jobs: list[JobTiming]) -> dict:
 def markdown(rows: list[dict], title: str) -> str:
     """The table as Markdown: seconds with one decimal, phases no job logged left out."""
     used = [c for c in COLUMNS if c not in PHASES or any(row[c] for row in rows)]
-    lines = [
-        f"# {title}",
-        "",
-        "Per job kind: jobs, summed wall s, and per job the mean wall s, CPU s and s per phase "
-        "(`python -m pipeline bench dag`).",
-        "",
-        markdown_table(used, [[_cell(row[c]) for c in used] for row in rows]),
-    ]
-    return "\n".join(lines) + "\n"
+    about = "Per job kind: jobs, summed wall s, and per job the mean wall s, CPU s and s per phase"
+    return _page(
+        title, f"{about} (`python -m pipeline bench dag`).", used, [[_cell(row[c]) for c in used] for row in rows]
+    )
+
+
+def _page(title: str, about: str, header: list[str], cells: list[list[str]]) -> str:
+    """A Markdown page: the ``title`` heading, the sentence ``about`` the table, then the table."""
+    return f"# {title}\n\n{about}\n\n{markdown_table(header, cells)}\n"
 
 
 def _cell(value) -> str:
@@ -157,15 +157,11 @@ def comparison_markdown(baseline: list[dict], rows: list[dict], title: str) -> s
         ratio = f"{new['wall_s'] / old['wall_s']:.3f}" if old and new and old["wall_s"] else "—"
         means = [f"{_cell(old[p]) if old else '—'} → {_cell(new[p]) if new else '—'}" for p in phases]
         cells.append([kind, jobs, *walls, ratio, *means])
-    lines = [
-        f"# {title}",
-        "",
+    about = (
         "Per job kind: jobs (baseline → this), summed wall s of each DAG, their ratio, and per "
-        "job the mean s of each phase, baseline → this (`python -m pipeline bench dag --baseline`).",
-        "",
-        markdown_table(header, cells),
-    ]
-    return "\n".join(lines) + "\n"
+        "job the mean s of each phase, baseline → this (`python -m pipeline bench dag --baseline`)."
+    )
+    return _page(title, about, header, cells)
 
 
 def write_tables(rows: list[dict], out_dir: Path, label: str, title: str) -> tuple[Path, Path]:

@@ -87,25 +87,17 @@ def measure(
     today = datetime.date.today().isoformat()
     rows = {}
     for workload in models_to_measure(config, families, sizes):
+        key = "/".join(map(str, workload.throughput_key))
         try:
             result = measure_workload(workload, vocab_size(config, workload.tokenizer), micro_batch, repeats, warmup)
         except jax.errors.JaxRuntimeError as error:
             if "RESOURCE_EXHAUSTED" not in str(error):
                 raise
             logger.warning(
-                "%s (%s): does not fit %s at micro-batch %d; not measured",
-                workload.run_id,
-                "/".join(map(str, workload.throughput_key)),
-                device,
-                micro_batch,
+                "%s (%s): does not fit %s at micro-batch %d; not measured", workload.run_id, key, device, micro_batch
             )
             continue
-        logger.info(
-            "%s: %.0f tokens/s (step %.1f ms)",
-            "/".join(map(str, workload.throughput_key)),
-            result["tokens_per_s"],
-            result["median_ms"],
-        )
+        logger.info("%s: %.0f tokens/s (step %.1f ms)", key, result["tokens_per_s"], result["median_ms"])
         rows[workload.throughput_key] = {
             "device": device,
             "family": workload.family,

@@ -178,18 +178,13 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
     card.add_argument("--preset", required=True)
     card.add_argument("--runs-csv", type=Path, required=True)
-    card.add_argument(
-        "--finetune", dest="finetune_summaries", type=Path, nargs="*", default=[], help="fine-tune summary.json files"
-    )
-    card.add_argument("--downstream", type=Path, nargs="*", default=[], help="downstream.csv files")
-    card.add_argument("--spectra", type=Path, nargs="*", default=[], help="spectra CSVs")
-    card.add_argument(
-        "--untrained-spectra",
-        type=Path,
-        nargs="*",
-        default=[],
-        help="spectra CSVs of the untrained models of the same configs (the control)",
-    )
+    for option, dest, help in (
+        ("--finetune", "finetune_summaries", "fine-tune summary.json files"),
+        ("--downstream", None, "downstream.csv files"),
+        ("--spectra", None, "spectra CSVs"),
+        ("--untrained-spectra", None, "spectra CSVs of the untrained models of the same configs (the control)"),
+    ):
+        card.add_argument(option, dest=dest, type=Path, nargs="*", default=[], help=help)
     card.add_argument("--clustering-sweep", type=Path)
     card.add_argument("--memory", type=Path, nargs="*", default=[], help="memory-probe JSON records")
 

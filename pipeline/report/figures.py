@@ -5,7 +5,6 @@ Longer than 300 lines because it holds one short function per paper figure, whic
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
 from pipeline.analysis.tidy import FRONTIER_COLUMNS, LYAPUNOV_COLUMNS, SPECTRA_COLUMNS
 from pipeline.config.families import DIFFEQ_FAMILIES, FAMILY_LABELS
-from pipeline.report.style import FAMILY_COLOURS, FigureFiles, apply_style, panels, save_figure
+from pipeline.report.style import FAMILY_COLOURS, FigureFiles, house_figure
 from pipeline.report.tables import DATASET_LABELS, DOWNSTREAM_TABLES, downstream_table
 from pipeline.report.tidy_inputs import (
     FINETUNE_KEYS,
@@ -63,16 +62,6 @@ def pretrain_curves(summaries: list[Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-@contextmanager
-def _figure(out: FigureFiles, rows: int = 1, columns: int = 1, **kwargs):
-    """A figure of ``rows × columns`` panels in the house style (``style.panels``), written to ``out`` when the
-    block ends without an error."""
-    apply_style()
-    figure, axes = panels(rows, columns, **kwargs)
-    yield figure, axes
-    save_figure(figure, out)
-
-
 def _curves(axis, curves: pd.DataFrame, title: str, **kwargs) -> None:
     """Validation perplexity (log scale) against training step, one line per ``hue``."""
     sns.lineplot(curves, x="step", y="eval_ppl", marker="o", ax=axis, **kwargs)
@@ -88,7 +77,7 @@ def curves_figure(summaries: list[Path], out: FigureFiles) -> None:
     """Figs. 4 and 8: validation perplexity against training step for one dataset and size, one line per model."""
     curves = pretrain_curves(summaries)
     dataset, size = curves["dataset"].iloc[0], curves["size"].iloc[0]
-    with _figure(out) as (figure, axes):
+    with house_figure(out) as (figure, axes):
         _curves(
             axes[0, 0], curves, f"{DATASET_LABELS.get(dataset, dataset)}, {size}", hue="model", palette=FAMILY_COLOURS
         )
@@ -98,7 +87,7 @@ def beta2_figure(summaries: list[Path], out: FigureFiles) -> None:
     """Fig. 7: GPT and DiffEqFormer with Adam β2 = 0.95 and 0.999, one panel per model."""
     curves = pretrain_curves(summaries).assign(beta2=lambda frame: frame["beta2"].map(lambda b: f"β2 = {b:g}"))
     models = list(dict.fromkeys(curves["model"]))
-    with _figure(out, 1, len(models), sharey=True) as (figure, axes):
+    with house_figure(out, 1, len(models), sharey=True) as (figure, axes):
         for axis, model in zip(axes[0], models, strict=True):
             _curves(axis, curves[curves["model"] == model], model, hue="beta2")
 
@@ -113,18 +102,17 @@ def time_embed_dim_figures(summaries: list[Path], out_ppl: FigureFiles, out_thro
     baseline_final, baseline_label = baseline.drop_duplicates("run_id"), baseline["model"].iloc[0]
     colour = FAMILY_COLOURS["DiffEqFormer"]
 
-    with _figure(out_ppl, 1, 2) as (figure, axes):
-        sns.lineplot(diffeq, x="step", y="eval_ppl", hue="D", palette="viridis", marker="o", ax=axes[0, 0])
+    with house_figure(out_ppl, 1, 2) as (figure, axes):
+        _curves(axes[0, 0], diffeq, "Validation curves", hue="D", palette="viridis")
         sns.lineplot(
             baseline, x="step", y="eval_ppl", color="black", linestyle="--", label=baseline_label, ax=axes[0, 0]
         )
-        axes[0, 0].set(xlabel=STEP_LABEL, ylabel=PPL_LABEL, yscale="log", title="Validation curves")
         sns.lineplot(finals, x="D", y="final_val_ppl", marker="o", color=colour, label="DiffEqFormer", ax=axes[0, 1])
         _baseline(axes[0, 1], baseline_final["final_val_ppl"].iloc[0], baseline_label)
         axes[0, 1].set(xlabel="time-embedding dimension D", ylabel=PPL_LABEL, title="Final validation perplexity")
         axes[0, 1].legend()
 
-    with _figure(out_throughput) as (figure, axes):
+    with house_figure(out_throughput) as (figure, axes):
         sns.barplot(finals, x="D", y="tokens_per_s", color=colour, ax=axes[0, 0])
         _baseline(axes[0, 0], baseline_final["tokens_per_s"].iloc[0], baseline_label)
         axes[0, 0].set(
@@ -150,7 +138,7 @@ def memory_figure(records: list[Path], out: FigureFiles) -> None:
         ]
     )
 
-    with _figure(out, 1, 2) as (figure, axes):
+    with house_figure(out, 1, 2) as (figure, axes):
         sns.barplot(diffeq, x="D_label", y="peak", color=FAMILY_COLOURS["DiffEqFormer"], ax=axes[0, 0])
         for _, row in baseline.iterrows():
             _baseline(axes[0, 0], row["peak"], FAMILY_LABELS[row["family"]])
@@ -178,7 +166,7 @@ def time_mlp_design_figure(summaries: list[Path], out: FigureFiles) -> None:
             {False: "sinusoid shared (paper)", True: "sinusoid + MLP shared"}
         )
     )
-    with _figure(out) as (figure, axes):
+    with house_figure(out) as (figure, axes):
         _curves(axes[0, 0], curves, "Time-dependent weight design", hue="design")
 
 
@@ -209,7 +197,7 @@ def finetune_figure(summaries: list[Path], out: FigureFiles) -> None:
     palette = {label: (0.0, 0.0, 0.0) for label in labels} | dict(
         zip(resampled, sns.color_palette("crest", len(resampled)), strict=True)
     )
-    with _figure(out, len(methods), len(directions), sharey="col") as (figure, axes):
+    with house_figure(out, len(methods), len(directions), sharey="col") as (figure, axes):
         for row, method in enumerate(methods):
             for column, (source, target) in enumerate(directions):
                 axis = axes[row, column]
@@ -236,7 +224,7 @@ def downstream_figures(paths: list[Path], outs: dict[int, FigureFiles]) -> None:
         width = 0.8 / len(models)
         pair = selected["pair"].iloc[0]
         title = f"{DOWNSTREAM_TABLES.get(pair, pair).split(', ')[-1]}, {k}-shot"
-        with _figure(out) as (figure, axes):
+        with house_figure(out) as (figure, axes):
             for offset, model in enumerate(models):
                 rows = selected[selected["model"] == model].set_index("task").reindex(tasks)
                 positions = np.arange(len(tasks)) + (offset - (len(models) - 1) / 2) * width
@@ -253,7 +241,7 @@ def spectra_figure(path: Path, out: FigureFiles) -> None:
     spectra = read_csv(path, SPECTRA_COLUMNS, "the spectra written by the analysis stage")
     matrices = [matrix for matrix in ("QK", "OV", "FF") if matrix in set(spectra["matrix"])]
     family, dataset = spectra["family"].iloc[0], spectra["dataset"].iloc[0]
-    with _figure(out, 1, len(matrices)) as (figure, axes):
+    with house_figure(out, 1, len(matrices)) as (figure, axes):
         for axis, matrix in zip(axes[0], matrices, strict=True):
             points = spectra[spectra["matrix"] == matrix]
             sns.scatterplot(points, x="t", y="real", hue="head", palette="tab10", s=6, linewidth=0, alpha=0.7, ax=axis)
@@ -271,7 +259,7 @@ def lyapunov_figure(path: Path, out: FigureFiles, output_token: int = -1) -> Non
     largest = exponents[exponents["exponent_index"] == 0]
     sentences = sorted(largest["sentence_id"].unique())
     longest = largest.groupby("sentence_id")["position"].nunique().max()
-    with _figure(out, len(sentences), 1) as (figure, axes):
+    with house_figure(out, len(sentences), 1) as (figure, axes):
         figure.set_size_inches(max(6.0, 0.45 * longest), 1.3 * len(sentences) + 0.6)
         for axis, sentence in zip(axes[:, 0], sentences, strict=True):
             rows = largest[largest["sentence_id"] == sentence].sort_values("position")
@@ -305,7 +293,7 @@ def clustering_figures(
     trajectories = read_csv(trajectories_path, TRAJECTORY_COLUMNS, "the trajectories written by the analysis stage")
     stats = read_csv(stats_path, CLUSTER_STATS_COLUMNS, "the clustering statistics written by the analysis stage")
     magnitudes = list(dict.fromkeys(trajectories.sort_values("degree")["magnitude"]))
-    with _figure(out_trajectories, 1, len(magnitudes), subplot_kw={"projection": "3d"}) as (figure, axes):
+    with house_figure(out_trajectories, 1, len(magnitudes), subplot_kw={"projection": "3d"}) as (figure, axes):
         for axis, magnitude in zip(axes[0], magnitudes, strict=True):
             rows = trajectories[trajectories["magnitude"] == magnitude].sort_values(["token", "step"])
             for _, path in rows.groupby("token"):
@@ -315,7 +303,7 @@ def clustering_figures(
             axis.set(xlabel="x₀", ylabel="x₁", zlabel="x₂", title=f"a(t): {magnitude}")
 
     ordered = stats.sort_values("degree")
-    with _figure(out_stats, 1, 2) as (figure, axes):
+    with house_figure(out_stats, 1, 2) as (figure, axes):
         sns.barplot(ordered, x="magnitude", y="n_clusters", color="C0", ax=axes[0, 0])
         axes[0, 0].set(xlabel="magnitude function a(t)", ylabel="final clusters (count)")
         sns.barplot(ordered, x="magnitude", y="mean_pairwise_distance", color="C1", ax=axes[0, 1])
@@ -333,7 +321,7 @@ def frontier_figure(paths: list[Path], out: FigureFiles) -> None:
     )
     trained = frontier[frontier["step_factor"] == 1.0]
     evaluations = sorted(frontier["field_evaluations"].unique())
-    with _figure(out) as (figure, axes):
+    with house_figure(out) as (figure, axes):
         axis = axes[0, 0]
         figure.set_figwidth(figure.get_figwidth() * 1.5)
         sns.lineplot(

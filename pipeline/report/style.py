@@ -4,6 +4,7 @@ inside the figure verbs (it imports matplotlib)."""
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,25 +25,6 @@ PANEL_HEIGHT_IN = 2.8
 DPI = 150
 
 
-def apply_style() -> None:
-    """Seaborn's ``paper`` context on a white grid (fontTools' per-glyph INFO logging of PDF output silenced)."""
-    sns.set_theme(context="paper", style="whitegrid", font_scale=1.0)
-    plt.rcParams.update({"figure.dpi": DPI, "legend.frameon": False})
-    logging.getLogger("fontTools").setLevel(logging.WARNING)
-
-
-def panels(rows: int, columns: int, **kwargs) -> tuple[plt.Figure, object]:
-    """A figure of ``rows × columns`` panels of the house size."""
-    return plt.subplots(
-        rows,
-        columns,
-        figsize=(PANEL_WIDTH_IN * columns, PANEL_HEIGHT_IN * rows),
-        squeeze=False,
-        layout="constrained",
-        **kwargs,
-    )
-
-
 class FigureFiles(NamedTuple):
     """Where one figure goes: the PNG (the report shows it) and the PDF."""
 
@@ -50,8 +32,17 @@ class FigureFiles(NamedTuple):
     pdf: Path
 
 
-def save_figure(figure: plt.Figure, out: FigureFiles) -> None:
-    """Write ``out.png`` and ``out.pdf``, each through a temporary file and a rename."""
+@contextmanager
+def house_figure(out: FigureFiles, rows: int = 1, columns: int = 1, **kwargs):
+    """A figure of ``rows × columns`` panels of the house size in seaborn's ``paper`` context on a white grid
+    (fontTools' per-glyph INFO logging of PDF output silenced), written when the block ends without an error to
+    ``out.png`` and ``out.pdf``, each through a temporary file and a rename."""
+    sns.set_theme(context="paper", style="whitegrid", font_scale=1.0)
+    plt.rcParams.update({"figure.dpi": DPI, "legend.frameon": False})
+    logging.getLogger("fontTools").setLevel(logging.WARNING)
+    size = (PANEL_WIDTH_IN * columns, PANEL_HEIGHT_IN * rows)
+    figure, axes = plt.subplots(rows, columns, figsize=size, squeeze=False, layout="constrained", **kwargs)
+    yield figure, axes
     for path in out:
         with atomic_file(path) as tmp:
             figure.savefig(tmp, dpi=DPI, format=path.suffix.removeprefix("."))
