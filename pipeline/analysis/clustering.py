@@ -108,12 +108,6 @@ def draw_initial(seeds: list[int], tokens: int, hidden_dim: int, x0_range: float
     return tuple(np.stack(part) for part in zip(*draws, strict=True))
 
 
-def claim_regime(regimes: dict[str, dict]) -> tuple[str, dict]:
-    """The one regime whose role is ``claim``."""
-    (name,) = [name for name, regime in regimes.items() if regime["role"] == "claim"]
-    return name, regimes[name]
-
-
 def run_clustering(
     tokens: int, hidden_dim: int, x0_range: float, magnitudes: list[str], regime: dict, seed: int
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -218,7 +212,7 @@ def write_clustering(out_dir: str, settings: dict) -> dict:
     from pipeline.artifacts import atomic_write_text
 
     setup = {key: settings[key] for key in ("tokens", "hidden_dim", "x0_range", "magnitudes")}
-    _, regime = claim_regime(settings["regimes"])
+    (regime,) = [regime for regime in settings["regimes"].values() if regime["role"] == "claim"]
     trajectories, statistics = run_clustering(**setup, regime=regime, seed=settings["seed"])
     sweep = sweep_clustering(**setup, regimes=settings["regimes"], seeds=settings["seeds"])
     atomic_write_text(Path(out_dir) / "trajectories.csv", trajectories.to_csv(index=False))

@@ -65,21 +65,20 @@ def _param_counts(args: argparse.Namespace) -> None:
     logging.info("param-counts finished: %d rows", len(table))
 
 
-def _run_options(parser: argparse.ArgumentParser, *, cache: bool = False) -> None:
-    add_options(
-        parser,
-        "--run-dir",
-        *["--cache"] * cache,
-        "--tokenizer",
-        run_dir="a trained run folder (results/<p>/runs/<run>)",
-    )
-    parser.add_argument("--out", type=Path, required=True, help="the tidy CSV")
+RUN_DIR = "a trained run folder (results/<p>/runs/<run>)"
+
+
+def _task_options(parser: argparse.ArgumentParser, *flags: str, out: str = "the tidy CSV", **helps: str) -> None:
+    """A Ray task verb's shared options ``flags`` (``add_options``, ``helps`` by destination), its ``--out`` file
+    (help ``out``) and the Ray options of a GPU task."""
+    add_options(parser, *flags, **helps)
+    parser.add_argument("--out", type=Path, required=True, help=out)
     add_ray_options(parser, gpus=True)
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
     spectra = add_verb(verbs, "spectra", _spectra, "QK/OV eigenvalues of every head over t (§5.1, App. E)")
-    _run_options(spectra)
+    _task_options(spectra, "--run-dir", "--tokenizer", run_dir=RUN_DIR)
     spectra.add_argument("--time-oversampling", type=int, required=True, help="DiffEqFormer: t grid k·L fine")
     spectra.add_argument(
         "--untrained-out",
@@ -89,13 +88,13 @@ def register(verbs: argparse._SubParsersAction) -> None:
     )
 
     lyapunov = add_verb(verbs, "lyapunov", _lyapunov, "Lyapunov token sensitivity of sentences (§5.2, App. B)")
-    _run_options(lyapunov)
+    _task_options(lyapunov, "--run-dir", "--tokenizer", run_dir=RUN_DIR)
     lyapunov.add_argument("--sentences", required=True, help="JSON list of sentences")
     lyapunov.add_argument("--output-token", type=int, required=True, help="index j of the output token")
     lyapunov.add_argument("--html", type=Path, required=True, help="the heat-map page")
 
     frontier = add_verb(verbs, "frontier", _frontier, "validation loss vs solver and number of steps")
-    _run_options(frontier, cache=True)
+    _task_options(frontier, "--run-dir", "--cache", "--tokenizer", run_dir=RUN_DIR)
     frontier.add_argument("--step-factors", required=True, help="JSON list of N/L")
     frontier.add_argument("--solvers", required=True, help="JSON list of euler|heun|rk4")
     frontier.add_argument("--batch-size", type=int, default=32)
@@ -105,10 +104,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
         verbs, "memory-probe", _memory_probe, "peak memory of one train step of a probe (App. D, Fig. 16)"
     )
     memory.add_argument("--spec", required=True, help="the probe's resolved RunSpec, as JSON")
-    add_options(memory, "--tokenizer", tokenizer="the probe's tokenizer folder (vocabulary)")
     memory.add_argument("--steps", type=int, required=True, help="train steps to run before reading the peak")
-    memory.add_argument("--out", type=Path, required=True, help="the probe's JSON record")
-    add_ray_options(memory, gpus=True)
+    tokenizer = "the probe's tokenizer folder (vocabulary)"
+    _task_options(memory, "--tokenizer", out="the probe's JSON record", tokenizer=tokenizer)
 
     clustering = add_verb(verbs, "clustering", _clustering, "attention-only ODE clustering simulation (App. C.8)")
     clustering.add_argument("--settings", required=True, help="the preset's analysis.clustering, as JSON")
