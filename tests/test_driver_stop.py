@@ -15,7 +15,7 @@ from cli_testkit import snakemake_in, venv_on_path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "results/tiny/runs/wt103-small-gpt"
-STEPS = 150
+STEPS = 80
 
 
 def driver_args(workdir: Path, micro_batch: int | None = None) -> list[str]:
@@ -46,7 +46,7 @@ def test_sigterm_to_the_local_driver_stops_its_training_job_with_a_checkpoint_an
         driver_args(workdir), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
     )
     deadline = time.time() + 300
-    while trained_steps(workdir / RUN) < 20 and time.time() < deadline and driver.poll() is None:
+    while trained_steps(workdir / RUN) < 10 and time.time() < deadline and driver.poll() is None:
         time.sleep(0.2)
     driver.send_signal(signal.SIGTERM)
     signalled = time.monotonic()

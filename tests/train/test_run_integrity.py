@@ -6,6 +6,7 @@ see, and the resume-path faults as sentences (SIGTERM → checkpoint → resume:
 import dataclasses
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,25 @@ def small_cache(data, tmp_path_factory) -> Path:
     return root / "cache"
 
 
+TRAINED = dict(steps=6, eval_every=2, checkpoint_every=2, keep_checkpoints_every=2, eval_batches=2, dropout=0.0)
+"""The train fields of ``trained``: evaluated and checkpointed every 2 updates, without dropout."""
+
+
+@pytest.fixture(scope="module")
+def trained(data, tmp_path_factory) -> dict:
+    """The tiny GPT trained for ``TRAINED`` through the ``pretrain`` verb's Ray task in this process: its run folder
+    (read only: a test that changes it changes a copy), its summary and the compiles JAX logged on the way."""
+    import jax
+
+    from pipeline.train.runs import pretrain
+
+    run_dir = tmp_path_factory.mktemp("trained") / "run"
+    folders = str(data / "caches" / "wt103-bpe"), str(data / "tokenizers" / "bpe")
+    with jax.log_compiles(), logged("jax._src.dispatch") as compiles:
+        summary = pretrain(tiny_spec(**TRAINED).to_json(), str(run_dir), *folders)
+    return {"run_dir": run_dir, "summary": summary, "compiles": compiles}
+
+
 def test_a_run_longer_than_two_passes_takes_exactly_its_steps(data, small_cache, tmp_path):
     """A run of several passes over its data: Levanter's loader would stop at the end of the first."""
     run_dir = tmp_path / "multi-pass"
@@ -54,19 +74,13 @@ def test_a_run_longer_than_two_passes_takes_exactly_its_steps(data, small_cache,
     assert kept == ["step-59"], "only the newest (final) checkpoint is kept by default"
 
 
-def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(data, tmp_path):
+def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(trained):
     """The untrained model's evaluation, the periodic ones (their first ``eval_batches`` batches) and the final one
     (the whole split) all call one jitted Levanter evaluation step, compiled once per run: Levanter 1.2 compiled it
     again for the final evaluator and again on each evaluator's second batch (0.8–1.3 s of CPU per trace and compile
     on a tiny job; pipeline.train.trainer.held_out_evaluators). JAX logs each compile (``log_compiles``)."""
-    import jax
-
-    run_dir = tmp_path / "evaluations"
-    job = tiny_job(data, run_dir, steps=4, eval_every=2, checkpoint_every=4, eval_batches=2)
-    with jax.log_compiles(), logged("jax._src.dispatch") as messages:
-        train_run(job)
-    assert [r["step"] for r in read_metrics(run_dir / "metrics.jsonl") if "eval_loss" in r] == [0, 2, 4]
-    compiled = re.findall(r"Finished XLA compilation of jit\((\w+)\)", "\n".join(messages))
+    assert [r["step"] for r in read_metrics(trained["run_dir"] / "metrics.jsonl") if "eval_loss" in r] == [0, 2, 4, 6]
+    compiled = re.findall(r"Finished XLA compilation of jit\((\w+)\)", "\n".join(trained["compiles"]))
     assert "_train_step" in compiled, "JAX logged no compile of the run"
     assert compiled.count("accum_for_batch") == 1, compiled
 
@@ -95,41 +109,42 @@ def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_pa
     assert not {"jit__train_step", "jit_accum_for_batch"} & misses["other numbers"]
 
 
-def test_a_micro_batch_splits_each_update_into_the_same_update(data, small_cache, tmp_path):
+def test_a_micro_batch_splits_each_update_into_the_same_update(data, trained, tmp_path):
     """``micro_batch_size`` 4 of a batch of 8 on one device: each update sums 2 accumulated micro-batches (Levanter's
-    ``per_device_parallelism``), trains the same updates as the whole batch at once (without dropout, whose masks
-    are drawn per micro-batch: losses equal to float rounding), and the run's result (its ``summary.json``) and
-    ``config.yaml`` record the split it trained with."""
-    losses = {}
-    for micro_batch, split in ((None, (8, 1)), (4, (4, 2))):
-        run_dir = tmp_path / f"micro-{micro_batch}"
-        train = {"steps": 4, "eval_every": 4, "checkpoint_every": 4, "eval_batches": 1, "dropout": 0.0}
-        result = train_run(tiny_job(data, run_dir, small_cache, micro_batch_size=micro_batch, **train))
-        assert result.micro_batches == [{"from_step": 0, "micro_batch": split[0], "gradient_accumulation": split[1]}]
-        assert yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["micro_batch_size"] == micro_batch
-        losses[micro_batch] = [r["loss"] for r in read_metrics(run_dir / "metrics.jsonl") if "loss" in r]
-    assert losses[4] == pytest.approx(losses[None], rel=1e-5)
+    ``per_device_parallelism``), trains the same updates as the whole batch at once (``trained``: without dropout,
+    whose masks are drawn per micro-batch: losses equal to float rounding), and the run's result (its
+    ``summary.json``) and ``config.yaml`` record the split it trained with."""
+    run_dir = tmp_path / "micro-4"
+    result = train_run(tiny_job(data, run_dir, micro_batch_size=4, **TRAINED))
+    assert result.micro_batches == [{"from_step": 0, "micro_batch": 4, "gradient_accumulation": 2}]
+    assert trained["summary"]["micro_batches"] == [{"from_step": 0, "micro_batch": 8, "gradient_accumulation": 1}]
+    for folder, micro_batch in ((run_dir, 4), (trained["run_dir"], None)):
+        assert yaml.safe_load((folder / "config.yaml").read_text())["train"]["micro_batch_size"] == micro_batch
+    losses = [
+        [r["loss"] for r in read_metrics(folder / "metrics.jsonl") if "loss" in r]
+        for folder in (run_dir, trained["run_dir"])
+    ]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
 
 
-def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, tmp_path):
+def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, trained, tmp_path):
     """docs/paper.md#fine-tune-test-split: a fine-tune into WikiText-103 is scored on its test split. Step 0 of a full
     fine-tune of a GPT source is the source itself, so its loss equals the source's validation loss on ``validation``
-    and not on ``test``. The source: the tiny GPT trained on WikiText-103 for 2 updates; both run in this process
-    through the verbs' Ray task functions (a ``TrainJob`` each, and its summary)."""
+    and not on ``test``. The source: ``trained``; both run in this process through the verbs' Ray task functions (a
+    ``TrainJob`` each, and its summary)."""
     from pipeline.config import finetune_runs, load_preset, pretrain_runs
-    from pipeline.train.runs import finetune, pretrain
+    from pipeline.train.runs import finetune
 
     tiny = load_preset({"preset": "tiny"})
     tuned = finetune_runs(tiny, pretrain_runs(tiny))["ft-owt-wt103-gpt8-full"]
     assert tuned.eval_split == "test"
-    source, source_dir = tiny_spec(steps=2, eval_every=2, checkpoint_every=2), str(tmp_path / "source")
+    source_dir, source_loss = str(trained["run_dir"]), trained["summary"]["val_loss"]
     folders = str(data / "caches" / "wt103-bpe"), str(data / "tokenizers" / "bpe")
-    source_loss = pretrain(source.to_json(), source_dir, *folders)["val_loss"]
     losses = {}
     for split in ("validation", "test"):
         train = dataclasses.replace(tuned.train, steps=1, eval_batches=None)
         spec = dataclasses.replace(
-            tuned, source_run=source.run_id, source_dataset="wt103", eval_split=split, train=train
+            tuned, source_run=trained["summary"]["run_id"], source_dataset="wt103", eval_split=split, train=train
         )
         summary = finetune(spec.to_json(), str(tmp_path / split), source_dir, *folders)
         assert summary["eval_split"] == split
@@ -172,13 +187,12 @@ def test_jax_without_the_accelerators_the_job_was_given_is_refused():
     )
 
 
-def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the_previous_one(data, tmp_path):
+def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the_previous_one(data, trained, tmp_path):
     """A torn array file in the newest complete checkpoint (its checksums disagree) and one in the next (no checksums:
-    Levanter's load fails) are both moved aside; the same job, run again, resumes from the one before and finishes
-    exactly."""
-    run_dir = tmp_path / "corrupt"
-    job = tiny_job(data, run_dir, steps=6, checkpoint_every=2, keep_checkpoints_every=2, eval_every=6, eval_batches=1)
-    train_run(job)
+    Levanter's load fails) of a copy of ``trained`` are both moved aside; the same job, run again, resumes from the
+    one before and finishes exactly."""
+    run_dir = Path(shutil.copytree(trained["run_dir"], tmp_path / "corrupt"))
+    job = tiny_job(data, run_dir, **TRAINED)
     checkpoints = run_dir / "checkpoints"
     assert sorted(p.name for p in checkpoints.glob("step-*")) == ["step-2", "step-4", "step-5"]
     for step in (4, 5):
@@ -245,8 +259,6 @@ def test_checkpoints_without_a_fingerprint_are_moved_aside(data, tmp_path):
 
 
 def test_a_retrained_tokenizer_of_the_same_size_changes_the_fingerprint(data, tmp_path):
-    import shutil
-
     copy = tmp_path / "bpe"
     shutil.copytree(data / "tokenizers" / "bpe", copy)
     before = tokenizer_digest(copy)
@@ -258,8 +270,6 @@ def test_a_retrained_tokenizer_of_the_same_size_changes_the_fingerprint(data, tm
 
 
 def test_a_cache_without_its_validation_ledger_is_named(data, tmp_path):
-    import shutil
-
     cache = tmp_path / "cache"
     shutil.copytree(data / "caches" / "wt103-bpe", cache)
     (cache / "validation" / "shard_ledger.json").unlink()
