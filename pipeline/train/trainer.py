@@ -3,7 +3,12 @@ replaces an attribute of an object it built, never Levanter's modules.
 
 ``UndonatedTrainer`` donates no buffers: with jaxlib 0.7.2 Levanter's donated step feeds AdamW wrong gradients once
 other jitted work runs between steps (docs/runs.md#every-update-is-the-gradient-of-its-loss;
-``tests/train/test_train_step.py``). It costs one more copy of parameters and optimizer state per device."""
+``tests/train/test_train_step.py``). It costs one more copy of parameters and optimizer state per device.
+
+Its train steps and the evaluation step are ``eqx.filter_jit``, not Haliax's ``named_jit``: that one traces a function
+twice, once more by ``eval_shape`` for the outputs' shardings (a second trace of the whole model, 1-2 s of CPU per
+tiny job), where both steps already lay out their own outputs (``hax.shard_with_axis_mapping`` in the train step;
+the evaluation step's running means are scalars and per-tag vectors)."""
 
 from __future__ import annotations
 
@@ -11,26 +16,21 @@ from collections.abc import Callable
 from functools import cached_property, partial
 from pathlib import Path
 
-from haliax.partitioning import named_jit
+import equinox as eqx
 from levanter.trainer import Trainer
 
 
 class UndonatedTrainer(Trainer):
-    """``Trainer`` whose jitted train steps (with and without jit hooks) donate nothing."""
+    """``Trainer`` whose jitted train steps (with and without jit hooks) donate nothing, each traced once under the
+    trainer's parameter axis mapping (entered with the trainer)."""
 
     @cached_property
     def _jit_train_step_fn(self):
-        return named_jit(
-            self._train_step, axis_resources=self.parameter_axis_mapping, out_axis_resources=self.parameter_axis_mapping
-        )
+        return eqx.filter_jit(self._train_step)
 
     @cached_property
     def _jit_train_step_fn_no_hook(self):
-        return named_jit(
-            partial(self._train_step, _no_hooks=True),
-            axis_resources=self.parameter_axis_mapping,
-            out_axis_resources=self.parameter_axis_mapping,
-        )
+        return eqx.filter_jit(partial(self._train_step, _no_hooks=True))
 
 
 def held_out_evaluators(trainer, dataset, split: str, tokenizer, max_batches: int | None):
@@ -52,7 +52,7 @@ def held_out_evaluators(trainer, dataset, split: str, tokenizer, max_batches: in
         )
         for max_examples in (None if max_batches is None else max_batches * eval_batch.size, None)
     )
-    accumulate = periodic.accum_for_batch
+    accumulate = eqx.filter_jit(periodic.accum_for_batch.__wrapped__)
 
     def accumulate_named(model, state, batch, tags):
         return accumulate(model, named_running_means(state), batch, tags)
