@@ -5,10 +5,9 @@ replaces an attribute of an object it built, never Levanter's modules.
 other jitted work runs between steps (docs/runs.md#every-update-is-the-gradient-of-its-loss;
 ``tests/train/test_train_step.py``). It costs one more copy of parameters and optimizer state per device.
 
-Its train steps and the evaluation step are ``eqx.filter_jit``, not Haliax's ``named_jit``: that one traces a function
-twice, once more by ``eval_shape`` for the outputs' shardings (a second trace of the whole model, 1-2 s of CPU per
-tiny job), where both steps already lay out their own outputs (``hax.shard_with_axis_mapping`` in the train step;
-the evaluation step's running means are scalars and per-tag vectors)."""
+Its train steps and evaluation step are ``eqx.filter_jit``: Haliax's ``named_jit`` traces a function twice (once by
+``eval_shape``: 1-2 s of CPU per tiny job) for output shardings these steps set themselves (the train step's
+``hax.shard_with_axis_mapping``, under the parameter mapping the trainer enters; the evaluation's scalar means)."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ from levanter.trainer import Trainer
 
 
 class UndonatedTrainer(Trainer):
-    """``Trainer`` whose jitted train steps (with and without jit hooks) donate nothing, each traced once under the
-    trainer's parameter axis mapping (entered with the trainer)."""
+    """``Trainer`` whose jitted train steps (with and without jit hooks) donate nothing."""
 
     @cached_property
     def _jit_train_step_fn(self):
