@@ -3,11 +3,7 @@ replaces an attribute of an object it built, never Levanter's modules.
 
 ``UndonatedTrainer`` donates no buffers: with jaxlib 0.7.2 Levanter's donated step feeds AdamW wrong gradients once
 other jitted work runs between steps (docs/runs.md#every-update-is-the-gradient-of-its-loss;
-``tests/train/test_train_step.py``). It costs one more copy of parameters and optimizer state per device.
-
-Its train steps and evaluation step are ``eqx.filter_jit``: Haliax's ``named_jit`` traces a function twice (once by
-``eval_shape``: 1-2 s of CPU per tiny job) for output shardings these steps set themselves (the train step's
-``hax.shard_with_axis_mapping``, under the parameter mapping the trainer enters; the evaluation's scalar means)."""
+``tests/train/test_train_step.py``). It costs one more copy of parameters and optimizer state per device."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from collections.abc import Callable
 from functools import cached_property, partial
 from pathlib import Path
 
-import equinox as eqx
+from haliax.partitioning import named_jit
 from levanter.trainer import Trainer
 
 
@@ -24,30 +20,31 @@ class UndonatedTrainer(Trainer):
 
     @cached_property
     def _jit_train_step_fn(self):
-        return eqx.filter_jit(self._train_step)
+        return named_jit(
+            self._train_step, axis_resources=self.parameter_axis_mapping, out_axis_resources=self.parameter_axis_mapping
+        )
 
     @cached_property
     def _jit_train_step_fn_no_hook(self):
-        return eqx.filter_jit(partial(self._train_step, _no_hooks=True))
+        return named_jit(
+            partial(self._train_step, _no_hooks=True),
+            axis_resources=self.parameter_axis_mapping,
+            out_axis_resources=self.parameter_axis_mapping,
+        )
 
 
 def held_out_evaluators(trainer, dataset, split: str, tokenizer, max_batches: int | None):
     """Levanter ``TaggedEvaluator``s over one held-out split, periodic (first ``max_batches``; all when None) and
     final, sharing one jitted step. Otherwise Levanter 1.2 compiles it up to four times per run: each evaluator jits
-    its own ``accum_for_batch``, and scalar running means retrace on the second batch (``named_running_means``)."""
+    its own ``accum_for_batch``, and scalar running means retrace on the second batch (``named_running_means``); and
+    it is ``eqx.filter_jit``, traced once: Haliax's ``named_jit`` traced it twice (once more by ``eval_shape``, for
+    output shardings of scalar and per-tag means: ~0.5 s of CPU per tiny job)."""
+    import equinox as eqx
     from levanter.eval import TaggedEvaluator
 
-    eval_batch = trainer.config.EvalBatch
+    eval_batch, mesh, mapping = trainer.config.EvalBatch, trainer.device_mesh, trainer.compute_axis_mapping
     periodic, final = (
-        TaggedEvaluator(
-            eval_batch,
-            [(dataset, [split])],
-            tokenizer,
-            trainer.device_mesh,
-            trainer.compute_axis_mapping,
-            max_examples,
-            mp=trainer.mp,
-        )
+        TaggedEvaluator(eval_batch, [(dataset, [split])], tokenizer, mesh, mapping, max_examples, mp=trainer.mp)
         for max_examples in (None if max_batches is None else max_batches * eval_batch.size, None)
     )
     accumulate = eqx.filter_jit(periodic.accum_for_batch.__wrapped__)
