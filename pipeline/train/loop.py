@@ -167,11 +167,12 @@ def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
         vocab = round_axis_for_partitioning(Axis("vocab", len(tokenizer)), trainer.parameter_axis_mapping)
         if job.build_in_jit:
             source = {"model_init": jax.tree_util.Partial(job.build_model, vocab, model_key)}  # the key: an argument
-            skeleton = eqx.filter_eval_shape(job.build_model, vocab, model_key)
         else:
             source = {"model": job.build_model(vocab, model_key)}
-            skeleton = source["model"]
-        is_trainable = True if job.trainable is None else job.trainable(skeleton)
+        is_trainable = True
+        if job.trainable is not None:  # a fresh model's shapes only when asked for: a trace of the whole model
+            model = source["model"] if "model" in source else eqx.filter_eval_shape(job.build_model, vocab, model_key)
+            is_trainable = job.trainable(model)
         Pos = Axis("position", job.seq_len)
         training_set = cycled_training_set(data, Pos, config.batch_schedule, train, data_key, job.cache_dir, run_id)
         train_examples = training_set.examples

@@ -36,23 +36,18 @@ class UndonatedTrainer(Trainer):
 def held_out_evaluators(trainer, dataset, split: str, tokenizer, max_batches: int | None):
     """Levanter ``TaggedEvaluator``s over one held-out split, periodic (first ``max_batches``; all when None) and
     final, sharing one jitted step. Otherwise Levanter 1.2 compiles it up to four times per run: each evaluator jits
-    its own ``accum_for_batch``, and scalar running means retrace on the second batch (``named_running_means``)."""
+    its own ``accum_for_batch``, and scalar running means retrace on the second batch (``named_running_means``); and
+    it is ``eqx.filter_jit``, traced once: Haliax's ``named_jit`` traced it twice (once more by ``eval_shape``, for
+    output shardings of scalar and per-tag means: ~0.5 s of CPU per tiny job)."""
+    import equinox as eqx
     from levanter.eval import TaggedEvaluator
 
-    eval_batch = trainer.config.EvalBatch
+    eval_batch, mesh, mapping = trainer.config.EvalBatch, trainer.device_mesh, trainer.compute_axis_mapping
     periodic, final = (
-        TaggedEvaluator(
-            eval_batch,
-            [(dataset, [split])],
-            tokenizer,
-            trainer.device_mesh,
-            trainer.compute_axis_mapping,
-            max_examples,
-            mp=trainer.mp,
-        )
+        TaggedEvaluator(eval_batch, [(dataset, [split])], tokenizer, mesh, mapping, max_examples, mp=trainer.mp)
         for max_examples in (None if max_batches is None else max_batches * eval_batch.size, None)
     )
-    accumulate = periodic.accum_for_batch
+    accumulate = eqx.filter_jit(periodic.accum_for_batch.__wrapped__)
 
     def accumulate_named(model, state, batch, tags):
         return accumulate(model, named_running_means(state), batch, tags)
