@@ -41,9 +41,10 @@ def test_scores_do_not_depend_on_batch_composition(random_model, tokenizer, requ
     assert max(abs(alone[args] - batched[args]) for args in alone) <= 1e-5
 
 
-@pytest.mark.parametrize("family", ["diffeq", "diffeq_llama"])
-def test_diffeqformer_scores_equal_its_discretisation_at_the_trained_steps(family, random_model, tokenizer, requests):
-    model = random_model(family)
+def test_diffeqformer_scores_equal_its_discretisation_at_the_trained_steps(random_model, tokenizer, requests):
+    """The GPT-based DiffEqFormer, as the grid scores; for DiffEqFormer-Llama, its discretisation's logits equal its
+    own (test_discretize.py) and the harness scores a Llama as transformers does (above)."""
+    model = random_model("diffeq")
     continuous_lm = LevanterLM(model, tokenizer, batch_size=8)
     # Requests filling the whole context only: one padded length, so one compilation per model.
     long_requests = [r for r in requests if len(continuous_lm.tok_encode("".join(r.args))) > SEQ_LEN]

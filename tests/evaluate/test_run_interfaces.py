@@ -113,16 +113,16 @@ def test_export_hf_gives_a_checkpoint_that_transformers_scores_alike(gpt_run, to
     assert np.abs(ours - reference).max() <= 1e-3
 
 
-def test_export_hf_refuses_a_diffeqformer_run_in_one_sentence(tmp_path):
+def test_export_hf_refuses_a_diffeqformer_run_in_one_sentence(tmp_path, capsys):
+    """The verb's refusal, in this process (its command line as a process: the export of a GPT run above)."""
+    from pipeline.cli import main
+
     spec = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-diffeq"]
     run_dir = tmp_path / spec.run_id
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text(yaml.safe_dump(dataclasses.asdict(spec)))
-    result = pipeline_verb(
-        "export-hf", str(run_dir), str(tmp_path / "hf"), "--tokenizer", str(tmp_path / "bpe"), timeout=120
-    )
-    assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == (
+    assert main(["export-hf", str(run_dir), str(tmp_path / "hf"), "--tokenizer", str(tmp_path / "bpe")]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"error: {run_dir}: wt103-small-diffeq is a 'diffeq' run, which has no Hugging Face architecture; only the "
         f"gpt and llama baselines can be exported."
     )

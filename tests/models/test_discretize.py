@@ -35,6 +35,8 @@ def test_discretize_with_the_trained_steps_reproduces_the_model(family, override
     discrete = pm.discretize(model, model.config.num_layers)
     assert discrete.config.num_steps == model.config.num_layers
     assert discrete.config.source == model.config
+    assert getattr(discrete, "lm_head", None) is getattr(model, "lm_head", None)  # Llama's untied head, shared
+    assert discrete.get_lm_head().axes == model.get_lm_head().axes
     continuous, resampled = causal_logits(model, ids), causal_logits(discrete, ids)
     assert np.abs(continuous).max() > 0.01
     assert np.abs(resampled - continuous).max() <= 1e-5
@@ -105,10 +107,3 @@ def test_lora_inits_start_at_the_base_model(family, targets, per_block):
         for weight in (adapter.lora_A.weight.array, adapter.lora_B.weight.array):
             assert 0.8e-6 < np.std(weight) < 1.2e-6
     assert np.abs(causal_logits(reference, ids) - base).max() <= 1e-6
-
-
-def test_discretised_llama_keeps_the_untied_head():
-    model = tiny_model("diffeq_llama")
-    discrete = pm.discretize(model, 2)
-    assert discrete.lm_head is model.lm_head
-    assert discrete.get_lm_head().axes == model.get_lm_head().axes

@@ -50,7 +50,7 @@ def test_gradient_matches_central_differences_in_float64():
             np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-10)
 
 
-@pytest.mark.parametrize("family", ["diffeq", "diffeq_llama", "shared", "shared_ode"])
+@pytest.mark.parametrize("family", ["diffeq_llama", "shared", "shared_ode"])  # diffeq: test_levanter_trainer.py
 def test_a_few_adam_steps_decrease_the_loss(family):
     model = tiny_model(family)
     _, losses = train(model, batch_example(6, model.Pos), steps=6)

@@ -2,6 +2,7 @@
 
 import csv
 import dataclasses
+import functools
 
 import pytest
 
@@ -217,28 +218,32 @@ print(json.dumps({"costs": costs, "jax": "jax" in sys.modules}))
 """
 
 
-def test_model_costs_are_counted_once_per_model_code_and_then_read_without_jax(tmp_path):
-    """Sizing a SLURM job needs every run's parameters and FLOPs/token: counted once (importing JAX and Levanter),
-    then read from the cache, so reading the workflow (a dry run, each job on its node) imports neither; a cache
-    written by other model code is not trusted."""
+def test_model_costs_are_counted_once_per_model_code_and_then_read_without_jax(tmp_path, monkeypatch, paper):
+    """Sizing a SLURM job needs every run's parameters and FLOPs/token: counted once (here, in this process, which
+    imports JAX and Levanter to count them), then read from the cache, so reading the workflow (a dry run, each job on
+    its node) imports neither; a cache written by other model code is not trusted."""
     import json
     import subprocess
     import sys
 
+    from pipeline.planning import grid
+
     cache = tmp_path / "model-cost.json"
-
-    def probe() -> dict:
-        result = subprocess.run(
-            [sys.executable, "-c", MODEL_COST_PROBE, str(cache)], capture_output=True, text=True, timeout=300
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        return json.loads(result.stdout.strip().splitlines()[-1])
-
-    counted, read = probe(), probe()
-    assert counted["jax"] and not read["jax"]
-    assert read["costs"] == counted["costs"] and len(counted["costs"]) == 28 + 20 + 4
-    assert counted["costs"]["pretrain/owt-small-gpt"][0] == 124_439_808
-    stale = json.loads(cache.read_text())
-    cache.write_text(json.dumps({**stale, "code": "another model code"}))
-    recounted = probe()
-    assert recounted["jax"] and recounted["costs"] == counted["costs"]
+    monkeypatch.setattr(grid, "MODEL_COST_CACHE", cache)
+    for name in ("read_model_costs", "recipe_cost"):  # empty caches here; the session's come back after the test
+        monkeypatch.setattr(grid, name, functools.cache(getattr(grid, name).__wrapped__))
+    costed = {f"{workload.stage}/{workload.model_id}": workload for workload in Grid.load(paper).costed}
+    counted = {name: list(grid.model_cost(workload, paper)) for name, workload in costed.items()}
+    result = subprocess.run(
+        [sys.executable, "-c", MODEL_COST_PROBE, str(cache)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    read = json.loads(result.stdout.strip().splitlines()[-1])
+    assert not read["jax"] and read["costs"] == counted and len(counted) == 28 + 20 + 4
+    assert counted["pretrain/owt-small-gpt"][0] == 124_439_808
+    cache.write_text(json.dumps({**json.loads(cache.read_text()), "code": "another model code"}))
+    grid.read_model_costs.cache_clear()
+    grid.recipe_cost.cache_clear()
+    assert grid.read_model_costs() == {}
+    assert list(grid.model_cost(costed["pretrain/owt-small-gpt"], paper)) == counted["pretrain/owt-small-gpt"]
+    assert json.loads(cache.read_text())["code"] == grid.model_code_version(), "recounted under this model code"

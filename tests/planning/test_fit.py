@@ -9,13 +9,14 @@ import os
 import signal
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.execution.errors import RunStopped
 from pipeline.planning import fit
-from pipeline.planning.grid import Grid, Pretraining
+from pipeline.planning.grid import Grid, Pretraining, vocab_size
 from pipeline.planning.measured import read_fit_rows
 
 REPLICATED_BOUND_BYTES = 4 * 2**20
@@ -209,17 +210,20 @@ TINY_LORA, TINY_FULL, TINY_DOWNSTREAM = (
 
 @pytest.fixture(scope="module")
 def tiny_rows(tmp_path_factory):
-    """A LoRA and a full fine-tune of the tiny DiffEqFormer resampled to N' = 8, and lm-eval on the tiny
-    GPT-large DiffEqFormer, planned in one child process on 2 virtual devices."""
-    out = tmp_path_factory.mktemp("fit")
-    rows = fit.write_fit(
-        Grid.load(load_preset({"preset": "tiny"})),
-        "h100",
-        2,
-        [TINY_LORA, TINY_FULL, TINY_DOWNSTREAM],
-        out / "fit.md",
-        out / "fit.csv",
-    )
+    """A LoRA and a full fine-tune of the tiny DiffEqFormer resampled to N' = 8, and lm-eval on the tiny GPT-large
+    DiffEqFormer, planned in one child process on 2 virtual devices (lm-eval plans on the first, as on its own one)
+    and served from there to the fit, which asks for each at the vocabulary and micro-batch it was planned at."""
+    config = load_preset({"preset": "tiny"})
+    grid, out = Grid.load(config), tmp_path_factory.mktemp("fit")
+    requests = [
+        (workload, vocab_size(config, workload.tokenizer), workload.batch_size // workload.devices(2))
+        for workload in (grid.workloads[run_id] for run_id in (TINY_LORA, TINY_FULL, TINY_DOWNSTREAM))
+    ]
+    plans = zip(requests, fit.plans_in_subprocess(requests, 2, SimpleNamespace()), strict=True)
+    planned = {(workload.run_id, *asked): plan for (workload, *asked), plan in plans}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fit, "plans_in_subprocess", lambda asked, *_: [planned[w.run_id, v, m] for w, v, m in asked])
+        rows = fit.write_fit(grid, "h100", 2, [TINY_LORA, TINY_FULL, TINY_DOWNSTREAM], out / "fit.md", out / "fit.csv")
     return {row.run_id: row for row in rows}, (out / "fit.csv").read_text()
 
 

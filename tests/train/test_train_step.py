@@ -61,13 +61,12 @@ def test_adamw_gets_the_gradient_of_the_loss_at_every_step(tmp_path):
             model_init=lambda: build_initialised(run_model_config(spec), Vocab, key=model_key, init=spec.model.init),
         )
 
+        gradient = eqx.filter_jit(eqx.filter_grad(lambda m, b, k: compute_next_token_loss(m, b, key=k).scalar()))
         for step in range(STEPS):
             tokens = hax.random.randint(jrandom.fold_in(data_key, step), (trainer.TrainBatch, Pos), 0, Vocab.size)
             batch = hax.vmap(LmExample.causal, trainer.TrainBatch)(tokens)
-            key = jrandom.split(state.training_key)[0]
             with hax.axis_mapping(trainer.compute_axis_mapping):
-                loss = lambda m, b=batch, k=key: compute_next_token_loss(m, b, key=k).scalar()  # noqa: E731
-                grad = eqx.filter_jit(eqx.filter_grad(loss))(inference_mode(state.model, False))
+                grad = gradient(inference_mode(state.model, False), batch, jrandom.split(state.training_key)[0])
             norm = float(jnp.sqrt(sum(jnp.sum(jnp.square(leaf)) for leaf in float_arrays(grad))))
             expected = [
                 np.asarray(leaf, np.float64) * min(1.0, adamw.max_grad_norm / norm)  # clip_by_global_norm
