@@ -177,3 +177,4 @@ def test_the_pool_keeps_workers_of_each_key_warm_and_evicts_only_the_oldest_idle
     cluster.update(CPU=8, GPU=1)
     g = job("G", 1)
     assert job("H", 1) != g and killed[-1] == g
+    pool.workers.clear()  # its reaper thread outlives the test: no fake worker left for the real ray.kill in 120 s
