@@ -1,9 +1,11 @@
 """The train step the pipeline trains with feeds AdamW the gradient of its loss at every step, not only the first:
 the gradient implied by AdamW's first moment, (mu_t+1 - beta1 mu_t) / (1 - beta1), equals ``jax.grad`` of the
 same loss, batch and dropout key (clipped as the optimiser clips it), step after step, while other jitted work runs
-between the steps (as the loop's evaluations and hooks do; here the check's own loss and gradient). Levanter's own
-step donates the state's buffers, and with jaxlib 0.7.2 the gradient it feeds AdamW at the second step is then
-~30% off (pipeline.train.trainer)."""
+between the steps (as the loop's evaluations and hooks do; here the check's own gradient). Levanter's own step
+donates the state's buffers; with jaxlib 0.7.2 that fed AdamW wrong gradients once other jitted work ran between
+steps (pipeline.train.trainer). Since Adam's numbers moved into the optimizer state, this check also passes with
+Levanter's donating step (2026-11-29): it guards the gradient of the step the pipeline trains with, and no longer
+reproduces the donation fault itself."""
 
 import equinox as eqx
 import haliax as hax
