@@ -3,9 +3,9 @@ the gradient implied by AdamW's first moment, (mu_t+1 - beta1 mu_t) / (1 - beta1
 same loss, batch and dropout key (clipped as the optimiser clips it), step after step, while other jitted work runs
 between the steps (as the loop's evaluations and hooks do; here the check's own gradient). Levanter's own step
 donates the state's buffers; with jaxlib 0.7.2 that fed AdamW wrong gradients once other jitted work ran between
-steps (pipeline.train.trainer). Since Adam's numbers moved into the optimizer state, this check also passes with
-Levanter's donating step (2026-11-29): it guards the gradient of the step the pipeline trains with, and no longer
-reproduces the donation fault itself."""
+steps (pipeline.train.trainer). With today's step this check also passes under Levanter's donating step (checked
+2026-11-29, cause not traced): it guards the gradient of the step the pipeline trains with, and no longer reproduces
+the donation fault itself."""
 
 import equinox as eqx
 import haliax as hax
