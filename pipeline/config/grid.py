@@ -35,14 +35,10 @@ def _train_spec(config: dict[str, Any], *layers: dict[str, Any], fine_tuning: bo
     return TrainSpec(**merged, decay_mask=decay_mask)
 
 
-def run_seeds(config: dict[str, Any]) -> dict[str, int | None]:
-    """Run-id suffix → seed: ``{"": None}`` without a ``seeds`` key, else ``{"-s<seed>": seed}`` per seed (a seed
-    sets init, data order and dropout, so it is in the spec and the fingerprint)."""
-    return {f"-s{seed}": seed for seed in config["seeds"]} if "seeds" in config else {"": None}
-
-
-def _seeded(train: TrainSpec, seed: int | None) -> TrainSpec:
-    return train if seed is None else dataclasses.replace(train, seed=seed)
+def _seed_layers(config: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Run-id suffix → ``train`` layer: ``{"": {}}`` without a ``seeds`` key, else ``{"-s<seed>": {"seed": seed}}``
+    per seed (a seed sets init, data order and dropout, so it is in the spec and the fingerprint)."""
+    return {f"-s{seed}": {"seed": seed} for seed in config["seeds"]} if "seeds" in config else {"": {}}
 
 
 def _group_runs(
@@ -53,14 +49,12 @@ def _group_runs(
     ablation: str | None,
     variant: dict[str, Any],
 ) -> dict[str, RunSpec]:
-    train = _train_spec(
-        config, group["train"], variant.get("train", {}), fine_tuning=group.get("role") == "finetune_source"
-    )
+    role, train_layers = group.get("role", "table"), (group["train"], variant.get("train", {}))
     diffeq = {**config["defaults"]["diffeq"], **group.get("diffeq", {}), **variant.get("diffeq", {})}
     prefix = group_name if ablation is None else f"{group_name}-{ablation}"
     runs = {}
     for family in families:
-        for suffix, seed in run_seeds(config).items():
+        for suffix, seed_layer in _seed_layers(config).items():
             run_id = f"{prefix}-{family}{suffix}"
             runs[run_id] = RunSpec(
                 run_id=run_id,
@@ -69,10 +63,10 @@ def _group_runs(
                 dataset=group["dataset"],
                 size=group["size"],
                 tokenizer=group["tokenizer"],
-                role=group.get("role", "table") if ablation is None else "ablation",
+                role=role if ablation is None else "ablation",
                 ablation=ablation,
                 model=_model_spec(config, group, family, diffeq),
-                train=_seeded(train, seed),
+                train=_train_spec(config, *train_layers, seed_layer, fine_tuning=role == "finetune_source"),
             )
     return runs
 
@@ -132,10 +126,10 @@ def finetune_runs(config: dict[str, Any], runs: dict[str, RunSpec]) -> dict[str,
     (``ft-<src>-<tgt>-gpt<L>-<method>``), per seed (``-s<seed>``, from the source of that seed)."""
     finetune = config["finetune"]
     finetunes: dict[str, FinetuneSpec] = {}
-    for (source_dataset, target_dataset), (suffix, seed) in itertools.product(
-        finetune["directions"], run_seeds(config).items()
+    for (source_dataset, target_dataset), (suffix, seed_layer) in itertools.product(
+        finetune["directions"], _seed_layers(config).items()
     ):
-        train = _seeded(_train_spec(config, finetune["train"], fine_tuning=True), seed)
+        train = _train_spec(config, finetune["train"], seed_layer, fine_tuning=True)
         diffeq = _source_run(config, runs, source_dataset, finetune["diffeq_source"], True, suffix)
         baseline = _source_run(config, runs, source_dataset, finetune["baseline_source"], False, suffix)
         variants = [(diffeq, f"diffeq{diffeq.model.num_layers}-n{n}", n) for n in finetune["steps_grid"]]

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,10 @@ STRICT_VALIDATOR = jsonschema.validators.extend(
 
 def deep_merge(base: dict, override: dict) -> dict:
     """Return ``base`` with ``override`` merged in recursively (override wins on leaves)."""
-    merged = copy.deepcopy(base)
+    merged = dict(base)  # a new mapping at every level merged into; the rest shared with base and override
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
+        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = deep_merge(merged[key], value) if both else value
     return merged
 
 
@@ -48,16 +46,10 @@ def typed_overrides(value: Any) -> Any:
         return {key: typed_overrides(item) for key, item in value.items()}
     if isinstance(value, list):
         return [typed_overrides(item) for item in value]
-    if isinstance(value, str):
-        for number in (int, float):
-            try:
-                return number(value)
-            except ValueError:
-                pass
-        try:
-            return yaml.safe_load(value) if value.strip() else value
-        except yaml.YAMLError:
-            return value
+    if isinstance(value, str) and value.strip():
+        for read, error in ((int, ValueError), (float, ValueError), (yaml.safe_load, yaml.YAMLError)):
+            with contextlib.suppress(error):
+                return read(value)
     return value
 
 
@@ -78,9 +70,7 @@ def load_preset(cli_config: dict[str, Any] | None = None) -> dict[str, Any]:
         raise ConfigError(f"{path}: is not valid YAML ({error}).") from error
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys at the top level.")
-    problem = _builtin_name_problem(path, loaded)
-    if problem:
-        raise ConfigError(f"{path}: {problem}.")
+    _check_builtin_name(path, loaded)
     config = deep_merge(loaded, overrides)
     source = f"{path} (with --config overrides {sorted(overrides)})" if overrides else str(path)
     check_schema(config, SCHEMA_PATH, source)
@@ -90,57 +80,44 @@ def load_preset(cli_config: dict[str, Any] | None = None) -> dict[str, Any]:
     return config
 
 
-def _first_difference(expected: Any, found: Any, key: str = "") -> str | None:
-    """The first key (dotted) whose value differs between two loaded YAML documents, or None if they are equal."""
-    if isinstance(expected, dict) and isinstance(found, dict):
-        for name in sorted(set(expected) | set(found), key=str):
-            difference = _first_difference(expected.get(name), found.get(name), f"{key}.{name}" if key else str(name))
-            if difference:
-                return difference
-        return None
-    return None if expected == found else key or "<top level>"
+def _leaves(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted key, value) of every leaf of a loaded YAML document (list items by index; an empty mapping or list is
+    a leaf)."""
+    if not value or not isinstance(value, dict | list):
+        yield key or "<top level>", value
+        return
+    for name, item in value.items() if isinstance(value, dict) else enumerate(value):
+        yield from _leaves(item, f"{key}.{name}" if key else str(name))
 
 
-def _builtin_name_problem(path: Path, loaded: dict[str, Any]) -> str | None:
+def _check_builtin_name(path: Path, loaded: dict[str, Any]) -> None:
     """A preset's ``preset`` key names its results folder, ``results/<preset>/``. A file elsewhere that takes the
     name of a built-in preset but differs from it would rerun into, and overwrite, that preset's results."""
     name = loaded.get("preset")
     builtin = PRESET_DIR / f"{name}.yaml"
     if not isinstance(name, str) or not builtin.is_file() or path.resolve() == builtin.resolve():
-        return None
-    difference = _first_difference(yaml.safe_load(builtin.read_text()), loaded)
-    if difference is None:
-        return None
-    return (
-        f"key 'preset' is {name!r}, the built-in preset whose results are in results/{name}/, but key "
-        f"{difference!r} differs from {builtin}; give this file its own preset name (e.g. preset: my_{name}) "
-        f"so that its results get their own folder"
-    )
+        return
+    expected, found = dict(_leaves(yaml.safe_load(builtin.read_text()))), dict(_leaves(loaded))
+    for key in sorted(expected | found):
+        if expected.get(key, ()) != found.get(key, ()):
+            raise ConfigError(
+                f"{path}: key 'preset' is {name!r}, the built-in preset whose results are in results/{name}/, but "
+                f"key {key!r} differs from {builtin}; give this file its own preset name (e.g. preset: my_{name}) "
+                f"so that its results get their own folder."
+            )
 
 
-def check_schema(document: dict[str, Any], schema_path: Path, source: str) -> None:
+def check_schema(document: dict[str, Any], schema_path: Path, source: str, hint: str = "") -> None:
     """Check a loaded YAML ``document`` against the JSON schema at ``schema_path`` (integers strict, every number
-    finite); raise ``ConfigError`` with one sentence naming ``source`` and the first problem's key."""
-    problem = _non_finite_problem(document)
-    if problem:
-        raise ConfigError(f"{source}: {problem}.")
+    finite); raise ``ConfigError`` with one sentence naming ``source`` and the first problem's key, then ``hint``."""
+    # NaN and ±inf (YAML .nan/.inf, nan/inf/1e400 on the command line): every range check is false for NaN.
+    for key, value in _leaves(document):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{source}: key {key!r} must be a finite number (got {value!r}){hint}.")
     schema = yaml.safe_load(schema_path.read_text())
     errors = sorted(STRICT_VALIDATOR(schema).iter_errors(document), key=lambda e: e.path)
     if errors:
-        raise ConfigError(f"{source}: {schema_error_sentence(errors[0])}.")
-
-
-def _non_finite_problem(value: Any, key: str = "") -> str | None:
-    """NaN and ±inf (YAML ``.nan``/``.inf``, ``nan``/``inf``/``1e400`` on the command line) are refused everywhere:
-    every range check of the schema is false for NaN, so it would pass them."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"key {key or '<top level>'!r} must be a finite number (got {value!r})"
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for name, item in items:
-        problem = _non_finite_problem(item, f"{key}.{name}" if key else str(name))
-        if problem:
-            return problem
-    return None
+        raise ConfigError(f"{source}: {schema_error_sentence(errors[0])}{hint}.")
 
 
 def schema_error_sentence(error: jsonschema.ValidationError) -> str:
@@ -166,8 +143,6 @@ def schema_error_sentence(error: jsonschema.ValidationError) -> str:
         return f"key {key!r} must be of type {expected} (got {error.instance!r})"
     if kind == "enum":
         return f"key {key!r} must be one of {expected} (got {error.instance!r})"
-    if kind == "const":
-        return f"key {key!r} must be {expected!r} (got {error.instance!r})"
     if kind == "contains" and "const" in expected:
         return f"key {key!r} must contain {expected['const']!r} (got {error.instance!r})"
     bounds = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.config.loading import ConfigError, check_schema
+from pipeline.config.loading import check_schema
 from pipeline.config.paths import PACKAGE_DIR, REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "profiles" / "slurm" / "site.example.yaml"
@@ -67,48 +67,44 @@ class Site:
 def load_site(path: str | Path) -> Site:
     """The site file's ``site:`` mapping as a ``Site`` (``~`` and ``$VARIABLES`` of ``hf_home`` and ``results_dir``
     expanded); a missing file or a bad key fails with one sentence."""
-    path = Path(path)
-    if not path.is_absolute():
-        path = REPO_ROOT / path
+    path = REPO_ROOT / path  # an absolute path as it is
     if not path.is_file():
         raise FileNotFoundError(
             f"site settings {path} do not exist; copy {EXAMPLE} to it and set your cluster's "
             "partitions, account, GPUs, walltime limit and shared Hugging Face cache."
         )
     document = yaml.safe_load(path.read_text()) or {}
-    try:
-        check_schema(document, SITE_SCHEMA, str(path))
-    except ConfigError as error:
-        raise ConfigError(f"{str(error).rstrip('.')} (every key is described in {EXAMPLE}).") from None
-    site = document["site"]
-    if site["gpu_model"] is not None and site["gpus_per_node"] == 0:
+    check_schema(document, SITE_SCHEMA, str(path), f" (every key is described in {EXAMPLE})")
+    raw = document["site"]
+    paths = {key: os.path.expanduser(os.path.expandvars(raw[key])) for key in ("hf_home", "results_dir") if raw[key]}
+    site = Site(**{**raw, **paths})
+    if site.gpu_model is not None and site.gpus_per_node == 0:
         raise ValueError(
-            f"{path}: key 'site.gpu_model' is {site['gpu_model']!r} but 'site.gpus_per_node' is 0; "
+            f"{path}: key 'site.gpu_model' is {site.gpu_model!r} but 'site.gpus_per_node' is 0; "
             "set gpu_model to null on a cluster without GPUs."
         )
-    if site["offline_nodes"] and site["hf_home"] is None:
+    if site.offline_nodes and site.hf_home is None:
         raise ValueError(
             f"{path}: key 'site.hf_home' is null but 'site.offline_nodes' is true; set hf_home to a "
             "Hugging Face cache on a filesystem every node sees (the prefetch fills it on the login "
             "node, offline jobs read it), or set offline_nodes to false if compute nodes reach the hub."
         )
-    if site["target_runtime_min"] > site["max_runtime_min"]:
+    if site.target_runtime_min > site.max_runtime_min:
         raise ValueError(
-            f"{path}: key 'site.target_runtime_min' ({site['target_runtime_min']}) exceeds "
-            f"'site.max_runtime_min' ({site['max_runtime_min']}), so no run could be sized to finish "
-            "within it; set target_runtime_min to at most the GPU partition's MaxTime."
+            f"{path}: key 'site.target_runtime_min' ({site.target_runtime_min}) exceeds 'site.max_runtime_min' "
+            f"({site.max_runtime_min}), so no run could be sized to finish within it; set target_runtime_min to "
+            "at most the GPU partition's MaxTime."
         )
-    startup = site.get("chunk_startup_min", DEFAULT_CHUNK_STARTUP_MIN)
-    if startup >= site["max_runtime_min"]:
+    if site.chunk_startup_min >= site.max_runtime_min:
         raise ValueError(
-            f"{path}: key 'site.chunk_startup_min' ({startup:g}) is not below 'site.max_runtime_min' "
-            f"({site['max_runtime_min']}), so a training job would never reach its first step; set it "
-            "to the minutes a training job takes before its first step and after its last."
+            f"{path}: key 'site.chunk_startup_min' ({site.chunk_startup_min:g}) is not below 'site.max_runtime_min' "
+            f"({site.max_runtime_min}), so a training job would never reach its first step; set it to the minutes "
+            "a training job takes before its first step and after its last."
         )
     # The sbatch flags the SLURM executor plugin sets itself, refused here at load rather than at its first sbatch.
     from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
 
-    for kind, flags in site["slurm_extra"].items():
+    for kind, flags in site.slurm_extra.items():
         for pattern in get_forbidden_slurm_options():
             if flags is not None and re.search(pattern, flags):
                 flag = pattern.split("[")[0]
@@ -116,8 +112,7 @@ def load_site(path: str | Path) -> Site:
                     f"{path}: key 'site.slurm_extra.{kind}' sets {flag}, which the SLURM executor "
                     "plugin sets itself from the other site keys and the job's resources; remove it."
                 )
-    paths = {key: os.path.expanduser(os.path.expandvars(site[key])) for key in ("hf_home", "results_dir") if site[key]}
-    return Site(**{**site, **paths})
+    return site
 
 
 def preset_results(site: Site | None, preset: str) -> Path:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, ClassVar, Self
+import typing
+from typing import Any, Self
 
 WEIGHTS = "weights"
 """Enters the run fingerprint: the field decides the weights a run trains, or names the run."""
@@ -48,14 +49,13 @@ def to_dict(spec: Any) -> dict[str, Any]:
     return role_values(spec, None)
 
 
-def _from_dict(cls: type, raw: dict[str, Any], nested: dict[str, type]) -> Any:
-    """``cls`` from its serialised dict (an unknown key fails as ``cls(**raw)`` would); ``nested``: the spec type of
-    each nested spec field."""
+def _from_dict(cls: type, raw: dict[str, Any]) -> Any:
+    """``cls`` from its serialised dict, each nested spec from its own (an unknown key fails as ``cls(**raw)``
+    would)."""
     names = {serialised_key(field): field.name for field in dataclasses.fields(cls)}
+    nested = {name: kind for name, kind in typing.get_type_hints(cls).items() if dataclasses.is_dataclass(kind)}
     values = {names.get(key, key): value for key, value in raw.items()}
-    return cls(
-        **{name: _from_dict(nested[name], value, {}) if name in nested else value for name, value in values.items()}
-    )
+    return cls(**values | {name: _from_dict(nested[name], values[name]) for name in nested.keys() & values})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,12 +108,11 @@ class ModelSpec:
 
 @dataclasses.dataclass(frozen=True)
 class JobSpec:
-    """What a run's spec and a fine-tune's share: their id and preset, JSON of every field by serialised key, read
-    back with the spec type of each nested spec field (``nested``), and the job cut to a few updates."""
+    """What a run's spec and a fine-tune's share: their id and preset, JSON of every field by serialised key (read
+    back by ``from_json``), and the job cut to a few updates."""
 
     run_id: str = spec_field(WEIGHTS)
     preset: str = spec_field(WEIGHTS)
-    nested: ClassVar[dict[str, type]]
 
     def to_json(self) -> str:
         return json.dumps(to_dict(self), sort_keys=True)
@@ -124,7 +123,7 @@ class JobSpec:
 
     @classmethod
     def from_dict(cls, raw: dict) -> Self:
-        return _from_dict(cls, raw, cls.nested)
+        return _from_dict(cls, raw)
 
     def bounded(self, updates: int, micro_batch: int) -> Self:
         """The job cut to ``updates`` updates with one evaluation and one checkpoint, both at the last, none kept
@@ -153,8 +152,6 @@ class RunSpec(JobSpec):
     model: ModelSpec = spec_field(WEIGHTS, MODEL)
     train: TrainSpec = spec_field(WEIGHTS, MODEL)
 
-    nested: ClassVar[dict[str, type]] = {"model": ModelSpec, "train": TrainSpec}
-
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneSpec(JobSpec):
@@ -177,5 +174,3 @@ class FinetuneSpec(JobSpec):
     resampling: str = spec_field(WEIGHTS)
     eval_split: str = spec_field(WEIGHTS)
     train: TrainSpec = spec_field(WEIGHTS)
-
-    nested: ClassVar[dict[str, type]] = {"train": TrainSpec}
