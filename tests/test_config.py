@@ -20,20 +20,8 @@ from pipeline.config import (
 from pipeline.config.paths import PRESET_DIR
 
 TABLE_ROWS = {  # Tables 1 and 2 of the paper: (dataset, size, family)
-    ("wt103", "small", "gpt"),
-    ("wt103", "small", "shared"),
-    ("wt103", "small", "shared_ode"),
-    ("wt103", "small", "diffeq"),
-    ("wt103", "medium", "gpt"),
-    ("wt103", "medium", "shared"),
-    ("wt103", "medium", "shared_ode"),
-    ("wt103", "medium", "diffeq"),
-    ("owt", "small", "gpt"),
-    ("owt", "small", "diffeq"),
-    ("owt", "medium", "gpt"),
-    ("owt", "medium", "diffeq"),
-    ("owt", "large", "gpt"),
-    ("owt", "large", "diffeq"),
+    *(("wt103", size, family) for size in ("small", "medium") for family in ("gpt", "shared", "shared_ode", "diffeq")),
+    *(("owt", size, family) for size in ("small", "medium", "large") for family in ("gpt", "diffeq")),
     ("owt", "llama1b", "llama"),
     ("owt", "llama1b", "diffeq_llama"),
 }

@@ -10,9 +10,12 @@ from pipeline.execution.job_env import slurm_allocation
 SITE = load_site(EXAMPLE)
 
 
-def write_site(tmp_path, **changes):
+def write_site(tmp_path, drop=(), **changes):
+    """The example site file with ``changes`` and without the keys of ``drop``."""
     raw = yaml.safe_load(EXAMPLE.read_text())
     raw["site"].update(changes)
+    for key in drop:
+        del raw["site"][key]
     path = tmp_path / "site.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -77,12 +80,7 @@ def test_a_bad_site_key_fails_with_one_sentence(tmp_path, changes, sentence):
 )
 def test_a_site_file_without_an_optional_key_loads_with_its_default(tmp_path, key, changes, meaning):
     """A site file written before the key existed: 30 minutes per chunk; the CPU partition at the GPU one's limit."""
-    raw = yaml.safe_load(EXAMPLE.read_text())
-    raw["site"].update(changes)
-    del raw["site"][key]
-    path = tmp_path / "site.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    assert meaning(load_site(path))
+    assert meaning(load_site(write_site(tmp_path, [key], **changes)))
 
 
 def test_each_partition_has_its_own_walltime_limit(tmp_path):
@@ -92,14 +90,10 @@ def test_each_partition_has_its_own_walltime_limit(tmp_path):
 
 
 def test_a_missing_site_key_names_it_and_the_example(tmp_path):
-    raw = yaml.safe_load(EXAMPLE.read_text())
-    del raw["site"]["account"]
-    path = tmp_path / "site.yaml"
-    path.write_text(yaml.safe_dump(raw))
     with pytest.raises(
         ValueError, match=f"key 'site' is missing required key 'account' .every key is described in {EXAMPLE}.."
     ):
-        load_site(path)
+        load_site(write_site(tmp_path, ["account"]))
 
 
 def test_site_paths_relative_to_the_repository_missing_file_and_hf_home_variables(tmp_path, monkeypatch):

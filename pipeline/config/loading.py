@@ -163,15 +163,10 @@ def _best_error(error: jsonschema.ValidationError) -> jsonschema.ValidationError
     while error.validator in ("oneOf", "anyOf", "allOf") and error.context:
         consts = [e for e in error.context if e.validator == "const"]
         meant = [e for e in error.context if e.schema_path[0] not in {c.schema_path[0] for c in consts}]
-        if not meant and consts:
-            kinds = sorted(c.validator_value for c in consts)
-            return jsonschema.ValidationError(
-                f"must be one of {kinds} (got {consts[0].instance!r})",
-                validator="enum",
-                validator_value=kinds,
-                instance=consts[0].instance,
-                path=consts[0].absolute_path,
-            )
+        if not meant and consts:  # no alternative's kind: one enum of every kind, at the kind's key
+            error = consts[0]
+            error.validator, error.validator_value = "enum", sorted(c.validator_value for c in consts)
+            return error
         error = jsonschema.exceptions.best_match(meant or list(error.context))
     return error
 
