@@ -2,11 +2,8 @@
 field's roles (``ROLES``) decide the fingerprint, plan key and model recipe key (``role_values``); a renamed field
 keeps its first serialised key (``serialised_as``), so earlier runs' fingerprints stay the same."""
 
-from __future__ import annotations
-
 import dataclasses
 import json
-import typing
 from typing import Any, Self
 
 WEIGHTS = "weights"
@@ -53,7 +50,7 @@ def _from_dict(cls: type, raw: dict[str, Any]) -> Any:
     """``cls`` from its serialised dict, each nested spec from its own (an unknown key fails as ``cls(**raw)``
     would)."""
     names = {serialised_key(field): field.name for field in dataclasses.fields(cls)}
-    nested = {name: kind for name, kind in typing.get_type_hints(cls).items() if dataclasses.is_dataclass(kind)}
+    nested = {field.name: field.type for field in dataclasses.fields(cls) if dataclasses.is_dataclass(field.type)}
     values = {names.get(key, key): value for key, value in raw.items()}
     return cls(**values | {name: _from_dict(nested[name], values[name]) for name in nested.keys() & values})
 
