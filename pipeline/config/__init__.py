@@ -3,9 +3,8 @@ families (``families``) and SLURM site files (``site``); presets and schemas are
 
 from pipeline.config.families import DIFFEQ_FAMILIES, LLAMA_FAMILIES
 from pipeline.config.grid import finetune_eval_split, finetune_runs, memory_probes, pretrain_runs
-from pipeline.config.loading import ConfigError, check_inside_results, load_preset
+from pipeline.config.loading import ConfigError, check_inside_results, downstream_task_dir, load_preset
 from pipeline.config.paths import REPO_ROOT, SCHEMA_PATH
-from pipeline.config.references import downstream_task_dir
 from pipeline.config.specs import FinetuneSpec, RunSpec, TrainSpec
 
 __all__ = [

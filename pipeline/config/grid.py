@@ -1,6 +1,6 @@
 """The experiment grid: a validated preset expanded into typed specs keyed by readable run ids (``<group>-<family>``,
 ablations ``<base>-<ablation>_<variant>-<family>``): ``pretrain_runs``, ``finetune_runs`` (Fig. 5) and
-``memory_probes`` (Fig. 16). Cross-references a schema cannot express: ``pipeline.config.references``."""
+``memory_probes`` (Fig. 16). Cross-references a schema cannot express: ``pipeline.config.loading``."""
 
 from __future__ import annotations
 
