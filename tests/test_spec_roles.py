@@ -108,12 +108,6 @@ def test_a_spec_bounded_to_n_updates_evaluates_and_checkpoints_once_at_the_last(
         bounded = spec.bounded(5, micro_batch)
         assert (bounded.train.steps, bounded.train.eval_every, bounded.train.checkpoint_every) == (5, 5, 5)
         assert bounded.train.keep_checkpoints_every is None and bounded.train.micro_batch_size == expected
-        unchanged = dataclasses.replace(
-            bounded.train,
-            steps=spec.train.steps,
-            eval_every=spec.train.eval_every,
-            checkpoint_every=spec.train.checkpoint_every,
-            keep_checkpoints_every=spec.train.keep_checkpoints_every,
-            micro_batch_size=spec.train.micro_batch_size,
-        )
+        cut = ("steps", "eval_every", "checkpoint_every", "keep_checkpoints_every", "micro_batch_size")
+        unchanged = dataclasses.replace(bounded.train, **{name: getattr(spec.train, name) for name in cut})
         assert dataclasses.replace(bounded, train=unchanged) == spec
