@@ -2,8 +2,6 @@
 ablations ``<base>-<ablation>_<variant>-<family>``): ``pretrain_runs``, ``finetune_runs`` (Fig. 5) and
 ``memory_probes`` (Fig. 16). Cross-references a schema cannot express: ``pipeline.config.loading``."""
 
-from __future__ import annotations
-
 import dataclasses
 import itertools
 from typing import Any

@@ -3,8 +3,6 @@
 group, run ids, the downstream task folder); a malformed preset fails with one sentence naming the file, key and
 expectation."""
 
-from __future__ import annotations
-
 import contextlib
 import math
 import os

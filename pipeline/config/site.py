@@ -1,8 +1,6 @@
 """A SLURM cluster's site file (``profiles/slurm/site.yaml``, copied from ``site.example.yaml``; docs/cluster.md),
 checked against ``site_schema.yaml`` as a preset against its schema. Without one every job runs locally."""
 
-from __future__ import annotations
-
 import dataclasses
 import os
 import re
