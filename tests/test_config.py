@@ -207,6 +207,9 @@ def test_a_preset_file_must_not_take_a_builtin_presets_name_and_results_folder(t
         f"'pretrain.wt103-small.train.lr' differs from {PRESET_DIR / 'tiny.yaml'}; give this file its own preset name "
         f"(e.g. preset: my_tiny) so that its results get their own folder."
     )
+    copy.write_text(tiny.replace("    full: {}\n", "", 1))  # an empty mapping left out differs too: no full fine-tunes
+    with pytest.raises(ConfigError, match="but key 'finetune.methods.full' differs"):
+        load_preset({"preset": str(copy)})
     copy.write_text(tiny)
     assert load_preset({"preset": str(copy)})["preset"] == "tiny"
     copy.write_text(tiny.replace("preset: tiny", "preset: my_tiny").replace("lr: 6.0e-3", "lr: .nan", 1))
