@@ -19,17 +19,26 @@ def _plan(args: argparse.Namespace) -> None:
     from pipeline.planning.cost import preview
     from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
-    from pipeline.planning.preflight_jobs import job_list, stage_jobs, training_shapes
+    from pipeline.planning.preflight_jobs import PREFLIGHT_RUNTIME_MIN, stage_jobs, training_shapes
 
     config = load_preset({"preset": args.preset})
     grid = Grid.load(config)
     site = None if args.site is None else load_site(args.site)
     fit_table = args.fit_table or preset_results(site, config["preset"]) / "fit.csv"
     sizing = JobSizing(grid, site, fit_table=fit_table if site else None)
-    shapes = training_shapes(sizing)
-    stages = {kind: (job, job.resources(sizing).gpus) for kind, job in stage_jobs(grid).items()}
-    table, bound = job_list(shapes, stages)
-    print(table)
+    shapes, stages = training_shapes(sizing), stage_jobs(grid)
+    jobs = [
+        (shape.shape_id, shape.gpus, shape.micro_batch, shape.minutes, f"{len(shape.runs)} ({', '.join(shape.runs)})")
+        for shape in shapes.values()
+    ]
+    for kind, job in stages.items():
+        covers = f"{job.runs} (like {job.run_id}, on the checkpoint of {job.source_shape(shapes)})"
+        jobs.append((kind, job.resources(sizing).gpus, "-", PREFLIGHT_RUNTIME_MIN, covers))
+    header = f"{'shape':<36} {'GPUs':>4} {'micro':>5} {'min':>4} {'GPU-h':>6}  runs"
+    print(header, "-" * len(header), sep="\n")
+    for name, gpus, micro_batch, minutes, runs in jobs:
+        print(f"{name:<36} {gpus:>4} {micro_batch:>5} {minutes:>4} {max(gpus, 1) * minutes / 60:>6.2f}  {runs}")
+    bound = sum(max(gpus, 1) * minutes for _, gpus, _, minutes, _ in jobs) / 60  # GPU-hours at most
     print(
         f"\n{len(shapes)} training shape job(s) for {sum(len(s.runs) for s in shapes.values())} pretraining "
         f"run(s) and {len(stages)} fine-tune, lm-eval and analysis job(s); at most {bound:.1f} GPU-hours (every "
@@ -47,12 +56,10 @@ def _plan(args: argparse.Namespace) -> None:
 
 def _job(args: argparse.Namespace) -> None:
     """A failed job is a measurement too: its row says ``failed`` and the one sentence, and the verb succeeds."""
-    plan = (
-        None if args.planned_bytes is None else {"planned_bytes": args.planned_bytes, "budget_bytes": args.budget_bytes}
-    )
     row = {"shape": args.shape, "kind": "pretrain", "run_id": json.loads(args.spec)["run_id"]}
-    task_args = (*absolute(args.job_dir, args.cache, args.tokenizer), args.warmup, args.timed, args.micro_batch, plan)
-    _measured_row(args, row, f"shape {args.shape}", "pipeline.preflight.job:preflight_pretrain", args.spec, *task_args)
+    task_args = (*absolute(args.job_dir, args.cache, args.tokenizer), args.warmup, args.timed, args.micro_batch)
+    task = "pipeline.preflight.job:preflight_pretrain"
+    _measured_row(args, row, f"shape {args.shape}", task, args.spec, *task_args, args.planned_bytes, args.budget_bytes)
 
 
 def _stage(args: argparse.Namespace) -> None:
@@ -61,11 +68,9 @@ def _stage(args: argparse.Namespace) -> None:
 
     folders = StageFolders(*absolute(args.source_dir, args.job_dir, args.cache, args.tokenizer))
     row = {"shape": args.kind, "kind": args.kind, "run_id": args.run_id}
-    task = "pipeline.preflight.stages:measured_stage"
+    task_args = (args.kind, json.loads(args.settings), folders, args.micro_batch)
     lm_eval = args.kind == "downstream"  # its work imports torch
-    _measured_row(
-        args, row, args.kind, task, args.kind, json.loads(args.settings), folders, args.micro_batch, uses_torch=lm_eval
-    )
+    _measured_row(args, row, args.kind, "pipeline.preflight.stages:measured_stage", *task_args, uses_torch=lm_eval)
 
 
 def _measured_row(args: argparse.Namespace, row: dict, what: str, task: str, *task_args, uses_torch=False) -> None:
@@ -112,9 +117,7 @@ def _report(args: argparse.Namespace) -> None:
     if args.device_label in DEVICES:
         costs = cost_rows(workloads, args.device_label, args.mfu, config)
     else:
-        costs = [
-            {"stage": w.stage, "run_id": w.run_id, "tokens": w.tokens(config), "gpu_hours": math.nan} for w in workloads
-        ]
+        costs = [{"run_id": w.run_id, "tokens": w.tokens(config), "gpu_hours": math.nan} for w in workloads]
     projection = report.projection_rows(costs, json.loads(args.shapes), rows, args.safety_factor)
     atomic_write_text(args.csv, csv_text(rows, report.COLUMNS))
     atomic_write_text(args.md, report.markdown(rows, projection))
