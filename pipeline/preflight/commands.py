@@ -45,8 +45,7 @@ def _plan(args: argparse.Namespace) -> None:
         "job's GPUs x its walltime request)."
     )
     if site is not None:
-        stages, _ = preview(grid, site.device, mfu=site.mfu)
-        grid_hours = stages[-1]["gpu_hours"]
+        grid_hours = preview(grid, site.device, mfu=site.mfu)[0][-1]["gpu_hours"]  # the last stage's: the grid's
         share = bound / grid_hours if grid_hours > 0 else math.nan
         print(
             f"The grid: {grid_hours:,.1f} GPU-hours on {site.device}; the preflight is at most "
@@ -90,8 +89,7 @@ def _measured_row(args: argparse.Namespace, row: dict, what: str, task: str, *ta
     except Exception as error:  # noqa: BLE001  (the row records the failure's one sentence)
         sentence, _ = failure_sentence(error, f"the preflight of {what}")
         logging.exception("preflight of %s failed", what)
-        stop = STOPPED_AT.search(sentence)
-        if stop:
+        if stop := STOPPED_AT.search(sentence):
             row.update(
                 status="stopped",
                 error=f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}): "
@@ -127,9 +125,8 @@ def _report(args: argparse.Namespace) -> None:
 
 
 def _measured_job_options(parser: argparse.ArgumentParser, cache: str | None, **micro_batch) -> None:
-    """The options that a preflight job measured as a Ray task (``preflight-job``, ``preflight-stage``) shares: its
-    folder, the grid jobs it stands for, token cache (help ``cache``, None: the run's), tokenizer, ``--micro-batch``
-    (``micro_batch``: its default or required, and help), device label and row."""
+    """The options of a preflight job measured as a Ray task (``preflight-job``, ``preflight-stage``); ``cache``: the
+    help of ``--cache`` (None: the run's), ``micro_batch``: ``--micro-batch``'s default or required, and help."""
     parser.add_argument("--job-dir", type=Path, required=True)
     parser.add_argument("--runs", type=int, required=True, help="jobs of the grid this one stands for")
     add_options(parser, "--cache", "--tokenizer", cache=cache)

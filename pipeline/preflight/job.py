@@ -82,14 +82,16 @@ def device_columns() -> dict[str, Any]:
     }
 
 
-def peak_memory() -> tuple[int, str]:
-    """(peak bytes, what was measured): the most any device held, or the process's peak resident memory."""
+def peak_memory() -> dict[str, Any]:
+    """The peak memory columns: the most bytes any device held, or the process's peak resident memory."""
     import jax
 
     stats = [device.memory_stats() for device in jax.devices()]
     if all(stats):
-        return max(int(s.get("peak_bytes_in_use", 0)) for s in stats), "device peak_bytes_in_use"
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "host peak RSS (backend has no memory stats)"
+        peak = max(int(s.get("peak_bytes_in_use", 0)) for s in stats)
+        return {"peak_memory_bytes": peak, "memory_source": "device peak_bytes_in_use"}
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"peak_memory_bytes": rss, "memory_source": "host peak RSS (backend has no memory stats)"}
 
 
 def preflight_pretrain(
@@ -135,7 +137,7 @@ def preflight_pretrain(
     flops_per_token = float(model_config.flops_per_token(vocab_size))
     compute_dtype = jmp.get_policy(spec.train.mixed_precision).compute_dtype
     peak, peak_source = peak_flops(compute_dtype)
-    peak_bytes, memory_source = peak_memory()
+    memory = peak_memory()  # of the training, before a plan here
     plan_source = "fit table" if planned_bytes is not None else "XLA plan in this job"
     if planned_bytes is None:
         per_device = micro_batch or spec.train.batch_size // len(jax.devices())
@@ -152,8 +154,7 @@ def preflight_pretrain(
         "peak_flops": peak,
         "peak_source": peak_source,
         "mfu": 3 * flops_per_token * measured["tokens_per_s"] / peak,
-        "peak_memory_bytes": peak_bytes,
-        "memory_source": memory_source,
+        **memory,
         "planned_bytes": planned_bytes,
         "budget_bytes": budget_bytes,
         "plan_source": plan_source,

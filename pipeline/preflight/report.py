@@ -39,15 +39,10 @@ PROJECTION_TITLE = "Projection of the grid from the measured throughput"
 def verdict(row: dict[str, Any]) -> str:
     """ "ok"; "stopped" where the job's walltime stopped it before it measured (not red: nothing says the shape
     fails); or why the row is red: its job failed, or its peak memory exceeded its budget."""
-    if row["status"] == "stopped":
-        return "stopped"
     if row["status"] != "ok":
-        return "failed"
-    if row.get("budget_bytes", NOT_APPLICABLE) != NOT_APPLICABLE and (
-        float(row["peak_memory_bytes"]) > float(row["budget_bytes"])
-    ):
-        return "over plan"
-    return "ok"
+        return "stopped" if row["status"] == "stopped" else "failed"
+    budget = row.get("budget_bytes", NOT_APPLICABLE)
+    return "over plan" if budget != NOT_APPLICABLE and float(row["peak_memory_bytes"]) > float(budget) else "ok"
 
 
 def with_verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
