@@ -68,9 +68,8 @@ def markdown(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> st
     """The report: the shapes (red rows first named), then the projection of the grid."""
     red = [row for row in rows if row["verdict"] in RED_VERDICTS]
     stopped = [row["shape"] for row in rows if row["verdict"] == "stopped"]
-    lines = [
+    paragraphs = [
         "# Preflight",
-        "",
         f"{len(rows)} preflight job(s); {len(red)} red."
         + (
             " If a row is red, stop here: fix it (the row's error, or a smaller micro-batch: rerun `fit`), delete "
@@ -81,17 +80,13 @@ def markdown(rows: list[dict[str, Any]], projection: list[dict[str, Any]]) -> st
             else ""
         )
         + (f" Stopped by walltime before they measured (not red): {', '.join(stopped)}." if stopped else ""),
-        "",
         f"{NOT_APPLICABLE}: the column does not apply to the job's kind (lm-eval and the analyses train "
         "nothing; a fine-tune is neither planned against a fit row nor restarted).",
-        "",
         markdown_table(COLUMNS, [_cells(row, COLUMNS) for row in rows]),
-        "",
         f"## {PROJECTION_TITLE}",
-        "",
         markdown_table(PROJECTION_COLUMNS, [_cells(row, PROJECTION_COLUMNS) for row in projection]),
     ]
-    return "\n".join(lines) + "\n"
+    return "\n\n".join(paragraphs) + "\n"
 
 
 def _html_table(items: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
