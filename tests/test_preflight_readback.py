@@ -24,9 +24,9 @@ TINY = load_preset({"preset": "tiny"})
 TINY_RUNS = pretrain_runs(TINY)
 
 
-def write_report(path: Path, shape: str, run_id: str, device: str, **changes) -> Path:
-    """A preflight report with one row, green unless ``changes`` make it red."""
-    row = {
+def report_row(shape: str, run_id: str, device: str, **changes) -> dict:
+    """A preflight report's row, green unless ``changes`` make it red."""
+    return {
         "shape": shape,
         "run_id": run_id,
         "runs": 2,
@@ -38,8 +38,12 @@ def write_report(path: Path, shape: str, run_id: str, device: str, **changes) ->
         "budget_bytes": 2 * 10**9,
         **changes,
     }
+
+
+def write_report(path: Path, shape: str, run_id: str, device: str, **changes) -> Path:
+    """A preflight report with one row (``report_row``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(csv_text(with_verdicts([row]), COLUMNS))
+    path.write_text(csv_text(with_verdicts([report_row(shape, run_id, device, **changes)]), COLUMNS))
     return path
 
 
@@ -207,27 +211,12 @@ def test_a_red_shapes_row_still_stops_its_runs_after_a_green_row_of_the_same_mod
     paper, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
     estimated, _ = training_rate(Grid.load(paper).workloads["wt103-medium-gpt"], site.device, site.mfu, paper)
     shapes_before = set(training_shapes(JobSizing(Grid.load(paper), site)))
-    common = {"runs": 1, "device_label": "h100", "peak_memory_bytes": 10**9, "budget_bytes": 2 * 10**9}
-    rows = [
-        {
-            "shape": "gpt-medium-g1-mb0",
-            "run_id": "wt103-medium-gpt",
-            "status": "ok",
-            "error": "",
-            "tokens_per_s_per_device": 10 * estimated,
-            **common,
-        },
-        {
-            "shape": "gpt-medium-g2-mb0",
-            "run_id": "owt-medium-gpt",
-            "status": "failed",
-            "error": "the job ran out of accelerator memory",
-            "tokens_per_s_per_device": "",
-            **common,
-        },
-    ]
+    green = report_row("gpt-medium-g1-mb0", "wt103-medium-gpt", "h100", tokens_per_s_per_device=10 * estimated)
+    red = report_row(
+        "gpt-medium-g2-mb0", "owt-medium-gpt", "h100", status="failed", error=OOM, tokens_per_s_per_device=""
+    )
     report = tmp_path / "preflight.csv"
-    report.write_text(csv_text(with_verdicts(rows), COLUMNS))
+    report.write_text(csv_text(with_verdicts([green, red]), COLUMNS))
     jobs = JobSizing(Grid.load(paper), site, preflight_table=report)
     assert jobs.training("owt-medium-gpt").gpus == 1
     with pytest.raises(PreflightError, match="the preflight of shape gpt-medium-g2-mb0 .run owt-medium-gpt. failed"):

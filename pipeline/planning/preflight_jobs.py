@@ -1,5 +1,5 @@
 """The preflight's jobs in the grid (docs/cluster.md#preflight): one ``Shape`` per training job shape and one
-``StageJob`` per kind of job after pretraining, with their walltimes and GPU-hour bound."""
+``StageJob`` per kind of job after pretraining, with their walltimes."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class Shape:
     gpus: int
     micro_batch: int
     runs: tuple[str, ...]
-    minutes: int = PREFLIGHT_RUNTIME_MIN
+    minutes: int
 
     @property
     def shape_id(self) -> str:
@@ -136,20 +136,3 @@ def stage_jobs(grid: Grid) -> dict[str, StageJob]:
     stands_for["downstream"] = list(grid.downstream.values())
     stands_for |= {name: list(runs.values()) for name, runs in grid.analyses.items()}
     return {kind: StageJob(kind, jobs[0], len(jobs)) for kind, jobs in stands_for.items() if jobs}
-
-
-def job_list(shapes: dict[str, Shape], stages: dict[str, tuple[StageJob, int]]) -> tuple[str, float]:
-    """(a table of the preflight's jobs, their GPU-hours at most: Σ max(GPUs, 1) × walltime); ``stages``: kind → (job,
-    GPUs)."""
-    jobs = [
-        (shape.shape_id, shape.gpus, shape.micro_batch, shape.minutes, f"{len(shape.runs)} ({', '.join(shape.runs)})")
-        for shape in shapes.values()
-    ]
-    for kind, (job, gpus) in stages.items():
-        covers = f"{job.runs} (like {job.run_id}, on the checkpoint of {job.source_shape(shapes)})"
-        jobs.append((kind, gpus, "-", PREFLIGHT_RUNTIME_MIN, covers))
-    header = f"{'shape':<36} {'GPUs':>4} {'micro':>5} {'min':>4} {'GPU-h':>6}  runs"
-    lines = [header, "-" * len(header)]
-    for name, gpus, micro_batch, minutes, runs in jobs:
-        lines.append(f"{name:<36} {gpus:>4} {micro_batch:>5} {minutes:>4} {max(gpus, 1) * minutes / 60:>6.2f}  {runs}")
-    return "\n".join(lines), sum(max(gpus, 1) * minutes for _, gpus, _, minutes, _ in jobs) / 60

@@ -19,25 +19,33 @@ def _plan(args: argparse.Namespace) -> None:
     from pipeline.planning.cost import preview
     from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
-    from pipeline.planning.preflight_jobs import job_list, stage_jobs, training_shapes
+    from pipeline.planning.preflight_jobs import PREFLIGHT_RUNTIME_MIN, stage_jobs, training_shapes
 
     config = load_preset({"preset": args.preset})
     grid = Grid.load(config)
     site = None if args.site is None else load_site(args.site)
     fit_table = args.fit_table or preset_results(site, config["preset"]) / "fit.csv"
     sizing = JobSizing(grid, site, fit_table=fit_table if site else None)
-    shapes = training_shapes(sizing)
-    stages = {kind: (job, job.resources(sizing).gpus) for kind, job in stage_jobs(grid).items()}
-    table, bound = job_list(shapes, stages)
-    print(table)
+    shapes, stages = training_shapes(sizing), stage_jobs(grid)
+    jobs = [
+        (shape.shape_id, shape.gpus, shape.micro_batch, shape.minutes, f"{len(shape.runs)} ({', '.join(shape.runs)})")
+        for shape in shapes.values()
+    ]
+    for kind, job in stages.items():
+        covers = f"{job.runs} (like {job.run_id}, on the checkpoint of {job.source_shape(shapes)})"
+        jobs.append((kind, job.resources(sizing).gpus, "-", PREFLIGHT_RUNTIME_MIN, covers))
+    header = f"{'shape':<36} {'GPUs':>4} {'micro':>5} {'min':>4} {'GPU-h':>6}  runs"
+    print(header, "-" * len(header), sep="\n")
+    for name, gpus, micro_batch, minutes, runs in jobs:
+        print(f"{name:<36} {gpus:>4} {micro_batch:>5} {minutes:>4} {max(gpus, 1) * minutes / 60:>6.2f}  {runs}")
+    bound = sum(max(gpus, 1) * minutes for _, gpus, _, minutes, _ in jobs) / 60  # GPU-hours at most
     print(
         f"\n{len(shapes)} training shape job(s) for {sum(len(s.runs) for s in shapes.values())} pretraining "
         f"run(s) and {len(stages)} fine-tune, lm-eval and analysis job(s); at most {bound:.1f} GPU-hours (every "
         "job's GPUs x its walltime request)."
     )
     if site is not None:
-        stages, _ = preview(grid, site.device, mfu=site.mfu)
-        grid_hours = stages[-1]["gpu_hours"]
+        grid_hours = preview(grid, site.device, mfu=site.mfu)[0][-1]["gpu_hours"]  # the last stage's: the grid's
         share = bound / grid_hours if grid_hours > 0 else math.nan
         print(
             f"The grid: {grid_hours:,.1f} GPU-hours on {site.device}; the preflight is at most "
@@ -47,12 +55,10 @@ def _plan(args: argparse.Namespace) -> None:
 
 def _job(args: argparse.Namespace) -> None:
     """A failed job is a measurement too: its row says ``failed`` and the one sentence, and the verb succeeds."""
-    plan = (
-        None if args.planned_bytes is None else {"planned_bytes": args.planned_bytes, "budget_bytes": args.budget_bytes}
-    )
     row = {"shape": args.shape, "kind": "pretrain", "run_id": json.loads(args.spec)["run_id"]}
-    task_args = (*absolute(args.job_dir, args.cache, args.tokenizer), args.warmup, args.timed, args.micro_batch, plan)
-    _measured_row(args, row, f"shape {args.shape}", "pipeline.preflight.job:preflight_pretrain", args.spec, *task_args)
+    task_args = (*absolute(args.job_dir, args.cache, args.tokenizer), args.warmup, args.timed, args.micro_batch)
+    task = "pipeline.preflight.job:preflight_pretrain"
+    _measured_row(args, row, f"shape {args.shape}", task, args.spec, *task_args, args.planned_bytes, args.budget_bytes)
 
 
 def _stage(args: argparse.Namespace) -> None:
@@ -61,11 +67,9 @@ def _stage(args: argparse.Namespace) -> None:
 
     folders = StageFolders(*absolute(args.source_dir, args.job_dir, args.cache, args.tokenizer))
     row = {"shape": args.kind, "kind": args.kind, "run_id": args.run_id}
-    task = "pipeline.preflight.stages:measured_stage"
+    task_args = (args.kind, json.loads(args.settings), folders, args.micro_batch)
     lm_eval = args.kind == "downstream"  # its work imports torch
-    _measured_row(
-        args, row, args.kind, task, args.kind, json.loads(args.settings), folders, args.micro_batch, uses_torch=lm_eval
-    )
+    _measured_row(args, row, args.kind, "pipeline.preflight.stages:measured_stage", *task_args, uses_torch=lm_eval)
 
 
 def _measured_row(args: argparse.Namespace, row: dict, what: str, task: str, *task_args, uses_torch=False) -> None:
@@ -85,8 +89,7 @@ def _measured_row(args: argparse.Namespace, row: dict, what: str, task: str, *ta
     except Exception as error:  # noqa: BLE001  (the row records the failure's one sentence)
         sentence, _ = failure_sentence(error, f"the preflight of {what}")
         logging.exception("preflight of %s failed", what)
-        stop = STOPPED_AT.search(sentence)
-        if stop:
+        if stop := STOPPED_AT.search(sentence):
             row.update(
                 status="stopped",
                 error=f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}): "
@@ -112,9 +115,7 @@ def _report(args: argparse.Namespace) -> None:
     if args.device_label in DEVICES:
         costs = cost_rows(workloads, args.device_label, args.mfu, config)
     else:
-        costs = [
-            {"stage": w.stage, "run_id": w.run_id, "tokens": w.tokens(config), "gpu_hours": math.nan} for w in workloads
-        ]
+        costs = [{"run_id": w.run_id, "tokens": w.tokens(config), "gpu_hours": math.nan} for w in workloads]
     projection = report.projection_rows(costs, json.loads(args.shapes), rows, args.safety_factor)
     atomic_write_text(args.csv, csv_text(rows, report.COLUMNS))
     atomic_write_text(args.md, report.markdown(rows, projection))
@@ -124,9 +125,8 @@ def _report(args: argparse.Namespace) -> None:
 
 
 def _measured_job_options(parser: argparse.ArgumentParser, cache: str | None, **micro_batch) -> None:
-    """The options that a preflight job measured as a Ray task (``preflight-job``, ``preflight-stage``) shares: its
-    folder, the grid jobs it stands for, token cache (help ``cache``, None: the run's), tokenizer, ``--micro-batch``
-    (``micro_batch``: its default or required, and help), device label and row."""
+    """The options of a preflight job measured as a Ray task (``preflight-job``, ``preflight-stage``); ``cache``: the
+    help of ``--cache`` (None: the run's), ``micro_batch``: ``--micro-batch``'s default or required, and help."""
     parser.add_argument("--job-dir", type=Path, required=True)
     parser.add_argument("--runs", type=int, required=True, help="jobs of the grid this one stands for")
     add_options(parser, "--cache", "--tokenizer", cache=cache)

@@ -13,8 +13,11 @@ import os
 import resource
 import shutil
 import statistics
+import sys
 import time
+import timeit
 from importlib import metadata
+from logging.handlers import BufferingHandler
 from pathlib import Path
 from typing import Any
 
@@ -26,23 +29,13 @@ MATMUL_SIZE = 2048
 MATMUL_REPEATS = 5
 
 
-class PhaseClock(logging.Handler):
-    """Collects the train loop's phase markers (``pipeline.execution.phases``) as (name, unix time), in order."""
-
-    def __init__(self):
-        super().__init__()
-        self.phases: list[tuple[str, float]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if match := MARKER.search(record.getMessage()):
-            self.phases.append((match["name"], float(match["time"])))
-
-    def between(self, start: str, end: str, after: int = 0) -> float:
-        """Seconds from the first ``start`` marker (from index ``after`` on) to the next ``end`` marker."""
-        names = [name for name, _ in self.phases]
-        first = names.index(start, after)
-        last = names.index(end, first)
-        return self.phases[last][1] - self.phases[first][1]
+def phase_seconds(markers: list[logging.LogRecord], start: str, end: str, after: int = 0) -> float:
+    """Seconds from the first ``start`` of the train loop's phase markers (``pipeline.execution.phases``), from index
+    ``after`` on, to the next ``end`` marker."""
+    phases = [MARKER.search(marker.getMessage()) for marker in markers]
+    names = [phase["name"] for phase in phases]
+    first = names.index(start, after)
+    return float(phases[names.index(end, first)]["time"]) - float(phases[first]["time"])
 
 
 def peak_flops(compute_dtype) -> tuple[float, str]:
@@ -64,11 +57,7 @@ def peak_flops(compute_dtype) -> tuple[float, str]:
     a = jax.device_put(jnp.ones((len(devices), MATMUL_SIZE, MATMUL_SIZE), jnp.float32), sharding)
     matmul = jax.jit(lambda x: jnp.einsum("bij,bjk->bik", x, x))
     matmul(a).block_until_ready()
-    best = float("inf")
-    for _ in range(MATMUL_REPEATS):
-        start = time.perf_counter()
-        matmul(a).block_until_ready()
-        best = min(best, time.perf_counter() - start)
+    best = min(timeit.repeat(lambda: matmul(a).block_until_ready(), number=1, repeat=MATMUL_REPEATS))
     measured = f"CPU peak measured in this job (f32 matmul {MATMUL_SIZE}^2 per device)"
     return 2 * MATMUL_SIZE**3 * len(devices) / best, measured
 
@@ -78,18 +67,13 @@ def device_columns() -> dict[str, Any]:
     import jax
     import jaxlib
 
-    def version(name: str) -> str | None:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-
     driver_file = Path("/proc/driver/nvidia/version")
+    plugins = ("jax-cuda12-plugin", "jax-cuda13-plugin")  # the first installed
     devices = jax.devices()
     return {
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
-        "cuda_plugin": next(filter(None, map(version, ("jax-cuda12-plugin", "jax-cuda13-plugin"))), "none"),
+        "cuda_plugin": next((p.version for name in plugins for p in metadata.distributions(name=name)), "none"),
         "driver": driver_file.read_text().splitlines()[0].strip() if driver_file.is_file() else "none",
         "platform_version": devices[0].client.platform_version,
         "backend": jax.default_backend(),
@@ -98,14 +82,16 @@ def device_columns() -> dict[str, Any]:
     }
 
 
-def peak_memory() -> tuple[int, str]:
-    """(peak bytes, what was measured): the most any device held, or the process's peak resident memory."""
+def peak_memory() -> dict[str, Any]:
+    """The peak memory columns: the most bytes any device held, or the process's peak resident memory."""
     import jax
 
     stats = [device.memory_stats() for device in jax.devices()]
     if all(stats):
-        return max(int(s.get("peak_bytes_in_use", 0)) for s in stats), "device peak_bytes_in_use"
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "host peak RSS (backend has no memory stats)"
+        peak = max(int(s.get("peak_bytes_in_use", 0)) for s in stats)
+        return {"peak_memory_bytes": peak, "memory_source": "device peak_bytes_in_use"}
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"peak_memory_bytes": rss, "memory_source": "host peak RSS (backend has no memory stats)"}
 
 
 def preflight_pretrain(
@@ -116,11 +102,11 @@ def preflight_pretrain(
     warmup: int,
     timed: int,
     micro_batch: int,
-    plan: dict[str, int] | None,
+    planned_bytes: int | None,
+    budget_bytes: int | None,
 ) -> dict[str, Any]:
-    """The measurement columns of one shape (module docstring); ``plan``: the fit row's ``planned_bytes`` and
-    ``budget_bytes``, None to plan it here as the fit table does, against the device's ``bytes_limit`` (on a CPU the
-    host's memory)."""
+    """The measurement columns of one shape (module docstring); ``planned_bytes`` and ``budget_bytes``: the fit row's,
+    None to plan it here as the fit table does, against the device's ``bytes_limit`` (on a CPU the host's memory)."""
     import jax
     import jmp
     from transformers import AutoTokenizer
@@ -136,12 +122,11 @@ def preflight_pretrain(
     shutil.rmtree(train_dir, ignore_errors=True)  # a rerun measures afresh: no resume from an earlier preflight
     job = TrainJob.pretraining(spec, train_dir, cache_dir, tokenizer_dir, preflight=True)
     model_config = run_model_config(spec)
-    clock = PhaseClock()
+    clock = BufferingHandler(capacity=sys.maxsize)  # keeps every phase marker the loop logs
     logging.getLogger("pipeline.execution.phases").addHandler(clock)
-
     try:
         train_run(job)
-        restart_at = len(clock.phases)
+        restart_at = len(clock.buffer)
         train_run(job)
     finally:
         logging.getLogger("pipeline.execution.phases").removeHandler(clock)
@@ -152,31 +137,29 @@ def preflight_pretrain(
     flops_per_token = float(model_config.flops_per_token(vocab_size))
     compute_dtype = jmp.get_policy(spec.train.mixed_precision).compute_dtype
     peak, peak_source = peak_flops(compute_dtype)
-    peak_bytes, memory_source = peak_memory()
-    plan_source = "fit table" if plan else "XLA plan in this job"
-    if not plan:
+    memory = peak_memory()  # of the training, before a plan here
+    plan_source = "fit table" if planned_bytes is not None else "XLA plan in this job"
+    if planned_bytes is None:
         per_device = micro_batch or spec.train.batch_size // len(jax.devices())
         stats = jax.devices()[0].memory_stats()
-        budget = int(stats["bytes_limit"]) if stats else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        plan = {"planned_bytes": int(plan_train_step(Pretraining(spec), vocab_size, per_device)["total_bytes"])}
-        plan["budget_bytes"] = budget
+        budget_bytes = int(stats["bytes_limit"]) if stats else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        planned_bytes = int(plan_train_step(Pretraining(spec), vocab_size, per_device)["total_bytes"])
     return {
         **device_columns(),
         **measured,
         "warmup_updates": warmup,
         "timed_updates": timed,
-        "compile_s": clock.between("compile", "train"),
+        "compile_s": phase_seconds(clock.buffer, "compile", "train"),
         "flops_per_token": 3 * flops_per_token,
         "peak_flops": peak,
         "peak_source": peak_source,
         "mfu": 3 * flops_per_token * measured["tokens_per_s"] / peak,
-        "peak_memory_bytes": peak_bytes,
-        "memory_source": memory_source,
-        "planned_bytes": plan["planned_bytes"],
-        "budget_bytes": plan["budget_bytes"],
+        **memory,
+        "planned_bytes": planned_bytes,
+        "budget_bytes": budget_bytes,
         "plan_source": plan_source,
-        "checkpoint_save_s": clock.between("checkpoint", "final-eval"),
-        "restore_s": clock.between("setup", "final-eval", after=restart_at),
+        "checkpoint_save_s": phase_seconds(clock.buffer, "checkpoint", "final-eval"),
+        "restore_s": phase_seconds(clock.buffer, "setup", "final-eval", restart_at),
         "input_wait_s": statistics.median(waits) if waits else 0.0,
         "wall_s": time.perf_counter() - started,
     }

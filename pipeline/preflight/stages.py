@@ -115,12 +115,5 @@ def measured_stage(kind: str, settings: dict[str, Any], folders: StageFolders, m
     started = time.perf_counter()
     result = STAGE_WORK[kind](settings, folders, micro_batch)
     wall_s = time.perf_counter() - started
-    peak_bytes, memory_source = peak_memory()
     measured = result if isinstance(result, dict) and "median_step_s" in result else {}
-    return {
-        **device_columns(),
-        **measured,
-        "wall_s": wall_s,
-        "peak_memory_bytes": peak_bytes,
-        "memory_source": memory_source,
-    }
+    return {**device_columns(), **measured, "wall_s": wall_s, **peak_memory()}
