@@ -15,6 +15,7 @@ import dataclasses
 import json
 import logging
 import os
+import pickle
 import subprocess
 import sys
 from collections.abc import Callable
@@ -75,14 +76,13 @@ def plans_in_subprocess(
         "JAX_PLATFORMS": "cpu",
         "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={gpus}".strip(),
     }
-    payload = [[workload.to_dict(), vocab_size, micro_batch] for workload, vocab_size, micro_batch in requests]
     command = [sys.executable, "-m", "pipeline.planning.xla_plans"]
     pipes = dict.fromkeys(("stdin", "stdout", "stderr"), subprocess.PIPE)
-    with subprocess.Popen(command, env=env, text=True, **pipes) as child:
+    with subprocess.Popen(command, env=env, **pipes) as child:
         stop.on_stop = lambda _: child.terminate()
-        stdout, stderr = child.communicate(json.dumps(payload))
+        stdout, stderr = child.communicate(pickle.dumps(requests))
     if child.returncode != 0:
-        lines = stderr.strip().splitlines() or ["no error message"]
+        lines = stderr.decode(errors="replace").strip().splitlines() or ["no error message"]
         raise RuntimeError(f"planning on {gpus} virtual devices failed: {lines[-1]}")
     return json.loads(stdout.splitlines()[-1])
 
