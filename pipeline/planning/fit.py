@@ -227,17 +227,11 @@ def plans_digest(
 
 def jobs_digest(grid: Grid, jobs: list[tuple[Workload, int, int]]) -> str:
     """``plans_digest`` of the ``planned_jobs`` ``jobs``."""
-    rows = sorted(
-        (
-            workload.run_id,
-            plan_key(workload, vocab_size(grid.config, workload.tokenizer)),
-            count,
-            device_bytes,
-            int(device_bytes * gpu_memory_fraction()),
-        )
-        for workload, count, device_bytes in jobs
-    )
-    return json_digest(rows, length=16)
+    rows = []
+    for workload, count, device_bytes in jobs:
+        key = plan_key(workload, vocab_size(grid.config, workload.tokenizer))
+        rows.append((workload.run_id, key, count, device_bytes, int(device_bytes * gpu_memory_fraction())))
+    return json_digest(sorted(rows), length=16)
 
 
 def write_fit(

@@ -335,18 +335,12 @@ class Grid:
         """The grid of ``config`` as ``load_preset`` resolves it."""
         runs = pretrain_runs(config)
         pretraining = {run_id: Pretraining(spec) for run_id, spec in runs.items()}
+        probes = {probe_id: MemoryProbe(spec) for probe_id, spec in memory_probes(config).items()}
+        finetunes = {key: Finetuning(runs[spec.source_run], spec) for key, spec in finetune_runs(config, runs).items()}
         downstream = [Downstream(runs[run_id]) for pair in config["downstream"]["pairs"].values() for run_id in pair]
-        return cls(
-            config,
-            pretraining,
-            {probe_id: MemoryProbe(spec) for probe_id, spec in memory_probes(config).items()},
-            {run_id: Finetuning(runs[spec.source_run], spec) for run_id, spec in finetune_runs(config, runs).items()},
-            {job.run_id: job for job in downstream},
-            {
-                name: {run_id: pretraining[run_id] for run_id in config["analysis"][name]["runs"]}
-                for name in GPU_ANALYSES
-            },
-        )
+        analysed = {name: config["analysis"][name]["runs"] for name in GPU_ANALYSES}
+        analyses = {name: {run_id: pretraining[run_id] for run_id in run_ids} for name, run_ids in analysed.items()}
+        return cls(config, pretraining, probes, finetunes, {job.run_id: job for job in downstream}, analyses)
 
     @functools.cached_property
     def workloads(self) -> dict[str, Workload]:

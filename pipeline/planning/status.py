@@ -28,9 +28,12 @@ RECENT_UPDATES = 50
 """Updates whose mean time gives a running run's ETA."""
 
 
+RUN_STATES = ("done", "running", "stopped", "failed", "missing")
+
+
 @dataclasses.dataclass(frozen=True)
 class RunState:
-    """One run's state (module docstring)."""
+    """One run's state, one of ``RUN_STATES`` (module docstring)."""
 
     run_id: str
     state: str
@@ -77,16 +80,10 @@ def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chun
     updates, step_seconds = trained_updates(run_dir)
     spent = sum(step_seconds) * gpus / 3600
     ending = last_line(log) if log.is_file() else ""
-    stop = STOPPED_AT.search(ending)
-    if stop:
-        return RunState(
-            run_id,
-            "stopped",
-            f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}); "
-            f"checkpoint {newest_checkpoint(run_dir)}, the next chunk resumes it",
-            spent,
-            int(stop[2]) / steps,
-        )
+    if stop := STOPPED_AT.search(ending):
+        resumed = f"checkpoint {newest_checkpoint(run_dir)}, the next chunk resumes it"
+        detail = f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}); {resumed}"
+        return RunState(run_id, "stopped", detail, spent, int(stop[2]) / steps)
     if ending.startswith("error:"):
         return RunState(run_id, "failed", ending, spent, updates / steps)
     if not log.is_file() and not updates:
@@ -94,13 +91,8 @@ def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chun
     chunk = min(chunks, updates * chunks // steps + 1)
     recent = step_seconds[-RECENT_UPDATES:]
     eta = f", ETA {duration(sum(recent) / len(recent) * (steps - updates))}" if recent else ""
-    return RunState(
-        run_id,
-        "running",
-        f"step {updates} of {steps}, chunk {chunk} of {chunks}, checkpoint {newest_checkpoint(run_dir)}{eta}",
-        spent,
-        updates / steps,
-    )
+    detail = f"step {updates} of {steps}, chunk {chunk} of {chunks}, checkpoint {newest_checkpoint(run_dir)}{eta}"
+    return RunState(run_id, "running", detail, spent, updates / steps)
 
 
 def grid_status(
@@ -125,11 +117,8 @@ def format_status(states: list[RunState], hours: dict[str, float]) -> str:
     width = max(len(state.run_id) for state in states)
     lines = [f"{'run':<{width}}  {'state':<8} detail"]
     lines += [f"{state.run_id:<{width}}  {state.state:<8} {state.detail}" for state in states]
-    counts = {
-        name: sum(state.state == name for state in states)
-        for name in ("done", "running", "stopped", "failed", "missing")
-    }
-    lines.append(", ".join(f"{count} {name}" for name, count in counts.items()) + f" of {len(states)} runs")
+    counts = [f"{sum(state.state == name for state in states)} {name}" for name in RUN_STATES]
+    lines.append(f"{', '.join(counts)} of {len(states)} runs")
     lines.append(
         f"GPU-hours: {hours['spent']:,.1f} spent (a lower bound), {hours['left']:,.1f} left of the "
         f"preview's {hours['preview']:,.1f}"

@@ -35,18 +35,8 @@ def write_table(path, rows, columns=THROUGHPUT_COLUMNS):
 
 
 def table_row(family, size, num_layers, tokens_per_s, device="h100"):
-    return {
-        "device": device,
-        "family": family,
-        "size": size,
-        "hidden_dim": 1280,
-        "num_layers": num_layers,
-        "seq_len": 1024,
-        "params": 1,
-        "tokens_per_s_per_gpu": tokens_per_s,
-        "measured_on": "2026-11-22",
-        "notes": "test",
-    }
+    values = (device, family, size, 1280, num_layers, 1024, 1, tokens_per_s, "2026-11-22", "test")
+    return dict(zip(THROUGHPUT_COLUMNS, values, strict=True))
 
 
 def test_token_counts_match_the_paper_grid(paper, paper_workloads):

@@ -73,25 +73,14 @@ def test_every_family_shards_its_parameters_over_eight_devices():
 
 def fake_plan(per_example_bytes: int, fixed_bytes: int):
     """Plans whose temporaries grow linearly with the micro-batch (the shape of XLA's plans)."""
-    calls = []
+    calls, counts = [], {"parameters": 1, "trainable_parameters": 1, "replicated_param_bytes": 0, "optimizer_bytes": 0}
+
+    def plan(temp: int) -> dict[str, int]:
+        return counts | {"param_bytes": fixed_bytes, "temp_bytes": temp, "total_bytes": fixed_bytes + temp}
 
     def plans(requests, gpus, stop=None):
-        results = []
-        for _, _, micro_batch in requests:
-            calls.append(micro_batch)
-            temp = per_example_bytes * micro_batch
-            results.append(
-                {
-                    "parameters": 1,
-                    "trainable_parameters": 1,
-                    "param_bytes": fixed_bytes,
-                    "replicated_param_bytes": 0,
-                    "optimizer_bytes": 0,
-                    "temp_bytes": temp,
-                    "total_bytes": fixed_bytes + temp,
-                }
-            )
-        return results
+        calls.extend(micro_batch for _, _, micro_batch in requests)
+        return [plan(per_example_bytes * micro_batch) for _, _, micro_batch in requests]
 
     return plans, calls
 
