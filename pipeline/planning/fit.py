@@ -205,13 +205,11 @@ def planned_jobs(
         return [(workload, gpus, DEVICES[device].memory_bytes) for workload in chosen]
     if site.gpus_per_node == 0:
         raise ValueError("--site: the site has no GPUs (gpus_per_node 0); there is no GPU memory to plan for.")
-    sizings = [JobSizing(grid, site)]
-    if preflight_table is not None and Path(preflight_table).is_file():
-        sizings.append(JobSizing(grid, site, preflight_table=preflight_table))
+    sizing = JobSizing(grid, site, preflight_table=preflight_table)
     return [
         (workload, count, site.gpu_memory_bytes)
         for workload in chosen
-        for count in dict.fromkeys(sizing.gpu_count(workload.run_id) for sizing in sizings)
+        for count in dict.fromkeys(jobs.gpu_count(workload.run_id) for jobs in (sizing.before_preflight, sizing))
     ]
 
 
