@@ -6,6 +6,7 @@ import functools
 
 import pytest
 
+from pipeline.artifacts import csv_text
 from pipeline.bench import throughput_sizes
 from pipeline.cli import main
 from pipeline.config import load_preset
@@ -27,10 +28,7 @@ def paper_workloads(paper):
 
 
 def write_table(path, rows, columns=THROUGHPUT_COLUMNS):
-    with path.open("w", newline="") as stream:
-        writer = csv.DictWriter(stream, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+    path.write_text(csv_text([{column: row[column] for column in columns} for row in rows], columns))
     return path
 
 
