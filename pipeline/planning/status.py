@@ -26,9 +26,8 @@ from pipeline.train.checkpoints import complete_checkpoints
 
 RECENT_UPDATES = 50
 """Updates whose mean time gives a running run's ETA."""
-
-
 RUN_STATES = ("done", "running", "stopped", "failed", "missing")
+"""A run's states (module docstring), in the order the status counts them."""
 
 
 @dataclasses.dataclass(frozen=True)
