@@ -19,7 +19,7 @@ PAPER = load_preset({"preset": "paper"})
 PAPER_GRID = Grid.load(PAPER)
 
 
-def at(**changes):
+def site_with(**changes):
     """The example site with ``changes``."""
     return dataclasses.replace(SITE, **changes)
 
@@ -51,7 +51,7 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
     assert biggest == JobRequest(
         gpus=8, micro_batch=0, placement=training, cpus=64, mem_mb=512000, minutes=needed, needed_minutes=needed
     )
-    capped = paper_jobs(at(max_runtime_min=600, gpu_model="h100", account="proj"))
+    capped = paper_jobs(site_with(max_runtime_min=600, gpu_model="h100", account="proj"))
     assert capped.training("owt-llama1b-diffeq_llama") == JobRequest(
         gpus=8,
         micro_batch=0,
@@ -72,7 +72,7 @@ def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
 def test_a_training_jobs_walltime_warning_comes_at_most_half_way_through_its_walltime():
     """SLURM sends no warning whose lead reaches back to the job's start: the site's 40-minute lead stays for a long
     run, but a job the site caps at 30 minutes, or a 20-minute preflight job of a run's shape, is warned half-way."""
-    site = at(signal_lead_s=2400)
+    site = site_with(signal_lead_s=2400)
     long_run = paper_jobs(site).training("owt-llama1b-diffeq_llama")
     assert long_run.minutes > 80 and long_run.sbatch_flags == ("--signal=URG@2400",)
     assert dataclasses.replace(long_run, minutes=20).sbatch_flags == ("--signal=URG@600",)
@@ -81,11 +81,11 @@ def test_a_training_jobs_walltime_warning_comes_at_most_half_way_through_its_wal
     assert capped.gpu_analysis("spectra", "owt-large-diffeq").sbatch_flags == ("--reservation=paper",)
 
 
-SHORT_SITE = at(max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=1440)
+SHORT_SITE = site_with(max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=1440)
 """A cluster whose GPU partition allows 4 hours, its CPU partition a day."""
 
 
-def short(max_runtime_min, **changes):
+def short_site(max_runtime_min, **changes):
     """``SHORT_SITE`` whose GPU partition and target allow ``max_runtime_min``, with ``changes``."""
     return dataclasses.replace(
         SHORT_SITE, max_runtime_min=max_runtime_min, target_runtime_min=max_runtime_min, **changes
@@ -116,8 +116,8 @@ def test_each_chunks_start_up_is_the_sites_and_a_run_without_gpus_is_chunked_whe
     assert slow_start.needed_minutes == default.needed_minutes + 30
     assert slow_start.chunks == chunk_count(slow_start.needed_minutes, 240, 600, 60) > default.chunks
     tiny = load_preset({"preset": "tiny", "pretrain": {"wt103-small": {"train": {"steps": 240}}}})
-    cpu_site = at(gpus_per_node=0, gpu_model=None, device="cpu2", max_runtime_min=1, target_runtime_min=1)
-    cpu_site = dataclasses.replace(cpu_site, signal_lead_s=2, chunk_startup_min=0.5)
+    limits = {"max_runtime_min": 1, "target_runtime_min": 1, "signal_lead_s": 2, "chunk_startup_min": 0.5}
+    cpu_site = site_with(gpus_per_node=0, gpu_model=None, device="cpu2", **limits)
     jobs = JobSizing(Grid.load(tiny), cpu_site)
     run = jobs.training("wt103-small-gpt")
     assert jobs.measured.tokens_per_s(jobs.grid.workloads["wt103-small-gpt"])[1] == "measured"
@@ -127,7 +127,7 @@ def test_each_chunks_start_up_is_the_sites_and_a_run_without_gpus_is_chunked_whe
     unmeasured = JobSizing(Grid.load(tiny), dataclasses.replace(cpu_site, device="h100"))
     assert unmeasured.training("wt103-small-gpt") == dataclasses.replace(run, needed_minutes=None, chunks=1)
     with pytest.raises(WalltimeError, match="after each job's 50-min start-up .chunk_startup_min."):
-        paper_jobs(short(max_runtime_min=60, chunk_startup_min=50)).training("owt-llama1b-diffeq_llama")
+        paper_jobs(short_site(max_runtime_min=60, chunk_startup_min=50)).training("owt-llama1b-diffeq_llama")
 
 
 def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
@@ -136,13 +136,13 @@ def test_no_job_that_cannot_resume_is_clipped_to_the_partitions_limit():
         WalltimeError,
         match="frontier of run owt-large-diffeq needs an estimated 240 min but partition 'gpu' allows 200 min",
     ):
-        paper_jobs(short(max_runtime_min=200)).gpu_analysis("frontier", "owt-large-diffeq")
+        paper_jobs(short_site(max_runtime_min=200)).gpu_analysis("frontier", "owt-large-diffeq")
     with pytest.raises(
         WalltimeError,
         match=r"run wt103-small-gpt needs an estimated \d+ min but partition "
         "'gpu' allows 40 min, too few to train",
     ):
-        paper_jobs(short(max_runtime_min=40)).training("wt103-small-gpt")
+        paper_jobs(short_site(max_runtime_min=40)).training("wt103-small-gpt")
 
 
 def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its_work():
@@ -166,7 +166,9 @@ def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its
         match="the preflight job of run owt-llama1b-diffeq_llama needs an estimated "
         rf"{minutes} min but partition 'gpu' allows 30 min",
     ):
-        preflight_minutes(paper_jobs(at(max_runtime_min=30, target_runtime_min=30)), "owt-llama1b-diffeq_llama", 23)
+        preflight_minutes(
+            paper_jobs(site_with(max_runtime_min=30, target_runtime_min=30)), "owt-llama1b-diffeq_llama", 23
+        )
 
 
 def test_without_a_site_every_job_is_local_on_the_cpu():
@@ -282,7 +284,7 @@ def test_passes_over_the_data_count_the_cache_built_under_the_sites_results_dir(
     stats = tmp_path / "tiny" / "data" / "caches" / f"{spec.dataset}-{spec.tokenizer}" / "stats.json"
     stats.parent.mkdir(parents=True)
     stats.write_text(json.dumps({"train": {"tokens": 1000}}))
-    site = at(results_dir=str(tmp_path))
+    site = site_with(results_dir=str(tmp_path))
     workload = Grid.load(config).pretraining["wt103-small-gpt"]
     row = cost_rows([workload], site.device, site.mfu, config, results=preset_results(site, "tiny"))[0]
     tokens = spec.train.steps * spec.train.batch_size * spec.model.seq_len
