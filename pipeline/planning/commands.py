@@ -66,17 +66,10 @@ def _status(args: argparse.Namespace) -> None:
         print(f"Plan of preset {config['preset']!r} at {args.site} (minutes; attempts: Snakemake's retries + 1)")
         print(format_plan(plan_rows(sizing)))
         return
-    training = grid.training
     device = site.device if site is not None else args.device
-    rows = cost_rows(list(training.values()), device, args.mfu, config, results=results)
-    preview_hours = {workload_id: row["gpu_hours"] for workload_id, row in zip(training, rows, strict=True)}
-
-    def plan(workload_id: str) -> tuple[int, int]:
-        gpus = sizing.training_gpu_count(workload_id) if site is not None and site.gpus_per_node else 1
-        return gpus, sizing.training_chunks(workload_id)
-
-    runs = {workload_id: (workload.kind, workload.train.steps) for workload_id, workload in training.items()}
-    states, hours = grid_status(results, runs, preview_hours, plan)
+    rows = cost_rows(list(grid.training.values()), device, args.mfu, config, results=results)
+    preview_hours = {job_id: row["gpu_hours"] for job_id, row in zip(grid.training, rows, strict=True)}
+    states, hours = grid_status(results, sizing, preview_hours)
     print(f"Status of {results} (preview on {device})")
     print(format_status(states, hours), *data_job_lines(results), *fit_lines(results, sizing), sep="\n")
 

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import logging
 import os
+import pickle
 import subprocess
 import sys
 from collections.abc import Callable
@@ -75,14 +76,13 @@ def plans_in_subprocess(
         "JAX_PLATFORMS": "cpu",
         "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={gpus}".strip(),
     }
-    payload = [[workload.to_dict(), vocab_size, micro_batch] for workload, vocab_size, micro_batch in requests]
     command = [sys.executable, "-m", "pipeline.planning.xla_plans"]
     pipes = dict.fromkeys(("stdin", "stdout", "stderr"), subprocess.PIPE)
-    with subprocess.Popen(command, env=env, text=True, **pipes) as child:
+    with subprocess.Popen(command, env=env, **pipes) as child:
         stop.on_stop = lambda _: child.terminate()
-        stdout, stderr = child.communicate(json.dumps(payload))
+        stdout, stderr = child.communicate(pickle.dumps(requests))
     if child.returncode != 0:
-        lines = stderr.strip().splitlines() or ["no error message"]
+        lines = stderr.decode(errors="replace").strip().splitlines() or ["no error message"]
         raise RuntimeError(f"planning on {gpus} virtual devices failed: {lines[-1]}")
     return json.loads(stdout.splitlines()[-1])
 
@@ -205,13 +205,11 @@ def planned_jobs(
         return [(workload, gpus, DEVICES[device].memory_bytes) for workload in chosen]
     if site.gpus_per_node == 0:
         raise ValueError("--site: the site has no GPUs (gpus_per_node 0); there is no GPU memory to plan for.")
-    sizings = [JobSizing(grid, site)]
-    if preflight_table is not None and Path(preflight_table).is_file():
-        sizings.append(JobSizing(grid, site, preflight_table=preflight_table))
+    sizing = JobSizing(grid, site, preflight_table=preflight_table)
     return [
         (workload, count, site.gpu_memory_bytes)
         for workload in chosen
-        for count in dict.fromkeys(sizing.gpu_count(workload.run_id) for sizing in sizings)
+        for count in dict.fromkeys(jobs.gpu_count(workload.run_id) for jobs in (sizing.before_preflight, sizing))
     ]
 
 
@@ -227,17 +225,11 @@ def plans_digest(
 
 def jobs_digest(grid: Grid, jobs: list[tuple[Workload, int, int]]) -> str:
     """``plans_digest`` of the ``planned_jobs`` ``jobs``."""
-    rows = sorted(
-        (
-            workload.run_id,
-            plan_key(workload, vocab_size(grid.config, workload.tokenizer)),
-            count,
-            device_bytes,
-            int(device_bytes * gpu_memory_fraction()),
-        )
-        for workload, count, device_bytes in jobs
-    )
-    return json_digest(rows, length=16)
+    rows = []
+    for workload, count, device_bytes in jobs:
+        key = plan_key(workload, vocab_size(grid.config, workload.tokenizer))
+        rows.append((workload.run_id, key, count, device_bytes, int(device_bytes * gpu_memory_fraction())))
+    return json_digest(sorted(rows), length=16)
 
 
 def write_fit(

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from pipeline.config import REPO_ROOT, FinetuneSpec, RunSpec, TrainSpec, finetune_runs, memory_probes, pretrain_runs
 from pipeline.config.families import GPT2_VOCAB, LLAMA_VOCAB
-from pipeline.config.specs import MODEL, role_values, to_dict
+from pipeline.config.specs import MODEL, role_values
 
 TRAIN_PASSES = 3
 """FLOPs of a training token in forward-pass units: forward + backward (2×), as Levanter's MFU (train_lm.py)."""
@@ -173,18 +173,6 @@ class Workload:
         """Which of the model's parameters train (``pipeline.train.finetune.trainable_filter``); None: all."""
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "run": to_dict(self.run)}
-
-    @staticmethod
-    def from_dict(raw: dict[str, Any]) -> Workload:
-        """The workload ``to_dict`` wrote, of the class its ``kind`` names."""
-        return WORKLOAD_CLASSES[raw["kind"]].rebuilt(RunSpec.from_dict(raw["run"]), raw)
-
-    @classmethod
-    def rebuilt(cls, run: RunSpec, raw: dict[str, Any]) -> Workload:
-        return cls(run)
-
 
 class Pretraining(Workload):
     """A pretraining run; its shape's preflight job measures it (``training_shapes``)."""
@@ -237,13 +225,6 @@ class Finetuning(Workload):
         """Its method's stage job (``finetune-lora``, ``finetune-full``)."""
         return f"finetune-{self.finetune.method}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "finetune": to_dict(self.finetune)}
-
-    @classmethod
-    def rebuilt(cls, run: RunSpec, raw: dict[str, Any]) -> Workload:
-        return cls(run, FinetuneSpec.from_dict(raw["finetune"]))
-
 
 class Downstream(Workload):
     """lm-eval's forward passes on the pretrained run ``run`` (App. C.7), on one GPU, ``BATCH_SIZE`` requests each."""
@@ -271,9 +252,6 @@ class Downstream(Workload):
 
     def devices(self, gpus: int) -> int:
         return 1
-
-
-WORKLOAD_CLASSES = {cls.kind: cls for cls in (Pretraining, MemoryProbe, Finetuning, Downstream)}
 
 
 def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
@@ -357,18 +335,12 @@ class Grid:
         """The grid of ``config`` as ``load_preset`` resolves it."""
         runs = pretrain_runs(config)
         pretraining = {run_id: Pretraining(spec) for run_id, spec in runs.items()}
+        probes = {probe_id: MemoryProbe(spec) for probe_id, spec in memory_probes(config).items()}
+        finetunes = {key: Finetuning(runs[spec.source_run], spec) for key, spec in finetune_runs(config, runs).items()}
         downstream = [Downstream(runs[run_id]) for pair in config["downstream"]["pairs"].values() for run_id in pair]
-        return cls(
-            config,
-            pretraining,
-            {probe_id: MemoryProbe(spec) for probe_id, spec in memory_probes(config).items()},
-            {run_id: Finetuning(runs[spec.source_run], spec) for run_id, spec in finetune_runs(config, runs).items()},
-            {job.run_id: job for job in downstream},
-            {
-                name: {run_id: pretraining[run_id] for run_id in config["analysis"][name]["runs"]}
-                for name in GPU_ANALYSES
-            },
-        )
+        analysed = {name: config["analysis"][name]["runs"] for name in GPU_ANALYSES}
+        analyses = {name: {run_id: pretraining[run_id] for run_id in run_ids} for name, run_ids in analysed.items()}
+        return cls(config, pretraining, probes, finetunes, {job.run_id: job for job in downstream}, analyses)
 
     @functools.cached_property
     def workloads(self) -> dict[str, Workload]:

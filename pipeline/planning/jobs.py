@@ -84,7 +84,6 @@ class JobSizing:
         self.site = site
         device = site.device if site else "cpu"
         self.measured = MeasuredTable(grid, device, preflight_table=preflight_table, fit_table=fit_table)
-        self._workloads = grid.workloads
         self._read: dict[tuple[int | None, ...], JobSizing] = {}
 
     @property
@@ -108,7 +107,7 @@ class JobSizing:
 
     def gpu_hours(self, workload_id: str) -> float:
         """GPU-hours of one workload on the site's device, as the cost preview counts them (``training_rate``)."""
-        workload = self._workloads[workload_id]
+        workload = self.grid.workloads[workload_id]
         tokens_per_s, _ = training_rate(workload, self.site.device, self.site.mfu, self.config, self.measured)
         return workload.gpu_hours(tokens_per_s, self.config)
 
@@ -127,20 +126,20 @@ class JobSizing:
         """(GPUs, minutes needed) of a training job (``training_minutes``); without GPUs 0 and, unless the site's
         ``device`` was measured on the run, None minutes (a GPU's FLOPs estimate says nothing of a CPU)."""
         gpus = self.training_gpu_count(workload_id) if self.site.gpus_per_node else 0
-        if not gpus and self.measured.tokens_per_s(self._workloads[workload_id]) is None:
+        if not gpus and self.measured.tokens_per_s(self.grid.workloads[workload_id]) is None:
             return 0, None
         return gpus, training_minutes(self.gpu_hours(workload_id), gpus or 1, self.site)
 
     def training_gpu_count(self, workload_id: str) -> int:
         """The GPUs of a pretraining run or fine-tune at a site with GPUs (``training_gpus``)."""
-        workload = self._workloads[workload_id]
+        workload = self.grid.workloads[workload_id]
         parameters, _ = model_cost(workload, self.config)
         return training_gpus(self.gpu_hours(workload_id), parameters, workload.train.batch_size, self.site)
 
     def micro_batch(self, workload_id: str, gpus: int) -> int:
         """Examples per device per forward/backward (0: the whole batch): the preset's ``train.micro_batch_size``,
         else the fit row's at ``gpus`` GPUs; with neither, ``FitTableError`` (without a table to read: 0)."""
-        train = self._workloads[workload_id].train
+        train = self.grid.workloads[workload_id].train
         if train.micro_batch_size is not None:
             per_gpu = train.batch_size // gpus
             if train.micro_batch_size > per_gpu or per_gpu % train.micro_batch_size:
@@ -177,7 +176,7 @@ class JobSizing:
 
     def training(self, workload_id: str) -> JobRequest:
         """A pretraining run or fine-tune: GPUs, walltime and memory from its size, micro-batch from the fit table."""
-        preset_micro_batch = self._workloads[workload_id].train.micro_batch_size or 0
+        preset_micro_batch = self.grid.workloads[workload_id].train.micro_batch_size or 0
         if self.site is None:
             return JobRequest(0, preset_micro_batch)
         gpus, minutes = self.training_need(workload_id)
@@ -194,7 +193,7 @@ class JobSizing:
     def gpu_count(self, workload_id: str) -> int:
         """The GPUs of a workload's job at a site with GPUs: a memory probe's one node's, the most that divide its
         batch (it steps its whole batch), a training job's from its size, a forward-only job's (lm-eval) one."""
-        workload = self._workloads[workload_id]
+        workload = self.grid.workloads[workload_id]
         if workload.whole_batch:
             return node_gpu_counts(workload.batch_size, self.site)[-1]
         return self.training_gpu_count(workload_id) if workload.trains else 1
@@ -209,7 +208,7 @@ class JobSizing:
             if row is None or not row.fits_at_paper_batch:
                 raise FitTableError(
                     f"{self.measured.fit_table}: memory probe {probe_id} does not fit its whole batch of "
-                    f"{self._workloads[probe_id].batch_size} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB"
+                    f"{self.grid.workloads[probe_id].batch_size} on {gpus} GPU(s) of {self.site.gpu_memory_gb:g} GB"
                     f"{' (no row)' if row is None else ''}, and a probe "
                     "measures one step of the whole batch (Fig. 16); give the site GPUs with more memory "
                     f"(gpu_memory_gb) or more per node (gpus_per_node), then {PLAN_ROW}."
@@ -252,7 +251,7 @@ class JobSizing:
             minutes = data_job_minutes(rule, corpus, cpus, source=source, builder=self.config["cache_builder"])
             needed = training_minutes(minutes / 60, 1, self.site)
         elif rule == "fit":  # a row per workload, and per training job once a preflight report may resize it
-            rows = len(self._workloads) + (len(self.grid.training) if self.measured.preflight_rows else 0)
+            rows = len(self.grid.workloads) + (len(self.grid.training) if self.measured.preflight_rows else 0)
             needed = training_minutes(measured_minutes(rule, rows, cpus) / 60, 1, self.site)
         job = f"{rule} job of {dataset}" if dataset else f"{rule} job"
         granted, chunks = walltime(self.site, job, kind, needed)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +20,19 @@ from pipeline.execution.errors import STOPPED_AT
 from pipeline.execution.progress import duration
 from pipeline.planning.fit import kept_row_count, planned_jobs, rows_file
 from pipeline.planning.jobs import CPU_JOBS, JobSizing
-from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, WalltimeError
+from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, JobRequest, WalltimeError
 from pipeline.train.attempts import data_attempt_file
 from pipeline.train.checkpoints import complete_checkpoints
 
 RECENT_UPDATES = 50
 """Updates whose mean time gives a running run's ETA."""
+RUN_STATES = ("done", "running", "stopped", "failed", "missing")
+"""A run's states (module docstring), in the order the status counts them."""
 
 
 @dataclasses.dataclass(frozen=True)
 class RunState:
-    """One run's state (module docstring)."""
+    """One run's state, one of ``RUN_STATES`` (module docstring)."""
 
     run_id: str
     state: str
@@ -70,25 +71,18 @@ def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chun
     """The state of a run of ``kind`` (pretrain, finetune) of ``steps`` updates on ``gpus`` GPUs in ``chunks`` jobs."""
     run_dir, log = results / "runs" / run_id, results / "logs" / kind / f"{run_id}.log"
     if (run_dir / "summary.json").is_file():
-        provenance = (
-            json.loads((run_dir / "provenance.json").read_text()) if (run_dir / "provenance.json").is_file() else {}
-        )
+        record = run_dir / "provenance.json"
+        provenance = json.loads(record.read_text()) if record.is_file() else {}
         used = len(provenance.get("devices") or []) or gpus
         seconds = benchmark_seconds(results / "benchmarks" / kind / f"{run_id}.tsv") or provenance.get("wall_s", 0)
         return RunState(run_id, "done", f"{steps} updates", seconds * used / 3600, 1.0)
     updates, step_seconds = trained_updates(run_dir)
     spent = sum(step_seconds) * gpus / 3600
     ending = last_line(log) if log.is_file() else ""
-    stop = STOPPED_AT.search(ending)
-    if stop:
-        return RunState(
-            run_id,
-            "stopped",
-            f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}); "
-            f"checkpoint {newest_checkpoint(run_dir)}, the next chunk resumes it",
-            spent,
-            int(stop[2]) / steps,
-        )
+    if stop := STOPPED_AT.search(ending):
+        resumed = f"checkpoint {newest_checkpoint(run_dir)}, the next chunk resumes it"
+        detail = f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}); {resumed}"
+        return RunState(run_id, "stopped", detail, spent, int(stop[2]) / steps)
     if ending.startswith("error:"):
         return RunState(run_id, "failed", ending, spent, updates / steps)
     if not log.is_file() and not updates:
@@ -96,27 +90,23 @@ def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chun
     chunk = min(chunks, updates * chunks // steps + 1)
     recent = step_seconds[-RECENT_UPDATES:]
     eta = f", ETA {duration(sum(recent) / len(recent) * (steps - updates))}" if recent else ""
-    return RunState(
-        run_id,
-        "running",
-        f"step {updates} of {steps}, chunk {chunk} of {chunks}, checkpoint {newest_checkpoint(run_dir)}{eta}",
-        spent,
-        updates / steps,
-    )
+    detail = f"step {updates} of {steps}, chunk {chunk} of {chunks}, checkpoint {newest_checkpoint(run_dir)}{eta}"
+    return RunState(run_id, "running", detail, spent, updates / steps)
 
 
 def grid_status(
-    results: Path,
-    runs: dict[str, tuple[str, int]],
-    preview_hours: dict[str, float],
-    plan: Callable[[str], tuple[int, int]],
+    results: Path, sizing: JobSizing, preview_hours: dict[str, float]
 ) -> tuple[list[RunState], dict[str, float]]:
-    """Each run's state (``runs``: id → (kind, steps); ``plan``: id → (GPUs, chunks)) and GPU-hours spent, left."""
-    states = [run_state(results, kind, run_id, steps, *plan(run_id)) for run_id, (kind, steps) in runs.items()]
+    """Each training job's state, on the GPUs and in the chunks ``sizing`` plans (1 GPU without a site with GPUs),
+    and the GPU-hours spent and left of the preview's ``preview_hours`` (by job id)."""
+    states, site = [], sizing.site
+    for run_id, job in sizing.grid.training.items():
+        gpus = sizing.training_gpu_count(run_id) if site is not None and site.gpus_per_node else 1
+        states.append(run_state(results, job.kind, run_id, job.train.steps, gpus, sizing.training_chunks(run_id)))
     left = sum(preview_hours[state.run_id] * (1 - state.done_fraction) for state in states)
     return states, {
         "spent": sum(state.gpu_hours for state in states),
-        "preview": sum(preview_hours[run_id] for run_id in runs),
+        "preview": sum(preview_hours[state.run_id] for state in states),
         "left": left,
     }
 
@@ -126,11 +116,8 @@ def format_status(states: list[RunState], hours: dict[str, float]) -> str:
     width = max(len(state.run_id) for state in states)
     lines = [f"{'run':<{width}}  {'state':<8} detail"]
     lines += [f"{state.run_id:<{width}}  {state.state:<8} {state.detail}" for state in states]
-    counts = {
-        name: sum(state.state == name for state in states)
-        for name in ("done", "running", "stopped", "failed", "missing")
-    }
-    lines.append(", ".join(f"{count} {name}" for name, count in counts.items()) + f" of {len(states)} runs")
+    counts = [f"{sum(state.state == name for state in states)} {name}" for name in RUN_STATES]
+    lines.append(f"{', '.join(counts)} of {len(states)} runs")
     lines.append(
         f"GPU-hours: {hours['spent']:,.1f} spent (a lower bound), {hours['left']:,.1f} left of the "
         f"preview's {hours['preview']:,.1f}"
@@ -179,50 +166,39 @@ def rule_attempts(retries: int | None) -> int:
     return (CHAIN_MARGIN_RETRIES if retries is None else retries) + 1
 
 
+PLAN_COLUMNS = ("job", "gpus", "micro_batch", "needed_min", "granted_min", "chunks", "attempts", "partition")
+"""The plan table's columns (``plan_rows``)."""
+
+
 def plan_rows(sizing: JobSizing) -> list[dict[str, Any]]:
     """One row per training job of ``sizing``'s grid at its site and one per data job (a corpus export's and a token
     cache's per dataset); each job's attempts: its rule's retries + 1, the SLURM profile's 2 retries where no job of
     the rule needs a chain; a job the site refuses (``WalltimeError``), its rule and sentence under ``refused``."""
 
-    def row(job: str, gpus: int, micro_batch: int | None, request, attempts: int) -> dict[str, Any]:
-        return {
-            "job": job,
-            "gpus": gpus,
-            "micro_batch": micro_batch,
-            "needed_min": request.needed_minutes,
-            "granted_min": request.minutes,
-            "chunks": request.chunks,
-            "attempts": attempts,
-            "partition": request.placement.partition,
-        }
+    def row(job: str, request: JobRequest, attempts: int) -> dict[str, Any]:
+        values = (job, request.gpus, request.micro_batch, request.needed_minutes, request.minutes, request.chunks)
+        return dict(zip(PLAN_COLUMNS, (*values, attempts, request.placement.partition), strict=True))
 
     rows = []
     for jobs in (sizing.grid.pretraining, sizing.grid.finetunes):
         attempts = rule_attempts(sizing.chain_retries(jobs))
-        for workload_id, workload in jobs.items():
-            request = sizing.training(workload_id)
-            rows.append(row(f"{workload.kind} {workload_id}", request.gpus, request.micro_batch, request, attempts))
+        rows += [row(f"{job.kind} {job_id}", sizing.training(job_id), attempts) for job_id, job in jobs.items()]
     for rule in CPU_JOBS:
         try:
             jobs, attempts = sizing.data_jobs(rule), rule_attempts(sizing.data_retries(rule))
         except WalltimeError as error:
             rows.append({"job": rule, "refused": str(error)})
             continue
-        rows += [row(rule if name == rule else f"{rule} {name}", 0, None, job, attempts) for name, job in jobs.items()]
+        rows += [row(rule if name == rule else f"{rule} {name}", job, attempts) for name, job in jobs.items()]
     return rows
 
 
 def format_plan(rows: list[dict[str, Any]]) -> str:
-    """The plan table (columns as ``plan_rows``), then the sentence of each job the site refuses."""
-    columns = ["job", "gpus", "micro_batch", "needed_min", "granted_min", "chunks", "attempts", "partition"]
+    """The plan table (``PLAN_COLUMNS``), then the sentence of each job the site refuses."""
     refused = [f"refused: {row['refused']}" for row in rows if "refused" in row]
-    cells = [
-        [("-" if row[column] is None else str(row[column])) for column in columns]
-        for row in rows
-        if "refused" not in row
-    ]
-    widths = [max(len(column), *(len(cell[i]) for cell in cells)) for i, column in enumerate(columns)]
+    planned = [row for row in rows if "refused" not in row]
+    lines = [PLAN_COLUMNS, *(["-" if row[key] is None else str(row[key]) for key in PLAN_COLUMNS] for row in planned)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(PLAN_COLUMNS))]
     return "\n".join(
-        "  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip()
-        for line in [columns, *cells]
+        "  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip() for line in lines
     ) + "".join(f"\n{line}" for line in refused)

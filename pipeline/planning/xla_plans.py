@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import pickle
 import sys
 import tempfile
 from pathlib import Path
@@ -145,14 +146,13 @@ def plan_downstream(workload: Workload, vocab_size: int, batch_size: int) -> dic
 
 
 def plan_main() -> None:
-    """``python -m pipeline.planning.xla_plans``: the plans of the ``[workload, vocab, micro-batch]`` requests on stdin
-    (``plans_in_subprocess``), one after another, printed as one JSON line; each one's compiled programs are dropped
-    before the next."""
+    """``python -m pipeline.planning.xla_plans``: the plans of the ``(workload, vocab, micro-batch)`` requests pickled
+    on stdin by ``plans_in_subprocess`` (this code's parent), one after another, printed as one JSON line; each one's
+    compiled programs are dropped before the next."""
     import jax
 
     plans = []
-    for raw, vocab, micro_batch in json.load(sys.stdin):
-        workload = Workload.from_dict(raw)
+    for workload, vocab, micro_batch in pickle.load(sys.stdin.buffer):
         try:
             planner = plan_train_step if workload.trains else plan_downstream
             plans.append(planner(workload, vocab, micro_batch))

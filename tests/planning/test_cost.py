@@ -6,6 +6,7 @@ import functools
 
 import pytest
 
+from pipeline.artifacts import csv_text
 from pipeline.bench import throughput_sizes
 from pipeline.cli import main
 from pipeline.config import load_preset
@@ -27,26 +28,13 @@ def paper_workloads(paper):
 
 
 def write_table(path, rows, columns=THROUGHPUT_COLUMNS):
-    with path.open("w", newline="") as stream:
-        writer = csv.DictWriter(stream, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+    path.write_text(csv_text([{column: row[column] for column in columns} for row in rows], columns))
     return path
 
 
 def table_row(family, size, num_layers, tokens_per_s, device="h100"):
-    return {
-        "device": device,
-        "family": family,
-        "size": size,
-        "hidden_dim": 1280,
-        "num_layers": num_layers,
-        "seq_len": 1024,
-        "params": 1,
-        "tokens_per_s_per_gpu": tokens_per_s,
-        "measured_on": "2026-11-22",
-        "notes": "test",
-    }
+    values = (device, family, size, 1280, num_layers, 1024, 1, tokens_per_s, "2026-11-22", "test")
+    return dict(zip(THROUGHPUT_COLUMNS, values, strict=True))
 
 
 def test_token_counts_match_the_paper_grid(paper, paper_workloads):
@@ -74,13 +62,13 @@ def test_local_tasks_need_a_limit_and_count_at_most_four_requests():
         lm_eval_requests({"tasks": ["tiny_choice"], "shots": [0], "limit": None})
 
 
-def test_estimate_is_levanter_flops_at_mfu_of_the_peak(paper_workloads):
+def test_estimate_is_levanter_flops_at_mfu_of_the_peak(paper, paper_workloads):
     large = paper_workloads[("pretrain", "owt-large-gpt")]
     hidden, layers, seq, vocab = 1280, 36, 1024, 50257
     attention = (2 * seq**2 * hidden + 3 * seq**2 * 20 + 2 * seq**2 * hidden) / seq
     per_layer = 2 * 2 * hidden * 4 * hidden + 2 * hidden * 3 * hidden + 2 * hidden * hidden + attention
     forward = layers * per_layer + 2 * hidden * vocab
-    [row] = cost.cost_rows([large], "h100", mfu=0.4, config=load_preset({"preset": "paper"}))
+    [row] = cost.cost_rows([large], "h100", mfu=0.4, config=paper)
     assert row["forward_flops_per_token"] == pytest.approx(forward)
     assert row["gpu_hours"] == pytest.approx(row["tokens"] * 3 * forward / (0.4 * H100_PEAK_BF16) / 3600)
     assert row["source"] == "estimate" and row["parameters"] == 774_030_080
@@ -188,18 +176,17 @@ def test_measure_workload_times_a_real_train_step():
 def test_passes_over_the_data_and_checkpoint_disk_per_run(paper, paper_workloads):
     """WikiText-103 runs are ~22 passes (10k × 256 × 1024 over 0.12 B tokens); a run keeps its final checkpoint
     (12 bytes/parameter) plus one per ``keep_checkpoints_every`` steps when the preset asks."""
-    config = paper
     small, large = paper_workloads[("pretrain", "wt103-small-gpt")], paper_workloads[("pretrain", "owt-large-gpt")]
     kept_train = dataclasses.replace(large.train, keep_checkpoints_every=1000)
     kept_every = dataclasses.replace(large, run=dataclasses.replace(large.run, train=kept_train))
-    rows = cost.cost_rows([small, large, kept_every], "h100", mfu=0.4, config=config)
+    rows = cost.cost_rows([small, large, kept_every], "h100", mfu=0.4, config=paper)
     assert rows[0]["data_passes"] == pytest.approx(10_000 * 256 * 1024 / 0.12e9)
     assert rows[1]["data_passes"] == pytest.approx(40_000 * 256 * 1024 / 9.04e9)
     assert rows[1]["checkpoint_bytes"] == 774_030_080 * 12
     assert rows[1]["running_checkpoint_bytes"] == 774_030_080 * 12 * 3, "two complete and one being written"
     assert rows[2]["checkpoint_bytes"] == 774_030_080 * 12 * 40  # steps 1000 ... 39000, and step-39999
     llama = paper_workloads[("pretrain", "owt-llama1b-llama")]
-    assert cost.cost_rows([llama], "h100", mfu=0.4, config=config)[0]["data_passes"] is None
+    assert cost.cost_rows([llama], "h100", mfu=0.4, config=paper)[0]["data_passes"] is None
 
 
 MODEL_COST_PROBE = r"""

@@ -23,8 +23,11 @@ FOUR_HOURS = dataclasses.replace(
 )
 
 
+PAPER_GRID = Grid.load(load_preset({"preset": "paper"}))
+
+
 def paper_sizing(site) -> JobSizing:
-    return JobSizing(Grid.load(load_preset({"preset": "paper"})), site)
+    return JobSizing(PAPER_GRID, site)
 
 
 def needed(corpus_rate: str, corpus: str, cpus: int, site) -> int:

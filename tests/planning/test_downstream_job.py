@@ -11,18 +11,18 @@ from pipeline.planning.placement import JobKind, JobRequest, placement
 from pipeline.planning.preflight_jobs import StageJob
 
 SITE = load_site(EXAMPLE)
+GRID = Grid.load(load_preset({"preset": "paper"}))
+JOBS = JobSizing(GRID, SITE)
 
 
 def test_downstream_gets_one_gpu_for_its_base_minutes_plus_its_lm_eval_gpu_hours_at_the_example_site():
-    grid = Grid.load(load_preset({"preset": "paper"}))
-    jobs = JobSizing(grid, SITE)
-    runs = [job.model_id for job in grid.downstream.values()]
+    runs = [job.model_id for job in GRID.downstream.values()]
     assert len(runs) == 4
     for run_id in runs:
-        hours = jobs.gpu_hours(f"downstream-{run_id}")
+        hours = JOBS.gpu_hours(f"downstream-{run_id}")
         minutes = GPU_ANALYSIS_MINUTES["downstream"] + math.ceil(hours * SITE.safety_factor * 60)
         assert minutes > GPU_ANALYSIS_MINUTES["downstream"]
-        assert jobs.gpu_analysis("downstream", run_id) == JobRequest(
+        assert JOBS.gpu_analysis("downstream", run_id) == JobRequest(
             gpus=1,
             placement=placement(SITE, JobKind.GPU),
             gpu_model=SITE.gpu_model,
@@ -31,14 +31,12 @@ def test_downstream_gets_one_gpu_for_its_base_minutes_plus_its_lm_eval_gpu_hours
             minutes=minutes,
             needed_minutes=minutes,
         ), run_id
-    assert JobSizing(grid, None).gpu_analysis("downstream", runs[0]) == JobRequest()
+    assert JobSizing(GRID, None).gpu_analysis("downstream", runs[0]) == JobRequest()
 
 
 def test_the_preflights_lm_eval_stage_job_is_sized_as_downstream_and_an_analysis_stage_job_as_its_analysis():
-    grid = Grid.load(load_preset({"preset": "paper"}))
-    jobs = JobSizing(grid, SITE)
-    lm_eval = StageJob("downstream", grid.downstream["downstream-owt-large-gpt"], 1)
-    assert lm_eval.resources(jobs) == jobs.gpu_analysis("downstream", "owt-large-gpt")
-    spectra = StageJob("spectra", grid.pretraining["owt-large-gpt"], 1)
-    assert spectra.resources(jobs) == jobs.gpu_analysis("spectra", "owt-large-gpt")
-    assert spectra.resources(jobs).minutes == GPU_ANALYSIS_MINUTES["spectra"]
+    lm_eval = StageJob("downstream", GRID.downstream["downstream-owt-large-gpt"], 1)
+    assert lm_eval.resources(JOBS) == JOBS.gpu_analysis("downstream", "owt-large-gpt")
+    spectra = StageJob("spectra", GRID.pretraining["owt-large-gpt"], 1)
+    assert spectra.resources(JOBS) == JOBS.gpu_analysis("spectra", "owt-large-gpt")
+    assert spectra.resources(JOBS).minutes == GPU_ANALYSIS_MINUTES["spectra"]

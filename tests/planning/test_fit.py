@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline.config import load_preset, pretrain_runs
+from pipeline.config import load_preset
 from pipeline.execution.errors import RunStopped
 from pipeline.planning import fit
 from pipeline.planning.grid import Grid, Pretraining, vocab_size
@@ -23,6 +23,7 @@ REPLICATED_BOUND_BYTES = 4 * 2**20
 """Parameters no mesh axis shards, per device: biases and the time-embedding MLPs' hidden layers (~2 MB at the
 Llama width); anything a layer's width or depth scales (a weight matrix, the hypernetwork's projections) is
 far above this."""
+PAPER_GRID = Grid.load(load_preset({"preset": "paper"}))
 
 LAYOUT_SCRIPT = """
 import dataclasses, json, sys
@@ -49,7 +50,7 @@ def paper_shapes() -> list:
     """GPT-small, DiffEqFormer-small and both weight-sharing designs at the paper's small shape; Llama and
     DiffEqFormer-Llama at the paper's width with 2 layers (replication does not depend on depth: the layers are
     stacked arrays)."""
-    runs = pretrain_runs(load_preset({"preset": "paper"}))
+    runs = PAPER_GRID.runs
     small = [
         runs[run_id]
         for run_id in ("wt103-small-gpt", "wt103-small-diffeq", "wt103-small-shared", "wt103-small-shared_ode")
@@ -73,31 +74,20 @@ def test_every_family_shards_its_parameters_over_eight_devices():
 
 def fake_plan(per_example_bytes: int, fixed_bytes: int):
     """Plans whose temporaries grow linearly with the micro-batch (the shape of XLA's plans)."""
-    calls = []
+    calls, counts = [], {"parameters": 1, "trainable_parameters": 1, "replicated_param_bytes": 0, "optimizer_bytes": 0}
+
+    def plan(temp: int) -> dict[str, int]:
+        return counts | {"param_bytes": fixed_bytes, "temp_bytes": temp, "total_bytes": fixed_bytes + temp}
 
     def plans(requests, gpus, stop=None):
-        results = []
-        for _, _, micro_batch in requests:
-            calls.append(micro_batch)
-            temp = per_example_bytes * micro_batch
-            results.append(
-                {
-                    "parameters": 1,
-                    "trainable_parameters": 1,
-                    "param_bytes": fixed_bytes,
-                    "replicated_param_bytes": 0,
-                    "optimizer_bytes": 0,
-                    "temp_bytes": temp,
-                    "total_bytes": fixed_bytes + temp,
-                }
-            )
-        return results
+        calls.extend(micro_batch for _, _, micro_batch in requests)
+        return [plan(per_example_bytes * micro_batch) for _, _, micro_batch in requests]
 
     return plans, calls
 
 
 def medium_gpt() -> Pretraining:
-    return Pretraining(pretrain_runs(load_preset({"preset": "paper"}))["owt-medium-gpt"])
+    return PAPER_GRID.pretraining["owt-medium-gpt"]
 
 
 @pytest.mark.parametrize(
@@ -129,8 +119,8 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     from pipeline.config.site import EXAMPLE, load_site
     from pipeline.planning.jobs import JobSizing
 
-    config, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
-    jobs = JobSizing(Grid.load(config), site)
+    site = load_site(EXAMPLE)
+    jobs = JobSizing(PAPER_GRID, site)
     probe = "owt-medium-memory-gpt"
     expected = {
         "owt-small-gpt": jobs.training_gpu_count("owt-small-gpt"),
@@ -146,7 +136,7 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
         return fake_plan(10**9, 5 * 10**9)[0](requests, gpus)
 
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
-    rows = fit.write_fit(Grid.load(config), None, None, list(expected), tmp_path / "fit.md", tmp_path / "fit.csv", site)
+    rows = fit.write_fit(PAPER_GRID, None, None, list(expected), tmp_path / "fit.md", tmp_path / "fit.csv", site)
     assert {row.run_id: row.gpus for row in rows} == expected
     assert {row.device_bytes for row in rows} == {80 * 10**9}
     first_plans = {gpus: set(ids) for gpus, ids in reversed(processes)}  # each device count's first process
@@ -156,20 +146,19 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     assert all(expected[run_id] == gpus for gpus, ids in processes for run_id in ids)
     small = next(row for row in rows if row.run_id == "owt-small-gpt")
     assert (small.per_device_batch, small.micro_batch, small.fits_at_paper_batch) == (512, 64, False)
-    planned = JobSizing(Grid.load(config), site, fit_table=tmp_path / "fit.csv")
+    planned = JobSizing(PAPER_GRID, site, fit_table=tmp_path / "fit.csv")
     assert planned.training("owt-small-gpt").micro_batch == 64
 
 
 def test_planning_some_runs_merges_their_rows_into_the_table(monkeypatch, tmp_path):
     """``fit --runs a,b`` replaces the rows of those jobs and keeps every other row of the table (the whole table
     of the paper preset takes CPU-hours to plan); the markdown shows them all, each with its GPU's memory."""
-    config = load_preset({"preset": "paper"})
     monkeypatch.setattr(fit, "plans_in_subprocess", fake_plan(10**9, 5 * 10**9)[0])
     md, table = tmp_path / "fit.md", tmp_path / "fit.csv"
-    fit.write_fit(Grid.load(config), "h100", 8, ["owt-small-gpt", "owt-medium-gpt"], md, table)
-    fit.write_fit(Grid.load(config), "h200", 8, ["owt-small-gpt"], md, table)
+    fit.write_fit(PAPER_GRID, "h100", 8, ["owt-small-gpt", "owt-medium-gpt"], md, table)
+    fit.write_fit(PAPER_GRID, "h200", 8, ["owt-small-gpt"], md, table)
     monkeypatch.setattr(fit, "plans_in_subprocess", fake_plan(2 * 10**9, 5 * 10**9)[0])
-    [replanned] = fit.write_fit(Grid.load(config), "h100", 8, ["owt-medium-gpt"], md, table)
+    [replanned] = fit.write_fit(PAPER_GRID, "h100", 8, ["owt-medium-gpt"], md, table)
     rows = read_fit_rows(table)
     assert [(row.run_id, row.device_bytes) for row in rows] == [
         ("owt-small-gpt", 80 * 10**9),
@@ -182,8 +171,8 @@ def test_planning_some_runs_merges_their_rows_into_the_table(monkeypatch, tmp_pa
         "141 (127)",
         "80 (72)",
     ]
-    fit.write_fit(Grid.load(config), "h100", 8, None, md, table)
-    assert len(read_fit_rows(table)) == len(Grid.load(config).workloads), "without --runs: the whole table, new"
+    fit.write_fit(PAPER_GRID, "h100", 8, None, md, table)
+    assert len(read_fit_rows(table)) == len(PAPER_GRID.workloads), "without --runs: the whole table, new"
 
 
 def test_the_fit_rules_parameter_changes_with_what_a_row_means_and_only_then():
@@ -191,14 +180,13 @@ def test_the_fit_rules_parameter_changes_with_what_a_row_means_and_only_then():
     shapes, GPUs and memory, not their learning rates or step counts."""
     from pipeline.config.site import EXAMPLE, load_site
 
-    config = load_preset({"preset": "paper"})
-    digest = fit.plans_digest(Grid.load(config), "h100", 8, None)
+    digest = fit.plans_digest(PAPER_GRID, "h100", 8, None)
     retuned = load_preset({"preset": "paper", "pretrain": {"owt-small": {"train": {"lr": 1e-4, "steps": 1000}}}})
     reshaped = load_preset({"preset": "paper", "sizes": {"small": {"seq_len": 512}}})
     assert fit.plans_digest(Grid.load(retuned), "h100", 8, None) == digest
     assert fit.plans_digest(Grid.load(reshaped), "h100", 8, None) != digest
     elsewhere = [("h100", 4, None), ("h200", 8, None), (None, None, load_site(EXAMPLE))]
-    assert len({digest, *(fit.plans_digest(Grid.load(config), *where) for where in elsewhere)}) == 4
+    assert len({digest, *(fit.plans_digest(PAPER_GRID, *where) for where in elsewhere)}) == 4
 
 
 TINY_LORA, TINY_FULL, TINY_DOWNSTREAM = (
@@ -252,7 +240,7 @@ def test_a_runs_micro_batch_reaches_levanter(tmp_path, micro_batch, expected):
     paper reports stays ``train_batch_size``."""
     from pipeline.train.setup import trainer_config
 
-    spec = pretrain_runs(load_preset({"preset": "paper"}))["owt-medium-gpt"]
+    spec = PAPER_GRID.runs["owt-medium-gpt"]
     train = dataclasses.replace(spec.train, micro_batch_size=micro_batch)
     config = trainer_config(spec.run_id, train, tmp_path)
     assert (config.per_device_parallelism, config.train_batch_size) == (expected, spec.train.batch_size)

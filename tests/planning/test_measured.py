@@ -1,8 +1,6 @@
 """The measured table (pipeline/planning/measured.py): which source answers a job's tokens/s (a stale or missing fit
 row: tests/planning/test_jobs.py)."""
 
-import csv
-
 from pipeline.artifacts import csv_text
 from pipeline.config import load_preset
 from pipeline.planning.grid import Grid
@@ -18,10 +16,7 @@ def throughput_table(path):
     """``bench throughput-sizes``' table: 50 tokens/s per GPU of ``MEASURED_MODEL`` on an H100."""
     row = dict(zip(("family", "size", "num_layers"), MEASURED_MODEL, strict=True))
     row |= {"device": "h100", "hidden_dim": 64, "seq_len": 64, "params": 1, "tokens_per_s_per_gpu": 50.0}
-    with path.open("w", newline="") as stream:
-        writer = csv.DictWriter(stream, fieldnames=THROUGHPUT_COLUMNS, restval="")
-        writer.writeheader()
-        writer.writerow(row)
+    path.write_text(csv_text([row], THROUGHPUT_COLUMNS))
     return path
 
 
