@@ -20,7 +20,7 @@ from pipeline.preflight.stages import STAGE_WORK
 ROOT = Path(__file__).resolve().parents[2]
 ONCE = {"Grid.load": 1, "pretrain_runs": 2, "finetune_runs": 1, "memory_probes": 1}
 """One grid per call: ``Grid.load`` once, which enumerates each kind of spec once; ``pretrain_runs`` once more by
-``load_preset``, whose cross-reference check reads the run ids (``pipeline.config.references``)."""
+``load_preset``, whose cross-reference check reads the run ids (``pipeline.config.loading``)."""
 COUNTING = r"""
 import collections, sys
 
