@@ -20,7 +20,7 @@ from levanter.data.text import BatchTokenizer, TextLmDatasetFormat, build_lm_dat
 from levanter.store.cache import CacheLedger, CacheMetadata, CacheOptions, SerialCacheWriter, TreeCache
 
 from pipeline.data.files import TEXT_FIELD, atomic_directory, iter_jsonl
-from pipeline.data.shards import LEVANTER_LEDGER, finished_shard_count
+from pipeline.data.shards import LEVANTER_LEDGER, finished_shard_count, whole_ledger
 from pipeline.data.tokenizer import check_tokenizer_dir
 from pipeline.execution.errors import RunStopped
 from pipeline.execution.progress import Progress
@@ -68,7 +68,7 @@ def build_token_cache(
         return {**cache_stats(out_dir), "seconds": 0.0}
     start = time.perf_counter()
     with StopSignals() as stop, atomic_directory(out_dir, overwrite=overwrite, resumable=True) as tmp:
-        if builder == "serial" or _recorded_inputs(tmp) != inputs or whole_ledger(tmp) is None:
+        if builder == "serial" or _recorded_inputs(tmp) != inputs or whole_ledger(tmp, restore=True) is None:
             shutil.rmtree(tmp)
             tmp.mkdir()
         (tmp / INPUTS_FILE).write_text(inputs)
@@ -154,21 +154,6 @@ def _build_ray(
                 raise _stopped(
                     cache_dir, stop, done, progress.total, "Levanter's ledger keeps the finished ones"
                 ) from None
-
-
-def whole_ledger(cache_dir: Path) -> dict | None:
-    """The shard ledger of an unfinished Levanter cache, None without a readable one; a ledger torn mid-rewrite is
-    replaced by Levanter's ``<ledger>.bak`` (a few rows behind, which the builder trims and rewrites)."""
-    for path in (cache_dir / LEVANTER_LEDGER, cache_dir / f"{LEVANTER_LEDGER}.bak"):
-        try:
-            ledger = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if path.name != LEVANTER_LEDGER:
-            shutil.copyfile(path, cache_dir / LEVANTER_LEDGER)
-            logger.info("%s: the ledger was torn; resuming from its backup", cache_dir)
-        return ledger
-    return None
 
 
 def _ray_cache_options() -> CacheOptions:

@@ -9,6 +9,7 @@ import itertools
 import json
 import logging
 import math
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -84,15 +85,25 @@ def kept_shards(staging: Path, key: dict) -> dict[str, list[dict]]:
     return kept
 
 
-def finished_shard_count(cache_dir: Path, default: int = 0) -> int:
-    """The shards Levanter's ledger in ``cache_dir`` lists as finished, else its backup's (the ledger torn by a stop,
-    or rewritten now: ``pipeline.data.cache.whole_ledger``); ``default`` without either."""
-    for name in (LEVANTER_LEDGER, f"{LEVANTER_LEDGER}.bak"):
+def whole_ledger(cache_dir: Path, *, restore: bool = False) -> dict | None:
+    """The shard ledger Levanter's builder keeps in ``cache_dir``, None without a readable one; a ledger torn by a
+    stop or being rewritten now is read from Levanter's ``<ledger>.bak`` (a few rows behind), which ``restore`` copies
+    back in its place for a resuming builder (it trims and rewrites the rows)."""
+    for path in (cache_dir / LEVANTER_LEDGER, cache_dir / f"{LEVANTER_LEDGER}.bak"):
         try:
-            return len(json.loads((cache_dir / name).read_text())["finished_shards"])
-        except (OSError, ValueError, KeyError):
+            ledger = json.loads(path.read_text())
+        except (OSError, ValueError):
             continue
-    return default
+        if restore and path.name != LEVANTER_LEDGER:
+            shutil.copyfile(path, cache_dir / LEVANTER_LEDGER)
+            logger.info("%s: the ledger was torn; resuming from its backup", cache_dir)
+        return ledger
+    return None
+
+
+def finished_shard_count(cache_dir: Path) -> int:
+    """The shards Levanter's ledger in ``cache_dir`` lists as finished (``whole_ledger``); 0 without one."""
+    return len((whole_ledger(cache_dir) or {}).get("finished_shards", []))
 
 
 def shards_done(out_dir: Path) -> tuple[int, int | None]:

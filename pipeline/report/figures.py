@@ -23,12 +23,12 @@ from pipeline.report.tidy_inputs import (
     load_downstream,
     load_memory_probes,
     read_csv,
-    read_json,
-    require_columns,
+    read_record,
 )
 
 PPL_LABEL = "validation perplexity (lower is better)"
 STEP_LABEL = "training step (updates)"
+D_LABEL = "time-embedding dimension D"
 TRAJECTORY_COLUMNS = ["magnitude", "degree", "step", "t", "token", "x0", "x1", "x2"]
 CLUSTER_STATS_COLUMNS = ["magnitude", "degree", "n_clusters", "threshold", "mean_pairwise_distance"]
 
@@ -38,13 +38,8 @@ def pretrain_curves(summaries: list[Path]) -> pd.DataFrame:
     (family label, dataset, size, ablation, Adam β2, D, shared time MLP) from its ``config.yaml``."""
     frames = []
     for path in summaries:
-        summary = read_json(path)
-        require_columns(
-            summary,
-            ["run_id", "family", "dataset", "size", "val_ppl", "mean_tokens_per_s"],
-            path,
-            "a summary written by pretrain",
-        )
+        columns = ["run_id", "family", "dataset", "size", "val_ppl", "mean_tokens_per_s"]
+        summary = read_record(path, columns, "a summary written by pretrain")
         spec = yaml.safe_load((Path(path).parent / "config.yaml").read_text())
         curve = eval_curve(path).assign(
             run_id=summary["run_id"],
@@ -109,15 +104,13 @@ def time_embed_dim_figures(summaries: list[Path], out_ppl: FigureFiles, out_thro
         )
         sns.lineplot(finals, x="D", y="final_val_ppl", marker="o", color=colour, label="DiffEqFormer", ax=axes[0, 1])
         _baseline(axes[0, 1], baseline_final["final_val_ppl"].iloc[0], baseline_label)
-        axes[0, 1].set(xlabel="time-embedding dimension D", ylabel=PPL_LABEL, title="Final validation perplexity")
+        axes[0, 1].set(xlabel=D_LABEL, ylabel=PPL_LABEL, title="Final validation perplexity")
         axes[0, 1].legend()
 
     with house_figure(out_throughput) as (figure, axes):
         sns.barplot(finals, x="D", y="tokens_per_s", color=colour, ax=axes[0, 0])
         _baseline(axes[0, 0], baseline_final["tokens_per_s"].iloc[0], baseline_label)
-        axes[0, 0].set(
-            xlabel="time-embedding dimension D", ylabel="training throughput (tokens/s)", title="Training throughput"
-        )
+        axes[0, 0].set(xlabel=D_LABEL, ylabel="training throughput (tokens/s)", title="Training throughput")
         axes[0, 0].legend()
 
 
@@ -142,17 +135,11 @@ def memory_figure(records: list[Path], out: FigureFiles) -> None:
         sns.barplot(diffeq, x="D_label", y="peak", color=FAMILY_COLOURS["DiffEqFormer"], ax=axes[0, 0])
         for _, row in baseline.iterrows():
             _baseline(axes[0, 0], row["peak"], FAMILY_LABELS[row["family"]])
-        axes[0, 0].set(
-            xlabel="time-embedding dimension D",
-            ylabel=f"peak memory per device ({unit})",
-            title="Peak memory of a train step",
-        )
+        axes[0, 0].set(xlabel=D_LABEL, ylabel=f"peak memory per device ({unit})", title="Peak memory of a train step")
         if not baseline.empty:
             axes[0, 0].legend(loc="lower right")
         sns.lineplot(growth, x="D", y="ratio", hue="quantity", marker="o", ax=axes[0, 1])
-        axes[0, 1].set(
-            xlabel="time-embedding dimension D", ylabel=f"relative to D = {first['D']}", title="Growth with D"
-        )
+        axes[0, 1].set(xlabel=D_LABEL, ylabel=f"relative to D = {first['D']}", title="Growth with D")
         figure.suptitle(
             f"{source}; batch {first['batch_size']} × {first['seq_len']} tokens, "
             f"{first['num_devices']} {first['backend']} device(s)"
@@ -175,8 +162,7 @@ def finetune_runs(summaries: list[Path]) -> pd.DataFrame:
     row per (run, step), labelled 'DiffEqFormer L→N′' or 'GPT-L'."""
     frames = []
     for path in summaries:
-        summary = read_json(path)
-        require_columns(summary, FINETUNE_KEYS, path, "a fine-tune summary written by the finetune stage")
+        summary = read_record(path, FINETUNE_KEYS, "a fine-tune summary written by the finetune stage")
         label = (
             f"DiffEqFormer {summary['source_steps']}→{summary['num_steps']}"
             if summary["family"] in DIFFEQ_FAMILIES

@@ -51,18 +51,22 @@ FINETUNE_KEYS = [
 ACCURACY_METRIC = "acc"
 
 
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(Path(path).read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: is not valid JSON ({error}).") from error
-
-
 def require_columns(frame: pd.DataFrame | dict, columns: list[str], path: Path, expected: str) -> None:
     """Fail with one sentence naming the file and the first missing key."""
     missing = [column for column in columns if column not in frame]
     if missing:
         raise ValueError(f"{path}: key {missing[0]!r} is missing; expected {expected}.")
+
+
+def read_record(path: Path, columns: list[str], expected: str, upgrade=lambda record: record) -> dict:
+    """The JSON record at ``path`` (``upgrade``d), which must hold ``columns``; invalid JSON or a missing key fails
+    naming the file."""
+    try:
+        record = upgrade(json.loads(Path(path).read_text()))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: is not valid JSON ({error}).") from error
+    require_columns(record, columns, path, expected)
+    return record
 
 
 def read_csv(path: Path, columns: list[str], expected: str) -> pd.DataFrame:
@@ -77,13 +81,8 @@ def load_summaries(paths: list[Path]) -> pd.DataFrame:
 
 
 def read_records(paths: list[Path], columns: list[str], expected: str, upgrade=lambda record: record) -> pd.DataFrame:
-    """One row per JSON record of ``paths`` (``upgrade``d), its ``columns``; a missing key fails naming the file."""
-    rows = []
-    for path in paths:
-        record = upgrade(read_json(path))
-        require_columns(record, columns, path, expected)
-        rows.append({column: record[column] for column in columns})
-    return pd.DataFrame(rows, columns=columns)
+    """One row per JSON record of ``paths`` (``read_record``), its ``columns``."""
+    return pd.DataFrame([read_record(path, columns, expected, upgrade) for path in paths], columns=columns)
 
 
 def eval_curve(summary_path: Path) -> pd.DataFrame:
