@@ -100,7 +100,8 @@ def eval_curve(summary_path: Path) -> pd.DataFrame:
 
 
 def load_downstream(paths: list[Path]) -> pd.DataFrame:
-    """Rows of the ``downstream.csv`` files; accuracies must be fractions in [0, 1] (lm-eval's convention)."""
+    """Rows of the ``downstream.csv`` files (none: no rows); accuracies must be fractions in [0, 1] (lm-eval's
+    convention)."""
     frames = []
     for path in paths:
         frame = read_csv(path, DOWNSTREAM_COLUMNS, "a downstream.csv written by the evaluate stage")
@@ -108,7 +109,7 @@ def load_downstream(paths: list[Path]) -> pd.DataFrame:
         if not accuracy.between(0, 1).all():
             raise ValueError(f"{path}: key 'value' holds an accuracy outside [0, 1]; expected lm-eval fractions.")
         frames.append(frame[DOWNSTREAM_COLUMNS])
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=DOWNSTREAM_COLUMNS)
 
 
 def load_memory_probes(records: list[Path]) -> tuple[pd.DataFrame, str]:
