@@ -20,9 +20,8 @@ from levanter.data.text import BatchTokenizer, TextLmDatasetFormat, build_lm_dat
 from levanter.store.cache import CacheLedger, CacheMetadata, CacheOptions, SerialCacheWriter, TreeCache
 
 from pipeline.data.files import TEXT_FIELD, atomic_directory, iter_jsonl
-from pipeline.data.shards import LEVANTER_LEDGER, finished_shard_count, whole_ledger
+from pipeline.data.shards import LEVANTER_LEDGER, finished_shard_count, stopped, whole_ledger
 from pipeline.data.tokenizer import check_tokenizer_dir
-from pipeline.execution.errors import RunStopped
 from pipeline.execution.progress import Progress
 from pipeline.execution.stop_signals import StopSignals
 
@@ -93,13 +92,6 @@ def _recorded_inputs(cache_dir: Path) -> str | None:
     return path.read_text() if path.is_file() else None
 
 
-def _stopped(cache_dir: Path, stop: StopSignals, done: int, total: int, kept: str) -> RunStopped:
-    return RunStopped(
-        f"Token cache {cache_dir}: stopped on request ({stop.signal_name}: SIGTERM to the job or SLURM's walltime "
-        f"warning) after {done} of {total} shards; {kept}, rerun the job to resume."
-    )
-
-
 def _build_serial(
     jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cache_dir: Path, stop: StopSignals
 ) -> int:
@@ -112,7 +104,7 @@ def _build_serial(
             docs = iter_jsonl(path)
             while batch := list(itertools.islice(docs, BATCH_SIZE)):
                 if stop.signal_name is not None:
-                    raise _stopped(cache_dir, stop, progress.done, progress.total, "the serial builder keeps none")
+                    raise stopped(progress.what, stop, progress.done, progress.total, "the serial builder keeps none")
                 writer.write_batch(processor(batch))
                 documents += len(batch)
             progress.advance()
@@ -148,8 +140,8 @@ def _build_ray(jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cac
             done = max(finished_shard_count(cache_dir), progress.done)  # a backup ledger may be behind
             progress.advance(done - progress.done)
             if stop.signal_name is not None:  # its Ray ends with the verb, after the attempt's record
-                raise _stopped(
-                    cache_dir, stop, done, progress.total, "Levanter's ledger keeps the finished ones"
+                raise stopped(
+                    progress.what, stop, done, progress.total, "Levanter's ledger keeps the finished ones"
                 ) from None
 
 

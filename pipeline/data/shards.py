@@ -117,6 +117,14 @@ def shards_done(out_dir: Path) -> tuple[int, int | None]:
     return sum(finished_shard_count(path) for path in splits), None
 
 
+def stopped(what: str, stop: StopSignals, done: int, total: int, kept: str) -> RunStopped:
+    """The stop of data job ``what`` after ``done`` of its ``total`` shards, saying what of them is ``kept``."""
+    return RunStopped(
+        f"{what}: stopped on request ({stop.signal_name}: SIGTERM to the job or SLURM's walltime warning) after "
+        f"{done} of {total} shards; {kept}, rerun the job to resume."
+    )
+
+
 class _ShardWriter:
     """Writes the shards of one export into its staging folder, appending each finished one to the ledger."""
 
@@ -129,11 +137,8 @@ class _ShardWriter:
         them with ``RunStopped``."""
         for row, text in enumerate(source.read(start), start + 1):
             if self.stop.signal_name is not None:
-                raise RunStopped(
-                    f"{self.what}: stopped on request ({self.stop.signal_name}: SIGTERM to the job or SLURM's "
-                    f"walltime warning) after {self.done} of {self.planned} shards; the finished ones are kept in "
-                    f"{self.staging}, rerun the job to resume."
-                )
+                kept = f"the finished ones are kept in {self.staging}"
+                raise stopped(self.what, self.stop, self.done, self.planned, kept)
             if text.strip():
                 yield row, text
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.analysis.memory import MEMORY_COLUMNS
-from pipeline.artifacts import with_current_keys
+from pipeline.artifacts import read_metrics, with_current_keys
 from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
 
 RUN_COLUMNS = [
@@ -90,10 +90,8 @@ def eval_curve(summary_path: Path) -> pd.DataFrame:
     path = Path(summary_path).parent / "metrics.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found; expected the metrics log beside {summary_path}.")
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    curve = pd.DataFrame(
-        [record for record in records if "eval_ppl" in record], columns=["step", "eval_loss", "eval_ppl"]
-    )
+    records = [record for record in read_metrics(path) if "eval_ppl" in record]
+    curve = pd.DataFrame(records, columns=["step", "eval_loss", "eval_ppl"])
     if curve.empty:
         raise ValueError(f"{path}: key 'eval_ppl' appears in no record; expected evaluation records.")
     return curve.drop_duplicates("step", keep="last").sort_values("step")

@@ -67,34 +67,21 @@ def test_pretraining_and_ablation_figures(tmp_path, large_runs):
 
 def test_finetune_downstream_and_analysis_figures(tmp_path):
     directions = (("wt103", "owt"), ("owt", "wt103"))
+    # (family, name, N', source steps L, final perplexity): DiffEqFormer resampled to 3 and 6 steps, GPT's 8 layers
+    tunes = [("diffeq", f"diffeq6-n{n}", n, 6, 500.0 + n) for n in (3, 6)] + [("gpt", "gpt8", 8, 8, 520.0)]
     summaries = [
         write_finetune_run(
             tmp_path,
-            f"ft-{s}-{t}-diffeq6-n{n}-{m}",
-            family="diffeq",
+            f"ft-{s}-{t}-{name}-{m}",
+            family=family,
             source=s,
             target=t,
             method=m,
             num_steps=n,
-            source_steps=6,
-            ppl=500.0 + n,
+            source_steps=layers,
+            ppl=ppl,
         )
-        for s, t in directions
-        for m in ("lora", "full")
-        for n in (3, 6)
-    ]
-    summaries += [
-        write_finetune_run(
-            tmp_path,
-            f"ft-{s}-{t}-gpt8-{m}",
-            family="gpt",
-            source=s,
-            target=t,
-            method=m,
-            num_steps=8,
-            source_steps=8,
-            ppl=520.0,
-        )
+        for family, name, n, layers, ppl in tunes
         for s, t in directions
         for m in ("lora", "full")
     ]
