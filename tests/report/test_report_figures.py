@@ -5,7 +5,7 @@ from contract_files import (
     figure_files,
     write_clustering,
     write_downstream,
-    write_finetune_run,
+    write_finetunes,
     write_frontier,
     write_lyapunov,
     write_memory_record,
@@ -66,25 +66,8 @@ def test_pretraining_and_ablation_figures(tmp_path, large_runs):
 
 
 def test_finetune_downstream_and_analysis_figures(tmp_path):
-    directions = (("wt103", "owt"), ("owt", "wt103"))
-    # (family, name, N', source steps L, final perplexity): DiffEqFormer resampled to 3 and 6 steps, GPT's 8 layers
-    tunes = [("diffeq", f"diffeq6-n{n}", n, 6, 500.0 + n) for n in (3, 6)] + [("gpt", "gpt8", 8, 8, 520.0)]
-    summaries = [
-        write_finetune_run(
-            tmp_path,
-            f"ft-{s}-{t}-{name}-{m}",
-            family=family,
-            source=s,
-            target=t,
-            method=m,
-            num_steps=n,
-            source_steps=layers,
-            ppl=ppl,
-        )
-        for family, name, n, layers, ppl in tunes
-        for s, t in directions
-        for m in ("lora", "full")
-    ]
+    directions = [("wt103", "owt"), ("owt", "wt103")]
+    summaries = write_finetunes(tmp_path, directions, ["lora", "full"], diffeq=6, steps_grid=[3, 6], gpt=8)
     fig = tmp_path / "fig"
     figures.finetune_figure(summaries, figure_files(fig / "finetune"))
     accuracy = {(task, k): 0.4 for task in ("tiny_choice", "tiny_lambada") for k in (0, 5)}
