@@ -11,7 +11,7 @@ import pandas as pd
 
 from pipeline.analysis.memory import MEMORY_COLUMNS
 from pipeline.artifacts import read_metrics, with_current_keys
-from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
+from pipeline.evaluate import DOWNSTREAM_COLUMNS
 
 RUN_COLUMNS = [
     "run_id",

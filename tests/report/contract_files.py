@@ -12,7 +12,7 @@ import yaml
 from pipeline.analysis.clustering import MAGNITUDE_DEGREES, SWEEP_COLUMNS
 from pipeline.analysis.tidy import FRONTIER_COLUMNS, LYAPUNOV_COLUMNS, PARAM_COUNT_COLUMNS, SPECTRA_COLUMNS
 from pipeline.config import memory_probes
-from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
+from pipeline.evaluate import DOWNSTREAM_COLUMNS
 from pipeline.report.figures import CLUSTER_STATS_COLUMNS, TRAJECTORY_COLUMNS
 from pipeline.report.style import FigureFiles
 from pipeline.report.table_views import TableFiles
