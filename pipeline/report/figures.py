@@ -36,17 +36,14 @@ CLUSTER_STATS_COLUMNS = ["magnitude", "degree", "n_clusters", "threshold", "mean
 def pretrain_curves(summaries: list[Path]) -> pd.DataFrame:
     """Validation curves of pretraining runs, one row per (run, eval step), with the run's spec columns
     (family label, dataset, size, ablation, Adam β2, D, shared time MLP) from its ``config.yaml``."""
+    identity = ["run_id", "family", "dataset", "size"]
     frames = []
     for path in summaries:
-        columns = ["run_id", "family", "dataset", "size", "val_ppl", "mean_tokens_per_s"]
-        summary = read_record(path, columns, "a summary written by pretrain")
+        summary = read_record(path, [*identity, "val_ppl", "mean_tokens_per_s"], "a summary written by pretrain")
         spec = yaml.safe_load((Path(path).parent / "config.yaml").read_text())
         curve = eval_curve(path).assign(
-            run_id=summary["run_id"],
-            family=summary["family"],
+            **{key: summary[key] for key in identity},
             model=FAMILY_LABELS[summary["family"]],
-            dataset=summary["dataset"],
-            size=summary["size"],
             final_val_ppl=summary["val_ppl"],
             tokens_per_s=summary["mean_tokens_per_s"],
             beta2=spec["train"]["beta2"],

@@ -161,7 +161,8 @@ def planned_claims(config: dict, study_csv: Path = STUDY_CSV) -> list[Plan]:
     if "item" not in card or "evidence" not in card:
         raise ValueError(f"{study_csv} has no item/evidence columns; point --study-csv at a mini-study scorecard CSV.")
     claims = card.set_index("item")
-    seeds, groups = len(config.get("seeds", [0])), config.get("pretrain", {})
+    seeds = len(config.get("seeds", [0]))
+    groups = config.get("pretrain", {})
     plans = []
     for group, families in ((name, set(g["families"])) for name, g in groups.items()):
         wide = per_seed_log_ppl(card, group)
