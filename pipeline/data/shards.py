@@ -1,6 +1,7 @@
 """A corpus export in numbered shards that resumes where it stopped (docs/runs.md#data-jobs-resume): per split,
 ``{split}-NNNNN.jsonl.gz`` of ``docs_per_shard`` documents in the staging folder, each listed when done in the
-ledger ``shards.jsonl`` (first line: the export's key); a stop signal abandons the current shard (``RunStopped``)."""
+ledger ``shards.jsonl`` (first line: the export's key); a stop signal abandons the current shard (``RunStopped``).
+What a stopped data job kept: an export's ledger, or a token cache's Levanter ledgers (``whole_ledger``)."""
 
 from __future__ import annotations
 
