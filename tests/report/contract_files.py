@@ -176,20 +176,16 @@ def write_finetunes(
 ) -> list[Path]:
     """Fig. 5's fine-tunes per direction and method: the DiffEqFormer of ``diffeq`` steps resampled to each N′ of
     ``steps_grid`` (perplexity 500 + N′) and the GPT of ``gpt`` layers (perplexity 550)."""
-    tunes = [("diffeq", f"diffeq{diffeq}-n{n}", n, diffeq, 500.0 + n) for n in steps_grid]
+    tunes = [
+        (f"diffeq{diffeq}-n{n}", dict(family="diffeq", num_steps=n, source_steps=diffeq, ppl=500.0 + n))
+        for n in steps_grid
+    ]
+    tunes.append((f"gpt{gpt}", dict(family="gpt", num_steps=gpt, source_steps=gpt, ppl=550.0)))
     return [
         write_finetune_run(
-            results,
-            f"ft-{source}-{target}-{name}-{method}",
-            family=family,
-            source=source,
-            target=target,
-            method=method,
-            num_steps=steps,
-            source_steps=layers,
-            ppl=ppl,
+            results, f"ft-{source}-{target}-{name}-{method}", source=source, target=target, method=method, **tune
         )
-        for family, name, steps, layers, ppl in [*tunes, ("gpt", f"gpt{gpt}", gpt, gpt, 550.0)]
+        for name, tune in tunes
         for source, target in directions
         for method in methods
     ]
