@@ -1,7 +1,5 @@
-"""The paper's figures from the stages' tidy files only: each ``*_figure`` draws one figure to its ``FigureFiles``
-(PNG + PDF).
-
-Longer than 300 lines because it holds one short function per paper figure, which share the axes helpers."""
+"""The paper's figures from the stages' tidy files only (read by ``tidy_inputs``): each ``*_figure`` draws one figure to
+its ``FigureFiles`` (PNG + PDF)."""
 
 from __future__ import annotations
 
@@ -10,48 +8,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import seaborn as sns
-import yaml
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
 from pipeline.analysis.tidy import FRONTIER_COLUMNS, LYAPUNOV_COLUMNS, SPECTRA_COLUMNS
 from pipeline.config.families import DIFFEQ_FAMILIES, FAMILY_LABELS
 from pipeline.report.style import FAMILY_COLOURS, FigureFiles, house_figure
 from pipeline.report.tables import DATASET_LABELS, DOWNSTREAM_TABLES, downstream_table
-from pipeline.report.tidy_inputs import (
-    FINETUNE_KEYS,
-    eval_curve,
-    load_downstream,
-    load_memory_probes,
-    read_csv,
-    read_record,
-)
+from pipeline.report.tidy_inputs import finetune_runs, load_downstream, load_memory_probes, pretrain_curves, read_csv
 
 PPL_LABEL = "validation perplexity (lower is better)"
 STEP_LABEL = "training step (updates)"
 D_LABEL = "time-embedding dimension D"
 TRAJECTORY_COLUMNS = ["magnitude", "degree", "step", "t", "token", "x0", "x1", "x2"]
 CLUSTER_STATS_COLUMNS = ["magnitude", "degree", "n_clusters", "threshold", "mean_pairwise_distance"]
-
-
-def pretrain_curves(summaries: list[Path]) -> pd.DataFrame:
-    """Validation curves of pretraining runs, one row per (run, eval step), with the run's spec columns
-    (family label, dataset, size, ablation, Adam β2, D, shared time MLP) from its ``config.yaml``."""
-    identity = ["run_id", "family", "dataset", "size"]
-    frames = []
-    for path in summaries:
-        summary = read_record(path, [*identity, "val_ppl", "mean_tokens_per_s"], "a summary written by pretrain")
-        spec = yaml.safe_load((Path(path).parent / "config.yaml").read_text())
-        curve = eval_curve(path).assign(
-            **{key: summary[key] for key in identity},
-            model=FAMILY_LABELS[summary["family"]],
-            final_val_ppl=summary["val_ppl"],
-            tokens_per_s=summary["mean_tokens_per_s"],
-            beta2=spec["train"]["beta2"],
-            time_embed_dim=spec["model"].get("time_embed_dim"),
-            shared_time_mlp=bool(spec["model"].get("shared_time_mlp")),
-        )
-        frames.append(curve)
-    return pd.concat(frames, ignore_index=True)
 
 
 def _curves(axis, curves: pd.DataFrame, title: str, **kwargs) -> None:
@@ -152,21 +121,6 @@ def time_mlp_design_figure(summaries: list[Path], out: FigureFiles) -> None:
     )
     with house_figure(out) as (figure, axes):
         _curves(axes[0, 0], curves, "Time-dependent weight design", hue="design")
-
-
-def finetune_runs(summaries: list[Path]) -> pd.DataFrame:
-    """Evaluation curves on the target dataset of the step-resampling fine-tunes (§6.2; split ``eval_split``), one
-    row per (run, step), labelled 'DiffEqFormer L→N′' or 'GPT-L'."""
-    frames = []
-    for path in summaries:
-        summary = read_record(path, FINETUNE_KEYS, "a fine-tune summary written by the finetune stage")
-        label = (
-            f"DiffEqFormer {summary['source_steps']}→{summary['num_steps']}"
-            if summary["family"] in DIFFEQ_FAMILIES
-            else f"{FAMILY_LABELS.get(summary['family'], summary['family'])}-{summary['num_steps']}"
-        )
-        frames.append(eval_curve(path).assign(**{column: summary[column] for column in FINETUNE_KEYS}, label=label))
-    return pd.concat(frames, ignore_index=True)
 
 
 def finetune_figure(summaries: list[Path], out: FigureFiles) -> None:

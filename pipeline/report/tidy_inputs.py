@@ -1,6 +1,6 @@
 """The stages' tidy files as the report reads them, each missing file or key failing with one sentence naming it:
-run summaries (``RUN_COLUMNS``, ``FINETUNE_KEYS``), metrics logs, lm-eval's ``downstream.csv``, memory probes, and
-``read_csv``."""
+run summaries (``RUN_COLUMNS``, ``FINETUNE_KEYS``), validation curves (``pretrain_curves``, ``finetune_runs``),
+lm-eval's ``downstream.csv``, memory probes, and ``read_csv``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from pipeline.analysis.memory import MEMORY_COLUMNS
 from pipeline.artifacts import read_metrics, with_current_keys
+from pipeline.config.families import DIFFEQ_FAMILIES, FAMILY_LABELS
 from pipeline.evaluate import DOWNSTREAM_COLUMNS
 
 RUN_COLUMNS = [
@@ -95,6 +97,42 @@ def eval_curve(summary_path: Path) -> pd.DataFrame:
     if curve.empty:
         raise ValueError(f"{path}: key 'eval_ppl' appears in no record; expected evaluation records.")
     return curve.drop_duplicates("step", keep="last").sort_values("step")
+
+
+def pretrain_curves(summaries: list[Path]) -> pd.DataFrame:
+    """Validation curves of pretraining runs, one row per (run, eval step), with the run's spec columns
+    (family label, dataset, size, ablation, Adam β2, D, shared time MLP) from its ``config.yaml``."""
+    identity = ["run_id", "family", "dataset", "size"]
+    frames = []
+    for path in summaries:
+        summary = read_record(path, [*identity, "val_ppl", "mean_tokens_per_s"], "a summary written by pretrain")
+        spec = yaml.safe_load((Path(path).parent / "config.yaml").read_text())
+        curve = eval_curve(path).assign(
+            **{key: summary[key] for key in identity},
+            model=FAMILY_LABELS[summary["family"]],
+            final_val_ppl=summary["val_ppl"],
+            tokens_per_s=summary["mean_tokens_per_s"],
+            beta2=spec["train"]["beta2"],
+            time_embed_dim=spec["model"].get("time_embed_dim"),
+            shared_time_mlp=bool(spec["model"].get("shared_time_mlp")),
+        )
+        frames.append(curve)
+    return pd.concat(frames, ignore_index=True)
+
+
+def finetune_runs(summaries: list[Path]) -> pd.DataFrame:
+    """Evaluation curves on the target dataset of the step-resampling fine-tunes (§6.2; split ``eval_split``), one
+    row per (run, step), labelled 'DiffEqFormer L→N′' or 'GPT-L'."""
+    frames = []
+    for path in summaries:
+        summary = read_record(path, FINETUNE_KEYS, "a fine-tune summary written by the finetune stage")
+        label = (
+            f"DiffEqFormer {summary['source_steps']}→{summary['num_steps']}"
+            if summary["family"] in DIFFEQ_FAMILIES
+            else f"{FAMILY_LABELS.get(summary['family'], summary['family'])}-{summary['num_steps']}"
+        )
+        frames.append(eval_curve(path).assign(**{column: summary[column] for column in FINETUNE_KEYS}, label=label))
+    return pd.concat(frames, ignore_index=True)
 
 
 def load_downstream(paths: list[Path]) -> pd.DataFrame:
