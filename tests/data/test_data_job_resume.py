@@ -104,18 +104,8 @@ def _token_arrays(cache_root, split):
     return ids.data[0 : ids.data_size].read().result(), ids.offsets[0 : len(store) + 1].read().result()
 
 
-def _cache_command(corpus, tokenizer_dir, out, *builder):
-    return [
-        "cache",
-        "--corpus",
-        str(corpus),
-        "--tokenizer",
-        str(tokenizer_dir),
-        "--out",
-        str(out),
-        "--builder",
-        *builder,
-    ]
+def _cache_command(corpus, tokenizer, out, *builder):
+    return ["cache", "--corpus", str(corpus), "--tokenizer", str(tokenizer), "--out", str(out), "--builder", *builder]
 
 
 @pytest.mark.slow
