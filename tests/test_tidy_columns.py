@@ -3,8 +3,8 @@
 import ast
 from pathlib import Path
 
+import pipeline.evaluate as evaluate
 from pipeline.analysis import tidy as analysis_tidy
-from pipeline.evaluate import tidy as evaluate_tidy
 from pipeline.report import figures, tables, tidy_inputs
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pipeline"
@@ -39,4 +39,4 @@ def test_the_report_reads_the_writers_column_lists():
     assert figures.LYAPUNOV_COLUMNS is analysis_tidy.LYAPUNOV_COLUMNS
     assert figures.FRONTIER_COLUMNS is analysis_tidy.FRONTIER_COLUMNS
     assert tables.PARAM_COUNT_COLUMNS is analysis_tidy.PARAM_COUNT_COLUMNS
-    assert tidy_inputs.DOWNSTREAM_COLUMNS is evaluate_tidy.DOWNSTREAM_COLUMNS
+    assert tidy_inputs.DOWNSTREAM_COLUMNS is evaluate.DOWNSTREAM_COLUMNS

@@ -135,18 +135,7 @@ def run_clustering(
     return pd.concat(trajectories, ignore_index=True), pd.DataFrame(statistics)
 
 
-SWEEP_COLUMNS = [
-    "regime",
-    "role",
-    "horizon",
-    "dt",
-    "seed",
-    "magnitude",
-    "degree",
-    "tokens",
-    "threshold",
-    "n_clusters",
-]
+SWEEP_COLUMNS = ["regime", "role", "horizon", "dt", "seed", "magnitude", "degree", "tokens", "threshold", "n_clusters"]
 
 
 def sweep_clustering(

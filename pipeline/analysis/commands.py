@@ -44,8 +44,7 @@ def _memory_probe(args: argparse.Namespace) -> None:
 def _clustering(args: argparse.Namespace) -> None:
     from pipeline.analysis.clustering import write_clustering
 
-    settings = json.loads(args.settings)
-    stats = write_clustering(str(args.out_dir), settings)
+    stats = write_clustering(str(args.out_dir), json.loads(args.settings))
     logging.info("clustering finished: %s", json.dumps(stats))
 
 

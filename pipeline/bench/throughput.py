@@ -42,10 +42,6 @@ class BenchConfig:
     weight_decay: float = 0.1
     seed: int = 0
 
-    @property
-    def tokens_per_batch(self) -> int:
-        return self.batch_size * self.seq_len
-
 
 def build_models(cfg: BenchConfig):
     """GPT and GPT-based DiffEqFormer of the same dimensions, randomly initialised."""
@@ -124,7 +120,7 @@ def run_benchmark(cfg: BenchConfig) -> dict:
 
     Batch = hax.Axis("batch", cfg.batch_size)
     tokens = hax.random.randint(jax.random.PRNGKey(cfg.seed + 1), (Batch, gpt.Pos), 0, cfg.vocab_size)
-    n_tokens = cfg.tokens_per_batch
+    n_tokens = cfg.batch_size * cfg.seq_len
 
     samples, outputs = time_interleaved(
         {

@@ -132,13 +132,8 @@ def build_corpus(name: str, deb: Path, out_dir: Path) -> dict[str, dict]:
         stats[split] = write_jsonl(path, texts, compresslevel=GZIP_LEVEL)
         stats[split]["bytes"] = path.stat().st_size
         stats[split]["sha256"] = sha256_file(path)
-        stats[split]["jsonl_sha256"] = _decompressed_sha256(path)
+        stats[split]["jsonl_sha256"] = sha256_file(path, gzip.open)
     return stats
-
-
-def _decompressed_sha256(path: Path) -> str:
-    with gzip.open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 _PROVENANCE = """\
@@ -229,7 +224,7 @@ def rebuild(out: Path, deb_dir: Path | None, check: bool) -> dict[str, dict[str,
         (target / "PROVENANCE.md").write_text(provenance_markdown(stats), encoding="utf-8")
         if check:
             files = [corpus_filename(name, split) for name, source in SOURCES.items() for split in source.splits]
-            differing = [f for f in files if _decompressed_sha256(target / f) != _decompressed_sha256(out / f)]
+            differing = [f for f in files if sha256_file(target / f, gzip.open) != sha256_file(out / f, gzip.open)]
             if differing:
                 raise ValueError(
                     f"{out}: {', '.join(differing)} differ from a rebuild; run build-corpora without "

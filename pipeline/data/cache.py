@@ -20,9 +20,8 @@ from levanter.data.text import BatchTokenizer, TextLmDatasetFormat, build_lm_dat
 from levanter.store.cache import CacheLedger, CacheMetadata, CacheOptions, SerialCacheWriter, TreeCache
 
 from pipeline.data.files import TEXT_FIELD, atomic_directory, iter_jsonl
-from pipeline.data.shards import LEVANTER_LEDGER, finished_shard_count
+from pipeline.data.shards import LEVANTER_LEDGER, finished_shard_count, stopped, whole_ledger
 from pipeline.data.tokenizer import check_tokenizer_dir
-from pipeline.execution.errors import RunStopped
 from pipeline.execution.progress import Progress
 from pipeline.execution.stop_signals import StopSignals
 
@@ -34,12 +33,12 @@ WAIT_S = 1.0
 logger = logging.getLogger(__name__)
 
 
-def lm_processor(tokenizer_dir: str | Path, text_field: str = TEXT_FIELD) -> BatchTokenizer:
+def lm_processor(tokenizer_dir: str | Path) -> BatchTokenizer:
     """Levanter's text preprocessor (BatchTokenizer, bos and eos enforced) for a local tokenizer; its
     ``name_or_path`` (``str(tokenizer_dir)``) is in the cache metadata, so training must name it the same."""
     tokenizer = load_tokenizer(str(check_tokenizer_dir(tokenizer_dir)))
     return preprocessor_for_format(
-        TextLmDatasetFormat(text_key=text_field), tokenizer, enforce_bos=True, enforce_eos=True
+        TextLmDatasetFormat(text_key=TEXT_FIELD), tokenizer, enforce_bos=True, enforce_eos=True
     )
 
 
@@ -49,7 +48,6 @@ def build_token_cache(
     out_dir: Path,
     *,
     builder: Builder = "serial",
-    text_field: str = TEXT_FIELD,
     overwrite: bool = False,
 ) -> dict:
     """Tokenize JSONL files (in order) into a Levanter TreeCache at ``out_dir``, with Levanter's SerialCacheWriter
@@ -60,7 +58,7 @@ def build_token_cache(
         raise ValueError(f"Token cache {out_dir}: builder={builder!r}; expected 'serial' or 'ray'.")
     if not jsonl_files:
         raise ValueError(f"No JSONL files given for token cache {out_dir}; expected at least one.")
-    processor = lm_processor(tokenizer_dir, text_field)
+    processor = lm_processor(tokenizer_dir)
     inputs = cache_inputs(jsonl_files, processor, builder)
     out_dir = Path(out_dir)
     if overwrite and _recorded_inputs(out_dir) == inputs:
@@ -68,12 +66,12 @@ def build_token_cache(
         return {**cache_stats(out_dir), "seconds": 0.0}
     start = time.perf_counter()
     with StopSignals() as stop, atomic_directory(out_dir, overwrite=overwrite, resumable=True) as tmp:
-        if builder == "serial" or _recorded_inputs(tmp) != inputs or whole_ledger(tmp) is None:
+        if builder == "serial" or _recorded_inputs(tmp) != inputs or whole_ledger(tmp, restore=True) is None:
             shutil.rmtree(tmp)
             tmp.mkdir()
         (tmp / INPUTS_FILE).write_text(inputs)
         build = _build_serial if builder == "serial" else _build_ray
-        documents = build(jsonl_files, processor, tmp, text_field, stop)
+        documents = build(jsonl_files, processor, tmp, stop)
         stats = cache_stats(tmp)
         if stats["documents"] != documents:
             raise RuntimeError(f"Token cache {out_dir} holds {stats['documents']} documents; expected {documents}.")
@@ -94,15 +92,8 @@ def _recorded_inputs(cache_dir: Path) -> str | None:
     return path.read_text() if path.is_file() else None
 
 
-def _stopped(cache_dir: Path, stop: StopSignals, done: int, total: int, kept: str) -> RunStopped:
-    return RunStopped(
-        f"Token cache {cache_dir}: stopped on request ({stop.signal_name}: SIGTERM to the job or SLURM's walltime "
-        f"warning) after {done} of {total} shards; {kept}, rerun the job to resume."
-    )
-
-
 def _build_serial(
-    jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cache_dir: Path, text_field: str, stop: StopSignals
+    jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cache_dir: Path, stop: StopSignals
 ) -> int:
     """Tokenize in this process with Levanter's SerialCacheWriter; returns the number of documents."""
     metadata = CacheMetadata(preprocessor_metadata=processor.metadata)
@@ -110,19 +101,17 @@ def _build_serial(
     documents = 0
     with SerialCacheWriter(str(cache_dir), processor.output_exemplar, metadata=metadata) as writer:
         for path in jsonl_files:
-            docs = iter_jsonl(path, text_field)
+            docs = iter_jsonl(path)
             while batch := list(itertools.islice(docs, BATCH_SIZE)):
                 if stop.signal_name is not None:
-                    raise _stopped(cache_dir, stop, progress.done, progress.total, "the serial builder keeps none")
+                    raise stopped(progress.what, stop, progress.done, progress.total, "the serial builder keeps none")
                 writer.write_batch(processor(batch))
                 documents += len(batch)
             progress.advance()
     return documents
 
 
-def _build_ray(
-    jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cache_dir: Path, text_field: str, stop: StopSignals
-) -> int:
+def _build_ray(jsonl_files: Sequence[str | Path], processor: BatchTokenizer, cache_dir: Path, stop: StopSignals) -> int:
     """Validate the files of the shards Levanter's ledger in `cache_dir` has not finished here (clear errors), then run
     Levanter's Ray cache builder, which resumes from that ledger, and wait for it."""
     source = UrlDataSource([str(Path(path).resolve()) for path in jsonl_files])
@@ -131,13 +120,13 @@ def _build_ray(
     shards = zip(source.shard_names, jsonl_files, strict=True) if finished else []  # names: Levanter's, for files
     unfinished = [path for name, path in shards if name not in finished] if finished else jsonl_files
     documents = sum(ledger.shard_rows[name] for name in finished) + sum(
-        1 for path in unfinished for _ in iter_jsonl(path, text_field)
+        1 for path in unfinished for _ in iter_jsonl(path)
     )
     progress = Progress(f"Token cache {cache_dir}", len(jsonl_files), "shards", done=len(finished))
     cache = build_lm_dataset_cache(
         str(cache_dir),
         source,
-        TextLmDatasetFormat(text_key=text_field),
+        TextLmDatasetFormat(text_key=TEXT_FIELD),
         processor.tokenizer,
         options=_ray_cache_options(),
         enforce_eos=True,
@@ -151,24 +140,9 @@ def _build_ray(
             done = max(finished_shard_count(cache_dir), progress.done)  # a backup ledger may be behind
             progress.advance(done - progress.done)
             if stop.signal_name is not None:  # its Ray ends with the verb, after the attempt's record
-                raise _stopped(
-                    cache_dir, stop, done, progress.total, "Levanter's ledger keeps the finished ones"
+                raise stopped(
+                    progress.what, stop, done, progress.total, "Levanter's ledger keeps the finished ones"
                 ) from None
-
-
-def whole_ledger(cache_dir: Path) -> dict | None:
-    """The shard ledger of an unfinished Levanter cache, None without a readable one; a ledger torn mid-rewrite is
-    replaced by Levanter's ``<ledger>.bak`` (a few rows behind, which the builder trims and rewrites)."""
-    for path in (cache_dir / LEVANTER_LEDGER, cache_dir / f"{LEVANTER_LEDGER}.bak"):
-        try:
-            ledger = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if path.name != LEVANTER_LEDGER:
-            shutil.copyfile(path, cache_dir / LEVANTER_LEDGER)
-            logger.info("%s: the ledger was torn; resuming from its backup", cache_dir)
-        return ledger
-    return None
 
 
 def _ray_cache_options() -> CacheOptions:

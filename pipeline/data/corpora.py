@@ -13,12 +13,10 @@ from pipeline.data.shards import DOCS_PER_SHARD, SplitSource, export_shards
 SPLITS = ("train", "validation", "test")
 """Every split a corpus can have; "test" only where the source has one (``corpus_splits``)."""
 
-TINY_CORPORA: dict[str, str] = {
-    "pydocs": "Python 3.11 documentation prose (library reference, tutorial, language reference, HOWTOs, "
-    "FAQ): encyclopedic/technical, the stand-in for WikiText-103.",
-    "fortunes": "Debian fortune cookies (quotes, jokes, anecdotes, poems, literature): informal/narrative, "
-    "the stand-in for OpenWebText.",
-}
+TINY_CORPORA = tuple(SOURCES)
+"""The tiny corpora: ``pydocs``, Python 3.11 documentation prose (library reference, tutorial, language reference,
+HOWTOs, FAQ: encyclopedic/technical, the stand-in for WikiText-103), and ``fortunes``, Debian fortune cookies (quotes,
+jokes, anecdotes, poems, literature: informal/narrative, the stand-in for OpenWebText)."""
 
 
 def tiny_corpus_splits(name: str) -> tuple[str, ...]:
@@ -38,12 +36,7 @@ def tiny_corpus_file(name: str, split: str) -> Path:
 
 
 def export_tiny_corpus(
-    name: str,
-    out_dir: Path,
-    *,
-    test_split: bool = False,
-    docs_per_shard: int = DOCS_PER_SHARD,
-    overwrite: bool = False,
+    name: str, out_dir: Path, *, test_split: bool = False, docs_per_shard: int = DOCS_PER_SHARD, overwrite: bool = False
 ) -> dict:
     """Export a shipped tiny corpus as ``out_dir/{train,validation[,test]}-NNNNN.jsonl.gz`` shards (``test_split``:
     the corpus must ship one), atomically and resumably (``pipeline.data.shards``); returns its ``manifest.json``."""

@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -118,7 +118,7 @@ def atomic_directory(out_dir: str | Path, *, overwrite: bool = False, resumable:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    with open(path, "rb") as f:
+def sha256_file(path: str | Path, opener: Callable = open) -> str:
+    """Hex sha256 of a file's bytes, as ``opener`` reads them (``gzip.open``: of its decompressed content)."""
+    with opener(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()

@@ -40,7 +40,7 @@ def _local_data_files(dataset: str, path: Path, text_field: str) -> dict[str, li
 
 
 def _load(
-    dataset: str, source: str | Path, text_field: str, revision: str | None, num_proc: int | None, cache_dir: str | None
+    dataset: str, source: str | Path, text_field: str, revision: str | None, cache_dir: str | None
 ) -> datasets.DatasetDict:
     """Load ``source``: a ``save_to_disk`` folder, local parquet (``<config>/<split>/NNNN.parquet``) or JSONL, or a
     hub id at ``revision`` (offline: the prefetched snapshot; a missing one fails with one sentence)."""
@@ -51,10 +51,10 @@ def _load(
     if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():  # a save_to_disk folder
         loaded = datasets.load_from_disk(str(path))
     elif path.is_dir() and any(path.rglob(_LOCAL_PARQUET)):
-        loaded = datasets.load_dataset(str(path), num_proc=num_proc, cache_dir=cache_dir)
+        loaded = datasets.load_dataset(str(path), cache_dir=cache_dir)
     elif path.exists():
         data_files = _local_data_files(dataset, path, text_field)
-        loaded = datasets.load_dataset("json", data_files=data_files, num_proc=num_proc, cache_dir=cache_dir)
+        loaded = datasets.load_dataset("json", data_files=data_files, cache_dir=cache_dir)
     elif str(source).startswith(("/", ".", "~")):
         raise FileNotFoundError(
             f"Dataset {dataset!r}: local source {source} does not exist; expected a JSONL file, a folder of "
@@ -62,9 +62,9 @@ def _load(
         )
     elif hub_offline():
         snapshot = dataset_snapshot(dataset, str(source), revision)
-        loaded = datasets.load_dataset(str(snapshot), num_proc=num_proc, cache_dir=cache_dir)
+        loaded = datasets.load_dataset(str(snapshot), cache_dir=cache_dir)
     else:
-        loaded = datasets.load_dataset(str(source), revision=revision, num_proc=num_proc, cache_dir=cache_dir)
+        loaded = datasets.load_dataset(str(source), revision=revision, cache_dir=cache_dir)
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({"train": loaded})
     return loaded
@@ -126,7 +126,6 @@ def export_hf_corpus(
     text_field: str = TEXT_FIELD,
     docs_per_shard: int = DOCS_PER_SHARD,
     revision: str | None = None,
-    num_proc: int | None = None,
     cache_dir: str | Path | None = None,
     overwrite: bool = False,
 ) -> dict:
@@ -134,7 +133,7 @@ def export_hf_corpus(
     shards for Levanter's UrlDataSource, blank documents dropped, atomically and resumably
     (``pipeline.data.shards.export_shards``). Returns the manifest with the source's header."""
     cache = None if cache_dir is None else str(cache_dir)
-    loaded = _load(dataset, source, text_field, revision, num_proc, cache)
+    loaded = _load(dataset, source, text_field, revision, cache)
     splits = _splits(dataset, loaded, validation_fraction, seed, test_split)
     for split, ds in splits.items():
         if text_field not in ds.column_names:

@@ -1,6 +1,7 @@
 """A corpus export in numbered shards that resumes where it stopped (docs/runs.md#data-jobs-resume): per split,
 ``{split}-NNNNN.jsonl.gz`` of ``docs_per_shard`` documents in the staging folder, each listed when done in the
-ledger ``shards.jsonl`` (first line: the export's key); a stop signal abandons the current shard (``RunStopped``)."""
+ledger ``shards.jsonl`` (first line: the export's key); a stop signal abandons the current shard (``RunStopped``).
+What a stopped data job kept: an export's ledger, or a token cache's Levanter ledgers (``whole_ledger``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import itertools
 import json
 import logging
 import math
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -84,15 +86,25 @@ def kept_shards(staging: Path, key: dict) -> dict[str, list[dict]]:
     return kept
 
 
-def finished_shard_count(cache_dir: Path, default: int = 0) -> int:
-    """The shards Levanter's ledger in ``cache_dir`` lists as finished, else its backup's (the ledger torn by a stop,
-    or rewritten now: ``pipeline.data.cache.whole_ledger``); ``default`` without either."""
-    for name in (LEVANTER_LEDGER, f"{LEVANTER_LEDGER}.bak"):
+def whole_ledger(cache_dir: Path, *, restore: bool = False) -> dict | None:
+    """The shard ledger Levanter's builder keeps in ``cache_dir``, None without a readable one; a ledger torn by a
+    stop or being rewritten now is read from Levanter's ``<ledger>.bak`` (a few rows behind), which ``restore`` copies
+    back in its place for a resuming builder (it trims and rewrites the rows)."""
+    for path in (cache_dir / LEVANTER_LEDGER, cache_dir / f"{LEVANTER_LEDGER}.bak"):
         try:
-            return len(json.loads((cache_dir / name).read_text())["finished_shards"])
-        except (OSError, ValueError, KeyError):
+            ledger = json.loads(path.read_text())
+        except (OSError, ValueError):
             continue
-    return default
+        if restore and path.name != LEVANTER_LEDGER:
+            shutil.copyfile(path, cache_dir / LEVANTER_LEDGER)
+            logger.info("%s: the ledger was torn; resuming from its backup", cache_dir)
+        return ledger
+    return None
+
+
+def finished_shard_count(cache_dir: Path) -> int:
+    """The shards Levanter's ledger in ``cache_dir`` lists as finished (``whole_ledger``); 0 without one."""
+    return len((whole_ledger(cache_dir) or {}).get("finished_shards", []))
 
 
 def shards_done(out_dir: Path) -> tuple[int, int | None]:
@@ -104,6 +116,14 @@ def shards_done(out_dir: Path) -> tuple[int, int | None]:
         return len(entries), shards_planned(key["rows"], key["docs_per_shard"])
     splits = [path for path in staging.iterdir() if path.is_dir()] if staging.is_dir() else []
     return sum(finished_shard_count(path) for path in splits), None
+
+
+def stopped(what: str, stop: StopSignals, done: int, total: int, kept: str) -> RunStopped:
+    """The stop of data job ``what`` after ``done`` of its ``total`` shards, saying what of them is ``kept``."""
+    return RunStopped(
+        f"{what}: stopped on request ({stop.signal_name}: SIGTERM to the job or SLURM's walltime warning) after "
+        f"{done} of {total} shards; {kept}, rerun the job to resume."
+    )
 
 
 class _ShardWriter:
@@ -118,11 +138,8 @@ class _ShardWriter:
         them with ``RunStopped``."""
         for row, text in enumerate(source.read(start), start + 1):
             if self.stop.signal_name is not None:
-                raise RunStopped(
-                    f"{self.what}: stopped on request ({self.stop.signal_name}: SIGTERM to the job or SLURM's "
-                    f"walltime warning) after {self.done} of {self.planned} shards; the finished ones are kept in "
-                    f"{self.staging}, rerun the job to resume."
-                )
+                kept = f"the finished ones are kept in {self.staging}"
+                raise stopped(self.what, self.stop, self.done, self.planned, kept)
             if text.strip():
                 yield row, text
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from pipeline.data.files import TEXT_FIELD, atomic_directory, iter_texts
+from pipeline.data.files import atomic_directory, iter_texts
 
 END_OF_TEXT = "<|endoftext|>"
 MIN_VOCAB_SIZE = 257  # 256 byte symbols + <|endoftext|>
@@ -16,14 +16,7 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"
 
 
 def train_bpe_tokenizer(
-    corpus_files: Sequence[str | Path],
-    vocab_size: int,
-    out_dir: Path,
-    *,
-    text_field: str = TEXT_FIELD,
-    min_frequency: int = 2,
-    model_max_length: int = 1024,
-    overwrite: bool = False,
+    corpus_files: Sequence[str | Path], vocab_size: int, out_dir: Path, *, overwrite: bool = False
 ) -> dict:
     """Train a deterministic GPT-2-style byte-level BPE (``<|endoftext|>`` = bos/eos/unk) on JSONL files into
     ``out_dir`` (atomic; loads with ``AutoTokenizer`` and Levanter's ``load_tokenizer``). Returns
@@ -41,7 +34,7 @@ def train_bpe_tokenizer(
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        min_frequency=min_frequency,
+        min_frequency=2,
         special_tokens=[END_OF_TEXT],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
@@ -50,7 +43,7 @@ def train_bpe_tokenizer(
 
     def texts():
         nonlocal documents
-        for text in iter_texts(corpus_files, text_field):
+        for text in iter_texts(corpus_files):
             documents += 1
             yield text
 
@@ -60,7 +53,7 @@ def train_bpe_tokenizer(
         bos_token=END_OF_TEXT,
         eos_token=END_OF_TEXT,
         unk_token=END_OF_TEXT,
-        model_max_length=model_max_length,
+        model_max_length=1024,
         model_input_names=["input_ids", "attention_mask"],  # as GPT-2: no token_type_ids in caches
     )
     with atomic_directory(out_dir, overwrite=overwrite) as tmp:

@@ -112,11 +112,8 @@ def build_task_data(out_dir: Path = TASKS_DIR) -> dict[str, dict[str, int]]:
         task: split_items([item for corpus in sorted(TINY_CORPORA) for item in make(corpus, half, rng)], rng)
         for task, make in (("tiny_choice", choice_items), ("tiny_lambada", lambada_items))
     }
-    counts = {}
     for task, splits in tasks.items():
-        counts[task] = {}
         for split, items in splits.items():
             lines = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
             atomic_write_text(Path(out_dir) / f"{task}.{split}.jsonl", lines)
-            counts[task][split] = len(items)
-    return counts
+    return {task: {split: len(items) for split, items in splits.items()} for task, splits in tasks.items()}

@@ -16,19 +16,15 @@ from pipeline.evaluate import BATCH_SIZE
 def _downstream(args: argparse.Namespace) -> None:
     """The task names are checked in the Ray task, before the model loads (lm-eval's task index costs ~9 CPU-s, which
     the driver would pay a second time)."""
-    task_dir = absolute(args.task_dir)[0] if args.task_dir else None
+    options = {name: getattr(args, name) for name in ("pair", "tasks", "shots", "limit", "batch_size")}
     run_task(
         args,
         "pipeline.evaluate.harness:evaluate_downstream",
         *absolute(args.run_dir, args.tokenizer, args.out_dir),
-        pair=args.pair,
-        tasks=args.tasks,
-        shots=args.shots,
-        task_dir=task_dir,
-        limit=args.limit,
+        task_dir=absolute(args.task_dir)[0] if args.task_dir else None,
         prefetched=absolute(*args.prefetched),
-        batch_size=args.batch_size,
         uses_torch=True,
+        **options,
     )
 
 

@@ -31,9 +31,9 @@ from lm_eval.evaluator import simple_evaluate
 from lm_eval.utils import get_rolling_token_windows, handle_non_serializable, make_disjoint_window
 
 from pipeline.artifacts import atomic_write_text, csv_text
+from pipeline.evaluate import DOWNSTREAM_COLUMNS
 from pipeline.evaluate.lm_eval_tasks import check_scored_output_types, resolve_tasks, tidy_rows
 from pipeline.evaluate.task_sources import pin_task_datasets, recorded_source
-from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
 from pipeline.models.checkpoint import load_run_model
 
 logger = logging.getLogger(__name__)

@@ -183,10 +183,10 @@ def register(verbs: argparse._SubParsersAction) -> None:
         ("--downstream", None, "downstream.csv files"),
         ("--spectra", None, "spectra CSVs"),
         ("--untrained-spectra", None, "spectra CSVs of the untrained models of the same configs (the control)"),
+        ("--memory", None, "memory-probe JSON records"),
     ):
         card.add_argument(option, dest=dest, type=Path, nargs="*", default=[], help=help)
     card.add_argument("--clustering-sweep", type=Path)
-    card.add_argument("--memory", type=Path, nargs="*", default=[], help="memory-probe JSON records")
 
     power = add_verb(
         verbs,

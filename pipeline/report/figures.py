@@ -1,7 +1,5 @@
-"""The paper's figures from the stages' tidy files only: each ``*_figure`` draws one figure to its ``FigureFiles``
-(PNG + PDF).
-
-Longer than 300 lines because it holds one short function per paper figure, which share the axes helpers."""
+"""The paper's figures from the stages' tidy files only (read by ``tidy_inputs``): each ``*_figure`` draws one figure to
+its ``FigureFiles`` (PNG + PDF)."""
 
 from __future__ import annotations
 
@@ -10,56 +8,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import seaborn as sns
-import yaml
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
 from pipeline.analysis.tidy import FRONTIER_COLUMNS, LYAPUNOV_COLUMNS, SPECTRA_COLUMNS
 from pipeline.config.families import DIFFEQ_FAMILIES, FAMILY_LABELS
 from pipeline.report.style import FAMILY_COLOURS, FigureFiles, house_figure
 from pipeline.report.tables import DATASET_LABELS, DOWNSTREAM_TABLES, downstream_table
-from pipeline.report.tidy_inputs import (
-    FINETUNE_KEYS,
-    eval_curve,
-    load_downstream,
-    load_memory_probes,
-    read_csv,
-    read_json,
-    require_columns,
-)
+from pipeline.report.tidy_inputs import finetune_runs, load_downstream, load_memory_probes, pretrain_curves, read_csv
 
 PPL_LABEL = "validation perplexity (lower is better)"
 STEP_LABEL = "training step (updates)"
+D_LABEL = "time-embedding dimension D"
 TRAJECTORY_COLUMNS = ["magnitude", "degree", "step", "t", "token", "x0", "x1", "x2"]
 CLUSTER_STATS_COLUMNS = ["magnitude", "degree", "n_clusters", "threshold", "mean_pairwise_distance"]
-
-
-def pretrain_curves(summaries: list[Path]) -> pd.DataFrame:
-    """Validation curves of pretraining runs, one row per (run, eval step), with the run's spec columns
-    (family label, dataset, size, ablation, Adam β2, D, shared time MLP) from its ``config.yaml``."""
-    frames = []
-    for path in summaries:
-        summary = read_json(path)
-        require_columns(
-            summary,
-            ["run_id", "family", "dataset", "size", "val_ppl", "mean_tokens_per_s"],
-            path,
-            "a summary written by pretrain",
-        )
-        spec = yaml.safe_load((Path(path).parent / "config.yaml").read_text())
-        curve = eval_curve(path).assign(
-            run_id=summary["run_id"],
-            family=summary["family"],
-            model=FAMILY_LABELS[summary["family"]],
-            dataset=summary["dataset"],
-            size=summary["size"],
-            final_val_ppl=summary["val_ppl"],
-            tokens_per_s=summary["mean_tokens_per_s"],
-            beta2=spec["train"]["beta2"],
-            time_embed_dim=spec["model"].get("time_embed_dim"),
-            shared_time_mlp=bool(spec["model"].get("shared_time_mlp")),
-        )
-        frames.append(curve)
-    return pd.concat(frames, ignore_index=True)
 
 
 def _curves(axis, curves: pd.DataFrame, title: str, **kwargs) -> None:
@@ -109,15 +70,13 @@ def time_embed_dim_figures(summaries: list[Path], out_ppl: FigureFiles, out_thro
         )
         sns.lineplot(finals, x="D", y="final_val_ppl", marker="o", color=colour, label="DiffEqFormer", ax=axes[0, 1])
         _baseline(axes[0, 1], baseline_final["final_val_ppl"].iloc[0], baseline_label)
-        axes[0, 1].set(xlabel="time-embedding dimension D", ylabel=PPL_LABEL, title="Final validation perplexity")
+        axes[0, 1].set(xlabel=D_LABEL, ylabel=PPL_LABEL, title="Final validation perplexity")
         axes[0, 1].legend()
 
     with house_figure(out_throughput) as (figure, axes):
         sns.barplot(finals, x="D", y="tokens_per_s", color=colour, ax=axes[0, 0])
         _baseline(axes[0, 0], baseline_final["tokens_per_s"].iloc[0], baseline_label)
-        axes[0, 0].set(
-            xlabel="time-embedding dimension D", ylabel="training throughput (tokens/s)", title="Training throughput"
-        )
+        axes[0, 0].set(xlabel=D_LABEL, ylabel="training throughput (tokens/s)", title="Training throughput")
         axes[0, 0].legend()
 
 
@@ -142,17 +101,11 @@ def memory_figure(records: list[Path], out: FigureFiles) -> None:
         sns.barplot(diffeq, x="D_label", y="peak", color=FAMILY_COLOURS["DiffEqFormer"], ax=axes[0, 0])
         for _, row in baseline.iterrows():
             _baseline(axes[0, 0], row["peak"], FAMILY_LABELS[row["family"]])
-        axes[0, 0].set(
-            xlabel="time-embedding dimension D",
-            ylabel=f"peak memory per device ({unit})",
-            title="Peak memory of a train step",
-        )
+        axes[0, 0].set(xlabel=D_LABEL, ylabel=f"peak memory per device ({unit})", title="Peak memory of a train step")
         if not baseline.empty:
             axes[0, 0].legend(loc="lower right")
         sns.lineplot(growth, x="D", y="ratio", hue="quantity", marker="o", ax=axes[0, 1])
-        axes[0, 1].set(
-            xlabel="time-embedding dimension D", ylabel=f"relative to D = {first['D']}", title="Growth with D"
-        )
+        axes[0, 1].set(xlabel=D_LABEL, ylabel=f"relative to D = {first['D']}", title="Growth with D")
         figure.suptitle(
             f"{source}; batch {first['batch_size']} × {first['seq_len']} tokens, "
             f"{first['num_devices']} {first['backend']} device(s)"
@@ -168,22 +121,6 @@ def time_mlp_design_figure(summaries: list[Path], out: FigureFiles) -> None:
     )
     with house_figure(out) as (figure, axes):
         _curves(axes[0, 0], curves, "Time-dependent weight design", hue="design")
-
-
-def finetune_runs(summaries: list[Path]) -> pd.DataFrame:
-    """Evaluation curves on the target dataset of the step-resampling fine-tunes (§6.2; split ``eval_split``), one
-    row per (run, step), labelled 'DiffEqFormer L→N′' or 'GPT-L'."""
-    frames = []
-    for path in summaries:
-        summary = read_json(path)
-        require_columns(summary, FINETUNE_KEYS, path, "a fine-tune summary written by the finetune stage")
-        label = (
-            f"DiffEqFormer {summary['source_steps']}→{summary['num_steps']}"
-            if summary["family"] in DIFFEQ_FAMILIES
-            else f"{FAMILY_LABELS.get(summary['family'], summary['family'])}-{summary['num_steps']}"
-        )
-        frames.append(eval_curve(path).assign(**{column: summary[column] for column in FINETUNE_KEYS}, label=label))
-    return pd.concat(frames, ignore_index=True)
 
 
 def finetune_figure(summaries: list[Path], out: FigureFiles) -> None:

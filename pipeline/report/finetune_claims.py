@@ -10,7 +10,7 @@ import pandas as pd
 from pipeline.config.families import DIFFEQ_FAMILIES
 from pipeline.report.claim_rows import by_seed, claim
 from pipeline.report.intervals import correlation_interval, fisher_z, paired_differences, t_interval
-from pipeline.report.tidy_inputs import FINETUNE_KEYS, eval_curve, read_json, require_columns
+from pipeline.report.tidy_inputs import FINETUNE_KEYS, eval_curve, read_record
 
 PLATEAU_EVALUATIONS, PLATEAU_NATS = 3, 0.02
 """A fine-tune's curve has plateaued when its last 3 evaluations lower the best validation loss before them by
@@ -30,8 +30,7 @@ def load_finetunes(paths: list[Path]) -> pd.DataFrame:
     whether its curve plateaued."""
     rows = []
     for path in paths:
-        summary = read_json(path)
-        require_columns(summary, FINETUNE_KEYS, path, "a fine-tune summary written by the finetune stage")
+        summary = read_record(path, FINETUNE_KEYS, "a fine-tune summary written by the finetune stage")
         rows.append(
             {
                 **summary,

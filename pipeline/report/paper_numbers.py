@@ -36,11 +36,7 @@ def downstream_numbers(preset: str, paths: list[Path]) -> list[dict]:
             for role in ("baseline", "diffeqformer")
         ]
     )
-    ours = (
-        downstream_table(load_downstream(paths))
-        if paths
-        else pd.DataFrame(columns=["pair", "task", "shots", "role", "acc", "acc_stderr"])
-    )
+    ours = downstream_table(load_downstream(paths))
     merged = paper.merge(ours, on=["pair", "task", "shots", "role"], how="outer")
     rows = []
     for entry in merged.itertuples():

@@ -45,15 +45,17 @@ MAX_SEEDS = 1000
 @dataclass(frozen=True)
 class Plan:
     """One primary claim's test: ``test`` is "t", "non-inferiority" or "sign"; ``sd`` the per-seed sd (paired
-    difference) it is planned with, measured over ``sd_seeds`` seeds (unused by the sign test), and ``effect`` the
-    effect it must detect (the margin for non-inferiority, the minimum fraction for the sign test)."""
+    difference) it is planned with, measured over ``sd_seeds`` seeds (unused by the sign test), ``effect`` the
+    effect it must detect (the margin for non-inferiority, the minimum fraction for the sign test), and
+    ``design_seeds`` the seeds the preset gives it."""
 
     hypothesis: str
     test: str
     sd: float
     effect: float
     sd_source: str
-    sd_seeds: int = 0
+    sd_seeds: int
+    design_seeds: int
 
 
 def t_power(n: int, sd: float, effect: float, alpha: float) -> float:
@@ -152,40 +154,45 @@ def lora_hypotheses(config: dict) -> dict[str, tuple[str, int]]:
 
 def planned_claims(config: dict, study_csv: Path = STUDY_CSV) -> list[Plan]:
     """The primary claims of ``config``'s design, each planned with the spread ``study_csv`` recorded on the same
-    stand-in (table group, fine-tune direction) the preset runs (docs/experiments.md, "Power and the family")."""
+    stand-in (table group, fine-tune direction) the preset runs (docs/experiments.md, "Power and the family"), with
+    its seeds in the design: the preset's ``seeds`` for trained-model claims where the preset trains their runs (the
+    spectra: the group with the fewest spectra runs), ``analysis.clustering.seeds`` (the sweep's) for claim (6)'s."""
     card = pd.read_csv(study_csv)
     if "item" not in card or "evidence" not in card:
         raise ValueError(f"{study_csv} has no item/evidence columns; point --study-csv at a mini-study scorecard CSV.")
     claims = card.set_index("item")
+    seeds = len(config.get("seeds", [0]))
+    groups = config.get("pretrain", {})
     plans = []
-    for group, families in ((name, set(g["families"])) for name, g in config.get("pretrain", {}).items()):
+    for group, families in ((name, set(g["families"])) for name, g in groups.items()):
         wide = per_seed_log_ppl(card, group)
         if {"gpt", "diffeq"} <= families:
             pair = wide["diffeq"] - wide["gpt"] if {"gpt", "diffeq"} <= set(wide) else pd.Series(dtype=float)
             sd, source, n = spread(pair, f"per-seed Δ log-ppl, {group}, {study_csv.name}")
             plans += [
-                Plan(f"(1) better, {group}", "t", sd, EFFECT_NATS, source, n),
-                Plan(f"(1) non-inferior, {group}", "non-inferiority", sd, NON_INFERIORITY_MARGIN, source, n),
+                Plan(f"(1) better, {group}", "t", sd, EFFECT_NATS, source, n, seeds),
+                Plan(f"(1) non-inferior, {group}", "non-inferiority", sd, NON_INFERIORITY_MARGIN, source, n, seeds),
             ]
         if "shared" in families:
             others = wide.drop(columns="shared", errors="ignore").min(axis=1)
             gap = wide["shared"] - others if "shared" in wide else pd.Series(dtype=float)
             sd, source, n = spread(gap, f"per-seed Δ log-ppl shared − best other, {group}, {study_csv.name}")
-            plans.append(Plan(f"(5) weight sharing is worse, {group}", "t", sd, EFFECT_NATS, source, n))
-    for hypothesis, (item, _) in lora_hypotheses(config).items():
+            plans.append(Plan(f"(5) weight sharing is worse, {group}", "t", sd, EFFECT_NATS, source, n, seeds))
+    steps_grid = (config.get("finetune") or {}).get("steps_grid", [])
+    for hypothesis, (item, steps) in lora_hypotheses(config).items():
         sd, n = interval_sd(claims.loc[item]) if item in claims.index else (math.nan, 0)
         source = f"95 % interval of '{item}' ({n} seeds, df {n - 1})" if n else f"'{item}': no recorded spread"
-        plans.append(Plan(hypothesis, "t", sd, EFFECT_NATS, source, n))
+        plans.append(Plan(hypothesis, "t", sd, EFFECT_NATS, source, n, seeds if steps in steps_grid else 0))
     spectra = [interval_sd(row) for item, row in claims.iterrows() if re.match(r"\(4\) \w+ spectrum grows", item)]
     n = min((n for _, n in spectra), default=0)
     sd = float(np.mean([sd for sd, _ in spectra])) if spectra else math.nan
     source = f"mean of {len(spectra)} trained spectra rows' interval sds (ρ scale, {n} seeds each), {study_csv.name}"
-    plans.append(Plan("(4) spectra grow with t", "t", sd, EFFECT_RHO, source, n))
-    plans += [
-        Plan(part, "sign", math.nan, EFFECT_FRACTION, "fraction of sweep seeds (no spread)")
-        for part in CLUSTERING_PARTS
-    ]
-    return plans
+    runs = config.get("analysis", {}).get("spectra", {}).get("runs", [])
+    design = min((sum(run.startswith(f"{group}-diffeq-") for run in runs) for group in groups), default=0)
+    plans.append(Plan("(4) spectra grow with t", "t", sd, EFFECT_RHO, source, n, design))
+    sweep = int(config.get("analysis", {}).get("clustering", {}).get("seeds", 0))
+    source = "fraction of sweep seeds (no spread)"
+    return plans + [Plan(part, "sign", math.nan, EFFECT_FRACTION, source, 0, sweep) for part in CLUSTERING_PARTS]
 
 
 def design_table(config: dict, study_csv: Path = STUDY_CSV) -> pd.DataFrame:
@@ -212,22 +219,5 @@ def design_table(config: dict, study_csv: Path = STUDY_CSV) -> pd.DataFrame:
 
 
 def preset_seeds(config: dict) -> dict[str, int]:
-    """Seeds each primary claim gets in a resolved preset: its ``seeds`` for trained-model claims where the preset
-    trains their runs, ``analysis.clustering.seeds`` (the sweep's seeds) for claim (6)'s parts."""
-    seeds = len(config.get("seeds", [0]))
-    groups = config.get("pretrain", {})
-    finetune = config.get("finetune") or {}
-    design = {}
-    for group, families in ((name, set(g["families"])) for name, g in groups.items()):
-        if {"gpt", "diffeq"} <= families:
-            design[f"(1) better, {group}"] = design[f"(1) non-inferior, {group}"] = seeds
-        if "shared" in families:
-            design[f"(5) weight sharing is worse, {group}"] = seeds
-    for hypothesis, (_, steps) in lora_hypotheses(config).items():
-        design[hypothesis] = seeds if steps in finetune["steps_grid"] else 0
-    spectra = config.get("analysis", {}).get("spectra", {}).get("runs", [])
-    design["(4) spectra grow with t"] = min(
-        (sum(run.startswith(f"{group}-diffeq-") for run in spectra) for group in groups), default=0
-    )
-    sweep = int(config.get("analysis", {}).get("clustering", {}).get("seeds", 0))
-    return design | dict.fromkeys(CLUSTERING_PARTS, sweep)
+    """Seeds each primary claim gets in a resolved preset (``Plan.design_seeds`` of ``planned_claims``)."""
+    return {plan.hypothesis: plan.design_seeds for plan in planned_claims(config)}

@@ -48,7 +48,7 @@ def lambada_claims(paths: list[Path]) -> list[dict]:
     """docs/paper.md#claims, App. C.7: DiffEqFormer's accuracy ≥ the baseline's on LAMBADA, per pair and shot count:
     z = Δ accuracy / combined sample stderr, two-sided p (a secondary claim: unadjusted); no spread (both at 0 % or
     100 %) is p = 1, inconclusive."""
-    table = downstream_table(load_downstream(paths)) if paths else pd.DataFrame(columns=["task"])
+    table = downstream_table(load_downstream(paths))
     lambada = table[table["task"].str.contains("lambada")]
     if lambada.empty:
         evidence = "no LAMBADA-like task in this preset" if paths else ""

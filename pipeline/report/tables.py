@@ -17,7 +17,7 @@ from pipeline.report.tidy_inputs import (
     load_downstream,
     load_summaries,
     read_csv,
-    read_json,
+    read_record,
     require_columns,
 )
 
@@ -107,8 +107,7 @@ def model_spec_table(summaries: list[Path]) -> pd.DataFrame:
         require_columns(spec, ["size", "model"], config_path, "a resolved RunSpec")
         model = spec["model"]
         require_columns(model, ["family", *SHAPE_COLUMNS], config_path, "a resolved ModelSpec under 'model'")
-        summary = read_json(path)
-        require_columns(summary, ["parameters"], path, "a summary written by pretrain")
+        summary = read_record(path, ["parameters"], "a summary written by pretrain")
         rows.append(
             {
                 "size": spec["size"],

@@ -1,6 +1,6 @@
 """The stages' tidy files as the report reads them, each missing file or key failing with one sentence naming it:
-run summaries (``RUN_COLUMNS``, ``FINETUNE_KEYS``), metrics logs, lm-eval's ``downstream.csv``, memory probes, and
-``read_csv``."""
+run summaries (``RUN_COLUMNS``, ``FINETUNE_KEYS``), validation curves (``pretrain_curves``, ``finetune_runs``),
+lm-eval's ``downstream.csv``, memory probes, and ``read_csv``."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from pipeline.analysis.memory import MEMORY_COLUMNS
-from pipeline.artifacts import with_current_keys
-from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
+from pipeline.artifacts import read_metrics, with_current_keys
+from pipeline.config.families import DIFFEQ_FAMILIES, FAMILY_LABELS
+from pipeline.evaluate import DOWNSTREAM_COLUMNS
 
 RUN_COLUMNS = [
     "run_id",
@@ -51,18 +53,22 @@ FINETUNE_KEYS = [
 ACCURACY_METRIC = "acc"
 
 
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(Path(path).read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: is not valid JSON ({error}).") from error
-
-
 def require_columns(frame: pd.DataFrame | dict, columns: list[str], path: Path, expected: str) -> None:
     """Fail with one sentence naming the file and the first missing key."""
     missing = [column for column in columns if column not in frame]
     if missing:
         raise ValueError(f"{path}: key {missing[0]!r} is missing; expected {expected}.")
+
+
+def read_record(path: Path, columns: list[str], expected: str, upgrade=lambda record: record) -> dict:
+    """The JSON record at ``path`` (``upgrade``d), which must hold ``columns``; invalid JSON or a missing key fails
+    naming the file."""
+    try:
+        record = upgrade(json.loads(Path(path).read_text()))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: is not valid JSON ({error}).") from error
+    require_columns(record, columns, path, expected)
+    return record
 
 
 def read_csv(path: Path, columns: list[str], expected: str) -> pd.DataFrame:
@@ -77,13 +83,8 @@ def load_summaries(paths: list[Path]) -> pd.DataFrame:
 
 
 def read_records(paths: list[Path], columns: list[str], expected: str, upgrade=lambda record: record) -> pd.DataFrame:
-    """One row per JSON record of ``paths`` (``upgrade``d), its ``columns``; a missing key fails naming the file."""
-    rows = []
-    for path in paths:
-        record = upgrade(read_json(path))
-        require_columns(record, columns, path, expected)
-        rows.append({column: record[column] for column in columns})
-    return pd.DataFrame(rows, columns=columns)
+    """One row per JSON record of ``paths`` (``read_record``), its ``columns``."""
+    return pd.DataFrame([read_record(path, columns, expected, upgrade) for path in paths], columns=columns)
 
 
 def eval_curve(summary_path: Path) -> pd.DataFrame:
@@ -91,17 +92,52 @@ def eval_curve(summary_path: Path) -> pd.DataFrame:
     path = Path(summary_path).parent / "metrics.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found; expected the metrics log beside {summary_path}.")
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    curve = pd.DataFrame(
-        [record for record in records if "eval_ppl" in record], columns=["step", "eval_loss", "eval_ppl"]
-    )
+    records = [record for record in read_metrics(path) if "eval_ppl" in record]
+    curve = pd.DataFrame(records, columns=["step", "eval_loss", "eval_ppl"])
     if curve.empty:
         raise ValueError(f"{path}: key 'eval_ppl' appears in no record; expected evaluation records.")
     return curve.drop_duplicates("step", keep="last").sort_values("step")
 
 
+def pretrain_curves(summaries: list[Path]) -> pd.DataFrame:
+    """Validation curves of pretraining runs, one row per (run, eval step), with the run's spec columns
+    (family label, dataset, size, ablation, Adam β2, D, shared time MLP) from its ``config.yaml``."""
+    identity = ["run_id", "family", "dataset", "size"]
+    frames = []
+    for path in summaries:
+        summary = read_record(path, [*identity, "val_ppl", "mean_tokens_per_s"], "a summary written by pretrain")
+        spec = yaml.safe_load((Path(path).parent / "config.yaml").read_text())
+        curve = eval_curve(path).assign(
+            **{key: summary[key] for key in identity},
+            model=FAMILY_LABELS[summary["family"]],
+            final_val_ppl=summary["val_ppl"],
+            tokens_per_s=summary["mean_tokens_per_s"],
+            beta2=spec["train"]["beta2"],
+            time_embed_dim=spec["model"].get("time_embed_dim"),
+            shared_time_mlp=bool(spec["model"].get("shared_time_mlp")),
+        )
+        frames.append(curve)
+    return pd.concat(frames, ignore_index=True)
+
+
+def finetune_runs(summaries: list[Path]) -> pd.DataFrame:
+    """Evaluation curves on the target dataset of the step-resampling fine-tunes (§6.2; split ``eval_split``), one
+    row per (run, step), labelled 'DiffEqFormer L→N′' or 'GPT-L'."""
+    frames = []
+    for path in summaries:
+        summary = read_record(path, FINETUNE_KEYS, "a fine-tune summary written by the finetune stage")
+        label = (
+            f"DiffEqFormer {summary['source_steps']}→{summary['num_steps']}"
+            if summary["family"] in DIFFEQ_FAMILIES
+            else f"{FAMILY_LABELS.get(summary['family'], summary['family'])}-{summary['num_steps']}"
+        )
+        frames.append(eval_curve(path).assign(**{column: summary[column] for column in FINETUNE_KEYS}, label=label))
+    return pd.concat(frames, ignore_index=True)
+
+
 def load_downstream(paths: list[Path]) -> pd.DataFrame:
-    """Rows of the ``downstream.csv`` files; accuracies must be fractions in [0, 1] (lm-eval's convention)."""
+    """Rows of the ``downstream.csv`` files (none: no rows); accuracies must be fractions in [0, 1] (lm-eval's
+    convention)."""
     frames = []
     for path in paths:
         frame = read_csv(path, DOWNSTREAM_COLUMNS, "a downstream.csv written by the evaluate stage")
@@ -109,7 +145,7 @@ def load_downstream(paths: list[Path]) -> pd.DataFrame:
         if not accuracy.between(0, 1).all():
             raise ValueError(f"{path}: key 'value' holds an accuracy outside [0, 1]; expected lm-eval fractions.")
         frames.append(frame[DOWNSTREAM_COLUMNS])
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=DOWNSTREAM_COLUMNS)
 
 
 def load_memory_probes(records: list[Path]) -> tuple[pd.DataFrame, str]:

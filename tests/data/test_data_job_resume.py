@@ -18,10 +18,9 @@ from levanter.store.tree_store import TreeStore
 
 from pipeline.cli import main
 from pipeline.config import REPO_ROOT
-from pipeline.data.cache import finished_shard_count, whole_ledger
 from pipeline.data.corpora import corpus_split_files, export_tiny_corpus
 from pipeline.data.files import staging_directory
-from pipeline.data.shards import LEDGER, read_ledger, shard_name
+from pipeline.data.shards import LEDGER, finished_shard_count, read_ledger, shard_name, whole_ledger
 from pipeline.execution.errors import STOPPED_AT
 from pipeline.planning.status import data_job_lines
 from pipeline.train.attempts import data_attempt_file
@@ -105,18 +104,8 @@ def _token_arrays(cache_root, split):
     return ids.data[0 : ids.data_size].read().result(), ids.offsets[0 : len(store) + 1].read().result()
 
 
-def _cache_command(corpus, tokenizer_dir, out, *builder):
-    return [
-        "cache",
-        "--corpus",
-        str(corpus),
-        "--tokenizer",
-        str(tokenizer_dir),
-        "--out",
-        str(out),
-        "--builder",
-        *builder,
-    ]
+def _cache_command(corpus, tokenizer, out, *builder):
+    return ["cache", "--corpus", str(corpus), "--tokenizer", str(tokenizer), "--out", str(out), "--builder", *builder]
 
 
 @pytest.mark.slow
@@ -131,7 +120,7 @@ def test_a_stopped_ray_cache_build_resumes_from_levanters_ledger_without_tokeniz
     command = _cache_command(corpus, tokenizer_dir, out, "ray", "--ray-num-cpus", "2")
     staging = staging_directory(staging_directory(out) / "train")
     stop = STOPPED_AT.search(_stop_when(command, lambda: finished_shard_count(staging) >= 2))
-    finished = whole_ledger(staging)["finished_shards"]  # a ledger torn by the stop is put back from its backup
+    finished = whole_ledger(staging, restore=True)["finished_shards"]  # a torn one put back from its backup
     assert int(stop[2]) >= 2 and 1 <= len(finished) < int(stop[3]) == 46 and not out.exists()
     files = corpus_split_files(corpus, "train")
     shard_files = dict(zip(UrlDataSource([str(path) for path in files]).shard_names, files, strict=True))

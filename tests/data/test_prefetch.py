@@ -26,12 +26,7 @@ DOCS = [f"Web page {i}: some words about the open web." for i in range(40)]
 
 def offline_env(tmp_path) -> dict:
     """An offline job's environment beyond this process's: the test's own Hugging Face cache, the hub offline."""
-    return {
-        "HF_HOME": str(tmp_path / "hf"),
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "PYTHONPATH": str(ROOT),
-    }
+    return {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
 
 
 UNPINNED = {"dlwh/wikitext_103_detokenized", "cimec/lambada", "EleutherAI/logiqa", "lighteval/winograd_wsc"}

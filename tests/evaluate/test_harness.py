@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from conftest import SEQ_LEN, hf_model, torch_loglikelihoods
 
+from pipeline.evaluate import DOWNSTREAM_COLUMNS
 from pipeline.evaluate.harness import LevanterLM
 from pipeline.evaluate.lm_eval_tasks import resolve_tasks, tidy_rows
-from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
 from pipeline.models import discretize
 
 

@@ -12,7 +12,7 @@ import yaml
 from pipeline.analysis.clustering import MAGNITUDE_DEGREES, SWEEP_COLUMNS
 from pipeline.analysis.tidy import FRONTIER_COLUMNS, LYAPUNOV_COLUMNS, PARAM_COUNT_COLUMNS, SPECTRA_COLUMNS
 from pipeline.config import memory_probes
-from pipeline.evaluate.tidy import DOWNSTREAM_COLUMNS
+from pipeline.evaluate import DOWNSTREAM_COLUMNS
 from pipeline.report.figures import CLUSTER_STATS_COLUMNS, TRAJECTORY_COLUMNS
 from pipeline.report.style import FigureFiles
 from pipeline.report.table_views import TableFiles
@@ -171,6 +171,26 @@ def write_finetune_run(
     return folder / "summary.json"
 
 
+def write_finetunes(
+    results: Path, directions: list[tuple[str, str]], methods: list[str], diffeq: int, steps_grid: list[int], gpt: int
+) -> list[Path]:
+    """Fig. 5's fine-tunes per direction and method: the DiffEqFormer of ``diffeq`` steps resampled to each N′ of
+    ``steps_grid`` (perplexity 500 + N′) and the GPT of ``gpt`` layers (perplexity 550)."""
+    tunes = [
+        (f"diffeq{diffeq}-n{n}", dict(family="diffeq", num_steps=n, source_steps=diffeq, ppl=500.0 + n))
+        for n in steps_grid
+    ]
+    tunes.append((f"gpt{gpt}", dict(family="gpt", num_steps=gpt, source_steps=gpt, ppl=550.0)))
+    return [
+        write_finetune_run(
+            results, f"ft-{source}-{target}-{name}-{method}", source=source, target=target, method=method, **tune
+        )
+        for name, tune in tunes
+        for source, target in directions
+        for method in methods
+    ]
+
+
 def write_downstream(
     results: Path, run_id: str, *, family: str, accuracy: Accuracy, pair: str = "gpt-large", n_samples: int = 100
 ) -> Path:
@@ -316,33 +336,11 @@ def populate_preset(results: Path, config: dict, runs: dict) -> None:
         )
     finetune = config["finetune"]
     for source, target in finetune["directions"]:
-        diffeq_layers = config["sizes"][config["pretrain"][f"{source}-{finetune['diffeq_source']}"]["size"]]
-        gpt_layers = config["sizes"][config["pretrain"][f"{source}-{finetune['baseline_source']}"]["size"]]
-        for method in finetune["methods"]:
-            for steps in finetune["steps_grid"]:
-                run_id = f"ft-{source}-{target}-diffeq{diffeq_layers['num_layers']}-n{steps}-{method}"
-                write_finetune_run(
-                    results,
-                    run_id,
-                    family="diffeq",
-                    source=source,
-                    target=target,
-                    method=method,
-                    num_steps=steps,
-                    source_steps=diffeq_layers["num_layers"],
-                    ppl=500.0 + steps,
-                )
-            write_finetune_run(
-                results,
-                f"ft-{source}-{target}-gpt{gpt_layers['num_layers']}-{method}",
-                family="gpt",
-                source=source,
-                target=target,
-                method=method,
-                num_steps=gpt_layers["num_layers"],
-                source_steps=gpt_layers["num_layers"],
-                ppl=550.0,
-            )
+        diffeq, gpt = (
+            config["sizes"][config["pretrain"][f"{source}-{finetune[role]}"]["size"]]["num_layers"]
+            for role in ("diffeq_source", "baseline_source")
+        )
+        write_finetunes(results, [(source, target)], finetune["methods"], diffeq, finetune["steps_grid"], gpt)
     downstream = config["downstream"]
     for pair, run_ids in downstream["pairs"].items():
         for run_id in run_ids:

@@ -5,7 +5,7 @@ from contract_files import (
     figure_files,
     write_clustering,
     write_downstream,
-    write_finetune_run,
+    write_finetunes,
     write_frontier,
     write_lyapunov,
     write_memory_record,
@@ -66,38 +66,8 @@ def test_pretraining_and_ablation_figures(tmp_path, large_runs):
 
 
 def test_finetune_downstream_and_analysis_figures(tmp_path):
-    directions = (("wt103", "owt"), ("owt", "wt103"))
-    summaries = [
-        write_finetune_run(
-            tmp_path,
-            f"ft-{s}-{t}-diffeq6-n{n}-{m}",
-            family="diffeq",
-            source=s,
-            target=t,
-            method=m,
-            num_steps=n,
-            source_steps=6,
-            ppl=500.0 + n,
-        )
-        for s, t in directions
-        for m in ("lora", "full")
-        for n in (3, 6)
-    ]
-    summaries += [
-        write_finetune_run(
-            tmp_path,
-            f"ft-{s}-{t}-gpt8-{m}",
-            family="gpt",
-            source=s,
-            target=t,
-            method=m,
-            num_steps=8,
-            source_steps=8,
-            ppl=520.0,
-        )
-        for s, t in directions
-        for m in ("lora", "full")
-    ]
+    directions = [("wt103", "owt"), ("owt", "wt103")]
+    summaries = write_finetunes(tmp_path, directions, ["lora", "full"], diffeq=6, steps_grid=[3, 6], gpt=8)
     fig = tmp_path / "fig"
     figures.finetune_figure(summaries, figure_files(fig / "finetune"))
     accuracy = {(task, k): 0.4 for task in ("tiny_choice", "tiny_lambada") for k in (0, 5)}

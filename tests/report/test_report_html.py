@@ -26,15 +26,7 @@ def snakemake(workdir: Path, *args: str) -> None:
     """Snakemake on ``TARGETS`` with only the report's rules allowed (the synthetic inputs stand for the rest)."""
     env = venv_on_path()
     result = subprocess.run(
-        [
-            *snakemake_in(workdir),
-            "--cores",
-            "2",
-            *args,
-            *TARGETS,
-            "--allowed-rules",
-            *REPORT_RULES,
-        ],
+        [*snakemake_in(workdir), "--cores", "2", *args, *TARGETS, "--allowed-rules", *REPORT_RULES],
         cwd=ROOT,
         capture_output=True,
         text=True,
