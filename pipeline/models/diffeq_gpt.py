@@ -16,10 +16,10 @@ from levanter.models.lm_model import LmConfig
 from levanter.utils.activation import ActivationFunctionEnum
 
 from .gpt2_dimensions import Gpt2Dimensions
-from .heads import GptHeadModel
+from .heads import EulerTransformer, GptHeadModel
 from .time_embedding import EulerField, TimeMlp
 from .time_layers import TimeLayers
-from .time_linear import TimeLinear
+from .time_linear import TimeLinear, linears_at
 from .time_norm import TimeLayerNorm
 
 
@@ -87,9 +87,7 @@ class TimeGptAttention(eqx.Module):
 
     def at(self, t, shared_mlp: TimeMlp | None, scale=1.0) -> Gpt2Attention:
         """Levanter's Gpt2Attention with W(t); the output projection is multiplied by ``scale``."""
-        return Gpt2Attention(
-            self.config, self.c_attn.at(t, shared_mlp), self.c_proj.at(t, shared_mlp, scale), inference=False
-        )
+        return Gpt2Attention(self.config, *linears_at(t, shared_mlp, scale, self.c_attn, self.c_proj), inference=False)
 
 
 class TimeGptMlp(eqx.Module):
@@ -101,9 +99,7 @@ class TimeGptMlp(eqx.Module):
 
     def at(self, t, shared_mlp: TimeMlp | None, scale=1.0) -> Gpt2Mlp:
         """Levanter's Gpt2Mlp with W(t); the output projection is multiplied by ``scale``."""
-        return Gpt2Mlp(
-            self.c_fc.at(t, shared_mlp), self.c_proj.at(t, shared_mlp, scale), self.activation_function.to_fn()
-        )
+        return Gpt2Mlp(*linears_at(t, shared_mlp, scale, self.c_fc, self.c_proj), self.activation_function.to_fn())
 
 
 class DiffEqGptField(EulerField):
@@ -116,6 +112,10 @@ class DiffEqGptField(EulerField):
     mlp: TimeGptMlp
     resid_dropout: hnn.Dropout
     shared_mlp: TimeMlp | None
+
+    Block = ParallelGptBlock
+    layers = property(lambda self: (self.ln_1, self.attn, self.ln_2, self.mlp))
+    block_option = property(lambda self: self.resid_dropout)
 
     @staticmethod
     def init(config: DiffEqGptConfig, *, key) -> "DiffEqGptField":
@@ -140,38 +140,15 @@ class DiffEqGptField(EulerField):
         resid_dropout = hnn.Dropout(pdrop=config.resid_pdrop)
         return DiffEqGptField(config, norm(keys[0]), attn, norm(keys[3]), mlp, resid_dropout, layers.shared_mlp)
 
-    def at(self, t, scale=1.0, step=1.0) -> ParallelGptBlock:
-        """The discrete block x ↦ x + step·scale·f(t, x) with all weights materialised at time t (``scale`` folded
-        into the output projections, ``step`` applied to the block's output)."""
-        return ParallelGptBlock(
-            self.ln_1.at(t, self.shared_mlp),
-            self.attn.at(t, self.shared_mlp, scale),
-            self.ln_2.at(t, self.shared_mlp),
-            self.mlp.at(t, self.shared_mlp, scale),
-            self.resid_dropout,
-            step,
-        )
 
-    def __call__(self, t, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None) -> NamedArray:
-        """f(t, x)."""
-        return self.at(t).increment(x, mask, key=key)
-
-
-class DiffEqGptTransformer(eqx.Module):
-    """Euler solve of dx/dt = f(t, x) on (0, 1] with L steps (each rematerialised), then a final LayerNorm."""
+class DiffEqGptTransformer(EulerTransformer):
+    """Euler solve of dx/dt = f(t, x) on (0, 1] with L steps (``EulerTransformer``), then a final LayerNorm."""
 
     config: DiffEqGptConfig = eqx.field(static=True)
     field: DiffEqGptField
     ln_f: hnn.LayerNorm
 
-    @staticmethod
-    def init(config: DiffEqGptConfig, *, key) -> "DiffEqGptTransformer":
-        return DiffEqGptTransformer(config, DiffEqGptField.init(config, key=key), config.final_norm())
-
-    def __call__(self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None) -> NamedArray:
-        keys = maybe_rng_split(key, self.config.num_layers) if key is not None else None
-        x = self.field.euler_blocks(self.config.num_layers).fold(x, attn_mask, key=keys)
-        return self.ln_f(x)
+    final_norm = property(lambda self: self.ln_f)
 
 
 class DiffEqGptLMHeadModel(GptHeadModel):

@@ -18,10 +18,10 @@ from levanter.models.llama import LlamaConfig, LlamaMlp
 from levanter.models.lm_model import LmConfig
 from levanter.utils.activation import ActivationFunctionEnum
 
-from .heads import LlamaHeadModel
+from .heads import EulerTransformer, LlamaHeadModel
 from .time_embedding import EulerField, TimeMlp
 from .time_layers import TimeLayers
-from .time_linear import TimeLinear
+from .time_linear import TimeLinear, linears_at
 from .time_norm import TimeRmsNorm
 
 
@@ -140,16 +140,8 @@ class TimeLlamaAttention(eqx.Module):
     def at(self, t, shared_mlp: TimeMlp | None, scale=1.0) -> Attention:
         """Levanter's Attention with W(t); the output projection is multiplied by ``scale``."""
         rot_embs = self.config.rope.build(self.config.HeadSize) if self.config.rope is not None else None
-        return Attention(
-            self.config,
-            self.q_proj.at(t, shared_mlp),
-            self.k_proj.at(t, shared_mlp),
-            self.v_proj.at(t, shared_mlp),
-            self.o_proj.at(t, shared_mlp, scale),
-            None,
-            None,
-            rot_embs,
-        )
+        linears = linears_at(t, shared_mlp, scale, self.q_proj, self.k_proj, self.v_proj, self.o_proj)
+        return Attention(self.config, *linears, None, None, rot_embs)
 
 
 class TimeLlamaMlp(eqx.Module):
@@ -162,12 +154,8 @@ class TimeLlamaMlp(eqx.Module):
 
     def at(self, t, shared_mlp: TimeMlp | None, scale=1.0) -> LlamaMlp:
         """Levanter's LlamaMlp with W(t); the down projection is multiplied by ``scale``."""
-        return LlamaMlp(
-            self.gate_proj.at(t, shared_mlp),
-            self.up_proj.at(t, shared_mlp),
-            self.down_proj.at(t, shared_mlp, scale),
-            self.activation_function.to_fn(),
-        )
+        linears = linears_at(t, shared_mlp, scale, self.gate_proj, self.up_proj, self.down_proj)
+        return LlamaMlp(*linears, self.activation_function.to_fn())
 
 
 class DiffEqLlamaField(EulerField):
@@ -180,6 +168,10 @@ class DiffEqLlamaField(EulerField):
     mlp_norm: TimeRmsNorm
     mlp: TimeLlamaMlp
     shared_mlp: TimeMlp | None
+
+    Block = ParallelLlamaBlock
+    layers = property(lambda self: (self.attn_norm, self.self_attn, self.mlp_norm, self.mlp))
+    block_option = property(lambda self: self.config.chained_norms)
 
     @staticmethod
     def init(config: DiffEqLlamaConfig, *, key) -> "DiffEqLlamaField":
@@ -207,43 +199,15 @@ class DiffEqLlamaField(EulerField):
         )
         return DiffEqLlamaField(config, norm(keys[0]), attn, norm(keys[5]), mlp, layers.shared_mlp)
 
-    def at(self, t, scale=1.0, step=1.0) -> ParallelLlamaBlock:
-        """The discrete block x ↦ x + step·scale·f(t, x) with all weights materialised at time t (``scale`` folded
-        into the output projections, ``step`` applied to the block's output)."""
-        return ParallelLlamaBlock(
-            self.attn_norm.at(t, self.shared_mlp),
-            self.self_attn.at(t, self.shared_mlp, scale),
-            self.mlp_norm.at(t, self.shared_mlp),
-            self.mlp.at(t, self.shared_mlp, scale),
-            self.config.chained_norms,
-            step,
-        )
 
-    def __call__(
-        self, t, x: NamedArray, mask: AttentionMask | NamedArray | None, *, key=None, pos_ids: NamedArray | None = None
-    ) -> NamedArray:
-        """f(t, x)."""
-        return self.at(t).increment(x, mask, key=key, pos_ids=pos_ids)
-
-
-class DiffEqLlamaTransformer(eqx.Module):
-    """Euler solve of dx/dt = f(t, x) on (0, 1] with L steps (each rematerialised), then a final RMSNorm."""
+class DiffEqLlamaTransformer(EulerTransformer):
+    """Euler solve of dx/dt = f(t, x) on (0, 1] with L steps (``EulerTransformer``), then a final RMSNorm."""
 
     config: DiffEqLlamaConfig = eqx.field(static=True)
     field: DiffEqLlamaField
     norm: hnn.RmsNorm
 
-    @staticmethod
-    def init(config: DiffEqLlamaConfig, *, key) -> "DiffEqLlamaTransformer":
-        field = DiffEqLlamaField.init(config, key=key)
-        return DiffEqLlamaTransformer(config, field, config.final_norm())
-
-    def __call__(
-        self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None, pos_ids: NamedArray | None = None
-    ) -> NamedArray:
-        keys = maybe_rng_split(key, self.config.num_layers) if key is not None else None
-        x = self.field.euler_blocks(self.config.num_layers).fold(x, attn_mask, key=keys, pos_ids=pos_ids)
-        return self.norm(x)
+    final_norm = property(lambda self: self.norm)
 
 
 class DiffEqLlamaLMHeadModel(LlamaHeadModel):

@@ -9,9 +9,7 @@ import equinox as eqx
 import haliax as hax
 import haliax.nn as hnn
 import jax
-from haliax import NamedArray
-from haliax.jax_utils import maybe_rng_split, shaped_rng_split
-from levanter.layers.attention import AttentionMask
+from haliax.jax_utils import shaped_rng_split
 from levanter.lora import LowRankLinear
 from levanter.models.gpt2 import Gpt2Config
 from levanter.models.llama import LlamaConfig
@@ -19,7 +17,8 @@ from levanter.models.lm_model import LmConfig
 
 from .diffeq_gpt import DiffEqGptConfig, DiffEqGptLMHeadModel, ParallelGptBlock
 from .diffeq_llama import DiffEqLlamaConfig, DiffEqLlamaLMHeadModel, ParallelLlamaBlock
-from .heads import GptHeadModel, LlamaHeadModel
+from .heads import FoldedTransformer, GptHeadModel, LlamaHeadModel
+from .init import redrawn
 
 GPT_LORA_TARGETS = ("c_attn", "c_proj", "c_fc")
 """Linear layers of a discretised GPT-style DiffEqFormer, as ``levanter.lora.LoraConfig.target_modules``."""
@@ -84,21 +83,19 @@ class DiscreteDiffEqLlamaConfig(DiscreteConfig, LmConfig["DiscreteDiffEqLlamaLMH
         return dataclasses.replace(self.source.llama(), num_layers=self.num_steps)
 
 
-class DiscreteGptTransformer(eqx.Module):
+class DiscreteGptTransformer(FoldedTransformer):
     """N' stacked parallel GPT blocks, then the source's final LayerNorm."""
 
     config: DiscreteDiffEqGptConfig = eqx.field(static=True)
     blocks: hnn.Stacked[ParallelGptBlock]
     ln_f: hnn.LayerNorm
 
+    final_norm = property(lambda self: self.ln_f)
+
     @staticmethod
     def init(config: DiscreteDiffEqGptConfig, *, key) -> "DiscreteGptTransformer":
         blocks = config.stacked_blocks(ParallelGptBlock, config.gpt2(), key)
         return DiscreteGptTransformer(config, blocks, config.source.final_norm())
-
-    def __call__(self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None) -> NamedArray:
-        keys = maybe_rng_split(key, self.config.num_steps) if key is not None else None
-        return self.ln_f(self.blocks.fold(x, attn_mask, key=keys))
 
 
 class DiscreteDiffEqGptLMHeadModel(GptHeadModel):
@@ -108,12 +105,14 @@ class DiscreteDiffEqGptLMHeadModel(GptHeadModel):
     transformer: DiscreteGptTransformer
 
 
-class DiscreteLlamaTransformer(eqx.Module):
+class DiscreteLlamaTransformer(FoldedTransformer):
     """N' stacked parallel Llama blocks, then the source's final RMSNorm."""
 
     config: DiscreteDiffEqLlamaConfig = eqx.field(static=True)
     blocks: hnn.Stacked[ParallelLlamaBlock]
     norm: hnn.RmsNorm
+
+    final_norm = property(lambda self: self.norm)
 
     @staticmethod
     def init(config: DiscreteDiffEqLlamaConfig, *, key) -> "DiscreteLlamaTransformer":
@@ -122,12 +121,6 @@ class DiscreteLlamaTransformer(eqx.Module):
             ParallelLlamaBlock, config.llama(), key, chained_norms=source.chained_norms, norm_shift=source.norm_shift
         )
         return DiscreteLlamaTransformer(config, blocks, source.final_norm())
-
-    def __call__(
-        self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None, pos_ids: NamedArray | None = None
-    ) -> NamedArray:
-        keys = maybe_rng_split(key, self.config.num_steps) if key is not None else None
-        return self.norm(self.blocks.fold(x, attn_mask, key=keys, pos_ids=pos_ids))
 
 
 class DiscreteDiffEqLlamaLMHeadModel(LlamaHeadModel):
@@ -175,14 +168,11 @@ def init_lora(model, scheme: str, key):
         if not is_adapter(node):
             return node
         k_a, k_b = jax.random.split(k)
-        a, b = node.lora_A.weight, node.lora_B.weight
+        lora_A, lora_B = node.lora_A, node.lora_B
         if scheme == "reference":
-            a = (hax.random.normal(k_a, a.axes) * REFERENCE_LORA_STD).astype(a.dtype)
-            b = (hax.random.normal(k_b, b.axes) * REFERENCE_LORA_STD).astype(b.dtype)
+            lora_A, lora_B = redrawn(lora_A, k_a, REFERENCE_LORA_STD), redrawn(lora_B, k_b, REFERENCE_LORA_STD)
         else:
-            b = hax.zeros_like(b)
-        return dataclasses.replace(
-            node, lora_A=dataclasses.replace(node.lora_A, weight=a), lora_B=dataclasses.replace(node.lora_B, weight=b)
-        )
+            lora_B = dataclasses.replace(lora_B, weight=hax.zeros_like(lora_B.weight))
+        return dataclasses.replace(node, lora_A=lora_A, lora_B=lora_B)
 
     return jax.tree_util.tree_unflatten(treedef, [reinit(node, k) for node, k in zip(nodes, keys, strict=True)])

@@ -1,5 +1,6 @@
 """LM shells shared by the GPT- and Llama-style models: Levanter's embeddings and head around a ``transformer``,
-causal mask by default; ``init`` draws the embeddings with Levanter's initialisers and the transformer by its own."""
+causal mask by default; ``init`` draws the embeddings with Levanter's initialisers and the transformer by its own.
+The transformers of stacked blocks share ``FoldedTransformer``, the DiffEqFormers' ``EulerTransformer``."""
 
 import abc
 import dataclasses
@@ -16,6 +17,31 @@ from levanter.layers.attention import AttentionMask
 from levanter.models.gpt2 import Gpt2Embeddings
 from levanter.models.llama import LlamaEmbedding
 from levanter.models.lm_model import LmHeadModel
+
+
+class FoldedTransformer(eqx.Module):
+    """Stacked blocks (``stack``, by default the ``blocks`` field) folded over x, each rematerialised, then the final
+    norm (``final_norm``, a property naming the subclass's field); ``pos_ids`` (Llama's RoPE positions) go to every
+    block."""
+
+    stack = property(lambda self: self.blocks)
+
+    def __call__(self, x: NamedArray, attn_mask: AttentionMask | NamedArray, *, key=None, **pos_ids) -> NamedArray:
+        blocks = self.stack
+        keys = maybe_rng_split(key, blocks.Block.size) if key is not None else None
+        return self.final_norm(blocks.fold(x, attn_mask, key=keys, **pos_ids))
+
+
+class EulerTransformer(FoldedTransformer):
+    """Euler solve of dx/dt = f(t, x) on (0, 1] with L = ``config.num_layers`` steps, the ``field``'s
+    ``euler_blocks``, their weights generated once per call."""
+
+    stack = property(lambda self: self.field.euler_blocks(self.config.num_layers))
+
+    @classmethod
+    def init(cls, config, *, key) -> "EulerTransformer":
+        """The subclass's ``field`` (its type), randomly initialised, and the config's final norm."""
+        return cls(config, typing.get_type_hints(cls)["field"].init(config, key=key), config.final_norm())
 
 
 class HeadModel(LmHeadModel):

@@ -24,28 +24,27 @@ GPT_POSITION_STD = 0.01
 LLAMA_TOKEN_STD = 1.0
 
 
-def _normal_like(key, array: hax.NamedArray, std: float) -> hax.NamedArray:
-    return (hax.random.normal(key, array.axes) * std).astype(array.dtype)
+def redrawn(module, key, std: float):
+    """``module`` with its ``weight`` redrawn from N(0, std²) in its dtype."""
+    weight = module.weight
+    return dataclasses.replace(module, weight=(hax.random.normal(key, weight.axes) * std).astype(weight.dtype))
 
 
 def _reference_linear(linear: hnn.Linear, key) -> hnn.Linear:
     bias = None if linear.bias is None else hax.zeros_like(linear.bias)
-    return dataclasses.replace(linear, weight=_normal_like(key, linear.weight, LINEAR_STD), bias=bias)
+    return dataclasses.replace(redrawn(linear, key, LINEAR_STD), bias=bias)
 
 
 def _reference_embeddings(embeddings, key):
     k_token, k_position = jax.random.split(key)
+    token_std = {Gpt2Embeddings: GPT_TOKEN_STD, LlamaEmbedding: LLAMA_TOKEN_STD}.get(type(embeddings))
+    if token_std is None:
+        raise TypeError(f"reference_init knows GPT-2 and Llama embeddings, not {type(embeddings).__name__}.")
+    token = redrawn(embeddings.token_embeddings, k_token, token_std)
     if isinstance(embeddings, Gpt2Embeddings):
-        token = embeddings.token_embeddings
-        position = embeddings.position_embeddings
-        token = dataclasses.replace(token, weight=_normal_like(k_token, token.weight, GPT_TOKEN_STD))
-        position = dataclasses.replace(position, weight=_normal_like(k_position, position.weight, GPT_POSITION_STD))
+        position = redrawn(embeddings.position_embeddings, k_position, GPT_POSITION_STD)
         return dataclasses.replace(embeddings, token_embeddings=token, position_embeddings=position)
-    if isinstance(embeddings, LlamaEmbedding):
-        token = embeddings.token_embeddings
-        token = dataclasses.replace(token, weight=_normal_like(k_token, token.weight, LLAMA_TOKEN_STD))
-        return dataclasses.replace(embeddings, token_embeddings=token)
-    raise TypeError(f"reference_init knows GPT-2 and Llama embeddings, not {type(embeddings).__name__}.")
+    return dataclasses.replace(embeddings, token_embeddings=token)
 
 
 def reference_linears(tree, key):

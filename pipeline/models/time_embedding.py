@@ -1,7 +1,6 @@
 """Fourier time embedding e(t) and the 2-layer time MLP h(t) of DiffEqFormer (paper Eq. 6, App. A), and the
 Euler solve shared by its vector fields (§4.1)."""
 
-import abc
 import math
 from typing import Any
 
@@ -108,14 +107,19 @@ weights W(t_k) unscaled (the authors' code, docs/paper.md#resampled-model), or `
 class EulerField(eqx.Module):
     """A vector field f(t, x) whose ``at(t, scale, step)`` is the discrete block x ↦ x + step·scale·f(t, x) (scale
     folded into the output projections, step applied to the block's output), and its Euler solve
-    x_k = x_{k-1} + dt·f(t_k, x_{k-1}), dt = 1/N, as N stacked blocks (§4.1)."""
+    x_k = x_{k-1} + dt·f(t_k, x_{k-1}), dt = 1/N, as N stacked blocks (§4.1). A subclass names its time-dependent
+    ``layers`` (norm, attention, norm, feed-forward), its ``Block`` and the block's ``block_option``."""
 
     config: eqx.AbstractVar[Any]
+    shared_mlp: eqx.AbstractVar[TimeMlp | None]
 
-    @abc.abstractmethod
     def at(self, t, scale=1.0, step=1.0) -> eqx.Module:
-        """The block x ↦ x + step·f_scale(t, x) with every weight materialised at time t and the output
+        """The ``Block`` x ↦ x + step·scale·f(t, x) with every weight materialised at time t and the output
         projections multiplied by ``scale``."""
+        norm_1, attn, norm_2, mlp = self.layers
+        shared = self.shared_mlp
+        layers = norm_1.at(t, shared), attn.at(t, shared, scale), norm_2.at(t, shared), mlp.at(t, shared, scale)
+        return self.Block(*layers, self.block_option, step)
 
     @property
     def weight_dtype(self):
@@ -136,9 +140,7 @@ class EulerField(eqx.Module):
         Steps = self.config.Layers.resize(num_steps)
         dt = 1.0 / num_steps
         times = self.times(hax.arange(Steps) + 1, num_steps)
-        if step_scaling == "output":
-            blocks = hax.vmap(lambda t: self.at(t, step=dt), Steps)(times)
-        else:
-            blocks = hax.vmap(lambda t: self.at(t, scale=dt), Steps)(times)
+        dt_at = {"step": dt} if step_scaling == "output" else {"scale": dt}
+        blocks = hax.vmap(lambda t: self.at(t, **dt_at), Steps)(times)
         policy = hax.ScanCheckpointPolicy.from_bool_or_str(self.config.gradient_checkpointing)
         return hnn.Stacked(blocks, Steps, policy)

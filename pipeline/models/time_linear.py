@@ -90,6 +90,8 @@ class TimeLinear(eqx.Module):
         weight, bias = self.weights_at(t, shared_mlp)
         return hnn.Linear(weight=weight * scale, bias=None if bias is None else bias * scale, In=self.In, Out=self.Out)
 
-    def __call__(self, t, x: NamedArray, shared_mlp: TimeMlp | None = None) -> NamedArray:
-        """x·W(t) + b(t)."""
-        return self.at(t, shared_mlp)(x)
+
+def linears_at(t, shared_mlp: TimeMlp | None, scale, *linears: TimeLinear) -> list[hnn.Linear]:
+    """A block's ``linears`` at time t, the last (its output projection) multiplied by ``scale``."""
+    *inputs, output = linears
+    return [linear.at(t, shared_mlp) for linear in inputs] + [output.at(t, shared_mlp, scale)]

@@ -62,9 +62,6 @@ class TimeLayerNorm(eqx.Module):
         weight, bias = self.weights_at(t, shared_mlp)
         return self.norm_type(self.axis, weight, bias, self.eps)
 
-    def __call__(self, t, x: NamedArray, shared_mlp: TimeMlp | None = None) -> NamedArray:
-        return self.at(t, shared_mlp)(x)
-
 
 class TimeRmsNorm(TimeLayerNorm):
     """RMSNorm_t(x) = (1 + h(t)·F_w) ⊙ x / rms(x) [+ h(t)·F_b]: the Llama variant (App. C.6); the authors' code has

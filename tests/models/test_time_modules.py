@@ -59,7 +59,7 @@ def test_time_linear_init_std_is_gpt2_like_and_applies_w_and_b():
     assert float(jnp.abs(bias.array).max()) < 1e-2
     x = hax.random.normal(jax.random.PRNGKey(2), (hax.Axis("position", 5), In))
     expected = x.array @ weight.array + bias.array
-    np.testing.assert_allclose(lin(0.3, x).rearrange(("position", "mlp")).array, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(lin.at(0.3)(x).rearrange(("position", "mlp")).array, expected, rtol=1e-5, atol=1e-6)
     assert not np.allclose(lin.weights_at(0.3)[0].array, lin.weights_at(0.9)[0].array)
 
 
@@ -93,7 +93,7 @@ def test_time_norm_starts_as_plain_norm_then_depends_on_t(norm_type, plain_type)
     x = hax.random.normal(jax.random.PRNGKey(8), (hax.Axis("position", 3), In)) * 3.0 + 1.0
     plain = plain_type.init(In, eps=norm.eps)
     assert isinstance(norm.at(0.5), plain_type)
-    np.testing.assert_allclose(norm(0.5, x).array, plain(x).array, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(norm.at(0.5)(x).array, plain(x).array, rtol=1e-6, atol=1e-6)
     perturbed = hax.random.normal(jax.random.PRNGKey(9), norm.scale_proj.axes)
     norm = eqx.tree_at(lambda n: n.scale_proj, norm, perturbed)
     scale_a, _ = norm.weights_at(0.2)
