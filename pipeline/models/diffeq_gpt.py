@@ -18,9 +18,7 @@ from levanter.utils.activation import ActivationFunctionEnum
 from .gpt2_dimensions import Gpt2Dimensions
 from .heads import EulerTransformer, GptHeadModel
 from .time_embedding import EulerField, TimeMlp
-from .time_layers import TimeLayers
-from .time_linear import TimeLinear, linears_at
-from .time_norm import TimeLayerNorm
+from .time_layers import TimeLayerNorm, TimeLayers, TimeLinear, linears_at
 
 
 @LmConfig.register_subclass("diffeq_gpt")
@@ -120,11 +118,8 @@ class DiffEqGptField(EulerField):
     @staticmethod
     def init(config: DiffEqGptConfig, *, key) -> "DiffEqGptField":
         keys = jrandom.split(key, 7)
-        layers = TimeLayers.for_config(config, out_first=False, key=keys[6])
-        linear = layers.linear
-
-        def norm(k):
-            return layers.norm(TimeLayerNorm, config.Embed, k)
+        layers = TimeLayers.for_config(config, out_first=False, Norm=TimeLayerNorm, key=keys[6])
+        linear, norm = layers.linear, layers.norm
 
         Qkv = Axis("qkv", 3)
         attn = TimeGptAttention(

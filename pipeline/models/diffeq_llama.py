@@ -20,9 +20,7 @@ from levanter.utils.activation import ActivationFunctionEnum
 
 from .heads import EulerTransformer, LlamaHeadModel
 from .time_embedding import EulerField, TimeMlp
-from .time_layers import TimeLayers
-from .time_linear import TimeLinear, linears_at
-from .time_norm import TimeRmsNorm
+from .time_layers import TimeLayers, TimeLinear, TimeRmsNorm, linears_at
 
 
 @dataclass(frozen=True)
@@ -176,12 +174,9 @@ class DiffEqLlamaField(EulerField):
     @staticmethod
     def init(config: DiffEqLlamaConfig, *, key) -> "DiffEqLlamaField":
         keys = jrandom.split(key, 10)
-        layers = TimeLayers.for_config(config, out_first=True, key=keys[9])
+        layers = TimeLayers.for_config(config, out_first=True, Norm=TimeRmsNorm, key=keys[9])
         attn_config = config.llama().attention_config()
-        linear = layers.linear
-
-        def norm(k):
-            return layers.norm(TimeRmsNorm, config.Embed, k)
+        linear, norm = layers.linear, layers.norm
 
         KVHeads, HeadSize = attn_config.KVHeads, attn_config.HeadSize
         attn = TimeLlamaAttention(

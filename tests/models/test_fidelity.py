@@ -13,7 +13,7 @@ from models_testkit import VOCAB, init_prng, nodes_of, tiny_config, tiny_model
 
 import pipeline.models as pm
 from pipeline.models.init import reference_linears
-from pipeline.models.time_linear import CALIBRATION_TIMES, TimeLinear
+from pipeline.models.time_layers import CALIBRATION_TIMES, TimeLinear
 from pipeline.train.decay import decay_mask
 
 

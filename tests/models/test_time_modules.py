@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from pipeline.models.time_embedding import TimeMlp, features_axis, grid_times, time_features
-from pipeline.models.time_linear import TimeLinear
-from pipeline.models.time_norm import TimeLayerNorm, TimeRmsNorm
+from pipeline.models.time_layers import TimeLayerNorm, TimeLinear, TimeRmsNorm
 
 S = hax.Axis("sinusoidal", 6)
 D = hax.Axis("time_embed", 12)
