@@ -78,15 +78,12 @@ class TrainJob:
 
         model = run_model_config(spec)
         cache, tokenizer = Path(cache_dir), Path(tokenizer_dir)
-        return cls(
-            spec,
-            spec.model.seq_len,
-            Path(run_dir),
-            cache,
-            tokenizer,
-            lambda vocab, key: build_initialised(model, vocab, key=key, init=spec.model.init),
-            RunIdentity.of(spec, tokenizer, cache, preflight=preflight),
-        )
+        identity = RunIdentity.of(spec, tokenizer, cache, preflight=preflight)
+
+        def build(vocab, key):
+            return build_initialised(model, vocab, key=key, init=spec.model.init)
+
+        return cls(spec, spec.model.seq_len, Path(run_dir), cache, tokenizer, build, identity)
 
     @classmethod
     def finetuning(
@@ -231,10 +228,9 @@ def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
                 f"the job to resume from it."
             )
 
-        trainer.add_hook(StepLog(run_id, train.steps, tokens_per_step, resumed_from), every=1)
-        trainer.add_hook(log_eval, every=1)
-        trainer.add_hook(keep_newest_checkpoints, every=1)
-        trainer.add_hook(stop_when_asked, every=1)
+        step_log = StepLog(run_id, train.steps, tokens_per_step, resumed_from)
+        for hook in (step_log, log_eval, keep_newest_checkpoints, stop_when_asked):
+            trainer.add_hook(hook, every=1)
         loader = trainer.data_loader(training_set).iter_from_step(resumed_from)
         if resumed_from < train.steps:
             mark_phase("compile")
@@ -258,7 +254,6 @@ def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
         mark_phase("final-eval")
         final = final_eval.evaluate(model)
         mark_phase("write")
-        devices = [str(d) for d in jax.devices()]
 
     return TrainingResult.from_metrics(
         read_metrics(run_dir / "metrics.jsonl"),
@@ -273,5 +268,5 @@ def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
         eval_split=job.eval_split,
         val_loss=final.micro_avg_loss,
         val_bpb=final.micro_bpb,
-        devices=devices,
+        devices=[str(d) for d in jax.devices()],
     )

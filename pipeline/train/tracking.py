@@ -10,7 +10,7 @@ import os
 import typing
 from pathlib import Path
 
-from levanter.tracker import Tracker, TrackerConfig
+from levanter.tracker import NoopTracker, TrackerConfig
 
 from pipeline.execution.job_env import TRACKERS_ENV, WANDB_ENV
 from pipeline.train.identity import RunIdentity
@@ -36,9 +36,10 @@ WANDB_DEFAULTS = {"project": "diffeqformer", "entity": None, "group": None, "tag
 """The preset's ``wandb`` settings where it leaves them out (group None: the preset's name)."""
 
 
-class MetricsJsonlTracker(Tracker):
+class MetricsJsonlTracker(NoopTracker):
     """Appends ``{"step": step, <RECORD_FIELDS present>}`` per ``log`` call carrying any of them; opened at the first
-    such call (after the loop cut the log back to its resume step), line-buffered."""
+    such call (after the loop cut the log back to its resume step), line-buffered; hyperparameters, summaries and
+    artifacts are left to the other trackers."""
 
     name = "jsonl"
 
@@ -53,15 +54,6 @@ class MetricsJsonlTracker(Tracker):
         if self._stream is None:
             self._stream = self.path.open("a", buffering=1)
         self._stream.write(json.dumps({"step": step, **record}) + "\n")
-
-    def log_hyperparameters(self, hparams: dict[str, typing.Any]):
-        pass
-
-    def log_summary(self, metrics: dict[str, typing.Any]):
-        pass
-
-    def log_artifact(self, artifact_path, *, name: str | None = None, type: str | None = None):
-        pass
 
     def finish(self):
         if self._stream is not None:
