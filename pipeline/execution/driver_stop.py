@@ -5,6 +5,7 @@ once and kill every job mid-save."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -32,10 +33,8 @@ def job_processes(driver: int, spared: set[int]) -> list[psutil.Process]:
     roots = [child for child in psutil.Process(driver).children() if child.pid not in spared]
     jobs = []
     for root in roots:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             jobs += root.children(recursive=True) or [root]
-        except psutil.NoSuchProcess:
-            continue
     return jobs
 
 
@@ -73,10 +72,8 @@ def stop_jobs_on_signals(previous: dict[int, Any], spared: set[int], shutdown: C
             len(jobs),
         )
         for process in jobs:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 process.terminate()
-            except psutil.NoSuchProcess:
-                pass
         left = wait_for_exit(jobs, JOB_STOP_WAIT_S)
         if left:
             logger.warning(

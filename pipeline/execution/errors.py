@@ -65,8 +65,7 @@ def subject(verb: str, args: argparse.Namespace) -> str:
 def failure_sentence(error: BaseException, what: str) -> tuple[str, bool]:
     """One sentence for ``error`` raised by ``what`` (see ``subject``), and whether its traceback belongs in the log
     before it (not for the sentences the pipeline raises itself)."""
-    chain = list(_chain(error))
-    for cause in chain:
+    for cause in _chain(error):
         if isinstance(cause, MemoryError) or _ray_error(cause, ("OutOfMemoryError",)):
             return (
                 f"error: {what} ran out of host memory ({type(cause).__name__}); give the job more memory "

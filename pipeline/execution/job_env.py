@@ -95,15 +95,13 @@ def export_trackers(names: list[str], wandb: dict) -> None:
 
 def export_ray_placement(ray: dict) -> None:
     """The preset's ``ray`` section (``ray.warm_workers: false`` as ``PIPELINE_RAY_FRESH_PROCESS=1``)."""
-    for key, name in RAY_PLACEMENT_ENV.items():
-        if ray[key] is None:
+    values = {name: ray[key] for key, name in RAY_PLACEMENT_ENV.items()}
+    values[RAY_FRESH_PROCESS_ENV] = None if ray.get("warm_workers", True) else 1
+    for name, value in values.items():
+        if value is None:
             os.environ.pop(name, None)
         else:
-            os.environ[name] = str(ray[key])
-    if ray.get("warm_workers", True):
-        os.environ.pop(RAY_FRESH_PROCESS_ENV, None)
-    else:
-        os.environ[RAY_FRESH_PROCESS_ENV] = "1"
+            os.environ[name] = str(value)
 
 
 def export_no_torch() -> None:

@@ -12,20 +12,14 @@ import time
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 """The CLI's log format (``pipeline.cli``); the markers' own handler uses it too."""
 
-
-def _marker_logger() -> logging.Logger:
-    """The markers' logger, with its own stderr handler at INFO: a Ray worker's root logger has no handler until
-    Levanter configures one, and then the markers would reach the log twice if they also propagated to it."""
-    marker_logger = logging.getLogger(__name__)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    marker_logger.addHandler(handler)
-    marker_logger.setLevel(logging.INFO)
-    marker_logger.propagate = False
-    return marker_logger
-
-
-logger = _marker_logger()
+logger = logging.getLogger(__name__)
+"""The markers' logger, with its own stderr handler at INFO: a Ray worker's root logger has no handler until
+Levanter configures one, and then the markers would reach the log twice if they also propagated to it."""
+_handler = logging.StreamHandler(sys.stderr)
+_handler.setFormatter(logging.Formatter(LOG_FORMAT))
+logger.addHandler(_handler)
+logger.setLevel(logging.INFO)
+logger.propagate = False
 
 MARKER = re.compile(r"\bphase (?P<name>[a-z][a-z-]*) at (?P<time>\d+(?:\.\d+)?)\b")
 

@@ -73,7 +73,7 @@ def run_on_ray(
     try:
         available = ray.cluster_resources().get("GPU", 0)
         if num_gpus > available:
-            raise GpuRequestError(
+            raise ValueError(
                 f"{task_name(target)}: the job asks for {num_gpus:g} GPU(s) but the Ray cluster "
                 f"({address or 'embedded local Ray'}) has {available:g}; run on a GPU node "
                 f"or with --gpus 0."
@@ -137,10 +137,6 @@ def run_in_warm_worker(
         return value
     finally:
         ray.get(pool.release.remote(name, reusable))
-
-
-class GpuRequestError(ValueError):
-    """A job asked for more GPUs than the Ray cluster it runs on has."""
 
 
 class RayAddressError(ValueError):

@@ -16,6 +16,7 @@ heartbeat, recycling), whose three parts are read and changed together."""
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import importlib
 import json
@@ -28,7 +29,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pipeline.execution.phases import mark_phase
@@ -207,28 +208,25 @@ class WarmWorker:
         return (*outcome, relay.rest)
 
 
-class process_state:
+@contextlib.contextmanager
+def process_state() -> Iterator[None]:
     """Job stop signals unblocked while a job runs (a Ray actor's main thread blocks SIGINT); on exit, the process
     state a job may change restored: environment, working directory, root logger handlers and level (Levanter points
     them at the run's log) and the signal mask."""
-
-    def __enter__(self) -> None:
-        self.blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, JOB_STOP_SIGNALS)
-        self.environ = dict(os.environ)
-        self.cwd = os.getcwd()
-        self.handlers = list(logging.root.handlers)
-        self.level = logging.root.level
-
-    def __exit__(self, *exc) -> None:
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, JOB_STOP_SIGNALS)
+    environ, cwd, handlers, level = dict(os.environ), os.getcwd(), list(logging.root.handlers), logging.root.level
+    try:
+        yield
+    finally:
         for handler in logging.root.handlers:
-            if handler not in self.handlers:
+            if handler not in handlers:
                 handler.close()
-        logging.root.handlers[:] = self.handlers
-        logging.root.setLevel(self.level)
-        os.chdir(self.cwd)
+        logging.root.handlers[:] = handlers
+        logging.root.setLevel(level)
+        os.chdir(cwd)
         os.environ.clear()
-        os.environ.update(self.environ)
-        signal.pthread_sigmask(signal.SIG_SETMASK, self.blocked)
+        os.environ.update(environ)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 class relayed_output:
@@ -321,10 +319,8 @@ def marked_task(target: str) -> Callable[..., Any]:
 
 def interrupt(pid: int) -> None:
     """SIGINT to the worker process ``pid`` on this node: the training loop saves a checkpoint and stops."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, TASK_STOP_SIGNAL)
-    except ProcessLookupError:
-        pass
 
 
 def start_worker(name: str, env_vars: dict[str, str], num_gpus: float) -> Any:

@@ -21,11 +21,15 @@ def with_micro_batch(spec_json: str, micro_batch: int | None) -> str:
     return json.dumps(spec, sort_keys=True)
 
 
-def _pretrain(args: argparse.Namespace) -> None:
-    paths = absolute(args.run_dir, args.cache, args.tokenizer)
+def _train(args: argparse.Namespace, *folders: Path) -> None:
+    """The verb's spec at its ``--micro-batch`` as one Ray task on absolute ``folders``, as attempt ``--attempt``."""
     spec = with_micro_batch(args.spec, args.micro_batch)
-    with recorded_attempt(args.run_dir, args.attempt, subject("pretrain", args)):
-        run_task(args, "pipeline.train.runs:pretrain", spec, *paths)
+    with recorded_attempt(args.run_dir, args.attempt, subject(args.verb, args)):
+        run_task(args, f"pipeline.train.runs:{args.verb}", spec, *absolute(*folders))
+
+
+def _pretrain(args: argparse.Namespace) -> None:
+    _train(args, args.run_dir, args.cache, args.tokenizer)
 
 
 def _finetune(args: argparse.Namespace) -> None:
@@ -37,10 +41,7 @@ def _finetune(args: argparse.Namespace) -> None:
     read_run_spec(args.source)
     require_complete_checkpoint(args.source)
     recorded_fingerprint(args.source)
-    paths = absolute(args.run_dir, args.source, args.cache, args.tokenizer)
-    spec = with_micro_batch(args.spec, args.micro_batch)
-    with recorded_attempt(args.run_dir, args.attempt, subject("finetune", args)):
-        run_task(args, "pipeline.train.runs:finetune", spec, *paths)
+    _train(args, args.run_dir, args.source, args.cache, args.tokenizer)
 
 
 def _micro_batch(value: str) -> int:

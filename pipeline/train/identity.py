@@ -39,24 +39,25 @@ constants) by float32 rounding; checkpoints of the donated step (no ``train_step
 gradients. Checkpoints of another version are moved aside."""
 
 
-def _hash_files(digest: Any, root: Path, paths: list[Path]) -> None:
+def _hash_files(root: Path, paths: list[Path], digest: Any = None) -> str:
+    """The SHA-256 (continuing ``digest``) over each file's path relative to ``root`` and its bytes, by path."""
+    digest = digest or hashlib.sha256()
     for path in sorted(paths):
         digest.update(str(path.relative_to(root)).encode())
         with path.open("rb") as stream:
             for block in iter(lambda: stream.read(1 << 20), b""):
                 digest.update(block)
+    return digest.hexdigest()
 
 
 def tokenizer_digest(tokenizer_dir: Path) -> str:
     """SHA-256 of the tokenizer's files (a retrained tokenizer of the same size gets another digest)."""
-    digest = hashlib.sha256()
     files = [tokenizer_dir / name for name in TOKENIZER_FILES if (tokenizer_dir / name).is_file()]
     if not files:
         raise FileNotFoundError(
             f"{tokenizer_dir}: no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}); build the tokenizer first."
         )
-    _hash_files(digest, tokenizer_dir, files)
-    return digest.hexdigest()
+    return _hash_files(tokenizer_dir, files)
 
 
 def cache_digest(cache_dir: Path) -> str:
@@ -73,8 +74,7 @@ def cache_digest(cache_dir: Path) -> str:
     rows = json.loads((cache_dir / "train" / "shard_ledger.json").read_text())
     digest.update(json.dumps([rows.get("total_num_rows"), rows.get("shard_rows")], sort_keys=True).encode())
     offsets = [path for path in (cache_dir / "train").rglob("*") if path.is_file() and "offsets" in path.parts]
-    _hash_files(digest, cache_dir, offsets)
-    return digest.hexdigest()
+    return _hash_files(cache_dir, offsets, digest)
 
 
 @dataclass(frozen=True)

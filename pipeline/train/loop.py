@@ -39,10 +39,6 @@ from pipeline.train.step_log import StepLog
 logger = logging.getLogger(__name__)
 
 
-class TrainingEndedShortError(ValueError):
-    """The data loader ran out before ``steps`` updates; no summary is written for a run that did not happen."""
-
-
 class TrainingStoppedError(RunStopped):
     """SIGTERM, SLURM's walltime warning or a cancelled Ray task stopped the run; a checkpoint at the current step
     was saved first."""
@@ -82,15 +78,12 @@ class TrainJob:
 
         model = run_model_config(spec)
         cache, tokenizer = Path(cache_dir), Path(tokenizer_dir)
-        return cls(
-            spec,
-            spec.model.seq_len,
-            Path(run_dir),
-            cache,
-            tokenizer,
-            lambda vocab, key: build_initialised(model, vocab, key=key, init=spec.model.init),
-            RunIdentity.of(spec, tokenizer, cache, preflight=preflight),
-        )
+        identity = RunIdentity.of(spec, tokenizer, cache, preflight=preflight)
+
+        def build(vocab, key):
+            return build_initialised(model, vocab, key=key, init=spec.model.init)
+
+        return cls(spec, spec.model.seq_len, Path(run_dir), cache, tokenizer, build, identity)
 
     @classmethod
     def finetuning(
@@ -174,8 +167,9 @@ def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
             model = source["model"] if "model" in source else eqx.filter_eval_shape(job.build_model, vocab, model_key)
             is_trainable = job.trainable(model)
         Pos = Axis("position", job.seq_len)
-        training_set = cycled_training_set(data, Pos, config.batch_schedule, train, data_key, job.cache_dir, run_id)
-        train_examples = training_set.examples
+        training_set, train_examples = cycled_training_set(
+            data, Pos, config.batch_schedule, train, data_key, job.cache_dir, run_id
+        )
         held_out = evaluation_set(data, Pos, job.cache_dir, job.eval_split)
         state = resume_or_initialize(
             lambda: trainer.initial_state(training_key, is_trainable=is_trainable, **source), checkpoints
@@ -187,14 +181,9 @@ def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
         n_trainable = parameter_count(state.trainable_model)
         resume_metrics(run_dir / "metrics.jsonl", resumed_from)
         if resumed_from < train.steps:
-            levanter.tracker.log(
-                {
-                    "micro_batch": config.per_device_parallelism,
-                    "gradient_accumulation": train.batch_size
-                    // (config.per_device_parallelism * config.data_axis_size),
-                },
-                step=resumed_from,
-            )
+            accumulation = train.batch_size // (config.per_device_parallelism * config.data_axis_size)
+            split = {"micro_batch": config.per_device_parallelism, "gradient_accumulation": accumulation}
+            levanter.tracker.log(split, step=resumed_from)
         tokens_per_step = train.batch_size * job.seq_len
         periodic_eval, final_eval = held_out_evaluators(
             trainer, held_out, job.eval_split, tokenizer, train.eval_batches
@@ -239,17 +228,16 @@ def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
                 f"the job to resume from it."
             )
 
-        trainer.add_hook(StepLog(run_id, train.steps, tokens_per_step, resumed_from), every=1)
-        trainer.add_hook(log_eval, every=1)
-        trainer.add_hook(keep_newest_checkpoints, every=1)
-        trainer.add_hook(stop_when_asked, every=1)
-        loader = trainer.data_loader(training_set.dataset).iter_from_step(resumed_from)
+        step_log = StepLog(run_id, train.steps, tokens_per_step, resumed_from)
+        for hook in (step_log, log_eval, keep_newest_checkpoints, stop_when_asked):
+            trainer.add_hook(hook, every=1)
+        loader = trainer.data_loader(training_set).iter_from_step(resumed_from)
         if resumed_from < train.steps:
             mark_phase("compile")
             last = trainer.train(state, loader)
             steps_done = int(last.state.step)
             if steps_done != train.steps:
-                raise TrainingEndedShortError(
+                raise ValueError(
                     f"{run_id}: the data loader ended after {steps_done} of {train.steps} updates "
                     f"({train_examples} training examples, batch {train.batch_size}); no summary was written."
                 )
@@ -266,7 +254,6 @@ def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
         mark_phase("final-eval")
         final = final_eval.evaluate(model)
         mark_phase("write")
-        devices = [str(d) for d in jax.devices()]
 
     return TrainingResult.from_metrics(
         read_metrics(run_dir / "metrics.jsonl"),
@@ -281,5 +268,5 @@ def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
         eval_split=job.eval_split,
         val_loss=final.micro_avg_loss,
         val_bpb=final.micro_bpb,
-        devices=devices,
+        devices=[str(d) for d in jax.devices()],
     )

@@ -3,7 +3,6 @@ and the devices it must see."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os
@@ -59,17 +58,10 @@ def data_config(cache_dir: Path, tokenizer_dir: Path):
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class CycledTrainingSet:
-    """``dataset``: ``passes_needed`` passes over the ``examples`` shuffled examples of one pass."""
-
-    dataset: object
-    examples: int
-
-
 def cycled_training_set(data, Pos, batch_schedule, train: TrainSpec, data_key, cache_dir: Path, run_id: str):
-    """The shuffled train split of ``data`` repeated ceil(steps · batch / examples) times with one permutation, so
-    exactly ``steps`` updates exist (docs/paper.md#exact-steps); a split without one example is an error."""
+    """``(dataset, examples)``: the ``examples`` shuffled examples of the train split of ``data``, repeated
+    ceil(steps · batch / examples) times with one permutation, so exactly ``steps`` updates exist
+    (docs/paper.md#exact-steps); a split without one example is an error."""
     from levanter.data.dataset import EpochDataset
 
     one_pass = data.train_set(Pos, batch_schedule, key=data_key)
@@ -88,7 +80,7 @@ def cycled_training_set(data, Pos, batch_schedule, train: TrainSpec, data_key, c
         examples,
         passes,
     )
-    return CycledTrainingSet(EpochDataset(one_pass, max_epochs=math.ceil(passes)), examples)
+    return EpochDataset(one_pass, max_epochs=math.ceil(passes)), examples
 
 
 PERSISTENT_CACHE_EVERY_PROGRAM = {"jax_persistent_cache_min_compile_time_secs": 0.0}

@@ -10,7 +10,7 @@ import os
 import typing
 from pathlib import Path
 
-from levanter.tracker import Tracker, TrackerConfig
+from levanter.tracker import NoopTracker, TrackerConfig
 
 from pipeline.execution.job_env import TRACKERS_ENV, WANDB_ENV
 from pipeline.train.identity import RunIdentity
@@ -36,33 +36,24 @@ WANDB_DEFAULTS = {"project": "diffeqformer", "entity": None, "group": None, "tag
 """The preset's ``wandb`` settings where it leaves them out (group None: the preset's name)."""
 
 
-class MetricsJsonlTracker(Tracker):
-    """Appends ``{"step": step, <RECORD_FIELDS present>}`` per ``log`` call carrying any of ``fields``; opened at
-    the first such call (after the loop cut the log back to its resume step), line-buffered."""
+class MetricsJsonlTracker(NoopTracker):
+    """Appends ``{"step": step, <RECORD_FIELDS present>}`` per ``log`` call carrying any of them; opened at the first
+    such call (after the loop cut the log back to its resume step), line-buffered; hyperparameters, summaries and
+    artifacts are left to the other trackers."""
 
     name = "jsonl"
 
-    def __init__(self, path: Path, fields: typing.Sequence[str]):
+    def __init__(self, path: Path):
         self.path = path
-        self.fields = tuple(fields)
         self._stream: typing.TextIO | None = None
 
     def log(self, metrics: typing.Mapping[str, typing.Any], *, step: int | None, commit: bool | None = None):
-        record = {key: value for key, value in metrics.items() if key in self.fields}
+        record = {key: value for key, value in metrics.items() if key in RECORD_FIELDS}
         if not record:
             return
         if self._stream is None:
             self._stream = self.path.open("a", buffering=1)
         self._stream.write(json.dumps({"step": step, **record}) + "\n")
-
-    def log_hyperparameters(self, hparams: dict[str, typing.Any]):
-        pass
-
-    def log_summary(self, metrics: dict[str, typing.Any]):
-        pass
-
-    def log_artifact(self, artifact_path, *, name: str | None = None, type: str | None = None):
-        pass
 
     def finish(self):
         if self._stream is not None:
@@ -74,10 +65,9 @@ class MetricsJsonlTracker(Tracker):
 @dataclasses.dataclass(frozen=True)
 class MetricsJsonlConfig(TrackerConfig):
     path: str = "metrics.jsonl"
-    fields: tuple[str, ...] = RECORD_FIELDS
 
     def init(self, run_id: str | None) -> MetricsJsonlTracker:
-        return MetricsJsonlTracker(Path(self.path), self.fields)
+        return MetricsJsonlTracker(Path(self.path))
 
 
 def configured_trackers() -> list[str]:
@@ -90,11 +80,6 @@ def configured_trackers() -> list[str]:
             f"optionally {' and '.join(map(repr, TRACKERS[1:]))}, got {unknown or 'no jsonl'}."
         )
     return names
-
-
-def wandb_run_id(preset: str, run_id: str, fingerprint: str) -> str:
-    """A run's W&B name and id: the preset, the run id and the first 8 hex digits of its fingerprint."""
-    return f"{preset}-{run_id}-{fingerprint[:8]}"
 
 
 def wandb_config(preset: str, wandb_id: str):
@@ -118,20 +103,18 @@ def tracker_configs(
     run_dir: Path, names: typing.Sequence[str], identity: RunIdentity | None
 ) -> tuple[TrackerConfig, ...]:
     """Levanter tracker configs under ``run_dir``: ``metrics.jsonl``; TensorBoard in ``tensorboard/<run id>/``; an
-    offline W&B run ``wandb_run_id`` in ``wandb/``. Without an ``identity`` (probe, benchmark) ``metrics.jsonl``
-    only."""
+    offline W&B run in ``wandb/``, named and identified ``<preset>-<run id>-<first 8 hex digits of the
+    fingerprint>``. Without an ``identity`` (probe, benchmark) ``metrics.jsonl`` only."""
     from levanter.tracker.tensorboard import TensorboardConfig
 
-    if identity is None:
-        return (MetricsJsonlConfig(path=str(run_dir / "metrics.jsonl")),)
-    preset, run_id = identity.parts["spec"]["preset"], identity.parts["spec"]["run_id"]
     configs: list[TrackerConfig] = []
-    for name in names:
+    for name in names if identity is not None else ["jsonl"]:
         if name == "jsonl":
             configs.append(MetricsJsonlConfig(path=str(run_dir / "metrics.jsonl")))
         elif name == "tensorboard":
             configs.append(TensorboardConfig(logdir=str(run_dir / "tensorboard")))
         elif name == "wandb":
+            preset, run_id = identity.parts["spec"]["preset"], identity.parts["spec"]["run_id"]
             os.environ["WANDB_DIR"] = str(run_dir)  # Levanter's WandbConfig has no dir; wandb reads WANDB_DIR
-            configs.append(wandb_config(preset, wandb_run_id(preset, run_id, identity.fingerprint)))
+            configs.append(wandb_config(preset, f"{preset}-{run_id}-{identity.fingerprint[:8]}"))
     return tuple(configs)

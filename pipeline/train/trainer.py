@@ -36,10 +36,13 @@ class UndonatedTrainer(Trainer):
 def held_out_evaluators(trainer, dataset, split: str, tokenizer, max_batches: int | None):
     """Levanter ``TaggedEvaluator``s over one held-out split, periodic (first ``max_batches``; all when None) and
     final, sharing one jitted step. Otherwise Levanter 1.2 compiles it up to four times per run: each evaluator jits
-    its own ``accum_for_batch``, and scalar running means retrace on the second batch (``named_running_means``); and
-    it is ``eqx.filter_jit``, traced once: Haliax's ``named_jit`` traced it twice (once more by ``eval_shape``, for
-    output shardings of scalar and per-tag means: ~0.5 s of CPU per tiny job)."""
+    its own ``accum_for_batch``, and scalar running means retrace on the second batch (unless made axis-less
+    ``NamedArray``s, the form Levanter's step returns); and it is ``eqx.filter_jit``, traced once: Haliax's
+    ``named_jit`` traced it twice (once more by ``eval_shape``, for output shardings of scalar and per-tag means:
+    ~0.5 s of CPU per tiny job)."""
     import equinox as eqx
+    import haliax as hax
+    import jax
     from levanter.eval import TaggedEvaluator
 
     eval_batch, mesh, mapping = trainer.config.EvalBatch, trainer.device_mesh, trainer.compute_axis_mapping
@@ -50,22 +53,13 @@ def held_out_evaluators(trainer, dataset, split: str, tokenizer, max_batches: in
     accumulate = eqx.filter_jit(periodic.accum_for_batch.__wrapped__)
 
     def accumulate_named(model, state, batch, tags):
-        return accumulate(model, named_running_means(state), batch, tags)
+        named = jax.tree.map(
+            lambda leaf: leaf if hax.is_named_array(leaf) else hax.named(leaf, ()), state, is_leaf=hax.is_named_array
+        )
+        return accumulate(model, named, batch, tags)
 
     periodic.accum_for_batch = final.accum_for_batch = accumulate_named
     return periodic, final
-
-
-def named_running_means(state):
-    """``state`` with every bare array leaf as an axis-less ``NamedArray`` (the form Levanter's step returns)."""
-    import haliax as hax
-    import jax
-
-    return jax.tree.map(
-        lambda leaf: leaf if isinstance(leaf, hax.NamedArray) else hax.named(leaf, ()),
-        state,
-        is_leaf=lambda leaf: isinstance(leaf, hax.NamedArray),
-    )
 
 
 def trainer_checkpointer(trainer):
