@@ -11,12 +11,6 @@ import datasets
 from pipeline.data.files import TEXT_FIELD, iter_jsonl
 from pipeline.data.shards import DOCS_PER_SHARD, SplitSource, export_shards
 
-HF_CORPORA: dict[str, dict] = {
-    # WikiText-103 (detokenized) ships its own train/validation/test splits.
-    "wikitext103": {"source": "dlwh/wikitext_103_detokenized", "validation_fraction": None, "seed": 0},
-    # OpenWebText has only train; validation = 0.05 % of it, as nanoGPT's prepare.py (the authors' base) does.
-    "openwebtext": {"source": "Skylion007/openwebtext", "validation_fraction": 0.0005, "seed": 2357},
-}
 _LOCAL_JSONL = ("*.jsonl", "*.jsonl.gz")
 _LOCAL_PARQUET = "*.parquet"
 

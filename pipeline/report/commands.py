@@ -16,15 +16,11 @@ def _table_files(args: argparse.Namespace):
     return TableFiles(md=args.md, csv=args.csv, html=args.html, tex=getattr(args, "tex", None))
 
 
-def _writes_table(writer: str) -> Callable[[argparse.Namespace], None]:
-    """A table verb's run: ``pipeline.report.tables.<writer>(args.inputs)`` written to the verb's views."""
+def _write_table(args: argparse.Namespace) -> None:
+    """A table verb's run: ``pipeline.report.tables.<args.writer>(args.inputs)`` written to the verb's views."""
+    from pipeline.report import tables
 
-    def run(args: argparse.Namespace) -> None:
-        from pipeline.report import tables
-
-        getattr(tables, writer)(args.inputs, out=_table_files(args))
-
-    return run
+    getattr(tables, args.writer)(args.inputs, out=_table_files(args))
 
 
 TABLES = {
@@ -124,10 +120,11 @@ def _fidelity_table(args: argparse.Namespace) -> None:
 
 
 def _table_verb(
-    verbs: argparse._SubParsersAction, name: str, run: Callable, help: str, *, tex: bool = True
+    verbs: argparse._SubParsersAction, name: str, run: Callable, help: str, *, tex: bool = True, **defaults
 ) -> argparse.ArgumentParser:
-    """A verb that writes a table's views: ``--md``, ``--csv``, ``--html``, and ``--tex`` where ``tex``."""
-    table = add_verb(verbs, name, run, help)
+    """A verb that writes a table's views: ``--md``, ``--csv``, ``--html``, and ``--tex`` where ``tex``; ``defaults``
+    as ``add_verb``'s."""
+    table = add_verb(verbs, name, run, help, **defaults)
     table.add_argument("--md", type=Path, required=True, help="Markdown view")
     table.add_argument("--csv", type=Path, required=True, help="tidy CSV, one row per number")
     table.add_argument("--html", type=Path, required=True, help="HTML view (the one the Snakemake report embeds)")
@@ -138,7 +135,7 @@ def _table_verb(
 
 def register(verbs: argparse._SubParsersAction) -> None:
     for verb, (writer, metavar, nargs, help) in TABLES.items():
-        table = _table_verb(verbs, verb, _writes_table(writer), help)
+        table = _table_verb(verbs, verb, _write_table, help, writer=writer)
         table.add_argument("inputs", metavar=metavar, nargs=nargs, type=Path)
 
     table = add_verb(verbs, "runs-csv", _runs_csv, "CSV of every pretraining run from their summaries")

@@ -17,7 +17,6 @@ from pipeline.report.tables import DATASET_LABELS, DOWNSTREAM_TABLES, downstream
 from pipeline.report.tidy_inputs import finetune_runs, load_downstream, load_memory_probes, pretrain_curves, read_csv
 
 PPL_LABEL = "validation perplexity (lower is better)"
-STEP_LABEL = "training step (updates)"
 D_LABEL = "time-embedding dimension D"
 TRAJECTORY_COLUMNS = ["magnitude", "degree", "step", "t", "token", "x0", "x1", "x2"]
 CLUSTER_STATS_COLUMNS = ["magnitude", "degree", "n_clusters", "threshold", "mean_pairwise_distance"]
@@ -26,7 +25,7 @@ CLUSTER_STATS_COLUMNS = ["magnitude", "degree", "n_clusters", "threshold", "mean
 def _curves(axis, curves: pd.DataFrame, title: str, **kwargs) -> None:
     """Validation perplexity (log scale) against training step, one line per ``hue``."""
     sns.lineplot(curves, x="step", y="eval_ppl", marker="o", ax=axis, **kwargs)
-    axis.set(xlabel=STEP_LABEL, ylabel=PPL_LABEL, yscale="log", title=title)
+    axis.set(xlabel="training step (updates)", ylabel=PPL_LABEL, yscale="log", title=title)
 
 
 def _baseline(axis, value: float, label: str) -> None:

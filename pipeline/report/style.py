@@ -20,8 +20,7 @@ from pipeline.config.families import FAMILY_LABELS  # noqa: E402
 
 FAMILY_COLOURS = dict(zip(FAMILY_LABELS.values(), sns.color_palette("colorblind", len(FAMILY_LABELS)), strict=True))
 """Colour of each model family (by its display label), the same in every figure."""
-PANEL_WIDTH_IN = 3.6
-PANEL_HEIGHT_IN = 2.8
+PANEL_SIZE_IN = (3.6, 2.8)  # one panel: width, height
 DPI = 150
 
 
@@ -40,7 +39,7 @@ def house_figure(out: FigureFiles, rows: int = 1, columns: int = 1, **kwargs):
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.0)
     plt.rcParams.update({"figure.dpi": DPI, "legend.frameon": False})
     logging.getLogger("fontTools").setLevel(logging.WARNING)
-    size = (PANEL_WIDTH_IN * columns, PANEL_HEIGHT_IN * rows)
+    size = (PANEL_SIZE_IN[0] * columns, PANEL_SIZE_IN[1] * rows)
     figure, axes = plt.subplots(rows, columns, figsize=size, squeeze=False, layout="constrained", **kwargs)
     yield figure, axes
     for path in out:

@@ -7,7 +7,7 @@ import pytest
 from levanter.data.sharded_datasource import UrlDataSource
 
 from pipeline.data.files import iter_texts, write_jsonl
-from pipeline.data.hf_corpora import HF_CORPORA, export_hf_corpus
+from pipeline.data.hf_corpora import export_hf_corpus
 
 DOCS = [f"Document number {i}: some words." for i in range(60)]
 
@@ -16,12 +16,6 @@ def _export(tmp_path, source, name="out", **kwargs):
     kwargs.setdefault("validation_fraction", None)
     kwargs.setdefault("seed", 0)
     return export_hf_corpus("toy", tmp_path / name, source=source, cache_dir=tmp_path / "hf_cache", **kwargs)
-
-
-def test_presets_match_the_paper_setup():
-    wikitext = {"source": "dlwh/wikitext_103_detokenized", "validation_fraction": None, "seed": 0}
-    owt = {"source": "Skylion007/openwebtext", "validation_fraction": 0.0005, "seed": 2357}
-    assert (HF_CORPORA["wikitext103"], HF_CORPORA["openwebtext"]) == (wikitext, owt)
 
 
 def test_own_splits_from_local_folder(tmp_path):
