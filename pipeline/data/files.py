@@ -29,14 +29,12 @@ def iter_jsonl(path: str | Path, text_field: str = TEXT_FIELD) -> Iterator[dict]
         with opener(path, "rb") as f:
             for lineno, raw in enumerate(f, start=1):
                 try:
-                    line = raw.decode("utf-8")
+                    obj = json.loads(raw.decode("utf-8"))
                 except UnicodeDecodeError as e:
                     raise ValueError(
                         f"Corpus file {path}, line {lineno}: not UTF-8 ({e}); expected UTF-8 JSONL, "
                         "optionally gzip-compressed."
                     ) from None
-                try:
-                    obj = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise ValueError(
                         f"Corpus file {path}, line {lineno}: not valid JSON ({e.msg}); expected {expected}."
