@@ -31,25 +31,20 @@ TRACKED_PACKAGES = (
 """The packages whose versions ``provenance.json`` records."""
 
 
-def publish(tmp: str | Path, path: Path) -> None:
-    """Rename a finished temporary file onto ``path`` with the permissions of a plainly created file (``mkstemp``
-    makes 0600 files, which the other members of a cluster group could not read)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    os.replace(tmp, path)
-
-
 @contextmanager
 def atomic_file(path: Path) -> Iterator[str]:
     """A new temporary file in ``path``'s folder for the block to write, renamed onto ``path`` when the block ends
-    without an error (``publish``), else removed."""
+    without an error, else removed. The file gets the permissions of a plainly created file (``mkstemp`` makes 0600
+    files, which the other members of a cluster group could not read)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(handle)
     try:
         yield tmp
-        publish(tmp, path)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -15,20 +15,7 @@ from pathlib import Path
 from pipeline.artifacts import csv_text, markdown_table
 from pipeline.execution.phases import MARKER
 
-PHASES = (
-    "interpreter",
-    "ray",
-    "task",
-    "setup",
-    "eval",
-    "compile",
-    "train",
-    "checkpoint",
-    "final-eval",
-    "write",
-    "shutdown",
-    "exit",
-)
+PHASES = tuple("interpreter ray task setup eval compile train checkpoint final-eval write shutdown exit".split())
 """Markers in the order a training job logs them: the interpreter starts (and imports the CLI); the driver starts
 or joins Ray; the task starts in its worker (and imports JAX, Levanter, the models); the trainer, data and model
 are set up; evaluations (the untrained model's, then periodic ones); the first training step with its compile;
@@ -82,14 +69,8 @@ def job_timings(workdir: Path, preset: str) -> list[JobTiming]:
         relative = log.relative_to(logs).with_suffix("")
         tsv = benchmarks / relative.with_suffix(".tsv")
         wall_s, cpu_s = benchmark_seconds(tsv) if tsv.is_file() else (None, None)
-        timings.append(
-            JobTiming(
-                kind=relative.parent.as_posix(),
-                wall_s=wall_s,
-                cpu_s=cpu_s,
-                phases=phase_seconds(log.read_text(errors="replace")),
-            )
-        )
+        phases = phase_seconds(log.read_text(errors="replace"))
+        timings.append(JobTiming(relative.parent.as_posix(), wall_s, cpu_s, phases))
     return timings
 
 

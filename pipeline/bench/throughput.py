@@ -10,7 +10,6 @@ import os
 import platform
 import resource
 import time
-from dataclasses import dataclass
 
 PAPER_GOALS = {"train": 1.15, "inference_discrete": 1.05}
 """Paper's cost of DiffEqFormer relative to GPT: training ≤ 1.15×, discretised inference ≤ 1.05× (App. D.1)."""
@@ -24,7 +23,7 @@ MAX_FOREIGN_CPU = 0.1
 """Share of the host's CPU time other processes may use during the run before it counts as contended."""
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class BenchConfig:
     """Shape of the matched models and of the measurement (float32, dropout 0)."""
 
@@ -65,29 +64,23 @@ def build_models(cfg: BenchConfig):
         return build(gpt, k_gpt), build(diffeq, k_diffeq)
 
 
-def _cpu_busy_seconds() -> float:
-    """CPU time all processes of the host have used since boot (/proc/stat: everything but idle and iowait)."""
+def _foreign_cpu_seconds() -> float:
+    """CPU time the host's other processes have used since boot: all processes' (/proc/stat: everything but idle and
+    iowait) less this one's."""
     with open("/proc/stat") as f:
         fields = [int(v) for v in f.readline().split()[1:]]
-    busy = sum(fields[:8]) - fields[3] - fields[4]
-    return busy / os.sysconf("SC_CLK_TCK")
-
-
-def _own_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    busy = (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return busy - own.ru_utime - own.ru_stime
 
 
 def host_info() -> dict:
     """CPU model and core count of this host."""
-    model = platform.processor() or "unknown"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
     import jax
 
+    with open("/proc/cpuinfo") as f:
+        names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+    model = names[0] if names else platform.processor() or "unknown"
     return {"cpu_model": model, "cores": os.cpu_count(), "jax_backend": jax.default_backend()}
 
 
@@ -108,8 +101,7 @@ def run_benchmark(cfg: BenchConfig) -> dict:
 
     discretize_jit = eqx.filter_jit(discretize)
     logits = eqx.filter_jit(lambda model, input_ids: model(input_ids, AttentionMask.causal()).array)
-    load_start, wall_start = os.getloadavg(), time.perf_counter()
-    busy_start, own_start = _cpu_busy_seconds(), _own_cpu_seconds()
+    load_start, wall_start, foreign_start = os.getloadavg(), time.perf_counter(), _foreign_cpu_seconds()
 
     gpt, diffeq = build_models(cfg)
     discrete = jax.block_until_ready(discretize_jit(diffeq, cfg.num_layers))
@@ -156,8 +148,7 @@ def run_benchmark(cfg: BenchConfig) -> dict:
     train["meets_goal"] = bool(train["ratio"] <= PAPER_GOALS["train"])
 
     wall = time.perf_counter() - wall_start
-    foreign = (_cpu_busy_seconds() - busy_start) - (_own_cpu_seconds() - own_start)
-    foreign_share = max(foreign, 0.0) / (wall * os.cpu_count())
+    foreign_share = max(_foreign_cpu_seconds() - foreign_start, 0.0) / (wall * os.cpu_count())
     return {
         "benchmark": "throughput: GPT vs DiffEqFormer (GPT-based), train step and inference",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

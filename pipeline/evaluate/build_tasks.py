@@ -96,22 +96,16 @@ def lambada_items(corpus: str, count: int, rng: random.Random) -> list[dict]:
     ]
 
 
-def split_items(items: list[dict], rng: random.Random) -> dict[str, list[dict]]:
-    """Shuffle and cut into ``SPLIT_SIZES``."""
-    rng.shuffle(items)
-    return {"train": items[: SPLIT_SIZES["train"]], "test": items[SPLIT_SIZES["train"] :]}
-
-
 def build_task_data(out_dir: Path = TASKS_DIR) -> dict[str, dict[str, int]]:
     """Write ``<task>.<split>.jsonl`` for both tasks into ``out_dir`` (half of each task's items from each
-    corpus); returns items per task and split."""
-    total = sum(SPLIT_SIZES.values())
+    corpus, shuffled, then cut into ``SPLIT_SIZES``); returns items per task and split."""
     rng = random.Random(SEED)
-    half = total // len(TINY_CORPORA)
-    tasks = {
-        task: split_items([item for corpus in sorted(TINY_CORPORA) for item in make(corpus, half, rng)], rng)
-        for task, make in (("tiny_choice", choice_items), ("tiny_lambada", lambada_items))
-    }
+    half = sum(SPLIT_SIZES.values()) // len(TINY_CORPORA)
+    tasks = {}
+    for task, make in (("tiny_choice", choice_items), ("tiny_lambada", lambada_items)):
+        items = [item for corpus in sorted(TINY_CORPORA) for item in make(corpus, half, rng)]
+        rng.shuffle(items)
+        tasks[task] = {"train": items[: SPLIT_SIZES["train"]], "test": items[SPLIT_SIZES["train"] :]}
     for task, splits in tasks.items():
         for split, items in splits.items():
             lines = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)

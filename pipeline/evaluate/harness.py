@@ -84,17 +84,10 @@ class LevanterLM(TemplateLM):
             add_special_tokens = not (bos and string.startswith(bos))
         return self.tokenizer.encode(string, add_special_tokens=add_special_tokens)
 
-    def _padded_length(self, length: int) -> int:
-        return min(self.max_length, max(MIN_BUCKET, 1 << (length - 1).bit_length()))
-
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
         """(log p(continuation | context), greedy) of each request ``(strings, context_ids, continuation_ids)``."""
         windows = [
             (list(context) + list(continuation))[-(self.max_length + 1) :] for _, context, continuation in requests
-        ]
-        scored_counts = [
-            min(len(continuation), len(window) - 1)
-            for (_, _, continuation), window in zip(requests, windows, strict=True)
         ]
         order = sorted(range(len(requests)), key=lambda i: -len(windows[i]))
         results: list[tuple[float, bool]] = [(math.nan, False)] * len(requests)
@@ -102,13 +95,15 @@ class LevanterLM(TemplateLM):
         started = time.perf_counter()
         for first in range(0, len(order), self.batch_size):
             rows = order[first : first + self.batch_size]
-            Pos = self.model.Pos.resize(self._padded_length(len(windows[rows[0]]) - 1))
+            longest = len(windows[rows[0]]) - 1
+            Pos = self.model.Pos.resize(min(self.max_length, max(MIN_BUCKET, 1 << (longest - 1).bit_length())))
             tokens = np.full((Batch.size, Pos.size), self.eot_token_id, dtype=np.int32)
             targets = np.zeros_like(tokens)
             scored = np.zeros(tokens.shape, dtype=bool)
             for row, index in enumerate(rows):
-                window, count = windows[index], scored_counts[index]
+                window = windows[index]
                 length = len(window) - 1
+                count = min(len(requests[index][2]), length)
                 tokens[row, :length] = window[:-1]
                 targets[row, :length] = window[1:]
                 scored[row, length - count : length] = True

@@ -36,10 +36,8 @@ class TaskDataset:
         snapshot = dataset_snapshot(f"lm-eval dataset {self.id}", self.id, self.commit)
         pinned = {**config, "dataset_path": str(snapshot)}
         if self.converted:
-            kwargs = dict(config.get("dataset_kwargs") or {})
-            pinned.update(
-                dataset_name=None, dataset_kwargs={**kwargs, "data_dir": config.get("dataset_name") or "default"}
-            )
+            kwargs = {**(config.get("dataset_kwargs") or {}), "data_dir": config.get("dataset_name") or "default"}
+            pinned.update(dataset_name=None, dataset_kwargs=kwargs)
         return pinned
 
 
