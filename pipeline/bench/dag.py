@@ -15,7 +15,20 @@ from pathlib import Path
 from pipeline.artifacts import csv_text, markdown_table
 from pipeline.execution.phases import MARKER
 
-PHASES = tuple("interpreter ray task setup eval compile train checkpoint final-eval write shutdown exit".split())
+PHASES = (
+    "interpreter",
+    "ray",
+    "task",
+    "setup",
+    "eval",
+    "compile",
+    "train",
+    "checkpoint",
+    "final-eval",
+    "write",
+    "shutdown",
+    "exit",
+)
 """Markers in the order a training job logs them: the interpreter starts (and imports the CLI); the driver starts
 or joins Ray; the task starts in its worker (and imports JAX, Levanter, the models); the trainer, data and model
 are set up; evaluations (the untrained model's, then periodic ones); the first training step with its compile;
