@@ -6,6 +6,7 @@ import datasets
 import pytest
 from levanter.data.sharded_datasource import UrlDataSource
 
+from pipeline.config import load_preset
 from pipeline.data.files import iter_texts, write_jsonl
 from pipeline.data.hf_corpora import export_hf_corpus
 
@@ -16,6 +17,15 @@ def _export(tmp_path, source, name="out", **kwargs):
     kwargs.setdefault("validation_fraction", None)
     kwargs.setdefault("seed", 0)
     return export_hf_corpus("toy", tmp_path / name, source=source, cache_dir=tmp_path / "hf_cache", **kwargs)
+
+
+def test_the_paper_preset_splits_its_corpora_as_the_paper():
+    """docs/paper.md: WikiText-103 brings its own validation and test splits; OpenWebText's validation split is carved
+    from its train split as the authors' code does (0.05 %, shuffled with seed 2357)."""
+    sources = {name: dataset["source"] for name, dataset in load_preset({"preset": "paper"})["datasets"].items()}
+    assert sources["wt103"] == {"kind": "hf", "id": "dlwh/wikitext_103_detokenized", "test_split": True}
+    owt = sources["owt"]
+    assert (owt["id"], owt["validation_fraction"], owt["seed"]) == ("Skylion007/openwebtext", 0.0005, 2357)
 
 
 def test_own_splits_from_local_folder(tmp_path):
