@@ -198,7 +198,8 @@ def planned_claims(config: dict, study_csv: Path = STUDY_CSV) -> list[Plan]:
 def design_table(config: dict, study_csv: Path = STUDY_CSV) -> pd.DataFrame:
     """Per primary claim: the sd it is planned with (and its seeds), its effect, α after Holm, seeds for 80 % power,
     seeds in the design and whether the design can decide it."""
-    plans, seeds = planned_claims(config, study_csv), preset_seeds(config)
+    plans = planned_claims(config, study_csv)
+    seeds = design_seeds(plans)
     family, alpha = powered_family(plans, seeds)
     return pd.DataFrame(
         [
@@ -218,6 +219,6 @@ def design_table(config: dict, study_csv: Path = STUDY_CSV) -> pd.DataFrame:
     )
 
 
-def preset_seeds(config: dict) -> dict[str, int]:
-    """Seeds each primary claim gets in a resolved preset (``Plan.design_seeds`` of ``planned_claims``)."""
-    return {plan.hypothesis: plan.design_seeds for plan in planned_claims(config)}
+def design_seeds(plans: list[Plan]) -> dict[str, int]:
+    """Seeds each primary claim of ``plans`` (``planned_claims``) gets in its preset's design."""
+    return {plan.hypothesis: plan.design_seeds for plan in plans}

@@ -27,7 +27,7 @@ from pipeline.report.intervals import (
     verdict,
 )
 from pipeline.report.paper_numbers import COMPARABLE_PRESET, downstream_numbers, parameter_numbers, perplexity_numbers
-from pipeline.report.power import Plan, planned_claims, powered_family, preset_seeds
+from pipeline.report.power import Plan, design_seeds, planned_claims, powered_family
 from pipeline.report.pretrain_claims import perplexity_claims, sharing_claims, throughput_claims
 from pipeline.report.secondary_claims import ablation_claims, lambada_claims, memory_claims
 from pipeline.report.table_views import TableFiles, html_page
@@ -82,7 +82,7 @@ def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
     """Claims, then numbers: claims (1)-(7) (decided by ``decide``), the secondary claims, then the paper's numbers
     beside ours. ``card.attrs["family"]`` names the Holm family."""
     runs = read_csv(inputs.runs_csv, RUN_COLUMNS, "the pretrain run list")
-    config = load_preset({"preset": inputs.preset})
+    plans = planned_claims(load_preset({"preset": inputs.preset}))
     finetunes = load_finetunes(inputs.finetune_summaries)
     claims, family = decide(
         perplexity_claims(runs)
@@ -92,8 +92,8 @@ def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
         + sharing_claims(runs)
         + clustering_claims(inputs.clustering_sweep)
         + throughput_claims(runs),
-        planned_claims(config),
-        preset_seeds(config),
+        plans,
+        design_seeds(plans),
     )
     rows = (
         claims

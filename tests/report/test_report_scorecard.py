@@ -29,7 +29,7 @@ from pipeline.report.intervals import (
     SENSITIVITY,
     SUPPORTED,
 )
-from pipeline.report.power import CLUSTERING_PARTS, planned_claims, preset_seeds
+from pipeline.report.power import CLUSTERING_PARTS, design_seeds, planned_claims
 from pipeline.report.pretrain_claims import perplexity_claims, sharing_claims
 from pipeline.report.scorecard import ScorecardInputs, decide, scorecard, write_scorecard
 from pipeline.report.tables import write_perplexity_tables
@@ -148,7 +148,7 @@ def test_seeded_claims_are_decided_after_holm_and_non_inferiority_is_scored(tmp_
     """20 seeds in the design, DiffEqFormer within 0.01 nats of GPT: (1) 'comparable to or better than' is
     non-inferior at +0.05 nats (one-sided, its upper bound below the margin), 'better' is not supported; sharing is
     worse (supported). Each is in the Holm family and has its adjusted p."""
-    seeds = dict.fromkeys(preset_seeds(MINI), 20)
+    seeds = dict.fromkeys(design_seeds(MINI_PLANS), 20)
     card = by_item(pd.DataFrame(decide(pretrain_rows(tmp_path, 20, 0.0), MINI_PLANS, seeds)[0]))
     comparable = card.loc["(1) DiffEqFormer comparable to or better than GPT (non-inferior at +0.05 nats), owt-small"]
     assert comparable["status"] == NON_INFERIOR and comparable["p_holm"] < 0.05 and comparable["high"] < 0.05
@@ -161,7 +161,7 @@ def test_seeded_claims_are_decided_after_holm_and_non_inferiority_is_scored(tmp_
 def test_a_primary_claim_short_of_its_seeds_is_not_tested_by_design(tmp_path):
     """A design of 3 seeds cannot power (1) at 0.10 nats on the recorded 0.037-nat spread: a clear per-seed win reads
     'not tested at this scale' with its p shown and no adjusted p."""
-    seeds = dict.fromkeys(preset_seeds(MINI), 3)
+    seeds = dict.fromkeys(design_seeds(MINI_PLANS), 3)
     card = by_item(pd.DataFrame(decide(pretrain_rows(tmp_path, 3, -0.3), MINI_PLANS, seeds)[0]))
     better = card.loc["(1) DiffEqFormer better than GPT, owt-small"]
     assert better["status"] == NOT_TESTED and better["p"] < 0.05 and math.isnan(better["p_holm"])
@@ -227,7 +227,7 @@ def test_a_spearman_over_three_values_gets_no_verdict(tmp_path):
     finetunes = load_finetunes(paths)
     finetunes["overfit"] = finetunes["num_steps"].map({2: 0.0, 4: 0.02, 6: 0.01})
     (row,) = overfit_claims(finetunes)
-    decided, _ = decide([row], MINI_PLANS, preset_seeds(MINI))
+    decided, _ = decide([row], MINI_PLANS, design_seeds(MINI_PLANS))
     assert row["ours"] == pytest.approx(0.5) and row["hypothesis"] is None
     assert decided[0]["status"] == NOT_TESTED and math.isnan(decided[0]["p_holm"])
 
@@ -271,7 +271,7 @@ def clustering_card(tmp_path, monkeypatch, clusters_by_degree: list[int]) -> pd.
     """Claim (6) scored on the mini preset's regimes at its 208 seeds, with the injected simulator."""
     monkeypatch.setattr(clustering, "simulate", degree_simulator(clusters_by_degree))
     clustering.write_clustering(str(tmp_path), MINI["analysis"]["clustering"])
-    decided, family = decide(clustering_claims(tmp_path / "sweep.csv"), MINI_PLANS, preset_seeds(MINI))
+    decided, family = decide(clustering_claims(tmp_path / "sweep.csv"), MINI_PLANS, design_seeds(MINI_PLANS))
     assert "Holm family (6 hypotheses" in family  # (1) better and non-inferior, (2) at N′ = L, (6)'s three parts
     return by_item(pd.DataFrame(decided))
 
@@ -325,7 +325,7 @@ def test_a_significant_fraction_below_the_minimum_effect_is_inconclusive(tmp_pat
 
     monkeypatch.setattr(clustering, "simulate", simulate)
     clustering.write_clustering(str(tmp_path), MINI["analysis"]["clustering"])
-    decided, _ = decide(clustering_claims(tmp_path / "sweep.csv"), MINI_PLANS, preset_seeds(MINI))
+    decided, _ = decide(clustering_claims(tmp_path / "sweep.csv"), MINI_PLANS, design_seeds(MINI_PLANS))
     row = by_item(pd.DataFrame(decided)).loc[primary(CLUSTERING_PARTS[1])]
     assert row["ours"] == pytest.approx(139 / 208) and row["p"] < 1e-5
     assert row["status"] == INCONCLUSIVE and "below the minimum effect 75%" in row["evidence"]
