@@ -100,7 +100,7 @@ def _check_builtin_name(path: Path, loaded: dict[str, Any]) -> None:
         return
     expected, found = dict(_leaves(yaml.safe_load(builtin.read_text()))), dict(_leaves(loaded))
     for key in sorted(expected | found):
-        if expected.get(key, ()) != found.get(key, ()):
+        if expected.get(key) != found.get(key):  # a key set to null reads as one left out
             raise ConfigError(
                 f"{path}: key 'preset' is {name!r}, the built-in preset whose results are in results/{name}/, but "
                 f"key {key!r} differs from {builtin}; give this file its own preset name (e.g. preset: my_{name}) "

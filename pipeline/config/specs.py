@@ -4,6 +4,7 @@ keeps its first serialised key (``serialised_as``), so earlier runs' fingerprint
 
 import dataclasses
 import json
+import typing
 from typing import Any, Self
 
 WEIGHTS = "weights"
@@ -50,7 +51,8 @@ def _from_dict(cls: type, raw: dict[str, Any]) -> Any:
     """``cls`` from its serialised dict, each nested spec from its own (an unknown key fails as ``cls(**raw)``
     would)."""
     names = {serialised_key(field): field.name for field in dataclasses.fields(cls)}
-    nested = {field.name: field.type for field in dataclasses.fields(cls) if dataclasses.is_dataclass(field.type)}
+    types = typing.get_type_hints(cls)  # the classes, also where annotations are postponed strings
+    nested = {name: kind for name, kind in types.items() if dataclasses.is_dataclass(kind)}
     values = {names.get(key, key): value for key, value in raw.items()}
     return cls(**values | {name: _from_dict(nested[name], values[name]) for name in nested.keys() & values})
 
