@@ -85,6 +85,7 @@ class JobSizing:
         device = site.device if site else "cpu"
         self.measured = MeasuredTable(grid, device, preflight_table=preflight_table, fit_table=fit_table)
         self._read: dict[tuple[int | None, ...], JobSizing] = {}
+        self._gpu_hours: dict[str, float] = {}
 
     @property
     def tables(self) -> dict[str, str]:
@@ -106,10 +107,13 @@ class JobSizing:
         return self._read[stamp]
 
     def gpu_hours(self, workload_id: str) -> float:
-        """GPU-hours of one workload on the site's device, as the cost preview counts them (``training_rate``)."""
-        workload = self.grid.workloads[workload_id]
-        tokens_per_s, _ = training_rate(workload, self.site.device, self.site.mfu, self.config, self.measured)
-        return workload.gpu_hours(tokens_per_s, self.config)
+        """GPU-hours of one workload on the site's device, as the cost preview counts them (``training_rate``), counted
+        once per sizing (a job's GPUs, minutes and chunks each read them; the workflow sizes every job at each parse)."""
+        if workload_id not in self._gpu_hours:
+            workload = self.grid.workloads[workload_id]
+            tokens_per_s, _ = training_rate(workload, self.site.device, self.site.mfu, self.config, self.measured)
+            self._gpu_hours[workload_id] = workload.gpu_hours(tokens_per_s, self.config)
+        return self._gpu_hours[workload_id]
 
     def chain_retries(self, workload_ids: Iterable[str]) -> int | None:
         """Snakemake's retries of the rule that trains ``workload_ids`` (``chain_retries`` of their chunks)."""
