@@ -107,8 +107,9 @@ class JobSizing:
         return self._read[stamp]
 
     def gpu_hours(self, workload_id: str) -> float:
-        """GPU-hours of one workload on the site's device, as the cost preview counts them (``training_rate``), counted
-        once per sizing (a job's GPUs, minutes and chunks each read them; the workflow sizes every job at each parse)."""
+        """GPU-hours of one workload on the site's device, as the cost preview counts them (``training_rate``),
+        counted once per sizing (a job's GPUs, minutes and chunks each read them; the workflow sizes every job at each
+        parse)."""
         if workload_id not in self._gpu_hours:
             workload = self.grid.workloads[workload_id]
             tokens_per_s, _ = training_rate(workload, self.site.device, self.site.mfu, self.config, self.measured)

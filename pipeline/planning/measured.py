@@ -1,6 +1,8 @@
 """What planning knows of a job on the site's GPUs before it runs, and the only reader of the files that hold it
-(docs/planning.md#the-measured-table: their precedence and staleness). Longer than 300 lines because a fit row's type
-and its ``plan_key`` live with the staleness check that reads them."""
+(docs/planning.md#the-measured-table: their precedence and staleness); where nothing was measured, the training rate
+estimated from the GPU's datasheet (``DEVICES``, ``training_rate``). Longer than 300 lines because a fit row's type
+and its ``plan_key`` live with the staleness check that reads them, and the estimate with the rates it stands in
+for."""
 
 from __future__ import annotations
 

@@ -57,14 +57,23 @@ class TrainingResult:
         )
 
     def scores(self) -> dict[str, Any]:
-        """The summary fields every run shares: every field but ``NOT_SCORES``, and the perplexity exp(NLL) on
-        ``eval_split``."""
-        fields = {name: value for name, value in dataclasses.asdict(self).items() if name not in NOT_SCORES}
-        return {**fields, "val_ppl": math.exp(self.val_loss)}
-
-
-NOT_SCORES = ("trainable_parameters", "initial_val_loss", "devices")
-"""Fields a run's summary takes from elsewhere (a fine-tune's own fields) or leaves to ``provenance.json``."""
+        """The summary fields every run shares: parameter counts, final losses, perplexity exp(NLL) on
+        ``eval_split``, throughput (a new field of the result enters ``summary.json`` only when named here)."""
+        return {
+            "parameters": self.parameters,
+            "final_train_loss": self.final_train_loss,
+            "eval_split": self.eval_split,
+            "val_loss": self.val_loss,
+            "val_ppl": math.exp(self.val_loss),
+            "val_bpb": self.val_bpb,
+            "mean_tokens_per_s": self.mean_tokens_per_s,
+            "resumed_from_step": self.resumed_from_step,
+            "steps_done": self.steps_done,
+            "tokens_seen": self.tokens_seen,
+            "passes": self.passes,
+            "micro_batches": self.micro_batches,
+            "fingerprint": self.fingerprint,
+        }
 
 
 def write_run_record(spec, run_dir: Path, started: float, result: TrainingResult, fields: dict[str, Any]) -> dict:

@@ -19,8 +19,15 @@ def pretrain(spec_json: str, run_dir: str, cache_dir: str, tokenizer_dir: str) -
     spec = RunSpec.from_json(spec_json)
     job = TrainJob.pretraining(spec, run_dir, cache_dir, tokenizer_dir)
     result = train_run(job)
-    fields = {name: getattr(spec, name) for name in ("group", "dataset", "size", "role", "ablation")}
-    return write_run_record(spec, job.run_dir, started, result, {**fields, "family": spec.model.family})
+    fields = {
+        "group": spec.group,
+        "family": spec.model.family,
+        "dataset": spec.dataset,
+        "size": spec.size,
+        "role": spec.role,
+        "ablation": spec.ablation,
+    }
+    return write_run_record(spec, job.run_dir, started, result, fields)
 
 
 def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, tokenizer_dir: str) -> dict[str, Any]:
@@ -32,9 +39,11 @@ def finetune(spec_json: str, run_dir: str, source_dir: str, cache_dir: str, toke
     result = train_run(job)
     fields = {
         "role": "finetune",
-        **{
-            name: getattr(spec, name) for name in ("family", "source_run", "source_dataset", "target_dataset", "method")
-        },
+        "family": spec.family,
+        "source_run": spec.source_run,
+        "source_dataset": spec.source_dataset,
+        "target_dataset": spec.target_dataset,
+        "method": spec.method,
         "num_steps": spec.euler_steps or spec.source_euler_steps,
         "source_steps": spec.source_euler_steps,
         "trainable_parameters": result.trainable_parameters,

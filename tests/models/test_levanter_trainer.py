@@ -1,5 +1,6 @@
-"""DiffEqFormer trains under Levanter's own Trainer and loss, with the pipeline's trainer configuration and bf16
-compute (paper App. C.4): a few Adam steps decrease its loss (the other families': test_model_training.py)."""
+"""DiffEqFormer trains under the pipeline's trainer (Levanter's Trainer without buffer donation), Levanter's loss,
+the pipeline's trainer configuration and bf16 compute (paper App. C.4): a few Adam steps decrease its loss (the
+other families': test_model_training.py)."""
 
 import functools
 
@@ -8,16 +9,18 @@ import numpy as np
 import optax
 from cli_testkit import tiny_spec
 from levanter.models.lm_model import compute_next_token_loss
-from levanter.trainer import Trainer
 from models_testkit import VOCAB, batch_example, init_prng, tiny_config
 
 from pipeline.train.setup import trainer_config
+from pipeline.train.trainer import UndonatedTrainer
 
 
 def test_levanter_trainer_steps_decrease_the_loss(tmp_path):
     config = tiny_config("diffeq", initializer_range=0.02)
     train = tiny_spec(batch_size=4, steps=4, mixed_precision="p=f32,c=bfloat16").train
-    trainer = Trainer(trainer_config("diffeq-smoke", train, tmp_path), optax.adam(3e-3), compute_next_token_loss)
+    trainer = UndonatedTrainer(
+        trainer_config("diffeq-smoke", train, tmp_path), optax.adam(3e-3), compute_next_token_loss
+    )
     batch = batch_example(0, config.Pos)
     with trainer, init_prng():
         model_init = functools.partial(config.build, VOCAB, key=jax.random.PRNGKey(1))
