@@ -88,7 +88,9 @@ def read_records(paths: list[Path], columns: list[str], expected: str, upgrade=l
 
 
 def eval_curve(summary_path: Path) -> pd.DataFrame:
-    """Validation records (step, eval_loss, eval_ppl) of the ``metrics.jsonl`` beside a run's summary."""
+    """Validation records (step, eval_loss, eval_ppl) of the ``metrics.jsonl`` beside a run's summary, read as
+    ``artifacts.read_metrics`` reads every run's log (a torn last line dropped with a warning, an earlier one an
+    error)."""
     path = Path(summary_path).parent / "metrics.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found; expected the metrics log beside {summary_path}.")
