@@ -65,6 +65,9 @@ SOURCES = {
         member_prefix="usr/share/games/fortunes/",
     ),
 }
+"""The tiny corpora: ``pydocs``, Python 3.11 documentation prose (library reference, tutorial, language reference,
+HOWTOs, FAQ: encyclopedic/technical, the stand-in for WikiText-103), and ``fortunes``, Debian fortune cookies (quotes,
+jokes, anecdotes, poems, literature: informal/narrative, the stand-in for OpenWebText)."""
 
 
 def read_deb_members(deb: Path, prefix: str) -> dict[str, bytes]:

@@ -13,16 +13,11 @@ from pipeline.data.shards import DOCS_PER_SHARD, SplitSource, export_shards
 SPLITS = ("train", "validation", "test")
 """Every split a corpus can have; "test" only where the source has one (``corpus_splits``)."""
 
-TINY_CORPORA = tuple(SOURCES)
-"""The tiny corpora: ``pydocs``, Python 3.11 documentation prose (library reference, tutorial, language reference,
-HOWTOs, FAQ: encyclopedic/technical, the stand-in for WikiText-103), and ``fortunes``, Debian fortune cookies (quotes,
-jokes, anecdotes, poems, literature: informal/narrative, the stand-in for OpenWebText)."""
-
 
 def tiny_corpus_splits(name: str) -> tuple[str, ...]:
     """The splits a tiny corpus ships: train, validation, and test where it stands in for a dataset with one."""
-    if name not in TINY_CORPORA:
-        raise ValueError(f"Unknown tiny corpus {name!r}; expected one of {sorted(TINY_CORPORA)}.")
+    if name not in SOURCES:
+        raise ValueError(f"Unknown tiny corpus {name!r}; expected one of {sorted(SOURCES)}.")
     return SOURCES[name].splits
 
 
@@ -43,7 +38,7 @@ def export_tiny_corpus(
     if test_split and "test" not in tiny_corpus_splits(name):
         raise ValueError(
             f"Tiny corpus {name!r} ships no test split; set test_split: false in its dataset source "
-            f"or use one of {[n for n in TINY_CORPORA if 'test' in tiny_corpus_splits(n)]}."
+            f"or use one of {[n for n in SOURCES if 'test' in tiny_corpus_splits(n)]}."
         )
     files = {split: tiny_corpus_file(name, split) for split in (SPLITS if test_split else SPLITS[:2])}
     sources = {

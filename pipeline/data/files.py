@@ -16,11 +16,11 @@ from pathlib import Path
 TEXT_FIELD = "text"
 
 
-def iter_jsonl(path: str | Path, text_field: str = TEXT_FIELD) -> Iterator[dict]:
-    """Yield the JSON objects of a ``.jsonl`` or ``.jsonl.gz`` file, each with a string ``text_field``. Raises
+def iter_jsonl(path: str | Path) -> Iterator[dict]:
+    """Yield the JSON objects of a ``.jsonl`` or ``.jsonl.gz`` file, each with a string ``TEXT_FIELD``. Raises
     FileNotFoundError, or ValueError (with the line number) for a corrupt line, a missing field or no documents."""
     path = Path(path)
-    expected = f'one JSON object per line like {{"{text_field}": "..."}}'
+    expected = f'one JSON object per line like {{"{TEXT_FIELD}": "..."}}'
     if not path.is_file():
         raise FileNotFoundError(f"Corpus file {path} does not exist; expected a JSONL file with {expected}.")
     opener = gzip.open if path.name.endswith(".gz") else open
@@ -39,9 +39,9 @@ def iter_jsonl(path: str | Path, text_field: str = TEXT_FIELD) -> Iterator[dict]
                     raise ValueError(
                         f"Corpus file {path}, line {lineno}: not valid JSON ({e.msg}); expected {expected}."
                     ) from None
-                if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
+                if not isinstance(obj, dict) or not isinstance(obj.get(TEXT_FIELD), str):
                     raise ValueError(
-                        f"Corpus file {path}, line {lineno}: has no string field {text_field!r}; expected {expected}."
+                        f"Corpus file {path}, line {lineno}: has no string field {TEXT_FIELD!r}; expected {expected}."
                     )
                 yield obj
     except (EOFError, gzip.BadGzipFile, zlib.error) as e:
@@ -53,11 +53,11 @@ def iter_jsonl(path: str | Path, text_field: str = TEXT_FIELD) -> Iterator[dict]
         raise ValueError(f"Corpus file {path} contains no documents; expected {expected}.")
 
 
-def iter_texts(paths: Iterable[str | Path], text_field: str = TEXT_FIELD) -> Iterator[str]:
+def iter_texts(paths: Iterable[str | Path]) -> Iterator[str]:
     """Yield the text of every document of several JSONL files, in order."""
     for path in paths:
-        for obj in iter_jsonl(path, text_field):
-            yield obj[text_field]
+        for obj in iter_jsonl(path):
+            yield obj[TEXT_FIELD]
 
 
 def write_jsonl(path: Path, texts: Iterable[str], *, compresslevel: int | None = None) -> dict:

@@ -15,7 +15,7 @@ _LOCAL_JSONL = ("*.jsonl", "*.jsonl.gz")
 _LOCAL_PARQUET = "*.parquet"
 
 
-def _local_data_files(dataset: str, path: Path, text_field: str) -> dict[str, list[str]]:
+def _local_data_files(dataset: str, path: Path) -> dict[str, list[str]]:
     """Validated local JSONL files by split: a single file is "train"; in a folder, the split is the file-name
     prefix before the first "-", "." or "_" (train.jsonl, validation-00000.jsonl.gz, ...)."""
     files = [path] if path.is_file() else sorted(f for pattern in _LOCAL_JSONL for f in path.rglob(pattern))
@@ -26,16 +26,14 @@ def _local_data_files(dataset: str, path: Path, text_field: str) -> dict[str, li
         )
     data_files: dict[str, list[str]] = {}
     for file in files:
-        for _ in iter_jsonl(file, text_field):
+        for _ in iter_jsonl(file):
             pass
         split = "train" if path.is_file() else re.split(r"[-._]", file.name, maxsplit=1)[0]
         data_files.setdefault(split, []).append(str(file))
     return data_files
 
 
-def _load(
-    dataset: str, source: str | Path, text_field: str, revision: str | None, cache_dir: str | None
-) -> datasets.DatasetDict:
+def _load(dataset: str, source: str | Path, revision: str | None, cache_dir: str | None) -> datasets.DatasetDict:
     """Load ``source``: a ``save_to_disk`` folder, local parquet (``<config>/<split>/NNNN.parquet``) or JSONL, or a
     hub id at ``revision`` (offline: the prefetched snapshot; a missing one fails with one sentence)."""
     from pipeline.data.hub import dataset_snapshot
@@ -47,7 +45,7 @@ def _load(
     elif path.is_dir() and any(path.rglob(_LOCAL_PARQUET)):
         loaded = datasets.load_dataset(str(path), cache_dir=cache_dir)
     elif path.exists():
-        data_files = _local_data_files(dataset, path, text_field)
+        data_files = _local_data_files(dataset, path)
         loaded = datasets.load_dataset("json", data_files=data_files, cache_dir=cache_dir)
     elif str(source).startswith(("/", ".", "~")):
         raise FileNotFoundError(
@@ -96,14 +94,14 @@ def _splits(
     return {"train": split["train"], "validation": split["test"]}
 
 
-def _texts(dataset: str, split: str, ds: datasets.Dataset, text_field: str, start: int) -> Iterator[str]:
+def _texts(dataset: str, split: str, ds: datasets.Dataset, start: int) -> Iterator[str]:
     """Yield the texts of one split from row ``start`` on, in order, blank ones included."""
-    rows = ds.select_columns([text_field])
+    rows = ds.select_columns([TEXT_FIELD])
     rows = rows.select(range(start, len(rows))) if start else rows
-    for row, text in enumerate((t for batch in rows.iter(1000) for t in batch[text_field]), start):
+    for row, text in enumerate((t for batch in rows.iter(1000) for t in batch[TEXT_FIELD]), start):
         if not isinstance(text, str):
             raise ValueError(
-                f"Dataset {dataset!r} split {split!r}, row {row}: field {text_field!r} is "
+                f"Dataset {dataset!r} split {split!r}, row {row}: field {TEXT_FIELD!r} is "
                 f"{type(text).__name__}; expected a string."
             )
         yield text
@@ -117,7 +115,6 @@ def export_hf_corpus(
     validation_fraction: float | None,
     seed: int,
     test_split: bool = False,
-    text_field: str = TEXT_FIELD,
     docs_per_shard: int = DOCS_PER_SHARD,
     revision: str | None = None,
     cache_dir: str | Path | None = None,
@@ -127,24 +124,24 @@ def export_hf_corpus(
     shards for Levanter's UrlDataSource, blank documents dropped, atomically and resumably
     (``pipeline.data.shards.export_shards``). Returns the manifest with the source's header."""
     cache = None if cache_dir is None else str(cache_dir)
-    loaded = _load(dataset, source, text_field, revision, cache)
+    loaded = _load(dataset, source, revision, cache)
     splits = _splits(dataset, loaded, validation_fraction, seed, test_split)
     for split, ds in splits.items():
-        if text_field not in ds.column_names:
+        if TEXT_FIELD not in ds.column_names:
             raise ValueError(
                 f"Dataset {dataset!r} split {split!r} has columns {ds.column_names}; expected a string "
-                f"column {text_field!r}."
+                f"column {TEXT_FIELD!r}."
             )
     header = {
         "corpus": dataset,
         "source": str(source),
         "revision": revision,
-        "text_field": text_field,
+        "text_field": TEXT_FIELD,
         "validation_fraction": validation_fraction,
         "seed": seed,
     }
     sources = {
-        split: SplitSource(len(ds), lambda start, split=split, ds=ds: _texts(dataset, split, ds, text_field, start))
+        split: SplitSource(len(ds), lambda start, split=split, ds=ds: _texts(dataset, split, ds, start))
         for split, ds in splits.items()
     }
     return export_shards(

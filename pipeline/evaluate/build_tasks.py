@@ -14,7 +14,8 @@ import re
 from pathlib import Path
 
 from pipeline.artifacts import atomic_write_text
-from pipeline.data.corpora import TINY_CORPORA, tiny_corpus_file
+from pipeline.data.build_corpora import SOURCES
+from pipeline.data.corpora import tiny_corpus_file
 from pipeline.data.files import iter_texts
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
@@ -100,10 +101,10 @@ def build_task_data(out_dir: Path = TASKS_DIR) -> dict[str, dict[str, int]]:
     """Write ``<task>.<split>.jsonl`` for both tasks into ``out_dir`` (half of each task's items from each
     corpus, shuffled, then cut into ``SPLIT_SIZES``); returns items per task and split."""
     rng = random.Random(SEED)
-    half = sum(SPLIT_SIZES.values()) // len(TINY_CORPORA)
+    half = sum(SPLIT_SIZES.values()) // len(SOURCES)
     tasks = {}
     for task, make in (("tiny_choice", choice_items), ("tiny_lambada", lambada_items)):
-        items = [item for corpus in sorted(TINY_CORPORA) for item in make(corpus, half, rng)]
+        items = [item for corpus in sorted(SOURCES) for item in make(corpus, half, rng)]
         rng.shuffle(items)
         tasks[task] = {"train": items[: SPLIT_SIZES["train"]], "test": items[SPLIT_SIZES["train"] :]}
     for task, splits in tasks.items():

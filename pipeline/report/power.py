@@ -107,12 +107,12 @@ def seeds_needed(plan: Plan, alpha: float) -> int:
     return max(needed, precision_seeds()) if plan.test == "sign" else needed
 
 
-def powered_family(plans: list[Plan], seeds: dict[str, int]) -> tuple[set[str], float]:
-    """The hypotheses whose ``seeds`` reach ``POWER`` at α/m and that α/m, for the smallest m that is at least the
-    number of hypotheses powered at α/m (so α/m is never looser than Holm's first step on that family)."""
+def powered_family(plans: list[Plan]) -> tuple[set[str], float]:
+    """The hypotheses whose ``design_seeds`` reach ``POWER`` at α/m and that α/m, for the smallest m that is at least
+    the number of hypotheses powered at α/m (so α/m is never looser than Holm's first step on that family)."""
     for m in range(1, len(plans) + 1):
         alpha = ALPHA / m
-        family = {plan.hypothesis for plan in plans if seeds.get(plan.hypothesis, 0) >= seeds_needed(plan, alpha)}
+        family = {plan.hypothesis for plan in plans if plan.design_seeds >= seeds_needed(plan, alpha)}
         if len(family) <= m:
             return family, alpha
     return set(), ALPHA / max(len(plans), 1)
@@ -199,8 +199,7 @@ def design_table(config: dict, study_csv: Path = STUDY_CSV) -> pd.DataFrame:
     """Per primary claim: the sd it is planned with (and its seeds), its effect, α after Holm, seeds for 80 % power,
     seeds in the design and whether the design can decide it."""
     plans = planned_claims(config, study_csv)
-    seeds = design_seeds(plans)
-    family, alpha = powered_family(plans, seeds)
+    family, alpha = powered_family(plans)
     return pd.DataFrame(
         [
             {
@@ -210,15 +209,10 @@ def design_table(config: dict, study_csv: Path = STUDY_CSV) -> pd.DataFrame:
                 "effect": plan.effect,
                 "alpha (Holm, strictest step)": alpha,
                 "seeds for 80 % power": seeds_needed(plan, alpha),
-                "seeds in design": seeds.get(plan.hypothesis, 0),
+                "seeds in design": plan.design_seeds,
                 "verdict by design": "decided" if plan.hypothesis in family else "not tested at this scale",
                 "sd from": plan.sd_source,
             }
             for plan in plans
         ]
     )
-
-
-def design_seeds(plans: list[Plan]) -> dict[str, int]:
-    """Seeds each primary claim of ``plans`` (``planned_claims``) gets in its preset's design."""
-    return {plan.hypothesis: plan.design_seeds for plan in plans}

@@ -27,7 +27,7 @@ from pipeline.report.intervals import (
     verdict,
 )
 from pipeline.report.paper_numbers import COMPARABLE_PRESET, downstream_numbers, parameter_numbers, perplexity_numbers
-from pipeline.report.power import Plan, design_seeds, planned_claims, powered_family
+from pipeline.report.power import Plan, planned_claims, powered_family
 from pipeline.report.pretrain_claims import perplexity_claims, sharing_claims, throughput_claims
 from pipeline.report.secondary_claims import ablation_claims, lambada_claims, memory_claims
 from pipeline.report.table_views import TableFiles, html_page
@@ -48,12 +48,12 @@ class ScorecardInputs:
     untrained_spectra: list[Path] = field(default_factory=list)
 
 
-def decide(claims: list[dict], plans: list[Plan], seeds: dict[str, int]) -> tuple[list[dict], str]:
-    """Holm over the family the design powers (``power.powered_family`` at the preset's ``seeds``), each member
+def decide(claims: list[dict], plans: list[Plan]) -> tuple[list[dict], str]:
+    """Holm over the family the design powers (``power.powered_family`` at the plans' ``design_seeds``), each member
     with the largest p of its rows (an unscorable or missing row: p = 1); each row gets the adjusted p and its
     verdict (a fraction below its minimum effect stays inconclusive). Other primary claims: not tested at this
     scale."""
-    family, _ = powered_family(plans, seeds)
+    family, _ = powered_family(plans)
     minimum = {plan.hypothesis: plan.effect for plan in plans if plan.test == "sign"}
     members = sorted(family)
     rows = {member: [claim for claim in claims if claim.get("hypothesis") == member] for member in members}
@@ -93,7 +93,6 @@ def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
         + clustering_claims(inputs.clustering_sweep)
         + throughput_claims(runs),
         plans,
-        design_seeds(plans),
     )
     rows = (
         claims

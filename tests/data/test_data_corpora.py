@@ -15,7 +15,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.data import tiny_documents
 from pipeline.data.build_corpora import CORPORA_DIR, SOURCES, build_corpus, fetch_deb, read_deb_members, split_of
-from pipeline.data.corpora import TINY_CORPORA, export_tiny_corpus, tiny_corpus_file, tiny_corpus_splits
+from pipeline.data.corpora import export_tiny_corpus, tiny_corpus_file, tiny_corpus_splits
 from pipeline.data.files import iter_texts, sha256_file
 from pipeline.data.tiny_documents import clean_fortune, html_prose
 
@@ -37,7 +37,7 @@ def _words(texts: list[str]) -> Counter:
 
 def test_shipped_files_match_provenance():
     rows = {m["file"]: m for m in _OUTPUT_ROW.finditer(PROVENANCE.read_text())}
-    expected = {tiny_corpus_file(name, split).name for name in TINY_CORPORA for split in tiny_corpus_splits(name)}
+    expected = {tiny_corpus_file(name, split).name for name in SOURCES for split in tiny_corpus_splits(name)}
     assert set(rows) == expected
     total_bytes = 0
     for file, row in rows.items():

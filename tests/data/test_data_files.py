@@ -1,7 +1,6 @@
 """JSONL reading/writing and atomic output directories."""
 
 import gzip
-import json
 
 import pytest
 
@@ -47,14 +46,6 @@ def test_bad_jsonl_names_file_line_and_key(tmp_path, content, message):
     with pytest.raises(ValueError, match=message) as error:
         list(iter_jsonl(path))
     assert str(path) in str(error.value)
-
-
-def test_other_text_field(tmp_path):
-    path = tmp_path / "c.jsonl"
-    path.write_text(json.dumps({"content": "hello"}) + "\n")
-    assert list(iter_texts([path], text_field="content")) == ["hello"]
-    with pytest.raises(ValueError, match="has no string field 'text'"):
-        list(iter_texts([path]))
 
 
 def test_corrupt_gzip_and_bad_utf8(tmp_path):

@@ -85,7 +85,7 @@ def test_fraction_split_matches_reference_recipe(tmp_path):
     assert list(iter_texts(again["validation"]["files"])) == reference["test"]["text"]
 
 
-def test_save_to_disk_source_with_other_text_field(tmp_path):
+def test_a_save_to_disk_source_without_a_text_column_is_named(tmp_path):
     data = datasets.DatasetDict(
         {
             "train": datasets.Dataset.from_dict({"content": DOCS[:40], "id": list(range(40))}),
@@ -93,13 +93,10 @@ def test_save_to_disk_source_with_other_text_field(tmp_path):
         }
     )
     data.save_to_disk(str(tmp_path / "saved"))
-    stats = _export(tmp_path, tmp_path / "saved", text_field="content")
-    assert (stats["train"]["documents"], stats["validation"]["documents"]) == (40, 20)
-    assert list(iter_texts(stats["train"]["files"])) == DOCS[:40]  # written under the key "text"
     with pytest.raises(
         ValueError, match=r"split 'train' has columns \['content', 'id'\]; expected a string column 'text'"
     ):
-        _export(tmp_path, tmp_path / "saved", name="other")
+        _export(tmp_path, tmp_path / "saved")
 
 
 def test_missing_validation_split(tmp_path):

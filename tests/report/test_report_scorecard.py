@@ -2,6 +2,7 @@
 never scored, a single run never 'holds'; paper numbers per preset."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,7 @@ from pipeline.report.intervals import (
     SENSITIVITY,
     SUPPORTED,
 )
-from pipeline.report.power import CLUSTERING_PARTS, design_seeds, planned_claims
+from pipeline.report.power import CLUSTERING_PARTS, planned_claims
 from pipeline.report.pretrain_claims import perplexity_claims, sharing_claims
 from pipeline.report.scorecard import ScorecardInputs, decide, scorecard, write_scorecard
 from pipeline.report.tables import write_perplexity_tables
@@ -37,6 +38,11 @@ from pipeline.report.tidy_inputs import read_csv
 
 MINI = load_preset({"preset": "mini"})
 MINI_PLANS = planned_claims(MINI)
+
+
+def designed(seeds: int, *hypotheses: str) -> list:
+    """MINI_PLANS with ``seeds`` in the design for ``hypotheses`` (every claim when none is named), 0 for the rest."""
+    return [replace(p, design_seeds=seeds if p.hypothesis in (hypotheses or {p.hypothesis}) else 0) for p in MINI_PLANS]
 
 
 @pytest.fixture
@@ -148,8 +154,7 @@ def test_seeded_claims_are_decided_after_holm_and_non_inferiority_is_scored(tmp_
     """20 seeds in the design, DiffEqFormer within 0.01 nats of GPT: (1) 'comparable to or better than' is
     non-inferior at +0.05 nats (one-sided, its upper bound below the margin), 'better' is not supported; sharing is
     worse (supported). Each is in the Holm family and has its adjusted p."""
-    seeds = dict.fromkeys(design_seeds(MINI_PLANS), 20)
-    card = by_item(pd.DataFrame(decide(pretrain_rows(tmp_path, 20, 0.0), MINI_PLANS, seeds)[0]))
+    card = by_item(pd.DataFrame(decide(pretrain_rows(tmp_path, 20, 0.0), designed(20))[0]))
     comparable = card.loc["(1) DiffEqFormer comparable to or better than GPT (non-inferior at +0.05 nats), owt-small"]
     assert comparable["status"] == NON_INFERIOR and comparable["p_holm"] < 0.05 and comparable["high"] < 0.05
     better = card.loc["(1) DiffEqFormer better than GPT, owt-small"]
@@ -161,8 +166,7 @@ def test_seeded_claims_are_decided_after_holm_and_non_inferiority_is_scored(tmp_
 def test_a_primary_claim_short_of_its_seeds_is_not_tested_by_design(tmp_path):
     """A design of 3 seeds cannot power (1) at 0.10 nats on the recorded 0.037-nat spread: a clear per-seed win reads
     'not tested at this scale' with its p shown and no adjusted p."""
-    seeds = dict.fromkeys(design_seeds(MINI_PLANS), 3)
-    card = by_item(pd.DataFrame(decide(pretrain_rows(tmp_path, 3, -0.3), MINI_PLANS, seeds)[0]))
+    card = by_item(pd.DataFrame(decide(pretrain_rows(tmp_path, 3, -0.3), designed(3))[0]))
     better = card.loc["(1) DiffEqFormer better than GPT, owt-small"]
     assert better["status"] == NOT_TESTED and better["p"] < 0.05 and math.isnan(better["p_holm"])
 
@@ -207,8 +211,7 @@ def test_a_finetune_whose_curves_did_not_plateau_stays_in_the_family_with_p_one(
     half = rows["(2) lora DiffEqFormer N′=2 beats GPT, owt→wt103"]
     assert half["hypothesis"] == "(2) lora N′=L/2, owt→wt103" and not half["scored"]
     assert "6 of 12 curves plateaued" in half["evidence"] and half["p"] < 0.05
-    seeds = {"(2) lora N′=L, owt→wt103": 40, "(2) lora N′=L/2, owt→wt103": 40}
-    decided, family = decide(list(rows.values()), MINI_PLANS, seeds)
+    decided, family = decide(list(rows.values()), designed(40, at_depth["hypothesis"], half["hypothesis"]))
     status = {row["item"]: (row["status"], row["p_holm"]) for row in decided}
     assert status["(2) lora DiffEqFormer N′=4 beats GPT, owt→wt103"] == (SUPPORTED, pytest.approx(2 * at_depth["p"]))
     assert status["(2) lora DiffEqFormer N′=2 beats GPT, owt→wt103"] == (INCONCLUSIVE, 1.0)
@@ -227,7 +230,7 @@ def test_a_spearman_over_three_values_gets_no_verdict(tmp_path):
     finetunes = load_finetunes(paths)
     finetunes["overfit"] = finetunes["num_steps"].map({2: 0.0, 4: 0.02, 6: 0.01})
     (row,) = overfit_claims(finetunes)
-    decided, _ = decide([row], MINI_PLANS, design_seeds(MINI_PLANS))
+    decided, _ = decide([row], MINI_PLANS)
     assert row["ours"] == pytest.approx(0.5) and row["hypothesis"] is None
     assert decided[0]["status"] == NOT_TESTED and math.isnan(decided[0]["p_holm"])
 
@@ -271,7 +274,7 @@ def clustering_card(tmp_path, monkeypatch, clusters_by_degree: list[int]) -> pd.
     """Claim (6) scored on the mini preset's regimes at its 208 seeds, with the injected simulator."""
     monkeypatch.setattr(clustering, "simulate", degree_simulator(clusters_by_degree))
     clustering.write_clustering(str(tmp_path), MINI["analysis"]["clustering"])
-    decided, family = decide(clustering_claims(tmp_path / "sweep.csv"), MINI_PLANS, design_seeds(MINI_PLANS))
+    decided, family = decide(clustering_claims(tmp_path / "sweep.csv"), MINI_PLANS)
     assert "Holm family (6 hypotheses" in family  # (1) better and non-inferior, (2) at N′ = L, (6)'s three parts
     return by_item(pd.DataFrame(decided))
 
@@ -325,7 +328,7 @@ def test_a_significant_fraction_below_the_minimum_effect_is_inconclusive(tmp_pat
 
     monkeypatch.setattr(clustering, "simulate", simulate)
     clustering.write_clustering(str(tmp_path), MINI["analysis"]["clustering"])
-    decided, _ = decide(clustering_claims(tmp_path / "sweep.csv"), MINI_PLANS, design_seeds(MINI_PLANS))
+    decided, _ = decide(clustering_claims(tmp_path / "sweep.csv"), MINI_PLANS)
     row = by_item(pd.DataFrame(decided)).loc[primary(CLUSTERING_PARTS[1])]
     assert row["ours"] == pytest.approx(139 / 208) and row["p"] < 1e-5
     assert row["status"] == INCONCLUSIVE and "below the minimum effect 75%" in row["evidence"]
@@ -346,6 +349,6 @@ def test_a_hypothesis_on_several_rows_counts_once_with_its_largest_p(order):
     ][::order]
     for row in rows:
         row["claimed"] = "above"
-    decided, family = decide(rows, MINI_PLANS, {"(4) spectra grow with t": 40})
+    decided, family = decide(rows, designed(40, "(4) spectra grow with t"))
     assert "Holm family (1 hypotheses" in family
     assert [(row["status"], row["p_holm"]) for row in decided] == [(INCONCLUSIVE, 1.0)] * 2
