@@ -35,9 +35,9 @@ def gpt_large_diffeq_config(time_embed_dim: int) -> DiffEqGptConfig:
     )
 
 
-def table6_param_counts(time_embed_dims=TABLE6_TIME_EMBED_DIMS) -> dict[int, int]:
-    """Paper Table 6: parameters of the GPT-large-shaped DiffEqFormer for each time-embedding dim D."""
-    return {d: count_params(gpt_large_diffeq_config(d), GPT2_VOCAB) for d in time_embed_dims}
+def table6_param_counts() -> dict[int, int]:
+    """Paper Table 6: parameters of the GPT-large-shaped DiffEqFormer for each D in ``TABLE6_TIME_EMBED_DIMS``."""
+    return {d: count_params(gpt_large_diffeq_config(d), GPT2_VOCAB) for d in TABLE6_TIME_EMBED_DIMS}
 
 
 def baseline_param_counts() -> dict[str, int]:

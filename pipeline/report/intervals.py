@@ -105,12 +105,12 @@ def correlation_interval(z_values: Sequence[float]) -> Interval:
     return Interval(float(np.tanh(z.mean)), float(np.tanh(z.low)), float(np.tanh(z.high)), z.n, z.p)
 
 
-def binomial_interval(successes: int, trials: int, null: float = 0.5) -> Interval:
-    """A fraction of 0/1 outcomes: its Clopper–Pearson interval and the exact two-sided binomial test of ``null``
+def binomial_interval(successes: int, trials: int) -> Interval:
+    """A fraction of 0/1 outcomes: its Clopper–Pearson interval and the exact two-sided binomial test of 0.5
     (one trial: no interval, no test)."""
     if trials < 2:
         return Interval(successes / trials if trials else math.nan, math.nan, math.nan, trials)
-    test = stats.binomtest(int(successes), int(trials), null)
+    test = stats.binomtest(int(successes), int(trials))
     ci = test.proportion_ci(confidence_level=CONFIDENCE, method="exact")
     return Interval(successes / trials, float(ci.low), float(ci.high), trials, float(test.pvalue))
 

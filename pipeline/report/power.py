@@ -88,14 +88,14 @@ def power(plan: Plan, n: int, alpha: float) -> float:
     return sign_power(n, plan.effect, alpha)
 
 
-def precision_seeds(half_width: float = FRACTION_HALF_WIDTH) -> int:
-    """Fewest seeds whose 95 % Clopper–Pearson interval at k = ⌊n/2⌋ successes is at most ±``half_width`` around
-    k/n: bounds Beta⁻¹(α/2; k, n − k + 1) and Beta⁻¹(1 − α/2; k + 1, n − k)."""
+def precision_seeds() -> int:
+    """Fewest seeds whose 95 % Clopper–Pearson interval at k = ⌊n/2⌋ successes is at most ±``FRACTION_HALF_WIDTH``
+    around k/n: bounds Beta⁻¹(α/2; k, n − k + 1) and Beta⁻¹(1 − α/2; k + 1, n − k)."""
     n = np.arange(2, MAX_SEEDS + 1)
     k = n // 2
     low = stats.beta.ppf((1 - CONFIDENCE) / 2, k, n - k + 1)
     high = stats.beta.ppf((1 + CONFIDENCE) / 2, k + 1, n - k)
-    return int(n[np.argmax(np.maximum(k / n - low, high - k / n) <= half_width)])
+    return int(n[np.argmax(np.maximum(k / n - low, high - k / n) <= FRACTION_HALF_WIDTH)])
 
 
 def seeds_needed(plan: Plan, alpha: float) -> int:

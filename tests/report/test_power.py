@@ -53,6 +53,6 @@ def test_the_sweep_seeds_are_set_by_the_intervals_precision():
     for n, inside in ((208, True), (206, False)):
         interval = stats.binomtest(n // 2, n).proportion_ci(confidence_level=0.95, method="exact")
         assert (max(0.5 - interval.low, interval.high - 0.5) <= 0.07) == inside
-    assert precision_seeds(0.07) == 208
+    assert precision_seeds() == 208
     for preset in ("tiny", "mini", "paper"):
         assert load_preset({"preset": preset})["analysis"]["clustering"]["seeds"] == precision_seeds()
