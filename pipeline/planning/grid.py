@@ -19,7 +19,6 @@ from pipeline.config.specs import MODEL, role_values
 
 TRAIN_PASSES = 3
 """FLOPs of a training token in forward-pass units: forward + backward (2×), as Levanter's MFU (train_lm.py)."""
-FORWARD_PASSES = 1
 DISCRETE_FAMILIES = {"diffeq": "discrete_diffeq_gpt", "diffeq_llama": "discrete_diffeq_llama"}
 GPU_ANALYSES = ("spectra", "lyapunov", "frontier")
 """The per-run analyses of ``analysis.<name>.runs`` that run on a GPU, each its own verb."""
@@ -99,7 +98,7 @@ class Workload:
 
     @property
     def passes(self) -> int:
-        return TRAIN_PASSES if self.trains else FORWARD_PASSES
+        return TRAIN_PASSES if self.trains else 1
 
     @property
     def spec(self) -> RunSpec | FinetuneSpec:

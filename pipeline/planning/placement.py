@@ -56,14 +56,6 @@ class Placement:
     signal_lead_s: int = 0
     resumable: bool = False
 
-    def flags(self, minutes: int | None = None) -> tuple[str, ...]:
-        """``sbatch_flags`` and ``--signal=URG@<lead>`` for a job of ``minutes`` (None: unknown, the lead uncapped); the
-        lead at most half the walltime: SLURM sends no warning whose lead reaches back to the job's start."""
-        if not self.signal_lead_s:
-            return self.sbatch_flags
-        lead = self.signal_lead_s if minutes is None else min(self.signal_lead_s, minutes * 60 // 2)
-        return (*self.sbatch_flags, f"--signal=URG@{lead}")
-
 
 @dataclasses.dataclass(frozen=True)
 class JobRequest:
@@ -82,8 +74,13 @@ class JobRequest:
 
     @property
     def sbatch_flags(self) -> tuple[str, ...]:
-        """``Placement.flags`` at this job's ``minutes``."""
-        return () if self.placement is None else self.placement.flags(self.minutes)
+        """Its placement's ``sbatch_flags`` and ``--signal=URG@<lead>`` at its ``minutes`` (None: unknown, the lead
+        uncapped); the lead at most half the walltime: SLURM sends no warning whose lead reaches back to the job's
+        start."""
+        if (where := self.placement) is None or not where.signal_lead_s:
+            return () if where is None else where.sbatch_flags
+        lead = where.signal_lead_s if self.minutes is None else min(where.signal_lead_s, self.minutes * 60 // 2)
+        return (*where.sbatch_flags, f"--signal=URG@{lead}")
 
     def resources(self) -> dict:
         """The request under Snakemake's and the SLURM executor plugin's resource names, plus the pipeline's own

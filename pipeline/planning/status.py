@@ -41,12 +41,6 @@ class RunState:
     done_fraction: float
 
 
-def last_line(path: Path) -> str:
-    """The last non-empty line of a text file ('' without one)."""
-    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
-
-
 def trained_updates(run_dir: Path) -> tuple[int, list[float]]:
     """Updates done by a run (its newest logged update + 1, 0 without one) and each logged update's seconds."""
     path = run_dir / "metrics.jsonl"
@@ -78,7 +72,8 @@ def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chun
         return RunState(run_id, "done", f"{steps} updates", seconds * used / 3600, 1.0)
     updates, step_seconds = trained_updates(run_dir)
     spent = sum(step_seconds) * gpus / 3600
-    ending = last_line(log) if log.is_file() else ""
+    lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+    ending = next((line.strip() for line in reversed(lines) if line.strip()), "")  # its last non-empty line
     if stop := STOPPED_AT.search(ending):
         resumed = f"checkpoint {newest_checkpoint(run_dir)}, the next chunk resumes it"
         detail = f"stopped by walltime at step {stop[2]} of {stop[3]} ({stop[1]}); {resumed}"

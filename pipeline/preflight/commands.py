@@ -54,7 +54,6 @@ def _plan(args: argparse.Namespace) -> None:
 
 
 def _job(args: argparse.Namespace) -> None:
-    """A failed job is a measurement too: its row says ``failed`` and the one sentence, and the verb succeeds."""
     row = {"shape": args.shape, "kind": "pretrain", "run_id": json.loads(args.spec)["run_id"]}
     task_args = (*absolute(args.job_dir, args.cache, args.tokenizer), args.warmup, args.timed, args.micro_batch)
     task = "pipeline.preflight.job:preflight_pretrain"
@@ -62,7 +61,6 @@ def _job(args: argparse.Namespace) -> None:
 
 
 def _stage(args: argparse.Namespace) -> None:
-    """One stage job (``pipeline.preflight.stages``); like ``preflight-job``, a failure is its row's sentence."""
     from pipeline.preflight.stages import StageFolders
 
     folders = StageFolders(*absolute(args.source_dir, args.job_dir, args.cache, args.tokenizer))
@@ -76,8 +74,8 @@ def _measured_row(args: argparse.Namespace, row: dict, what: str, task: str, *ta
     """Measure a preflight job in the Ray task ``task`` of ``task_args`` (a fresh worker) and write its ``row``, with
     the job's ``runs`` and device label, to ``args.row``: with what the task returns and status ok; status stopped and
     "stopped by walltime at step k of n" where the job's walltime warning stopped it (no fault of the shape); else
-    status failed and the failure's one sentence: a preflight job always leaves its row, so the report can say what
-    failed."""
+    status failed and the failure's one sentence: a failed job is a measurement too, its verb succeeds and leaves its
+    row, so the report can say what failed."""
     from pipeline.artifacts import atomic_write_json
     from pipeline.execution.errors import STOPPED_AT, failure_sentence
     from pipeline.execution.runner import run_on_ray
