@@ -5,8 +5,11 @@ see, and the resume-path faults as sentences (SIGTERM → checkpoint → resume:
 
 import dataclasses
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,13 +88,28 @@ def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(trained):
     assert compiled.count("accum_for_batch") == 1, compiled
 
 
+RUNS_ONE_AFTER_ANOTHER = """
+import json, sys
+from pathlib import Path
+from pipeline.config import RunSpec
+from pipeline.train.loop import TrainJob, train_run
+data, out = Path(sys.argv[1]), Path(sys.argv[2])
+for name, spec in json.loads(sys.argv[3]).items():
+    print(f"== run {name}", file=sys.stderr, flush=True)
+    folders = data / "caches" / "wt103-bpe", data / "tokenizers" / "bpe"
+    train_run(TrainJob.pretraining(RunSpec.from_json(spec), out / name, *folders))
+"""
+"""``train_run`` of each named spec (JSON) in turn, in one process, as a warm worker runs a DAG's jobs."""
+
+
 def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_path):
-    """Runs of the tiny GPT after a first one, in one JAX persistent compilation cache (JAX logs each cache miss):
-    with another seed, the run compiles nothing; with other step counts, learning rate, warm-up and Adam's β1, β2, ε,
-    it compiles no train step and no evaluation step (only the initialisation, whose optimizer state starts from those
-    numbers). Before, the schedule's numbers and β1, β2, ε were constants of the train step and the model's key one
-    of the initialisation (``pipeline.train.schedule``), and programs compiled in under 1 s (the evaluation step) were
-    not cached (``pipeline.train.setup.PERSISTENT_CACHE_EVERY_PROGRAM``)."""
+    """Runs of the tiny GPT after a first one, in one JAX persistent compilation cache (JAX logs each cache miss),
+    one after another in a fresh process (JAX opens its persistent cache once per process): with another seed, the
+    run compiles nothing; with other step counts, learning rate, warm-up and Adam's β1, β2, ε, it compiles no train
+    step and no evaluation step (only the initialisation, whose optimizer state starts from those numbers). Before,
+    the schedule's numbers and β1, β2, ε were constants of the train step and the model's key one of the
+    initialisation (``pipeline.train.schedule``), and programs compiled in under 1 s (the evaluation step) were not
+    cached (``pipeline.train.setup.PERSISTENT_CACHE_EVERY_PROGRAM``)."""
     env = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache"), "JAX_EXPLAIN_CACHE_MISSES": "1"}
     shape = {"eval_every": 2, "checkpoint_every": 2, "eval_batches": 1}
     runs = {
@@ -99,11 +117,17 @@ def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_pa
         "other seed": tiny_spec(steps=2, seed=1, **shape),
         "other numbers": tiny_spec(steps=4, lr=3e-3, warmup_fraction=0.5, beta1=0.8, beta2=0.95, epsilon=1e-6, **shape),
     }
-    misses = {}
-    for name, spec in runs.items():
-        result = pipeline_verb(*pretrain_args(spec, tmp_path / name, data), env=env)
-        assert result.returncode == 0, result.stderr[-3000:]
-        misses[name] = set(re.findall(r"PERSISTENT COMPILATION CACHE MISS for '(\w+)'", result.stderr))
+    specs = json.dumps({name: spec.to_json() for name, spec in runs.items()})
+    result = subprocess.run(
+        [sys.executable, "-c", RUNS_ONE_AFTER_ANOTHER, str(data), str(tmp_path), specs],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    logs = dict(re.findall(r"== run ([\w ]+)\n(.*?)(?=\n== run |\Z)", result.stderr, re.S))
+    misses = {name: set(re.findall(r"PERSISTENT COMPILATION CACHE MISS for '(\w+)'", logs[name])) for name in runs}
     assert {"jit__train_step", "jit_init_and_merge", "jit_accum_for_batch"} <= misses["first"]
     assert misses["other seed"] == set()
     assert not {"jit__train_step", "jit_accum_for_batch"} & misses["other numbers"]
