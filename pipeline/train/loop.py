@@ -30,7 +30,6 @@ from pipeline.train.setup import (
     cycled_training_set,
     data_config,
     evaluation_set,
-    init_compile_options,
     optimizer_config,
     require_accelerators,
     trainer_config,
@@ -118,8 +117,8 @@ class TrainJob:
 def train_run(job: TrainJob) -> TrainingResult:
     """Write ``job``'s run folder (``config.yaml``; checkpoints claimed for its identity), train ``job.build_model``
     for exactly ``spec.train.steps`` updates (resuming when it can), log to ``metrics.jsonl`` and evaluate on the
-    whole ``eval_split``. ``build_in_jit``: the model is initialised sharded inside jit; otherwise ``build_model``
-    runs eagerly (it may read a source checkpoint). A fresh run first evaluates the untrained model
+    whole ``eval_split``. ``build_in_jit``: a fresh model is initialised sharded inside jit; otherwise
+    ``build_model`` runs eagerly (it may read a source checkpoint). A fresh run first evaluates the untrained model
     (``initial_val_loss``)."""
     # A job stop signal (``pipeline.execution.stop_signals``) only names itself in ``stop``, read by a per-step hook
     # (a signal handler must not touch JAX). Ray delivers ``ray.cancel`` of a running task as SIGINT to its worker;
@@ -130,11 +129,12 @@ def train_run(job: TrainJob) -> TrainingResult:
 
 
 def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
+    import equinox as eqx
     import jax
     import jax.random as jrandom
     import levanter
     from haliax import Axis
-    from haliax.partitioning import named_jit, round_axis_for_partitioning
+    from haliax.partitioning import round_axis_for_partitioning
     from levanter.models.lm_model import compute_next_token_loss
     from levanter.utils.jax_utils import parameter_count
 
@@ -158,18 +158,21 @@ def _train_run(job: TrainJob, stop: StopSignals) -> TrainingResult:
     with UndonatedTrainer(config, optimizer.build(train.steps), compute_next_token_loss) as trainer:
         data_key, model_key, training_key = jrandom.split(jrandom.PRNGKey(train.seed), 3)
         vocab = round_axis_for_partitioning(Axis("vocab", len(tokenizer)), trainer.parameter_axis_mapping)
-        build = job.build_model
-        if job.build_in_jit:  # sharded as it is built, by a program run once per run (``init_compile_options``)
-            build = named_jit(build, trainer.parameter_axis_mapping, compiler_options=init_compile_options())
-        model = build(vocab, model_key)
-        is_trainable = True if job.trainable is None else job.trainable(model)
+        if job.build_in_jit:
+            source = {"model_init": jax.tree_util.Partial(job.build_model, vocab, model_key)}  # the key: an argument
+        else:
+            source = {"model": job.build_model(vocab, model_key)}
+        is_trainable = True
+        if job.trainable is not None:  # a fresh model's shapes only when asked for: a trace of the whole model
+            model = source["model"] if "model" in source else eqx.filter_eval_shape(job.build_model, vocab, model_key)
+            is_trainable = job.trainable(model)
         Pos = Axis("position", job.seq_len)
         training_set, train_examples = cycled_training_set(
             data, Pos, config.batch_schedule, train, data_key, job.cache_dir, run_id
         )
         held_out = evaluation_set(data, Pos, job.cache_dir, job.eval_split)
         state = resume_or_initialize(
-            lambda: trainer.initial_state(training_key, model=model, is_trainable=is_trainable), checkpoints
+            lambda: trainer.initial_state(training_key, is_trainable=is_trainable, **source), checkpoints
         )
         resumed_from = int(state.step)
         if resumed_from:

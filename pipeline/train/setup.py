@@ -88,14 +88,6 @@ PERSISTENT_CACHE_EVERY_PROGRAM = {"jax_persistent_cache_min_compile_time_secs": 
 tiny job's evaluation step (0.5-1 s) was compiled again by every job of its shape. Every program is kept."""
 
 
-def init_compile_options() -> dict[str, int]:
-    """XLA options of the model's initialisation, a program run once per run: on CPU without LLVM's optimisations,
-    which cost more to compile than they save there (results/benchmarks/ci-time-2026-11-30.md)."""
-    import jax
-
-    return {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else {}
-
-
 def trainer_config(
     run_id: str,
     train: TrainSpec,
