@@ -77,8 +77,11 @@ class JobRequest:
         """Its placement's ``sbatch_flags`` and ``--signal=URG@<lead>`` at its ``minutes`` (None: unknown, the lead
         uncapped); the lead at most half the walltime: SLURM sends no warning whose lead reaches back to the job's
         start."""
-        if (where := self.placement) is None or not where.signal_lead_s:
-            return () if where is None else where.sbatch_flags
+        if self.placement is None:
+            return ()
+        where = self.placement
+        if not where.signal_lead_s:
+            return where.sbatch_flags
         lead = where.signal_lead_s if self.minutes is None else min(where.signal_lead_s, self.minutes * 60 // 2)
         return (*where.sbatch_flags, f"--signal=URG@{lead}")
 

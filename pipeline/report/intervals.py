@@ -110,7 +110,7 @@ def binomial_interval(successes: int, trials: int) -> Interval:
     (one trial: no interval, no test)."""
     if trials < 2:
         return Interval(successes / trials if trials else math.nan, math.nan, math.nan, trials)
-    test = stats.binomtest(int(successes), int(trials))
+    test = stats.binomtest(int(successes), int(trials), p=0.5)
     ci = test.proportion_ci(confidence_level=CONFIDENCE, method="exact")
     return Interval(successes / trials, float(ci.low), float(ci.high), trials, float(test.pvalue))
 

@@ -91,15 +91,16 @@ def test_every_evaluation_of_a_run_runs_one_compiled_evaluation_step(trained):
 RUNS_ONE_AFTER_ANOTHER = """
 import json, sys
 from pathlib import Path
-from pipeline.config import RunSpec
-from pipeline.train.loop import TrainJob, train_run
-data, out = Path(sys.argv[1]), Path(sys.argv[2])
-for name, spec in json.loads(sys.argv[3]).items():
+sys.path.insert(0, sys.argv[1])
+from cli_testkit import tiny_job
+from pipeline.train.loop import train_run
+data, out = Path(sys.argv[2]), Path(sys.argv[3])
+for name, train in json.loads(sys.argv[4]).items():
     print(f"== run {name}", file=sys.stderr, flush=True)
-    folders = data / "caches" / "wt103-bpe", data / "tokenizers" / "bpe"
-    train_run(TrainJob.pretraining(RunSpec.from_json(spec), out / name, *folders))
+    train_run(tiny_job(data, out / name, **train))
 """
-"""``train_run`` of each named spec (JSON) in turn, in one process, as a warm worker runs a DAG's jobs."""
+"""``train_run`` of ``tiny_job`` with each named set of train fields (JSON) in turn, in one process, as a warm worker
+runs a DAG's jobs; its arguments: the tests' folder, the tiny data, the runs' folder and the runs."""
 
 
 def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_path):
@@ -113,13 +114,13 @@ def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_pa
     env = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache"), "JAX_EXPLAIN_CACHE_MISSES": "1"}
     shape = {"eval_every": 2, "checkpoint_every": 2, "eval_batches": 1}
     runs = {
-        "first": tiny_spec(steps=2, **shape),
-        "other seed": tiny_spec(steps=2, seed=1, **shape),
-        "other numbers": tiny_spec(steps=4, lr=3e-3, warmup_fraction=0.5, beta1=0.8, beta2=0.95, epsilon=1e-6, **shape),
+        "first": dict(steps=2, **shape),
+        "other seed": dict(steps=2, seed=1, **shape),
+        "other numbers": dict(steps=4, lr=3e-3, warmup_fraction=0.5, beta1=0.8, beta2=0.95, epsilon=1e-6, **shape),
     }
-    specs = json.dumps({name: spec.to_json() for name, spec in runs.items()})
+    tests = str(Path(__file__).resolve().parents[1])
     result = subprocess.run(
-        [sys.executable, "-c", RUNS_ONE_AFTER_ANOTHER, str(data), str(tmp_path), specs],
+        [sys.executable, "-c", RUNS_ONE_AFTER_ANOTHER, tests, str(data), str(tmp_path), json.dumps(runs)],
         capture_output=True,
         text=True,
         env={**os.environ, **env},
