@@ -15,7 +15,6 @@ import pytest
 from cli_testkit import PIPELINE, ROOT, pipeline_verb, pretrain_args, tiny_spec
 
 from pipeline.execution import warm_workers
-from pipeline.execution.warm_workers import HEARTBEAT_S
 
 TIMINGS = {"tokens_per_s", "step_s", "throughput/loading_time", "mean_tokens_per_s"}
 """Wall-clock measurements in a run's metrics and summary: the only values two runs of one spec may differ in."""
@@ -104,8 +103,9 @@ def test_a_job_run_twice_in_a_warm_worker_gives_the_results_of_a_fresh_process(d
 
 
 def test_a_warm_jobs_log_shows_its_training_a_killed_driver_or_a_raising_job_frees_its_worker(data, ray_head, tmp_path):
-    """A job whose driver was killed stops with a checkpoint and its worker ends; a job that raised (a NaN loss) ends
-    with its sentence; neither worker runs the next job, which succeeds."""
+    """A job whose driver was killed stops with a checkpoint and its worker ends within seconds (Ray records the
+    driver's end); a job that raised (a NaN loss) ends with its sentence; neither worker runs the next job, which
+    succeeds."""
     steps = 5000
     spec = tiny_spec(steps=steps, eval_every=steps, checkpoint_every=steps, eval_batches=1)
     run_dir, log = tmp_path / "orphan", tmp_path / "orphan.log"
@@ -119,9 +119,9 @@ def test_a_warm_jobs_log_shows_its_training_a_killed_driver_or_a_raising_job_fre
     pid = warm_process(log.read_text())
     driver.send_signal(signal.SIGKILL)
     driver.wait()
-    freed_in = wait_for(lambda: not process_exists(pid), timeout_s=HEARTBEAT_S + 90)
+    freed_in = wait_for(lambda: not process_exists(pid), timeout_s=90)
     print(f"the worker ended {freed_in:.1f} s after its driver's SIGKILL")
-    assert not process_exists(pid), f"the killed driver's warm worker still runs {HEARTBEAT_S + 90:.0f} s later"
+    assert freed_in < 15, f"the killed driver's warm worker still ran {freed_in:.0f} s later"
     done = trained_steps(run_dir)
     assert 20 <= done < steps and not (run_dir / "summary.json").exists()
     assert (run_dir / "checkpoints" / f"step-{done - 1}" / "metadata.json").is_file(), "no checkpoint at the stop"

@@ -121,7 +121,7 @@ def run_in_warm_worker(
         else:
             on_node = NodeAffinitySchedulingStrategy(node, soft=False)
             stop = partial(ray.remote(num_cpus=0, scheduling_strategy=on_node)(interrupt).remote, pid)
-        ref = worker.run.remote(target, args, kwargs)
+        ref = worker.run.remote(target, args, kwargs, ray.get_runtime_context().get_job_id())
         with cancel_on_stop_signals(stop):
             try:
                 succeeded, value = relay_job_output(pool, name, ref)

@@ -7,11 +7,11 @@ imported JAX and Levanter (Ray never reuses a worker across drivers, and every S
   A stop reaches it as SIGINT (``interrupt``): Ray's cancel of a running actor task returns at once, and the
   driver would exit while the worker saves its checkpoint.
 - Output is relayed through the pool every ``RELAY_S`` (Ray forwards a detached actor's output to the driver that
-  started it, not the job's); each take is the driver's heartbeat, and a worker without one for ``HEARTBEAT_S``
-  stops its job as a stop signal would.
+  started it, not the job's). A worker whose driver's Ray job has ended (the GCS records a driver's exit, SIGKILL
+  and a lost node included) stops its job as a stop signal would.
 
 Longer than 300 lines because the pool, the worker and the driver's side are one protocol (the output relay, the
-heartbeat, recycling), whose three parts are read and changed together."""
+driver's end, recycling), whose three parts are read and changed together."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def worker_key(env_vars: dict[str, str], num_gpus: float) -> str:
 
 class WarmPool:
     """The cluster's warm workers by name: key, handle, jobs run, idle since when (``None``: running a job), and the
-    running job's output not yet taken and the count of its driver's takes. Threaded actor."""
+    running job's output not yet taken. Threaded actor."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -65,11 +65,11 @@ class WarmPool:
         with self.lock:
             for name, worker in self.workers.items():
                 if worker["key"] == key and worker["idle_since"] is not None and worker["handle"] is not None:
-                    worker.update(idle_since=None, output=[], takes=0)
+                    worker.update(idle_since=None, output=[])
                     return name, worker["handle"]
             idle = self._pop_idle(lambda: self._fits(cluster, gpus))
             name = f"worker-{key}-{uuid.uuid4().hex[:8]}"
-            self.workers[name] = dict(key=key, gpus=gpus, handle=None, jobs=0, idle_since=None, output=[], takes=0)
+            self.workers[name] = dict(key=key, gpus=gpus, handle=None, jobs=0, idle_since=None, output=[])
         _kill(idle)
         return name, None
 
@@ -93,24 +93,19 @@ class WarmPool:
             del self.workers[name]
         _kill([worker["handle"]])
 
-    def push_output(self, name: str, text: str) -> int:
-        """The worker ``name``'s job wrote ``text``; returns how often its driver took the output so far (-1: the
-        worker was released)."""
+    def push_output(self, name: str, text: str) -> None:
+        """The worker ``name``'s job wrote ``text`` (dropped once the worker was released)."""
         with self.lock:
             worker = self.workers.get(name)
-            if worker is None:
-                return -1
-            if text:
+            if worker is not None and text:
                 worker["output"].append(text)
-            return worker["takes"]
 
     def take_output(self, name: str) -> str:
-        """What the worker ``name``'s job wrote since the last take (the driver's heartbeat, counted)."""
+        """What the worker ``name``'s job wrote since the last take."""
         with self.lock:
             worker = self.workers.get(name)
             if worker is None:
                 return ""
-            worker["takes"] += 1
             text, worker["output"] = "".join(worker["output"]), []
             return text
 
@@ -172,10 +167,27 @@ def warm_pool() -> Any:
 
 
 RELAY_S = 1.0
-"""How often a running job's new output travels from its worker to its driver (and the driver's heartbeat back)."""
-HEARTBEAT_S = 30.0
-"""A job whose driver has not taken its output for this long is stopped (SIGINT) and its worker recycled: long
-enough for a driver that is merely slow on a loaded machine, short against the job itself."""
+"""How often a running job's new output travels from its worker to its driver, and the worker asks whether the driver
+still runs (``driver_ended``)."""
+
+
+def driver_ended(job_id: str) -> bool:
+    """Whether the GCS records the Ray job ``job_id`` (a job's driver) as ended, as it does within a second of the
+    driver's exit (SIGKILL and the OOM killer included) and once it declares the driver's node dead; False where it
+    cannot answer."""
+    import ray
+    from ray._private.worker import global_worker
+
+    try:
+        jobs = global_worker.gcs_client.get_all_job_info(
+            job_or_submission_id=job_id,
+            skip_submission_job_info_field=True,
+            skip_is_running_tasks_field=True,
+            timeout=10,
+        )
+    except (ray.exceptions.RayError, ConnectionError, TimeoutError):
+        return False
+    return any(job.is_dead for job in jobs.values())
 
 
 class WarmWorker:
@@ -190,11 +202,11 @@ class WarmWorker:
 
         return os.getpid(), ray.get_runtime_context().get_node_id()
 
-    def run(self, target: str, args: tuple, kwargs: dict) -> tuple[bool, Any, str]:
+    def run(self, target: str, args: tuple, kwargs: dict, driver_job: str) -> tuple[bool, Any, str]:
         """``(True, result, output)`` or ``(False, exception, output)``, ``output`` being what the job wrote that the
-        driver has not taken yet. Any exception, ``KeyboardInterrupt`` (a stop signal outside the training loop)
-        included. What a job changes of the process (``process_state``) is undone after it."""
-        relay = relayed_output(self.name)
+        driver (Ray job ``driver_job``) has not taken yet. Any exception, ``KeyboardInterrupt`` (a stop signal outside
+        the training loop) included. What a job changes of the process (``process_state``) is undone after it."""
+        relay = relayed_output(self.name, driver_job)
         try:
             with process_state(), relay:
                 try:
@@ -231,11 +243,11 @@ def process_state() -> Iterator[None]:
 
 class relayed_output:
     """Descriptors 1 and 2 redirected to a temporary file while a job runs; a thread pushes its new text to the pool
-    every ``RELAY_S`` and sends the job SIGINT when the driver took nothing for ``HEARTBEAT_S``. ``rest``: the text
-    not pushed."""
+    every ``RELAY_S`` and sends the job SIGINT once the driver's Ray job ``driver_job`` ended. ``rest``: the text not
+    pushed."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, driver_job: str):
+        self.name, self.driver_job = name, driver_job
         self.rest = ""
 
     def __enter__(self) -> relayed_output:
@@ -262,19 +274,14 @@ class relayed_output:
         import ray
 
         pool = warm_pool()
-        takes, heard = None, time.monotonic()
         while not self.ended.wait(RELAY_S):
-            try:
-                seen = ray.get(pool.push_output.remote(self.name, self._new_text()))
-            except ray.exceptions.RayError:
-                seen = takes
-            if seen != takes:
-                takes, heard = seen, time.monotonic()
-            elif not self.driver_lost and not self.ended.is_set() and time.monotonic() - heard > HEARTBEAT_S:
+            with contextlib.suppress(ray.exceptions.RayError):
+                ray.get(pool.push_output.remote(self.name, self._new_text()))
+            if not self.driver_lost and not self.ended.is_set() and driver_ended(self.driver_job):
                 self.driver_lost = True
                 message = (
-                    f"warm worker {self.name}: the job's driver took no output for {HEARTBEAT_S:.0f} s (killed?); "
-                    "stopping the job as a stop signal would (SIGINT), then recycling this worker\n"
+                    f"warm worker {self.name}: the job's driver ended (Ray job {self.driver_job}, killed?); stopping "
+                    "the job as a stop signal would (SIGINT), then recycling this worker\n"
                 )
                 os.write(self.saved[2], message.encode())
                 os.write(self.file.fileno(), message.encode())
@@ -331,8 +338,7 @@ def start_worker(name: str, env_vars: dict[str, str], num_gpus: float) -> Any:
 
 def relay_job_output(pool: Any, name: str, ref: Any) -> tuple[bool, Any]:
     """Driver side: wait for the job ``ref`` running in worker ``name``, writing its output to this process's stderr
-    (the job's log) as it comes, every ``RELAY_S``; each take is the heartbeat the worker watches. Returns whether
-    the job succeeded and its result or exception."""
+    (the job's log) as it comes, every ``RELAY_S``. Returns whether the job succeeded and its result or exception."""
     import ray
 
     ended = False
