@@ -68,13 +68,8 @@ class LevanterLM(TemplateLM):
         self.batch_size = batch_size
         self._scores = eqx.filter_jit(_continuation_scores)
 
-    @property
-    def eot_token_id(self) -> int:
-        return self.tokenizer.eos_token_id
-
-    @property
-    def max_length(self) -> int:
-        return self.model.Pos.size
+    eot_token_id = property(lambda self: self.tokenizer.eos_token_id)
+    max_length = property(lambda self: self.model.Pos.size)
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
         """Token ids as lm-eval's HF model makes them: by default with the tokenizer's own special tokens (a

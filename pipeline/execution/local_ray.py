@@ -8,10 +8,7 @@ from typing import Any
 
 from pipeline.execution.job_env import slurm_allocation
 
-LOCAL_RAY_SYSTEM_CONFIG = {
-    "prestart_worker_first_driver": False,
-    "enable_metrics_collection": False,
-}
+LOCAL_RAY_SYSTEM_CONFIG = {"prestart_worker_first_driver": False, "enable_metrics_collection": False}
 """Ray's system settings of a Ray runtime the pipeline starts: no idle workers started for the first driver (one per
 CPU, each importing Ray), no metrics recorded and exported."""
 
