@@ -55,10 +55,8 @@ def _param_counts(args: argparse.Namespace) -> None:
     from pipeline.artifacts import atomic_write_text
     from pipeline.models import baseline_param_counts, table6_param_counts
 
-    rows = [
-        {"model": "diffeq-gpt-large", "time_embed_dim": d, "parameters": n} for d, n in table6_param_counts().items()
-    ]
-    rows += [{"model": name, "time_embed_dim": None, "parameters": n} for name, n in baseline_param_counts().items()]
+    rows = [("diffeq-gpt-large", d, n) for d, n in table6_param_counts().items()]
+    rows += [(name, None, n) for name, n in baseline_param_counts().items()]
     table = pd.DataFrame(rows, columns=PARAM_COUNT_COLUMNS).astype({"time_embed_dim": "Int64"})
     atomic_write_text(args.out, table.to_csv(index=False))
     logging.info("param-counts finished: %d rows", len(table))

@@ -102,11 +102,9 @@ def validation_batches(
     """The validation split of a run's token cache as (batched ``LmExample``s, per-example weights) through the
     pretrain stage's Levanter dataset (all when ``max_batches`` is None); the last batch padded with weight-0
     copies (one compiled shape)."""
-    from levanter.data.text import UrlSingleDatasetLMConfig
+    from pipeline.train.setup import data_config
 
-    data = UrlSingleDatasetLMConfig(
-        cache_dir=cache_dir, tokenizer=tokenizer_dir, train_urls=[], validation_urls=[], shuffle=False
-    )
+    data = data_config(cache_dir, tokenizer_dir)
     dataset = data.validation_sets(hax.Axis("position", seq_len), monitors=False)[""].as_sync_dataset()
     n_examples = len(dataset) if max_batches is None else min(len(dataset), max_batches * batch_size)
     if n_examples == 0:

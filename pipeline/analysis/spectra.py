@@ -126,12 +126,7 @@ def spectral_trend(table: pd.DataFrame) -> pd.DataFrame:
         magnitude.groupby([attention["matrix"], attention["head"], attention["t"]]).max().reset_index(name="largest")
     )
     rows = [
-        {
-            "matrix": matrix,
-            "head": head,
-            "rho": float(rows_of_head["t"].corr(rows_of_head["largest"], method="spearman")),
-            "points": len(rows_of_head),
-        }
+        (matrix, head, float(rows_of_head["t"].corr(rows_of_head["largest"], method="spearman")), len(rows_of_head))
         for (matrix, head), rows_of_head in largest.groupby(["matrix", "head"])
     ]
     return pd.DataFrame(rows, columns=["matrix", "head", "rho", "points"])

@@ -102,18 +102,16 @@ def _wall(jobs: list[JobTiming]) -> float:
 
 
 def _row(kind: str, jobs: list[JobTiming]) -> dict:
-    row: dict = {
+    outside = [job.wall_s - sum(job.phases.values()) for job in jobs if job.wall_s is not None]
+    return {
         "kind": kind,
         "jobs": len(jobs),
         "wall_s": _wall(jobs),
         "mean_wall_s": _wall(jobs) / len(jobs),
         "mean_cpu_s": sum(job.cpu_s or 0.0 for job in jobs) / len(jobs),
+        **{phase: sum(job.phases.get(phase, 0.0) for job in jobs) / len(jobs) for phase in PHASES},
+        OUTSIDE: sum(outside) / len(jobs),
     }
-    for phase in PHASES:
-        row[phase] = sum(job.phases.get(phase, 0.0) for job in jobs) / len(jobs)
-    outside = [job.wall_s - sum(job.phases.values()) for job in jobs if job.wall_s is not None]
-    row[OUTSIDE] = sum(outside) / len(jobs)
-    return row
 
 
 def markdown(rows: list[dict], title: str) -> str:

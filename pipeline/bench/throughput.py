@@ -183,9 +183,6 @@ def markdown(result: dict) -> str:
     cfg, train, inf = result["config"], result["train"], result["inference"]
     load, params = result["load_average"], result["params"]
 
-    def met(ok: bool) -> str:
-        return "yes" if ok else "no"
-
     def table_row(label: str, part: dict, suffix: str = "") -> list[str]:
         """GPT's and DiffEqFormer's times (keys ``gpt``, ``diffeq<suffix>``), their ratio, and the paper's goal for
         it and whether it is met (``—`` where the paper sets none)."""
@@ -193,7 +190,7 @@ def markdown(result: dict) -> str:
         times = [_cell(part["gpt"]), _cell(part[f"diffeq{suffix}"]), f"{part[f'ratio{suffix}']:.3f}×"]
         if goal is None:
             return [label, *times, "—", "—"]
-        return [label, *times, f"≤ {goal}×", met(part[f"meets_goal{suffix}"])]
+        return [label, *times, f"≤ {goal}×", "yes" if part[f"meets_goal{suffix}"] else "no"]
 
     lines = [
         "# Throughput: GPT vs DiffEqFormer (GPT-based)",
@@ -205,7 +202,7 @@ def markdown(result: dict) -> str:
         f"levanter {result['versions']['levanter']}; {result['date']}.",
         f"Load average (1 min) at start {load['start'][0]:.2f}, at end {load['end'][0]:.2f} (includes this run); "
         f"other processes' CPU share during the run {result['foreign_cpu_share']:.0%}; "
-        f"contended: {met(result['contended'])}.",
+        f"contended: {'yes' if result['contended'] else 'no'}.",
         "",
         markdown_table(
             ["Measurement", "GPT ms, median [IQR]", "DiffEqFormer ms, median [IQR]", "Ratio", "Paper goal", "Met"],

@@ -106,12 +106,9 @@ def _cache(args: argparse.Namespace) -> None:
     if args.ray_address:
         os.environ["RAY_ADDRESS"] = args.ray_address
     elif args.builder == "ray":
-        from pipeline.execution.job_env import slurm_allocation
         from pipeline.execution.local_ray import start_local_ray
 
-        # Levanter's builder joins this Ray: inside a SLURM job it gets the job's CPUs, not the whole node's.
-        allocation = {**slurm_allocation(), **({"num_cpus": args.ray_num_cpus} if args.ray_num_cpus else {})}
-        start_local_ray(**allocation)
+        start_local_ray(args.ray_num_cpus)  # Levanter's builder joins it; in a SLURM job, of the job's CPUs
     with atomic_directory(args.out, overwrite=True, resumable=True) as staging:
         stats = {
             split: build_token_cache(

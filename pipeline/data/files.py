@@ -5,13 +5,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from pipeline.artifacts import atomic_file
 
 TEXT_FIELD = "text"
 
@@ -63,23 +64,17 @@ def iter_texts(paths: Iterable[str | Path]) -> Iterator[str]:
 def write_jsonl(path: Path, texts: Iterable[str], *, compresslevel: int | None = None) -> dict:
     """Write ``{"text": ...}`` lines (ASCII-escaped) to ``path`` atomically; with ``compresslevel``, gzip with a
     zero timestamp and no name, so the same texts give the same bytes. Returns {"documents", "characters"}."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     documents = characters = 0
-    try:
-        with open(tmp, "wb") as raw:
-            if compresslevel is None:
-                out = raw
-            else:
-                out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=compresslevel)
-            with out:
-                for text in texts:
-                    out.write((json.dumps({TEXT_FIELD: text}) + "\n").encode("ascii"))
-                    documents += 1
-                    characters += len(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_file(Path(path)) as tmp, open(tmp, "wb") as raw:
+        if compresslevel is None:
+            out = raw
+        else:
+            out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=compresslevel)
+        with out:
+            for text in texts:
+                out.write((json.dumps({TEXT_FIELD: text}) + "\n").encode("ascii"))
+                documents += 1
+                characters += len(text)
     return {"documents": documents, "characters": characters}
 
 

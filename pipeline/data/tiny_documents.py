@@ -93,15 +93,12 @@ def _truncate(blocks: list[str], max_chars: int) -> str:
 
 def pydocs_documents(members: dict[str, bytes], prefix: str) -> list[str]:
     """One document per documentation page under ``prefix`` (sorted by path): its prose, cut to PYDOCS_MAX_CHARS."""
-    documents = []
-    for name in sorted(members):
-        page = name.removeprefix(prefix)
-        if not page.endswith(".html") or not page.startswith(PYDOCS_SECTIONS):
-            continue
-        text = _truncate(html_prose(members[name].decode("utf-8")), PYDOCS_MAX_CHARS)
-        if len(text) >= PYDOCS_MIN_CHARS:
-            documents.append(text)
-    return documents
+    texts = (
+        _truncate(html_prose(members[name].decode("utf-8")), PYDOCS_MAX_CHARS)
+        for name in sorted(members)
+        if name.endswith(".html") and name.removeprefix(prefix).startswith(PYDOCS_SECTIONS)
+    )
+    return [text for text in texts if len(text) >= PYDOCS_MIN_CHARS]
 
 
 # ---- fortunes: one fortune cookie per document ------------------------------------------------------------
@@ -125,18 +122,12 @@ def clean_fortune(raw: str) -> str | None:
 
 def fortunes_documents(members: dict[str, bytes], prefix: str) -> list[str]:
     """Every distinct fortune of every data file under ``prefix`` (sorted by file name, then file order)."""
-    documents: list[str] = []
-    seen: set[str] = set()
+    fortunes: list[str | None] = []
     for name in sorted(members):
         stem = name.removeprefix(prefix)
-        if "/" in stem or "." in stem or stem in FORTUNES_EXCLUDED:
-            continue
-        for raw in _SEPARATOR.split(members[name].decode("utf-8")):
-            text = clean_fortune(raw)
-            if text is not None and text not in seen:
-                seen.add(text)
-                documents.append(text)
-    return documents
+        if "/" not in stem and "." not in stem and stem not in FORTUNES_EXCLUDED:
+            fortunes += map(clean_fortune, _SEPARATOR.split(members[name].decode("utf-8")))
+    return list(dict.fromkeys(text for text in fortunes if text is not None))
 
 
 DOCUMENTS: dict[str, Callable[[dict[str, bytes], str], list[str]]] = {

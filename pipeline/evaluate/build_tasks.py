@@ -34,13 +34,12 @@ LAST_WORD = re.compile(r"^(.*\S)\s+([A-Za-z]{3,})[.!?\"']*$", re.DOTALL)
 
 def paragraphs(corpus: str) -> list[str]:
     """Paragraphs of a corpus's validation split, whitespace collapsed, fortune attributions (``-- Author``) cut."""
-    found = []
-    for text in iter_texts([tiny_corpus_file(corpus, "validation")]):
-        for paragraph in re.split(r"\n\s*\n", ATTRIBUTION.sub("", text)):
-            paragraph = " ".join(paragraph.split())
-            if paragraph and PLAIN_TEXT.match(paragraph):
-                found.append(paragraph)
-    return found
+    collapsed = (
+        " ".join(paragraph.split())
+        for text in iter_texts([tiny_corpus_file(corpus, "validation")])
+        for paragraph in re.split(r"\n\s*\n", ATTRIBUTION.sub("", text))
+    )
+    return [paragraph for paragraph in collapsed if paragraph and PLAIN_TEXT.match(paragraph)]
 
 
 def sentences(corpus: str) -> list[str]:
@@ -85,8 +84,7 @@ def last_passage(paragraph: str) -> str | None:
 def lambada_items(corpus: str, count: int, rng: random.Random) -> list[dict]:
     """``count`` passages {text, source}, at most one per paragraph, the final punctuation of the last word
     dropped (as in LAMBADA, whose ``text`` ends in the bare target word)."""
-    passages = [passage for passage in map(last_passage, paragraphs(corpus)) if passage]
-    passages = list(dict.fromkeys(passages))
+    passages = list(dict.fromkeys(passage for passage in map(last_passage, paragraphs(corpus)) if passage))
     if len(passages) < count:
         raise ValueError(
             f"{tiny_corpus_file(corpus, 'validation')}: {len(passages)} LAMBADA-style passages, "

@@ -68,13 +68,8 @@ class LevanterLM(TemplateLM):
         self.batch_size = batch_size
         self._scores = eqx.filter_jit(_continuation_scores)
 
-    @property
-    def eot_token_id(self) -> int:
-        return self.tokenizer.eos_token_id
-
-    @property
-    def max_length(self) -> int:
-        return self.model.Pos.size
+    eot_token_id = property(lambda self: self.tokenizer.eos_token_id)
+    max_length = property(lambda self: self.model.Pos.size)
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
         """Token ids as lm-eval's HF model makes them: by default with the tokenizer's own special tokens (a
@@ -122,10 +117,7 @@ class LevanterLM(TemplateLM):
         totals = []
         for (text,) in (request.args for request in requests):
             windows = get_rolling_token_windows(
-                token_list=self.tok_encode(text),
-                prefix_token=self.prefix_token_id,
-                max_seq_len=self.max_length,
-                context_len=1,
+                self.tok_encode(text), self.prefix_token_id, self.max_length, context_len=1
             )
             pieces = [(None, *make_disjoint_window(window)) for window in windows]
             totals.append(sum(score for score, _ in self._loglikelihood_tokens(pieces, disable_tqdm=True)))

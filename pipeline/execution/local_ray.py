@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-LOCAL_RAY_SYSTEM_CONFIG = {
-    "prestart_worker_first_driver": False,
-    "enable_metrics_collection": False,
-}
+from pipeline.execution.job_env import slurm_allocation
+
+LOCAL_RAY_SYSTEM_CONFIG = {"prestart_worker_first_driver": False, "enable_metrics_collection": False}
 """Ray's system settings of a Ray runtime the pipeline starts: no idle workers started for the first driver (one per
 CPU, each importing Ray), no metrics recorded and exported."""
 
 
-def start_local_ray(**options: Any):
-    """``ray.init(address="local", ...)`` with ``options`` (``num_cpus``, ``log_to_driver``, ``runtime_env``, a SLURM
-    job's CPUs and GPUs), no dashboard and ``LOCAL_RAY_SYSTEM_CONFIG``; returns Ray's context."""
+def start_local_ray(num_cpus: int | None = None, **options: Any):
+    """``ray.init(address="local", ...)`` with ``options`` (``log_to_driver``, ``runtime_env``), no dashboard and
+    ``LOCAL_RAY_SYSTEM_CONFIG``; inside a SLURM job its CPUs and GPUs, not the node's (``slurm_allocation``; a
+    ``num_cpus`` given wins); returns Ray's context."""
     import ray
 
-    return ray.init(address="local", include_dashboard=False, _system_config=dict(LOCAL_RAY_SYSTEM_CONFIG), **options)
+    allocation = {**slurm_allocation(), **({"num_cpus": num_cpus} if num_cpus else {})}
+    config = dict(LOCAL_RAY_SYSTEM_CONFIG)
+    return ray.init(address="local", include_dashboard=False, _system_config=config, **allocation, **options)

@@ -49,13 +49,7 @@ def run_on_ray(
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
-    from pipeline.execution.job_env import (
-        FORWARDED_ENV,
-        GPU_MEMORY_FRACTION_ENV,
-        NO_TORCH_ENV,
-        gpu_memory_fraction,
-        slurm_allocation,
-    )
+    from pipeline.execution.job_env import FORWARDED_ENV, GPU_MEMORY_FRACTION_ENV, NO_TORCH_ENV, gpu_memory_fraction
 
     env_vars = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
     env_vars[GPU_MEMORY_FRACTION_ENV] = str(gpu_memory_fraction())
@@ -66,8 +60,7 @@ def run_on_ray(
         require_ray_cluster_answers(address)
     mark_phase("ray")
     if address is None:
-        # Inside a SLURM job: the job's CPUs and GPUs, not the node's (an explicit num_cpus still wins).
-        start_local_ray(**{**init_args, **slurm_allocation(), **({"num_cpus": num_cpus} if num_cpus else {})})
+        start_local_ray(num_cpus, **init_args)
     else:
         ray.init(address=address, include_dashboard=False, **init_args)
     try:

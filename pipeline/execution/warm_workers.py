@@ -344,9 +344,7 @@ def relay_job_output(pool: Any, name: str, ref: Any) -> tuple[bool, Any]:
     ended = False
     while not ended:
         ended = bool(ray.wait([ref], timeout=RELAY_S)[0])
-        sys.stderr.write(ray.get(pool.take_output.remote(name)))
-        sys.stderr.flush()
+        print(ray.get(pool.take_output.remote(name)), end="", file=sys.stderr, flush=True)
     succeeded, value, rest = ray.get(ref)
-    sys.stderr.write(rest)
-    sys.stderr.flush()
+    print(rest, end="", file=sys.stderr, flush=True)
     return succeeded, value

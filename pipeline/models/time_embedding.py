@@ -76,6 +76,8 @@ class TimeMlp(eqx.Module):
     Sinusoidal: Axis = eqx.field(static=True)
     time_precision: str = eqx.field(static=True, default="compute")
 
+    TimeEmbed = property(lambda self: self.lin2.Out)
+
     @staticmethod
     def init(Sinusoidal: Axis, TimeEmbed: Axis, *, key, time_precision: str = "compute") -> "TimeMlp":
         if time_precision not in TIME_PRECISIONS:
@@ -85,10 +87,6 @@ class TimeMlp(eqx.Module):
         lin1 = hnn.Linear.init(In=features_axis(Sinusoidal), Out=Hidden, key=k1)
         lin2 = hnn.Linear.init(In=Hidden, Out=TimeEmbed, key=k2)
         return TimeMlp(lin1, lin2, Sinusoidal, time_precision)
-
-    @property
-    def TimeEmbed(self) -> Axis:
-        return self.lin2.Out
 
     def __call__(self, t) -> NamedArray:
         t = as_time(t)
@@ -121,16 +119,12 @@ class EulerField(eqx.Module):
         layers = norm_1.at(t, shared), attn.at(t, shared, scale), norm_2.at(t, shared), mlp.at(t, shared, scale)
         return self.Block(*layers, self.block_option, step)
 
-    @property
-    def weight_dtype(self):
-        """The dtype of the field's weights: the compute dtype under Levanter's mixed precision, else the
-        parameters'."""
-        return jax.tree_util.tree_leaves(eqx.filter(self, eqx.is_inexact_array))[0].dtype
-
     def times(self, k, num_steps):
-        """The times t = k·dt, dt = 1/N, of step numbers ``k`` on the model's ``time_grid`` (``grid_times``): the
+        """The times t = k·dt, dt = 1/N, of step numbers ``k`` on the model's ``time_grid`` (``grid_times``), for the
+        dtype of the field's weights (the compute dtype under Levanter's mixed precision, else the parameters'): the
         Euler grid t_k, k = 1..N, or a solver's stage times."""
-        return grid_times(k, num_steps, self.config.time_grid, self.weight_dtype)
+        dtype = jax.tree_util.tree_leaves(eqx.filter(self, eqx.is_inexact_array))[0].dtype
+        return grid_times(k, num_steps, self.config.time_grid, dtype)
 
     def euler_blocks(self, num_steps: int, step_scaling: str = "output") -> hnn.Stacked:
         """The N Euler steps as stacked blocks: weights W(t_k), t_k = k/N on the config's ``time_grid``, generated

@@ -82,9 +82,7 @@ class TimeLinear(eqx.Module):
         h = hidden_at(self, t, shared_mlp)
         dtype = self.proj.weight.dtype
         weight = self.proj(h).rearrange((..., *hax.axis_spec_to_tuple(self.proj.Out))).astype(dtype)
-        bias = None
-        if self.bias_proj is not None:
-            bias = hax.dot(h, self.bias_proj, axis=self.proj.In).astype(dtype)
+        bias = None if self.bias_proj is None else hax.dot(h, self.bias_proj, axis=self.proj.In).astype(dtype)
         return weight, bias
 
     def at(self, t, shared_mlp: TimeMlp | None = None, scale=1.0) -> hnn.Linear:
@@ -137,9 +135,7 @@ class TimeLayerNorm(eqx.Module):
         dtype = self.scale_proj.dtype
         TimeEmbed = self.scale_proj.axes[0]
         weight = (1.0 + hax.dot(h, self.scale_proj, axis=TimeEmbed)).astype(dtype)
-        bias = None
-        if self.shift_proj is not None:
-            bias = hax.dot(h, self.shift_proj, axis=TimeEmbed).astype(dtype)
+        bias = None if self.shift_proj is None else hax.dot(h, self.shift_proj, axis=TimeEmbed).astype(dtype)
         return weight, bias
 
     def at(self, t, shared_mlp: TimeMlp | None = None) -> LayerNormBase:

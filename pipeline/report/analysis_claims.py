@@ -45,32 +45,30 @@ def spectra_claims(trained: list[Path], untrained: list[Path]) -> list[dict]:
     """(4) spectra grow with t: per run, the mean over heads of Fisher's z of Spearman ρ(t, head's largest |λ|) on
     the trained times (``spectral_trend``, ``fisher_z``), > 0, per dataset and matrix. The untrained models are the
     control, once each."""
-    rows = []
-    for (dataset, matrix), trend in spectral_trends(trained).groupby(["dataset", "matrix"]):
-        rows.append(
-            claim(
-                f"(4) {matrix} spectrum grows with t, DiffEqFormer on {dataset}",
-                "Fig. 2a/b",
-                correlation_interval(trend.groupby("run_id")["z"].mean().tolist()),
-                "Spearman ρ(trained t, largest |λ|), mean over a run's heads on Fisher's z",
-                f"per head ρ from {trend['rho'].min():.2f} to {trend['rho'].max():.2f}",
-                hypothesis="(4) spectra grow with t",
-                claimed="above",
-            )
+    rows = [
+        claim(
+            f"(4) {matrix} spectrum grows with t, DiffEqFormer on {dataset}",
+            "Fig. 2a/b",
+            correlation_interval(trend.groupby("run_id")["z"].mean().tolist()),
+            "Spearman ρ(trained t, largest |λ|), mean over a run's heads on Fisher's z",
+            f"per head ρ from {trend['rho'].min():.2f} to {trend['rho'].max():.2f}",
+            hypothesis="(4) spectra grow with t",
+            claimed="above",
         )
+        for (dataset, matrix), trend in spectral_trends(trained).groupby(["dataset", "matrix"])
+    ]
     controls = spectral_trends(untrained).drop_duplicates(["model", "matrix", "head"])
-    for matrix, trend in controls.groupby("matrix"):
-        rows.append(
-            claim(
-                f"(4) control: {matrix} spectrum of untrained DiffEqFormers",
-                "Fig. 2a/b",
-                correlation_interval(trend.groupby("model")["z"].mean().tolist()),
-                "Spearman ρ(trained t, largest |λ|), mean over a model's heads on Fisher's z",
-                f"{trend['model'].nunique()} distinct models ({', '.join(sorted(set(trend['dataset'])))})",
-                status=CONTROL,
-            )
+    return rows + [
+        claim(
+            f"(4) control: {matrix} spectrum of untrained DiffEqFormers",
+            "Fig. 2a/b",
+            correlation_interval(trend.groupby("model")["z"].mean().tolist()),
+            "Spearman ρ(trained t, largest |λ|), mean over a model's heads on Fisher's z",
+            f"{trend['model'].nunique()} distinct models ({', '.join(sorted(set(trend['dataset'])))})",
+            status=CONTROL,
         )
-    return rows
+        for matrix, trend in controls.groupby("matrix")
+    ]
 
 
 def clustering_parts(sweep: pd.DataFrame, regime: str, cut: float) -> dict[str, tuple[Interval, str]]:

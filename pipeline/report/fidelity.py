@@ -10,9 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.artifacts import atomic_write_text
 from pipeline.config.families import SHARED_FAMILIES
-from pipeline.report.table_views import TableFiles, html_page
+from pipeline.report.table_views import TableFiles, write_views
 
 LEDGER_PATH = Path(__file__).parent / "reference" / "fidelity.csv"
 PRESET_SECTIONS = ("preset", "datasets", "fidelity", "defaults", "pretrain", "finetune", "analysis")
@@ -173,8 +172,5 @@ def linked_rows(source: str) -> str:
 def write_fidelity_table(config: dict[str, Any], *, out: TableFiles) -> None:
     """``out.csv``, ``out.md`` and ``out.html``: the ledger for the preset that ran."""
     table = ledger(config)
-    atomic_write_text(out.csv, table.to_csv(index=False))
-    atomic_write_text(
-        out.md, f"# Fidelity ledger (preset `{config['preset']}`)\n\n" + table.to_markdown(index=False) + "\n"
-    )
-    atomic_write_text(out.html, html_page("td,th{padding:2px 8px;vertical-align:top}", table.to_html(index=False)))
+    markdown = f"# Fidelity ledger (preset `{config['preset']}`)\n\n" + table.to_markdown(index=False) + "\n"
+    write_views(out, table, markdown, "td,th{padding:2px 8px;vertical-align:top}", table.to_html(index=False))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from pipeline.config.families import DIFFEQ_FAMILIES
@@ -17,9 +18,9 @@ PLATEAU_EVALUATIONS, PLATEAU_NATS = 3, 0.02
 less than 0.02 nats in total (docs/experiments.md, "The mini study")."""
 
 
-def plateaued(path: Path) -> bool:
-    """``PLATEAU_EVALUATIONS`` / ``PLATEAU_NATS``: best loss before the last k evaluations − best loss overall."""
-    losses = eval_curve(path)["eval_loss"].to_numpy()
+def plateaued(losses: np.ndarray) -> bool:
+    """``PLATEAU_EVALUATIONS`` / ``PLATEAU_NATS`` on a curve's ``losses``: best loss before the last k evaluations −
+    best loss overall."""
     if len(losses) <= PLATEAU_EVALUATIONS:
         return False
     return float(losses[:-PLATEAU_EVALUATIONS].min() - losses.min()) < PLATEAU_NATS
@@ -31,12 +32,9 @@ def load_finetunes(paths: list[Path]) -> pd.DataFrame:
     rows = []
     for path in paths:
         summary = read_record(path, FINETUNE_KEYS, "a fine-tune summary written by the finetune stage")
+        losses = eval_curve(path)["eval_loss"]
         rows.append(
-            {
-                **summary,
-                "overfit": summary["val_loss"] - eval_curve(path)["eval_loss"].min(),
-                "plateaued": plateaued(path),
-            }
+            {**summary, "overfit": summary["val_loss"] - losses.min(), "plateaued": plateaued(losses.to_numpy())}
         )
     return pd.DataFrame(rows, columns=[*FINETUNE_KEYS, "overfit", "plateaued"])
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.artifacts import atomic_write_text
 from pipeline.config import load_preset
 from pipeline.report.analysis_claims import clustering_claims, spectra_claims
 from pipeline.report.claim_rows import SCORECARD_COLUMNS
@@ -30,7 +29,7 @@ from pipeline.report.paper_numbers import COMPARABLE_PRESET, downstream_numbers,
 from pipeline.report.power import Plan, planned_claims, powered_family
 from pipeline.report.pretrain_claims import perplexity_claims, sharing_claims, throughput_claims
 from pipeline.report.secondary_claims import ablation_claims, lambada_claims, memory_claims
-from pipeline.report.table_views import TableFiles, html_page
+from pipeline.report.table_views import TableFiles, write_views
 from pipeline.report.tidy_inputs import RUN_COLUMNS, read_csv
 
 
@@ -137,7 +136,6 @@ def scorecard_markdown(card: pd.DataFrame, preset: str) -> str:
 def write_scorecard(inputs: ScorecardInputs, *, out: TableFiles) -> None:
     """``out.csv`` (tidy), ``out.md`` and ``out.html`` (the view the Snakemake report embeds)."""
     card = scorecard(inputs)
-    atomic_write_text(out.csv, card.to_csv(index=False))
-    atomic_write_text(out.md, scorecard_markdown(card, inputs.preset))
     table = card.to_html(index=False, na_rep="–", float_format="{:.4g}".format)
-    atomic_write_text(out.html, html_page("td,th{padding:2px 8px}", f"<p>{html.escape(verdict_note(card))}</p>{table}"))
+    body = f"<p>{html.escape(verdict_note(card))}</p>{table}"
+    write_views(out, card, scorecard_markdown(card, inputs.preset), "td,th{padding:2px 8px}", body)

@@ -43,19 +43,19 @@ def write_table(
             )
         )
         html.append(f"<h2>{title}</h2>{section.to_html(border=0)}")
-    atomic_write_text(out.csv, tidy.to_csv(index=False))
-    atomic_write_text(out.md, "\n".join(markdown))
     if out.tex is not None:
         atomic_write_text(out.tex, "\n".join(latex))
+    style = "td,th{padding:2px 10px;text-align:right} thead{border-bottom:1px solid #444}"
+    write_views(out, tidy, "\n".join(markdown), style, "".join(html))
+
+
+def write_views(out: TableFiles, tidy: pd.DataFrame, markdown: str, cell_style: str, body: str) -> None:
+    """``out.csv`` (``tidy``), ``out.md`` (``markdown``) and ``out.html``, a self-contained page of ``body``:
+    sans-serif, collapsed table borders, cells styled ``cell_style``."""
+    atomic_write_text(out.csv, tidy.to_csv(index=False))
+    atomic_write_text(out.md, markdown)
     atomic_write_text(
         out.html,
-        html_page("td,th{padding:2px 10px;text-align:right} thead{border-bottom:1px solid #444}", "".join(html)),
-    )
-
-
-def html_page(cell_style: str, body: str) -> str:
-    """A self-contained HTML page of ``body``: sans-serif, collapsed table borders, cells styled ``cell_style``."""
-    return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'><style>body{font-family:sans-serif} "
-        f"table{{border-collapse:collapse}} {cell_style}</style></head><body>{body}</body></html>\n"
+        f"table{{border-collapse:collapse}} {cell_style}</style></head><body>{body}</body></html>\n",
     )

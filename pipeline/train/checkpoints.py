@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from pipeline.artifacts import folder_bytes
+from pipeline.artifacts import atomic_write_text, folder_bytes
 from pipeline.data.files import sha256_file
 
 logger = logging.getLogger(__name__)
@@ -44,9 +44,7 @@ def file_checksums(checkpoint: Path) -> dict[str, str]:
 
 def write_checksums(checkpoint: Path) -> None:
     """Record ``checkpoint``'s checksums as it was saved (called when its save is committed)."""
-    partial = checkpoint / f".{CHECKSUMS_FILE}.partial"
-    partial.write_text(json.dumps(file_checksums(checkpoint), indent=0, sort_keys=True))
-    partial.replace(checkpoint / CHECKSUMS_FILE)
+    atomic_write_text(checkpoint / CHECKSUMS_FILE, json.dumps(file_checksums(checkpoint), indent=0, sort_keys=True))
 
 
 def has_checksums(checkpoint: Path) -> bool:

@@ -44,7 +44,7 @@ def assigned_gpus() -> int:
     return len(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
 
 
-def data_config(cache_dir: Path, tokenizer_dir: Path):
+def data_config(cache_dir: str | Path, tokenizer_dir: str | Path):
     """Levanter's single-dataset config over a prebuilt token cache (``<cache_dir>/{train,validation}``)."""
     from levanter.data.text import UrlSingleDatasetLMConfig
 
