@@ -79,7 +79,10 @@ class TrainJob:
         model = run_model_config(spec)
         cache, tokenizer = Path(cache_dir), Path(tokenizer_dir)
         identity = RunIdentity.of(spec, tokenizer, cache, preflight=preflight)
-        build = lambda vocab, key: build_initialised(model, vocab, key=key, init=spec.model.init)  # noqa: E731
+
+        def build(vocab, key):
+            return build_initialised(model, vocab, key=key, init=spec.model.init)
+
         return cls(spec, spec.model.seq_len, Path(run_dir), cache, tokenizer, build, identity)
 
     @classmethod
