@@ -117,7 +117,10 @@ class LevanterLM(TemplateLM):
         totals = []
         for (text,) in (request.args for request in requests):
             windows = get_rolling_token_windows(
-                self.tok_encode(text), self.prefix_token_id, self.max_length, context_len=1
+                token_list=self.tok_encode(text),
+                prefix_token=self.prefix_token_id,
+                max_seq_len=self.max_length,
+                context_len=1,
             )
             pieces = [(None, *make_disjoint_window(window)) for window in windows]
             totals.append(sum(score for score, _ in self._loglikelihood_tokens(pieces, disable_tqdm=True)))
