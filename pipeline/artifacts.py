@@ -1,5 +1,5 @@
 """Run-folder files (docs/runs.md): atomic writes (a temporary sibling renamed), the metrics log's reading and resume
-cut, provenance, and the one writer of non-pandas CSV and Markdown tables (``csv_text``, ``markdown_table``)."""
+cut, provenance, and the one writer of non-pandas tables (``csv_text``, ``markdown_table``, ``text_table``)."""
 
 from __future__ import annotations
 
@@ -82,6 +82,19 @@ def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[str]], align:
     lines = ["| " + " | ".join(columns) + " |", rule]
     lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     return "\n".join(lines)
+
+
+def text_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], align: str = "", rule: bool = False) -> str:
+    """A fixed-width text table: each cell as ``str`` (None as ``-``), each column padded to its widest cell and
+    aligned as ``markdown_table``'s ``align`` says, two spaces apart, no trailing blanks; under the header a dashed
+    rule as long as it where ``rule``; no final line end."""
+    lines = [list(columns), *(["-" if cell is None else str(cell) for cell in cells] for cells in rows)]
+    for i, letter in enumerate(align or "l" * len(columns)):
+        width = max(len(line[i]) for line in lines)
+        for line in lines:
+            line[i] = line[i].rjust(width) if letter == "r" else line[i].ljust(width)
+    text = ["  ".join(line).rstrip() for line in lines]
+    return "\n".join([text[0], *(["-" * len(text[0])] if rule else []), *text[1:]])
 
 
 RENAMED_SUMMARY_KEYS = {"steps": "train_steps"}

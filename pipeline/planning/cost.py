@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from pipeline.artifacts import text_table
 from pipeline.config import TrainSpec
 from pipeline.config.site import preset_results
 from pipeline.planning.grid import Grid, Workload, model_cost
@@ -135,24 +136,19 @@ def preview(
 
 def format_stage_table(rows: list[dict[str, Any]]) -> str:
     """The stage rows as a fixed-width text table (tokens in billions, disk in GB)."""
-    header = f"{'stage':<10} {'runs':>5} {'tokens':>12} {'GPU-hours':>11} {'max passes':>10} {'ckpt GB':>9}  source"
-    lines = [header, "-" * len(header)]
+    cells = []
     for row in rows:
         tokens = "negligible" if row["tokens"] is None else f"{row['tokens'] / 1e9:,.3f} B"
         hours = "~0" if row["gpu_hours"] is None else f"{row['gpu_hours']:,.1f}"
         passes = "-" if row["max_data_passes"] is None else f"{row['max_data_passes']:,.1f}"
-        lines.append(
-            f"{row['stage']:<10} {row['runs']:>5} {tokens:>12} {hours:>11} {passes:>10} "
-            f"{row['checkpoint_bytes'] / 1e9:>9,.1f}  {row['source']}"
-        )
-    return "\n".join(lines)
+        disk = f"{row['checkpoint_bytes'] / 1e9:,.1f}"
+        cells.append((row["stage"], row["runs"], tokens, hours, passes, disk, row["source"]))
+    columns = ("stage", "runs", "tokens", "GPU-hours", "max passes", "ckpt GB", "source")
+    return text_table(columns, cells, "lrrrrrl", rule=True)
 
 
 def format_passes_table(rows: list[dict[str, Any]]) -> str:
     """Passes over the training data per training run ("?": corpus size unknown until its cache is built)."""
-    lines = [f"{'run':<44} {'passes':>7}"]
-    for row in rows:
-        if row["stage"] in ("pretrain", "finetune"):
-            passes = "?" if row["data_passes"] is None else f"{row['data_passes']:,.2f}"
-            lines.append(f"{row['run_id']:<44} {passes:>7}")
-    return "\n".join(lines)
+    training = [row for row in rows if row["stage"] in ("pretrain", "finetune")]
+    cells = [(row["run_id"], "?" if row["data_passes"] is None else f"{row['data_passes']:,.2f}") for row in training]
+    return text_table(("run", "passes"), cells, "lr")

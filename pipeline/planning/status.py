@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.artifacts import read_metrics
+from pipeline.artifacts import read_metrics, text_table
 from pipeline.data.shards import shards_done
 from pipeline.execution.errors import STOPPED_AT
 from pipeline.execution.progress import duration
@@ -108,16 +108,13 @@ def grid_status(
 
 def format_status(states: list[RunState], hours: dict[str, float]) -> str:
     """A table of run, state and detail, the count per state, and the GPU-hours line."""
-    width = max(len(state.run_id) for state in states)
-    lines = [f"{'run':<{width}}  {'state':<8} detail"]
-    lines += [f"{state.run_id:<{width}}  {state.state:<8} {state.detail}" for state in states]
+    table = text_table(("run", "state", "detail"), [(state.run_id, state.state, state.detail) for state in states])
     counts = [f"{sum(state.state == name for state in states)} {name}" for name in RUN_STATES]
-    lines.append(f"{', '.join(counts)} of {len(states)} runs")
-    lines.append(
+    spent = (
         f"GPU-hours: {hours['spent']:,.1f} spent (a lower bound), {hours['left']:,.1f} left of the "
         f"preview's {hours['preview']:,.1f}"
     )
-    return "\n".join(lines)
+    return "\n".join([table, f"{', '.join(counts)} of {len(states)} runs", spent])
 
 
 def attempt_outcome(out: Path) -> str:
@@ -190,10 +187,6 @@ def plan_rows(sizing: JobSizing) -> list[dict[str, Any]]:
 
 def format_plan(rows: list[dict[str, Any]]) -> str:
     """The plan table (``PLAN_COLUMNS``), then the sentence of each job the site refuses."""
+    planned = [[row[key] for key in PLAN_COLUMNS] for row in rows if "refused" not in row]
     refused = [f"refused: {row['refused']}" for row in rows if "refused" in row]
-    planned = [row for row in rows if "refused" not in row]
-    lines = [PLAN_COLUMNS, *(["-" if row[key] is None else str(row[key]) for key in PLAN_COLUMNS] for row in planned)]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(PLAN_COLUMNS))]
-    return "\n".join(
-        "  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip() for line in lines
-    ) + "".join(f"\n{line}" for line in refused)
+    return "\n".join([text_table(PLAN_COLUMNS, planned), *refused])

@@ -14,6 +14,7 @@ from pipeline.planning.preflight_jobs import DEFAULT_TIMED, DEFAULT_WARMUP
 
 
 def _plan(args: argparse.Namespace) -> None:
+    from pipeline.artifacts import text_table
     from pipeline.config import load_preset
     from pipeline.config.site import load_site, preset_results
     from pipeline.planning.cost import preview
@@ -34,11 +35,10 @@ def _plan(args: argparse.Namespace) -> None:
     for kind, job in stages.items():
         covers = f"{job.runs} (like {job.run_id}, on the checkpoint of {job.source_shape(shapes)})"
         jobs.append((kind, job.resources(sizing).gpus, "-", PREFLIGHT_RUNTIME_MIN, covers))
-    header = f"{'shape':<36} {'GPUs':>4} {'micro':>5} {'min':>4} {'GPU-h':>6}  runs"
-    print(header, "-" * len(header), sep="\n")
-    for name, gpus, micro_batch, minutes, runs in jobs:
-        print(f"{name:<36} {gpus:>4} {micro_batch:>5} {minutes:>4} {max(gpus, 1) * minutes / 60:>6.2f}  {runs}")
-    bound = sum(max(gpus, 1) * minutes for _, gpus, _, minutes, _ in jobs) / 60  # GPU-hours at most
+    hours = [max(gpus, 1) * minutes / 60 for _, gpus, _, minutes, _ in jobs]  # GPU-hours at most
+    cells = [(*job[:4], f"{job_hours:.2f}", job[4]) for job, job_hours in zip(jobs, hours, strict=True)]
+    print(text_table(("shape", "GPUs", "micro", "min", "GPU-h", "runs"), cells, "lrrrrl", rule=True))
+    bound = sum(hours)
     print(
         f"\n{len(shapes)} training shape job(s) for {sum(len(s.runs) for s in shapes.values())} pretraining "
         f"run(s) and {len(stages)} fine-tune, lm-eval and analysis job(s); at most {bound:.1f} GPU-hours (every "
