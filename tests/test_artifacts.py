@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from pipeline.artifacts import atomic_write_json, csv_text, folder_bytes, markdown_table, provenance
+from pipeline.artifacts import atomic_write_json, csv_text, folder_bytes, markdown_table, provenance, text_table
 
 
 def test_provenance_records_commit_versions_and_host(tmp_path):
@@ -34,6 +34,12 @@ def test_markdown_table_is_unpadded_with_right_aligned_columns_marked():
     table = markdown_table(["run", "GB"], [["a", "1.5"], ["bb", "10.0"]], align="lr")
     assert table == "| run | GB |\n|---|---:|\n| a | 1.5 |\n| bb | 10.0 |"
     assert markdown_table(["x"], []) == "| x |\n|---|"
+
+
+def test_text_table_pads_each_column_to_its_widest_cell_and_rules_the_header_where_asked():
+    table = text_table(["run", "GB", "note"], [["a", 1.5, None], ["bbbb", "10.0", "x"]], align="lrl", rule=True)
+    assert table.splitlines() == ["run     GB  note", "----------------", "a      1.5  -", "bbbb  10.0  x"]
+    assert text_table(["x", "y"], []) == "x  y"
 
 
 def test_folder_bytes_counts_nested_files_once_and_follows_no_link(tmp_path):
