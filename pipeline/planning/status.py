@@ -98,11 +98,10 @@ def grid_status(
     for run_id, job in sizing.grid.training.items():
         gpus = sizing.training_gpu_count(run_id) if site is not None and site.gpus_per_node else 1
         states.append(run_state(results, job.kind, run_id, job.train.steps, gpus, sizing.training_chunks(run_id)))
-    left = sum(preview_hours[state.run_id] * (1 - state.done_fraction) for state in states)
     return states, {
         "spent": sum(state.gpu_hours for state in states),
         "preview": sum(preview_hours[state.run_id] for state in states),
-        "left": left,
+        "left": sum(preview_hours[state.run_id] * (1 - state.done_fraction) for state in states),
     }
 
 

@@ -9,7 +9,7 @@ import logging
 import math
 from pathlib import Path
 
-from pipeline.commands import absolute, add_options, add_ray_options, add_verb, ray_placement
+from pipeline.commands import absolute, add_options, add_ray_options, add_verb, run_task
 from pipeline.planning.preflight_jobs import DEFAULT_TIMED, DEFAULT_WARMUP
 
 
@@ -78,11 +78,10 @@ def _measured_row(args: argparse.Namespace, row: dict, what: str, task: str, *ta
     row, so the report can say what failed."""
     from pipeline.artifacts import atomic_write_json
     from pipeline.execution.errors import STOPPED_AT, failure_sentence
-    from pipeline.execution.runner import run_on_ray
 
     row |= {"runs": args.runs, "device_label": args.device_label}
     try:
-        measured = run_on_ray(task, *task_args, uses_torch=uses_torch, **ray_placement(args, fresh_process=True))
+        measured = run_task(args, task, *task_args, uses_torch=uses_torch, fresh_process=True)
         row.update(status="ok", error="", **measured)
     except Exception as error:  # noqa: BLE001  (the row records the failure's one sentence)
         sentence, _ = failure_sentence(error, f"the preflight of {what}")
