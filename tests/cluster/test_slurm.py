@@ -17,11 +17,20 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from cli_testkit import snakemake_in, venv_on_path
+from levanter.data.sharded_datasource import UrlDataSource
+from levanter.store.cache import TreeCache
 
+from pipeline.cli import main
+from pipeline.data.corpora import corpus_split_files, export_tiny_corpus
+from pipeline.data.files import staging_directory
+from pipeline.data.shards import finished_shard_count, whole_ledger
+from pipeline.execution.errors import STOPPED_AT
 from pipeline.preflight.report import IDENTITY_COLUMNS, MEASURED_COLUMNS
+from pipeline.train.attempts import data_attempt_file
 
 ROOT = Path(__file__).resolve().parents[2]
 NETNS = os.environ.get("SLURM_TEST_NETNS", "pipeline-slurm")
@@ -37,28 +46,27 @@ def in_netns(*command: str) -> list[str]:
     return ["nsenter", f"--net=/run/netns/{NETNS}", *command]
 
 
-def snakemake_on_slurm(workdir: Path, logs: Path, *args: str, timeout: int) -> subprocess.CompletedProcess:
+def snakemake_on_slurm_command(workdir: Path, logs: Path, *args: str) -> list[str]:
     """Snakemake in ``workdir`` through ``profiles/slurm`` in the namespace, with this cluster's status command and
     first status check (the module's docstring) and SLURM's logs in ``logs``; ``args``: targets, then options."""
-    return subprocess.run(
-        in_netns(
-            *snakemake_in(workdir),
-            "--profile",
-            str(ROOT / "profiles" / "slurm"),
-            "--slurm-status-command",
-            "squeue",
-            "--slurm-init-seconds-before-status-checks",
-            "5",
-            "--slurm-logdir",
-            str(logs),
-            *args,
-        ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=venv_on_path(),
-        timeout=timeout,
+    return in_netns(
+        *snakemake_in(workdir),
+        "--profile",
+        str(ROOT / "profiles" / "slurm"),
+        "--slurm-status-command",
+        "squeue",
+        "--slurm-init-seconds-before-status-checks",
+        "5",
+        "--slurm-logdir",
+        str(logs),
+        *args,
     )
+
+
+def snakemake_on_slurm(workdir: Path, logs: Path, *args: str, timeout: int) -> subprocess.CompletedProcess:
+    """``snakemake_on_slurm_command`` run to its end, its output captured."""
+    command = snakemake_on_slurm_command(workdir, logs, *args)
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=venv_on_path(), timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -89,19 +97,21 @@ def localhost_site(
     tmp_path: Path, partition: str, max_runtime_min: int = 60, signal_lead_s: int = 600, **changes
 ) -> Path:
     """The example site with what this machine has: one partition, no GPUs, 1 CPU and 3 GB per job (``changes``:
-    further keys)."""
+    further keys, or other values of these)."""
     raw = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())
     raw["site"].update(
-        gpu_partition=partition,
-        cpu_partition=partition,
-        gpus_per_node=0,
-        cpu_max_cpus=1,
-        cpu_max_mem_mb=3000,
-        max_runtime_min=max_runtime_min,
-        target_runtime_min=min(max_runtime_min, raw["site"]["target_runtime_min"]),
-        hf_home=str(tmp_path / "hf"),
-        signal_lead_s=signal_lead_s,
-        **changes,
+        {
+            "gpu_partition": partition,
+            "cpu_partition": partition,
+            "gpus_per_node": 0,
+            "cpu_max_cpus": 1,
+            "cpu_max_mem_mb": 3000,
+            "max_runtime_min": max_runtime_min,
+            "target_runtime_min": min(max_runtime_min, raw["site"]["target_runtime_min"]),
+            "hf_home": str(tmp_path / "hf"),
+            "signal_lead_s": signal_lead_s,
+        }
+        | changes
     )
     path = tmp_path / "site.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -245,3 +255,97 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     assert not RAY_DIED.search(output + log), log[-3000:]
     summary = json.loads((workdir / run / "summary.json").read_text())
     assert summary["resumed_from_step"] == resumes[-1] > 0 and summary["steps_done"] == steps
+
+
+def token_arrays(cache: Path, split: str) -> list[np.ndarray]:
+    """The token ids and the document offsets of one split of a token cache."""
+    ids = TreeCache.load(str(cache / split), {"input_ids": np.zeros((0,), dtype=np.int32)}).store.tree["input_ids"]
+    return [ids.data[: ids.data_size].read().result(), ids.offsets[: ids.num_rows + 1].read().result()]
+
+
+def slurm_jobs(state: str) -> dict[str, str]:
+    """The SLURM jobs in ``state`` (``squeue -t``: RUNNING, all), their comment (``rule_<rule>_wildcards_...``) by
+    job id."""
+    listed = subprocess.run(
+        in_netns("squeue", "-h", "-t", state, "-o", "%i %k"), capture_output=True, text=True, timeout=30, check=True
+    )
+    return dict((line.split(maxsplit=1) + [""])[:2] for line in listed.stdout.splitlines())
+
+
+def wait_for(condition, snakemake: subprocess.Popen, output: Path, timeout_s: float):
+    """``condition()``'s first true value, looked at every 0.2 s while ``snakemake`` runs; fails with its output's
+    tail where it ends or ``timeout_s`` passes first."""
+    deadline = time.monotonic() + timeout_s
+    while snakemake.poll() is None and time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(0.2)
+    pytest.fail(f"snakemake ended or {timeout_s} s passed first:\n{output.read_text()[-4000:]}")
+
+
+def test_a_token_cache_stopped_by_its_walltime_warning_finishes_in_one_call_equal_to_a_one_job_build(
+    tmp_path, slurm_partition, tiny_data_workdir
+):
+    """A token cache built by Levanter's Ray builder (``cache_builder: ray``: a data job that resumes) over the tiny
+    corpus in 300-document shards finishes in one ``snakemake --profile profiles/slurm`` call across two SLURM jobs.
+    The first gets SLURM's walltime warning once Levanter's ledger lists two finished shards: the test sends it
+    (``scancel --signal=URG``, the signal ``--signal=URG@<lead>`` sends), where a real limit would stop a build of
+    unknown length at an unknown point. It stops, keeping the ledger; the submitting Snakemake retries it (the
+    profile's retries: the site's limit plans one job), and the next job resumes from the ledger without reading the
+    finished shards again (made unreadable in between, keeping their size and times). Both splits' token ids and
+    document offsets equal a one-job build's (the serial builder, in this process)."""
+    workdir = tmp_path / "cache-chain"
+    shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
+    data = workdir / "results" / "tiny" / "data"
+    corpus, tokenizer, cache = data / "corpora" / "shards", data / "tokenizers" / "bpe", data / "caches" / "shards-bpe"
+    export_tiny_corpus("fortunes", corpus, docs_per_shard=300)  # what the corpus rule's job exports for this source
+    reference = tmp_path / "one-job"
+    one_job = ["--builder", "serial", "--out", str(reference)]
+    assert main(["cache", "--corpus", str(corpus), "--tokenizer", str(tokenizer), *one_job]) == 0
+    dataset = "datasets={shards: {title: fortunes, source: {kind: tiny, corpus: fortunes, docs_per_shard: 300}}}"
+    site = localhost_site(tmp_path, slurm_partition, cpu_max_cpus=2)  # Levanter's Ray builder needs 2 CPUs
+    # Each job's embedded Ray counts the CPUs SLURM gave the job (as the paper preset's).
+    config = ("--config", "preset=tiny", f"site={site}", "cache_builder=ray", "ray={num_cpus: null}", dataset)
+    command = snakemake_on_slurm_command(workdir, tmp_path / "logs", str(cache.relative_to(workdir)), *config)
+    output, train = tmp_path / "snakemake.out", staging_directory(staging_directory(cache) / "train")
+    started = time.monotonic()
+    with output.open("w") as out:
+        snakemake = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=venv_on_path())
+    try:
+
+        def building_job():  # asks SLURM only once the ledger lists two shards
+            running = slurm_jobs("RUNNING").items() if finished_shard_count(train) >= 2 else ()
+            return next((job for job, comment in running if comment.startswith("rule_token_cache")), None)
+
+        stopped_job = wait_for(building_job, snakemake, output, 900)
+        subprocess.run(in_netns("scancel", "--signal=URG", stopped_job), timeout=30, check=True)
+        wait_for(lambda: stopped_job not in slurm_jobs("PENDING,RUNNING,COMPLETING"), snakemake, output, 300)
+        stop = STOPPED_AT.search((workdir / "results" / "tiny" / "logs" / "token_cache" / "shards-bpe.log").read_text())
+        finished = whole_ledger(train, restore=True)["finished_shards"]  # as the next job reads it
+        files = corpus_split_files(corpus, "train")
+        shard_files = dict(zip(UrlDataSource([str(path) for path in files]).shard_names, files, strict=True))
+        for name in finished:  # same size and times, unreadable: the next job tokenizing one again would fail
+            path = shard_files[name]
+            times = (path.stat().st_atime_ns, path.stat().st_mtime_ns)
+            path.write_bytes(bytes(path.stat().st_size))
+            os.utime(path, ns=times)
+        record = json.loads(data_attempt_file(cache).read_text())
+        assert record["attempt"] == 1 and record["outcome"] == "stopped", record  # the next job had not begun
+        assert stop and stop[1] == "SIGURG" and 1 <= int(stop[2]) < int(stop[3]), stop
+        assert 1 <= len(finished) < int(stop[3]), finished
+        returncode = snakemake.wait(timeout=900)
+    finally:
+        if snakemake.poll() is None:  # a failed assertion: Snakemake cancels its SLURM jobs on SIGTERM
+            snakemake.terminate()
+            snakemake.wait(timeout=120)
+    text = output.read_text()
+    print(f"token cache across SLURM jobs: {time.monotonic() - started:.0f} s")
+    assert returncode == 0, text[-4000:]
+    jobs = re.findall(r"submitted with SLURM jobid (\d+) \(log: \S*/logs/rule_token_cache/", text)
+    assert len(jobs) >= 2 and jobs[0] == stopped_job, (jobs, stopped_job, text[-4000:])
+    record = json.loads(data_attempt_file(cache).read_text())
+    assert record["attempt"] == len(jobs) and record["outcome"] == "done", record
+    assert record["from_step"] >= len(finished), (record, finished)  # the last job began from the ledger
+    for split in ("train", "validation"):
+        for chained, one_job in zip(token_arrays(cache, split), token_arrays(reference, split), strict=True):
+            assert np.array_equal(chained, one_job), split
