@@ -4,24 +4,28 @@
 
 from levanter.models.lm_model import LmConfig
 
-from pipeline.config.families import DIFFEQ_FAMILIES, FAMILIES, FAMILY_MODEL_CONFIGS, GPT_FAMILIES, LLAMA_FAMILIES
+from pipeline.config.families import DIFFEQ_FAMILIES, FAMILY_MODEL_CONFIGS, GPT_FAMILIES, LLAMA_FAMILIES
+from pipeline.config.families import FAMILIES as FAMILIES
 
-from .diffeq_gpt import DiffEqGptConfig, DiffEqGptLMHeadModel
-from .diffeq_llama import DiffEqLlamaConfig, DiffEqLlamaLMHeadModel
-from .discretize import (
-    GPT_LORA_TARGETS,
-    LLAMA_LORA_TARGETS,
-    LORA_INITS,
-    DiscreteDiffEqGptConfig,
-    DiscreteDiffEqGptLMHeadModel,
-    DiscreteDiffEqLlamaConfig,
-    DiscreteDiffEqLlamaLMHeadModel,
-    discretize,
-    init_lora,
-)
-from .init import build_initialised
-from .param_count import baseline_param_counts, count_params, table6_param_counts
-from .shared_gpt import SharedGptConfig, SharedOdeGptConfig
+from .diffeq_gpt import DiffEqGptConfig as DiffEqGptConfig
+from .diffeq_gpt import DiffEqGptLMHeadModel as DiffEqGptLMHeadModel
+from .diffeq_llama import DiffEqLlamaConfig as DiffEqLlamaConfig
+from .diffeq_llama import DiffEqLlamaLMHeadModel as DiffEqLlamaLMHeadModel
+from .discretize import GPT_LORA_TARGETS as GPT_LORA_TARGETS
+from .discretize import LLAMA_LORA_TARGETS as LLAMA_LORA_TARGETS
+from .discretize import LORA_INITS as LORA_INITS
+from .discretize import DiscreteDiffEqGptConfig as DiscreteDiffEqGptConfig
+from .discretize import DiscreteDiffEqGptLMHeadModel as DiscreteDiffEqGptLMHeadModel
+from .discretize import DiscreteDiffEqLlamaConfig as DiscreteDiffEqLlamaConfig
+from .discretize import DiscreteDiffEqLlamaLMHeadModel as DiscreteDiffEqLlamaLMHeadModel
+from .discretize import discretize as discretize
+from .discretize import init_lora as init_lora
+from .init import build_initialised as build_initialised
+from .param_count import baseline_param_counts as baseline_param_counts
+from .param_count import count_params as count_params
+from .param_count import table6_param_counts as table6_param_counts
+from .shared_gpt import SharedGptConfig as SharedGptConfig
+from .shared_gpt import SharedOdeGptConfig as SharedOdeGptConfig
 from .time_embedding import TIME_GRIDS
 
 LLAMA_LAYERS = {
@@ -87,30 +91,3 @@ def build_model_config(
     if family == "diffeq_llama":
         dimensions.update(LLAMA_LAYERS[llama_layer or "reference"])
     return LmConfig.get_choice_class(FAMILY_MODEL_CONFIGS[family])(**dimensions, **time_options)
-
-
-__all__ = [
-    "DIFFEQ_FAMILIES",
-    "FAMILIES",
-    "LLAMA_LAYERS",
-    "GPT_LORA_TARGETS",
-    "LORA_INITS",
-    "LLAMA_LORA_TARGETS",
-    "DiffEqGptConfig",
-    "DiffEqGptLMHeadModel",
-    "DiffEqLlamaConfig",
-    "DiffEqLlamaLMHeadModel",
-    "DiscreteDiffEqGptConfig",
-    "DiscreteDiffEqGptLMHeadModel",
-    "DiscreteDiffEqLlamaConfig",
-    "DiscreteDiffEqLlamaLMHeadModel",
-    "SharedGptConfig",
-    "SharedOdeGptConfig",
-    "baseline_param_counts",
-    "build_initialised",
-    "build_model_config",
-    "count_params",
-    "discretize",
-    "table6_param_counts",
-    "init_lora",
-]
