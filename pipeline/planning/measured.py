@@ -101,8 +101,7 @@ memory exceeded its budget (``pipeline.preflight.report.verdict``)."""
 
 def typed_row(cls: type, row: dict[str, str]) -> Any:
     """A ``cls`` (``PreflightRow``, ``FitRow``) from a row as ``csv.DictReader`` reads it, each column parsed as its
-    field's type; a missing column (a table of an older pipeline) as an empty one; a number None where empty or
-    ``NOT_APPLICABLE`` (not measured, or not of its job's kind)."""
+    field's type; a number None where empty or ``NOT_APPLICABLE`` (not measured, or not of its job's kind)."""
 
     def parse(field: dataclasses.Field, value: str) -> Any:
         if field.type in ("str", "bool"):
@@ -111,7 +110,7 @@ def typed_row(cls: type, row: dict[str, str]) -> Any:
             return None
         return float(value) if field.type.startswith("float") else int(value)
 
-    return cls(**{field.name: parse(field, row.get(field.name, "")) for field in dataclasses.fields(cls)})
+    return cls(**{field.name: parse(field, row[field.name]) for field in dataclasses.fields(cls)})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,8 +1,6 @@
 """The measured table (pipeline/planning/measured.py): which source answers a job's tokens/s (a stale or missing fit
 row: tests/planning/test_jobs.py)."""
 
-import csv
-
 from pipeline.artifacts import csv_text
 from pipeline.config import load_preset
 from pipeline.planning.grid import Grid
@@ -48,15 +46,3 @@ def test_the_preflight_wins_over_the_throughput_table_and_a_model_neither_measur
     assert both.tokens_per_s(small) == (100.0, "preflight")
     assert table_only.tokens_per_s(small) == (50.0, "measured")
     assert both.tokens_per_s(medium) is None and table_only.tokens_per_s(medium) is None
-
-
-def test_a_report_without_a_column_planning_does_not_read_still_gives_its_rates_and_its_typed_rows(tmp_path):
-    """A report an older pipeline wrote, before ``wall_s`` was measured, reads as one that did not measure it."""
-    report = preflight_report(tmp_path / "preflight.csv")
-    older = [column for column in COLUMNS if column != "wall_s"]
-    rows = [{column: row[column] for column in older} for row in csv.DictReader(report.open())]
-    report.write_text(csv_text(rows, older))
-    table = MeasuredTable(GRID, "h100", preflight_table=report)
-    assert table.tokens_per_s(GRID.workloads["owt-small-gpt"]) == (100.0, "preflight")
-    row = table.preflight_rows["gpt-small-g1-mb0"]
-    assert (row.wall_s, row.devices, row.peak_memory_bytes, row.verdict) == (None, None, 10**9, "ok")
