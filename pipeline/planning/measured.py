@@ -1,8 +1,8 @@
 """What planning knows of a job on the site's GPUs before it runs, and the only reader of the files that hold it
 (docs/planning.md#the-measured-table: their precedence and staleness); where nothing was measured, the training rate
 estimated from the GPU's datasheet (``DEVICES``, ``training_rate``). Longer than 300 lines because a fit row's type
-and its ``plan_key`` live with the staleness check that reads them, a preflight report row's type with the check of
-its verdict, and the estimate with the rates it stands in for."""
+and its ``plan_key`` live with the staleness check that reads them, and the estimate with the rates it stands in
+for."""
 
 from __future__ import annotations
 
@@ -94,9 +94,6 @@ PLAN_ROW = "plan it with `snakemake --profile profiles/slurm fit` and this call'
 
 NOT_APPLICABLE = "n/a"
 """A report column that does not apply to its job's kind (lm-eval's training columns, a fine-tune's restore)."""
-RED_VERDICTS = ("failed", "over plan")
-"""Verdicts of a report row that stop the grid's runs of the row's shape (or stage kind): its job failed, or its peak
-memory exceeded its budget (``pipeline.preflight.report.verdict``)."""
 
 
 def typed_row(cls: type, row: dict[str, str]) -> Any:
@@ -115,48 +112,17 @@ def typed_row(cls: type, row: dict[str, str]) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class PreflightRow:
-    """A row of the preflight report (``pipeline.preflight.report``), its columns in order: the job, its status and
-    error; what it measured, by concern: software and devices, micro-batch and step time, throughput, memory,
-    checkpoint and the rest; its verdict. A number is None where not measured or of no meaning for its job's kind."""
+    """The columns of a report row that planning reads, typed."""
 
     shape: str
     kind: str
     run_id: str
-    runs: int | None
     device_label: str
-    status: str
-    error: str
-    jax: str
-    jaxlib: str
-    cuda_plugin: str
-    driver: str
-    platform_version: str
-    backend: str
-    device_kind: str
-    devices: int | None
-    micro_batch: int | None
-    gradient_accumulation: int | None
-    warmup_updates: int | None
-    timed_updates: int | None
-    compile_s: float | None
-    median_step_s: float | None
-    tokens_per_s: float | None
-    tokens_per_s_per_device: float | None
-    flops_per_token: float | None
-    peak_flops: float | None
-    peak_source: str
-    mfu: float | None
-    peak_memory_bytes: int | None
-    memory_source: str
-    planned_bytes: int | None
-    budget_bytes: int | None
-    plan_source: str
-    checkpoint_save_s: float | None
-    checkpoint_bytes: int | None
-    restore_s: float | None
-    input_wait_s: float | None
-    wall_s: float | None
     verdict: str
+    error: str
+    tokens_per_s_per_device: float | None
+    peak_memory_bytes: float | None
+    budget_bytes: float | None
 
 
 def read_throughput(path: Path, device: str) -> dict[tuple[str, str, int], float]:
@@ -413,7 +379,7 @@ class MeasuredTable:
 
     def require_green(self) -> None:
         """``PreflightError`` naming the preflight job, the grid job it measured and what to do, while a row is red."""
-        row = next((row for row in self.preflight_rows.values() if row.verdict in RED_VERDICTS), None)
+        row = next((row for row in self.preflight_rows.values() if row.verdict not in ("ok", "stopped")), None)
         if row is None:
             return
         path = Path(self.preflight_table)

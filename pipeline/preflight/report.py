@@ -4,15 +4,51 @@ the estimate they replace."""
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import math
 from typing import Any
 
 from pipeline.artifacts import markdown_table
-from pipeline.planning.measured import NOT_APPLICABLE, RED_VERDICTS, PreflightRow
+from pipeline.planning.measured import NOT_APPLICABLE
 
-COLUMNS = tuple(field.name for field in dataclasses.fields(PreflightRow))
+IDENTITY_COLUMNS = ("shape", "kind", "run_id", "runs", "device_label", "status", "error")
+MEASURED_COLUMNS = (
+    "jax",
+    "jaxlib",
+    "cuda_plugin",
+    "driver",
+    "platform_version",
+    "backend",
+    "device_kind",
+    "devices",
+    "micro_batch",
+    "gradient_accumulation",
+    "warmup_updates",
+    "timed_updates",
+    "compile_s",
+    "median_step_s",
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "flops_per_token",
+    "peak_flops",
+    "peak_source",
+    "mfu",
+    "peak_memory_bytes",
+    "memory_source",
+    "planned_bytes",
+    "budget_bytes",
+    "plan_source",
+    "checkpoint_save_s",
+    "checkpoint_bytes",
+    "restore_s",
+    "input_wait_s",
+    "wall_s",
+)
+"""What a job measured, by concern: software and devices, micro-batch and step time, throughput, memory, checkpoint
+and the rest."""
+COLUMNS = (*IDENTITY_COLUMNS, *MEASURED_COLUMNS, "verdict")
+RED_VERDICTS = ("failed", "over plan")
+"""Verdicts that stop the grid's runs of the row's shape (or stage kind)."""
 PROJECTION_COLUMNS = (
     "run_id",
     "shape",
@@ -26,11 +62,12 @@ PROJECTION_TITLE = "Projection of the grid from the measured throughput"
 
 
 def verdict(row: dict[str, Any]) -> str:
-    """The job's status (``ok``; ``stopped`` where its walltime stopped it before it measured, not red: nothing says
-    the shape fails; ``failed``), or ``over plan`` where its peak memory exceeded its budget (``RED_VERDICTS``)."""
+    """ "ok"; "stopped" where the job's walltime stopped it before it measured (not red: nothing says the shape
+    fails); or why the row is red: its job failed, or its peak memory exceeded its budget."""
+    if row["status"] != "ok":
+        return "stopped" if row["status"] == "stopped" else "failed"
     budget = row.get("budget_bytes", NOT_APPLICABLE)
-    over = row["status"] == "ok" and budget != NOT_APPLICABLE and float(row["peak_memory_bytes"]) > float(budget)
-    return "over plan" if over else row["status"]
+    return "over plan" if budget != NOT_APPLICABLE and float(row["peak_memory_bytes"]) > float(budget) else "ok"
 
 
 def with_verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
