@@ -20,12 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from cache_testkit import spoil_finished_shards, token_arrays
 from cli_testkit import snakemake_in, venv_on_path
-from levanter.data.sharded_datasource import UrlDataSource
-from levanter.store.cache import TreeCache
 
 from pipeline.cli import main
-from pipeline.data.corpora import corpus_split_files, export_tiny_corpus
+from pipeline.data.corpora import export_tiny_corpus
 from pipeline.data.files import staging_directory
 from pipeline.data.shards import finished_shard_count, whole_ledger
 from pipeline.execution.errors import STOPPED_AT
@@ -257,12 +256,6 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     assert summary["resumed_from_step"] == resumes[-1] > 0 and summary["steps_done"] == steps
 
 
-def token_arrays(cache: Path, split: str) -> list[np.ndarray]:
-    """The token ids and the document offsets of one split of a token cache."""
-    ids = TreeCache.load(str(cache / split), {"input_ids": np.zeros((0,), dtype=np.int32)}).store.tree["input_ids"]
-    return [ids.data[: ids.data_size].read().result(), ids.offsets[: ids.num_rows + 1].read().result()]
-
-
 def slurm_jobs(state: str) -> dict[str, str]:
     """The SLURM jobs in ``state`` (``squeue -t``: RUNNING, all), their comment (``rule_<rule>_wildcards_...``) by
     job id."""
@@ -322,13 +315,7 @@ def test_a_token_cache_stopped_by_its_walltime_warning_finishes_in_one_call_equa
         wait_for(lambda: stopped_job not in slurm_jobs("PENDING,RUNNING,COMPLETING"), snakemake, output, 300)
         stop = STOPPED_AT.search((workdir / "results" / "tiny" / "logs" / "token_cache" / "shards-bpe.log").read_text())
         finished = whole_ledger(train, restore=True)["finished_shards"]  # as the next job reads it
-        files = corpus_split_files(corpus, "train")
-        shard_files = dict(zip(UrlDataSource([str(path) for path in files]).shard_names, files, strict=True))
-        for name in finished:  # same size and times, unreadable: the next job tokenizing one again would fail
-            path = shard_files[name]
-            times = (path.stat().st_atime_ns, path.stat().st_mtime_ns)
-            path.write_bytes(bytes(path.stat().st_size))
-            os.utime(path, ns=times)
+        spoil_finished_shards(corpus, finished)  # the next job tokenizing one again would fail
         record = json.loads(data_attempt_file(cache).read_text())
         assert record["attempt"] == 1 and record["outcome"] == "stopped", record  # the next job had not begun
         assert stop and stop[1] == "SIGURG" and 1 <= int(stop[2]) < int(stop[3]), stop

@@ -12,13 +12,12 @@ import time
 
 import numpy as np
 import pytest
-from levanter.data.sharded_datasource import UrlDataSource
+from cache_testkit import spoil_finished_shards, token_arrays
 from levanter.store.cache import CacheLedger
-from levanter.store.tree_store import TreeStore
 
 from pipeline.cli import main
 from pipeline.config import REPO_ROOT
-from pipeline.data.corpora import corpus_split_files, export_tiny_corpus
+from pipeline.data.corpora import export_tiny_corpus
 from pipeline.data.files import staging_directory
 from pipeline.data.shards import LEDGER, finished_shard_count, read_ledger, shard_name, whole_ledger
 from pipeline.execution.errors import STOPPED_AT
@@ -97,13 +96,6 @@ def test_a_stopped_export_resumes_after_its_finished_shards_and_rewrites_a_torn_
     assert not staging.exists()
 
 
-def _token_arrays(cache_root, split):
-    """The token ids and the document offsets of one split of a token cache."""
-    store = TreeStore.open({"input_ids": np.zeros((0,), dtype=np.int32)}, str(cache_root / split), mode="r")
-    ids = store.tree["input_ids"]
-    return ids.data[0 : ids.data_size].read().result(), ids.offsets[0 : len(store) + 1].read().result()
-
-
 def _cache_command(corpus, tokenizer, out, *builder):
     return ["cache", "--corpus", str(corpus), "--tokenizer", str(tokenizer), "--out", str(out), "--builder", *builder]
 
@@ -122,18 +114,12 @@ def test_a_stopped_ray_cache_build_resumes_from_levanters_ledger_without_tokeniz
     stop = STOPPED_AT.search(_stop_when(command, lambda: finished_shard_count(staging) >= 2))
     finished = whole_ledger(staging, restore=True)["finished_shards"]  # a torn one put back from its backup
     assert int(stop[2]) >= 2 and 1 <= len(finished) < int(stop[3]) == 46 and not out.exists()
-    files = corpus_split_files(corpus, "train")
-    shard_files = dict(zip(UrlDataSource([str(path) for path in files]).shard_names, files, strict=True))
-    for name in finished:  # same size and time, unreadable: tokenizing a finished shard again would fail
-        path = shard_files[name]
-        times = (path.stat().st_atime_ns, path.stat().st_mtime_ns)
-        path.write_bytes(bytes(path.stat().st_size))
-        os.utime(path, ns=times)
+    spoil_finished_shards(corpus, finished)  # tokenizing a finished shard again would fail
 
     assert main(command) == 0  # the rerun in this process: only the stop needs a process of its own
     assert sorted(path.name for path in out.iterdir()) == sorted(path.name for path in reference.iterdir())
     for split in ("train", "validation"):
-        tokens, offsets = _token_arrays(out, split)
-        reference_tokens, reference_offsets = _token_arrays(reference, split)
+        tokens, offsets = token_arrays(out, split)
+        reference_tokens, reference_offsets = token_arrays(reference, split)
         assert np.array_equal(tokens, reference_tokens) and np.array_equal(offsets, reference_offsets), split
         assert CacheLedger.load(str(out / split)).metadata == CacheLedger.load(str(reference / split)).metadata
