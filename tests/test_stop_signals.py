@@ -1,12 +1,14 @@
-"""One stop path (pipeline/execution/stop_signals.py): the signals are named in one module, and one context manager
-takes the first of them once and gives the handlers back."""
+"""One stop path (pipeline/execution/stop_signals.py): the signals are named in one module, one context manager
+takes the first of them once and gives the handlers back, and a stop asked twice ends its task as a stop."""
 
 import ast
 import os
 import signal
 from pathlib import Path
 
+from pipeline.execution.errors import STOPPED_AT, RunStopped
 from pipeline.execution.stop_signals import JOB_STOP_SIGNALS, StopSignals
+from pipeline.execution.warm_workers import marked_task
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_SIGNALS = {  # handler values and pthread_sigmask modes
@@ -47,3 +49,22 @@ def test_the_first_stop_signal_is_taken_once_the_rest_ignored_and_the_handlers_c
         os.kill(os.getpid(), signal.SIGINT)
     assert taken == ["SIGURG"] and stop.signal_name == "SIGURG"
     assert {number: signal.getsignal(number) for number in JOB_STOP_SIGNALS} == before
+
+
+def stopped_twice():
+    """A job that takes SLURM's walltime warning (SIGURG) in its loop and stops, and whose driver's own request to
+    stop (``ray.cancel``: SIGINT) lands as that stop unwinds."""
+    try:
+        with StopSignals() as stop:
+            os.kill(os.getpid(), signal.SIGURG)
+        raise RunStopped(f"stopped on request ({stop.signal_name}: SLURM's walltime warning) after 3 of 9 updates")
+    finally:
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_a_stop_asked_again_while_the_job_stops_ends_its_task_with_the_stop_not_an_interruption():
+    try:
+        marked_task(f"{__name__}:stopped_twice")()
+    except BaseException as error:  # noqa: BLE001  (on the old code a KeyboardInterrupt, which must not end pytest)
+        outcome = error
+    assert isinstance(outcome, RunStopped) and STOPPED_AT.search(str(outcome)), repr(outcome)

@@ -31,7 +31,7 @@ STOPPED_AT = re.compile(r"stopped on request \((\w+):.*\) after (\d+) of (\d+) (
 done of the data job's (``pipeline.data.shards``)."""
 
 
-def _chain(error: BaseException) -> Iterator[BaseException]:
+def error_chain(error: BaseException) -> Iterator[BaseException]:
     """The error and the errors it was raised from or while handling."""
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
@@ -65,7 +65,7 @@ def subject(verb: str, args: argparse.Namespace) -> str:
 def failure_sentence(error: BaseException, what: str) -> tuple[str, bool]:
     """One sentence for ``error`` raised by ``what`` (see ``subject``), and whether its traceback belongs in the log
     before it (not for the sentences the pipeline raises itself)."""
-    for cause in _chain(error):
+    for cause in error_chain(error):
         if isinstance(cause, MemoryError) or _ray_error(cause, ("OutOfMemoryError",)):
             return (
                 f"error: {what} ran out of host memory ({type(cause).__name__}); give the job more memory "

@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pipeline.execution.errors import RunStopped, error_chain
 from pipeline.execution.phases import mark_phase
 from pipeline.execution.stop_signals import JOB_STOP_SIGNALS, TASK_STOP_SIGNAL
 
@@ -312,11 +313,20 @@ def task_name(target: str) -> str:
 
 def marked_task(target: str) -> Callable[..., Any]:
     """``target`` resolved and called in its Ray worker, logging the phase markers ``task`` when it starts there
-    (before the import of the function's module) and ``shutdown`` when it returns."""
+    (before the import of the function's module) and ``shutdown`` when it returns. A job asked to stop twice (SLURM's
+    walltime warning reaches every process of the job, its worker and its driver, and the driver asks the task to
+    stop as well: SIGINT) ends with the stop it took (``RunStopped``), not with the interruption that the second
+    request raises while that stop unwinds."""
 
     def task(*args: Any, **kwargs: Any) -> Any:
         mark_phase("task")
-        result = task_function(target)(*args, **kwargs)
+        try:
+            result = task_function(target)(*args, **kwargs)
+        except KeyboardInterrupt as interrupt:
+            stopped = next((error for error in error_chain(interrupt) if isinstance(error, RunStopped)), None)
+            if stopped is None:
+                raise
+            raise stopped from None
         mark_phase("shutdown")
         return result
 
