@@ -35,10 +35,10 @@ def _plan(args: argparse.Namespace) -> None:
     for kind, job in stages.items():
         covers = f"{job.runs} (like {job.run_id}, on the checkpoint of {job.source_shape(shapes)})"
         jobs.append((kind, job.resources(sizing).gpus, "-", PREFLIGHT_RUNTIME_MIN, covers))
-    hours = [max(gpus, 1) * minutes / 60 for _, gpus, _, minutes, _ in jobs]  # GPU-hours at most
-    cells = [(*job[:4], f"{job_hours:.2f}", job[4]) for job, job_hours in zip(jobs, hours, strict=True)]
+    hours = {name: max(gpus, 1) * minutes / 60 for name, gpus, _, minutes, _ in jobs}  # GPU-hours at most
+    cells = [(name, gpus, micro, minutes, f"{hours[name]:.2f}", runs) for name, gpus, micro, minutes, runs in jobs]
     print(text_table(("shape", "GPUs", "micro", "min", "GPU-h", "runs"), cells, "lrrrrl", rule=True))
-    bound = sum(hours)
+    bound = sum(hours.values())
     print(
         f"\n{len(shapes)} training shape job(s) for {sum(len(s.runs) for s in shapes.values())} pretraining "
         f"run(s) and {len(stages)} fine-tune, lm-eval and analysis job(s); at most {bound:.1f} GPU-hours (every "
