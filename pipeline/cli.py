@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     mark_phase("interpreter", process_start_time())
     args = build_parser().parse_args(argv)
-    if not getattr(args, "uses_torch", True):
+    if not getattr(args, "uses_torch", False):
         export_no_torch()
     try:
         args.run(args)

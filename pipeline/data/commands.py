@@ -137,13 +137,9 @@ def _build_corpora(args: argparse.Namespace) -> None:
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    corpus = add_verb(
-        verbs, "corpus", _attempted("corpus", _corpus), "export a corpus to JSONL shards", uses_torch=False
-    )
+    corpus = add_verb(verbs, "corpus", _attempted("corpus", _corpus), "export a corpus to JSONL shards")
     corpus.add_argument("--source", required=True, help="the dataset's `source` entry of the preset, as JSON")
-    tokenizer = add_verb(
-        verbs, "tokenizer", _tokenizer, "train a byte-level BPE or save a pretrained tokenizer", uses_torch=False
-    )
+    tokenizer = add_verb(verbs, "tokenizer", _tokenizer, "train a byte-level BPE or save a pretrained tokenizer")
     tokenizer.add_argument("--spec", required=True, help="the tokenizer's entry of the preset, as JSON")
     for verb in (corpus, tokenizer):
         verb.add_argument("--out", type=Path, required=True)
@@ -159,16 +155,13 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "prefetch",
         _prefetch,
         "download one hub dataset or tokenizer of a preset into the Hugging Face cache (on a host with network)",
-        uses_torch=False,
     )
     item = prefetch.add_mutually_exclusive_group(required=True)
     item.add_argument("--dataset", help="{name, id, revision} of a hub dataset (pipeline.data.prefetch.hub_items)")
     item.add_argument("--tokenizer", help="{name, id, revision} of a pretrained tokenizer on the hub")
     prefetch.add_argument("--out", type=Path, required=True, help="its record: what was fetched, at which commit")
 
-    cache = add_verb(
-        verbs, "cache", _attempted("cache", _cache), "build the Levanter token cache of a corpus", uses_torch=False
-    )
+    cache = add_verb(verbs, "cache", _attempted("cache", _cache), "build the Levanter token cache of a corpus")
     cache.add_argument("--corpus", type=Path, required=True)
     cache.add_argument("--tokenizer", type=Path, required=True)
     cache.add_argument("--builder", choices=("serial", "ray"), required=True)

@@ -66,7 +66,11 @@ def _export_hf(args: argparse.Namespace) -> None:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     downstream = add_verb(
-        verbs, "downstream", _downstream, "lm-eval tasks on one trained run (zero/few-shot), as a Ray task"
+        verbs,
+        "downstream",
+        _downstream,
+        "lm-eval tasks on one trained run (zero/few-shot), as a Ray task",
+        uses_torch=True,
     )
     add_options(downstream, "--run-dir", "--tokenizer")
     downstream.add_argument(
@@ -95,6 +99,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         _prefetch_task,
         "download one lm-eval task's hub datasets at their pinned commits into the Hugging Face cache (on a host "
         "with network)",
+        uses_torch=True,
     )
     prefetch.add_argument("--task", required=True, help="lm-eval task or group name")
     prefetch.add_argument("--task-dir", help="folder of lm-eval task YAMLs (default: built-in tasks)")
@@ -119,10 +124,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
         add_help=False,
     )
     lm_eval.add_argument("lm_eval_args", nargs=argparse.REMAINDER)
-    lm_eval.set_defaults(run=_lm_eval)
+    lm_eval.set_defaults(run=_lm_eval, uses_torch=True)
 
     export_hf = add_verb(
-        verbs, "export-hf", _export_hf, "a GPT-2 or Llama run's final checkpoint in Hugging Face format"
+        verbs,
+        "export-hf",
+        _export_hf,
+        "a GPT-2 or Llama run's final checkpoint in Hugging Face format",
+        uses_torch=True,
     )
     export_hf.add_argument("run_dir", type=Path, help="the trained run's folder")
     export_hf.add_argument("out_dir", type=Path, help="gets config.json, model.safetensors and the tokenizer")

@@ -227,7 +227,8 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     started = time.monotonic()
     pretrain = f"pretrain={{wt103-small: {{train: {{{train}}}}}}}"
     config = ("--config", "preset=tiny", pretrain, f"site={site}")
-    result = snakemake_on_slurm(workdir, tmp_path / "logs", f"{run}/summary.json", *config, timeout=1200)
+    # 995 s in CI beside other load (11 jobs, up to 73 s each between a job's end and the plugin seeing it).
+    result = snakemake_on_slurm(workdir, tmp_path / "logs", f"{run}/summary.json", *config, timeout=1800)
     output = result.stdout + result.stderr
     print(f"one call through chunks: {time.monotonic() - started:.0f} s")
     assert result.returncode == 0, output[-4000:]
