@@ -43,15 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @functools.cache
-def ray_task_verbs() -> frozenset[str]:
-    """The verbs whose work runs as a Ray task (``pipeline.commands.add_ray_options`` with ``--gpus``)."""
+def verbs_with(default: str) -> frozenset[str]:
+    """The verbs whose namespace ``default`` is true: ``ray_task`` (their work runs as a Ray task,
+    ``pipeline.commands.add_ray_options`` with ``--gpus``), ``uses_torch`` (``pipeline.commands.add_verb``)."""
     [verbs] = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
-    return frozenset(name for name, parser in verbs.choices.items() if parser.get_default("ray_task"))
+    return frozenset(name for name, parser in verbs.choices.items() if parser.get_default(default))
 
 
 def runs_a_ray_task(shell_command: str) -> bool:
     """Whether a rule's shell command runs a verb whose work is a Ray task (``python -m pipeline <verb> ...``)."""
-    return any(verb in ray_task_verbs() for verb in re.findall(r"\bpython -m pipeline ([\w-]+)", shell_command))
+    return any(verb in verbs_with("ray_task") for verb in re.findall(r"\bpython -m pipeline ([\w-]+)", shell_command))
 
 
 def main(argv: list[str] | None = None) -> int:

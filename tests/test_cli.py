@@ -176,7 +176,6 @@ def test_only_the_lm_eval_verbs_run_with_torch(monkeypatch, tmp_path):
     """Only lm-eval and transformers' torch models use torch: every other verb's process, and the Ray it starts,
     runs with ``USE_TORCH=0`` (``job_env.NO_TORCH_ENV``), so that transformers and ``datasets`` import none (a
     ``fit`` of one tiny row: 16.8 -> 9.0 CPU-s, results/benchmarks/fixed-costs-2026-11-30.md)."""
-    import argparse
     import os
 
     monkeypatch.chdir(tmp_path)  # the data verbs' attempt records go beside their --out
@@ -185,11 +184,9 @@ def test_only_the_lm_eval_verbs_run_with_torch(monkeypatch, tmp_path):
     import pipeline.evaluate.commands
     import pipeline.planning.commands
     import pipeline.train.commands
-    from pipeline.cli import build_parser, main
+    from pipeline.cli import main, verbs_with
 
-    [verbs] = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
-    torch_verbs = {name for name, parser in verbs.choices.items() if parser.get_default("uses_torch")}
-    assert torch_verbs == {"downstream", "prefetch-task", "lm-eval", "export-hf", "preflight-stage"}
+    assert verbs_with("uses_torch") == {"downstream", "prefetch-task", "lm-eval", "export-hf", "preflight-stage"}
     switch = {}
     for stage, command in (
         (pipeline.data.commands, "cache --corpus c --tokenizer t --builder serial --out o"),
