@@ -15,7 +15,7 @@ from pipeline.bench import commands as bench_commands
 from pipeline.data import commands as data_commands
 from pipeline.evaluate import commands as evaluate_commands
 from pipeline.execution.errors import failure_sentence, subject
-from pipeline.execution.job_env import export_no_torch
+from pipeline.execution.job_env import export_torch_switch
 from pipeline.execution.phases import LOG_FORMAT, mark_phase, process_start_time
 from pipeline.planning import commands as planning_commands
 from pipeline.preflight import commands as preflight_commands
@@ -59,8 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     mark_phase("interpreter", process_start_time())
     args = build_parser().parse_args(argv)
-    if not getattr(args, "uses_torch", False):
-        export_no_torch()
+    export_torch_switch(getattr(args, "uses_torch", False))
     try:
         args.run(args)
     except Exception as error:  # every failure ends in one sentence (pipeline.execution.errors), the log's last line

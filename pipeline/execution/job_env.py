@@ -104,11 +104,15 @@ def export_ray_placement(ray: dict) -> None:
             os.environ[name] = str(value)
 
 
-def export_no_torch() -> None:
-    """For a process that never uses torch and the Ray it starts: transformers and ``datasets`` import none (called
-    before either is imported; a value already set wins)."""
+def export_torch_switch(uses_torch: bool) -> None:
+    """transformers' and ``datasets``' torch switch for this process and the Ray it starts, set before either is
+    imported. A process that never uses torch runs with ``NO_TORCH_ENV`` (a value already set wins); one that does
+    drops that switch-off where it inherited it (from a verb run before it in the same Python process, or a shell)."""
     for name, value in NO_TORCH_ENV.items():
-        os.environ.setdefault(name, value)
+        if not uses_torch:
+            os.environ.setdefault(name, value)
+        elif os.environ.get(name) == value:
+            del os.environ[name]
 
 
 def export_hub(hf_home: str | None, offline: bool, hf_endpoint: str | None) -> None:
