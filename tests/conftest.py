@@ -188,8 +188,7 @@ def tiny_dag(request, tmp_path_factory, worker_id) -> Path:
 @pytest.fixture(autouse=True)
 def torch_switch_left_as_it_was():
     """A verb but lm-eval's called in process (``pipeline.cli.main``) switches torch off for its whole process
-    (``job_env.export_torch_switch``); the next test's subprocesses must not inherit that (only lm-eval's verbs drop
-    it)."""
+    (``job_env.export_torch_switch``); the next test's subprocesses must not inherit that (only lm-eval's drop it)."""
     saved = {name: os.environ.get(name) for name in NO_TORCH_ENV}
     yield
     for name, value in saved.items():

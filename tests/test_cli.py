@@ -175,8 +175,8 @@ def test_the_presets_warm_workers_false_gives_every_task_a_fresh_process_and_a_m
 def test_only_the_lm_eval_verbs_run_with_torch(monkeypatch, tmp_path):
     """Only lm-eval and transformers' torch models use torch: every other verb's process, and the Ray it starts,
     runs with ``USE_TORCH=0`` (``job_env.NO_TORCH_ENV``), so that transformers and ``datasets`` import none (a
-    ``fit`` of one tiny row: 16.8 -> 9.0 CPU-s, results/benchmarks/fixed-costs-2026-11-30.md); a verb that uses torch
-    gets it back where an earlier verb in the same process switched it off."""
+    ``fit`` of one tiny row: 16.8 -> 9.0 CPU-s, results/benchmarks/fixed-costs-2026-11-30.md); ``downstream`` gets it
+    back where an earlier verb in the same process switched it off."""
     import os
 
     monkeypatch.chdir(tmp_path)  # the data verbs' attempt records go beside their --out
@@ -198,9 +198,6 @@ def test_only_the_lm_eval_verbs_run_with_torch(monkeypatch, tmp_path):
     ):
         verb = command.split()[0]
         monkeypatch.setattr(stage, f"_{verb}", lambda args: switch.update({args.verb: os.environ.get("USE_TORCH")}))
-        if verb == "downstream":  # a verb called before it in the same process left torch off
-            monkeypatch.setenv("USE_TORCH", "0")
-        else:
-            monkeypatch.delenv("USE_TORCH", raising=False)
+        monkeypatch.setenv("USE_TORCH", "0") if verb == "downstream" else monkeypatch.delenv("USE_TORCH", False)
         assert main(command.split()) == 0
     assert switch == {"cache": "0", "fit": "0", "status": "0", "pretrain": "0", "downstream": None}

@@ -106,8 +106,7 @@ def export_ray_placement(ray: dict) -> None:
 
 def export_torch_switch(uses_torch: bool) -> None:
     """transformers' and ``datasets``' torch switch for this process and the Ray it starts, set before either is
-    imported. A process that never uses torch runs with ``NO_TORCH_ENV`` (a value already set wins); one that does
-    drops that switch-off where it inherited it (from a verb run before it in the same Python process, or a shell)."""
+    imported: off (``NO_TORCH_ENV``; a value already set wins) unless it uses torch, which drops an inherited off."""
     for name, value in NO_TORCH_ENV.items():
         if not uses_torch:
             os.environ.setdefault(name, value)
