@@ -30,6 +30,7 @@ pytest_plugins = ("tiers",)
 
 ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")
+TORCH_SWITCH_AT_START = {name: os.environ.get(name) for name in NO_TORCH_ENV}
 
 
 LONGEST_FIRST = (
@@ -187,11 +188,10 @@ def tiny_dag(request, tmp_path_factory, worker_id) -> Path:
 
 @pytest.fixture(autouse=True)
 def torch_switch_left_as_it_was():
-    """A verb but lm-eval's called in process (``pipeline.cli.main``) switches torch off for its whole process
-    (``job_env.export_torch_switch``); the next test's subprocesses must not inherit that (only lm-eval's drop it)."""
-    saved = {name: os.environ.get(name) for name in NO_TORCH_ENV}
+    """A verb but lm-eval's called in process (``pipeline.cli.main``, a module fixture's too) switches torch off for
+    its whole process (``job_env.export_torch_switch``); each test ends with the switch the session started with."""
     yield
-    for name, value in saved.items():
+    for name, value in TORCH_SWITCH_AT_START.items():
         if value is None:
             os.environ.pop(name, None)
         else:
