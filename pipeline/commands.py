@@ -46,8 +46,8 @@ def add_verb(
     verbs: argparse._SubParsersAction, name: str, run: Callable, help: str, **defaults
 ) -> argparse.ArgumentParser:
     """The parser of the verb ``name`` (``python -m pipeline <name>``), whose work is ``run(args)``; ``defaults``
-    are more of its namespace's defaults (``uses_torch=True``: its process, or the Ray it starts, runs lm-eval or
-    transformers' torch models; every other verb's process runs with ``job_env.NO_TORCH_ENV``)."""
+    are more of its namespace's defaults (``uses_torch=True``: its own process runs lm-eval or transformers' torch
+    models; every other verb's process runs with ``job_env.NO_TORCH_ENV``, a Ray task with ``job_env.task_env``)."""
     verb = verbs.add_parser(name, help=help)
     verb.set_defaults(run=run, **defaults)
     return verb

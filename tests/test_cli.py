@@ -173,34 +173,35 @@ def test_the_presets_warm_workers_false_gives_every_task_a_fresh_process_and_a_m
 
 
 def test_only_the_lm_eval_verbs_run_with_torch(monkeypatch, tmp_path):
-    """Only lm-eval and transformers' torch models use torch: every other verb's process, and the Ray it starts,
-    runs with ``USE_TORCH=0`` (``job_env.NO_TORCH_ENV``), so that transformers and ``datasets`` import none (a
-    ``fit`` of one tiny row: 16.8 -> 9.0 CPU-s, results/benchmarks/fixed-costs-2026-11-30.md); ``downstream`` gets it
-    back where an earlier verb in the same process switched it off."""
+    """Only lm-eval and transformers' torch models use torch: every other verb's process, and every Ray task but
+    lm-eval's, runs with ``USE_TORCH=0`` (``job_env.NO_TORCH_ENV``), so that transformers and ``datasets`` import none
+    (a ``fit`` of one tiny row: 16.8 -> 9.0 CPU-s, results/benchmarks/fixed-costs-2026-11-30.md); a verb or Ray task
+    that uses torch switches it on where its process inherited an off."""
     import os
 
     monkeypatch.chdir(tmp_path)  # the data verbs' attempt records go beside their --out
 
-    import pipeline.data.commands
-    import pipeline.evaluate.commands
-    import pipeline.planning.commands
-    import pipeline.train.commands
     from pipeline.cli import main, verbs_with
+    from pipeline.execution.job_env import task_env
 
-    assert verbs_with("uses_torch") == {"downstream", "prefetch-task", "lm-eval", "export-hf", "preflight-stage"}
+    assert verbs_with("uses_torch") == {"prefetch-task", "lm-eval", "export-hf"}
     switch = {}
+    record = lambda args: switch.update({args.verb: os.environ["USE_TORCH"]})  # noqa: E731  (a verb's work)
     for stage, command in (
-        (pipeline.data.commands, "cache --corpus c --tokenizer t --builder serial --out o"),
-        (pipeline.planning.commands, "fit --preset tiny"),
-        (pipeline.planning.commands, "status --preset tiny"),
-        (pipeline.train.commands, "pretrain --spec {} --run-dir r --cache c --tokenizer t"),
-        (pipeline.evaluate.commands, "downstream --run-dir r --tokenizer t --out-dir o --pair p --tasks t --shots 0"),
+        ("data", "cache --corpus c --tokenizer t --builder serial --out o"),
+        ("planning", "fit --preset tiny"),
+        ("planning", "status --preset tiny"),
+        ("train", "pretrain --spec {} --run-dir r --cache c --tokenizer t"),
+        ("evaluate", "downstream --run-dir r --tokenizer t --out-dir o --pair p --tasks t --shots 0"),
+        ("evaluate", "export-hf r o --tokenizer t"),
     ):
         verb = command.split()[0]
-        monkeypatch.setattr(stage, f"_{verb}", lambda args: switch.update({args.verb: os.environ.get("USE_TORCH")}))
-        if verb == "downstream":  # as a verb called before it in the same process leaves it
+        monkeypatch.setattr(f"pipeline.{stage}.commands._{verb.replace('-', '_')}", record)
+        if verb == "export-hf":  # as a verb called before it in the same process, or a shell, may leave it
             monkeypatch.setenv("USE_TORCH", "0")
         else:
             monkeypatch.delenv("USE_TORCH", raising=False)
         assert main(command.split()) == 0
-    assert switch == {"cache": "0", "fit": "0", "status": "0", "pretrain": "0", "downstream": None}
+    assert switch == {"cache": "0", "fit": "0", "status": "0", "pretrain": "0", "downstream": "0", "export-hf": "AUTO"}
+    monkeypatch.setenv("USE_TORCH", "0")
+    assert (task_env(uses_torch=True)["USE_TORCH"], task_env(uses_torch=False)["USE_TORCH"]) == ("AUTO", "0")

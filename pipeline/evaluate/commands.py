@@ -70,7 +70,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "downstream",
         _downstream,
         "lm-eval tasks on one trained run (zero/few-shot), as a Ray task",
-        uses_torch=True,
     )
     add_options(downstream, "--run-dir", "--tokenizer")
     downstream.add_argument(

@@ -46,6 +46,15 @@ def gpu_memory_fraction() -> float:
     return float(os.environ.get(GPU_MEMORY_FRACTION_ENV, DEFAULT_GPU_MEMORY_FRACTION))
 
 
+def task_env(uses_torch: bool) -> dict[str, str]:
+    """A Ray task's environment: the job's ``FORWARDED_ENV``, its GPU memory share, and torch off (``NO_TORCH_ENV``)
+    unless it ``uses_torch``, then on (both libraries' default, ``AUTO``: its worker would inherit an off from the
+    process that started its Ray)."""
+    forwarded = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+    switch = {name: "AUTO" for name in NO_TORCH_ENV} if uses_torch else NO_TORCH_ENV
+    return forwarded | {GPU_MEMORY_FRACTION_ENV: str(gpu_memory_fraction())} | switch
+
+
 def hub_offline() -> bool:
     """Whether this process must not reach the hub (``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE`` set true)."""
     return any(os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"} for name in HUB_OFFLINE_ENV)
@@ -105,13 +114,10 @@ def export_ray_placement(ray: dict) -> None:
 
 
 def export_torch_switch(uses_torch: bool) -> None:
-    """transformers' and ``datasets``' torch switch for this process and the Ray it starts, set before either is
-    imported: off (``NO_TORCH_ENV``; a value already set wins) unless it uses torch, which drops an inherited off."""
+    """transformers' and ``datasets``' torch switch for this process, set before either is imported: on (``AUTO``, as
+    in ``task_env``) where it uses torch, else off (``NO_TORCH_ENV``; a value already set wins)."""
     for name, value in NO_TORCH_ENV.items():
-        if not uses_torch:
-            os.environ.setdefault(name, value)
-        elif os.environ.get(name) == value:
-            del os.environ[name]
+        os.environ[name] = "AUTO" if uses_torch else os.environ.get(name, value)
 
 
 def export_hub(hf_home: str | None, offline: bool, hf_endpoint: str | None) -> None:

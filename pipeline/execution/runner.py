@@ -43,18 +43,14 @@ def run_on_ray(
     **kwargs: Any,
 ) -> Any:
     """Execute ``target(*args, **kwargs)`` (``"module:function"``) as one Ray task and return its result; errors
-    re-raise here. Ray's log de-duplication is off (it drops lines differing only in numbers). The task reserves
-    ``job_env.gpu_memory_fraction()`` of each GPU; unless ``uses_torch`` it runs with ``NO_TORCH_ENV`` (torch,
-    imported by ``transformers``, is two thirds of its import time)."""
+    re-raise here. Ray's log de-duplication is off (it drops lines differing only in numbers). The task runs with
+    ``job_env.task_env(uses_torch)``."""
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
-    from pipeline.execution.job_env import FORWARDED_ENV, GPU_MEMORY_FRACTION_ENV, NO_TORCH_ENV, gpu_memory_fraction
+    from pipeline.execution.job_env import task_env
 
-    env_vars = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
-    env_vars[GPU_MEMORY_FRACTION_ENV] = str(gpu_memory_fraction())
-    if not uses_torch:
-        env_vars.update(NO_TORCH_ENV)
+    env_vars = task_env(uses_torch)
     init_args: dict[str, Any] = {"log_to_driver": True, "runtime_env": {"env_vars": env_vars}}
     if address is not None:
         require_ray_cluster_answers(address)

@@ -172,7 +172,6 @@ def register(verbs: argparse._SubParsersAction) -> None:
         _stage,
         "one bounded fine-tune, lm-eval or analysis job on a preflight pretraining's checkpoint, measured, as a Ray "
         "task",
-        uses_torch=True,  # the lm-eval job's: its Ray task inherits this process's environment
     )
     stage.add_argument(
         "--kind", required=True, help="finetune-lora, finetune-full, downstream, spectra, lyapunov, frontier"
