@@ -40,13 +40,9 @@ def _seed_layers(config: dict[str, Any]) -> dict[str, dict[str, int]]:
 
 
 def _group_runs(
-    config: dict[str, Any],
-    group_name: str,
-    group: dict[str, Any],
-    families: list[str],
-    ablation: str | None,
-    variant: dict[str, Any],
+    config: dict[str, Any], group_name: str, families: list[str], ablation: str | None, variant: dict[str, Any]
 ) -> dict[str, RunSpec]:
+    group = config["pretrain"][group_name]
     role, train_layers = group.get("role", "table"), (group["train"], variant.get("train", {}))
     diffeq = {**config["defaults"]["diffeq"], **group.get("diffeq", {}), **variant.get("diffeq", {})}
     prefix = group_name if ablation is None else f"{group_name}-{ablation}"
@@ -73,13 +69,10 @@ def pretrain_runs(config: dict[str, Any]) -> dict[str, RunSpec]:
     """Every pretraining run of the preset: the groups of Tables 1-2, fine-tune sources and ablations."""
     runs: dict[str, RunSpec] = {}
     for name, group in config["pretrain"].items():
-        runs.update(_group_runs(config, name, group, group["families"], None, {}))
+        runs.update(_group_runs(config, name, group["families"], None, {}))
     for name, ablation in config["ablations"].items():
-        base = config["pretrain"][ablation["base"]]
         for variant_name, variant in ablation["variants"].items():
-            runs.update(
-                _group_runs(config, ablation["base"], base, ablation["families"], f"{name}_{variant_name}", variant)
-            )
+            runs.update(_group_runs(config, ablation["base"], ablation["families"], f"{name}_{variant_name}", variant))
     return runs
 
 
@@ -89,7 +82,6 @@ def memory_probes(config: dict[str, Any]) -> dict[str, RunSpec]:
     (``<base>-memory-<family>``); measured, not trained, so not per seed."""
     config = {key: value for key, value in config.items() if key != "seeds"}
     probe = config["analysis"]["memory"]
-    group = config["pretrain"][probe["base"]]
     batch = {"train": {"batch_size": probe["batch_size"]}}
     runs: dict[str, RunSpec] = {}
     for family in probe["families"]:
@@ -99,7 +91,7 @@ def memory_probes(config: dict[str, Any]) -> dict[str, RunSpec]:
             else {"memory": batch}
         )
         for name, variant in variants.items():
-            runs.update(_group_runs(config, probe["base"], group, [family], name, variant))
+            runs.update(_group_runs(config, probe["base"], [family], name, variant))
     return {run_id: dataclasses.replace(spec, role="memory_probe") for run_id, spec in runs.items()}
 
 

@@ -1,13 +1,7 @@
 """Fit preview: does every job fit in one GPU's memory, planned on CPU by XLA before anything runs
-(docs/planning.md#does-every-run-fit, which says what each row plans).
-
-One row per workload (``role``: its kind), from XLA's per-device plan (``pipeline.planning.xla_plans``). A workload
-fits when the plan's total ≤ the share of the device's memory that a job's JAX reserves (``usable_bytes``); a train
-step that does not fit is planned again at a smaller micro-batch until it fits. The plans run in child processes
-(JAX fixes the virtual device count when it starts): the first plans of every workload of one device count in one
-process, each further plan of the micro-batch search in its own; each row is kept as it completes (``fit_rows``), so
-a stopped fit resumes.
-"""
+(docs/planning.md#does-every-run-fit, which says what each row plans): one row per workload (``FitRow.planned``),
+from XLA's per-device plans in child processes, since JAX fixes the virtual device count when it starts
+(``fit_rows``: which plans share a process, the micro-batch search, and the rows kept for a resumed fit)."""
 
 from __future__ import annotations
 
@@ -116,26 +110,13 @@ def kept_row_count(out_csv: Path) -> int:
     return len(path.read_text().splitlines()) - 1 if path.is_file() else 0
 
 
-def kept_rows(path: Path, key: str) -> dict[tuple[str, int, int], FitRow]:
-    """The rows in ``path`` by job, where its first line is ``key``'s (none of another); a line cut short by a kill
-    ends them."""
-    lines = path.read_text().splitlines() if path.is_file() else []
-    rows: dict[tuple[str, int, int], FitRow] = {}
-    for line in lines[1:] if lines[:1] == [json.dumps({"key": key})] else []:
-        try:
-            row = FitRow(**json.loads(line))
-        except ValueError:
-            break
-        rows[row.job_key] = row
-    return rows
-
-
 def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int], kept: Path, key: str) -> list[FitRow]:
     """The rows of ``jobs`` (``(workload, GPUs, device bytes)``, vocabulary sizes ``vocab_sizes``), in order: per
     device count, every first plan, at the whole batch per device, in one process, then each of its rows' micro-batch
     search. Each row is appended to ``kept`` as it completes, after the line of ``key`` (what the rows mean), and
-    the jobs whose row ``kept`` holds for ``key`` are not planned again (``kept_rows``). A stop signal ends it
-    between rows, and a planning process at once (its plans lost), with ``RunStopped``."""
+    the jobs whose row ``kept`` holds for ``key`` are not planned again (rows of another key are dropped, and a line
+    cut short by a kill ends them). A stop signal ends it between rows, and a planning process at once (its plans
+    lost), with ``RunStopped``."""
     requests, devices = [], []
     for (workload, gpus, _), vocab in zip(jobs, vocab_sizes, strict=True):
         devices.append(workload.devices(gpus))
@@ -145,7 +126,14 @@ def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int], kept
                 f"GPUs; choose a GPU count that divides it."
             )
         requests.append((workload, vocab, workload.batch_size // devices[-1]))
-    rows = kept_rows(kept, key)
+    lines = kept.read_text().splitlines() if kept.is_file() else []
+    rows: dict[tuple[str, int, int], FitRow] = {}
+    for line in lines[1:] if lines[:1] == [json.dumps({"key": key})] else []:
+        try:
+            row = FitRow(**json.loads(line))
+        except ValueError:
+            break
+        rows[row.job_key] = row
     atomic_write_text(
         kept, "".join(json.dumps(line) + "\n" for line in [{"key": key}, *map(dataclasses.asdict, rows.values())])
     )

@@ -233,13 +233,9 @@ class JobSizing:
         return site_request(self.site, f"{rule} of run {run_id}", JobKind.GPU, 1, minutes)
 
     def cpu(self, rule: str, dataset: str | None = None) -> JobRequest:
-        """A CPU job on the CPU partition, with ``CPU_JOBS``' CPUs and memory (``SMALL_CPU_JOB``'s where the preset
-        reads no hub corpus) capped by the site's CPU limits: the corpus export or token cache of ``dataset`` needs
-        its measured minutes (``pipeline.data.rates``, on its CPUs, its corpus's splits and shards, its builder) ×
-        ``safety_factor`` + ``chunk_startup_min``, a chain of jobs beyond the partition's limit where it resumes
-        (``walltime``), and so does the fit, by the rows it plans (it keeps them: a chain); the tokenizer its
-        ``CPU_JOBS`` minutes (it cannot resume: ``WalltimeError`` beyond the limit), at most ``SMALL_CPU_JOB``'s and
-        the limit without a hub corpus."""
+        """A CPU job on the CPU partition, sized as ``CPU_JOBS``, ``DATA_CHAINS`` and ``SMALL_CPU_JOB`` say: measured
+        minutes (``pipeline.data.rates``; the fit's by the rows it plans) × ``safety_factor`` + ``chunk_startup_min``,
+        a chain beyond the partition's limit where the job resumes (``walltime``; else ``WalltimeError``)."""
         if self.site is None:
             return JobRequest()
         need = CPU_JOBS[rule] if self.hub_corpora else SMALL_CPU_JOB
