@@ -110,13 +110,26 @@ def kept_row_count(out_csv: Path) -> int:
     return len(path.read_text().splitlines()) - 1 if path.is_file() else 0
 
 
+def kept_rows(path: Path, key: str) -> dict[tuple[str, int, int], FitRow]:
+    """The rows in ``path`` by job, where its first line is ``key``'s (none of another); a line cut short by a kill
+    ends them."""
+    lines = path.read_text().splitlines() if path.is_file() else []
+    rows: dict[tuple[str, int, int], FitRow] = {}
+    for line in lines[1:] if lines[:1] == [json.dumps({"key": key})] else []:
+        try:
+            row = FitRow(**json.loads(line))
+        except ValueError:
+            break
+        rows[row.job_key] = row
+    return rows
+
+
 def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int], kept: Path, key: str) -> list[FitRow]:
     """The rows of ``jobs`` (``(workload, GPUs, device bytes)``, vocabulary sizes ``vocab_sizes``), in order: per
     device count, every first plan, at the whole batch per device, in one process, then each of its rows' micro-batch
     search. Each row is appended to ``kept`` as it completes, after the line of ``key`` (what the rows mean), and
-    the jobs whose row ``kept`` holds for ``key`` are not planned again (rows of another key are dropped, and a line
-    cut short by a kill ends them). A stop signal ends it between rows, and a planning process at once (its plans
-    lost), with ``RunStopped``."""
+    the jobs whose row ``kept`` holds for ``key`` are not planned again (``kept_rows``). A stop signal ends it
+    between rows, and a planning process at once (its plans lost), with ``RunStopped``."""
     requests, devices = [], []
     for (workload, gpus, _), vocab in zip(jobs, vocab_sizes, strict=True):
         devices.append(workload.devices(gpus))
@@ -126,14 +139,7 @@ def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int], kept
                 f"GPUs; choose a GPU count that divides it."
             )
         requests.append((workload, vocab, workload.batch_size // devices[-1]))
-    lines = kept.read_text().splitlines() if kept.is_file() else []
-    rows: dict[tuple[str, int, int], FitRow] = {}
-    for line in lines[1:] if lines[:1] == [json.dumps({"key": key})] else []:
-        try:
-            row = FitRow(**json.loads(line))
-        except ValueError:
-            break
-        rows[row.job_key] = row
+    rows = kept_rows(kept, key)
     atomic_write_text(
         kept, "".join(json.dumps(line) + "\n" for line in [{"key": key}, *map(dataclasses.asdict, rows.values())])
     )
