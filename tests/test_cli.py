@@ -2,6 +2,7 @@
 the documentation gives names a verb that `--help` lists."""
 
 import dataclasses
+import os
 import re
 import subprocess
 import sys
@@ -173,20 +174,19 @@ def test_the_presets_warm_workers_false_gives_every_task_a_fresh_process_and_a_m
 
 
 def test_only_the_lm_eval_verbs_run_with_torch(monkeypatch, tmp_path):
-    """Only lm-eval and transformers' torch models use torch: every other verb's process, and every Ray task but
-    lm-eval's, runs with ``USE_TORCH=0`` (``job_env.NO_TORCH_ENV``), so that transformers and ``datasets`` import none
-    (a ``fit`` of one tiny row: 16.8 -> 9.0 CPU-s, results/benchmarks/fixed-costs-2026-11-30.md); a verb or Ray task
-    that uses torch switches it on where its process inherited an off."""
-    import os
-
-    monkeypatch.chdir(tmp_path)  # the data verbs' attempt records go beside their --out
-
+    """Only lm-eval and transformers' torch models use torch: every other verb's process and Ray task runs with
+    ``USE_TORCH=0`` (``job_env.NO_TORCH_ENV``; a tiny ``fit`` row: 16.8 -> 9.0 CPU-s,
+    results/benchmarks/fixed-costs-2026-11-30.md); one that uses torch switches it on where it inherited an off."""
     from pipeline.cli import main, verbs_with
     from pipeline.execution.job_env import task_env
 
+    monkeypatch.chdir(tmp_path)  # the data verbs' attempt records go beside their --out
     assert verbs_with("uses_torch") == {"prefetch-task", "lm-eval", "export-hf"}
     switch = {}
-    record = lambda args: switch.update({args.verb: os.environ["USE_TORCH"]})  # noqa: E731  (a verb's work)
+
+    def record(args):  # a verb's work: the switch its process runs with
+        switch[args.verb] = os.environ["USE_TORCH"]
+
     for stage, command in (
         ("data", "cache --corpus c --tokenizer t --builder serial --out o"),
         ("planning", "fit --preset tiny"),

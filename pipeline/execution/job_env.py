@@ -39,6 +39,9 @@ FORWARDED_ENV = (
 NO_TORCH_ENV = {"USE_TORCH": "0"}
 """transformers' and ``datasets``' switch: they import no torch. A Ray task or a verb's process that never uses torch
 runs with it and starts seconds sooner (results/benchmarks/test-tiers-2026-11-29.md)."""
+TORCH_ENV = {"USE_TORCH": "AUTO"}
+"""The same switch on, as both libraries default it: set where torch is used, since a process or a Ray worker may
+inherit an off."""
 
 
 def gpu_memory_fraction() -> float:
@@ -47,11 +50,10 @@ def gpu_memory_fraction() -> float:
 
 
 def task_env(uses_torch: bool) -> dict[str, str]:
-    """A Ray task's environment: the job's ``FORWARDED_ENV``, its GPU memory share, and torch off (``NO_TORCH_ENV``)
-    unless it ``uses_torch``, then on (both libraries' default, ``AUTO``: its worker would inherit an off from the
-    process that started its Ray)."""
+    """A Ray task's environment: the job's ``FORWARDED_ENV``, its GPU memory share, and torch on (``TORCH_ENV``) where
+    it ``uses_torch``, else off (``NO_TORCH_ENV``)."""
     forwarded = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
-    switch = {name: "AUTO" for name in NO_TORCH_ENV} if uses_torch else NO_TORCH_ENV
+    switch = TORCH_ENV if uses_torch else NO_TORCH_ENV
     return forwarded | {GPU_MEMORY_FRACTION_ENV: str(gpu_memory_fraction())} | switch
 
 
@@ -114,10 +116,10 @@ def export_ray_placement(ray: dict) -> None:
 
 
 def export_torch_switch(uses_torch: bool) -> None:
-    """transformers' and ``datasets``' torch switch for this process, set before either is imported: on (``AUTO``, as
-    in ``task_env``) where it uses torch, else off (``NO_TORCH_ENV``; a value already set wins)."""
+    """transformers' and ``datasets``' torch switch for this process, set before either is imported: on
+    (``TORCH_ENV``) where it uses torch, else off (``NO_TORCH_ENV``; a value already set wins)."""
     for name, value in NO_TORCH_ENV.items():
-        os.environ[name] = "AUTO" if uses_torch else os.environ.get(name, value)
+        os.environ[name] = TORCH_ENV[name] if uses_torch else os.environ.get(name, value)
 
 
 def export_hub(hf_home: str | None, offline: bool, hf_endpoint: str | None) -> None:
