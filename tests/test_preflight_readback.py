@@ -1,6 +1,7 @@
 """What the grid reads back from a preflight report (pipeline/planning/measured.py): measured throughput in the
 cost preview and the training walltimes (a pretraining shape's; a fine-tune method's), and the stop of a red row (a
-training shape's; a stage job's) in the grid's dry run."""
+training shape's; a stage job's) in the grid's dry run; which source answers a job's tokens/s (a stale or missing fit
+row: tests/planning/test_jobs.py)."""
 
 import argparse
 import json
@@ -16,7 +17,7 @@ from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site
 from pipeline.planning.cost import preview
 from pipeline.planning.grid import Grid, model_cost
 from pipeline.planning.jobs import JobSizing
-from pipeline.planning.measured import MeasuredTable, PreflightError, training_rate
+from pipeline.planning.measured import THROUGHPUT_COLUMNS, MeasuredTable, PreflightError, training_rate
 from pipeline.planning.placement import JobRequest
 from pipeline.preflight.report import COLUMNS, markdown, with_verdicts
 
@@ -255,3 +256,27 @@ def test_a_preflight_row_reads_back_typed_and_a_column_that_does_not_apply_as_no
     row = MeasuredTable(Grid.load(TINY), "h100", preflight_table=report).preflight_rows["finetune-lora"]
     assert (row.tokens_per_s_per_device, row.peak_memory_bytes, row.budget_bytes) == (100.0, 1e9, None)
     assert (row.run_id, row.device_label, row.verdict) == ("ft-owt-wt103-diffeq6-n3-lora", "h100", "ok")
+
+
+MEASURED_MODEL = ("gpt", "small", 4)
+"""The model of the tiny preset's ``wt103-small-gpt`` and ``owt-small-gpt`` (family, size, layers)."""
+
+
+def throughput_table(path):
+    """``bench throughput-sizes``' table: 50 tokens/s per GPU of ``MEASURED_MODEL`` on an H100."""
+    row = dict(zip(("family", "size", "num_layers"), MEASURED_MODEL, strict=True))
+    row |= {"device": "h100", "hidden_dim": 64, "seq_len": 64, "params": 1, "tokens_per_s_per_gpu": 50.0}
+    path.write_text(csv_text([row], THROUGHPUT_COLUMNS))
+    return path
+
+
+def test_the_preflight_wins_over_the_throughput_table_and_a_model_neither_measured_is_left_to_the_estimate(tmp_path):
+    throughput = throughput_table(tmp_path / "throughput.csv")
+    report = write_report(tmp_path / "preflight.csv", "gpt-small-g1-mb0", "wt103-small-gpt", "h100")
+    grid = Grid.load(TINY)
+    both = MeasuredTable(grid, "h100", preflight_table=report, throughput_table=throughput)
+    table_only = MeasuredTable(grid, "h100", throughput_table=throughput)
+    small, medium = grid.workloads["owt-small-gpt"], grid.workloads["owt-medium-gpt"]
+    assert both.tokens_per_s(small) == (100.0, "preflight")
+    assert table_only.tokens_per_s(small) == (50.0, "measured")
+    assert both.tokens_per_s(medium) is None and table_only.tokens_per_s(medium) is None
