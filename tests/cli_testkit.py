@@ -103,17 +103,25 @@ def pretrain_args(
     ]
 
 
-def dry_run(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    """``snakemake <args> -n --printshellcmds`` on this repository's workflow in ``workdir``, run from the
-    repository root (where the profiles are), its output captured as text, its exit status left to the caller."""
+def snakemake_run(
+    workdir: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
+    """``snakemake <args>`` on this repository's workflow in ``workdir``, run from the repository root (where the
+    profiles are) with ``venv_on_path()`` and ``env`` on top, its output captured as text, its exit status left to
+    the caller."""
     return subprocess.run(
-        [*snakemake_in(workdir), *args, "-n", "--printshellcmds"],
+        [*snakemake_in(workdir), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**venv_on_path(), "PYTHONPATH": str(ROOT)},
+        env={**venv_on_path(), **(env or {})},
         timeout=timeout,
     )
+
+
+def dry_run(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``snakemake_run`` of ``<args> -n --printshellcmds`` with the repository on ``PYTHONPATH``."""
+    return snakemake_run(workdir, *args, "-n", "--printshellcmds", env={"PYTHONPATH": str(ROOT)}, timeout=timeout)
 
 
 def example_site(path: Path, **changes) -> Path:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_testkit import snakemake_in, venv_on_path
+from cli_testkit import snakemake_run
 
 from pipeline.execution.job_env import NO_TORCH_ENV
 from pipeline.execution.local_ray import LOCAL_RAY_SYSTEM_CONFIG
@@ -74,14 +74,7 @@ def tiny_data_workdir(tmp_path_factory, worker_id):
     kept), so that what its tests write there (Snakemake runs, bad runs) stays its own."""
 
     def build(built: Path) -> dict:
-        result = subprocess.run(
-            [*snakemake_in(built), "--profile", str(ROOT / "profiles" / "ci"), "results/tiny/data/caches/wt103-bpe"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            env=venv_on_path(),
-            timeout=600,
-        )
+        result = snakemake_run(built, "--profile", str(ROOT / "profiles" / "ci"), "results/tiny/data/caches/wt103-bpe")
         return {"returncode": result.returncode, "output": result.stderr[-3000:]}
 
     built = shared_folder(tmp_path_factory, worker_id) / "tiny-data-built"

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from cli_testkit import example_site, pipeline_verb, snakemake_in, venv_on_path
+from cli_testkit import example_site, pipeline_verb, snakemake_run
 from tokenizers import Tokenizer
 
 from pipeline.config.site import EXAMPLE, load_site
@@ -238,24 +238,16 @@ def test_the_site_hub_mirror_defaults_to_the_hub_and_must_be_a_url(tmp_path):
 
 def run_snakemake(workdir: Path, preset: Path, site: Path, *targets: str, keep_going: bool = False) -> str:
     """Snakemake's output; it must succeed unless ``keep_going`` (then the jobs that can run do)."""
-    env = venv_on_path()
-    result = subprocess.run(
-        [
-            *snakemake_in(workdir),
-            "--cores",
-            "1",
-            "--show-failed-logs",
-            *targets,
-            *(["--keep-going"] if keep_going else []),
-            "--config",
-            f"preset={preset}",
-            f"site={site}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
+    result = snakemake_run(
+        workdir,
+        "--cores",
+        "1",
+        "--show-failed-logs",
+        *targets,
+        *(["--keep-going"] if keep_going else []),
+        "--config",
+        f"preset={preset}",
+        f"site={site}",
     )
     assert keep_going or result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return result.stdout + result.stderr

@@ -1,16 +1,14 @@
 """The Snakemake report of the report rules, rendered in headless Chromium, lists and shows each figure."""
 
-import subprocess
 from pathlib import Path
 
 import pytest
 from chromium import assert_report_shows_figures, chromium_binary
-from cli_testkit import snakemake_in, venv_on_path
+from cli_testkit import snakemake_run
 from contract_files import populate_preset
 
 from pipeline.config import load_preset, pretrain_runs
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 REPORT_RULES = ["perplexity_table", "pretrain_runs_csv", "figure_curves", "figure_clustering", "scorecard"]
 TARGETS = [
@@ -24,15 +22,7 @@ TARGETS = [
 
 def snakemake(workdir: Path, *args: str) -> None:
     """Snakemake on ``TARGETS`` with only the report's rules allowed (the synthetic inputs stand for the rest)."""
-    env = venv_on_path()
-    result = subprocess.run(
-        [*snakemake_in(workdir), "--cores", "2", *args, *TARGETS, "--allowed-rules", *REPORT_RULES],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    result = snakemake_run(workdir, "--cores", "2", *args, *TARGETS, "--allowed-rules", *REPORT_RULES)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 

@@ -4,12 +4,11 @@ a real failure it ends within seconds, repeating the failure's sentence; a new c
 import json
 import re
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from cli_testkit import pipeline_verb, pretrain_args, snakemake_in, tiny_spec, venv_on_path
+from cli_testkit import pipeline_verb, pretrain_args, snakemake_run, tiny_spec
 
 from pipeline.cli import main
 from pipeline.execution.errors import RunStopped
@@ -118,23 +117,16 @@ def test_snakemake_does_not_train_a_run_again_after_its_first_attempt_failed(tin
     workdir, run = tmp_path / "retries", "results/tiny/runs/wt103-small-gpt"
     shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
     train = "steps: 40, lr: 1.0e+12, warmup_fraction: 0.0, eval_every: 40, eval_batches: 1"
-    result = subprocess.run(
-        [
-            *snakemake_in(workdir),
-            "--profile",
-            str(ROOT / "profiles" / "ci"),
-            f"{run}/summary.json",
-            "--retries",
-            "2",
-            "--config",
-            "preset=tiny",
-            f"pretrain={{wt103-small: {{train: {{{train}}}}}}}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=venv_on_path(),
-        timeout=600,
+    result = snakemake_run(
+        workdir,
+        "--profile",
+        str(ROOT / "profiles" / "ci"),
+        f"{run}/summary.json",
+        "--retries",
+        "2",
+        "--config",
+        "preset=tiny",
+        f"pretrain={{wt103-small: {{train: {{{train}}}}}}}",
     )
     assert result.returncode != 0
     record = json.loads((workdir / run / ATTEMPT_FILE).read_text())
