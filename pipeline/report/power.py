@@ -58,34 +58,23 @@ class Plan:
     design_seeds: int
 
 
-def t_power(n: int, sd: float, effect: float, alpha: float) -> float:
-    """Two-sided one-sample (paired) t-test: noncentral-t power P(T > c) + P(T < −c), the lower tail written as
-    the upper tail of −T (scipy's nct.cdf far below a large noncentrality is NaN)."""
-    df, noncentrality = n - 1, effect / sd * math.sqrt(n)
-    critical = stats.t.ppf(1 - alpha / 2, df)
-    return float(stats.nct.sf(critical, df, noncentrality) + stats.nct.sf(critical, df, -noncentrality))
-
-
-def non_inferiority_power(n: int, sd: float, margin: float, alpha: float) -> float:
-    """One-sided t-test of Δ < +margin at a true Δ of 0: P(T > t_{1−α, n−1}), noncentrality margin·√n/σ."""
-    return float(stats.nct.sf(stats.t.ppf(1 - alpha, n - 1), n - 1, margin / sd * math.sqrt(n)))
-
-
-def sign_power(n: int, fraction: float, alpha: float) -> float:
-    """Exact two-sided sign test of n seeds (null 0.5): p(k) = min(1, 2·min(F(k), 1 − F(k − 1)))."""
-    k = np.arange(n + 1)
-    p = np.minimum(1.0, 2 * np.minimum(stats.binom.cdf(k, n, 0.5), stats.binom.sf(k - 1, n, 0.5)))
-    return float(stats.binom.pmf(k[p < alpha], n, fraction).sum())
-
-
 def power(plan: Plan, n: int, alpha: float) -> float:
+    """Power of ``plan``'s test at ``n`` seeds and ``alpha``. ``t``: the two-sided one-sample (paired) t-test,
+    noncentral-t P(T > c) + P(T < −c), the lower tail written as the upper tail of −T (scipy's nct.cdf far below a
+    large noncentrality is NaN). ``non-inferiority``: the one-sided t-test of Δ < +margin at a true Δ of 0,
+    P(T > t_{1−α, n−1}), noncentrality margin·√n/σ. ``sign``: the exact two-sided sign test (null 0.5), p(k) =
+    min(1, 2·min(F(k), 1 − F(k − 1))), at a true fraction of ``effect``."""
     if n < 2:
         return 0.0
-    if plan.test == "t":
-        return t_power(n, plan.sd, plan.effect, alpha)
-    if plan.test == "non-inferiority":
-        return non_inferiority_power(n, plan.sd, plan.effect, alpha)
-    return sign_power(n, plan.effect, alpha)
+    if plan.test in ("t", "non-inferiority"):
+        df, noncentrality = n - 1, plan.effect / plan.sd * math.sqrt(n)
+        if plan.test == "non-inferiority":
+            return float(stats.nct.sf(stats.t.ppf(1 - alpha, df), df, noncentrality))
+        critical = stats.t.ppf(1 - alpha / 2, df)
+        return float(stats.nct.sf(critical, df, noncentrality) + stats.nct.sf(critical, df, -noncentrality))
+    k = np.arange(n + 1)
+    p = np.minimum(1.0, 2 * np.minimum(stats.binom.cdf(k, n, 0.5), stats.binom.sf(k - 1, n, 0.5)))
+    return float(stats.binom.pmf(k[p < alpha], n, plan.effect).sum())
 
 
 def precision_seeds() -> int:
