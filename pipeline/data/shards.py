@@ -193,7 +193,6 @@ def export_shards(
         manifest: dict[str, Any] = dict(header)
         for split, source in splits.items():
             manifest[split] = writer.split(split, source, kept.get(split, []), progress)
-        for split in splits:
             shards = manifest[split]["shards"]
             manifest[split]["files"] = [str((out_dir / entry["file"]).resolve()) for entry in shards]
             manifest[split]["shards"] = [
