@@ -238,9 +238,11 @@ def paper_fit_table(planned_fit_row):
     and memory probe of the paper preset at the GPUs the example site gives it, at micro-batch
     ``micro_batches[run]`` or else the whole per-GPU batch (a SLURM-profile DAG of the paper preset needs the table:
     ``pipeline/planning/jobs.py``); at the GPUs ``site_file`` gives it where one is given. Beside it a preflight
-    report that measured nothing (its header): a GPU job's resources read both tables, so every job is sized."""
+    report that measured nothing (its header) and each corpus's data rates as the project measured them: a GPU job's
+    resources read both tables, a data job's its corpus's rates, so every job is sized."""
     from pipeline.config import load_preset
     from pipeline.config.site import load_site
+    from pipeline.data.rates import RATES, SITE_RATES, rate_table
     from pipeline.planning.fit import fit_table
     from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
@@ -260,6 +262,10 @@ def paper_fit_table(planned_fit_row):
         table.parent.mkdir(parents=True, exist_ok=True)
         table.write_text(fit_table(rows)[1])
         table.with_name("preflight.csv").write_text(",".join(PREFLIGHT_COLUMNS) + "\n")
+        rates = json.dumps({"rates": rate_table(RATES)["rates"]})
+        (table.parent / SITE_RATES).mkdir(exist_ok=True)
+        for dataset in config["datasets"]:
+            (table.parent / SITE_RATES / f"{dataset}.json").write_text(rates)
         return table
 
     return write

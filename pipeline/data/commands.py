@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from pipeline.artifacts import atomic_write_json
 from pipeline.commands import add_out_folder, add_ray_options, add_verb
+from pipeline.data.rates import SLICE_DOCUMENTS, measure_slice
 from pipeline.data.shards import DOCS_PER_SHARD, shards_done
 from pipeline.execution.errors import subject
 from pipeline.train.attempts import attempt_record, data_attempt_file
@@ -44,31 +46,47 @@ def _attempted(verb: str, work: Callable[[argparse.Namespace], None]) -> Callabl
     return attempt
 
 
-def _corpus(args: argparse.Namespace) -> None:
-    from pipeline.data.corpora import corpus_splits, export_tiny_corpus
+def _export(args: argparse.Namespace, out: Path, **options) -> dict:
+    """Export ``--source`` (a preset dataset's ``source``, as JSON) to ``out``; its manifest."""
+    from pipeline.data.corpora import export_tiny_corpus
     from pipeline.data.hf_corpora import export_hf_corpus
 
     source = json.loads(args.source)
-    shards = {
+    options |= {
         "test_split": source.get("test_split", False),
         "docs_per_shard": source.get("docs_per_shard", DOCS_PER_SHARD),
+        "overwrite": True,
     }
     if source["kind"] == "tiny":
-        stats = export_tiny_corpus(source["corpus"], args.out, **shards, overwrite=True)
-    else:
-        stats = export_hf_corpus(
-            source["id"],
-            args.out,
-            source=source["id"],
-            validation_fraction=source.get("validation_fraction"),
-            seed=source.get("seed", 0),
-            revision=_revision(args.prefetched, source["id"], source.get("revision")),
-            **shards,
-            overwrite=True,
-        )
+        return export_tiny_corpus(source["corpus"], out, **options)
+    return export_hf_corpus(
+        source["id"],
+        out,
+        source=source["id"],
+        validation_fraction=source.get("validation_fraction"),
+        seed=source.get("seed", 0),
+        revision=_revision(args.prefetched, source["id"], source.get("revision")),
+        **options,
+    )
+
+
+def _corpus(args: argparse.Namespace) -> None:
+    from pipeline.data.corpora import corpus_splits
+
+    stats = _export(args, args.out)
     splits = corpus_splits(args.out)
     totals = {split: {key: stats[split][key] for key in ("documents", "characters")} for split in splits}
     logging.info("corpus %s: %s", args.out, json.dumps(totals))
+
+
+def _data_rate(args: argparse.Namespace) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=args.out.parent, prefix=f".{args.out.name}.") as work:
+        export = functools.partial(_export, args, first_rows=args.documents)
+        measured = measure_slice(export, args.tokenizers, Path(work))
+    atomic_write_json(args.out, measured)
+    logging.info("data rates %s: %s", args.out, json.dumps(measured))
 
 
 def _tokenizer(args: argparse.Namespace) -> None:
@@ -138,10 +156,14 @@ def _build_corpora(args: argparse.Namespace) -> None:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     corpus = add_verb(verbs, "corpus", _attempted("corpus", _corpus), "export a corpus to JSONL shards")
-    corpus.add_argument("--source", required=True, help="the dataset's `source` entry of the preset, as JSON")
+    rate = add_verb(verbs, "data-rate", _data_rate, "time the export and tokenization of a corpus' first documents")
+    for verb in (corpus, rate):
+        verb.add_argument("--source", required=True, help="the dataset's `source` entry of the preset, as JSON")
+    rate.add_argument("--documents", type=int, default=SLICE_DOCUMENTS, help="rows per split in the slice")
+    rate.add_argument("tokenizers", nargs="*", type=Path, help="tokenizer folders to time (the slowest sizes)")
     tokenizer = add_verb(verbs, "tokenizer", _tokenizer, "train a byte-level BPE or save a pretrained tokenizer")
     tokenizer.add_argument("--spec", required=True, help="the tokenizer's entry of the preset, as JSON")
-    for verb in (corpus, tokenizer):
+    for verb in (corpus, rate, tokenizer):
         verb.add_argument("--out", type=Path, required=True)
         verb.add_argument(
             "--prefetched",

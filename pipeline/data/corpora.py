@@ -31,7 +31,13 @@ def tiny_corpus_file(name: str, split: str) -> Path:
 
 
 def export_tiny_corpus(
-    name: str, out_dir: Path, *, test_split: bool = False, docs_per_shard: int = DOCS_PER_SHARD, overwrite: bool = False
+    name: str,
+    out_dir: Path,
+    *,
+    test_split: bool = False,
+    docs_per_shard: int = DOCS_PER_SHARD,
+    overwrite: bool = False,
+    first_rows: int | None = None,
 ) -> dict:
     """Export a shipped tiny corpus as ``out_dir/{train,validation[,test]}-NNNNN.jsonl.gz`` shards (``test_split``:
     the corpus must ship one), atomically and resumably (``pipeline.data.shards``); returns its ``manifest.json``."""
@@ -55,6 +61,7 @@ def export_tiny_corpus(
         what=f"Tiny corpus {name!r}",
         docs_per_shard=docs_per_shard,
         overwrite=overwrite,
+        first_rows=first_rows,
     )
 
 

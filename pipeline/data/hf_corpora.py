@@ -119,6 +119,7 @@ def export_hf_corpus(
     revision: str | None = None,
     cache_dir: str | Path | None = None,
     overwrite: bool = False,
+    first_rows: int | None = None,
 ) -> dict:
     """Export a corpus (hub id or local data, ``_load``; splits ``_splits``) to ``out_dir/{split}-NNNNN.jsonl.gz``
     shards for Levanter's UrlDataSource, blank documents dropped, atomically and resumably
@@ -144,6 +145,7 @@ def export_hf_corpus(
         split: SplitSource(len(ds), lambda start, split=split, ds=ds: _texts(dataset, split, ds, start))
         for split, ds in splits.items()
     }
+    what = f"Dataset {dataset!r}"
     return export_shards(
-        out_dir, sources, header, what=f"Dataset {dataset!r}", docs_per_shard=docs_per_shard, overwrite=overwrite
+        out_dir, sources, header, what=what, docs_per_shard=docs_per_shard, overwrite=overwrite, first_rows=first_rows
     )

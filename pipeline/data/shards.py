@@ -134,9 +134,9 @@ class _ShardWriter:
         self.planned, self.stop, self.done = planned, stop, 0
 
     def documents(self, source: SplitSource, start: int) -> Iterator[tuple[int, str]]:
-        """The non-blank texts of ``source`` from row ``start`` on, each with the row after it; a stop signal ends
-        them with ``RunStopped``."""
-        for row, text in enumerate(source.read(start), start + 1):
+        """The non-blank texts of ``source`` from row ``start`` to its ``rows``, each with the row after it; a stop
+        signal ends them with ``RunStopped``."""
+        for row, text in enumerate(itertools.islice(source.read(start), source.rows - start), start + 1):
             if self.stop.signal_name is not None:
                 kept = f"the finished ones are kept in {self.staging}"
                 raise stopped(self.what, self.stop, self.done, self.planned, kept)
@@ -179,10 +179,14 @@ def export_shards(
     what: str,
     docs_per_shard: int = DOCS_PER_SHARD,
     overwrite: bool = False,
+    first_rows: int | None = None,
 ) -> dict:
-    """Export ``splits`` to shards in ``out_dir``, returning the ``manifest.json`` written: ``header`` and per split
-    {"documents", "characters", "files", "dropped_blank", "shards"}; an existing ``out_dir`` needs ``overwrite``."""
+    """Export ``splits`` (``first_rows``: only each one's first rows, a timed slice) to shards in ``out_dir``,
+    returning the ``manifest.json`` written: ``header`` and per split {"documents", "characters", "files",
+    "dropped_blank", "shards"}; an existing ``out_dir`` needs ``overwrite``."""
     out_dir = Path(out_dir)
+    if first_rows is not None:
+        splits = {split: SplitSource(min(source.rows, first_rows), source.read) for split, source in splits.items()}
     rows = {split: source.rows for split, source in splits.items()}
     key = {**header, "rows": rows, "docs_per_shard": docs_per_shard}
     with StopSignals() as stop, atomic_directory(out_dir, overwrite=overwrite, resumable=True) as staging:

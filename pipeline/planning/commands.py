@@ -49,6 +49,7 @@ def _cost(args: argparse.Namespace) -> None:
 
 def _status(args: argparse.Namespace) -> None:
     from pipeline.config.site import load_site, preset_results
+    from pipeline.data.rates import SITE_RATES
     from pipeline.planning.cost import cost_rows
     from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
@@ -59,7 +60,7 @@ def _status(args: argparse.Namespace) -> None:
     site = None if args.site is None else load_site(args.site)
     results = args.results or preset_results(site, config["preset"])
     fit_table = results / "fit.csv"
-    sizing = JobSizing(grid, site, fit_table if fit_table.is_file() else None)
+    sizing = JobSizing(grid, site, fit_table if fit_table.is_file() else None, data_rates=results / SITE_RATES)
     if args.plan:
         if site is None:
             raise ValueError("`status --plan` sizes the jobs at a site; give --site <site file>.")

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pipeline.config.site import Site
-from pipeline.data.rates import data_job_minutes, measured_minutes
+from pipeline.data.rates import data_job_minutes, measured_minutes, site_rates
 from pipeline.planning.grid import Grid, model_cost
 from pipeline.planning.measured import PLAN_ROW, FitTableError, MeasuredTable, training_rate
 from pipeline.planning.placement import (
@@ -33,11 +33,12 @@ CPU_JOBS = {
     "tokenizer": {"cpus": 1, "mem_mb": 16000, "minutes": 60},
     "token_cache": {"cpus": 32, "mem_mb": 128000},
     "fit": {"cpus": 1, "mem_mb": 4000},
+    "data_rate": {"cpus": 2, "mem_mb": 16000, "minutes": 60},
 }
 """CPU jobs at paper scale, CPUs and memory capped by the site's CPU limits (the corpus export and the fit are one
 process each; the fit's peak was 1.2 GB, results/benchmarks/data-rates-2026-11-29.md). The
-corpus export's, the token cache's and the fit table's minutes are measured (``JobSizing.cpu``); the tokenizer's are
-not, so an estimate (a pretrained tokenizer's save), never capped."""
+corpus export's, the token cache's and the fit table's minutes are measured (``JobSizing.cpu``); the tokenizer's and
+the timed slice's (``data_rate``, ``pipeline.data.rates.measure_slice``) are not, so estimates, never capped."""
 DATA_CHAINS = ("corpus", "token_cache")
 """The data jobs sized by their measured rates (``pipeline/data/data_rates.yaml``, each rule named as its rate), which
 resume (``pipeline.data.shards``; ``pipeline.data.cache`` with Levanter's Ray builder): a chain of jobs where longer
@@ -78,12 +79,14 @@ class JobSizing:
         site: Site | None,
         fit_table: str | Path | None = None,
         preflight_table: str | Path | None = None,
+        data_rates: str | Path | None = None,
     ):
         self.grid = grid
         self.config = grid.config
         self.site = site
         device = site.device if site else "cpu"
         self.measured = MeasuredTable(grid, device, preflight_table=preflight_table, fit_table=fit_table)
+        self.data_rates = data_rates
         self._read: dict[tuple[int | None, ...], JobSizing] = {}
         self._gpu_hours: dict[str, float] = {}
 
@@ -103,7 +106,7 @@ class JobSizing:
         paths = (self.measured.fit_table, self.measured.preflight_table)
         stamp = tuple(os.stat(path).st_mtime_ns if path and os.path.exists(path) else None for path in paths)
         if stamp not in self._read:
-            self._read = {stamp: JobSizing(self.grid, self.site, *paths)}
+            self._read = {stamp: JobSizing(self.grid, self.site, *paths, self.data_rates)}
         return self._read[stamp]
 
     def gpu_hours(self, workload_id: str) -> float:
@@ -249,7 +252,14 @@ class JobSizing:
         if rule in DATA_CHAINS:
             source = self.config["datasets"][dataset]["source"]
             corpus = source.get("corpus", dataset)  # a shipped corpus by its name, a hub one by its dataset's
-            minutes = data_job_minutes(rule, corpus, cpus, source=source, builder=self.config["cache_builder"])
+            minutes = data_job_minutes(
+                rule,
+                corpus,
+                cpus,
+                source=source,
+                builder=self.config["cache_builder"],
+                site_rates=site_rates(self.data_rates, dataset),
+            )
             needed = training_minutes(minutes / 60, 1, self.site)
         elif rule == "fit":  # a row per workload, and per training job once a preflight report may resize it
             rows = len(self.grid.workloads) + (len(self.grid.training) if self.measured.preflight_rows else 0)

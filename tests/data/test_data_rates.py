@@ -1,8 +1,14 @@
-"""Data jobs' minutes from the measured rates and the corpora's sizes (pipeline.data.rates)."""
+"""Data jobs' minutes from the measured rates and the corpora's sizes; a site's timed slice (pipeline.data.rates)."""
+
+import itertools
+import json
 
 import pytest
 import yaml
 
+from pipeline.cli import main
+from pipeline.data.corpora import tiny_corpus_file, tiny_corpus_splits
+from pipeline.data.files import iter_texts
 from pipeline.data.rates import RATES, data_job_minutes, measured_minutes
 
 
@@ -32,3 +38,21 @@ def test_levanters_ray_builder_adds_its_seconds_per_split_and_shard_so_small_sha
     assert data_job_minutes(
         "token_cache", "fortunes", 2, builder="ray", source={"docs_per_shard": 20}
     ) == pytest.approx(serial + (2 * 13.3 + (716 + 1) * 0.08) / 60)
+
+
+def test_a_sites_timed_slice_exports_each_splits_first_rows_and_tokenizes_them_leaving_only_its_rates(
+    tmp_path, tokenizer_dir
+):
+    out, rows = tmp_path / "pydocs.json", 40
+    source = json.dumps({"kind": "tiny", "corpus": "pydocs", "test_split": True})
+    main(["data-rate", "--source", source, "--documents", str(rows), "--out", str(out), str(tokenizer_dir)])
+    measured = json.loads(out.read_text())
+    texts = [
+        text
+        for split in tiny_corpus_splits("pydocs")
+        for text in itertools.islice(iter_texts([tiny_corpus_file("pydocs", split)]), rows)
+        if text.strip()
+    ]
+    assert (measured["documents"], measured["characters"]) == (len(texts), sum(map(len, texts)))
+    assert measured["rates"]["corpus"]["per_cpu_s"] > 0 and measured["rates"]["token_cache"]["per_cpu_s"] > 0
+    assert [path.name for path in tmp_path.iterdir()] == [out.name], "the slice's export and cache are removed"

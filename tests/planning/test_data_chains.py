@@ -4,6 +4,7 @@ partition is shorter than their need."""
 
 import dataclasses
 import functools
+import json
 import math
 
 import pytest
@@ -82,7 +83,9 @@ def test_a_data_job_longer_than_the_cpu_partition_is_a_planned_chain_and_the_pla
         paper_sizing(dataclasses.replace(site, cpu_max_runtime_min=50)).cpu("tokenizer")
 
 
-def test_a_faster_recorded_rate_gives_a_data_job_and_the_fit_fewer_minutes_through_the_planner(tmp_path, monkeypatch):
+def test_a_faster_recorded_or_site_measured_rate_gives_a_data_job_and_the_fit_fewer_minutes_through_the_planner(
+    tmp_path, monkeypatch
+):
     table = yaml.safe_load(RATES.read_text())
     table["rates"]["corpus"]["per_cpu_s"] *= 4
     table["rates"]["fit"]["per_cpu_s"] *= 4
@@ -91,10 +94,13 @@ def test_a_faster_recorded_rate_gives_a_data_job_and_the_fit_fewer_minutes_throu
     site = dataclasses.replace(FOUR_HOURS, cpu_max_runtime_min=90)
     sizing = paper_sizing(site)
     measured, measured_fit = sizing.cpu("corpus", "owt"), sizing.cpu("fit")
+    (tmp_path / "owt.json").write_text(json.dumps({"rates": {"corpus": table["rates"]["corpus"]}}))
+    at_site = JobSizing(PAPER_GRID, site, data_rates=tmp_path).cpu("corpus", "owt")  # the site's slice, 4x faster
     monkeypatch.setattr(job_sizing, "data_job_minutes", functools.partial(data_job_minutes, rates=faster))
     monkeypatch.setattr(job_sizing, "measured_minutes", functools.partial(measured_minutes, rates=faster))
     quicker, quicker_fit = sizing.cpu("corpus", "owt"), sizing.cpu("fit")
     assert quicker.needed_minutes < measured.needed_minutes and quicker.chunks < measured.chunks == 3
+    assert at_site == quicker
     assert quicker_fit.needed_minutes < measured_fit.needed_minutes
 
 

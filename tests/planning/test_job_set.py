@@ -47,17 +47,18 @@ def test_at_a_4_hour_site_the_dry_run_plans_the_expected_jobs_and_long_runs_are_
 
 
 def test_at_a_fresh_site_the_dry_run_plans_fit_and_preflight_before_the_grid_whose_gpu_jobs_are_not_sized_yet(tmp_path):
-    """No fit table, no preflight report: one call plans, measures, then sizes each GPU job when its tables are
-    written (``<TBD>`` until then); the data jobs are sized already, and the fit, by its rows at the measured rate."""
+    """No fit table, no preflight report, no data rates: one call plans, measures, then sizes each GPU job when its
+    tables are written and each hub corpus's data jobs when its slice is timed (``<TBD>`` until then); the fit is sized
+    already, by its rows at the measured rate."""
     site = example_site(tmp_path / "site.yaml", max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=240)
     result = dry_run(tmp_path, "all", "--profile", "profiles/slurm", "--config", f"site={site}")
     assert result.returncode == 0 and "checkpoint fit:" in result.stdout, result.stderr[-2000:]
     jobs = dry_run_jobs(result.stdout, tmp_path)
     rules = {job["rule"] for job in jobs}
-    assert {"preflight", "corpus", "pretrain", "finetune", "memory_probe"} <= rules, rules
+    assert {"preflight", "data_rate", "corpus", "pretrain", "finetune", "memory_probe"} <= rules, rules
     for job in jobs:
         sized = job["resources"].get("runtime") != "<TBD>"
-        assert sized == (job["rule"] not in ("pretrain", "finetune", "memory_probe")), job
+        assert sized == (job["rule"] not in ("pretrain", "finetune", "memory_probe", "corpus", "token_cache")), job
     [fit] = [job["resources"] for job in jobs if job["rule"] == "fit"]
     planned = JobSizing(Grid.load(load_preset({"preset": "paper"})), load_site(site)).cpu("fit")
     assert (fit["runtime"], fit["needed_min"]) == (str(planned.minutes), str(planned.needed_minutes)), fit

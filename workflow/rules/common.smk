@@ -10,6 +10,7 @@ from pipeline.cli import runs_a_ray_task
 from pipeline.commands import start_shared_local_ray
 from pipeline.config import ConfigError, check_inside_results, downstream_task_dir, load_preset
 from pipeline.data.prefetch import hub_items
+from pipeline.data.rates import SITE_RATES
 from pipeline.execution.job_env import (
     export_code_path,
     export_hub,
@@ -98,6 +99,19 @@ def prefetched_option(wildcards, input):
 
 def tokenizer_corpora(wildcards):
     return [f"{DATA}/corpora/{dataset}" for dataset in config["tokenizers"][wildcards.tokenizer].get("train_on", [])]
+
+
+def data_rate_input(wildcards):
+    """At a site, a hub corpus's export and token caches are sized by the rates timed on a slice of it (rule
+    data_rate), in the same call."""
+    hub = config["datasets"][wildcards.dataset]["source"]["kind"] == "hf"
+    return {"data_rate": f"{RESULTS}/{SITE_RATES}/{wildcards.dataset}.json"} if SITE and hub else {}
+
+
+def slice_tokenizers(wildcards):
+    """The pretrained tokenizers of the dataset's token caches (a BPE trained on the corpus does not exist yet)."""
+    used = {job.tokenizer for job in GRID.workloads.values() if job.dataset == wildcards.dataset}
+    return [f"{DATA}/tokenizers/{name}" for name in sorted(used) if config["tokenizers"][name]["kind"] == "pretrained"]
 
 
 def data_inputs(job):

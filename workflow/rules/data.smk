@@ -57,8 +57,29 @@ localrules:
     prefetch_task,
 
 
+rule data_rate:
+    input:
+        prefetched=dataset_prefetched,
+        tokenizers=slice_tokenizers,
+    output:
+        f"{RESULTS}/{SITE_RATES}/{{dataset}}.json",
+    params:
+        source=corpus_source,
+        prefetched=prefetched_option,
+    log:
+        f"{RESULTS}/logs/data_rate/{{dataset}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/data_rate/{{dataset}}.tsv"
+    resources:
+        **cpu_resources("data_rate"),
+    shell:
+        "python -m pipeline data-rate --source {params.source:q} {params.prefetched:q} --out {output:q}"
+        " {input.tokenizers:q} > {log:q} 2>&1"
+
+
 rule corpus:
     input:
+        unpack(data_rate_input),
         prefetched=dataset_prefetched,
     output:
         directory(f"{DATA}/corpora/{{dataset}}"),
@@ -100,6 +121,7 @@ rule tokenizer:
 
 rule token_cache:
     input:
+        unpack(data_rate_input),
         corpus=f"{DATA}/corpora/{{dataset}}",
         tokenizer=f"{DATA}/tokenizers/{{tokenizer}}",
     output:

@@ -1,13 +1,20 @@
 """Each rule's `resources:` and `retries:`, from the job sizing of pipeline/planning/jobs.py (wiring: the names come
 from pipeline/planning/placement.py, the values from each job's request; a job that cannot be sized stops the
 workflow here). At a site with GPUs a GPU job's fit table and preflight report are its inputs (`sized_by`), planned
-and measured in the same call: until they are written its resources read <TBD>."""
+and measured in the same call, as a hub corpus's data rates are its data jobs' (`data_rate_input`): until they are
+written its resources read <TBD>."""
 
 from pipeline.planning.jobs import JobSizing
 from pipeline.planning.measured import FitTableError, PreflightError
 from pipeline.planning.placement import JobKind, WalltimeError, resource_names
 
-JOBS = JobSizing(GRID, SITE, fit_table=f"{RESULTS}/fit.csv", preflight_table=f"{RESULTS}/preflight.csv")
+JOBS = JobSizing(
+    GRID,
+    SITE,
+    fit_table=f"{RESULTS}/fit.csv",
+    preflight_table=f"{RESULTS}/preflight.csv",
+    data_rates=f"{RESULTS}/{SITE_RATES}",
+)
 TIDY_FILE_RESOURCES = {"gpu": 0, "mem_mb": 2000, "runtime": 10}
 """A table, figure or scorecard job: seconds of CPU reading tidy files, run on the submit host (``localrule``)."""
 
@@ -25,7 +32,7 @@ def rule_resources(shape_of, kind):
 
     def resource(name):
         def value(wildcards, input):
-            jobs = JOBS.reading(input.get(table) for table in JOBS.tables if table in input.keys())
+            jobs = JOBS.reading(input.get(table) for table in (*JOBS.tables, "data_rate") if table in input.keys())
             try:
                 return shape_of(jobs, wildcards).resources()[name]
             except (FitTableError, PreflightError, WalltimeError) as error:
