@@ -233,13 +233,14 @@ def planned_fit_row():
 
 
 @pytest.fixture
-def paper_fit_table(planned_fit_row):
-    """A function writing ``results/paper/fit.csv`` into a working directory: a fitting row for every training job
-    and memory probe of the paper preset at the GPUs the example site gives it, at micro-batch
-    ``micro_batches[run]`` or else the whole per-GPU batch (a SLURM-profile DAG of the paper preset needs the table:
+def site_fit_table(planned_fit_row):
+    """A function writing ``results/<preset>/fit.csv`` into a working directory: a fitting row for every training job
+    and memory probe of the preset (the paper's unless given) at the GPUs the example site gives it, at micro-batch
+    ``micro_batches[run]`` or else the whole per-GPU batch (a SLURM-profile DAG at a site with GPUs needs the table:
     ``pipeline/planning/jobs.py``); at the GPUs ``site_file`` gives it where one is given. Beside it a preflight
     report that measured nothing (its header) and each corpus's data rates as the project measured them: a GPU job's
-    resources read both tables, a data job's its corpus's rates, so every job is sized."""
+    resources read both tables, a data job's its corpus's rates, so every job is sized. ``markdown``: also
+    ``fit.md``, the fit checkpoint's other output, so the preflight's jobs are planned from the table."""
     from pipeline.config import load_preset
     from pipeline.config.site import load_site
     from pipeline.data.rates import RATES, SITE_RATES, rate_table
@@ -248,8 +249,10 @@ def paper_fit_table(planned_fit_row):
     from pipeline.planning.jobs import JobSizing
     from pipeline.preflight.report import COLUMNS as PREFLIGHT_COLUMNS
 
-    def write(workdir: Path, micro_batches: dict[str, int], site_file: Path | None = None) -> Path:
-        config = load_preset({"preset": "paper"})
+    def write(
+        workdir: Path, micro_batches: dict, site_file: Path | None = None, preset="paper", markdown=False
+    ) -> Path:
+        config = load_preset({"preset": preset})
         site = load_site(site_file or ROOT / "profiles" / "slurm" / "site.example.yaml")
         grid = Grid.load(config)
         jobs = JobSizing(grid, site)
@@ -258,9 +261,12 @@ def paper_fit_table(planned_fit_row):
             gpus = jobs.gpu_count(run_id)
             micro_batch = micro_batches.get(run_id, job.train.batch_size // gpus)
             rows.append(planned_fit_row(config, run_id, gpus, micro_batch, device_bytes=site.gpu_memory_bytes))
-        table = workdir / "results" / "paper" / "fit.csv"
+        table = workdir / "results" / preset / "fit.csv"
         table.parent.mkdir(parents=True, exist_ok=True)
-        table.write_text(fit_table(rows)[1])
+        table_markdown, table_csv = fit_table(rows)
+        table.write_text(table_csv)
+        if markdown:
+            table.with_suffix(".md").write_text(table_markdown)
         table.with_name("preflight.csv").write_text(",".join(PREFLIGHT_COLUMNS) + "\n")
         rates = json.dumps({"rates": rate_table(RATES)["rates"]})
         (table.parent / SITE_RATES).mkdir(exist_ok=True)

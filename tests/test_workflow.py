@@ -76,7 +76,7 @@ def dry_run_jobs(output: str) -> list[dict]:
 
 
 def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_and_fit_table_with_the_sites_options(
-    tmp_path, paper_fit_table
+    tmp_path, site_fit_table
 ):
     """At a site whose results go to its ``results_dir``, where ``results/paper/fit.csv`` planned every training job on
     its GPUs (owt-small-gpt at micro-batch 16 on its 1 GPU): each job trains at its row's micro-batch; lm-eval runs
@@ -94,7 +94,7 @@ def test_slurm_profile_dry_run_sizes_every_paper_job_from_the_site_and_fit_table
         signal_lead_s=900,
         results_dir=str(scratch / "results"),
     )
-    table = paper_fit_table(scratch, {"owt-small-gpt": 16}, site)
+    table = site_fit_table(scratch, {"owt-small-gpt": 16}, site)
     result = slurm_dry_run(tmp_path / "work", "all", site=site)
     assert result.returncode == 0, result.stderr[-2000:]
     config = load_preset({"preset": "paper"})

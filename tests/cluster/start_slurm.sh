@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Start a real single-node SLURM cluster on localhost (slurmctld + slurmd, munge auth, no accounting, no GPUs) for the
-# SLURM integration tests, inside the network namespace $SLURM_TEST_NETNS (default pipeline-slurm) whose only
+# Start a real single-node SLURM cluster on localhost (slurmctld + slurmd, munge auth, no accounting) for the SLURM
+# integration tests, inside the network namespace $SLURM_TEST_NETNS (default pipeline-slurm) whose only
 # interface is loopback: clients (sbatch, squeue) must run in it (`nsenter --net=/run/netns/pipeline-slurm ...`), and so does
 # every job, with no network. It changes the host, so it runs only with PIPELINE_HOST_TESTS=1 (CI sets it) and as
-# root: installs Debian's slurm-wlm and munge with apt when missing, writes /etc/slurm/slurm.conf only where there is
-# none or it wrote it before (an existing SLURM configuration is never touched), creates a munge key only where there
+# root: installs Debian's slurm-wlm and munge with apt when missing, writes /etc/slurm/slurm.conf and gres.conf only where
+# there are none or it wrote them before (an existing SLURM configuration is never touched), creates a munge key only where there
 # is none, and records the daemons it starts in $STATE/started for stop_slurm.sh. A running cluster of its own is left
 # as it is. Prints the partition name.
 set -euo pipefail
@@ -14,10 +14,13 @@ if [ "${PIPELINE_HOST_TESTS:-}" != 1 ]; then
 fi
 marker="# Written by tests/cluster/start_slurm.sh (the pipeline's SLURM test); stop_slurm.sh stops its daemons."
 conf=/etc/slurm/slurm.conf
-if [ -e "$conf" ] && [ "$(head -n1 "$conf")" != "$marker" ]; then
-  echo "$conf exists and was not written by this test; it is left untouched (run the SLURM test on a machine without a SLURM installation)." >&2
-  exit 3
-fi
+gres=/etc/slurm/gres.conf
+for file in "$conf" "$gres"; do
+  if [ -e "$file" ] && [ "$(head -n1 "$file")" != "$marker" ]; then
+    echo "$file exists and was not written by this test; it is left untouched (run the SLURM test on a machine without a SLURM installation)." >&2
+    exit 3
+  fi
+done
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
   apt-get -o DPkg::Lock::Timeout=900 update -qq
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq slurm-wlm munge >/dev/null
@@ -62,6 +65,7 @@ SelectTypeParameters=CR_Core_Memory
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
+GresTypes=gpu
 ReturnToService=2
 MpiDefault=none
 SlurmctldTimeout=30
@@ -69,9 +73,12 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=10
 MinJobAge=300
-NodeName=${host} NodeAddr=127.0.0.1 CPUs=${cpus} RealMemory=${memory} State=UNKNOWN
+NodeName=${host} NodeAddr=127.0.0.1 CPUs=${cpus} RealMemory=${memory} Gres=gpu:1 State=UNKNOWN
 PartitionName=debug Nodes=${host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
+# One GPU whose device file is /dev/null: SLURM grants --gpus=1 (a GPU site's jobs, its preflight among them) and sets
+# CUDA_VISIBLE_DEVICES, and the job's JAX finds no GPU, as on a GPU node whose jaxlib is CPU-only.
+printf '%s\nName=gpu File=/dev/null\n' "$marker" > "$gres"
 if ! pgrep -x munged >/dev/null; then
   if [ ! -s /etc/munge/munge.key ]; then
     dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null

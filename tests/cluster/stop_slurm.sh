@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Stop what start_slurm.sh started (the daemons and the network namespace it recorded in $STATE/started), by
-# process id, and nothing else; remove the /etc/slurm/slurm.conf it wrote when it started the controller. Left
-# behind, that file names a controller that no longer runs, and every later `snakemake` on this machine waits ~9 s
-# at start-up: the SLURM executor plugin runs `scontrol show config` while Snakemake loads its plugins.
+# process id, and nothing else; remove the /etc/slurm/slurm.conf and gres.conf it wrote when it started the
+# controller. Left behind, slurm.conf names a controller that no longer runs, and every later `snakemake` on this
+# machine waits ~9 s at start-up: the SLURM executor plugin runs `scontrol show config` while Snakemake loads its
+# plugins.
 set -euo pipefail
 started=/var/spool/slurm-localhost/started
 [ -f "$started" ] || exit 0
@@ -25,7 +26,9 @@ while read -r name id; do
 done < "$started"
 marker="# Written by tests/cluster/start_slurm.sh (the pipeline's SLURM test); stop_slurm.sh stops its daemons."
 conf=/etc/slurm/slurm.conf
-if grep -q "^slurmctld " "$started" && [ -f "$conf" ] && [ "$(head -n1 "$conf")" = "$marker" ]; then
-  rm -f "$conf"
+if grep -q "^slurmctld " "$started"; then
+  for file in "$conf" /etc/slurm/gres.conf; do
+    if [ -f "$file" ] && [ "$(head -n1 "$file")" = "$marker" ]; then rm -f "$file"; fi
+  done
 fi
 rm -f "$started"

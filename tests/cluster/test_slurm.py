@@ -1,13 +1,15 @@
 """`profiles/slurm` on a real single-node SLURM cluster on localhost whose daemons, clients and jobs run in a network
 namespace with loopback only (no network, as a cluster's compute nodes): every job is submitted with sbatch by
 snakemake-executor-plugin-slurm and sized by pipeline/planning/jobs.py. Only the site settings are replaced (a
-partition, no GPUs, small CPU/memory limits, an HF cache), plus the status command (no accounting database here)
-and how soon the plugin first asks SLURM about a submitted job (5 s: its default of 40 s, meant to spare a busy
-cluster's controller, left this one idle for most of its 7 mostly sequential jobs).
+partition, no GPUs or the node's one GPU without a device, small CPU/memory limits, an HF cache), plus the status
+command (no accounting database here) and how soon the plugin first asks SLURM about a submitted job (5 s: its
+default of 40 s, meant to spare a busy cluster's controller, left this one idle for most of its 7 mostly sequential
+jobs).
 
 These tests change the host (apt, /etc/slurm, munge, daemons): they run only with PIPELINE_HOST_TESTS=1 (`.ci/run`
 sets it) and as root, never touch an existing SLURM configuration, and stop the daemons they started."""
 
+import csv
 import json
 import os
 import re
@@ -255,6 +257,46 @@ def test_a_run_longer_than_the_walltime_limit_finishes_in_one_call_through_plann
     assert not RAY_DIED.search(output + log), log[-3000:]
     summary = json.loads((workdir / run / "summary.json").read_text())
     assert summary["resumed_from_step"] == resumes[-1] > 0 and summary["steps_done"] == steps
+
+
+def test_at_a_gpu_site_one_call_runs_the_preflight_and_stops_at_its_red_row_before_training(
+    tmp_path, slurm_partition, tiny_data_workdir, site_fit_table
+):
+    """At a site with GPUs whose fit table is planned but whose preflight has not run, one ``snakemake --profile
+    profiles/slurm`` call runs the preflight of every training shape and job kind on the GPU partition and writes its
+    report before any training job. The node's GPU is a GRES without a device (``start_slurm.sh``): SLURM grants
+    ``--gpus``, and the jobs' JAX finds no GPU, as on a node whose jaxlib is CPU-only. Every preflight row is red (a
+    stage job reading its source shape's checkpoint finds none), and the call stops before its first training job,
+    naming a red row and what to do. (The fit table's own job in the
+    same call is planned by the dry run, ``tests/planning/test_job_set.py``: on 2 CPUs it takes minutes.)"""
+    workdir = tmp_path / "gpu-site"
+    shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
+    site = localhost_site(
+        tmp_path, slurm_partition, max_runtime_min=240, gpus_per_node=1, cpus_per_gpu=1, mem_mb_per_gpu=3000
+    )
+    report = site_fit_table(workdir, {}, site, preset="tiny", markdown=True).with_name("preflight.csv")
+    report.unlink()
+    run = "results/tiny/runs/owt-large-gpt/summary.json"
+    result = snakemake_on_slurm(
+        workdir, tmp_path / "logs", run, "--config", "preset=tiny", f"site={site}", timeout=1800
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-4000:]
+    rows = list(csv.DictReader(report.open()))
+    shapes = {row["shape"] for row in rows}
+    assert {"gpt-large-g1-mb8", "downstream"} <= shapes, shapes
+    assert all(row["verdict"] == "failed" for row in rows), rows
+    # A stage job that reads its source shape's checkpoint finds none: that shape's job trained nothing.
+    refused = {row["shape"] for row in rows if "the job was given 1 GPU(s) but JAX" in row["error"]}
+    assert {
+        row["shape"] for row in rows if row["kind"] == "pretrain" or row["kind"].startswith("finetune")
+    } <= refused, rows
+    assert not re.search(r"rule (pretrain|finetune):", output) and not (workdir / run).exists(), output[-4000:]
+    stop = re.search(
+        r"results/tiny/preflight\.csv: the preflight of (?:shape|stage job) (\S+) \(.+?\) failed \(.+?\); fix that",
+        " ".join(output.split()),
+    )
+    assert stop and stop[1] in shapes, output[-4000:]
 
 
 def slurm_jobs(state: str) -> dict[str, str]:

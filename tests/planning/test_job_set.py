@@ -33,9 +33,9 @@ def planned_jobs(workdir: Path, site: Path) -> list[dict]:
     ]
 
 
-def test_at_a_4_hour_site_the_dry_run_plans_the_expected_jobs_and_long_runs_are_chains(tmp_path, paper_fit_table):
+def test_at_a_4_hour_site_the_dry_run_plans_the_expected_jobs_and_long_runs_are_chains(tmp_path, site_fit_table):
     site = example_site(tmp_path / "site.yaml", max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=240)
-    paper_fit_table(tmp_path, {}, site)
+    site_fit_table(tmp_path, {}, site)
     jobs = planned_jobs(tmp_path, site)
     expected = json.loads(EXPECTED.read_text())
     differing = [job for job in jobs if job not in expected] + [job for job in expected if job not in jobs]
@@ -64,9 +64,9 @@ def test_at_a_fresh_site_the_dry_run_plans_fit_and_preflight_before_the_grid_who
     assert (fit["runtime"], fit["needed_min"]) == (str(planned.minutes), str(planned.needed_minutes)), fit
 
 
-def test_a_red_preflight_row_stops_the_grid_before_its_first_job_naming_the_row(tmp_path, paper_fit_table):
+def test_a_red_preflight_row_stops_the_grid_before_its_first_job_naming_the_row(tmp_path, site_fit_table):
     site = example_site(tmp_path / "site.yaml")
-    paper_fit_table(tmp_path, {}, site)
+    site_fit_table(tmp_path, {}, site)
     row = {column: "" for column in COLUMNS} | {"shape": "gpt-small-g1-mb64", "kind": "pretrain", "verdict": "failed"}
     row |= {"run_id": "owt-small-gpt", "device_label": "h100", "error": "the job ran out of accelerator memory"}
     report = tmp_path / "results" / "paper" / "preflight.csv"
