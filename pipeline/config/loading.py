@@ -75,8 +75,7 @@ def load_preset(cli_config: dict[str, Any] | None = None) -> dict[str, Any]:
     config = deep_merge(loaded, overrides)
     source = f"{path} (with --config overrides {sorted(overrides)})" if overrides else str(path)
     check_schema(config, SCHEMA_PATH, source)
-    problem = cross_reference_problem(config)
-    if problem:
+    if problem := cross_reference_problem(config):
         raise ConfigError(f"{source}: {problem}.")
     return config
 

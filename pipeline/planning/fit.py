@@ -207,18 +207,11 @@ def planned_jobs(
     ]
 
 
-def plans_digest(
-    grid: Grid, device: str | None, gpus: int | None, site: Site | None, preflight_table: Path | None = None
-) -> str:
-    """A hash of every row the fit table of the preset's ``grid`` would hold (run, ``plan_key``, GPUs, memory and the
-    share JAX may use): the ``fit`` rule's parameter, so that Snakemake plans again when the preset or the site changes
-    what a row means (a preflight report that resizes a job included), and not when only learning rates or step
-    counts change."""
-    return jobs_digest(grid, planned_jobs(grid, device, gpus, site, preflight_table=preflight_table))
-
-
-def jobs_digest(grid: Grid, jobs: list[tuple[Workload, int, int]]) -> str:
-    """``plans_digest`` of the ``planned_jobs`` ``jobs``."""
+def plans_digest(grid: Grid, jobs: list[tuple[Workload, int, int]]) -> str:
+    """A hash of every row the fit table of the preset's ``grid`` holds for the ``planned_jobs`` ``jobs`` (run,
+    ``plan_key``, GPUs, memory and the share JAX may use): the ``fit`` rule's parameter, so that Snakemake plans again
+    when the preset or the site changes what a row means (a preflight report that resizes a job included), and not
+    when only learning rates or step counts change."""
     rows = []
     for workload, count, device_bytes in jobs:
         key = plan_key(workload, vocab_size(grid.config, workload.tokenizer))
@@ -239,10 +232,10 @@ def write_fit(
     """Plan the jobs of ``planned_jobs`` and write the fit table. With ``run_ids``, the new rows replace the rows of
     the same jobs in an existing ``out_csv`` and the others are kept; without, the table holds the new rows only.
     The rows are kept as they complete beside ``out_csv`` (``rows_file``), for a rerun after a stop, under the
-    ``jobs_digest`` of the jobs planned. Returns the new rows."""
+    ``plans_digest`` of the jobs planned. Returns the new rows."""
     jobs = planned_jobs(grid, device, gpus, site, run_ids, preflight_table)
     vocab_sizes = [vocab_size(grid.config, workload.tokenizer) for workload, _, _ in jobs]
-    rows = fit_rows(jobs, vocab_sizes, rows_file(out_csv), jobs_digest(grid, jobs))
+    rows = fit_rows(jobs, vocab_sizes, rows_file(out_csv), plans_digest(grid, jobs))
     kept = []
     if run_ids and Path(out_csv).is_file():
         replaced = {row.job_key for row in rows}

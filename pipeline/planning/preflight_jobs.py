@@ -36,7 +36,6 @@ class Shape:
 
     @property
     def shape_id(self) -> str:
-        """``<family>-<size>-g<GPUs>-mb<micro-batch>``."""
         return f"{self.family}-{self.size}-g{self.gpus}-mb{self.micro_batch}"
 
     @property

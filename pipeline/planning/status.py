@@ -53,14 +53,6 @@ def newest_checkpoint(run_dir: Path) -> str:
     return complete[-1].name if complete else "none"
 
 
-def benchmark_seconds(path: Path) -> float | None:
-    """Seconds of a Snakemake benchmark file's last row (column ``s``); None without the file."""
-    if not path.is_file():
-        return None
-    rows = list(csv.DictReader(path.open(), delimiter="\t"))
-    return float(rows[-1]["s"]) if rows else None
-
-
 def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chunks: int) -> RunState:
     """The state of a run of ``kind`` (pretrain, finetune) of ``steps`` updates on ``gpus`` GPUs in ``chunks`` jobs."""
     run_dir, log = results / "runs" / run_id, results / "logs" / kind / f"{run_id}.log"
@@ -68,7 +60,9 @@ def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chun
         record = run_dir / "provenance.json"
         provenance = json.loads(record.read_text()) if record.is_file() else {}
         used = len(provenance.get("devices") or []) or gpus
-        seconds = benchmark_seconds(results / "benchmarks" / kind / f"{run_id}.tsv") or provenance.get("wall_s", 0)
+        benchmark = results / "benchmarks" / kind / f"{run_id}.tsv"  # Snakemake's; its last row's seconds
+        rows = list(csv.DictReader(benchmark.open(), delimiter="\t")) if benchmark.is_file() else []
+        seconds = (float(rows[-1]["s"]) if rows else 0) or provenance.get("wall_s", 0)
         return RunState(run_id, "done", f"{steps} updates", seconds * used / 3600, 1.0)
     updates, step_seconds = trained_updates(run_dir)
     spent = sum(step_seconds) * gpus / 3600

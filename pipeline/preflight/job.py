@@ -121,7 +121,6 @@ def preflight_pretrain(
     train_dir = Path(job_dir) / "train"  # its config.yaml: what the later stages' loader reads
     shutil.rmtree(train_dir, ignore_errors=True)  # a rerun measures afresh: no resume from an earlier preflight
     job = TrainJob.pretraining(spec, train_dir, cache_dir, tokenizer_dir, preflight=True)
-    model_config = run_model_config(spec)
     clock = BufferingHandler(capacity=sys.maxsize)  # keeps every phase marker the loop logs
     logging.getLogger("pipeline.execution.phases").addHandler(clock)
     try:
@@ -134,9 +133,8 @@ def preflight_pretrain(
     records = read_metrics(train_dir / "metrics.jsonl")
     waits = [r["throughput/loading_time"] for r in records if "throughput/loading_time" in r and r["step"] >= warmup]
     vocab_size = len(AutoTokenizer.from_pretrained(tokenizer_dir))  # the vocabulary axis before its rounding
-    flops_per_token = float(model_config.flops_per_token(vocab_size))
-    compute_dtype = jmp.get_policy(spec.train.mixed_precision).compute_dtype
-    peak, peak_source = peak_flops(compute_dtype)
+    flops_per_token = float(run_model_config(spec).flops_per_token(vocab_size))
+    peak, peak_source = peak_flops(jmp.get_policy(spec.train.mixed_precision).compute_dtype)
     memory = peak_memory()  # of the training, before a plan here
     plan_source = "fit table" if planned_bytes is not None else "XLA plan in this job"
     if planned_bytes is None:

@@ -180,13 +180,16 @@ def test_the_fit_rules_parameter_changes_with_what_a_row_means_and_only_then():
     shapes, GPUs and memory, not their learning rates or step counts."""
     from pipeline.config.site import EXAMPLE, load_site
 
-    digest = fit.plans_digest(PAPER_GRID, "h100", 8, None)
+    def digest(grid, *where):
+        return fit.plans_digest(grid, fit.planned_jobs(grid, *where))
+
+    paper = digest(PAPER_GRID, "h100", 8, None)
     retuned = load_preset({"preset": "paper", "pretrain": {"owt-small": {"train": {"lr": 1e-4, "steps": 1000}}}})
     reshaped = load_preset({"preset": "paper", "sizes": {"small": {"seq_len": 512}}})
-    assert fit.plans_digest(Grid.load(retuned), "h100", 8, None) == digest
-    assert fit.plans_digest(Grid.load(reshaped), "h100", 8, None) != digest
+    assert digest(Grid.load(retuned), "h100", 8, None) == paper
+    assert digest(Grid.load(reshaped), "h100", 8, None) != paper
     elsewhere = [("h100", 4, None), ("h200", 8, None), (None, None, load_site(EXAMPLE))]
-    assert len({digest, *(fit.plans_digest(PAPER_GRID, *where) for where in elsewhere)}) == 4
+    assert len({paper, *(digest(PAPER_GRID, *where) for where in elsewhere)}) == 4
 
 
 TINY_LORA, TINY_FULL, TINY_DOWNSTREAM = (

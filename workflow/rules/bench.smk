@@ -1,6 +1,6 @@
 """Previews of the preset's cost on GPUs, run on CPU: the per-device memory fit of every run (`snakemake fit`)."""
 
-from pipeline.planning.fit import plans_digest
+from pipeline.planning.fit import planned_jobs, plans_digest
 
 FIT_DEVICE, FIT_GPUS = "h100", 8
 # With a site (the slurm profile), every job is planned on the GPUs the site gives it and training jobs read their
@@ -19,7 +19,9 @@ checkpoint fit:  # the preflight's shapes are its jobs' micro-batches
         target=FIT_TARGET + (["--preflight", f"{RESULTS}/preflight.csv"] if SITE_FILE is not None else []),
         # What every row means (runs as the preset defines them, GPUs, memory, GPU counts a preflight report gives):
         # a change plans the table again.
-        plans=lambda wildcards: plans_digest(GRID, FIT_DEVICE, FIT_GPUS, SITE, f"{RESULTS}/preflight.csv"),
+        plans=lambda wildcards: plans_digest(
+            GRID, planned_jobs(GRID, FIT_DEVICE, FIT_GPUS, SITE, preflight_table=f"{RESULTS}/preflight.csv")
+        ),
     log:
         f"{RESULTS}/logs/bench/fit.log",
     benchmark:
