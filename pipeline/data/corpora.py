@@ -30,13 +30,7 @@ def tiny_corpus_file(name: str, split: str) -> Path:
     return CORPORA_DIR / corpus_filename(name, split)
 
 
-def export_tiny_corpus(
-    name: str,
-    out_dir: Path,
-    *,
-    test_split: bool = False,
-    **shard_options,
-) -> dict:
+def export_tiny_corpus(name: str, out_dir: Path, *, test_split: bool = False, **shard_options) -> dict:
     """Export a shipped tiny corpus as ``out_dir/{train,validation[,test]}-NNNNN.jsonl.gz`` shards (``test_split``:
     the corpus must ship one), atomically and resumably (``pipeline.data.shards.export_shards``, which takes
     ``shard_options``); returns its ``manifest.json``."""
