@@ -66,10 +66,7 @@ def _export_hf(args: argparse.Namespace) -> None:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     downstream = add_verb(
-        verbs,
-        "downstream",
-        _downstream,
-        "lm-eval tasks on one trained run (zero/few-shot), as a Ray task",
+        verbs, "downstream", _downstream, "lm-eval tasks on one trained run (zero/few-shot), as a Ray task"
     )
     add_options(downstream, "--run-dir", "--tokenizer")
     downstream.add_argument(
