@@ -44,9 +44,7 @@ def decay_rule(model) -> str:
 
 def is_decayed(rule: str, path: str) -> bool:
     """Whether the parameter at ``path`` (Levanter's dotted key path) is decayed under ``rule``."""
-    if rule == "all":
-        return True
-    if EMBEDDINGS.fullmatch(path):
+    if rule == "all" or EMBEDDINGS.fullmatch(path):
         return True
     return rule == "baseline" and BASELINE_MATRICES.fullmatch(path) is not None
 
