@@ -92,10 +92,8 @@ def throughput_claims(runs: pd.DataFrame) -> list[dict]:
             for family, rows_of_family in runs_of_group.groupby("family")
         }
         if {"gpt", "diffeq"} <= set(families):
-            ratios = [
-                families["diffeq"][seed] / families["gpt"][seed]
-                for seed in sorted(set(families["diffeq"]) & set(families["gpt"]))
-            ]
+            diffeq, gpt = families["diffeq"], families["gpt"]
+            ratios = [diffeq[seed] / gpt[seed] for seed in sorted(set(diffeq) & set(gpt))]
             rows.append(
                 claim(
                     f"(7) throughput only slightly below GPT, {group}",
