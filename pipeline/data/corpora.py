@@ -1,7 +1,5 @@
 """The two tiny offline corpora shipped in `pipeline/data/corpora/` (see PROVENANCE.md there)."""
 
-from __future__ import annotations
-
 import itertools
 import json
 from pathlib import Path

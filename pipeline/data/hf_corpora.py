@@ -1,7 +1,5 @@
 """Paper-preset corpora (WikiText-103, OpenWebText) exported from Hugging Face datasets to JSONL shards."""
 
-from __future__ import annotations
-
 import re
 from collections.abc import Iterator
 from pathlib import Path
