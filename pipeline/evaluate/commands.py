@@ -2,8 +2,6 @@
 ``lm-eval`` (lm-eval's own command line, with a trained run as model ``diffeqformer-run``); ``export-hf`` (a GPT-2
 or Llama baseline in Hugging Face format); ``build-tasks`` (the tiny preset's shipped lm-eval tasks)."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import logging
