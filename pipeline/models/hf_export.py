@@ -1,8 +1,6 @@
 """A GPT-2 or Llama baseline in Hugging Face format via Levanter's HF converter, with the run's tokenizer
 (docs/experiments.md#downstream-evaluation). The DiffEqFormers and weight sharing have no HF architecture."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 from pipeline.data.files import atomic_directory
