@@ -1,8 +1,6 @@
 """The paper's figures from the stages' tidy files only (read by ``tidy_inputs``): each ``*_figure`` draws one figure to
 its ``FigureFiles`` (PNG + PDF)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import numpy as np

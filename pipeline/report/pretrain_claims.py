@@ -1,8 +1,6 @@
 """Claims (1), (5) and (7) on the pretraining runs (docs/paper.md#claims): per table group, one statistic per seed
 paired across families (both runs of a seed share its data order), tested by ``pipeline.report.intervals``."""
 
-from __future__ import annotations
-
 import pandas as pd
 
 from pipeline.config.families import FAMILY_LABELS, SHARED_FAMILIES
