@@ -1,8 +1,6 @@
 """Which of a run's checkpoints are kept, how each is verified against its ``checksums.json``, and how one that
 cannot be resumed is moved to ``<run>/unreadable-checkpoints/`` (docs/runs.md#checkpoints-resume-and-stopping-a-run)."""
 
-from __future__ import annotations
-
 import json
 import logging
 import shutil

@@ -8,8 +8,6 @@ docs/configuration.md#fidelity-choices).
 - ``levanter``: Levanter's default mask (every weight except norms, embeddings and biases).
 """
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import re
