@@ -1,8 +1,6 @@
 """What the stages' verbs share: a verb's parser, common options, running work as a Ray task, and the shared local
 Ray of the workflow (``common.smk``). Not in ``cli``, which imports every stage's verbs."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import logging
