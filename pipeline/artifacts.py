@@ -1,8 +1,6 @@
 """Run-folder files (docs/runs.md): atomic writes (a temporary sibling renamed), the metrics log's reading and resume
 cut, provenance, and the one writer of non-pandas tables (``csv_text``, ``markdown_table``, ``text_table``)."""
 
-from __future__ import annotations
-
 import csv
 import io
 import json

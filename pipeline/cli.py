@@ -1,8 +1,6 @@
 """``python -m pipeline <verb> ...``: the only entry point the Snakemake rules use. It gathers the verbs each stage
 declares in ``pipeline/<stage>/commands.py``; verbs import JAX, Levanter or Ray only inside their work."""
 
-from __future__ import annotations
-
 import argparse
 import functools
 import logging

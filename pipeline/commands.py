@@ -1,8 +1,6 @@
 """What the stages' verbs share: a verb's parser, common options, running work as a Ray task, and the shared local
 Ray of the workflow (``common.smk``). Not in ``cli``, which imports every stage's verbs."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import logging
@@ -114,23 +112,15 @@ def add_ray_options(parser: argparse.ArgumentParser, *, gpus: bool = False) -> N
         parser.set_defaults(ray_task=True)
 
 
-def ray_placement(args: argparse.Namespace, *, fresh_process: bool = False) -> dict:
-    """``run_on_ray``'s placement keywords from a verb's ``add_ray_options(parser, gpus=True)`` arguments;
-    ``fresh_process`` for a job that measures its own process (a new Ray worker whatever the preset says)."""
-    return {
-        "address": args.ray_address,
-        "num_cpus": args.ray_num_cpus,
-        "num_gpus": args.gpus,
-        "fresh_process": fresh_process or args.ray_fresh_process,
-    }
-
-
 def run_task(args: argparse.Namespace, target: str, *arguments, fresh_process: bool = False, **keywords) -> dict:
-    """``target(*arguments, **keywords)`` (``"module:function"``) as the verb's Ray task, placed by its Ray options
-    (``ray_placement``); logs ``<verb> finished:`` and what the task returned, and returns it."""
+    """``target(*arguments, **keywords)`` (``"module:function"``) as the verb's Ray task, placed by its
+    ``add_ray_options(parser, gpus=True)`` arguments (``fresh_process``, for a job that measures its own process: a
+    new Ray worker whatever the preset says); logs ``<verb> finished:`` and what the task returned, and returns it."""
     from pipeline.execution.runner import run_on_ray
 
-    summary = run_on_ray(target, *arguments, **keywords, **ray_placement(args, fresh_process=fresh_process))
+    placement = {"address": args.ray_address, "num_cpus": args.ray_num_cpus, "num_gpus": args.gpus}
+    fresh_process = fresh_process or args.ray_fresh_process
+    summary = run_on_ray(target, *arguments, **keywords, **placement, fresh_process=fresh_process)
     logging.info("%s finished: %s", args.verb, json.dumps(summary))
     return summary
 

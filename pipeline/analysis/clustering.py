@@ -9,8 +9,6 @@ Magnitudes of degree k = 0..4 per regime: ``notebook`` a(t) = s·(t/T)^k; ``equa
 constant's mean s over [0, T]); ``power`` s·t^k. The final state: single-linkage clusters at ``CLUSTER_THRESHOLD``
 (and ``CLUSTER_CUTS``) and the mean pairwise distance."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import numpy as np

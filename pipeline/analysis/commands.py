@@ -2,8 +2,6 @@
 ``memory-probe`` (one Ray task measuring a train step, Fig. 16), ``clustering`` (a CPU simulation) and
 ``param-counts`` (Table 6 from shapes)."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import logging

@@ -7,8 +7,6 @@ loss (micro-averaged token NLL) when its ODE dx/dt = f(t, x) on (0, 1] is solved
 
 each stage's W(t) generated inside its step; embeddings, final LayerNorm and unembedding unchanged."""
 
-from __future__ import annotations
-
 import math
 from pathlib import Path
 

@@ -6,8 +6,6 @@ Along the model's Euler trajectory x_k = x_{k-1} + dt·f(t_k, x_{k-1}) (dt = 1/L
 are Σ_k log|diag R_k| (T = 1), sorted decreasing. Under the causal mask f_j depends on x_0..x_j through query row j
 only, so ``query_increment`` evaluates that row alone (``full_sequence_jacobian``: the reference way)."""
 
-from __future__ import annotations
-
 import html
 import math
 from pathlib import Path

@@ -4,8 +4,6 @@ the allocator's ``device_peak_bytes`` (None on CPU), XLA's plan ``compiled_peak_
 temporaries − donated, and ``host_peak_rss_bytes``. The device peak includes the first step's compilation, as a
 training process's does; the plan is compiled after the steps, so that compilation never enters it."""
 
-from __future__ import annotations
-
 import logging
 import resource
 import tempfile

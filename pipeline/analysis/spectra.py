@@ -4,8 +4,6 @@ non-zero eigenvalues with the d×d (W_K^h)^T W_Q^h, resp. W_O^h W_V^h (the hidde
 FF = W_fc W_proj (docs/paper.md#spectra) has ``head`` 0. DiffEqFormer is sampled ``time_oversampling``× finer than
 its steps, GPT at t = (layer + 1)/L."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import numpy as np

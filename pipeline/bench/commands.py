@@ -1,8 +1,6 @@
 """Verbs of the bench stage: ``bench <benchmark>``: the measured tables the planning previews read and the
 benchmarks of the pipeline itself, each written to ``results/benchmarks/``."""
 
-from __future__ import annotations
-
 import argparse
 import dataclasses
 import sys

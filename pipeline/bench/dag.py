@@ -3,8 +3,6 @@ the jobs, their wall and CPU seconds (Snakemake's benchmark files) and the mean 
 of ``pipeline.execution.phases``, a phase lasting to the next marker; ``outside``: wall time outside the marked
 span); against a ``--baseline``, both DAGs' totals, their ratio and each phase's mean."""
 
-from __future__ import annotations
-
 import csv
 import dataclasses
 import io

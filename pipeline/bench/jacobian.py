@@ -1,8 +1,6 @@
 """Benchmark of the Lyapunov Jacobian ∂f_j/∂x_i (paper App. B): single-query field vs full sequence, side by side in
 one process on one block, float32 (docs/testing.md#benchmarks). Goal: ≥ 10× faster at N = 256 tokens, hidden 256."""
 
-from __future__ import annotations
-
 import datetime
 import platform
 import statistics

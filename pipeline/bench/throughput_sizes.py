@@ -4,8 +4,6 @@
 ``warmup`` on micro_batch × seq_len random tokens: tokens/s per GPU = micro_batch × seq_len / median step time. A
 model that does not fit is skipped (the preview estimates it); rows not measured this time are kept."""
 
-from __future__ import annotations
-
 import csv
 import datetime
 import io

@@ -1,8 +1,6 @@
 """What every benchmark of ``pipeline.bench`` times with: interleaved rounds of jitted calls, their median and
 interquartile range, and one jitted AdamW train step as Levanter's ``Trainer`` takes it."""
 
-from __future__ import annotations
-
 import time
 from collections.abc import Callable
 

@@ -6,8 +6,6 @@
 
 The .debs are read with the standard library (ar + tar, no ``dpkg``) after checking their sha256 pins."""
 
-from __future__ import annotations
-
 import gzip
 import hashlib
 import io

@@ -1,7 +1,5 @@
 """Levanter token caches (TreeCache) built from JSONL files, loadable by `UrlSingleDatasetLMConfig` as is."""
 
-from __future__ import annotations
-
 import itertools
 import json
 import logging

@@ -1,7 +1,5 @@
 """Verbs of the data stage: ``corpus``, ``tokenizer``, ``cache``; ``build-corpora`` (the shipped tiny corpora)."""
 
-from __future__ import annotations
-
 import argparse
 import functools
 import json

@@ -1,14 +1,12 @@
 """The two tiny offline corpora shipped in `pipeline/data/corpora/` (see PROVENANCE.md there)."""
 
-from __future__ import annotations
-
 import itertools
 import json
 from pathlib import Path
 
 from pipeline.data.build_corpora import CORPORA_DIR, SOURCES, corpus_filename
 from pipeline.data.files import iter_texts
-from pipeline.data.shards import DOCS_PER_SHARD, SplitSource, export_shards
+from pipeline.data.shards import SplitSource, export_shards
 
 SPLITS = ("train", "validation", "test")
 """Every split a corpus can have; "test" only where the source has one (``corpus_splits``)."""
@@ -30,17 +28,10 @@ def tiny_corpus_file(name: str, split: str) -> Path:
     return CORPORA_DIR / corpus_filename(name, split)
 
 
-def export_tiny_corpus(
-    name: str,
-    out_dir: Path,
-    *,
-    test_split: bool = False,
-    docs_per_shard: int = DOCS_PER_SHARD,
-    overwrite: bool = False,
-    first_rows: int | None = None,
-) -> dict:
+def export_tiny_corpus(name: str, out_dir: Path, *, test_split: bool = False, **shard_options) -> dict:
     """Export a shipped tiny corpus as ``out_dir/{train,validation[,test]}-NNNNN.jsonl.gz`` shards (``test_split``:
-    the corpus must ship one), atomically and resumably (``pipeline.data.shards``); returns its ``manifest.json``."""
+    the corpus must ship one), atomically and resumably (``pipeline.data.shards.export_shards``, which takes
+    ``shard_options``); returns its ``manifest.json``."""
     if test_split and "test" not in tiny_corpus_splits(name):
         raise ValueError(
             f"Tiny corpus {name!r} ships no test split; set test_split: false in its dataset source "
@@ -54,15 +45,7 @@ def export_tiny_corpus(
         )
         for split, file in files.items()
     }
-    return export_shards(
-        out_dir,
-        sources,
-        {"corpus": name},
-        what=f"Tiny corpus {name!r}",
-        docs_per_shard=docs_per_shard,
-        overwrite=overwrite,
-        first_rows=first_rows,
-    )
+    return export_shards(out_dir, sources, {"corpus": name}, what=f"Tiny corpus {name!r}", **shard_options)
 
 
 def corpus_manifest(corpus_dir: Path) -> dict:

@@ -1,7 +1,5 @@
 """JSONL corpus files: validated reading, deterministic writing and atomic output directories."""
 
-from __future__ import annotations
-
 import gzip
 import hashlib
 import json

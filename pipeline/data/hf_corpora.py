@@ -1,7 +1,5 @@
 """Paper-preset corpora (WikiText-103, OpenWebText) exported from Hugging Face datasets to JSONL shards."""
 
-from __future__ import annotations
-
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,7 +7,7 @@ from pathlib import Path
 import datasets
 
 from pipeline.data.files import TEXT_FIELD, iter_jsonl
-from pipeline.data.shards import DOCS_PER_SHARD, SplitSource, export_shards
+from pipeline.data.shards import SplitSource, export_shards
 
 _LOCAL_JSONL = ("*.jsonl", "*.jsonl.gz")
 _LOCAL_PARQUET = "*.parquet"
@@ -115,15 +113,13 @@ def export_hf_corpus(
     validation_fraction: float | None,
     seed: int,
     test_split: bool = False,
-    docs_per_shard: int = DOCS_PER_SHARD,
     revision: str | None = None,
     cache_dir: str | Path | None = None,
-    overwrite: bool = False,
-    first_rows: int | None = None,
+    **shard_options,
 ) -> dict:
     """Export a corpus (hub id or local data, ``_load``; splits ``_splits``) to ``out_dir/{split}-NNNNN.jsonl.gz``
-    shards for Levanter's UrlDataSource, blank documents dropped, atomically and resumably
-    (``pipeline.data.shards.export_shards``). Returns the manifest with the source's header."""
+    shards for Levanter's UrlDataSource, blank documents dropped, atomically and resumably (``shard_options``:
+    ``pipeline.data.shards.export_shards``'s). Returns the manifest with the source's header."""
     cache = None if cache_dir is None else str(cache_dir)
     loaded = _load(dataset, source, revision, cache)
     splits = _splits(dataset, loaded, validation_fraction, seed, test_split)
@@ -145,7 +141,4 @@ def export_hf_corpus(
         split: SplitSource(len(ds), lambda start, split=split, ds=ds: _texts(dataset, split, ds, start))
         for split, ds in splits.items()
     }
-    what = f"Dataset {dataset!r}"
-    return export_shards(
-        out_dir, sources, header, what=what, docs_per_shard=docs_per_shard, overwrite=overwrite, first_rows=first_rows
-    )
+    return export_shards(out_dir, sources, header, what=f"Dataset {dataset!r}", **shard_options)

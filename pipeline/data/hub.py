@@ -2,8 +2,6 @@
 ``{name, id, revision, commit}``, and the cache's snapshots. Jobs load the recorded commit, never the branch or tag:
 the shared cache's refs follow the last prefetch into it, perhaps another preset's."""
 
-from __future__ import annotations
-
 import json
 import os
 from pathlib import Path

@@ -2,8 +2,6 @@
 (``HF_HOME``) on a host with the network (docs/cluster.md#prefetch), one job and record ``{name, id, revision,
 commit}`` per item, so a failure stops only its readers. lm-eval tasks: ``pipeline.evaluate.task_sources``."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Any
 

@@ -6,8 +6,6 @@ paper corpora's sizes (docs/paper.md#corpus-sizes; docs/runs.md#data-jobs-resume
 size and rate in characters (corpus export, CPUs = 1), tokens (token cache, its CPUs) or rows (the fit table, CPUs =
 1; no splits or shards); at a site, the rates it measured on a slice of the corpus (``measure_slice``) win."""
 
-from __future__ import annotations
-
 import datetime
 import functools
 import json

@@ -3,8 +3,6 @@
 ledger ``shards.jsonl`` (first line: the export's key); a stop signal abandons the current shard (``RunStopped``).
 What a stopped data job kept: an export's ledger, or a token cache's Levanter ledgers (``whole_ledger``)."""
 
-from __future__ import annotations
-
 import dataclasses
 import itertools
 import json

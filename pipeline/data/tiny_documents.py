@@ -1,8 +1,6 @@
 """What a document is in each tiny corpus: the extraction rules that turn the files of its pinned Debian package
 (``pipeline.data.build_corpora``) into documents, stated again in the corpora's PROVENANCE.md."""
 
-from __future__ import annotations
-
 import re
 from collections.abc import Callable
 from html.parser import HTMLParser

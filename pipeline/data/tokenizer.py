@@ -1,7 +1,5 @@
 """Tokenizers: a GPT-2-style byte-level BPE trained on the tiny corpora, and hub tokenizers saved locally."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from pathlib import Path
 

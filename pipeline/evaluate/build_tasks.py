@@ -6,8 +6,6 @@ the validation splits of the shipped tiny corpora (no model trains on them), wit
 - ``tiny_lambada`` (like ``lambada_openai``): a ``PASSAGE_WORDS``-word passage, the target its last word.
 """
 
-from __future__ import annotations
-
 import json
 import random
 import re

@@ -2,8 +2,6 @@
 ``lm-eval`` (lm-eval's own command line, with a trained run as model ``diffeqformer-run``); ``export-hf`` (a GPT-2
 or Llama baseline in Hugging Face format); ``build-tasks`` (the tiny preset's shipped lm-eval tasks)."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import logging
@@ -66,10 +64,7 @@ def _export_hf(args: argparse.Namespace) -> None:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     downstream = add_verb(
-        verbs,
-        "downstream",
-        _downstream,
-        "lm-eval tasks on one trained run (zero/few-shot), as a Ray task",
+        verbs, "downstream", _downstream, "lm-eval tasks on one trained run (zero/few-shot), as a Ray task"
     )
     add_options(downstream, "--run-dir", "--tokenizer")
     downstream.add_argument(

@@ -7,8 +7,6 @@ on a trained run through ``LevanterLM``, lm-eval's ``TemplateLM`` over any Levan
 on the window (c ⊕ y)[-(T+1):] (T = seq_len), alone in its row from position 0, so a score never depends on
 batching. Importing registers the lm-eval model ``diffeqformer-run`` (``RunLM``)."""
 
-from __future__ import annotations
-
 import json
 import logging
 import math

@@ -1,8 +1,6 @@
 """lm-eval's side of the downstream evaluation: which tasks exist and its results as tidy rows. Light imports only
 (lm-eval's task index), so ``downstream`` checks task names before it starts Ray and loads a model."""
 
-from __future__ import annotations
-
 import difflib
 import logging
 import math

@@ -5,8 +5,6 @@ loading-script-only dataset (which ``datasets`` 4 refuses) is read from ``refs/c
 pin each task's ``dataset_path`` to that snapshot folder (``pin_task_datasets``), since ``datasets`` offline ignores a
 revision. ``PinnedTaskFactory`` rewrites the merged config of lm-eval 0.4.13's ``TaskFactory._load_full_config``."""
 
-from __future__ import annotations
-
 import dataclasses
 import json
 from collections.abc import Callable

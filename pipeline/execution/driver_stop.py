@@ -3,8 +3,6 @@
 shared Ray, then the handler from before Ray (which releases Snakemake's lock). Ray's own handlers would abort at
 once and kill every job mid-save."""
 
-from __future__ import annotations
-
 import contextlib
 import logging
 import os

@@ -2,8 +2,6 @@
 (docs/failures.md#failures-inside-a-job), after the traceback on stderr where it helps. Classes are matched anywhere
 in the exception's chain, in ``failure_sentence``'s order."""
 
-from __future__ import annotations
-
 import argparse
 import errno
 import re

@@ -3,8 +3,6 @@ workflow exports them idempotently in its ``onstart`` (never on a dry run); loca
 tasks get ``FORWARDED_ENV``. They set where and how a job runs, not its result, so none is a rule param or part of a
 run's fingerprint."""
 
-from __future__ import annotations
-
 import json
 import os
 

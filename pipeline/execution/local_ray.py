@@ -2,8 +2,6 @@
 metrics, no idle workers ahead of a task (docs/cluster.md#ray-on-this-machine). A cluster someone else started keeps
 its settings: a job only joins it."""
 
-from __future__ import annotations
-
 from typing import Any
 
 from pipeline.execution.job_env import slurm_allocation

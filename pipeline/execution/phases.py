@@ -1,8 +1,6 @@
 """Phase markers in a job's log, ``phase <name> at <unix time>``, from which ``python -m pipeline bench dag`` splits
 each job's wall time. The time is in the message so a line relayed from a Ray worker reads the same."""
 
-from __future__ import annotations
-
 import logging
 import os
 import re

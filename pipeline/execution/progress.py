@@ -2,8 +2,6 @@
 every ``every_s`` seconds and at the last unit. ETA = (total − done) × elapsed / (done − done at start): units a
 resumed job found done do not count in its rate."""
 
-from __future__ import annotations
-
 import logging
 import time
 from collections.abc import Callable

@@ -6,8 +6,6 @@ worker unless ``fresh_process``. Too few GPUs or a dead address fail at once wit
 retry for minutes). The task's function is named ``"module:function"`` and imported in the worker only, so a
 driver never imports JAX, Levanter or lm-eval."""
 
-from __future__ import annotations
-
 import logging
 import os
 import socket

@@ -1,8 +1,6 @@
 """A trained run folder → its Levanter model, shared by fine-tunes, evaluation and analyses: ``config.yaml`` (the
 ``RunSpec``) and the newest complete ``checkpoints/step-N/`` (Levanter's ``discover_latest_checkpoint``)."""
 
-from __future__ import annotations
-
 import dataclasses
 import json
 from pathlib import Path

@@ -1,8 +1,6 @@
 """A GPT-2 or Llama baseline in Hugging Face format via Levanter's HF converter, with the run's tokenizer
 (docs/experiments.md#downstream-evaluation). The DiffEqFormers and weight sharing have no HF architecture."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 from pipeline.data.files import atomic_directory
@@ -10,7 +8,7 @@ from pipeline.data.files import atomic_directory
 EXPORTABLE_FAMILIES = ("gpt", "llama")
 
 
-def export_hf(model, tokenizer, out_dir: str | Path) -> Path:
+def export_hf(model, tokenizer, out_dir: str | Path) -> None:
     """Write ``model`` (``Gpt2LMHeadModel`` or ``LlamaLMHeadModel``) and ``tokenizer`` to ``out_dir`` atomically
     (a temporary sibling renamed onto it). The converter's reference ``config.json`` is the export's own, written
     first, so nothing is fetched from the hub."""
@@ -27,7 +25,6 @@ def export_hf(model, tokenizer, out_dir: str | Path) -> Path:
         hf_config.save_pretrained(tmp)
         with jax.set_mesh(jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))):
             converter.save_pretrained(model, str(tmp), save_reference_code=False)
-    return Path(out_dir)
 
 
 def export_run_hf(run_dir: str | Path, tokenizer_dir: str | Path, out_dir: str | Path) -> dict:

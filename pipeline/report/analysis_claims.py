@@ -1,8 +1,6 @@
 """Claims (4) and (6) on the analyses (docs/paper.md#claims): the spectra's growth with t per run, against the
 untrained models as the control, and the clustering sweep's three parts of claim (6), each a fraction of seeds."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import pandas as pd

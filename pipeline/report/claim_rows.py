@@ -1,8 +1,6 @@
 """One row of the scorecard: a number or a claim of the paper beside ours, its status and evidence; a claim's row
 from its per-seed statistic's ``Interval`` (``claim``)."""
 
-from __future__ import annotations
-
 import math
 
 import pandas as pd

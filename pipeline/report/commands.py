@@ -1,7 +1,5 @@
 """Verbs of the report stage: tables, figures and the scorecard from the stages' tidy files."""
 
-from __future__ import annotations
-
 import argparse
 import dataclasses
 from collections.abc import Callable

@@ -2,8 +2,6 @@
 paper's and the authors' code's value (``reference/fidelity.csv``), this pipeline's read from the resolved preset or
 code constants by ``pipeline_values`` (never typed), and the preset key that switches it."""
 
-from __future__ import annotations
-
 import functools
 from pathlib import Path
 from typing import Any

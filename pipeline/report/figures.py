@@ -1,8 +1,6 @@
 """The paper's figures from the stages' tidy files only (read by ``tidy_inputs``): each ``*_figure`` draws one figure to
 its ``FigureFiles`` (PNG + PDF)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import numpy as np
@@ -113,11 +111,8 @@ def memory_figure(records: list[Path], out: FigureFiles) -> None:
 
 def time_mlp_design_figure(summaries: list[Path], out: FigureFiles) -> None:
     """Fig. 18: the paper's design (only the sinusoid shared) against one MLP shared by all weights (App. D.2)."""
-    curves = pretrain_curves(summaries).assign(
-        design=lambda frame: frame["shared_time_mlp"].map(
-            {False: "sinusoid shared (paper)", True: "sinusoid + MLP shared"}
-        )
-    )
+    designs = {False: "sinusoid shared (paper)", True: "sinusoid + MLP shared"}
+    curves = pretrain_curves(summaries).assign(design=lambda frame: frame["shared_time_mlp"].map(designs))
     with house_figure(out) as (figure, axes):
         _curves(axes[0, 0], curves, "Time-dependent weight design", hue="design")
 

@@ -1,8 +1,6 @@
 """Claims (2) and (3) on the fine-tunes of Fig. 5 (docs/paper.md#claims): per seed, the fine-tuned DiffEqFormer
 against GPT's fine-tune of the same method, and the over-fitting of the full fine-tunes against N′."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import numpy as np

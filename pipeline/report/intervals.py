@@ -4,8 +4,6 @@ through Fisher's z = artanh ρ; 0/1 outcomes get Clopper–Pearson and the exact
 lm-eval estimates the z-test; non-inferiority at a margin the one-sided t-test with bound x̄ + t₀.₉₅,ₙ₋₁·s/√n.
 n = 1 has no interval and no test; a family's p-values are Holm-adjusted."""
 
-from __future__ import annotations
-
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass

@@ -1,8 +1,6 @@
 """The paper's numbers beside ours (Tables 1-5): ``holds`` / ``does not hold`` (within / outside two combined
 standard errors or the paper's stated tolerance), ``not run at this preset`` or ``not in the paper``."""
 
-from __future__ import annotations
-
 import math
 from pathlib import Path
 

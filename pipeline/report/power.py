@@ -6,8 +6,6 @@ M: P(T > t_{1−α,n−1}), noncentrality M√n/σ; a fraction of seeds: the exa
 the minimum effect, and at least the seeds a Clopper–Pearson half-width of ``FRACTION_HALF_WIDTH`` needs. m is the
 number of powered claims, iterated until stable."""
 
-from __future__ import annotations
-
 import math
 import re
 from dataclasses import dataclass

@@ -1,8 +1,6 @@
 """Claims (1), (5) and (7) on the pretraining runs (docs/paper.md#claims): per table group, one statistic per seed
 paired across families (both runs of a seed share its data order), tested by ``pipeline.report.intervals``."""
 
-from __future__ import annotations
-
 import pandas as pd
 
 from pipeline.config.families import FAMILY_LABELS, SHARED_FAMILIES
@@ -92,10 +90,8 @@ def throughput_claims(runs: pd.DataFrame) -> list[dict]:
             for family, rows_of_family in runs_of_group.groupby("family")
         }
         if {"gpt", "diffeq"} <= set(families):
-            ratios = [
-                families["diffeq"][seed] / families["gpt"][seed]
-                for seed in sorted(set(families["diffeq"]) & set(families["gpt"]))
-            ]
+            diffeq, gpt = families["diffeq"], families["gpt"]
+            ratios = [diffeq[seed] / gpt[seed] for seed in sorted(set(diffeq) & set(gpt))]
             rows.append(
                 claim(
                     f"(7) throughput only slightly below GPT, {group}",

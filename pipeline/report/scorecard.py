@@ -3,8 +3,6 @@
 per-seed differences of validation cross-entropy, Δ log-perplexity) with its test (``intervals``); the primary
 claims the design powers (``power``) form one Holm-adjusted family (docs/experiments.md#verdicts)."""
 
-from __future__ import annotations
-
 import html
 import math
 from dataclasses import dataclass, field

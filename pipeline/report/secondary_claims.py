@@ -2,8 +2,6 @@
 lm-eval's standard errors), the ablations (one run per setting: n = 1, no interval, no verdict) and peak memory
 against D (a deterministic measurement)."""
 
-from __future__ import annotations
-
 import math
 from pathlib import Path
 

@@ -1,8 +1,6 @@
 """One look for every figure: seaborn theme, a fixed colour per model family, atomic PNG + PDF output. Imported only
 inside the figure verbs (it imports matplotlib)."""
 
-from __future__ import annotations
-
 import logging
 from contextlib import contextmanager
 from pathlib import Path

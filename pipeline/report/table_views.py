@@ -1,8 +1,6 @@
 """One table's files: the tidy CSV (one row per number) and its Markdown, LaTeX booktabs
 (``\\toprule``/``\\midrule``/``\\bottomrule``) and HTML views (the one the Snakemake report embeds)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import NamedTuple
 

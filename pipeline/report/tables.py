@@ -1,8 +1,6 @@
 """The paper's tables from the stages' tidy files only, each to its ``TableFiles``: Tables 1-2 validation
 perplexity, 3 model specifications, 4-5 downstream accuracy, 6 parameters against D."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import pandas as pd

@@ -1,7 +1,5 @@
 """Which runs each report output reads, from the resolved preset (used by ``workflow/rules/report.smk``)."""
 
-from __future__ import annotations
-
 from pipeline.config import RunSpec
 
 

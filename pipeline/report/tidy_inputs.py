@@ -2,8 +2,6 @@
 run summaries (``RUN_COLUMNS``, ``FINETUNE_KEYS``), validation curves (``pretrain_curves``, ``finetune_runs``),
 lm-eval's ``downstream.csv``, memory probes, and ``read_csv``."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 

@@ -3,8 +3,6 @@ one only after a stop by walltime or preemption, a death after saving progress, 
 attempt; otherwise it ends at once, repeating the first failure's sentence. Records live in ``<run>/attempt.json``
 or beside a data job's output (``data_attempt_file``)."""
 
-from __future__ import annotations
-
 import contextlib
 import json
 import logging

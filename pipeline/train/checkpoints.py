@@ -1,8 +1,6 @@
 """Which of a run's checkpoints are kept, how each is verified against its ``checksums.json``, and how one that
 cannot be resumed is moved to ``<run>/unreadable-checkpoints/`` (docs/runs.md#checkpoints-resume-and-stopping-a-run)."""
 
-from __future__ import annotations
-
 import json
 import logging
 import shutil
@@ -95,7 +93,7 @@ def prune_checkpoints(checkpoints: Path, keep_every: int | None, keep: int = KEP
             shutil.rmtree(path, ignore_errors=True)
 
 
-def move_aside(checkpoint: Path, reason: str) -> Path:
+def move_aside(checkpoint: Path, reason: str) -> None:
     """Move ``checkpoint`` to ``<run>/unreadable-checkpoints/`` (never deleted) and log one line saying why."""
     target = checkpoint.parent.parent / UNREADABLE_DIR / checkpoint.name
     target.parent.mkdir(exist_ok=True)
@@ -104,7 +102,6 @@ def move_aside(checkpoint: Path, reason: str) -> Path:
     size = folder_bytes(checkpoint)
     checkpoint.rename(target)
     logger.warning("%s (%.1f MB) cannot be resumed: %s; moved to %s", checkpoint, size / 1e6, reason, target)
-    return target
 
 
 def set_aside_damaged(checkpoints: Path) -> None:

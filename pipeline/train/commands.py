@@ -1,7 +1,5 @@
 """Verbs of the training stage: ``pretrain`` and ``finetune``, each one Ray task."""
 
-from __future__ import annotations
-
 import argparse
 import json
 from pathlib import Path

@@ -8,8 +8,6 @@ docs/configuration.md#fidelity-choices).
 - ``levanter``: Levanter's default mask (every weight except norms, embeddings and biases).
 """
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import re
@@ -44,9 +42,7 @@ def decay_rule(model) -> str:
 
 def is_decayed(rule: str, path: str) -> bool:
     """Whether the parameter at ``path`` (Levanter's dotted key path) is decayed under ``rule``."""
-    if rule == "all":
-        return True
-    if EMBEDDINGS.fullmatch(path):
+    if rule == "all" or EMBEDDINGS.fullmatch(path):
         return True
     return rule == "baseline" and BASELINE_MATRICES.fullmatch(path) is not None
 

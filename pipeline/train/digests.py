@@ -1,8 +1,6 @@
 """One identity for a JSON-describable thing: the SHA-256 of its canonical JSON (keys sorted), used by run
 fingerprints, fit rows' ``plan_key`` and the fit rule's digest."""
 
-from __future__ import annotations
-
 import hashlib
 import json
 from typing import Any

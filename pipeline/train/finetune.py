@@ -6,8 +6,6 @@ docs/paper.md#resampled-model), a GPT baseline at its depth. ``lora`` trains onl
 scale α/r with α = 8; + embeddings when ``train_embeddings``) that start at A, B ~ 1e-6·N(0,1) or B = 0, so step 0
 is the resampled source; ``full`` trains every parameter."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 from pipeline.config import DIFFEQ_FAMILIES, LLAMA_FAMILIES, FinetuneSpec

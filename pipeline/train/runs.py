@@ -1,8 +1,6 @@
 """The Ray tasks of the ``pretrain`` and ``finetune`` verbs: one spec as a ``TrainJob``, trained by
 ``pipeline.train.loop``, and its ``summary.json`` written last. JAX and Levanter load only inside the task."""
 
-from __future__ import annotations
-
 import math
 import time
 from typing import Any

@@ -2,8 +2,6 @@
 compiled train step serves every run of a shape (docs/runs.md#runs-of-one-shape-share-their-compiled-programs).
 The metrics log reads each step's rate from the state (``hyperparams["learning_rate"]``)."""
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 import jax

@@ -1,8 +1,6 @@
 """The Levanter set-up of one run: data, trainer and optimizer configs, the cycled training set, the held-out split
 and the devices it must see."""
 
-from __future__ import annotations
-
 import logging
 import math
 import os

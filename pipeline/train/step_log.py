@@ -1,8 +1,6 @@
 """What the training loop logs after each update: the loss, the learning rate the step used, the throughput, and
 every tenth step a progress line with an ETA; a NaN or infinite loss stops the run with a sentence."""
 
-from __future__ import annotations
-
 import logging
 import math
 import time

@@ -1,8 +1,6 @@
 """XLA's memory plan of the loop's own train step, for the memory probes (Fig. 16) and the fit preview: per device,
 arguments + outputs + temporaries − aliased (donated) bytes."""
 
-from __future__ import annotations
-
 from typing import Any
 
 

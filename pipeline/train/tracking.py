@@ -2,8 +2,6 @@
 the pipeline's ``RECORD_FIELDS`` that summaries and the report read, composed with TensorBoard and W&B when the
 preset's ``tracker`` list names them."""
 
-from __future__ import annotations
-
 import dataclasses
 import json
 import os

@@ -5,8 +5,6 @@ replaces an attribute of an object it built, never Levanter's modules.
 other jitted work runs between steps (docs/runs.md#every-update-is-the-gradient-of-its-loss;
 ``tests/train/test_train_step.py``). It costs one more copy of parameters and optimizer state per device."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from functools import cached_property, partial
 from pathlib import Path
