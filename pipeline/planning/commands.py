@@ -1,8 +1,6 @@
 """Verbs of planning: ``cost`` (GPU-hours of a preset), ``fit`` (per-device memory of every run's train step,
 fine-tune and lm-eval forward pass, planned on CPU by XLA) and ``status`` (where a grid stands, or its plan)."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import logging

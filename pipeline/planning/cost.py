@@ -5,8 +5,6 @@ GPU-hours = tokens × passes / 3 / training tokens/s per GPU / 3600 (a forward-o
 measured, LoRA is costed as a full fine-tune (an upper bound: frozen weights skip their weight gradients, about a
 third of the FLOPs)."""
 
-from __future__ import annotations
-
 import json
 import math
 from pathlib import Path

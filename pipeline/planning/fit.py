@@ -3,8 +3,6 @@
 from XLA's per-device plans in child processes, since JAX fixes the virtual device count when it starts
 (``fit_rows``: which plans share a process, the micro-batch search, and the rows kept for a resumed fit)."""
 
-from __future__ import annotations
-
 import dataclasses
 import json
 import logging

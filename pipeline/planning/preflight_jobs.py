@@ -1,8 +1,6 @@
 """The preflight's jobs in the grid (docs/cluster.md#preflight): one ``Shape`` per training job shape and one
 ``StageJob`` per kind of job after pretraining, with their walltimes."""
 
-from __future__ import annotations
-
 import dataclasses
 import json
 import math

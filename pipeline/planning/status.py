@@ -6,8 +6,6 @@ ending in neither, or updates without a log; chunk k of n by updates) or ``missi
 benchmark seconds (else ``provenance.json``'s wall time) × its devices, a running run's update times × its planned GPUs
 (a lower bound); left: the preview's GPU-hours × the share of updates not done."""
 
-from __future__ import annotations
-
 import csv
 import dataclasses
 import json

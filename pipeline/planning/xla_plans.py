@@ -8,8 +8,6 @@ allocated, downloaded or read from a checkpoint). Per device
 process per virtual device count: JAX fixes the count when it starts).
 """
 
-from __future__ import annotations
-
 import dataclasses
 import json
 import math

@@ -1,8 +1,6 @@
 """Verbs of the preflight: ``preflight`` (its job list and GPU-hour bound, before submitting), ``preflight-job`` (one
 shape, as a Ray task) and ``preflight-report``."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import logging

@@ -6,8 +6,6 @@ and measured. Its fingerprint is marked ``preflight`` (never a real run's); no r
 - compile: from the ``compile`` phase to the first update; restore: the restart's set-up to its evaluation (Levanter
   restores the state there)."""
 
-from __future__ import annotations
-
 import logging
 import os
 import resource

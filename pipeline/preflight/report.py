@@ -2,8 +2,6 @@
 run: GPU-hours = tokens / (measured tokens/s per device × 3600), walltime = GPU-hours × safety factor / GPUs, next to
 the estimate they replace."""
 
-from __future__ import annotations
-
 import html
 import math
 from typing import Any

@@ -2,8 +2,6 @@
 the preflight pretraining of its source run's shape (never a real run's), the function its real verb runs, bounded
 (``STAGE_WORK``: each function says how)."""
 
-from __future__ import annotations
-
 import dataclasses
 import shutil
 import time
