@@ -124,10 +124,13 @@ def dry_run(workdir: Path, *args: str, timeout: int = 600) -> subprocess.Complet
     return snakemake_run(workdir, *args, "-n", "--printshellcmds", env={"PYTHONPATH": str(ROOT)}, timeout=timeout)
 
 
-def example_site(path: Path, **changes) -> Path:
-    """``profiles/slurm/site.example.yaml`` with the site keys ``changes``, written to ``path``."""
+def example_site(path: Path, drop: tuple[str, ...] = (), **changes) -> Path:
+    """``profiles/slurm/site.example.yaml`` with the site keys ``changes`` and without those of ``drop``, written to
+    ``path``."""
     raw = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())
     raw["site"].update(changes)
+    for key in drop:
+        del raw["site"][key]
     path.write_text(yaml.safe_dump(raw))
     return path
 
