@@ -3,17 +3,13 @@
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from cli_testkit import pipeline_verb, tiny_job
+from cli_testkit import ROOT, pipeline_verb, snakemake_run, tiny_job
 
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def fake_run_folder(path: Path, spec, vocab: int) -> Path:
@@ -85,12 +81,6 @@ def test_nan_loss_stops_the_run_and_says_so(tiny_data_workdir, tmp_path):
 
 
 def test_missing_profile_is_named():
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--profile", "no-such-profile"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = snakemake_run(ROOT, "-n", "--profile", "no-such-profile", timeout=60)
     assert result.returncode != 0
     assert "no-such-profile" in result.stderr and "profile" in result.stderr.lower()
