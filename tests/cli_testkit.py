@@ -83,11 +83,10 @@ def pretrain_args(
     run_dir: Path,
     data: Path,
     *extra: str,
-    cache: Path | None = None,
     ray: tuple[str, ...] = ("--ray-num-cpus", "1"),
 ) -> list[str]:
-    """The ``pretrain`` verb's arguments: ``spec`` into ``run_dir`` on the tiny data in ``data`` (or ``cache``), on
-    ``ray`` (default: an embedded Ray of one CPU), then ``extra``."""
+    """The ``pretrain`` verb's arguments: ``spec`` into ``run_dir`` on the tiny data in ``data``, on ``ray`` (default:
+    an embedded Ray of one CPU), then ``extra``."""
     return [
         "pretrain",
         "--spec",
@@ -95,7 +94,7 @@ def pretrain_args(
         "--run-dir",
         str(run_dir),
         "--cache",
-        str(cache or data / "caches" / "wt103-bpe"),
+        str(data / "caches" / "wt103-bpe"),
         "--tokenizer",
         str(data / "tokenizers" / "bpe"),
         *ray,
