@@ -21,14 +21,13 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_testkit import snakemake_run
+from cli_testkit import ROOT, snakemake_run
 
 from pipeline.execution.job_env import NO_TORCH_ENV
 from pipeline.execution.local_ray import LOCAL_RAY_SYSTEM_CONFIG
 
 pytest_plugins = ("tiers",)
 
-ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")
 TORCH_SWITCH_AT_START = {name: os.environ.get(name) for name in NO_TORCH_ENV}
 

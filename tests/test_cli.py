@@ -6,11 +6,9 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-from cli_testkit import pipeline_verb
+from cli_testkit import ROOT, pipeline_verb
 
-ROOT = Path(__file__).resolve().parent.parent
 SUBPROCESS_WORKERS = {"pipeline/planning/xla_plans.py"}
 """Modules a verb starts as a child process (``fit``: one XLA plan per process), not commands for a person."""
 DOCUMENTS = [

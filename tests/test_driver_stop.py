@@ -11,9 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from cli_testkit import snakemake_in, venv_on_path
+from cli_testkit import ROOT, snakemake_in, venv_on_path
 
-ROOT = Path(__file__).resolve().parents[1]
 RUN = "results/tiny/runs/wt103-small-gpt"
 STEPS = 80
 

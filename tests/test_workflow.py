@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_testkit import dry_run, example_site, snakemake_run
+from cli_testkit import ROOT, dry_run, example_site, snakemake_run
 from cli_testkit import dry_run_jobs as parsed_dry_run
 
 from pipeline.cli import runs_a_ray_task
@@ -21,7 +21,6 @@ from pipeline.execution.job_env import FORWARDED_ENV, RAY_PLACEMENT_ENV
 from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
 
-ROOT = Path(__file__).resolve().parent.parent
 SUBMIT_HOST_RULES = {
     "all",
     "prefetch",

@@ -4,11 +4,10 @@ import dataclasses
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import draccus
 import pytest
-from cli_testkit import PIPELINE, pretrain_args, tiny_spec
+from cli_testkit import PIPELINE, ROOT, pretrain_args, tiny_spec
 from levanter.tracker import TrackerConfig
 
 from pipeline.artifacts import read_metrics, resume_metrics
@@ -16,8 +15,6 @@ from pipeline.config import load_preset, pretrain_runs
 from pipeline.execution.job_env import export_trackers
 from pipeline.train.identity import RunIdentity
 from pipeline.train.tracking import MetricsJsonlConfig, configured_trackers, tracker_configs
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_jsonl_tracker_records_the_run_metrics_and_a_resume_cuts_them_back(tmp_path):
