@@ -6,9 +6,9 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from cli_testkit import ROOT
 
 from pipeline.cli import main
 from pipeline.config import load_preset
@@ -17,7 +17,6 @@ from pipeline.planning.grid import Grid
 from pipeline.planning.preflight_jobs import stage_jobs, training_shapes
 from pipeline.preflight.stages import STAGE_WORK
 
-ROOT = Path(__file__).resolve().parents[2]
 ONCE = {"Grid.load": 1, "pretrain_runs": 2, "finetune_runs": 1, "memory_probes": 1}
 """One grid per call: ``Grid.load`` once, which enumerates each kind of spec once; ``pretrain_runs`` once more by
 ``load_preset``, whose cross-reference check reads the run ids (``pipeline.config.loading``)."""
