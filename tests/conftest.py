@@ -83,6 +83,12 @@ def tiny_data_workdir(tmp_path_factory, worker_id):
     return workdir
 
 
+@pytest.fixture(scope="session")
+def tiny_data(tiny_data_workdir) -> Path:
+    """``results/tiny/data`` of ``tiny_data_workdir``: the tiny corpus, BPE tokenizer and token cache."""
+    return tiny_data_workdir / "results" / "tiny" / "data"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -66,14 +66,13 @@ def test_finetune_without_its_source_checkpoint_stops_before_starting(tmp_path):
     assert not (run_dir / "summary.json").exists()
 
 
-def test_nan_loss_stops_the_run_and_says_so(tiny_data_workdir, tmp_path):
+def test_nan_loss_stops_the_run_and_says_so(tiny_data, tmp_path):
     from pipeline.train.loop import train_run
     from pipeline.train.step_log import NonFiniteLossError
 
-    data = tiny_data_workdir / "results" / "tiny" / "data"
     train = {"steps": 6, "lr": 1e12, "warmup_fraction": 0.0, "eval_every": 6, "checkpoint_every": 6, "eval_batches": 1}
     with pytest.raises(NonFiniteLossError) as error:
-        train_run(tiny_job(data, tmp_path / "nan-run", **train))
+        train_run(tiny_job(tiny_data, tmp_path / "nan-run", **train))
     assert re.fullmatch(
         r"wt103-small-gpt: training loss became nan at step \d+; the run was stopped \(lower lr or check the data\)\.",
         str(error.value),

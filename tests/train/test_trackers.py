@@ -84,9 +84,8 @@ def test_two_presets_runs_of_one_run_id_are_different_wandb_runs_with_the_preset
     )
 
 
-def test_a_run_with_tensorboard_and_offline_wandb_writes_all_three(tiny_data_workdir, tmp_path):
+def test_a_run_with_tensorboard_and_offline_wandb_writes_all_three(tiny_data, tmp_path):
     """One tiny pretraining job with every tracker; W&B offline with an unreachable server (no network used)."""
-    data = tiny_data_workdir / "results" / "tiny" / "data"
     spec = tiny_spec(steps=4, eval_every=2, checkpoint_every=4, eval_batches=1)
     run_dir = tmp_path / spec.run_id
     env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
@@ -97,7 +96,7 @@ def test_a_run_with_tensorboard_and_offline_wandb_writes_all_three(tiny_data_wor
         WANDB_BASE_URL="http://127.0.0.1:9",
     )
     result = subprocess.run(
-        [*PIPELINE, *pretrain_args(spec, run_dir, data)],
+        [*PIPELINE, *pretrain_args(spec, run_dir, tiny_data)],
         cwd=ROOT,
         capture_output=True,
         text=True,
