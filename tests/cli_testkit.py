@@ -102,6 +102,12 @@ def pretrain_args(
     ]
 
 
+def trained_steps(run_dir: Path) -> int:
+    """How many training updates ``run_dir``'s ``metrics.jsonl`` records so far (0 before it exists)."""
+    metrics = run_dir / "metrics.jsonl"
+    return sum('"loss"' in line for line in metrics.read_text().splitlines()) if metrics.exists() else 0
+
+
 def snakemake_run(
     workdir: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess:

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from cli_testkit import PIPELINE, ROOT, pipeline_verb, pretrain_args, tiny_spec
+from cli_testkit import PIPELINE, ROOT, pipeline_verb, pretrain_args, tiny_spec, trained_steps
 
 from pipeline.execution import warm_workers
 
@@ -33,11 +33,6 @@ def start_pretrain(spec, run_dir: Path, data: Path, log: Path, ray_head: str) ->
             stderr=stderr,
             env={**os.environ, "RAY_AUTH_MODE": "disabled"},
         )
-
-
-def trained_steps(run_dir: Path) -> int:
-    metrics = run_dir / "metrics.jsonl"
-    return sum('"loss"' in line for line in metrics.read_text().splitlines()) if metrics.exists() else 0
 
 
 def wait_for(condition, timeout_s: float) -> float:
