@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from cli_testkit import ROOT, pipeline_verb
+from cli_testkit import ROOT, pipeline_verb, tiny_spec
 
 SUBPROCESS_WORKERS = {"pipeline/planning/xla_plans.py"}
 """Modules a verb starts as a child process (``fit``: one XLA plan per process), not commands for a person."""
@@ -152,7 +152,6 @@ def test_the_presets_warm_workers_false_gives_every_task_a_fresh_process_and_a_m
     monkeypatch.chdir(tmp_path)  # the verb records its attempt in the run folder
     import pipeline.execution.runner
     from pipeline.cli import main
-    from pipeline.config import load_preset, pretrain_runs
     from pipeline.execution.job_env import RAY_FRESH_PROCESS_ENV, RAY_PLACEMENT_ENV, export_ray_placement
 
     submitted = []
@@ -163,7 +162,7 @@ def test_the_presets_warm_workers_false_gives_every_task_a_fresh_process_and_a_m
     )
     for name in (*RAY_PLACEMENT_ENV.values(), RAY_FRESH_PROCESS_ENV):
         monkeypatch.setenv(name, "")
-    spec = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"].to_json()
+    spec = tiny_spec().to_json()
     for ray in ({"address": "auto", "num_cpus": None}, {"address": "auto", "num_cpus": None, "warm_workers": False}):
         export_ray_placement(ray)
         assert main(["pretrain", "--spec", spec, "--run-dir", "run", "--cache", "c", "--tokenizer", "tok"]) == 0
