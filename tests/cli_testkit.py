@@ -35,20 +35,25 @@ def venv_on_path() -> dict[str, str]:
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
 
-def pipeline_verb(
+def python_run(
     *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess:
-    """``python -m pipeline <args>`` in ``cwd`` with this process's environment, Ray's token authentication off
-    (``RAY_AUTH_MODE=disabled``) and ``env`` on top; its output captured as text, its exit status left to the
+    """``python <args>`` (this interpreter) in ``cwd`` with this process's environment, Ray's token authentication
+    off (``RAY_AUTH_MODE=disabled``) and ``env`` on top; its output captured as text, its exit status left to the
     caller."""
     return subprocess.run(
-        [*PIPELINE, *args],
+        [sys.executable, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         env={**os.environ, "RAY_AUTH_MODE": "disabled", **(env or {})},
         timeout=timeout,
     )
+
+
+def pipeline_verb(*args: str, **options) -> subprocess.CompletedProcess:
+    """``python -m pipeline <args>``, run as ``python_run`` runs it (``options``: its cwd, env and timeout)."""
+    return python_run("-m", "pipeline", *args, **options)
 
 
 def tiny_spec(**train) -> RunSpec:

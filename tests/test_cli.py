@@ -4,10 +4,8 @@ the documentation gives names a verb that `--help` lists."""
 import dataclasses
 import os
 import re
-import subprocess
-import sys
 
-from cli_testkit import ROOT, pipeline_verb, tiny_spec
+from cli_testkit import ROOT, pipeline_verb, python_run, tiny_spec
 
 SUBPROCESS_WORKERS = {"pipeline/planning/xla_plans.py"}
 """Modules a verb starts as a child process (``fit``: one XLA plan per process), not commands for a person."""
@@ -91,13 +89,7 @@ def test_a_jobs_driver_submits_its_work_by_name_and_imports_no_jax(tmp_path):
     JAX, Levanter, torch and lm-eval are imported only in the Ray worker, which resolves each name to its function."""
     from pipeline.execution.warm_workers import task_function
 
-    result = subprocess.run(
-        [sys.executable, "-c", DRIVER_PROBE, str(tmp_path / "source")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = python_run("-c", DRIVER_PROBE, str(tmp_path / "source"), cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     probe = __import__("json").loads(result.stdout.strip().splitlines()[-1])
     assert probe["codes"] == [0] * 7, result.stderr[-3000:]
