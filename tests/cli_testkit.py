@@ -35,20 +35,25 @@ def venv_on_path() -> dict[str, str]:
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
 
-def pipeline_verb(
+def python_run(
     *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess:
-    """``python -m pipeline <args>`` in ``cwd`` with this process's environment, Ray's token authentication off
-    (``RAY_AUTH_MODE=disabled``) and ``env`` on top; its output captured as text, its exit status left to the
+    """``python <args>`` (this interpreter) in ``cwd`` with this process's environment, Ray's token authentication
+    off (``RAY_AUTH_MODE=disabled``) and ``env`` on top; its output captured as text, its exit status left to the
     caller."""
     return subprocess.run(
-        [*PIPELINE, *args],
+        [sys.executable, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         env={**os.environ, "RAY_AUTH_MODE": "disabled", **(env or {})},
         timeout=timeout,
     )
+
+
+def pipeline_verb(*args: str, **options) -> subprocess.CompletedProcess:
+    """``python -m pipeline <args>``, run as ``python_run`` runs it (``options``: its cwd, env and timeout)."""
+    return python_run("-m", "pipeline", *args, **options)
 
 
 def tiny_spec(**train) -> RunSpec:
@@ -83,11 +88,10 @@ def pretrain_args(
     run_dir: Path,
     data: Path,
     *extra: str,
-    cache: Path | None = None,
     ray: tuple[str, ...] = ("--ray-num-cpus", "1"),
 ) -> list[str]:
-    """The ``pretrain`` verb's arguments: ``spec`` into ``run_dir`` on the tiny data in ``data`` (or ``cache``), on
-    ``ray`` (default: an embedded Ray of one CPU), then ``extra``."""
+    """The ``pretrain`` verb's arguments: ``spec`` into ``run_dir`` on the tiny data in ``data``, on ``ray`` (default:
+    an embedded Ray of one CPU), then ``extra``."""
     return [
         "pretrain",
         "--spec",
@@ -95,12 +99,18 @@ def pretrain_args(
         "--run-dir",
         str(run_dir),
         "--cache",
-        str(cache or data / "caches" / "wt103-bpe"),
+        str(data / "caches" / "wt103-bpe"),
         "--tokenizer",
         str(data / "tokenizers" / "bpe"),
         *ray,
         *extra,
     ]
+
+
+def trained_steps(run_dir: Path) -> int:
+    """How many training updates ``run_dir``'s ``metrics.jsonl`` records so far (0 before it exists)."""
+    metrics = run_dir / "metrics.jsonl"
+    return sum('"loss"' in line for line in metrics.read_text().splitlines()) if metrics.exists() else 0
 
 
 def snakemake_run(
@@ -124,10 +134,13 @@ def dry_run(workdir: Path, *args: str, timeout: int = 600) -> subprocess.Complet
     return snakemake_run(workdir, *args, "-n", "--printshellcmds", env={"PYTHONPATH": str(ROOT)}, timeout=timeout)
 
 
-def example_site(path: Path, **changes) -> Path:
-    """``profiles/slurm/site.example.yaml`` with the site keys ``changes``, written to ``path``."""
+def example_site(path: Path, drop: tuple[str, ...] = (), **changes) -> Path:
+    """``profiles/slurm/site.example.yaml`` with the site keys ``changes`` and without those of ``drop``, written to
+    ``path``."""
     raw = yaml.safe_load((ROOT / "profiles" / "slurm" / "site.example.yaml").read_text())
     raw["site"].update(changes)
+    for key in drop:
+        del raw["site"][key]
     path.write_text(yaml.safe_dump(raw))
     return path
 

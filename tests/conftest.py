@@ -21,14 +21,13 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_testkit import snakemake_run
+from cli_testkit import ROOT, snakemake_run
 
 from pipeline.execution.job_env import NO_TORCH_ENV
 from pipeline.execution.local_ray import LOCAL_RAY_SYSTEM_CONFIG
 
 pytest_plugins = ("tiers",)
 
-ROOT = Path(__file__).resolve().parent.parent
 RAY = str(Path(sys.executable).parent / "ray")
 TORCH_SWITCH_AT_START = {name: os.environ.get(name) for name in NO_TORCH_ENV}
 
@@ -82,6 +81,12 @@ def tiny_data_workdir(tmp_path_factory, worker_id):
     workdir = tmp_path_factory.getbasetemp() / "tiny-data"
     shutil.copytree(built, workdir, symlinks=True, ignore=shutil.ignore_patterns("locks"))
     return workdir
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tiny_data_workdir) -> Path:
+    """``results/tiny/data`` of ``tiny_data_workdir``: the tiny corpus, BPE tokenizer and token cache."""
+    return tiny_data_workdir / "results" / "tiny" / "data"
 
 
 def free_port() -> int:

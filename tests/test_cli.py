@@ -4,13 +4,9 @@ the documentation gives names a verb that `--help` lists."""
 import dataclasses
 import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-from cli_testkit import pipeline_verb
+from cli_testkit import ROOT, pipeline_verb, python_run, tiny_spec
 
-ROOT = Path(__file__).resolve().parent.parent
 SUBPROCESS_WORKERS = {"pipeline/planning/xla_plans.py"}
 """Modules a verb starts as a child process (``fit``: one XLA plan per process), not commands for a person."""
 DOCUMENTS = [
@@ -93,13 +89,7 @@ def test_a_jobs_driver_submits_its_work_by_name_and_imports_no_jax(tmp_path):
     JAX, Levanter, torch and lm-eval are imported only in the Ray worker, which resolves each name to its function."""
     from pipeline.execution.warm_workers import task_function
 
-    result = subprocess.run(
-        [sys.executable, "-c", DRIVER_PROBE, str(tmp_path / "source")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = python_run("-c", DRIVER_PROBE, str(tmp_path / "source"), cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     probe = __import__("json").loads(result.stdout.strip().splitlines()[-1])
     assert probe["codes"] == [0] * 7, result.stderr[-3000:]
@@ -154,7 +144,6 @@ def test_the_presets_warm_workers_false_gives_every_task_a_fresh_process_and_a_m
     monkeypatch.chdir(tmp_path)  # the verb records its attempt in the run folder
     import pipeline.execution.runner
     from pipeline.cli import main
-    from pipeline.config import load_preset, pretrain_runs
     from pipeline.execution.job_env import RAY_FRESH_PROCESS_ENV, RAY_PLACEMENT_ENV, export_ray_placement
 
     submitted = []
@@ -165,7 +154,7 @@ def test_the_presets_warm_workers_false_gives_every_task_a_fresh_process_and_a_m
     )
     for name in (*RAY_PLACEMENT_ENV.values(), RAY_FRESH_PROCESS_ENV):
         monkeypatch.setenv(name, "")
-    spec = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"].to_json()
+    spec = tiny_spec().to_json()
     for ray in ({"address": "auto", "num_cpus": None}, {"address": "auto", "num_cpus": None, "warm_workers": False}):
         export_ray_placement(ray)
         assert main(["pretrain", "--spec", spec, "--run-dir", "run", "--cache", "c", "--tokenizer", "tok"]) == 0

@@ -1,13 +1,10 @@
 """`python -m pipeline bench dag` on a synthetic finished DAG: phase markers in job logs + Snakemake benchmarks."""
 
 import csv
-import os
-import subprocess
-import sys
 import time
 
 import pytest
-from cli_testkit import pipeline_verb
+from cli_testkit import pipeline_verb, python_run
 
 from pipeline.bench.dag import job_timings, kind_table, phase_seconds
 from pipeline.cli import main
@@ -137,7 +134,7 @@ def test_a_pipeline_job_logs_its_process_start_and_exit(dag, tmp_path):
 
 def test_a_ray_task_logs_its_start_and_return():
     code = "from pipeline.execution.runner import marked_task; assert marked_task('operator:add')(1, 1) == 2"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    result = python_run("-c", code, timeout=60)
     assert result.returncode == 0, result.stderr
     assert list(phase_seconds(result.stderr)) == ["task"]
 
@@ -154,13 +151,7 @@ def test_a_job_marks_its_ray_stopping_itself_after_the_task_returns():
         "from pipeline.execution.runner import run_on_ray; "
         "assert run_on_ray('operator:add', 1, 1, address=None, num_cpus=1) == 2"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
-    )
+    result = python_run("-c", code, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     driver_lines = "\n".join(line for line in result.stderr.splitlines() if " pid=" not in line)
     assert [m["name"] for m in MARKER.finditer(driver_lines)] == ["ray", "shutdown"], result.stderr[-3000:]

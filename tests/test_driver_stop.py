@@ -11,9 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from cli_testkit import snakemake_in, venv_on_path
+from cli_testkit import ROOT, snakemake_in, trained_steps, venv_on_path
 
-ROOT = Path(__file__).resolve().parents[1]
 RUN = "results/tiny/runs/wt103-small-gpt"
 STEPS = 80
 
@@ -29,11 +28,6 @@ def driver_args(workdir: Path, micro_batch: int | None = None) -> list[str]:
         "preset=tiny",
         f"pretrain={{wt103-small: {{train: {{{train}}}}}}}",
     ]
-
-
-def trained_steps(run_dir: Path) -> int:
-    metrics = run_dir / "metrics.jsonl"
-    return sum('"loss"' in line for line in metrics.read_text().splitlines()) if metrics.exists() else 0
 
 
 def test_sigterm_to_the_local_driver_stops_its_training_job_with_a_checkpoint_and_a_rerun_resumes(

@@ -7,11 +7,9 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import yaml
-
-ROOT = Path(__file__).resolve().parent.parent
+from cli_testkit import ROOT
 
 
 def lock_pins() -> dict[str, str]:

@@ -11,14 +11,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
+from cli_testkit import ROOT
 
 from pipeline.cli import main
 from pipeline.execution.errors import failure_sentence
 
-ROOT = Path(__file__).resolve().parent.parent
 CLUSTERING = (
     '{{"tokens": {tokens}, "hidden_dim": 3, "x0_range": 2.0, "magnitudes": ["constant"], "seed": 0, '
     '"seeds": 1, "regimes": {{"authors": {{"role": "claim", "horizon": {horizon}, "dt": 0.1, "scale": 0.5, '

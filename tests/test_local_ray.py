@@ -2,11 +2,8 @@
 one: Ray's default starts one idle worker per CPU for the first driver, which the pipeline's jobs never use (a warm
 worker is an actor of its own)."""
 
-import subprocess
-import sys
-
 import pytest
-from cli_testkit import ROOT, venv_on_path
+from cli_testkit import python_run, venv_on_path
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +32,7 @@ print("after a task:", sorted(workers()))
 
 
 def test_a_local_ray_started_by_the_pipeline_starts_workers_only_for_tasks():
-    result = subprocess.run(
-        [sys.executable, "-c", SHARED_RAY_THEN_A_TASK],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**venv_on_path(), "RAY_AUTH_MODE": "disabled"},
-        timeout=180,
-    )
+    result = python_run("-c", SHARED_RAY_THEN_A_TASK, env={"PATH": venv_on_path()["PATH"]}, timeout=180)
     lines = result.stdout.splitlines()
     assert result.returncode == 0, result.stderr[-3000:]
     assert "before a task: []" in lines, result.stdout

@@ -10,14 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_testkit import snakemake_in
+from cli_testkit import ROOT, snakemake_in
 
 from pipeline.cli import main
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
 from pipeline.preflight.report import COLUMNS, NOT_APPLICABLE
 from pipeline.train.identity import RunIdentity, stored_fingerprint
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = load_preset({"preset": "tiny"})
 FINETUNE_SPECS = finetune_runs(TINY, pretrain_runs(TINY))
 SHAPE, RUN = "gpt-small-g0-mb0", "wt103-small-gpt"

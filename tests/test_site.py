@@ -1,24 +1,13 @@
 """Site settings (profiles/slurm/site.example.yaml, pipeline/config/site.py) and the SLURM allocation a job reads."""
 
 import pytest
-import yaml
+from cli_testkit import example_site
 
 from pipeline.config import REPO_ROOT
 from pipeline.config.site import EXAMPLE, load_site
 from pipeline.execution.job_env import slurm_allocation
 
 SITE = load_site(EXAMPLE)
-
-
-def write_site(tmp_path, drop=(), **changes):
-    """The example site file with ``changes`` and without the keys of ``drop``."""
-    raw = yaml.safe_load(EXAMPLE.read_text())
-    raw["site"].update(changes)
-    for key in drop:
-        del raw["site"][key]
-    path = tmp_path / "site.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
 
 
 def test_the_example_site_loads_with_its_documented_values():
@@ -64,7 +53,7 @@ def test_the_example_site_loads_with_its_documented_values():
 )
 def test_a_bad_site_key_fails_with_one_sentence(tmp_path, changes, sentence):
     with pytest.raises(ValueError, match=sentence.replace("(", r"\(").replace(")", r"\)")):
-        load_site(write_site(tmp_path, **changes))
+        load_site(example_site(tmp_path / "site.yaml", **changes))
 
 
 @pytest.mark.parametrize(
@@ -80,11 +69,13 @@ def test_a_bad_site_key_fails_with_one_sentence(tmp_path, changes, sentence):
 )
 def test_a_site_file_without_an_optional_key_loads_with_its_default(tmp_path, key, changes, meaning):
     """A site file written before the key existed: 30 minutes per chunk; the CPU partition at the GPU one's limit."""
-    assert meaning(load_site(write_site(tmp_path, [key], **changes)))
+    assert meaning(load_site(example_site(tmp_path / "site.yaml", (key,), **changes)))
 
 
 def test_each_partition_has_its_own_walltime_limit(tmp_path):
-    site = load_site(write_site(tmp_path, max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=1440))
+    site = load_site(
+        example_site(tmp_path / "site.yaml", max_runtime_min=240, target_runtime_min=240, cpu_max_runtime_min=1440)
+    )
     assert (site.partition_limit_min("gpu"), site.partition_limit_min("cpu")) == (240, 1440)
     assert (SITE.partition_limit_min("gpu"), SITE.partition_limit_min("cpu")) == (2880, 2880)
 
@@ -93,12 +84,14 @@ def test_a_missing_site_key_names_it_and_the_example(tmp_path):
     with pytest.raises(
         ValueError, match=f"key 'site' is missing required key 'account' .every key is described in {EXAMPLE}.."
     ):
-        load_site(write_site(tmp_path, ["account"]))
+        load_site(example_site(tmp_path / "site.yaml", ("account",)))
 
 
 def test_site_paths_relative_to_the_repository_missing_file_and_hf_home_variables(tmp_path, monkeypatch):
     monkeypatch.setenv("SITE_TEST_USER", "alice")
-    path = write_site(tmp_path, hf_home="/shared/$SITE_TEST_USER/hf", results_dir="/scratch/$SITE_TEST_USER/r")
+    path = example_site(
+        tmp_path / "site.yaml", hf_home="/shared/$SITE_TEST_USER/hf", results_dir="/scratch/$SITE_TEST_USER/r"
+    )
     assert (load_site(path).hf_home, load_site(path).results_dir) == ("/shared/alice/hf", "/scratch/alice/r")
     missing = tmp_path / "missing" / "site.yaml"
     with pytest.raises(FileNotFoundError, match=f"site settings {missing} do not exist; copy {EXAMPLE} to it"):

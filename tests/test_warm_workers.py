@@ -11,18 +11,12 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-from cli_testkit import PIPELINE, ROOT, pipeline_verb, pretrain_args, tiny_spec
+from cli_testkit import PIPELINE, ROOT, pipeline_verb, pretrain_args, tiny_spec, trained_steps
 
 from pipeline.execution import warm_workers
 
 TIMINGS = {"tokens_per_s", "step_s", "throughput/loading_time", "mean_tokens_per_s"}
 """Wall-clock measurements in a run's metrics and summary: the only values two runs of one spec may differ in."""
-
-
-@pytest.fixture(scope="module")
-def data(tiny_data_workdir) -> Path:
-    return tiny_data_workdir / "results" / "tiny" / "data"
 
 
 def pretrain(spec, run_dir: Path, data: Path, *ray: str) -> subprocess.CompletedProcess:
@@ -39,11 +33,6 @@ def start_pretrain(spec, run_dir: Path, data: Path, log: Path, ray_head: str) ->
             stderr=stderr,
             env={**os.environ, "RAY_AUTH_MODE": "disabled"},
         )
-
-
-def trained_steps(run_dir: Path) -> int:
-    metrics = run_dir / "metrics.jsonl"
-    return sum('"loss"' in line for line in metrics.read_text().splitlines()) if metrics.exists() else 0
 
 
 def wait_for(condition, timeout_s: float) -> float:
@@ -88,12 +77,12 @@ def results(run_dir: Path) -> dict:
     return {"metrics": metrics, "summary": summary, "checksums": checksums}
 
 
-def test_a_job_run_twice_in_a_warm_worker_gives_the_results_of_a_fresh_process(data, ray_head, tmp_path):
+def test_a_job_run_twice_in_a_warm_worker_gives_the_results_of_a_fresh_process(tiny_data, ray_head, tmp_path):
     spec = tiny_spec(steps=8, eval_every=4, checkpoint_every=4, eval_batches=1)
-    fresh = pretrain(spec, tmp_path / "fresh", data, "--ray-address", ray_head, "--ray-fresh-process")
+    fresh = pretrain(spec, tmp_path / "fresh", tiny_data, "--ray-address", ray_head, "--ray-fresh-process")
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert f"Submitting pretrain to Ray ({ray_head})\n" in fresh.stderr
-    warm = [pretrain(spec, tmp_path / f"warm-{n}", data, "--ray-address", ray_head) for n in (1, 2)]
+    warm = [pretrain(spec, tmp_path / f"warm-{n}", tiny_data, "--ray-address", ray_head) for n in (1, 2)]
     assert all(run.returncode == 0 for run in warm), warm[0].stderr[-3000:] + warm[1].stderr[-3000:]
     assert warm_process(warm[0].stderr) == warm_process(warm[1].stderr), "the second job ran in another process"
     expected = results(tmp_path / "fresh")
@@ -102,14 +91,16 @@ def test_a_job_run_twice_in_a_warm_worker_gives_the_results_of_a_fresh_process(d
         assert results(tmp_path / f"warm-{n}") == expected, f"warm run {n}"
 
 
-def test_a_warm_jobs_log_shows_its_training_a_killed_driver_or_a_raising_job_frees_its_worker(data, ray_head, tmp_path):
+def test_a_warm_jobs_log_shows_its_training_a_killed_driver_or_a_raising_job_frees_its_worker(
+    tiny_data, ray_head, tmp_path
+):
     """A job whose driver was killed stops with a checkpoint and its worker ends within seconds (Ray records the
     driver's end); a job that raised (a NaN loss) ends with its sentence; neither worker runs the next job, which
     succeeds."""
     steps = 5000
     spec = tiny_spec(steps=steps, eval_every=steps, checkpoint_every=steps, eval_batches=1)
     run_dir, log = tmp_path / "orphan", tmp_path / "orphan.log"
-    driver = start_pretrain(spec, run_dir, data, log, ray_head)
+    driver = start_pretrain(spec, run_dir, tiny_data, log, ray_head)
     wait_for(
         lambda: (trained_steps(run_dir) >= 20 and "phase train at" in log.read_text()) or driver.poll() is not None,
         timeout_s=300,
@@ -127,22 +118,22 @@ def test_a_warm_jobs_log_shows_its_training_a_killed_driver_or_a_raising_job_fre
     assert (run_dir / "checkpoints" / f"step-{done - 1}" / "metadata.json").is_file(), "no checkpoint at the stop"
 
     nan = tiny_spec(steps=6, lr=1e12, warmup_fraction=0.0, eval_every=6, checkpoint_every=6, eval_batches=1)
-    failed = pretrain(nan, tmp_path / "nan", data, "--ray-address", ray_head)
+    failed = pretrain(nan, tmp_path / "nan", tiny_data, "--ray-address", ray_head)
     assert failed.returncode == 1
     assert (
         failed.stderr.strip().splitlines()[-1].startswith("error: wt103-small-gpt: training loss became nan at step ")
     ), failed.stderr[-3000:]
     spec = tiny_spec(steps=4, eval_every=4, checkpoint_every=4, eval_batches=1)
-    after = pretrain(spec, tmp_path / "next", data, "--ray-address", ray_head)
+    after = pretrain(spec, tmp_path / "next", tiny_data, "--ray-address", ray_head)
     assert after.returncode == 0, after.stderr[-3000:]
     assert warm_process(after.stderr) not in (warm_process(failed.stderr), pid), "a freed worker ran the next job"
     assert json.loads((tmp_path / "next" / "summary.json").read_text())["steps_done"] == 4
 
 
-def test_a_warm_worker_killed_under_its_job_ends_the_job_with_one_sentence(data, ray_head, tmp_path):
+def test_a_warm_worker_killed_under_its_job_ends_the_job_with_one_sentence(tiny_data, ray_head, tmp_path):
     spec = tiny_spec(steps=5000, eval_every=5000, checkpoint_every=5000, eval_batches=1)
     log = tmp_path / "job.log"
-    driver = start_pretrain(spec, tmp_path / "run", data, log, ray_head)
+    driver = start_pretrain(spec, tmp_path / "run", tiny_data, log, ray_head)
     wait_for(lambda: "phase setup at" in log.read_text() or driver.poll() is not None, timeout_s=300)
     assert driver.poll() is None, log.read_text()[-3000:]
     os.kill(warm_process(log.read_text()), signal.SIGKILL)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_testkit import dry_run, example_site
+from cli_testkit import ROOT, dry_run, example_site, snakemake_run
 from cli_testkit import dry_run_jobs as parsed_dry_run
 
 from pipeline.cli import runs_a_ray_task
@@ -21,8 +21,6 @@ from pipeline.execution.job_env import FORWARDED_ENV, RAY_PLACEMENT_ENV
 from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
 
-ROOT = Path(__file__).resolve().parent.parent
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 SUBMIT_HOST_RULES = {
     "all",
     "prefetch",
@@ -40,12 +38,6 @@ SUBMIT_HOST_RULES = {
 """Rules that run on the submit host (``localrules``: the prefetch, which needs the network, and jobs of seconds)."""
 
 
-def snakemake(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*SNAKEMAKE, *args], cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=120
-    )
-
-
 def slurm_dry_run(
     workdir: Path, *targets: str, config: tuple[str, ...] = (), site: Path | str = "profiles/slurm/site.example.yaml"
 ) -> subprocess.CompletedProcess:
@@ -59,7 +51,7 @@ MISSING_SOFTWARE_LINT = "Specify a conda environment or container for each rule.
 
 
 def test_snakemake_lint_is_clean_but_for_the_missing_conda_envs():
-    result = snakemake("--lint")
+    result = snakemake_run(ROOT, "--lint")
     output = result.stdout + result.stderr
     assert "Lints for rule" in output or "Congratulations, your workflow is in a good condition!" in output, output
     assert set(re.findall(r"^ +\* (.+):$", output, re.M)) <= {MISSING_SOFTWARE_LINT}
@@ -199,7 +191,7 @@ def test_jobs_get_the_presets_and_sites_environment_which_reading_the_workflow_l
     shim.write_text(f"#!/bin/sh\nenv -0 > {tmp_path / 'job.env'}\n")
     shim.chmod(0o755)
     path = f"{shim.parent}{os.pathsep}{os.environ['PATH']}"
-    snakemake(target, "--cores", "1", *workflow, *config, env={**without, "PATH": path})
+    snakemake_run(tmp_path / "work", target, "--cores", "1", *config, env={**without, "PATH": path})
     job_env = dict(item.split("=", 1) for item in (tmp_path / "job.env").read_text().split("\0") if item)
     assert job_env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
     assert job_env["XLA_FLAGS"].startswith("--xla_backend_optimization_level=1")
@@ -216,7 +208,7 @@ def test_a_missing_site_file_or_a_bad_override_stops_snakemake_with_its_one_sent
         (f"site={tmp_path / 'site.yaml'}", f"site settings {tmp_path / 'site.yaml'} do not exist; copy"),
         ("downstream={tasks: [a;b]}", f"{preset} (with --config overrides ['downstream']): key 'downstream.tasks.0'"),
     ):
-        result = snakemake("-n", "--config", config)
+        result = snakemake_run(ROOT, "-n", "--config", config)
         assert result.returncode != 0 and sentence in result.stdout + result.stderr, config
 
 

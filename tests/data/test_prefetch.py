@@ -4,11 +4,10 @@ still load)."""
 
 import json
 import shutil
-from pathlib import Path
 
 import datasets
 import pytest
-from cli_testkit import pipeline_verb
+from cli_testkit import ROOT, pipeline_verb
 from lm_eval.tasks._factory import TaskFactory
 
 from pipeline.config import load_preset
@@ -19,7 +18,6 @@ from pipeline.data.prefetch import hub_items
 from pipeline.evaluate.lm_eval_tasks import check_scored_output_types, load_lm_eval_tasks, task_manager
 from pipeline.evaluate.task_sources import prefetch_task
 
-ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "pipeline" / "evaluate" / "tasks"
 DOCS = [f"Web page {i}: some words about the open web." for i in range(40)]
 

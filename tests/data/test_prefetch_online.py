@@ -17,14 +17,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from cli_testkit import example_site, pipeline_verb, snakemake_run
+from cli_testkit import ROOT, example_site, pipeline_verb, snakemake_run
 from tokenizers import Tokenizer
 
 from pipeline.config.site import EXAMPLE, load_site
 from pipeline.data.files import iter_texts, write_jsonl
 from pipeline.data.tokenizer import train_bpe_tokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
 PRESET = "mirror"
 logger = logging.getLogger(__name__)
 

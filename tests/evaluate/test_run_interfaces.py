@@ -11,13 +11,12 @@ import pytest
 import torch
 import transformers
 import yaml
-from cli_testkit import pipeline_verb
+from cli_testkit import ROOT, pipeline_verb
 from conftest import torch_loglikelihoods
 from levanter.compat.hf_checkpoints import load_tokenizer
 
 from pipeline.config import load_preset, pretrain_runs
 
-ROOT = Path(__file__).resolve().parents[2]
 TASK_DIR = ROOT / "pipeline" / "evaluate" / "tasks"
 TASKS = ("tiny_lambada", "tiny_choice")
 

@@ -210,8 +210,8 @@ def test_model_costs_are_counted_once_per_model_code_and_then_read_without_jax(t
     imports JAX and Levanter to count them), then read from the cache, so reading the workflow (a dry run, each job on
     its node) imports neither; a cache written by other model code is not trusted."""
     import json
-    import subprocess
-    import sys
+
+    from cli_testkit import python_run
 
     from pipeline.planning import grid
 
@@ -221,9 +221,7 @@ def test_model_costs_are_counted_once_per_model_code_and_then_read_without_jax(t
         monkeypatch.setattr(grid, name, functools.cache(getattr(grid, name).__wrapped__))
     costed = {f"{workload.stage}/{workload.model_id}": workload for workload in Grid.load(paper).costed}
     counted = {name: list(grid.model_cost(workload, paper)) for name, workload in costed.items()}
-    result = subprocess.run(
-        [sys.executable, "-c", MODEL_COST_PROBE, str(cache)], capture_output=True, text=True, timeout=300
-    )
+    result = python_run("-c", MODEL_COST_PROBE, str(cache), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     read = json.loads(result.stdout.strip().splitlines()[-1])
     assert not read["jax"] and read["costs"] == counted and len(counted) == 28 + 20 + 4

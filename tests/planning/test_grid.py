@@ -4,11 +4,9 @@ the workflow schedules is one of its jobs."""
 import collections
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from cli_testkit import ROOT, python_run
 
 from pipeline.cli import main
 from pipeline.config import load_preset
@@ -17,7 +15,6 @@ from pipeline.planning.grid import Grid
 from pipeline.planning.preflight_jobs import stage_jobs, training_shapes
 from pipeline.preflight.stages import STAGE_WORK
 
-ROOT = Path(__file__).resolve().parents[2]
 ONCE = {"Grid.load": 1, "pretrain_runs": 2, "finetune_runs": 1, "memory_probes": 1}
 """One grid per call: ``Grid.load`` once, which enumerates each kind of spec once; ``pretrain_runs`` once more by
 ``load_preset``, whose cross-reference check reads the run ids (``pipeline.config.loading``)."""
@@ -90,13 +87,9 @@ def test_cost_fit_and_preflight_enumerate_the_grid_once(verb, enumerations, monk
 
 def test_a_snakemake_parse_enumerates_the_grid_once_and_schedules_its_jobs(tmp_path):
     counts = tmp_path / "counts.json"
-    result = subprocess.run(
-        [sys.executable, "-c", SNAKEMAKE, str(counts), "all", "preflight", "-n", "-p", "--cores", "1"]
-        + ["--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path / "work")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    workflow = ["--snakefile", str(ROOT / "workflow" / "Snakefile"), "--directory", str(tmp_path / "work")]
+    result = python_run(
+        "-c", SNAKEMAKE, str(counts), "all", "preflight", "-n", "-p", "--cores", "1", *workflow, timeout=300
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(counts.read_text()) == ONCE

@@ -129,14 +129,12 @@ def render_report(html_path: Path, *, timeout_s: float = 120) -> dict[str, dict]
     return found
 
 
-def assert_report_shows_figures(
-    html_path: Path, expected_paths: Iterable[str], *, timeout_s: float = 120
-) -> dict[str, dict]:
+def assert_report_shows_figures(html_path: Path, expected_paths: Iterable[str]) -> dict[str, dict]:
     """Render ``html_path`` in headless Chromium; assert that every path in ``expected_paths`` (as the workflow
     names it, e.g. ``results/tiny/figures/curves/owt-small.png``) is a result of the report, listed in its
     category's navigation (by its label or file name), with a caption, and, for images, decoded by the browser
     with a non-zero size. Returns the probe's records by path."""
-    found = render_report(html_path, timeout_s=timeout_s)
+    found = render_report(html_path)
     problems = []
     for path in expected_paths:
         record = found.get(str(path))

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_testkit import pipeline_verb, pretrain_args, snakemake_run, tiny_spec
+from cli_testkit import ROOT, pipeline_verb, pretrain_args, snakemake_run, tiny_spec
 
 from pipeline.cli import main
 from pipeline.execution.errors import RunStopped
@@ -16,7 +16,6 @@ from pipeline.execution.phases import MARKER
 from pipeline.planning.status import run_state
 from pipeline.train.attempts import ATTEMPT_FILE, AttemptRefused, data_attempt_file, recorded_attempt
 
-ROOT = Path(__file__).resolve().parents[2]
 WHAT = "`pretrain` for runs/r"
 BAD_FILE = "data/train.jsonl, line 3: not JSON; fix or remove that line."
 

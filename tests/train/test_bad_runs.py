@@ -3,17 +3,13 @@
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from cli_testkit import pipeline_verb, tiny_job
+from cli_testkit import ROOT, pipeline_verb, snakemake_run, tiny_job
 
 from pipeline.config import finetune_runs, load_preset, pretrain_runs
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def fake_run_folder(path: Path, spec, vocab: int) -> Path:
@@ -70,14 +66,13 @@ def test_finetune_without_its_source_checkpoint_stops_before_starting(tmp_path):
     assert not (run_dir / "summary.json").exists()
 
 
-def test_nan_loss_stops_the_run_and_says_so(tiny_data_workdir, tmp_path):
+def test_nan_loss_stops_the_run_and_says_so(tiny_data, tmp_path):
     from pipeline.train.loop import train_run
     from pipeline.train.step_log import NonFiniteLossError
 
-    data = tiny_data_workdir / "results" / "tiny" / "data"
     train = {"steps": 6, "lr": 1e12, "warmup_fraction": 0.0, "eval_every": 6, "checkpoint_every": 6, "eval_batches": 1}
     with pytest.raises(NonFiniteLossError) as error:
-        train_run(tiny_job(data, tmp_path / "nan-run", **train))
+        train_run(tiny_job(tiny_data, tmp_path / "nan-run", **train))
     assert re.fullmatch(
         r"wt103-small-gpt: training loss became nan at step \d+; the run was stopped \(lower lr or check the data\)\.",
         str(error.value),
@@ -85,12 +80,6 @@ def test_nan_loss_stops_the_run_and_says_so(tiny_data_workdir, tmp_path):
 
 
 def test_missing_profile_is_named():
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--profile", "no-such-profile"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = snakemake_run(ROOT, "-n", "--profile", "no-such-profile", timeout=60)
     assert result.returncode != 0
     assert "no-such-profile" in result.stderr and "profile" in result.stderr.lower()

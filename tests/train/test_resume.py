@@ -29,13 +29,12 @@ def final_parameters(run_dir: Path) -> list[np.ndarray]:
     return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(model)]
 
 
-def test_sigkilled_run_resumes_to_the_same_parameters(tiny_data_workdir):
-    data_dir = tiny_data_workdir / "results" / "tiny" / "data"
+def test_sigkilled_run_resumes_to_the_same_parameters(tiny_data):
     spec = tiny_spec(steps=40, checkpoint_every=10, eval_every=20)
-    runs = data_dir.parent / "resume-runs"
+    runs = tiny_data.parent / "resume-runs"
     killed = runs / "killed"
     job = subprocess.Popen(
-        [*PIPELINE, *pretrain_args(spec, killed, data_dir)],
+        [*PIPELINE, *pretrain_args(spec, killed, tiny_data)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -47,7 +46,7 @@ def test_sigkilled_run_resumes_to_the_same_parameters(tiny_data_workdir):
     job.wait()
     assert not (killed / "summary.json").exists()
 
-    folders = str(data_dir / "caches" / "wt103-bpe"), str(data_dir / "tokenizers" / "bpe")
+    folders = str(tiny_data / "caches" / "wt103-bpe"), str(tiny_data / "tokenizers" / "bpe")
     resumed = pretrain(spec.to_json(), str(killed), *folders)
     assert 0 < resumed["resumed_from_step"] < spec.train.steps
     steps = [r["step"] for r in read_metrics(killed / "metrics.jsonl") if "loss" in r]

@@ -22,12 +22,7 @@ from pipeline.train.loop import train_run
 
 
 @pytest.fixture(scope="module")
-def data(tiny_data_workdir) -> Path:
-    return tiny_data_workdir / "results" / "tiny" / "data"
-
-
-@pytest.fixture(scope="module")
-def small_cache(data, tmp_path_factory) -> Path:
+def small_cache(tiny_data, tmp_path_factory) -> Path:
     """A token cache of the first 200 training (20 validation) documents of the tiny OpenWebText stand-in."""
     import itertools
 
@@ -39,7 +34,7 @@ def small_cache(data, tmp_path_factory) -> Path:
     for split, documents in (("train", 200), ("validation", 20)):
         texts = itertools.islice(iter_texts([tiny_corpus_file("fortunes", split)]), documents)
         write_jsonl(root / f"{split}.jsonl", texts)
-        build_token_cache([root / f"{split}.jsonl"], data / "tokenizers" / "bpe", root / "cache" / split)
+        build_token_cache([root / f"{split}.jsonl"], tiny_data / "tokenizers" / "bpe", root / "cache" / split)
     return root / "cache"
 
 
@@ -48,7 +43,7 @@ TRAINED = dict(steps=6, eval_every=2, checkpoint_every=2, keep_checkpoints_every
 
 
 @pytest.fixture(scope="module")
-def trained(data, tmp_path_factory) -> dict:
+def trained(tiny_data, tmp_path_factory) -> dict:
     """The tiny GPT trained for ``TRAINED`` through the ``pretrain`` verb's Ray task in this process: its run folder
     (read only: a test that changes it changes a copy), its summary and the compiles JAX logged on the way."""
     import jax
@@ -56,16 +51,16 @@ def trained(data, tmp_path_factory) -> dict:
     from pipeline.train.runs import pretrain
 
     run_dir = tmp_path_factory.mktemp("trained") / "run"
-    folders = str(data / "caches" / "wt103-bpe"), str(data / "tokenizers" / "bpe")
+    folders = str(tiny_data / "caches" / "wt103-bpe"), str(tiny_data / "tokenizers" / "bpe")
     with jax.log_compiles(), logged("jax._src.dispatch") as compiles:
         summary = pretrain(tiny_spec(**TRAINED).to_json(), str(run_dir), *folders)
     return {"run_dir": run_dir, "summary": summary, "compiles": compiles}
 
 
-def test_a_run_longer_than_two_passes_takes_exactly_its_steps(data, small_cache, tmp_path):
+def test_a_run_longer_than_two_passes_takes_exactly_its_steps(tiny_data, small_cache, tmp_path):
     """A run of several passes over its data: Levanter's loader would stop at the end of the first."""
     run_dir = tmp_path / "multi-pass"
-    job = tiny_job(data, run_dir, small_cache, steps=60, eval_every=30, checkpoint_every=20, eval_batches=1)
+    job = tiny_job(tiny_data, run_dir, small_cache, steps=60, eval_every=30, checkpoint_every=20, eval_batches=1)
     result = train_run(job)
     assert result.steps_done == 60 and result.passes > 2 and result.tokens_seen == 60 * 8 * 64
     records = read_metrics(run_dir / "metrics.jsonl")
@@ -103,7 +98,7 @@ for name, train in json.loads(sys.argv[4]).items():
 runs a DAG's jobs; its arguments: the tests' folder, the tiny data, the runs' folder and the runs."""
 
 
-def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_path):
+def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(tiny_data, tmp_path):
     """Runs of the tiny GPT after a first one, in one JAX persistent compilation cache (JAX logs each cache miss),
     one after another in a fresh process (JAX opens its persistent cache once per process): with another seed, the
     run compiles nothing; with other step counts, learning rate, warm-up and Adam's β1, β2, ε, it compiles no train
@@ -120,7 +115,7 @@ def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_pa
     }
     tests = str(Path(__file__).resolve().parents[1])
     result = subprocess.run(
-        [sys.executable, "-c", RUNS_ONE_AFTER_ANOTHER, tests, str(data), str(tmp_path), json.dumps(runs)],
+        [sys.executable, "-c", RUNS_ONE_AFTER_ANOTHER, tests, str(tiny_data), str(tmp_path), json.dumps(runs)],
         capture_output=True,
         text=True,
         env={**os.environ, **env},
@@ -134,13 +129,13 @@ def test_runs_of_one_shape_reuse_the_compiled_programs_of_the_first(data, tmp_pa
     assert not {"jit__train_step", "jit_accum_for_batch"} & misses["other numbers"]
 
 
-def test_a_micro_batch_splits_each_update_into_the_same_update(data, trained, tmp_path):
+def test_a_micro_batch_splits_each_update_into_the_same_update(tiny_data, trained, tmp_path):
     """``micro_batch_size`` 4 of a batch of 8 on one device: each update sums 2 accumulated micro-batches (Levanter's
     ``per_device_parallelism``), trains the same updates as the whole batch at once (``trained``: without dropout,
     whose masks are drawn per micro-batch: losses equal to float rounding), and the run's result (its
     ``summary.json``) and ``config.yaml`` record the split it trained with."""
     run_dir = tmp_path / "micro-4"
-    result = train_run(tiny_job(data, run_dir, micro_batch_size=4, **TRAINED))
+    result = train_run(tiny_job(tiny_data, run_dir, micro_batch_size=4, **TRAINED))
     assert result.micro_batches == [{"from_step": 0, "micro_batch": 4, "gradient_accumulation": 2}]
     assert trained["summary"]["micro_batches"] == [{"from_step": 0, "micro_batch": 8, "gradient_accumulation": 1}]
     for folder, micro_batch in ((run_dir, 4), (trained["run_dir"], None)):
@@ -152,7 +147,7 @@ def test_a_micro_batch_splits_each_update_into_the_same_update(data, trained, tm
     assert losses[0] == pytest.approx(losses[1], rel=1e-5)
 
 
-def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, trained, tmp_path):
+def test_a_fine_tune_is_scored_on_the_split_its_spec_names(tiny_data, trained, tmp_path):
     """docs/paper.md#fine-tune-test-split: a fine-tune into WikiText-103 is scored on its test split. Step 0 of a full
     fine-tune of a GPT source is the source itself, so its loss equals the source's validation loss on ``validation``
     and not on ``test``. The source: ``trained``; both run in this process through the verbs' Ray task functions (a
@@ -164,7 +159,7 @@ def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, trained, tmp_pa
     tuned = finetune_runs(tiny, pretrain_runs(tiny))["ft-owt-wt103-gpt8-full"]
     assert tuned.eval_split == "test"
     source_dir, source_loss = str(trained["run_dir"]), trained["summary"]["val_loss"]
-    folders = str(data / "caches" / "wt103-bpe"), str(data / "tokenizers" / "bpe")
+    folders = str(tiny_data / "caches" / "wt103-bpe"), str(tiny_data / "tokenizers" / "bpe")
     losses = {}
     for split in ("validation", "test"):
         train = dataclasses.replace(tuned.train, steps=1, eval_batches=None)
@@ -178,7 +173,7 @@ def test_a_fine_tune_is_scored_on_the_split_its_spec_names(data, trained, tmp_pa
     assert abs(losses["test"] - source_loss) > 1e-3
 
 
-def test_a_cache_without_the_test_split_a_fine_tune_is_scored_on_is_named(data, small_cache):
+def test_a_cache_without_the_test_split_a_fine_tune_is_scored_on_is_named(tiny_data, small_cache):
     from pipeline.train.setup import evaluation_set
 
     with pytest.raises(
@@ -189,9 +184,9 @@ def test_a_cache_without_the_test_split_a_fine_tune_is_scored_on_is_named(data, 
         evaluation_set(None, None, small_cache, "test")
 
 
-def test_gpus_the_machine_does_not_have_are_refused_before_training(data, tmp_path):
+def test_gpus_the_machine_does_not_have_are_refused_before_training(tiny_data, tmp_path):
     run_dir = tmp_path / "gpu-run"
-    result = pipeline_verb(*pretrain_args(tiny_spec(), run_dir, data, "--gpus", "1"), timeout=120)
+    result = pipeline_verb(*pretrain_args(tiny_spec(), run_dir, tiny_data, "--gpus", "1"), timeout=120)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         "error: pretrain: the job asks for 1 GPU(s) but the Ray cluster (embedded local Ray) has 0; run on a GPU "
@@ -212,12 +207,14 @@ def test_jax_without_the_accelerators_the_job_was_given_is_refused():
     )
 
 
-def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the_previous_one(data, trained, tmp_path):
+def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the_previous_one(
+    tiny_data, trained, tmp_path
+):
     """A torn array file in the newest complete checkpoint (its checksums disagree) and one in the next (no checksums:
     Levanter's load fails) of a copy of ``trained`` are both moved aside; the same job, run again, resumes from the
     one before and finishes exactly."""
     run_dir = Path(shutil.copytree(trained["run_dir"], tmp_path / "corrupt"))
-    job = tiny_job(data, run_dir, **TRAINED)
+    job = tiny_job(tiny_data, run_dir, **TRAINED)
     checkpoints = run_dir / "checkpoints"
     assert sorted(p.name for p in checkpoints.glob("step-*")) == ["step-2", "step-4", "step-5"]
     for step in (4, 5):
@@ -239,8 +236,8 @@ def test_a_corrupt_newest_checkpoint_is_moved_aside_and_the_run_resumes_from_the
     assert "step-4 (" in log and "it failed to load" in log
 
 
-def test_checkpoints_of_another_fingerprint_are_moved_aside_and_the_same_one_resumes(data, tmp_path, caplog):
-    tokenizer, cache = data / "tokenizers" / "bpe", data / "caches" / "wt103-bpe"
+def test_checkpoints_of_another_fingerprint_are_moved_aside_and_the_same_one_resumes(tiny_data, tmp_path, caplog):
+    tokenizer, cache = tiny_data / "tokenizers" / "bpe", tiny_data / "caches" / "wt103-bpe"
     first = RunIdentity.of(tiny_spec(lr=0.003, eval_every=20), tokenizer, cache)
     changed = RunIdentity.of(tiny_spec(lr=0.0001, eval_every=20), tokenizer, cache)
     assert first.fingerprint != changed.fingerprint
@@ -274,18 +271,18 @@ def test_checkpoints_of_another_fingerprint_are_moved_aside_and_the_same_one_res
     assert f"moved to {moved}" in caplog.text and "training starts from step 0" in caplog.text
 
 
-def test_checkpoints_without_a_fingerprint_are_moved_aside(data, tmp_path):
+def test_checkpoints_without_a_fingerprint_are_moved_aside(tiny_data, tmp_path):
     """Checkpoints written before fingerprints existed (an older spec) are never resumed."""
     run_dir = tmp_path / "legacy"
     (run_dir / "checkpoints" / "step-39").mkdir(parents=True)
-    identity = RunIdentity.of(tiny_spec(), data / "tokenizers" / "bpe", data / "caches" / "wt103-bpe")
+    identity = RunIdentity.of(tiny_spec(), tiny_data / "tokenizers" / "bpe", tiny_data / "caches" / "wt103-bpe")
     moved = claim_run_folder(run_dir, identity)
     assert moved.name.endswith("-unfingerprinted") and (moved / "checkpoints" / "step-39").is_dir()
 
 
-def test_a_retrained_tokenizer_of_the_same_size_changes_the_fingerprint(data, tmp_path):
+def test_a_retrained_tokenizer_of_the_same_size_changes_the_fingerprint(tiny_data, tmp_path):
     copy = tmp_path / "bpe"
-    shutil.copytree(data / "tokenizers" / "bpe", copy)
+    shutil.copytree(tiny_data / "tokenizers" / "bpe", copy)
     before = tokenizer_digest(copy)
     tokenizer = json.loads((copy / "tokenizer.json").read_text())
     merges = tokenizer["model"]["merges"]
@@ -294,9 +291,9 @@ def test_a_retrained_tokenizer_of_the_same_size_changes_the_fingerprint(data, tm
     assert tokenizer_digest(copy) != before
 
 
-def test_a_cache_without_its_validation_ledger_is_named(data, tmp_path):
+def test_a_cache_without_its_validation_ledger_is_named(tiny_data, tmp_path):
     cache = tmp_path / "cache"
-    shutil.copytree(data / "caches" / "wt103-bpe", cache)
+    shutil.copytree(tiny_data / "caches" / "wt103-bpe", cache)
     (cache / "validation" / "shard_ledger.json").unlink()
     with pytest.raises(FileNotFoundError) as error:
         cache_digest(cache)

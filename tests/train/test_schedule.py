@@ -17,13 +17,14 @@ RUNS = [  # (steps, lr, warmup_fraction, min_lr_ratio): the tiny preset's (no wa
     (30, 3.0e-3, 0.05, 0.0),
     (25, 2.0e-3, 0.5, 0.25),
 ]
+TRAIN = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"].train
+ADAMW = optimizer_config(TRAIN)
+"""The tiny preset's ``wt103-small-gpt`` training numbers and its optimizer, which each test varies."""
 
 
 def schedules(steps: int, lr: float, warmup_fraction: float, min_lr_ratio: float):
-    train = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"].train
-    adamw = optimizer_config(train)
-    adamw = type(adamw)(
-        **{**adamw.__dict__, "learning_rate": lr, "warmup": warmup_fraction, "min_lr_ratio": min_lr_ratio}
+    adamw = type(ADAMW)(
+        **{**ADAMW.__dict__, "learning_rate": lr, "warmup": warmup_fraction, "min_lr_ratio": min_lr_ratio}
     )
     return adamw.lr_scheduler(steps), AdamConfig.lr_scheduler(adamw, steps)
 
@@ -45,17 +46,14 @@ def test_the_schedule_in_the_state_is_levanters_at_every_step_in_one_compiled_pr
 
 
 def test_a_schedule_the_state_cannot_hold_is_refused():
-    train = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"].train
-    adamw = optimizer_config(train)
     with pytest.raises(ValueError, match="one warm-up and one cosine decay"):
-        type(adamw)(**{**adamw.__dict__, "lr_schedule": "linear"})
+        type(ADAMW)(**{**ADAMW.__dict__, "lr_schedule": "linear"})
 
 
 def test_adam_numbers_in_the_state_update_as_levanters_constants_in_one_compiled_program():
     """Levanter's AdamW (β1, β2, ε constants of the program) is the reference for ``MaskedAdamConfig``'s (β1, β2, ε
     optimizer state): five updates of a small tree, half its leaves decayed, gradients large enough to be clipped,
     for the tiny preset's β and the β2 ablation's, one compiled update for all."""
-    train = pretrain_runs(load_preset({"preset": "tiny"}))["wt103-small-gpt"].train
     key = jax.random.PRNGKey(0)
     params = {
         "embeddings": {"token_embeddings": {"weight": jax.random.normal(key, (8, 4))}},
@@ -69,14 +67,11 @@ def test_adam_numbers_in_the_state_update_as_levanters_constants_in_one_compiled
     def update(optimizer):
         return jax.jit(lambda g, state, p: optimizer.update(g, state, p))
 
-    first = optimizer_config(train).build(train.steps)
-    compiled = update(first)
+    compiled = update(ADAMW.build(TRAIN.steps))
     for beta1, beta2, epsilon in [(0.9, 0.999, 1e-8), (0.9, 0.95, 1e-6), (0.8, 0.98, 1e-5)]:
-        adamw = type(optimizer_config(train))(
-            **{**optimizer_config(train).__dict__, "beta1": beta1, "beta2": beta2, "epsilon": epsilon}
-        )
-        reference = update(AdamConfig.build(adamw, train.steps))
-        state, expected_state = adamw.build(train.steps).init(params), AdamConfig.build(adamw, train.steps).init(params)
+        adamw = type(ADAMW)(**{**ADAMW.__dict__, "beta1": beta1, "beta2": beta2, "epsilon": epsilon})
+        reference = update(AdamConfig.build(adamw, TRAIN.steps))
+        state, expected_state = adamw.build(TRAIN.steps).init(params), AdamConfig.build(adamw, TRAIN.steps).init(params)
         for g in grads:
             updates, state = compiled(g, state, params)
             expected, expected_state = reference(g, expected_state, params)

@@ -4,11 +4,10 @@ import dataclasses
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import draccus
 import pytest
-from cli_testkit import PIPELINE, pretrain_args, tiny_spec
+from cli_testkit import PIPELINE, ROOT, pretrain_args, tiny_spec
 from levanter.tracker import TrackerConfig
 
 from pipeline.artifacts import read_metrics, resume_metrics
@@ -16,8 +15,6 @@ from pipeline.config import load_preset, pretrain_runs
 from pipeline.execution.job_env import export_trackers
 from pipeline.train.identity import RunIdentity
 from pipeline.train.tracking import MetricsJsonlConfig, configured_trackers, tracker_configs
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_jsonl_tracker_records_the_run_metrics_and_a_resume_cuts_them_back(tmp_path):
@@ -87,9 +84,8 @@ def test_two_presets_runs_of_one_run_id_are_different_wandb_runs_with_the_preset
     )
 
 
-def test_a_run_with_tensorboard_and_offline_wandb_writes_all_three(tiny_data_workdir, tmp_path):
+def test_a_run_with_tensorboard_and_offline_wandb_writes_all_three(tiny_data, tmp_path):
     """One tiny pretraining job with every tracker; W&B offline with an unreachable server (no network used)."""
-    data = tiny_data_workdir / "results" / "tiny" / "data"
     spec = tiny_spec(steps=4, eval_every=2, checkpoint_every=4, eval_batches=1)
     run_dir = tmp_path / spec.run_id
     env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
@@ -100,7 +96,7 @@ def test_a_run_with_tensorboard_and_offline_wandb_writes_all_three(tiny_data_wor
         WANDB_BASE_URL="http://127.0.0.1:9",
     )
     result = subprocess.run(
-        [*PIPELINE, *pretrain_args(spec, run_dir, data)],
+        [*PIPELINE, *pretrain_args(spec, run_dir, tiny_data)],
         cwd=ROOT,
         capture_output=True,
         text=True,
