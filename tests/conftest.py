@@ -266,7 +266,7 @@ def site_fit_table(planned_fit_row):
             gpus = jobs.gpu_count(run_id)
             micro_batch = micro_batches.get(run_id, job.train.batch_size // gpus)
             rows.append(planned_fit_row(config, run_id, gpus, micro_batch, device_bytes=site.gpu_memory_bytes))
-        table = workdir / "results" / preset / "fit.csv"
+        table = workdir / "results" / config["preset"] / "fit.csv"
         table.parent.mkdir(parents=True, exist_ok=True)
         table_markdown, table_csv = fit_table(rows)
         table.write_text(table_csv)

@@ -264,22 +264,31 @@ def test_at_a_gpu_site_one_call_runs_the_preflight_and_stops_at_its_red_row_befo
 ):
     """At a site with GPUs whose fit table is planned but whose preflight has not run, one ``snakemake --profile
     profiles/slurm`` call runs the preflight of every training shape and job kind on the GPU partition and writes its
-    report before any training job. The node's GPU is a GRES without a device (``start_slurm.sh``): SLURM grants
-    ``--gpus``, and the jobs' JAX finds no GPU, as on a node whose jaxlib is CPU-only. Every preflight row is red (a
-    stage job reading its source shape's checkpoint finds none), and the call stops before its first training job,
-    naming a red row and what to do. (The fit table's own job in the
-    same call is planned by the dry run, ``tests/planning/test_job_set.py``: on 2 CPUs it takes minutes.)"""
+    report before any training job: of the tiny preset trimmed to 4 of its 14 training shapes with every stage job kind
+    (``results/gpu_site/``, where the tiny data is moved). The node's GPU is a GRES without a device
+    (``start_slurm.sh``): SLURM grants ``--gpus``, and the jobs' JAX finds no GPU, as on a node whose jaxlib is
+    CPU-only. Every preflight row is red (a stage job reading its source shape's checkpoint finds none), and the call
+    stops before its first training job, naming a red row and what to do. (The fit table's own job in the same call is
+    planned by the dry run, ``tests/planning/test_job_set.py``: on 2 CPUs it takes minutes.)"""
+    preset = yaml.safe_load((ROOT / "pipeline" / "config" / "presets" / "tiny.yaml").read_text())
+    preset["preset"], preset["finetune"]["directions"] = "gpu_site", [["owt", "wt103"]]
+    preset["pretrain"] = {group: preset["pretrain"][group] for group in ("owt-large", "owt-ft18", "owt-gpt24")}
+    del preset["ablations"]["time_mlp_design"], preset["downstream"]["pairs"]["llama-1b"]
+    for analysis in ("spectra", "lyapunov", "frontier"):
+        preset["analysis"][analysis]["runs"] = ["owt-large-diffeq"]
+    preset["analysis"]["memory"]["base"] = "owt-large"
+    (preset_file := tmp_path / "gpu_site.yaml").write_text(yaml.safe_dump(preset))
     workdir = tmp_path / "gpu-site"
     shutil.copytree(tiny_data_workdir, workdir, ignore=shutil.ignore_patterns("locks"))
+    (workdir / "results" / "tiny").rename(workdir / "results" / "gpu_site")
     site = localhost_site(
         tmp_path, slurm_partition, max_runtime_min=240, gpus_per_node=1, cpus_per_gpu=1, mem_mb_per_gpu=3000
     )
-    report = site_fit_table(workdir, {}, site, preset="tiny", markdown=True).with_name("preflight.csv")
+    report = site_fit_table(workdir, {}, site, preset=str(preset_file), markdown=True).with_name("preflight.csv")
     report.unlink()
-    run = "results/tiny/runs/owt-large-gpt/summary.json"
-    result = snakemake_on_slurm(
-        workdir, tmp_path / "logs", run, "--config", "preset=tiny", f"site={site}", timeout=1800
-    )
+    run = "results/gpu_site/runs/owt-large-gpt/summary.json"
+    config = ("--config", f"preset={preset_file}", f"site={site}")
+    result = snakemake_on_slurm(workdir, tmp_path / "logs", run, *config, timeout=1800)
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-4000:]
     rows = list(csv.DictReader(report.open()))
@@ -293,7 +302,7 @@ def test_at_a_gpu_site_one_call_runs_the_preflight_and_stops_at_its_red_row_befo
     } <= refused, rows
     assert not re.search(r"rule (pretrain|finetune):", output) and not (workdir / run).exists(), output[-4000:]
     stop = re.search(
-        r"results/tiny/preflight\.csv: the preflight of (?:shape|stage job) (\S+) \(.+?\) failed \(.+?\); fix that",
+        r"results/gpu_site/preflight\.csv: the preflight of (?:shape|stage job) (\S+) \(.+?\) failed \(.+?\); fix that",
         " ".join(output.split()),
     )
     assert stop and stop[1] in shapes, output[-4000:]

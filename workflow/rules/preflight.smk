@@ -74,7 +74,7 @@ rule preflight:
         ),
         projection=f"{RESULTS}/preflight-projection.csv",
     params:
-        preset=PRESET,
+        preset=GIVEN_CONFIG.get("preset", "tiny"),  # a preset file's path, or the built-in's name
         shapes=lambda wildcards: json.dumps(
             {
                 shape_id: {"runs": list(shape.runs), "gpus": shape.gpus}
