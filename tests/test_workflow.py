@@ -310,6 +310,28 @@ def test_fit_plans_the_rows_of_the_config_the_dry_run_resolved(tmp_path, monkeyp
     assert ("wt103-extra-gpt" in pretrain) == ablation
 
 
+def test_every_verb_that_loads_the_preset_gets_the_preset_file_and_overrides_as_given(tmp_path):
+    """A preset given as a file (its own name, ``my_tiny``) and a --config override: each job whose verb loads the
+    preset itself (``--preset``: the grid's status, the scorecard, the preflight report) gets that file and the
+    override, not the preset's name, which names no built-in preset, nor the preset without the override."""
+    preset = tmp_path / "my_tiny.yaml"
+    preset.write_text(
+        (ROOT / "pipeline" / "config" / "presets" / "tiny.yaml").read_text().replace("preset: tiny", "preset: my_tiny")
+    )
+    result = dry_run(tmp_path, "all", "preflight", "--config", f"preset={preset}", "downstream={limit: 50}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    given = {}
+    for job in dry_run_jobs(result.stdout):
+        words = shlex.split(job.get("shell", "").replace("<workdir>", str(tmp_path)))
+        if "--preset" in words:
+            overrides = json.loads(words[words.index("--overrides") + 1]) if "--overrides" in words else {}
+            given[job["rule"]] = load_preset({"preset": words[words.index("--preset") + 1], **overrides})
+    assert set(given) == {"status", "scorecard", "preflight"}, given
+    resolved = load_preset({"preset": str(preset), "downstream": {"limit": 50}})
+    for rule, config in given.items():
+        assert config == resolved, rule
+
+
 def test_the_fit_cli_without_a_site_leaves_the_site_planned_table_alone(tmp_path, monkeypatch):
     from pipeline.cli import main
     from pipeline.config import site

@@ -104,7 +104,7 @@ def _report(args: argparse.Namespace) -> None:
     from pipeline.planning.measured import DEVICES
     from pipeline.preflight import report
 
-    config = load_preset({"preset": args.preset})
+    config = load_preset({"preset": args.preset, **json.loads(args.overrides)})
     rows = report.with_verdicts([json.loads(Path(path).read_text()) for path in args.rows])
     workloads = list(Grid.load(config).pretraining.values())
     if args.device_label in DEVICES:
@@ -190,6 +190,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         verbs, "preflight-report", _report, "the preflight's rows as md/csv/html, projected onto the grid"
     )
     report.add_argument("--preset", required=True)
+    add_options(report, "--overrides")
     report.add_argument("--rows", nargs="+", required=True, help="the jobs' measurement rows (JSON)")
     report.add_argument("--shapes", required=True, help='{shape: {"runs": [...], "gpus": n}} as JSON')
     report.add_argument("--device-label", required=True)

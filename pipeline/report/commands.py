@@ -2,10 +2,11 @@
 
 import argparse
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline.commands import add_verb
+from pipeline.commands import add_options, add_verb
 
 
 def _table_files(args: argparse.Namespace):
@@ -98,6 +99,7 @@ def _scorecard(args: argparse.Namespace) -> None:
     from pipeline.report.scorecard import ScorecardInputs, write_scorecard
 
     inputs = {field.name: getattr(args, field.name) for field in dataclasses.fields(ScorecardInputs)}
+    inputs["overrides"] = json.loads(args.overrides)
     write_scorecard(ScorecardInputs(**inputs), out=_table_files(args))
 
 
@@ -172,6 +174,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
         verbs, "scorecard", _scorecard, "our numbers and evidence beside the paper's numbers and claims", tex=False
     )
     card.add_argument("--preset", required=True)
+    add_options(card, "--overrides")
     card.add_argument("--runs-csv", type=Path, required=True)
     for option, dest, help in (
         ("--finetune", "finetune_summaries", "fine-tune summary.json files"),

@@ -3,10 +3,12 @@
 per-seed differences of validation cross-entropy, Δ log-perplexity) with its test (``intervals``); the primary
 claims the design powers (``power``) form one Holm-adjusted family (docs/experiments.md#verdicts)."""
 
+import functools
 import html
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -36,6 +38,7 @@ class ScorecardInputs:
     """The tidy files the scorecard reads (any list may be empty when the preset does not produce it)."""
 
     preset: str
+    """A built-in preset's name or a preset file, resolved with ``overrides`` (``--config``'s) as the DAG did."""
     runs_csv: Path
     finetune_summaries: list[Path] = field(default_factory=list)
     downstream: list[Path] = field(default_factory=list)
@@ -43,6 +46,11 @@ class ScorecardInputs:
     clustering_sweep: Path | None = None
     memory: list[Path] = field(default_factory=list)
     untrained_spectra: list[Path] = field(default_factory=list)
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @functools.cached_property
+    def config(self) -> dict[str, Any]:
+        return load_preset({"preset": self.preset, **self.overrides})
 
 
 def decide(claims: list[dict], plans: list[Plan]) -> tuple[list[dict], str]:
@@ -79,7 +87,7 @@ def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
     """Claims, then numbers: claims (1)-(7) (decided by ``decide``), the secondary claims, then the paper's numbers
     beside ours. ``card.attrs["family"]`` names the Holm family."""
     runs = read_csv(inputs.runs_csv, RUN_COLUMNS, "the pretrain run list")
-    plans = planned_claims(load_preset({"preset": inputs.preset}))
+    plans = planned_claims(inputs.config)
     finetunes = load_finetunes(inputs.finetune_summaries)
     claims, family = decide(
         perplexity_claims(runs)
@@ -97,8 +105,8 @@ def scorecard(inputs: ScorecardInputs) -> pd.DataFrame:
         + ablation_claims(runs)
         + memory_claims(inputs.memory)
         + perplexity_numbers(runs)
-        + parameter_numbers(inputs.preset, runs)
-        + downstream_numbers(inputs.preset, inputs.downstream)
+        + parameter_numbers(inputs.config["preset"], runs)
+        + downstream_numbers(inputs.config["preset"], inputs.downstream)
     )
     card = pd.DataFrame(rows, columns=SCORECARD_COLUMNS)
     card.attrs["family"] = family
@@ -136,4 +144,4 @@ def write_scorecard(inputs: ScorecardInputs, *, out: TableFiles) -> None:
     card = scorecard(inputs)
     table = card.to_html(index=False, na_rep="–", float_format="{:.4g}".format)
     body = f"<p>{html.escape(verdict_note(card))}</p>{table}"
-    write_views(out, card, scorecard_markdown(card, inputs.preset), "td,th{padding:2px 8px}", body)
+    write_views(out, card, scorecard_markdown(card, inputs.config["preset"]), "td,th{padding:2px 8px}", body)

@@ -173,14 +173,18 @@ def test_a_primary_claim_short_of_its_seeds_is_not_tested_by_design(tmp_path):
 
 def test_the_scorecard_reads_its_family_from_the_presets_design(tmp_path):
     """The mini design (12 seeds) decides (1) better and non-inferior; the same 20-seed runs do not move (5), which
-    the design does not power, into the family after the run."""
-    card = by_item(scorecard(ScorecardInputs(preset="mini", runs_csv=seeded_runs(tmp_path, 20, 0.0))))
+    the design does not power, into the family after the run. A --config override of the seeds is the design: at 3
+    seeds, (1) is not tested."""
+    runs = seeded_runs(tmp_path, 20, 0.0)
+    card = by_item(scorecard(ScorecardInputs(preset="mini", runs_csv=runs)))
     assert card.loc["(1) DiffEqFormer better than GPT, owt-small", "p_holm"] >= 0.05
     comparable = card.loc["(1) DiffEqFormer comparable to or better than GPT (non-inferior at +0.05 nats), owt-small"]
     assert comparable["p_holm"] < 0.05
     shared = card[card.index.str.startswith("(5) weight sharing is worse")]
     assert len(shared) and (shared["status"] == NOT_TESTED).all() and shared["p_holm"].isna().all()
     assert card.loc["(7) throughput only slightly below GPT, owt-small", "status"] == NOT_TESTED
+    three = by_item(scorecard(ScorecardInputs(preset="mini", runs_csv=runs, overrides={"seeds": [0, 1, 2]})))
+    assert three.loc["(1) DiffEqFormer better than GPT, owt-small", "status"] == NOT_TESTED
 
 
 def test_a_finetune_whose_curves_did_not_plateau_stays_in_the_family_with_p_one(tmp_path):

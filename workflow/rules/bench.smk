@@ -13,9 +13,7 @@ checkpoint fit:  # the preflight's shapes are its jobs' micro-batches
         md=f"{RESULTS}/fit.md",
         csv=f"{RESULTS}/fit.csv",
     params:
-        # The preset file and the --config overrides this run resolved, so the table has the rows its jobs ask for.
-        preset=GIVEN_CONFIG.get("preset", "tiny"),
-        overrides=json.dumps({key: value for key, value in GIVEN_CONFIG.items() if key != "preset"}, sort_keys=True),
+        **PRESET_AS_GIVEN,  # the config this run resolved, so the table has the rows its jobs ask for
         target=FIT_TARGET + (["--preflight", f"{RESULTS}/preflight.csv"] if SITE_FILE is not None else []),
         # What every row means (runs as the preset defines them, GPUs, memory, GPU counts a preflight report gives):
         # a change plans the table again.

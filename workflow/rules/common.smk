@@ -23,8 +23,14 @@ from pipeline.planning.grid import Grid
 from pipeline.train.identity import TRAIN_STEP
 
 SITE_FILE = config.pop("site", None)
-GIVEN_CONFIG = dict(config)
-"""The preset and the --config overrides as given (what a job that loads the preset itself, ``fit``, is passed)."""
+PRESET_AS_GIVEN = {
+    "preset": config.get("preset", "tiny"),
+    "overrides": json.dumps(
+        {key: value for key, value in config.items() if key not in ("preset", "ray")}, sort_keys=True
+    ),
+}
+"""The params of a job whose verb loads the preset itself (``--preset``, ``--overrides``): the preset file or name
+and the --config overrides as given, but where Ray runs, which changes none of their outputs."""
 try:
     _resolved = load_preset(config)
     SITE = load_site(SITE_FILE) if SITE_FILE is not None else None

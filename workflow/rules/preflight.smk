@@ -74,7 +74,7 @@ rule preflight:
         ),
         projection=f"{RESULTS}/preflight-projection.csv",
     params:
-        preset=GIVEN_CONFIG.get("preset", "tiny"),  # a preset file's path, or the built-in's name
+        **PRESET_AS_GIVEN,
         shapes=lambda wildcards: json.dumps(
             {
                 shape_id: {"runs": list(shape.runs), "gpus": shape.gpus}
@@ -92,7 +92,7 @@ rule preflight:
         **TIDY_FILE_RESOURCES,
     localrule: True
     shell:
-        "python -m pipeline preflight-report --preset {params.preset:q} --rows {input.rows:q}"
+        "python -m pipeline preflight-report --preset {params.preset:q} --overrides {params.overrides:q} --rows {input.rows:q}"
         " --shapes {params.shapes:q} --device-label {params.device:q} --mfu {params.mfu:q} --safety-factor {params.safety:q}"
         " --md {output.md:q} --csv {output.csv:q} --html {output.html:q} --projection {output.projection:q}"
         " > {log:q} 2>&1"

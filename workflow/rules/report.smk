@@ -26,7 +26,7 @@ rule scorecard:
             labels={"table": "Scorecard"},
         ),
     params:
-        preset=PRESET,
+        **PRESET_AS_GIVEN,
     log:
         f"{RESULTS}/logs/report/scorecard.log",
     benchmark:
@@ -36,7 +36,7 @@ rule scorecard:
     localrule: True
     shell:
         "python -m pipeline scorecard --md {output.md:q} --csv {output.csv:q} --html {output.html:q}"
-        " --preset {params.preset:q} --runs-csv {input.runs:q} --finetune {input.finetune:q}"
+        " --preset {params.preset:q} --overrides {params.overrides:q} --runs-csv {input.runs:q} --finetune {input.finetune:q}"
         " --downstream {input.downstream:q} --spectra {input.spectra:q} --untrained-spectra {input.untrained_spectra:q}"
         " --clustering-sweep {input.clustering_sweep:q} --memory {input.memory:q} > {log:q} 2>&1"
 
@@ -53,11 +53,7 @@ rule status:
             labels={"table": "Status"},
         ),
     params:
-        preset=GIVEN_CONFIG.get("preset", "tiny"),
-        # Where Ray runs changes no run's state: an override of `ray` alone does not write the status again.
-        overrides=json.dumps(
-            {key: value for key, value in GIVEN_CONFIG.items() if key not in ("preset", "ray")}, sort_keys=True
-        ),
+        **PRESET_AS_GIVEN,
         results=lambda wildcards, output: os.path.dirname(output[0]),
         site=["--site", SITE_FILE] if SITE_FILE is not None else [],
     log:
