@@ -92,7 +92,7 @@ rule preflight:
         **TIDY_FILE_RESOURCES,
     localrule: True
     shell:
-        "python -m pipeline preflight-report --preset {params.preset:q} --overrides {params.overrides:q} --rows {input.rows:q}"
-        " --shapes {params.shapes:q} --device-label {params.device:q} --mfu {params.mfu:q} --safety-factor {params.safety:q}"
+        "python -m pipeline preflight-report --preset {params.preset:q} --overrides {params.overrides:q}"
+        " --rows {input.rows:q} --shapes {params.shapes:q} --device-label {params.device:q} --mfu {params.mfu:q} --safety-factor {params.safety:q}"
         " --md {output.md:q} --csv {output.csv:q} --html {output.html:q} --projection {output.projection:q}"
         " > {log:q} 2>&1"

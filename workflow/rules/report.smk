@@ -36,7 +36,8 @@ rule scorecard:
     localrule: True
     shell:
         "python -m pipeline scorecard --md {output.md:q} --csv {output.csv:q} --html {output.html:q}"
-        " --preset {params.preset:q} --overrides {params.overrides:q} --runs-csv {input.runs:q} --finetune {input.finetune:q}"
+        " --preset {params.preset:q} --overrides {params.overrides:q} --runs-csv {input.runs:q}"
+        " --finetune {input.finetune:q}"
         " --downstream {input.downstream:q} --spectra {input.spectra:q} --untrained-spectra {input.untrained_spectra:q}"
         " --clustering-sweep {input.clustering_sweep:q} --memory {input.memory:q} > {log:q} 2>&1"
 
