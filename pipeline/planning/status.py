@@ -59,7 +59,7 @@ def run_state(results: Path, kind: str, run_id: str, steps: int, gpus: int, chun
         provenance = json.loads(record.read_text()) if record.is_file() else {}
         used = len(provenance.get("devices") or []) or gpus
         benchmark = results / "benchmarks" / kind / f"{run_id}.tsv"  # Snakemake's; its last row's seconds
-        rows = list(csv.DictReader(benchmark.open(), delimiter="\t")) if benchmark.is_file() else []
+        rows = list(csv.DictReader(benchmark.read_text().splitlines(), delimiter="\t")) if benchmark.is_file() else []
         seconds = (float(rows[-1]["s"]) if rows else 0) or provenance.get("wall_s", 0)
         return RunState(run_id, "done", f"{steps} updates", seconds * used / 3600, 1.0)
     updates, step_seconds = trained_updates(run_dir)
