@@ -60,9 +60,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   fi
   step "4/4 the pipeline package (editable)"
   .venv/bin/python -m pip install --quiet --no-deps -e .
-  # pip byte-compiles each package on one core as it installs it (78 s on one core for requirements.lock); every core does
-  # it at once here. As with pip, a file that is not Python 3.11 (a 3.12-only torch test helper) stays uncompiled:
-  # compileall's status 1 (some file did not compile) is accepted, any other failure stops the set-up.
+  # pip byte-compiles each package on one core as it installs it (78 s on one core for requirements.lock); every
+  # core does it at once here. As with pip, a file that is not Python 3.11 (a 3.12-only torch test helper) stays
+  # uncompiled: compileall's status 1 (some file did not compile) is accepted, any other failure stops the set-up.
   step "byte-compiling .venv on every core"
   .venv/bin/python -m compileall -q -j 0 .venv/lib/python3.11/site-packages > /dev/null || [ $? -eq 1 ]
   echo "$wanted" > "$stamp"
