@@ -14,7 +14,7 @@ from pipeline.execution.driver_stop import child_processes, stop_jobs_on_signals
 from pipeline.execution.job_env import RAY_FRESH_PROCESS_ENV, RAY_PLACEMENT_ENV
 from pipeline.execution.local_ray import start_local_ray
 from pipeline.execution.stop_signals import DRIVER_STOP_SIGNALS
-from pipeline.planning.cost import DEFAULT_MFU
+from pipeline.planning.measured import DEFAULT_MFU
 
 OPTIONS: dict[str, dict] = {
     "--preset": {"default": "paper", "help": "preset name or YAML path (default: paper)"},

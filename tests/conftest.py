@@ -221,16 +221,14 @@ def planned_fit_row():
     ``fits_at_paper_batch``: at the whole per-GPU batch unless given."""
     import dataclasses
 
-    from pipeline.planning.grid import Grid, vocab_size
+    from pipeline.planning.grid import Grid
     from pipeline.planning.measured import FitRow
 
     def row(config, run_id, gpus, micro_batch, *, device_bytes=80 * 10**9, fits=True, fits_at_paper_batch=None):
         workload = Grid.load(config).workloads[run_id]
         plan = dict.fromkeys(("parameters", "trainable_parameters", "param_bytes", "replicated_param_bytes"), 0)
         plan |= {"optimizer_bytes": 0, "temp_bytes": 0, "total_bytes": 0 if fits else device_bytes}
-        planned = FitRow.planned(
-            workload, vocab_size(config, workload.tokenizer), gpus, device_bytes, micro_batch, plan
-        )
+        planned = FitRow.planned(workload, gpus, device_bytes, micro_batch, plan)
         at_batch = planned.fits_at_paper_batch if fits_at_paper_batch is None else fits_at_paper_batch
         return dataclasses.replace(planned, fits_at_paper_batch=at_batch)
 

@@ -15,9 +15,9 @@ from pipeline.cli import main
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site
 from pipeline.planning.cost import preview
-from pipeline.planning.grid import Grid, model_cost
+from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing
-from pipeline.planning.measured import THROUGHPUT_COLUMNS, MeasuredTable, PreflightError, training_rate
+from pipeline.planning.measured import THROUGHPUT_COLUMNS, MeasuredTable, PreflightError
 from pipeline.planning.placement import JobRequest
 from pipeline.preflight.report import COLUMNS, markdown, with_verdicts
 
@@ -72,7 +72,7 @@ def test_a_preflight_row_with_half_the_throughput_doubles_the_walltime_and_the_c
     at that fine-tune's own FLOPs per token; another model's runs and the other method's fine-tunes stay estimates."""
     row, (sized, estimated), said = MEASURED_ROWS[measured]
     site, report, workloads = load_site(EXAMPLE), tmp_path / "preflight.csv", Grid.load(TINY).workloads
-    flops = model_cost(workloads[row["run_id"]], TINY)[1] / model_cost(workloads[sized], TINY)[1]
+    flops = workloads[row["run_id"]].forward_flops / workloads[sized].forward_flops
     minutes, hours = [], []
     for tokens_per_s in (2.0, 1.0):
         write_report(report, device="h100", tokens_per_s_per_device=tokens_per_s, **row)
@@ -210,7 +210,8 @@ def test_a_red_shapes_row_still_stops_its_runs_after_a_green_row_of_the_same_mod
     from pipeline.planning.preflight_jobs import training_shapes
 
     paper, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
-    estimated, _ = training_rate(Grid.load(paper).workloads["wt103-medium-gpt"], site.device, site.mfu, paper)
+    grid = Grid.load(paper)
+    estimated = MeasuredTable(grid, site.device, mfu=site.mfu).job(grid.workloads["wt103-medium-gpt"]).tokens_per_s
     shapes_before = set(training_shapes(JobSizing(Grid.load(paper), site)))
     green = report_row("gpt-medium-g1-mb0", "wt103-medium-gpt", "h100", tokens_per_s_per_device=10 * estimated)
     red = report_row(
@@ -232,7 +233,8 @@ def test_the_fit_table_plans_a_run_at_the_gpu_count_a_preflight_gives_it_and_at_
     from pipeline.planning.fit import planned_jobs, plans_digest
 
     paper, site = load_preset({"preset": "paper"}), load_site(EXAMPLE)
-    estimated, _ = training_rate(Grid.load(paper).workloads["wt103-medium-gpt"], site.device, site.mfu, paper)
+    grid = Grid.load(paper)
+    estimated = MeasuredTable(grid, site.device, mfu=site.mfu).job(grid.workloads["wt103-medium-gpt"]).tokens_per_s
     report = write_report(
         tmp_path / "preflight.csv",
         "gpt-medium-g1-mb0",

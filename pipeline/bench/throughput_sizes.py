@@ -11,7 +11,7 @@ import logging
 import re
 from pathlib import Path
 
-from pipeline.planning.grid import Grid, Workload, vocab_size
+from pipeline.planning.grid import Grid, Workload
 from pipeline.planning.measured import THROUGHPUT_COLUMNS, default_throughput_path
 
 logger = logging.getLogger(__name__)
@@ -33,9 +33,8 @@ def device_label(device_kind: str, platform: str) -> str:
     return match.group(1) if match else platform
 
 
-def measure_workload(workload: Workload, vocab: int, micro_batch: int, repeats: int, warmup: int) -> dict:
-    """Median seconds of one train step of ``workload``'s model (vocabulary ``vocab``) and its training tokens/s on
-    the first device."""
+def measure_workload(workload: Workload, micro_batch: int, repeats: int, warmup: int) -> dict:
+    """Median seconds of one train step of ``workload``'s model and its training tokens/s on the first device."""
     import equinox as eqx
     import haliax as hax
     import jax
@@ -46,7 +45,7 @@ def measure_workload(workload: Workload, vocab: int, micro_batch: int, repeats: 
     from pipeline.models.param_count import count_leaves
     from pipeline.train.setup import optimizer_config
 
-    train = workload.train
+    train, vocab = workload.train, workload.known_vocab
     batch_size = min(micro_batch, train.batch_size)
     model_key, data_key, dropout_key = jax.random.split(jax.random.PRNGKey(train.seed), 3)
     config = workload.recipe.build()
@@ -87,7 +86,7 @@ def measure(
     for workload in models_to_measure(config, families, sizes):
         key = "/".join(map(str, workload.throughput_key))
         try:
-            result = measure_workload(workload, vocab_size(config, workload.tokenizer), micro_batch, repeats, warmup)
+            result = measure_workload(workload, micro_batch, repeats, warmup)
         except jax.errors.JaxRuntimeError as error:
             if "RESOURCE_EXHAUSTED" not in str(error):
                 raise

@@ -51,6 +51,7 @@ def _status(args: argparse.Namespace) -> None:
     from pipeline.planning.cost import cost_rows
     from pipeline.planning.grid import Grid
     from pipeline.planning.jobs import JobSizing
+    from pipeline.planning.measured import MeasuredTable
     from pipeline.planning.status import data_job_lines, fit_lines, format_plan, format_status, grid_status, plan_rows
 
     config = load_preset({"preset": args.preset, **json.loads(args.overrides)})
@@ -66,7 +67,7 @@ def _status(args: argparse.Namespace) -> None:
         print(format_plan(plan_rows(sizing)))
         return
     device = site.device if site is not None else args.device
-    rows = cost_rows(list(grid.training.values()), device, args.mfu, config, results=results)
+    rows = cost_rows(list(grid.training.values()), MeasuredTable(grid, device, mfu=args.mfu), results)
     preview_hours = {job_id: row["gpu_hours"] for job_id, row in zip(grid.training, rows, strict=True)}
     states, hours = grid_status(results, sizing, preview_hours)
     print(f"Status of {results} (preview on {device})")

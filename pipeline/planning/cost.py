@@ -13,8 +13,8 @@ from typing import Any
 from pipeline.artifacts import text_table
 from pipeline.config import TrainSpec
 from pipeline.config.site import preset_results
-from pipeline.planning.grid import Grid, Workload, model_cost
-from pipeline.planning.measured import MeasuredTable, training_rate
+from pipeline.planning.grid import Grid, Workload
+from pipeline.planning.measured import DEFAULT_MFU, MeasuredTable
 from pipeline.train.checkpoints import KEPT_WHILE_TRAINING
 
 PUBLISHED_TRAIN_TOKENS = {("dlwh/wikitext_103_detokenized", "gpt2"): 0.12e9, ("Skylion007/openwebtext", "gpt2"): 9.04e9}
@@ -23,8 +23,6 @@ preparation), ``data_passes``' fallback before the caches are built; none for th
 STAGES = ("pretrain", "finetune", "evaluate", "analysis")
 CHECKPOINT_BYTES_PER_PARAMETER = 12
 """f32 parameters and Adam's two moments (for LoRA an upper bound: Levanter saves the trainable parameters only)."""
-DEFAULT_MFU = 0.4
-"""Model FLOPs utilisation an estimate assumes where nothing was measured."""
 
 
 def checkpoint_disk(parameters: int, train: TrainSpec | None) -> dict[str, int]:
@@ -49,24 +47,16 @@ def corpus_train_tokens(config: dict[str, Any], results: Path, dataset: str, tok
     return PUBLISHED_TRAIN_TOKENS.get((source.get("id"), config["tokenizers"][tokenizer].get("name")))
 
 
-def cost_rows(
-    workloads: list[Workload],
-    device: str,
-    mfu: float,
-    config: dict[str, Any],
-    measured: MeasuredTable | None = None,
-    results: Path | None = None,
-) -> list[dict[str, Any]]:
-    """One row per run on ``device``: tokens, tokens/s per GPU (``measured``'s, else estimated), GPU-hours = tokens ×
-    passes / 3 / tokens_per_s / 3600, passes over the data cached in ``results`` (default the repository's), disk."""
+def cost_rows(workloads: list[Workload], measured: MeasuredTable, results: Path | None = None) -> list[dict[str, Any]]:
+    """One row per run on ``measured``'s device: tokens, tokens/s per GPU and GPU-hours (``MeasuredTable.job``),
+    passes over the data cached in ``results`` (default the repository's), checkpoint disk."""
+    config = measured.grid.config
     results = results or preset_results(None, config["preset"])
     rows = []
     for workload in workloads:
         training = workload.trains
         corpus = corpus_train_tokens(config, results, workload.dataset, workload.tokenizer) if training else None
-        parameters, forward_flops = model_cost(workload, config)
-        tokens = workload.tokens(config)
-        tokens_per_s, source = training_rate(workload, device, mfu, config, measured)
+        parameters, tokens, job = workload.parameters, workload.tokens, measured.job(workload, required=True)
         rows.append(
             {
                 "stage": workload.stage,
@@ -77,12 +67,12 @@ def cost_rows(
                 "num_layers": workload.num_layers,
                 "seq_len": workload.run.model.seq_len,
                 "parameters": parameters,
-                "forward_flops_per_token": forward_flops,
+                "forward_flops_per_token": workload.forward_flops,
                 "tokens": tokens,
                 "passes": workload.passes,
-                "tokens_per_s_per_gpu": tokens_per_s,
-                "gpu_hours": workload.gpu_hours(tokens_per_s, config),
-                "source": source,
+                "tokens_per_s_per_gpu": job.tokens_per_s,
+                "gpu_hours": job.gpu_hours,
+                "source": job.source,
                 "data_passes": tokens / corpus if corpus else None,
                 **checkpoint_disk(parameters, workload.train if training else None),
             }
@@ -125,8 +115,8 @@ def preview(
         raise ValueError(f"--mfu must be in (0, 1] (got {mfu}).")
     config = grid.config
     preflight = preflight or preflight_path(config["preset"])
-    measured = MeasuredTable(grid, device, preflight_table=preflight, throughput_table=throughput)
-    run_rows = cost_rows(grid.costed, device, mfu, config, measured)
+    measured = MeasuredTable(grid, device, mfu=mfu, preflight_table=preflight, throughput_table=throughput)
+    run_rows = cost_rows(grid.costed, measured)
     # the analysis stage's jobs: one per run of each per-run analysis, one per whole-preset analysis
     analyses = sum(len(section["runs"]) if "runs" in section else 1 for section in config["analysis"].values())
     return stage_rows(run_rows, analyses), run_rows

@@ -20,8 +20,8 @@ from pipeline.execution.errors import RunStopped
 from pipeline.execution.job_env import gpu_memory_fraction
 from pipeline.execution.progress import Progress
 from pipeline.execution.stop_signals import StopSignals
-from pipeline.planning.grid import Grid, Workload, vocab_size
-from pipeline.planning.measured import DEVICES, FIT_COLUMNS, FitRow, plan_key, read_fit_rows
+from pipeline.planning.grid import Grid, Workload
+from pipeline.planning.measured import DEVICES, FIT_COLUMNS, FitRow, read_fit_rows
 from pipeline.train.digests import json_digest
 
 logger = logging.getLogger(__name__)
@@ -57,10 +57,8 @@ def fit_table(rows: list[FitRow]) -> tuple[str, str]:
     return f"{note}\n\n{markdown}\n", csv_text(map(dataclasses.asdict, rows), FIT_COLUMNS)
 
 
-def plans_in_subprocess(
-    requests: list[tuple[Workload, int, int]], gpus: int, stop: StopSignals
-) -> list[dict[str, int]]:
-    """The plan of each ``(workload, vocab_size, micro_batch)`` request (downstream: ``micro_batch`` requests per
+def plans_in_subprocess(requests: list[tuple[Workload, int]], gpus: int, stop: StopSignals) -> list[dict[str, int]]:
+    """The plan of each ``(workload, micro_batch)`` request (downstream: ``micro_batch`` requests per
     forward pass), in order, in one fresh Python process whose JAX sees ``gpus`` virtual CPU devices, which a
     ``stop`` signal ends at once."""
     env = {
@@ -79,20 +77,18 @@ def plans_in_subprocess(
     return json.loads(stdout.splitlines()[-1])
 
 
-def fit_run(
-    workload: Workload, vocab_size: int, gpus: int, device_bytes: int, plan: dict[str, Any], plans: Callable
-) -> FitRow:
+def fit_run(workload: Workload, gpus: int, device_bytes: int, plan: dict[str, Any], plans: Callable) -> FitRow:
     """The workload's row from its ``plan`` at the whole batch per device; a train step that does not fit is
     planned again (``plans``, as ``plans_in_subprocess``) at the largest micro-batch (a divisor of the per-device
     batch) that the plan's temporaries, scaled linearly with the micro-batch, predict to fit, lowered further until
     XLA's plan fits (or one example per device does not). Downstream rows are planned at lm-eval's batch only."""
-    row = FitRow.planned(workload, vocab_size, gpus, device_bytes, workload.batch_size // workload.devices(gpus), plan)
+    row = FitRow.planned(workload, gpus, device_bytes, workload.batch_size // workload.devices(gpus), plan)
     while workload.trains and not row.fits and row.micro_batch > 1:
         fixed = row.total_bytes - row.temp_bytes
         predicted = max(1, int(row.micro_batch * (row.usable_bytes - fixed) / row.temp_bytes))
         micro_batch = max(d for d in range(1, row.micro_batch) if row.per_device_batch % d == 0 and d <= predicted)
-        plan = plans([(workload, vocab_size, micro_batch)], row.gpus)[0]
-        row = FitRow.planned(workload, vocab_size, gpus, device_bytes, micro_batch, plan)
+        plan = plans([(workload, micro_batch)], row.gpus)[0]
+        row = FitRow.planned(workload, gpus, device_bytes, micro_batch, plan)
         logger.info("%s: micro-batch %d plans %.1f GB per device", workload.run_id, micro_batch, row.total_bytes / 1e9)
     return row
 
@@ -122,21 +118,21 @@ def kept_rows(path: Path, key: str) -> dict[tuple[str, int, int], FitRow]:
     return rows
 
 
-def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int], kept: Path, key: str) -> list[FitRow]:
-    """The rows of ``jobs`` (``(workload, GPUs, device bytes)``, vocabulary sizes ``vocab_sizes``), in order: per
+def fit_rows(jobs: list[tuple[Workload, int, int]], kept: Path, key: str) -> list[FitRow]:
+    """The rows of ``jobs`` (``(workload, GPUs, device bytes)``), in order: per
     device count, every first plan, at the whole batch per device, in one process, then each of its rows' micro-batch
     search. Each row is appended to ``kept`` as it completes, after the line of ``key`` (what the rows mean), and
     the jobs whose row ``kept`` holds for ``key`` are not planned again (``kept_rows``). A stop signal ends it
     between rows, and a planning process at once (its plans lost), with ``RunStopped``."""
     requests, devices = [], []
-    for (workload, gpus, _), vocab in zip(jobs, vocab_sizes, strict=True):
+    for workload, gpus, _ in jobs:
         devices.append(workload.devices(gpus))
         if workload.batch_size % devices[-1]:
             raise ValueError(
                 f"{workload.run_id}: batch_size {workload.batch_size} is not divisible by {devices[-1]} "
                 f"GPUs; choose a GPU count that divides it."
             )
-        requests.append((workload, vocab, workload.batch_size // devices[-1]))
+        requests.append((workload, workload.batch_size // devices[-1]))
     rows = kept_rows(kept, key)
     atomic_write_text(
         kept, "".join(json.dumps(line) + "\n" for line in [{"key": key}, *map(dataclasses.asdict, rows.values())])
@@ -145,7 +141,7 @@ def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int], kept
     progress = Progress("fit", len(jobs), "rows", done=sum(job in rows for job in job_keys), every_s=0)
     with StopSignals() as stop, kept.open("a") as kept_file:
 
-        def plans(requests: list[tuple[Workload, int, int]], count: int) -> list[dict[str, int]]:
+        def plans(requests: list[tuple[Workload, int]], count: int) -> list[dict[str, int]]:
             try:
                 return plans_in_subprocess(requests, count, stop)
             finally:
@@ -160,7 +156,7 @@ def fit_rows(jobs: list[tuple[Workload, int, int]], vocab_sizes: list[int], kept
             same = [i for i, job in enumerate(job_keys) if devices[i] == count and job not in rows]
             for i, plan in zip(same, plans([requests[i] for i in same], count) if same else [], strict=True):
                 workload, gpus, device_bytes = jobs[i]
-                row = rows[job_keys[i]] = fit_run(workload, vocab_sizes[i], gpus, device_bytes, plan, plans)
+                row = rows[job_keys[i]] = fit_run(workload, gpus, device_bytes, plan, plans)
                 kept_file.write(json.dumps(dataclasses.asdict(row)) + "\n")
                 kept_file.flush()
                 logger.info("%s: %s", workload.run_id, json.dumps(dataclasses.asdict(row)))
@@ -212,8 +208,9 @@ def plans_digest(grid: Grid, jobs: list[tuple[Workload, int, int]]) -> str:
     when only learning rates or step counts change."""
     rows = []
     for workload, count, device_bytes in jobs:
-        key = plan_key(workload, vocab_size(grid.config, workload.tokenizer))
-        rows.append((workload.run_id, key, count, device_bytes, int(device_bytes * gpu_memory_fraction())))
+        rows.append(
+            (workload.run_id, workload.plan_key, count, device_bytes, int(device_bytes * gpu_memory_fraction()))
+        )
     return json_digest(sorted(rows), length=16)
 
 
@@ -232,8 +229,7 @@ def write_fit(
     The rows are kept as they complete beside ``out_csv`` (``rows_file``), for a rerun after a stop, under the
     ``plans_digest`` of the jobs planned. Returns the new rows."""
     jobs = planned_jobs(grid, device, gpus, site, run_ids, preflight_table)
-    vocab_sizes = [vocab_size(grid.config, workload.tokenizer) for workload, _, _ in jobs]
-    rows = fit_rows(jobs, vocab_sizes, rows_file(out_csv), plans_digest(grid, jobs))
+    rows = fit_rows(jobs, rows_file(out_csv), plans_digest(grid, jobs))
     kept = []
     if run_ids and Path(out_csv).is_file():
         replaced = {row.job_key for row in rows}

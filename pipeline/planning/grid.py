@@ -2,7 +2,7 @@
 per-run GPU analyses (docs/planning.md#where-planning-lives). Longer than 300 lines because every kind of job the
 workflow runs is enumerated here once, so that each reader (the workflow's rules, job sizing, the cost preview, the
 fit table, the preflight) takes the same objects, with what each job costs (lm-eval's requests, each model's
-parameters and FLOPs per token, counted once and cached: ``model_cost``)."""
+parameters and FLOPs per token, counted once and cached: ``Workload.cost``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from pipeline.config import REPO_ROOT, FinetuneSpec, RunSpec, TrainSpec, finetune_runs, memory_probes, pretrain_runs
 from pipeline.config.families import GPT2_VOCAB, LLAMA_VOCAB
-from pipeline.config.specs import MODEL, role_values
+from pipeline.config.specs import MODEL, PLAN, role_values
 
 TRAIN_PASSES = 3
 """FLOPs of a training token in forward-pass units: forward + backward (2×), as Levanter's MFU (train_lm.py)."""
@@ -82,10 +82,11 @@ class ModelRecipe:
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-    """One job of the grid on the run ``run``; a subclass per kind says what differs, so that no reader branches on
-    ``kind`` (the fit table's ``role``; ``stage``: the cost preview's)."""
+    """One job of the grid on the run ``run`` with its tokenizer's vocabulary ``vocab``; a subclass per kind says what
+    differs, so that no reader branches on ``kind`` (the fit table's ``role``; ``stage``: the cost preview's)."""
 
     run: RunSpec
+    vocab: int | None = dataclasses.field(kw_only=True)
 
     kind: ClassVar[str]
     stage: ClassVar[str]
@@ -151,14 +152,51 @@ class Workload:
     def throughput_key(self) -> tuple[str, str, int]:
         return self.family, self.run.size, self.num_layers
 
-    def tokens(self, config: dict[str, Any]) -> int:
+    @property
+    def tokens(self) -> int:
         """Training tokens: steps × batch_size × seq_len."""
         return self.train.steps * self.train.batch_size * self.run.model.seq_len
 
-    def gpu_hours(self, tokens_per_s: float, config: dict[str, Any]) -> float:
-        """GPU-hours at ``tokens_per_s`` training tokens/s per GPU = tokens × passes / 3 / tokens_per_s / 3600 (a
-        forward-only token costs a third)."""
-        return self.tokens(config) * self.passes / TRAIN_PASSES / tokens_per_s / 3600
+    @property
+    def known_vocab(self) -> int:
+        """``vocab``; ``ValueError`` for a hub tokenizer whose vocabulary the planning does not know (None)."""
+        if self.vocab is None:
+            raise ValueError(
+                f"key 'tokenizers.{self.tokenizer}.name' names a tokenizer whose vocabulary size the cost preview "
+                f"does not know; expected one of {sorted(PRETRAINED_VOCAB)}."
+            )
+        return self.vocab
+
+    @functools.cached_property
+    def cost(self) -> tuple[int, float]:
+        """(parameters, forward FLOPs per token) of its model (``recipe_cost``)."""
+        return recipe_cost(self.recipe, self.known_vocab)
+
+    @property
+    def parameters(self) -> int:
+        return self.cost[0]
+
+    @property
+    def forward_flops(self) -> float:
+        return self.cost[1]
+
+    @functools.cached_property
+    def plan_key(self) -> str:
+        """The identity of its fit row's plan: the hash of what its plan depends on, its kind, the vocabulary, the
+        fields of role ``PLAN`` of its specs, and the train step's version (``TRAIN_STEP``: a changed step, e.g.
+        without buffer donation, plans differently)."""
+        from pipeline.train.digests import json_digest
+        from pipeline.train.identity import TRAIN_STEP
+
+        parts = {
+            "role": self.kind,
+            "model": role_values(self.run.model, PLAN),
+            "vocab_size": self.known_vocab,
+            "train_step": TRAIN_STEP,
+            "train": role_values(self.train, PLAN),
+            "finetune": self.finetune_role_values(PLAN),
+        }
+        return json_digest(parts, length=16)
 
     def finetune_role_values(self, role: str) -> dict[str, Any] | None:
         """A fine-tune's spec fields of ``role`` (``pipeline.config.specs``); None for any other workload."""
@@ -225,9 +263,12 @@ class Finetuning(Workload):
         return f"finetune-{self.finetune.method}"
 
 
+@dataclasses.dataclass(frozen=True)
 class Downstream(Workload):
-    """lm-eval's forward passes on the pretrained run ``run`` (App. C.7), on one GPU, ``BATCH_SIZE`` requests each."""
+    """lm-eval's forward passes on the pretrained run ``run`` (App. C.7), on one GPU, ``BATCH_SIZE`` requests each, as
+    the preset's ``downstream`` section sets them."""
 
+    downstream: dict[str, Any] = dataclasses.field(kw_only=True, compare=False)
     kind, stage = "downstream", "evaluate"
     trains = False
 
@@ -245,26 +286,23 @@ class Downstream(Workload):
 
         return BATCH_SIZE
 
-    def tokens(self, config: dict[str, Any]) -> int:
+    @property
+    def tokens(self) -> int:
         """Forward tokens: lm-eval's requests × ``seq_len`` (a full context window each: an upper bound)."""
-        return lm_eval_requests(config["downstream"]) * self.run.model.seq_len
+        return lm_eval_requests(self.downstream) * self.run.model.seq_len
 
     def devices(self, gpus: int) -> int:
         return 1
 
 
-def vocab_size(config: dict[str, Any], tokenizer: str) -> int:
-    """Vocabulary of a preset tokenizer: GPT-2's 50257, Llama-2's 32000, or a trained BPE's ``vocab_size``."""
-    pretrained = {"gpt2": GPT2_VOCAB, "NousResearch/Llama-2-7b-hf": LLAMA_VOCAB}
+PRETRAINED_VOCAB = {"gpt2": GPT2_VOCAB, "NousResearch/Llama-2-7b-hf": LLAMA_VOCAB}
+
+
+def vocab_size(config: dict[str, Any], tokenizer: str) -> int | None:
+    """Vocabulary of a preset tokenizer: GPT-2's 50257, Llama-2's 32000, a trained BPE's ``vocab_size``; None for
+    another hub tokenizer (``Workload.known_vocab``)."""
     spec = config["tokenizers"][tokenizer]
-    if spec["kind"] == "bpe":
-        return spec["vocab_size"]
-    if spec["name"] not in pretrained:
-        raise ValueError(
-            f"key 'tokenizers.{tokenizer}.name' is {spec['name']!r}, whose vocabulary size the cost "
-            f"preview does not know; expected one of {sorted(pretrained)}."
-        )
-    return pretrained[spec["name"]]
+    return spec["vocab_size"] if spec["kind"] == "bpe" else PRETRAINED_VOCAB.get(spec["name"])
 
 
 MODEL_COST_CACHE = REPO_ROOT / ".cache" / "model-cost.json"
@@ -282,11 +320,6 @@ def model_code_version() -> str:
     for path in sorted(sources):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
-
-
-def model_cost(workload: Workload, config: dict[str, Any]) -> tuple[int, float]:
-    """(parameters, forward FLOPs per token) of a workload's model with its tokenizer's vocabulary."""
-    return recipe_cost(workload.recipe, vocab_size(config, workload.tokenizer))
 
 
 @functools.cache
@@ -333,10 +366,17 @@ class Grid:
     def load(cls, config: dict[str, Any]) -> Grid:
         """The grid of ``config`` as ``load_preset`` resolves it."""
         runs = pretrain_runs(config)
-        pretraining = {run_id: Pretraining(spec) for run_id, spec in runs.items()}
-        probes = {probe_id: MemoryProbe(spec) for probe_id, spec in memory_probes(config).items()}
-        finetunes = {key: Finetuning(runs[spec.source_run], spec) for key, spec in finetune_runs(config, runs).items()}
-        downstream = [Downstream(runs[run_id]) for pair in config["downstream"]["pairs"].values() for run_id in pair]
+        vocab = {name: vocab_size(config, name) for name in config["tokenizers"]}
+        pretraining = {run_id: Pretraining(spec, vocab=vocab[spec.tokenizer]) for run_id, spec in runs.items()}
+        probes = {
+            run_id: MemoryProbe(spec, vocab=vocab[spec.tokenizer]) for run_id, spec in memory_probes(config).items()
+        }
+        finetunes = {
+            key: Finetuning(runs[spec.source_run], spec, vocab=vocab[spec.tokenizer])
+            for key, spec in finetune_runs(config, runs).items()
+        }
+        paired = [runs[run_id] for pair in config["downstream"]["pairs"].values() for run_id in pair]
+        downstream = [Downstream(run, vocab=vocab[run.tokenizer], downstream=config["downstream"]) for run in paired]
         analysed = {name: config["analysis"][name]["runs"] for name in GPU_ANALYSES}
         analyses = {name: {run_id: pretraining[run_id] for run_id in run_ids} for name, run_ids in analysed.items()}
         return cls(config, pretraining, probes, finetunes, {job.run_id: job for job in downstream}, analyses)

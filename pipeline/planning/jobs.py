@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -12,17 +13,9 @@ from pathlib import Path
 
 from pipeline.config.site import Site
 from pipeline.data.rates import data_job_minutes, measured_minutes, site_rates
-from pipeline.planning.grid import Grid, model_cost
-from pipeline.planning.measured import PLAN_ROW, FitTableError, MeasuredTable, training_rate
-from pipeline.planning.placement import (
-    JobKind,
-    JobRequest,
-    chain_retries,
-    node_gpu_counts,
-    placement,
-    site_request,
-    walltime,
-)
+from pipeline.planning.grid import Grid, Workload
+from pipeline.planning.measured import DEFAULT_MFU, PLAN_ROW, FitRow, FitTableError, MeasuredJob, MeasuredTable
+from pipeline.planning.placement import JobKind, JobRequest, chain_retries, placement, site_request, walltime
 
 ADAM_STATE_BYTES_PER_PARAMETER = 16
 """f32 parameters, gradients and AdamW's two moments, sharded over a job's GPUs (activations: the micro-batch's)."""
@@ -53,6 +46,11 @@ memory probe (a few steps); ``downstream`` (lm-eval) gets this plus its GPU-hour
 (``JobSizing.gpu_analysis``)."""
 
 
+def node_gpu_counts(batch_size: int, site: Site) -> list[int]:
+    """The GPU counts a job on one node can use for data parallelism: those dividing ``batch_size``, ascending."""
+    return [n for n in range(1, site.gpus_per_node + 1) if batch_size % n == 0]
+
+
 def training_gpus(gpu_hours: float, parameters: int, batch_size: int, site: Site) -> int:
     """The fewest GPUs of one node (dividing ``batch_size``) that hold the optimizer state and finish within the
     target walltime; the most that divide ``batch_size`` when none does both."""
@@ -70,6 +68,23 @@ def training_minutes(gpu_hours: float, gpus: int, site: Site) -> int:
     return math.ceil(gpu_hours * site.safety_factor / gpus * 60 + site.chunk_startup_min)
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainingNeed:
+    """What a pretraining run or fine-tune needs at a site (``JobSizing.need``): GPUs, minutes (None: not estimated)
+    and the measured table's answer they come from."""
+
+    gpus: int
+    minutes: int | None
+    measured: MeasuredJob
+
+
+def usable_fit_row(measured: MeasuredJob, gpus: int) -> FitRow | None:
+    """The job's fit row on ``gpus`` GPUs (None: none); ``FitTableError`` with the sentence of a refused one."""
+    if gpus in measured.refused:
+        raise FitTableError(measured.refused[gpus])
+    return measured.fit_rows.get(gpus)
+
+
 class JobSizing:
     """Each job's request for one preset's ``grid`` at one site (``None``: local jobs on the CPU), by workload id."""
 
@@ -84,11 +99,11 @@ class JobSizing:
         self.grid = grid
         self.config = grid.config
         self.site = site
-        device = site.device if site else "cpu"
-        self.measured = MeasuredTable(grid, device, preflight_table=preflight_table, fit_table=fit_table)
+        device, mfu = (site.device, site.mfu) if site else ("cpu", DEFAULT_MFU)
+        self.measured = MeasuredTable(grid, device, mfu=mfu, preflight_table=preflight_table, fit_table=fit_table)
         self.data_rates = data_rates
         self._read: dict[tuple[int | None, ...], JobSizing] = {}
-        self._gpu_hours: dict[str, float] = {}
+        self._needs: dict[str, TrainingNeed] = {}
 
     @property
     def tables(self) -> dict[str, str]:
@@ -110,14 +125,8 @@ class JobSizing:
         return self._read[stamp]
 
     def gpu_hours(self, workload_id: str) -> float:
-        """GPU-hours of one workload on the site's device, as the cost preview counts them (``training_rate``),
-        counted once per sizing (a job's GPUs, minutes and chunks each read them; the workflow sizes every job at each
-        parse)."""
-        if workload_id not in self._gpu_hours:
-            workload = self.grid.workloads[workload_id]
-            tokens_per_s, _ = training_rate(workload, self.site.device, self.site.mfu, self.config, self.measured)
-            self._gpu_hours[workload_id] = workload.gpu_hours(tokens_per_s, self.config)
-        return self._gpu_hours[workload_id]
+        """GPU-hours of one workload on the site's device, as the cost preview counts them (``MeasuredTable.job``)."""
+        return self.measured.job(self.grid.workloads[workload_id], required=True).gpu_hours
 
     def chain_retries(self, workload_ids: Iterable[str]) -> int | None:
         """Snakemake's retries of the rule that trains ``workload_ids`` (``chain_retries`` of their chunks)."""
@@ -127,42 +136,43 @@ class JobSizing:
         """The SLURM jobs a pretraining run or fine-tune takes at the site (1 where its need is not estimated)."""
         if self.site is None:
             return 1
-        needed = self.training_need(workload_id)[1]
+        needed = self.need(self.grid.workloads[workload_id]).minutes
         return 1 if needed is None else walltime(self.site, f"run {workload_id}", JobKind.TRAINING, needed)[1]
 
-    def training_need(self, workload_id: str) -> tuple[int, int | None]:
-        """(GPUs, minutes needed) of a training job (``training_minutes``); without GPUs 0 and, unless the site's
-        ``device`` was measured on the run, None minutes (a GPU's FLOPs estimate says nothing of a CPU)."""
-        gpus = self.training_gpu_count(workload_id) if self.site.gpus_per_node else 0
-        if not gpus and self.measured.tokens_per_s(self.grid.workloads[workload_id]) is None:
-            return 0, None
-        return gpus, training_minutes(self.gpu_hours(workload_id), gpus or 1, self.site)
+    def need(self, workload: Workload) -> TrainingNeed:
+        """A training job's ``TrainingNeed``, counted once per sizing: at a site with GPUs ``training_gpus`` and
+        ``training_minutes``; without, 0 GPUs and, unless its rate was measured on the site's ``device``, None minutes
+        (a GPU's FLOPs estimate says nothing of a CPU)."""
+        if workload.run_id not in self._needs:
+            on_gpus = self.site.gpus_per_node > 0
+            measured = self.measured.job(workload, self.site.gpu_memory_bytes, required=on_gpus)
+            gpus, minutes = 0, None
+            if on_gpus:
+                gpus = training_gpus(measured.gpu_hours, workload.parameters, workload.train.batch_size, self.site)
+            if on_gpus or measured.source in ("preflight", "measured"):
+                minutes = training_minutes(measured.gpu_hours, gpus or 1, self.site)
+            self._needs[workload.run_id] = TrainingNeed(gpus, minutes, measured)
+        return self._needs[workload.run_id]
 
-    def training_gpu_count(self, workload_id: str) -> int:
-        """The GPUs of a pretraining run or fine-tune at a site with GPUs (``training_gpus``)."""
-        workload = self.grid.workloads[workload_id]
-        parameters, _ = model_cost(workload, self.config)
-        return training_gpus(self.gpu_hours(workload_id), parameters, workload.train.batch_size, self.site)
-
-    def micro_batch(self, workload_id: str, gpus: int) -> int:
+    def micro_batch(self, workload: Workload, need: TrainingNeed) -> int:
         """Examples per device per forward/backward (0: the whole batch): the preset's ``train.micro_batch_size``,
-        else the fit row's at ``gpus`` GPUs; with neither, ``FitTableError`` (without a table to read: 0)."""
-        train = self.grid.workloads[workload_id].train
+        else the fit row's at the job's GPUs; with neither, ``FitTableError`` (without a table to read: 0)."""
+        train, gpus = workload.train, need.gpus
         if train.micro_batch_size is not None:
             per_gpu = train.batch_size // gpus
             if train.micro_batch_size > per_gpu or per_gpu % train.micro_batch_size:
                 raise FitTableError(
-                    f"run {workload_id}: the preset's train.micro_batch_size {train.micro_batch_size} "
+                    f"run {workload.run_id}: the preset's train.micro_batch_size {train.micro_batch_size} "
                     f"does not divide its batch of {per_gpu} per GPU on the {gpus} GPU(s) the site "
                     f"gives it; set a divisor of {per_gpu} (the fit table plans one)."
                 )
             return train.micro_batch_size
-        row = self.measured.fit_row(workload_id, gpus, self.site.gpu_memory_bytes)
+        row = usable_fit_row(need.measured, gpus)
         if row is None:
             if self.measured.fit_table is None:
                 return 0
             raise FitTableError(
-                f"{self.measured.fit_table}: no row for {workload_id} on {gpus} GPU(s) of "
+                f"{self.measured.fit_table}: no row for {workload.run_id} on {gpus} GPU(s) of "
                 f"{self.site.gpu_memory_gb:g} GB (the preflight's throughput gave it GPUs the table was "
                 f"not planned for); {PLAN_ROW}, or set its train.micro_batch_size in the preset."
             )
@@ -171,7 +181,7 @@ class JobSizing:
             if gpus == self.site.gpus_per_node:
                 more = "a node with more GPUs (gpus_per_node)"
             raise FitTableError(
-                f"{self.measured.fit_table}: run {workload_id} does not fit in {self.site.gpu_memory_gb:g} GB "
+                f"{self.measured.fit_table}: run {workload.run_id} does not fit in {self.site.gpu_memory_gb:g} GB "
                 f"per GPU on {gpus} GPU(s) even at micro-batch 1; give it {more} or GPUs with more "
                 f"memory (gpu_memory_gb) in the site file, then {PLAN_ROW}."
             )
@@ -184,12 +194,12 @@ class JobSizing:
 
     def training(self, workload_id: str) -> JobRequest:
         """A pretraining run or fine-tune: GPUs, walltime and memory from its size, micro-batch from the fit table."""
-        preset_micro_batch = self.grid.workloads[workload_id].train.micro_batch_size or 0
+        workload = self.grid.workloads[workload_id]
         if self.site is None:
-            return JobRequest(0, preset_micro_batch)
-        gpus, minutes = self.training_need(workload_id)
-        micro_batch = self.micro_batch(workload_id, gpus) if gpus else preset_micro_batch
-        return site_request(self.site, f"run {workload_id}", JobKind.TRAINING, gpus, minutes, micro_batch)
+            return JobRequest(0, workload.train.micro_batch_size or 0)
+        need = self.need(workload)
+        micro_batch = self.micro_batch(workload, need) if need.gpus else workload.train.micro_batch_size or 0
+        return site_request(self.site, f"run {workload_id}", JobKind.TRAINING, need.gpus, need.minutes, micro_batch)
 
     @functools.cached_property
     def before_preflight(self) -> JobSizing:
@@ -204,7 +214,7 @@ class JobSizing:
         workload = self.grid.workloads[workload_id]
         if workload.whole_batch:
             return node_gpu_counts(workload.batch_size, self.site)[-1]
-        return self.training_gpu_count(workload_id) if workload.trains else 1
+        return self.need(workload).gpus if workload.trains else 1
 
     def memory_probe(self, probe_id: str) -> JobRequest:
         """A memory probe on ``gpu_count`` GPUs; its fit row must fit its whole batch (never accumulated, Fig. 16)."""
@@ -212,7 +222,7 @@ class JobSizing:
             return JobRequest()
         gpus = self.gpu_count(probe_id) if self.site.gpus_per_node else 0
         if gpus and self.measured.fit_table is not None:
-            row = self.measured.fit_row(probe_id, gpus, self.site.gpu_memory_bytes)
+            row = usable_fit_row(self.measured.job(self.grid.workloads[probe_id], self.site.gpu_memory_bytes), gpus)
             if row is None or not row.fits_at_paper_batch:
                 raise FitTableError(
                     f"{self.measured.fit_table}: memory probe {probe_id} does not fit its whole batch of "

@@ -1,8 +1,7 @@
-"""What planning knows of a job on the site's GPUs before it runs, and the only reader of the files that hold it
-(docs/planning.md#the-measured-table: their precedence and staleness); where nothing was measured, the training rate
-estimated from the GPU's datasheet (``DEVICES``, ``training_rate``). Longer than 300 lines because a fit row's type
-and its ``plan_key`` live with the staleness check that reads them, and the estimate with the rates it stands in
-for."""
+"""What planning knows of a job on the site's GPUs before it runs (``MeasuredTable.job``), and the only reader of the
+files that hold it (docs/planning.md#the-measured-table: their precedence and staleness); where nothing was measured,
+the training rate estimated from the GPU's datasheet (``DEVICES``). Longer than 300 lines because a fit row's type
+lives with the staleness check that reads it, and the estimate with the rates it stands in for."""
 
 from __future__ import annotations
 
@@ -16,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.paths import BENCHMARKS_DIR
-from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec, role_values
+from pipeline.config.specs import PLAN, FinetuneSpec, ModelSpec, TrainSpec
 from pipeline.execution.job_env import GPU_MEMORY_FRACTION_ENV, gpu_memory_fraction
-from pipeline.planning.grid import TRAIN_PASSES, Grid, Workload, model_cost, vocab_size
-from pipeline.train.digests import json_digest
+from pipeline.planning.grid import TRAIN_PASSES, Grid, Workload
 
 logger = logging.getLogger(__name__)
 THROUGHPUT_COLUMNS = (
@@ -50,34 +48,13 @@ class Device:
     peak_tflops: dict[str, float]
 
 
+DEFAULT_MFU = 0.4
+"""Model FLOPs utilisation an estimate assumes where nothing was measured."""
 DEVICES = {
     "a100": Device(memory_bytes=80 * 10**9, peak_tflops={"bf16": 312.0, "f32": 156.0}),
     "h100": Device(memory_bytes=80 * 10**9, peak_tflops={"bf16": 989.0, "f32": 494.7}),
     "h200": Device(memory_bytes=141 * 10**9, peak_tflops={"bf16": 989.0, "f32": 494.7}),
 }
-
-
-def training_rate(
-    workload: Workload, device: str, mfu: float, config: dict[str, Any], measured: MeasuredTable | None = None
-) -> tuple[float, str]:
-    """``(training tokens/s per GPU, source)`` of ``workload`` on ``device``: ``measured``'s (``tokens_per_s``), else
-    ``"estimate"``: MFU × peak FLOP/s in the compute dtype of its mixed precision / (3 × forward FLOPs per token)."""
-    if measured is not None and (rate := measured.tokens_per_s(workload)):
-        return rate
-    if device not in DEVICES:
-        family, size, layers = workload.throughput_key
-        raise ValueError(
-            f"--device {device!r} has no measured throughput for {workload.model_id} (family {family!r}, "
-            f"size {size!r}, num_layers {layers}) and no peak FLOP/s to estimate from; expected a "
-            f"device in {sorted(DEVICES)} or a measured row."
-        )
-    import jax.numpy as jnp
-    import jmp
-
-    _, forward_flops = model_cost(workload, config)
-    compute = jmp.get_policy(workload.train.mixed_precision).compute_dtype
-    peak = DEVICES[device].peak_tflops["bf16" if compute in (jnp.bfloat16, jnp.float16) else "f32"] * 1e12
-    return mfu * peak / (TRAIN_PASSES * forward_flops), "estimate"
 
 
 class PreflightError(ValueError):
@@ -194,7 +171,7 @@ class FitRow:
 
     @classmethod
     def planned(
-        cls, workload: Workload, vocab: int, gpus: int, device_bytes: int, micro_batch: int, plan: dict[str, int]
+        cls, workload: Workload, gpus: int, device_bytes: int, micro_batch: int, plan: dict[str, int]
     ) -> FitRow:
         """The row of ``workload`` on ``gpus`` GPUs of ``device_bytes`` at ``micro_batch`` from XLA's ``plan`` (its
         parameter counts and bytes per device, ``pipeline.planning.xla_plans``): it fits where the plan's total is
@@ -205,7 +182,7 @@ class FitRow:
         fits = plan["total_bytes"] <= usable
         return cls(
             run_id=workload.run_id,
-            plan_key=plan_key(workload, vocab),
+            plan_key=workload.plan_key,
             role=workload.kind,
             family=model.family,
             size=workload.run.size,
@@ -225,23 +202,6 @@ class FitRow:
 
 
 FIT_COLUMNS = tuple(field.name for field in dataclasses.fields(FitRow))
-
-
-def plan_key(workload: Workload, vocab_size: int) -> str:
-    """The identity of a row's plan: the hash of what a workload's plan depends on, its kind, the vocabulary, the
-    fields of role ``PLAN`` of its specs, and the train step's version (``TRAIN_STEP``: a changed step, e.g. without
-    buffer donation, plans differently)."""
-    from pipeline.train.identity import TRAIN_STEP
-
-    parts = {
-        "role": workload.kind,
-        "model": role_values(workload.run.model, PLAN),
-        "vocab_size": vocab_size,
-        "train_step": TRAIN_STEP,
-        "train": role_values(workload.train, PLAN),
-        "finetune": workload.finetune_role_values(PLAN),
-    }
-    return json_digest(parts, length=16)
 
 
 def read_fit_rows(path: Path) -> list[FitRow]:
@@ -269,7 +229,7 @@ STALE_COLUMNS = {
     for column, key in {**_plan_fields(ModelSpec, "model"), **_plan_fields(TrainSpec, "train")}.items()
     if column in FIT_COLUMNS
 }
-"""Columns of a row that restate a field its ``plan_key`` covers, by the preset key they come from."""
+"""Columns of a row that restate a field its ``Workload.plan_key`` covers, by the preset key they come from."""
 UNRESTATED_PLAN_FIELDS = (
     "a field of its model, its vocabulary, "
     + ", ".join(key for column, key in _plan_fields(TrainSpec, "train").items() if column not in STALE_COLUMNS)
@@ -277,13 +237,13 @@ UNRESTATED_PLAN_FIELDS = (
     + "/".join(_plan_fields(FinetuneSpec, "finetune"))
     + ", or the train step's version"
 )
-"""What else ``plan_key`` covers, named where no column says which changed."""
+"""What else ``Workload.plan_key`` covers, named where no column says which changed."""
 
 
-def stale_field(row: FitRow, workload: Workload, vocab_size: int) -> str | None:
+def stale_field(row: FitRow, workload: Workload) -> str | None:
     """What changed since ``row`` was planned (``None``: nothing): the first differing ``STALE_COLUMNS`` with both
     values, else ``UNRESTATED_PLAN_FIELDS``."""
-    if row.plan_key == plan_key(workload, vocab_size):
+    if row.plan_key == workload.plan_key:
         return None
     for column, key in STALE_COLUMNS.items():
         spec = workload.run.model if key.startswith("model.") else workload.train
@@ -292,15 +252,29 @@ def stale_field(row: FitRow, workload: Workload, vocab_size: int) -> str | None:
     return UNRESTATED_PLAN_FIELDS
 
 
+@dataclasses.dataclass(frozen=True)
+class MeasuredJob:
+    """What the table answers for one job on its device: training tokens/s per GPU from ``source`` (``preflight``,
+    ``measured`` or ``estimate``; both None where nothing was measured and the device has no datasheet), its
+    GPU-hours at that rate, and by GPU count its fit rows at the GPU's memory, or the sentence refusing one."""
+
+    tokens_per_s: float | None
+    source: str | None
+    gpu_hours: float | None
+    fit_rows: dict[int, FitRow]
+    refused: dict[int, str]
+
+
 @dataclasses.dataclass(eq=False)
 class MeasuredTable:
     """The measured table of ``grid``'s jobs on ``device``, each file read once: ``throughput_table`` (None: the
     device's default table, where it exists), ``preflight_table`` and ``fit_table`` (None or missing: nothing measured
-    or planned)."""
+    or planned); ``mfu``: the estimate's."""
 
     grid: Grid
     device: str
     _: dataclasses.KW_ONLY
+    mfu: float = DEFAULT_MFU
     preflight_table: str | Path | None = None
     fit_table: str | Path | None = None
     throughput_table: Path | None = None
@@ -319,30 +293,33 @@ class MeasuredTable:
         return read_throughput(path, self.device) if self.throughput_table or path.is_file() else {}
 
     @functools.cached_property
-    def fit_rows(self) -> dict[tuple[str, int, int], FitRow]:
-        if self.fit_table is None or not Path(self.fit_table).is_file():
-            return {}
-        return {row.job_key: row for row in read_fit_rows(Path(self.fit_table))}
+    def fit_rows_by_job(self) -> dict[tuple[str, int], list[FitRow]]:
+        """The fit table's rows by run id and GPU memory (bytes)."""
+        rows: dict[tuple[str, int], list[FitRow]] = {}
+        if self.fit_table is not None and Path(self.fit_table).is_file():
+            for row in read_fit_rows(Path(self.fit_table)):
+                rows.setdefault((row.run_id, row.device_bytes), []).append(row)
+        return rows
 
     @functools.cached_property
     def preflight_tokens_per_s(self) -> dict[str, float]:
         """Training tokens/s per device by workload id from the green rows of ``device``
         (docs/planning.md#after-a-preflight): a fine-tune of method m's, tokens/s_m × F_m / F (F: forward FLOPs per
         token), else its model's pretraining row's; rows of lm-eval, analyses and jobs no longer in the grid unread."""
-        jobs, finetunes, config = self.grid.workloads, self.grid.finetunes, self.grid.config
+        jobs, finetunes = self.grid.workloads, self.grid.finetunes
         rates = {}  # a model's tokens/s by its throughput key; a fine-tune method's FLOP rate by its row kind
         for row in self.preflight_rows.values():
             job = jobs.get(row.run_id)
             if job is None or (row.device_label, row.verdict, row.kind) != (self.device, "ok", job.preflight_row_kind):
                 continue
             if job.run_id in finetunes:
-                rates[row.kind] = row.tokens_per_s_per_device * model_cost(job, config)[1]
+                rates[row.kind] = row.tokens_per_s_per_device * job.forward_flops
             else:
                 rates[job.throughput_key] = row.tokens_per_s_per_device
         throughput = {}
         for workload_id, workload in jobs.items():
             if workload_id in finetunes and workload.preflight_row_kind in rates:
-                throughput[workload_id] = rates[workload.preflight_row_kind] / model_cost(workload, config)[1]
+                throughput[workload_id] = rates[workload.preflight_row_kind] / workload.forward_flops
             elif workload.throughput_key in rates:
                 throughput[workload_id] = rates[workload.throughput_key]
         return throughput
@@ -355,27 +332,42 @@ class MeasuredTable:
             return self.throughput_rows[workload.throughput_key], "measured"
         return None
 
-    def fit_row(self, workload_id: str, gpus: int, device_bytes: int) -> FitRow | None:
-        """The fit row of the job (None without one); ``FitTableError`` naming what changed for a stale one, planned for
-        another spec or share of the GPU's memory."""
-        row = self.fit_rows.get((workload_id, gpus, device_bytes))
-        if row is None:
-            return None
-        workload = self.grid.workloads[workload_id]
-        changed = stale_field(row, workload, vocab_size(self.grid.config, workload.tokenizer))
-        if changed is not None:
-            raise FitTableError(
-                f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) is stale: {changed} "
-                f"changed since it was planned; {PLAN_ROW}."
+    def job(self, workload: Workload, device_bytes: int | None = None, required: bool = False) -> MeasuredJob:
+        """``workload``'s answer: its measured tokens/s (``tokens_per_s``), else on a ``DEVICES`` GPU MFU × peak FLOP/s
+        in the compute dtype of its mixed precision / (3 × forward FLOPs per token) (neither and ``required``:
+        ``ValueError``); GPU-hours = tokens × passes / 3 / tokens/s / 3600 (a forward-only token costs a third); its
+        fit rows of ``device_bytes`` per GPU."""
+        rate = self.tokens_per_s(workload)
+        if rate is None and required and self.device not in DEVICES:
+            family, size, layers = workload.throughput_key
+            raise ValueError(
+                f"--device {self.device!r} has no measured throughput for {workload.model_id} (family {family!r}, "
+                f"size {size!r}, num_layers {layers}) and no peak FLOP/s to estimate from; expected a "
+                f"device in {sorted(DEVICES)} or a measured row."
             )
-        usable = int(device_bytes * gpu_memory_fraction())
-        if row.usable_bytes != usable:
-            raise FitTableError(
-                f"{self.fit_table}: the row of {workload_id} on {gpus} GPU(s) was planned for "
-                f"{row.usable_bytes / 1e9:g} GB usable per GPU, but JAX now reserves "
-                f"{usable / 1e9:g} GB ({GPU_MEMORY_FRACTION_ENV}); {PLAN_ROW}."
-            )
-        return row
+        if rate is None and self.device in DEVICES:
+            import jax.numpy as jnp
+            import jmp
+
+            compute = jmp.get_policy(workload.train.mixed_precision).compute_dtype
+            peak = DEVICES[self.device].peak_tflops["bf16" if compute in (jnp.bfloat16, jnp.float16) else "f32"]
+            rate = self.mfu * peak * 1e12 / (TRAIN_PASSES * workload.forward_flops), "estimate"
+        tokens_per_s, source = rate or (None, None)
+        hours = None if tokens_per_s is None else workload.tokens * workload.passes / TRAIN_PASSES / tokens_per_s / 3600
+        rows, refused = {}, {}
+        for row in self.fit_rows_by_job.get((workload.run_id, device_bytes), []):
+            changed, usable = stale_field(row, workload), int(row.device_bytes * gpu_memory_fraction())
+            where = f"{self.fit_table}: the row of {workload.run_id} on {row.gpus} GPU(s)"
+            if changed is not None:
+                refused[row.gpus] = f"{where} is stale: {changed} changed since it was planned; {PLAN_ROW}."
+            elif row.usable_bytes != usable:
+                refused[row.gpus] = (
+                    f"{where} was planned for {row.usable_bytes / 1e9:g} GB usable per GPU, but JAX now reserves "
+                    f"{usable / 1e9:g} GB ({GPU_MEMORY_FRACTION_ENV}); {PLAN_ROW}."
+                )
+            else:
+                rows[row.gpus] = row
+        return MeasuredJob(tokens_per_s, source, hours, rows, refused)
 
     def require_green(self) -> None:
         """``PreflightError`` naming the preflight job, the grid job it measured and what to do, while a row is red."""

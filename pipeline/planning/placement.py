@@ -139,11 +139,6 @@ def chain_retries(chunks: Iterable[int]) -> int | None:
     return longest - 1 + CHAIN_MARGIN_RETRIES if longest > 1 else None
 
 
-def node_gpu_counts(batch_size: int, site: Site) -> list[int]:
-    """The GPU counts a job on one node can use for data parallelism: those dividing ``batch_size``, ascending."""
-    return [n for n in range(1, site.gpus_per_node + 1) if batch_size % n == 0]
-
-
 def placement(site: Site, kind: JobKind) -> Placement:
     """Where jobs of ``kind`` run (GPU jobs on the CPU partition at a site without GPUs); a resumable job is sent SIGURG
     ``signal_lead_s`` before its walltime ends, not SIGTERM: SLURM signals every process of the job, and the embedded

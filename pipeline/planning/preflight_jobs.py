@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from pipeline.planning.cost import CHECKPOINT_BYTES_PER_PARAMETER
-from pipeline.planning.grid import FINETUNE_METHODS, Finetuning, Grid, Workload, model_cost
+from pipeline.planning.grid import FINETUNE_METHODS, Finetuning, Grid, Workload
 from pipeline.planning.placement import WalltimeError
 
 PREFLIGHT_RUNTIME_MIN = 20
@@ -48,9 +48,10 @@ def preflight_minutes(jobs, run_id: str, updates: int) -> int | None:
     site = jobs.site
     if site is None or site.gpus_per_node == 0:
         return None
-    workload, gpus = jobs.grid.workloads[run_id], jobs.training_gpu_count(run_id)
-    step_min = jobs.gpu_hours(run_id) * site.safety_factor / gpus / workload.train.steps * 60
-    checkpoint_gb = model_cost(workload, jobs.config)[0] * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
+    workload = jobs.grid.workloads[run_id]
+    need = jobs.need(workload)
+    step_min = need.measured.gpu_hours * site.safety_factor / need.gpus / workload.train.steps * 60
+    checkpoint_gb = workload.parameters * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
     minutes = math.ceil(
         PREFLIGHT_BASE_MIN + updates * step_min + 2 * checkpoint_gb / CHECKPOINT_GB_PER_MIN + site.signal_lead_s / 60
     )

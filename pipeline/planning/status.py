@@ -88,7 +88,7 @@ def grid_status(
     and the GPU-hours spent and left of the preview's ``preview_hours`` (by job id)."""
     states, site = [], sizing.site
     for run_id, job in sizing.grid.training.items():
-        gpus = sizing.training_gpu_count(run_id) if site is not None and site.gpus_per_node else 1
+        gpus = sizing.need(job).gpus if site is not None and site.gpus_per_node else 1
         states.append(run_state(results, job.kind, run_id, job.train.steps, gpus, sizing.training_chunks(run_id)))
     return states, {
         "spent": sum(state.gpu_hours for state in states),

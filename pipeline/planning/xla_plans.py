@@ -60,7 +60,7 @@ def plan_columns(model, trainable, opt_state, plan) -> dict[str, int]:
     }
 
 
-def plan_train_step(workload: Workload, vocab_size: int, micro_batch: int) -> dict[str, int]:
+def plan_train_step(workload: Workload, micro_batch: int) -> dict[str, int]:
     """XLA's per-device plan of ``workload``'s train step (a pretraining run, memory probe or fine-tune) with
     ``micro_batch`` examples per device per forward/backward: the training loop's own ``UndonatedTrainer``
     (optimizer, mixed precision, FSDP mesh and axis mapping) on this process's devices. A fine-tune's model is its
@@ -78,7 +78,7 @@ def plan_train_step(workload: Workload, vocab_size: int, micro_batch: int) -> di
     from pipeline.train.step_plan import abstract_train_step_plan
     from pipeline.train.trainer import UndonatedTrainer
 
-    train = dataclasses.replace(workload.train, micro_batch_size=micro_batch)
+    train, vocab_size = dataclasses.replace(workload.train, micro_batch_size=micro_batch), workload.known_vocab
     model_config = run_model_config(workload.run)
     with tempfile.TemporaryDirectory(prefix=f"{workload.run_id}-fit-") as scratch:
         config = trainer_config(workload.run_id, train, Path(scratch))
@@ -104,7 +104,7 @@ def plan_train_step(workload: Workload, vocab_size: int, micro_batch: int) -> di
     return plan_columns(state.model, state.trainable_model, state.opt_state, plan)
 
 
-def plan_downstream(workload: Workload, vocab_size: int, batch_size: int) -> dict[str, int]:
+def plan_downstream(workload: Workload, batch_size: int) -> dict[str, int]:
     """XLA's plan of lm-eval's scoring forward pass on ``workload``'s run: the harness's ``LevanterLM`` over the
     model in the run's compute precision (as ``evaluate_downstream`` casts it), its jitted scoring function for
     ``batch_size`` requests at the full seq_len, on one device (the harness loads the model unsharded)."""
@@ -123,7 +123,9 @@ def plan_downstream(workload: Workload, vocab_size: int, batch_size: int) -> dic
 
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     spec = workload.run
-    model = eqx.filter_eval_shape(run_model_config(spec).build, Axis("vocab", vocab_size), key=jax.random.PRNGKey(0))
+    model = eqx.filter_eval_shape(
+        run_model_config(spec).build, Axis("vocab", workload.known_vocab), key=jax.random.PRNGKey(0)
+    )
     model = eqx.filter_eval_shape(jmp.get_policy(spec.train.mixed_precision).cast_to_compute, model)
     lm = LevanterLM(model, None, batch_size=batch_size)
     arrays, static = eqx.partition(lm.model, is_abstract, is_leaf=is_abstract)
@@ -144,16 +146,16 @@ def plan_downstream(workload: Workload, vocab_size: int, batch_size: int) -> dic
 
 
 def plan_main() -> None:
-    """``python -m pipeline.planning.xla_plans``: the plans of the ``(workload, vocab, micro-batch)`` requests pickled
+    """``python -m pipeline.planning.xla_plans``: the plans of the ``(workload, micro-batch)`` requests pickled
     on stdin by ``plans_in_subprocess`` (this code's parent), one after another, printed as one JSON line; each one's
     compiled programs are dropped before the next."""
     import jax
 
     plans = []
-    for workload, vocab, micro_batch in pickle.load(sys.stdin.buffer):
+    for workload, micro_batch in pickle.load(sys.stdin.buffer):
         try:
             planner = plan_train_step if workload.trains else plan_downstream
-            plans.append(planner(workload, vocab, micro_batch))
+            plans.append(planner(workload, micro_batch))
         except Exception as error:
             raise RuntimeError(
                 f"{workload.run_id} at micro-batch {micro_batch}: {type(error).__name__}: {error}".replace("\n", " ")

@@ -101,16 +101,17 @@ def _report(args: argparse.Namespace) -> None:
     from pipeline.config import load_preset
     from pipeline.planning.cost import cost_rows
     from pipeline.planning.grid import Grid
-    from pipeline.planning.measured import DEVICES
+    from pipeline.planning.measured import DEVICES, MeasuredTable
     from pipeline.preflight import report
 
     config = load_preset({"preset": args.preset, **json.loads(args.overrides)})
     rows = report.with_verdicts([json.loads(Path(path).read_text()) for path in args.rows])
-    workloads = list(Grid.load(config).pretraining.values())
+    grid = Grid.load(config)
+    workloads = list(grid.pretraining.values())
     if args.device_label in DEVICES:
-        costs = cost_rows(workloads, args.device_label, args.mfu, config)
+        costs = cost_rows(workloads, MeasuredTable(grid, args.device_label, mfu=args.mfu))
     else:
-        costs = [{"run_id": w.run_id, "tokens": w.tokens(config), "gpu_hours": math.nan} for w in workloads]
+        costs = [{"run_id": w.run_id, "tokens": w.tokens, "gpu_hours": math.nan} for w in workloads]
     projection = report.projection_rows(costs, json.loads(args.shapes), rows, args.safety_factor)
     atomic_write_text(args.csv, csv_text(rows, report.COLUMNS))
     atomic_write_text(args.md, report.markdown(rows, projection))

@@ -139,7 +139,7 @@ def preflight_pretrain(
         per_device = micro_batch or spec.train.batch_size // len(jax.devices())
         stats = jax.devices()[0].memory_stats()
         budget_bytes = int(stats["bytes_limit"]) if stats else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        planned_bytes = int(plan_train_step(Pretraining(spec), vocab_size, per_device)["total_bytes"])
+        planned_bytes = int(plan_train_step(Pretraining(spec, vocab=vocab_size), per_device)["total_bytes"])
     return {
         **device_columns(),
         **measured,

@@ -116,7 +116,7 @@ def test_the_paper_train_step_compiles_at_its_shape(paper, run_id):
         assert (run.model.hidden_dim, run.model.intermediate_dim, run.model.seq_len) == (2048, 8192, 2048)
         workload = dataclasses.replace(workload, run=run)
     vocab = LLAMA_VOCAB if run_id.startswith("owt-llama1b") else GPT2_VOCAB
-    plan = plan_train_step(workload, vocab, 1)
+    plan = plan_train_step(workload, 1)
     print(run_id, {key: value / 1e9 for key, value in plan.items() if key.endswith("bytes")}, "GB")
     if isinstance(workload, Pretraining):
         assert plan["parameters"] == plan["trainable_parameters"] == count_params(run_model_config(workload.run), vocab)

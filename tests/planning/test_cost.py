@@ -11,8 +11,8 @@ from pipeline.bench import throughput_sizes
 from pipeline.cli import main
 from pipeline.config import load_preset
 from pipeline.planning import cost
-from pipeline.planning.grid import Grid, lm_eval_requests, vocab_size
-from pipeline.planning.measured import THROUGHPUT_COLUMNS, read_throughput
+from pipeline.planning.grid import Grid, lm_eval_requests
+from pipeline.planning.measured import THROUGHPUT_COLUMNS, MeasuredTable, read_throughput
 
 H100_PEAK_BF16 = 989e12
 
@@ -39,19 +39,19 @@ def table_row(family, size, num_layers, tokens_per_s, device="h100"):
 
 def test_token_counts_match_the_paper_grid(paper, paper_workloads):
     large = paper_workloads[("pretrain", "owt-large-gpt")]
-    assert large.tokens(paper) == 40_000 * 256 * 1024 and large.passes == 3
+    assert large.tokens == 40_000 * 256 * 1024 and large.passes == 3
     llama = paper_workloads[("pretrain", "owt-llama1b-diffeq_llama")]
-    assert llama.tokens(paper) == 40_000 * 256 * 2048
-    assert vocab_size(paper, llama.tokenizer) == 32_000
+    assert llama.tokens == 40_000 * 256 * 2048
+    assert llama.vocab == 32_000
     finetune = paper_workloads[("finetune", "ft-wt103-owt-diffeq18-n9-lora")]
-    assert finetune.tokens(paper) == 10_000 * 256 * 1024
+    assert finetune.tokens == 10_000 * 256 * 1024
     assert (finetune.family, finetune.run.size, finetune.num_layers) == ("discrete_diffeq_gpt", "ft18", 9)
     baseline = paper_workloads[("finetune", "ft-owt-wt103-gpt24-full")]
     assert (baseline.family, baseline.num_layers) == ("gpt", 24)
     # lm-eval: 4-choice arc_c/arc_e/hellaswag/logiqa/mmlu/sciq, 1 request lambada x2, 2-choice piqa/winogrande/wsc273
     per_shot = 4 * (1172 + 2376 + 10042 + 651 + 14042 + 1000) + 2 * 5153 + 2 * (1838 + 1267 + 273)
     evaluate = paper_workloads[("evaluate", "owt-large-gpt")]
-    assert evaluate.tokens(paper) == 2 * per_shot * 1024 and evaluate.passes == 1
+    assert evaluate.tokens == 2 * per_shot * 1024 and evaluate.passes == 1
 
 
 def test_local_tasks_need_a_limit_and_count_at_most_four_requests():
@@ -68,7 +68,7 @@ def test_estimate_is_levanter_flops_at_mfu_of_the_peak(paper, paper_workloads):
     attention = (2 * seq**2 * hidden + 3 * seq**2 * 20 + 2 * seq**2 * hidden) / seq
     per_layer = 2 * 2 * hidden * 4 * hidden + 2 * hidden * 3 * hidden + 2 * hidden * hidden + attention
     forward = layers * per_layer + 2 * hidden * vocab
-    [row] = cost.cost_rows([large], "h100", mfu=0.4, config=paper)
+    [row] = cost.cost_rows([large], MeasuredTable(Grid.load(paper), "h100"))
     assert row["forward_flops_per_token"] == pytest.approx(forward)
     assert row["gpu_hours"] == pytest.approx(row["tokens"] * 3 * forward / (0.4 * H100_PEAK_BF16) / 3600)
     assert row["source"] == "estimate" and row["parameters"] == 774_030_080
@@ -166,9 +166,7 @@ def test_measure_workload_times_a_real_train_step():
             spec, model=dataclasses.replace(spec.model, seq_len=16, hidden_dim=16, num_heads=2, num_layers=1)
         ),
     )
-    result = throughput_sizes.measure_workload(
-        small, vocab_size(config, workload.tokenizer), micro_batch=2, repeats=2, warmup=1
-    )
+    result = throughput_sizes.measure_workload(small, micro_batch=2, repeats=2, warmup=1)
     assert result["micro_batch"] == 2 and result["params"] > 0
     assert result["tokens_per_s"] == pytest.approx(2 * 16 / (result["median_ms"] / 1e3))
 
@@ -179,14 +177,14 @@ def test_passes_over_the_data_and_checkpoint_disk_per_run(paper, paper_workloads
     small, large = paper_workloads[("pretrain", "wt103-small-gpt")], paper_workloads[("pretrain", "owt-large-gpt")]
     kept_train = dataclasses.replace(large.train, keep_checkpoints_every=1000)
     kept_every = dataclasses.replace(large, run=dataclasses.replace(large.run, train=kept_train))
-    rows = cost.cost_rows([small, large, kept_every], "h100", mfu=0.4, config=paper)
+    rows = cost.cost_rows([small, large, kept_every], MeasuredTable(Grid.load(paper), "h100"))
     assert rows[0]["data_passes"] == pytest.approx(10_000 * 256 * 1024 / 0.12e9)
     assert rows[1]["data_passes"] == pytest.approx(40_000 * 256 * 1024 / 9.04e9)
     assert rows[1]["checkpoint_bytes"] == 774_030_080 * 12
     assert rows[1]["running_checkpoint_bytes"] == 774_030_080 * 12 * 3, "two complete and one being written"
     assert rows[2]["checkpoint_bytes"] == 774_030_080 * 12 * 40  # steps 1000 ... 39000, and step-39999
     llama = paper_workloads[("pretrain", "owt-llama1b-llama")]
-    assert cost.cost_rows([llama], "h100", mfu=0.4, config=paper)[0]["data_passes"] is None
+    assert cost.cost_rows([llama], MeasuredTable(Grid.load(paper), "h100"))[0]["data_passes"] is None
 
 
 MODEL_COST_PROBE = r"""
@@ -199,7 +197,7 @@ from pipeline.planning.grid import Grid
 
 grid.MODEL_COST_CACHE = Path(sys.argv[1])
 config = load_preset({"preset": "paper"})
-costs = {f"{workload.stage}/{workload.model_id}": grid.model_cost(workload, config)
+costs = {f"{workload.stage}/{workload.model_id}": workload.cost
          for workload in Grid.load(config).costed}
 print(json.dumps({"costs": costs, "jax": "jax" in sys.modules}))
 """
@@ -220,7 +218,7 @@ def test_model_costs_are_counted_once_per_model_code_and_then_read_without_jax(t
     for name in ("read_model_costs", "recipe_cost"):  # empty caches here; the session's come back after the test
         monkeypatch.setattr(grid, name, functools.cache(getattr(grid, name).__wrapped__))
     costed = {f"{workload.stage}/{workload.model_id}": workload for workload in Grid.load(paper).costed}
-    counted = {name: list(grid.model_cost(workload, paper)) for name, workload in costed.items()}
+    counted = {name: list(workload.cost) for name, workload in costed.items()}
     result = python_run("-c", MODEL_COST_PROBE, str(cache), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     read = json.loads(result.stdout.strip().splitlines()[-1])
@@ -230,5 +228,6 @@ def test_model_costs_are_counted_once_per_model_code_and_then_read_without_jax(t
     grid.read_model_costs.cache_clear()
     grid.recipe_cost.cache_clear()
     assert grid.read_model_costs() == {}
-    assert list(grid.model_cost(costed["pretrain/owt-small-gpt"], paper)) == counted["pretrain/owt-small-gpt"]
+    recounted = dataclasses.replace(costed["pretrain/owt-small-gpt"])  # a fresh workload, its cost not yet read
+    assert list(recounted.cost) == counted["pretrain/owt-small-gpt"]
     assert json.loads(cache.read_text())["code"] == grid.model_code_version(), "recounted under this model code"

@@ -16,7 +16,7 @@ import pytest
 from pipeline.config import load_preset
 from pipeline.execution.errors import RunStopped
 from pipeline.planning import fit
-from pipeline.planning.grid import Grid, Pretraining, vocab_size
+from pipeline.planning.grid import Grid, Pretraining
 from pipeline.planning.measured import read_fit_rows
 
 REPLICATED_BOUND_BYTES = 4 * 2**20
@@ -80,8 +80,8 @@ def fake_plan(per_example_bytes: int, fixed_bytes: int):
         return counts | {"param_bytes": fixed_bytes, "temp_bytes": temp, "total_bytes": fixed_bytes + temp}
 
     def plans(requests, gpus, stop=None):
-        calls.extend(micro_batch for _, _, micro_batch in requests)
-        return [plan(per_example_bytes * micro_batch) for _, _, micro_batch in requests]
+        calls.extend(micro_batch for _, micro_batch in requests)
+        return [plan(per_example_bytes * micro_batch) for _, micro_batch in requests]
 
     return plans, calls
 
@@ -106,7 +106,7 @@ def test_micro_batch_is_the_largest_divisor_that_fits(monkeypatch, tmp_path, per
     workload = medium_gpt()  # batch 256 → 32 per device on 8
     plans, calls = fake_plan(per_example, fixed)
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
-    [row] = fit.fit_rows([(workload, 8, 80 * 10**9)], [50257], tmp_path / "rows.jsonl", "key")
+    [row] = fit.fit_rows([(workload, 8, 80 * 10**9)], tmp_path / "rows.jsonl", "key")
     assert (row.micro_batch, row.fits_at_paper_batch, row.fits) == (micro_batch, fits == "yes", fits != "no")
     assert row.accumulation * row.micro_batch * row.gpus == workload.batch_size
     assert calls[0] == 32 and len(calls) <= 3 + (fits == "no") and f"| {fits} |" in fit.fit_table([row])[0]
@@ -123,8 +123,8 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     jobs = JobSizing(PAPER_GRID, site)
     probe = "owt-medium-memory-gpt"
     expected = {
-        "owt-small-gpt": jobs.training_gpu_count("owt-small-gpt"),
-        "owt-llama1b-diffeq_llama": jobs.training_gpu_count("owt-llama1b-diffeq_llama"),
+        "owt-small-gpt": jobs.gpu_count("owt-small-gpt"),
+        "owt-llama1b-diffeq_llama": jobs.gpu_count("owt-llama1b-diffeq_llama"),
         probe: 8,
         "downstream-owt-large-gpt": 1,
     }
@@ -132,7 +132,7 @@ def test_with_a_site_each_job_is_planned_on_the_gpus_the_site_gives_it(monkeypat
     processes = []
 
     def plans(requests, gpus, stop):
-        processes.append((gpus, [workload.run_id for workload, _, _ in requests]))
+        processes.append((gpus, [workload.run_id for workload, _ in requests]))
         return fake_plan(10**9, 5 * 10**9)[0](requests, gpus)
 
     monkeypatch.setattr(fit, "plans_in_subprocess", plans)
@@ -207,13 +207,13 @@ def tiny_rows(tmp_path_factory):
     config = load_preset({"preset": "tiny"})
     grid, out = Grid.load(config), tmp_path_factory.mktemp("fit")
     requests = [
-        (workload, vocab_size(config, workload.tokenizer), workload.batch_size // workload.devices(2))
+        (workload, workload.batch_size // workload.devices(2))
         for workload in (grid.workloads[run_id] for run_id in (TINY_LORA, TINY_FULL, TINY_DOWNSTREAM))
     ]
     plans = zip(requests, fit.plans_in_subprocess(requests, 2, SimpleNamespace()), strict=True)
     planned = {(workload.run_id, *asked): plan for (workload, *asked), plan in plans}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fit, "plans_in_subprocess", lambda asked, *_: [planned[w.run_id, v, m] for w, v, m in asked])
+        patch.setattr(fit, "plans_in_subprocess", lambda asked, *_: [planned[w.run_id, m] for w, m in asked])
         rows = fit.write_fit(grid, "h100", 2, [TINY_LORA, TINY_FULL, TINY_DOWNSTREAM], out / "fit.md", out / "fit.csv")
     return {row.run_id: row for row in rows}, (out / "fit.csv").read_text()
 
@@ -255,7 +255,7 @@ def stopped_fit(monkeypatch, tmp_path) -> tuple[Grid, list, int]:
     grid, planned, stops = Grid.load(load_preset({"preset": "tiny"})), [], [signal.SIGTERM]
 
     def plans(requests, gpus, stop):
-        planned.extend(workload.run_id for workload, _, _ in requests)
+        planned.extend(workload.run_id for workload, _ in requests)
         if gpus == 2 and stops:
             os.kill(os.getpid(), stops.pop())
         return fake_plan(10**6, 10**6)[0](requests, gpus)

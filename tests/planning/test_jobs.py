@@ -9,8 +9,9 @@ import pytest
 from pipeline.config import load_preset, pretrain_runs
 from pipeline.config.site import DEFAULT_CHUNK_STARTUP_MIN, EXAMPLE, load_site, preset_results
 from pipeline.planning.cost import cost_rows
-from pipeline.planning.grid import Grid, model_cost
+from pipeline.planning.grid import Grid
 from pipeline.planning.jobs import JobSizing, training_gpus, training_minutes
+from pipeline.planning.measured import MeasuredTable
 from pipeline.planning.placement import CHAIN_MARGIN_RETRIES, JobRequest, Placement, WalltimeError, chunk_count
 from pipeline.planning.preflight_jobs import CHECKPOINT_GB_PER_MIN, PREFLIGHT_BASE_MIN, preflight_minutes
 
@@ -40,6 +41,16 @@ def test_a_training_run_gets_the_fewest_gpus_that_hold_its_state_and_meet_the_ta
     assert training_gpus(gpu_hours=1e4, parameters=small, batch_size=256, site=SITE) == 8
     assert training_gpus(gpu_hours=1e4, parameters=small, batch_size=12, site=SITE) == 6
     assert training_minutes(gpu_hours=10.0, gpus=2, site=SITE) == 10 * 2 / 2 * 60 + 30
+
+
+def test_a_sites_mfu_sets_the_estimated_gpu_hours_its_jobs_are_sized_by():
+    """Where nothing was measured, a run's GPU-hours are estimated at the site's MFU: half the MFU, twice the hours
+    and a walltime sized on them."""
+    run = "owt-medium-gpt"
+    full, half = paper_jobs(), paper_jobs(site_with(mfu=SITE.mfu / 2))
+    assert half.gpu_hours(run) == pytest.approx(2 * full.gpu_hours(run))
+    gpus = half.training(run).gpus
+    assert half.training(run).needed_minutes == training_minutes(half.gpu_hours(run), gpus, SITE)
 
 
 def test_paper_runs_are_sized_by_their_cost_capped_at_the_site_walltime():
@@ -152,7 +163,7 @@ def test_a_preflight_job_gets_its_runs_own_walltime_and_is_warned_only_after_its
 
     jobs = paper_jobs()
     hours = jobs.gpu_hours("owt-llama1b-diffeq_llama")
-    parameters, _ = model_cost(jobs.grid.workloads["owt-llama1b-diffeq_llama"], PAPER)
+    parameters = jobs.grid.workloads["owt-llama1b-diffeq_llama"].parameters
     work = PREFLIGHT_BASE_MIN + 23 * hours * 2 / 8 / 40000 * 60 + 2 * parameters * 12 / 1e9 / CHECKPOINT_GB_PER_MIN
     minutes = preflight_minutes(jobs, "owt-llama1b-diffeq_llama", 23)
     assert work + 10 <= minutes < work + 11 and parameters * 12 > 75e9
@@ -192,7 +203,7 @@ def test_a_training_job_takes_its_micro_batch_from_the_fit_row_planned_at_its_gp
     rows = [planned_fit_row(PAPER, "owt-small-gpt", 1, 16), planned_fit_row(PAPER, "owt-small-diffeq", 8, 64), lora]
     table = write_fit_rows(tmp_path / "fit.csv", rows)
     jobs = paper_jobs(fit_table=table)
-    assert [jobs.training_gpu_count(run) for run in ("owt-small-gpt", "owt-small-diffeq")] == [1, 1]
+    assert [jobs.gpu_count(run) for run in ("owt-small-gpt", "owt-small-diffeq")] == [1, 1]
     assert jobs.training("owt-small-gpt").micro_batch == 16
     chosen = load_preset({"preset": "paper", "pretrain": {"owt-small": {"train": {"micro_batch_size": 8}}}})
     chosen_shape = JobSizing(Grid.load(chosen), SITE, fit_table=table).training("owt-small-gpt")
@@ -257,7 +268,7 @@ def test_a_memory_probe_gets_one_nodes_gpus_and_must_fit_its_whole_batch_there(t
     fit there, or none at all, stops the workflow in one sentence."""
     probe = "owt-medium-memory-gpt"
     jobs = paper_jobs()
-    assert (jobs.memory_probe(probe).gpus, jobs.training_gpu_count("owt-medium-gpt")) == (8, 2)
+    assert (jobs.memory_probe(probe).gpus, jobs.gpu_count("owt-medium-gpt")) == (8, 2)
     table = write_fit_rows(tmp_path / "fit.csv", [planned_fit_row(PAPER, probe, 8, 16, fits_at_paper_batch=False)])
     with pytest.raises(ValueError) as error:
         paper_jobs(fit_table=table).memory_probe(probe)
@@ -286,6 +297,7 @@ def test_passes_over_the_data_count_the_cache_built_under_the_sites_results_dir(
     stats.write_text(json.dumps({"train": {"tokens": 1000}}))
     site = site_with(results_dir=str(tmp_path))
     workload = Grid.load(config).pretraining["wt103-small-gpt"]
-    row = cost_rows([workload], site.device, site.mfu, config, results=preset_results(site, "tiny"))[0]
+    measured = MeasuredTable(Grid.load(config), site.device, mfu=site.mfu)
+    row = cost_rows([workload], measured, preset_results(site, "tiny"))[0]
     tokens = spec.train.steps * spec.train.batch_size * spec.model.seq_len
     assert row["data_passes"] == pytest.approx(tokens / 1000)

@@ -4,6 +4,7 @@ its stage jobs, and each job's inputs, settings and resources (the jobs: pipelin
 import functools
 import os
 
+from pipeline.planning.jobs import usable_fit_row
 from pipeline.planning.preflight_jobs import PREFLIGHT_RUNTIME_MIN, stage_jobs, training_shapes
 
 PREFLIGHT = f"{RESULTS}/preflight"
@@ -54,7 +55,8 @@ def preflight_plan_option(wildcards):
     shape = preflight_shape(wildcards)
     if SITE is None or not shape.gpus:
         return []
-    row = preflight_sizing().measured.fit_row(shape.run_id, shape.gpus, SITE.gpu_memory_bytes)
+    measured = preflight_sizing().measured.job(GRID.pretraining[shape.run_id], SITE.gpu_memory_bytes)
+    row = usable_fit_row(measured, shape.gpus)
     return [] if row is None else ["--planned-bytes", row.total_bytes, "--budget-bytes", row.usable_bytes]
 
 
