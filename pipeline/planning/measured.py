@@ -325,7 +325,8 @@ class MeasuredTable:
         return throughput
 
     def tokens_per_s(self, workload: Workload) -> tuple[float, str] | None:
-        """``(training tokens/s per GPU, "preflight" or "measured")`` of ``workload``; None: the caller estimates."""
+        """``(training tokens/s per GPU, "preflight" or "measured")`` of ``workload``; None: nothing measured (``job``
+        estimates)."""
         if workload.run_id in self.preflight_tokens_per_s:
             return self.preflight_tokens_per_s[workload.run_id], "preflight"
         if workload.throughput_key in self.throughput_rows:

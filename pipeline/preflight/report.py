@@ -1,6 +1,6 @@
 """The preflight report (docs/cluster.md#preflight): a row per job shape, and its projection onto every pretraining
 run: GPU-hours = tokens / (measured tokens/s per device × 3600), walltime = GPU-hours × safety factor / GPUs, next to
-the estimate they replace."""
+the estimate they replace (the device's throughput table where it has the run, else the FLOPs estimate)."""
 
 import html
 import math

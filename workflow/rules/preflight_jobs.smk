@@ -55,8 +55,7 @@ def preflight_plan_option(wildcards):
     shape = preflight_shape(wildcards)
     if SITE is None or not shape.gpus:
         return []
-    measured = preflight_sizing().measured.job(GRID.pretraining[shape.run_id], SITE.gpu_memory_bytes)
-    row = usable_fit_row(measured, shape.gpus)
+    row = usable_fit_row(preflight_sizing().need(GRID.pretraining[shape.run_id]).measured, shape.gpus)
     return [] if row is None else ["--planned-bytes", row.total_bytes, "--budget-bytes", row.usable_bytes]
 
 
